@@ -1,0 +1,414 @@
+/* intercept.c: what happens at each interposed call.
+ *
+ * Each handler calls the real function and records the outcome in the
+ * tracker. A thread-local depth makes only the outermost call record: the
+ * runtime's cudaMalloc reaches the driver's cuMemAlloc through the pointer we
+ * handed it, and that inner call must pass straight through. Frees are
+ * recorded before the real free, so the address cannot be handed out again
+ * (and recorded by another thread) before we forget it. Lookups (dlsym,
+ * cuGetProcAddress, cudaGetDriverEntryPoint) swap a real function for our
+ * hook only when the pointer is exactly the real ABI we wrap. */
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#include "ol.h"
+
+static _Thread_local int depth;
+static void *const *hook_table;
+static atomic_bool warned_missing_runtime;
+
+void ol_intercept_install(void *const hooks[OL_FN_COUNT])
+{
+  hook_table = hooks;
+}
+
+/* True when this call is the outermost and oomlens is on: record it. */
+static bool enter(void)
+{
+  if (depth++ > 0)
+    return false;
+  return ol_lifecycle_enabled();
+}
+
+static void leave(void)
+{
+  depth--;
+}
+
+void *ol_intercept_wrap(void *real_fn)
+{
+  if (!real_fn || !hook_table || !ol_lifecycle_enabled())
+    return real_fn;
+  int fn = ol_prim_fn_of(real_fn);
+  return fn < 0 ? real_fn : hook_table[fn];
+}
+
+static cudaError_t missing_runtime(ol_fn_t fn)
+{
+  ol_log_warn_once(&warned_missing_runtime,
+                   "%s called but no CUDA runtime is loaded behind oomlens", ol_prim_name(fn));
+  return cudaErrorInsufficientDriver;
+}
+
+/* ---- runtime allocation ------------------------------------------------ */
+
+static void record_runtime_result(cudaError_t err, void *ptr, size_t size, ol_kind_t kind,
+                                  cudaStream_t stream)
+{
+  int device = ol_prim_current_device_runtime();
+  if (err == cudaSuccess && ptr)
+    ol_track_alloc((uintptr_t)ptr, size, device, kind, (uintptr_t)stream);
+  else if (err != cudaSuccess)
+    ol_track_failed_alloc(size, device, kind, err == cudaErrorMemoryAllocation);
+}
+
+cudaError_t ol_on_cudaMalloc(void **ptr, size_t size)
+{
+  ol_pfn_cudaMalloc real = OL_REAL(cudaMalloc);
+  if (!real)
+    return missing_runtime(OL_FN_cudaMalloc);
+  bool track = enter();
+  cudaError_t err = real(ptr, size);
+  if (track)
+    record_runtime_result(err, ptr ? *ptr : NULL, size, OL_KIND_RUNTIME, 0);
+  leave();
+  return err;
+}
+
+cudaError_t ol_on_cudaFree(void *ptr)
+{
+  ol_pfn_cudaFree real = OL_REAL(cudaFree);
+  if (!real)
+    return missing_runtime(OL_FN_cudaFree);
+  if (enter() && ptr)
+    ol_track_free((uintptr_t)ptr, OL_KIND_RUNTIME);
+  cudaError_t err = real(ptr);
+  leave();
+  return err;
+}
+
+static cudaError_t malloc_async(ol_fn_t fn, void **ptr, size_t size, cudaStream_t stream)
+{
+  ol_pfn_cudaMallocAsync real = (ol_pfn_cudaMallocAsync)ol_prim_real(fn);
+  if (!real)
+    return missing_runtime(fn);
+  bool track = enter();
+  cudaError_t err = real(ptr, size, stream);
+  if (track)
+    record_runtime_result(err, ptr ? *ptr : NULL, size, OL_KIND_RUNTIME_ASYNC, stream);
+  leave();
+  return err;
+}
+
+static cudaError_t free_async(ol_fn_t fn, void *ptr, cudaStream_t stream)
+{
+  ol_pfn_cudaFreeAsync real = (ol_pfn_cudaFreeAsync)ol_prim_real(fn);
+  if (!real)
+    return missing_runtime(fn);
+  if (enter() && ptr)
+    ol_track_free((uintptr_t)ptr, OL_KIND_RUNTIME_ASYNC);
+  cudaError_t err = real(ptr, stream);
+  leave();
+  return err;
+}
+
+cudaError_t ol_on_cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream)
+{
+  return malloc_async(OL_FN_cudaMallocAsync, ptr, size, stream);
+}
+
+cudaError_t ol_on_cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream)
+{
+  return malloc_async(OL_FN_cudaMallocAsync_ptsz, ptr, size, stream);
+}
+
+cudaError_t ol_on_cudaFreeAsync(void *ptr, cudaStream_t stream)
+{
+  return free_async(OL_FN_cudaFreeAsync, ptr, stream);
+}
+
+cudaError_t ol_on_cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
+{
+  return free_async(OL_FN_cudaFreeAsync_ptsz, ptr, stream);
+}
+
+cudaError_t ol_on_cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+  ol_pfn_cudaMemGetInfo real = OL_REAL(cudaMemGetInfo);
+  if (!real)
+    return missing_runtime(OL_FN_cudaMemGetInfo);
+  bool track = enter();
+  cudaError_t err = real(free_bytes, total_bytes);
+  if (track && err == cudaSuccess && free_bytes && total_bytes)
+    ol_track_mem_info(ol_prim_current_device_runtime(), *free_bytes, *total_bytes);
+  leave();
+  return err;
+}
+
+/* ---- driver allocation ------------------------------------------------- */
+
+static void record_driver_result(CUresult res, CUdeviceptr ptr, size_t size, ol_kind_t kind,
+                                 CUstream stream)
+{
+  int device = ol_prim_current_device_driver();
+  if (res == CUDA_SUCCESS && ptr)
+    ol_track_alloc((uintptr_t)ptr, size, device, kind, (uintptr_t)stream);
+  else if (res != CUDA_SUCCESS)
+    ol_track_failed_alloc(size, device, kind, res == CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+CUresult ol_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
+{
+  ol_pfn_cuMemAlloc_v2 real = OL_REAL(cuMemAlloc_v2);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  bool track = enter();
+  CUresult res = real(dptr, size);
+  if (track)
+    record_driver_result(res, dptr ? *dptr : 0, size, OL_KIND_DRIVER, NULL);
+  leave();
+  return res;
+}
+
+CUresult ol_on_cuMemFree_v2(CUdeviceptr dptr)
+{
+  ol_pfn_cuMemFree_v2 real = OL_REAL(cuMemFree_v2);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (enter() && dptr)
+    ol_track_free((uintptr_t)dptr, OL_KIND_DRIVER);
+  CUresult res = real(dptr);
+  leave();
+  return res;
+}
+
+static CUresult driver_alloc_async(ol_fn_t fn, CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+  ol_pfn_cuMemAllocAsync real = (ol_pfn_cuMemAllocAsync)ol_prim_real(fn);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  bool track = enter();
+  CUresult res = real(dptr, size, stream);
+  if (track)
+    record_driver_result(res, dptr ? *dptr : 0, size, OL_KIND_DRIVER_ASYNC, stream);
+  leave();
+  return res;
+}
+
+static CUresult driver_free_async(ol_fn_t fn, CUdeviceptr dptr, CUstream stream)
+{
+  ol_pfn_cuMemFreeAsync real = (ol_pfn_cuMemFreeAsync)ol_prim_real(fn);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (enter() && dptr)
+    ol_track_free((uintptr_t)dptr, OL_KIND_DRIVER_ASYNC);
+  CUresult res = real(dptr, stream);
+  leave();
+  return res;
+}
+
+CUresult ol_on_cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+  return driver_alloc_async(OL_FN_cuMemAllocAsync, dptr, size, stream);
+}
+
+CUresult ol_on_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+  return driver_alloc_async(OL_FN_cuMemAllocAsync_ptsz, dptr, size, stream);
+}
+
+CUresult ol_on_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
+{
+  return driver_free_async(OL_FN_cuMemFreeAsync, dptr, stream);
+}
+
+CUresult ol_on_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
+{
+  return driver_free_async(OL_FN_cuMemFreeAsync_ptsz, dptr, stream);
+}
+
+CUresult ol_on_cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+{
+  ol_pfn_cuMemGetInfo_v2 real = OL_REAL(cuMemGetInfo_v2);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  bool track = enter();
+  CUresult res = real(free_bytes, total_bytes);
+  if (track && res == CUDA_SUCCESS && free_bytes && total_bytes)
+    ol_track_mem_info(ol_prim_current_device_driver(), *free_bytes, *total_bytes);
+  leave();
+  return res;
+}
+
+/* ---- driver virtual memory (PyTorch's expandable segments, JAX) --------- */
+
+static int device_of_prop(const CUmemAllocationProp *prop)
+{
+  if (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+    return prop->location.id;
+  return ol_prim_current_device_driver();
+}
+
+CUresult ol_on_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                           const CUmemAllocationProp *prop, unsigned long long flags)
+{
+  ol_pfn_cuMemCreate real = OL_REAL(cuMemCreate);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  bool track = enter();
+  CUresult res = real(handle, size, prop, flags);
+  if (track && res == CUDA_SUCCESS && handle)
+    ol_track_vmm_create(*handle, size, device_of_prop(prop));
+  else if (track && res != CUDA_SUCCESS)
+    ol_track_failed_alloc(size, device_of_prop(prop), OL_KIND_VMM,
+                          res == CUDA_ERROR_OUT_OF_MEMORY);
+  leave();
+  return res;
+}
+
+CUresult ol_on_cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+  ol_pfn_cuMemRelease real = OL_REAL(cuMemRelease);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (enter())
+    ol_track_vmm_release(handle);
+  CUresult res = real(handle);
+  leave();
+  return res;
+}
+
+CUresult ol_on_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                        CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+  ol_pfn_cuMemMap real = OL_REAL(cuMemMap);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  bool track = enter();
+  CUresult res = real(ptr, size, offset, handle, flags);
+  if (track && res == CUDA_SUCCESS)
+    ol_track_vmm_map((uintptr_t)ptr, size, handle);
+  leave();
+  return res;
+}
+
+CUresult ol_on_cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+  ol_pfn_cuMemUnmap real = OL_REAL(cuMemUnmap);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (enter())
+    ol_track_vmm_unmap((uintptr_t)ptr, size);
+  CUresult res = real(ptr, size);
+  leave();
+  return res;
+}
+
+CUresult ol_on_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                   CUdeviceptr addr, unsigned long long flags)
+{
+  ol_pfn_cuMemAddressReserve real = OL_REAL(cuMemAddressReserve);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  bool track = enter();
+  CUresult res = real(ptr, size, alignment, addr, flags);
+  if (track && res == CUDA_SUCCESS && ptr)
+    ol_track_va_reserve((uintptr_t)*ptr, size, ol_prim_current_device_driver());
+  leave();
+  return res;
+}
+
+CUresult ol_on_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+  ol_pfn_cuMemAddressFree real = OL_REAL(cuMemAddressFree);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (enter())
+    ol_track_va_free((uintptr_t)ptr);
+  CUresult res = real(ptr, size);
+  leave();
+  return res;
+}
+
+/* ---- lookups ----------------------------------------------------------- */
+
+CUresult ol_on_cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+  ol_pfn_cuGetProcAddress real = OL_REAL(cuGetProcAddress);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult res = real(symbol, pfn, version, flags);
+  if (res == CUDA_SUCCESS && pfn)
+    *pfn = ol_intercept_wrap(*pfn);
+  return res;
+}
+
+CUresult ol_on_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                   cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+  ol_pfn_cuGetProcAddress_v2 real = OL_REAL(cuGetProcAddress_v2);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult res = real(symbol, pfn, version, flags, status);
+  if (res == CUDA_SUCCESS && pfn)
+    *pfn = ol_intercept_wrap(*pfn);
+  return res;
+}
+
+cudaError_t ol_on_cudaGetDriverEntryPoint(const char *symbol, void **pfn,
+                                          unsigned long long flags,
+                                          enum cudaDriverEntryPointQueryResult *status)
+{
+  ol_pfn_cudaGetDriverEntryPoint real = OL_REAL(cudaGetDriverEntryPoint);
+  if (!real)
+    return missing_runtime(OL_FN_cudaGetDriverEntryPoint);
+  cudaError_t err = real(symbol, pfn, flags, status);
+  if (err == cudaSuccess && pfn)
+    *pfn = ol_intercept_wrap(*pfn);
+  return err;
+}
+
+cudaError_t ol_on_cudaGetDriverEntryPointByVersion(const char *symbol, void **pfn,
+                                                   unsigned int version,
+                                                   unsigned long long flags,
+                                                   enum cudaDriverEntryPointQueryResult *status)
+{
+  ol_pfn_cudaGetDriverEntryPointByVersion real = OL_REAL(cudaGetDriverEntryPointByVersion);
+  if (!real)
+    return missing_runtime(OL_FN_cudaGetDriverEntryPointByVersion);
+  cudaError_t err = real(symbol, pfn, version, flags, status);
+  if (err == cudaSuccess && pfn)
+    *pfn = ol_intercept_wrap(*pfn);
+  return err;
+}
+
+/* dlsym(RTLD_NEXT, ...) means "after the caller", and glibc finds the caller
+ * from its return address, which is now ours. Walk the objects loaded after
+ * the caller and take the first that defines the symbol itself. */
+static void *lookup_after(const void *caller, const char *name)
+{
+  Dl_info info;
+  struct link_map *self = NULL;
+  if (!caller || !dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
+    return NULL;
+  for (struct link_map *lm = self->l_next; lm; lm = lm->l_next) {
+    void *p = ol_prim_dlsym(lm, name);
+    struct link_map *owner = NULL;
+    if (p && dladdr1(p, &info, (void **)&owner, RTLD_DL_LINKMAP) && owner == lm)
+      return p;
+  }
+  return NULL;
+}
+
+void *ol_on_dlsym(void *handle, const char *name, const void *caller)
+{
+  void *p = handle == RTLD_NEXT ? lookup_after(caller, name) : ol_prim_dlsym(handle, name);
+  /* Only names we interpose may load anything: a process that never asks
+   * for a CUDA symbol must see no side effect of ours. */
+  if (!p || !name || name[0] != 'c' || name[1] != 'u' || ol_prim_opening_driver())
+    return p;
+  if (ol_prim_fn_by_name(name) < 0)
+    return p;
+  return ol_intercept_wrap(p);
+}

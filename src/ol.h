@@ -1,0 +1,186 @@
+/* ol.h: internal interfaces shared across oomlens's modules, listed under
+ * the file that defines them. Nothing here is exported from the library. */
+#ifndef OL_H
+#define OL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cuda_abi.h"
+
+#define OL_VERSION_TEXT "0.1.0"
+#define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
+#define OL_MAX_DEVICES 64
+#define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
+
+/* ---- log.c ---------------------------------------------------------- */
+void ol_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ol_log_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ol_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ol_log_warn_once(atomic_bool *said, const char *fmt, ...)
+  __attribute__((format(printf, 2, 3)));
+
+/* ---- options.c ------------------------------------------------------ */
+typedef enum ol_option {
+  OL_OPT_ENABLE,
+  OL_OPT_REPORT,
+  OL_OPT_JSON,
+  OL_OPT_REPORT_AT_EXIT,
+  OL_OPT_SIGNAL,
+  OL_OPT_VERBOSE,
+  OL_OPT_COUNT
+} ol_option_t;
+
+bool ol_option_bool(ol_option_t opt);
+uint64_t ol_option_size(ol_option_t opt);
+const char *ol_option_text(ol_option_t opt);
+void ol_options_reload(void); /* tests and the fork child */
+void ol_options_print(FILE *out);
+bool ol_options_defaults_valid(void);
+bool ol_parse_bool(const char *text, bool *out);
+bool ol_parse_size(const char *text, uint64_t *out);
+
+/* ---- prim.c: the only code that calls into the real CUDA -------------- */
+void *ol_prim_dlsym(void *handle, const char *name); /* glibc's dlsym */
+void *ol_prim_real(ol_fn_t fn);                       /* NULL if unavailable */
+bool ol_prim_driver_available(void);
+bool ol_prim_opening_driver(void);
+int ol_prim_fn_of(const void *real_fn); /* which interposed function, or -1 */
+int ol_prim_fn_by_name(const char *name);
+const char *ol_prim_name(ol_fn_t fn);
+int ol_prim_current_device_driver(void);
+int ol_prim_current_device_runtime(void);
+
+#define OL_REAL(name) ((ol_pfn_##name)ol_prim_real(OL_FN_##name))
+
+/* ---- stats.c: PyTorch-shaped counters ---------------------------------- */
+typedef struct ol_stat {
+  int64_t current, peak, allocated, freed;
+} ol_stat_t;
+
+enum { OL_POOL_ALL, OL_POOL_LARGE, OL_POOL_SMALL, OL_POOL_COUNT };
+
+/* X(field, row title in the summary, is a byte count) in PyTorch's order. */
+#define OL_STAT_FIELDS(X)                               \
+  X(allocated_bytes, "Allocated memory", true)          \
+  X(active_bytes, "Active memory", true)                \
+  X(requested_bytes, "Requested memory", true)          \
+  X(reserved_bytes, "GPU reserved memory", true)        \
+  X(inactive_split_bytes, "Non-releasable memory", true)\
+  X(allocation, "Allocations", false)                   \
+  X(active, "Active allocs", false)                     \
+  X(segment, "GPU reserved segments", false)            \
+  X(inactive_split, "Non-releasable allocs", false)
+
+/* Calls seen, per device: X(field, what it counts). */
+#define OL_CALL_FIELDS(X)                                            \
+  X(runtime_allocs, "cudaMalloc and cudaMallocAsync calls")          \
+  X(runtime_frees, "cudaFree and cudaFreeAsync calls")               \
+  X(driver_allocs, "cuMemAlloc and cuMemAllocAsync calls from outside the runtime") \
+  X(driver_frees, "cuMemFree and cuMemFreeAsync calls from outside the runtime")    \
+  X(vmm_creates, "cuMemCreate calls")                                \
+  X(vmm_releases, "cuMemRelease calls")                              \
+  X(vmm_maps, "cuMemMap calls")                                      \
+  X(vmm_unmaps, "cuMemUnmap calls")                                  \
+  X(failed_allocs, "allocations the driver refused")                 \
+  X(unknown_frees, "frees of memory allocated before oomlens saw it")
+
+typedef struct ol_device_stats {
+#define OL_STAT_MEMBER(field, title, bytes) ol_stat_t field[OL_POOL_COUNT];
+  OL_STAT_FIELDS(OL_STAT_MEMBER)
+#undef OL_STAT_MEMBER
+  ol_stat_t oversize_allocations, oversize_segments;
+  ol_stat_t vmm_mapped_bytes;  /* VMM physical memory mapped into address space */
+  ol_stat_t va_reserved_bytes; /* address space reserved (no memory behind it) */
+#define OL_CALL_MEMBER(field, what) int64_t field;
+  OL_CALL_FIELDS(OL_CALL_MEMBER)
+#undef OL_CALL_MEMBER
+  int64_t num_ooms;
+  int64_t last_oom_request;
+  int64_t mem_free, mem_total; /* last cuMemGetInfo answer seen, 0 if none */
+} ol_device_stats_t;
+
+void ol_stat_update(ol_stat_t *stat, int64_t delta);
+void ol_stats_pool_update(ol_stat_t stat[OL_POOL_COUNT], size_t size, int64_t delta);
+
+/* ---- tracker.c: observe mode's record of what is live ------------------ */
+typedef enum ol_kind {
+  OL_KIND_RUNTIME,       /* cudaMalloc */
+  OL_KIND_RUNTIME_ASYNC, /* cudaMallocAsync */
+  OL_KIND_DRIVER,        /* cuMemAlloc called directly */
+  OL_KIND_DRIVER_ASYNC,  /* cuMemAllocAsync called directly */
+  OL_KIND_VMM,           /* cuMemCreate */
+} ol_kind_t;
+
+typedef struct ol_snapshot {
+  int device_count; /* highest device seen + 1 */
+  ol_device_stats_t devices[OL_MAX_DEVICES];
+  int64_t live_records;
+  bool tracking_failed;
+} ol_snapshot_t;
+
+void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream);
+bool ol_track_free(uintptr_t addr, ol_kind_t kind);
+void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory);
+void ol_track_vmm_create(uint64_t handle, size_t size, int device);
+void ol_track_vmm_release(uint64_t handle);
+void ol_track_vmm_map(uintptr_t addr, size_t size, uint64_t handle);
+void ol_track_vmm_unmap(uintptr_t addr, size_t size);
+void ol_track_va_reserve(uintptr_t addr, size_t size, int device);
+void ol_track_va_free(uintptr_t addr);
+void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes);
+bool ol_track_seen_activity(void);
+void ol_track_snapshot(ol_snapshot_t *out);
+void ol_track_reset(void);
+void ol_track_lock(void);
+void ol_track_unlock(void);
+
+/* ---- intercept.c: what each hook does ---------------------------------- */
+#define OL_HANDLER_DECL(name, ret, params, args) ret ol_on_##name params;
+OL_INTERPOSED_FNS(OL_HANDLER_DECL)
+#undef OL_HANDLER_DECL
+void *ol_on_dlsym(void *handle, const char *name, const void *caller);
+/* The shim's table: hook address for each interposed function. */
+void ol_intercept_install(void *const hooks[OL_FN_COUNT]);
+void *ol_intercept_wrap(void *real_fn);
+
+/* ---- lifecycle.c: start, fork, signals, exit --------------------------- */
+bool ol_lifecycle_enabled(void); /* starts oomlens on first call */
+bool ol_lifecycle_forked_child(void);
+void ol_lifecycle_at_exit(void);
+
+/* ---- buffer.c: growable text for reports ------------------------------ */
+typedef struct ol_buf {
+  char *data;
+  size_t len, cap;
+  bool failed; /* an allocation failed: the text is incomplete */
+} ol_buf_t;
+
+void ol_buf_printf(ol_buf_t *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ol_buf_json_string(ol_buf_t *buf, const char *text);
+void ol_buf_free(ol_buf_t *buf);
+
+/* ---- report.c: memory_summary text and JSON ---------------------------- */
+typedef struct ol_report_context {
+  const char *reason; /* "exit", "signal", "request" */
+  long pid;
+  const char *rank;
+  const char *command;
+  double time_unix;
+} ol_report_context_t;
+
+void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx);
+void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx);
+void ol_format_bytes(char *out, size_t cap, int64_t bytes);
+int ol_report_write_all(const char *reason); /* 0 when every file was written */
+
+/* ---- report_file.c: where reports go, written whole or not at all ------ */
+const char *ol_rank_text(void);
+int ol_expand_path(const char *pattern, long pid, const char *rank, char *out, size_t cap);
+int ol_json_path_for(const char *text_path, char *out, size_t cap);
+int ol_write_file_atomic(const char *path, const char *data, size_t len);
+
+#endif

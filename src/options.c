@@ -1,0 +1,179 @@
+/* options.c: the OOMLENS_* environment variables, one table with defaults.
+ *
+ * Read once, lazily, on first use. A value that does not parse gives one
+ * warning line naming the variable and the default kept: a typo in a
+ * variable must never take the user's job down. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ol.h"
+
+typedef enum { KIND_BOOL, KIND_STRING, KIND_SIZE } option_kind_t;
+
+typedef struct option {
+  const char *name;
+  option_kind_t kind;
+  const char *default_text;
+  const char *help;
+  long long value;  /* bool and size */
+  const char *text; /* string, or the raw text of the others */
+} option_t;
+
+static option_t options[OL_OPT_COUNT] = {
+  [OL_OPT_ENABLE] = {"OOMLENS_ENABLE", KIND_BOOL, "1",
+                     "0 passes every call straight through and records nothing", 0, NULL},
+  [OL_OPT_REPORT] = {"OOMLENS_REPORT", KIND_STRING, "oomlens-%p.txt",
+                     "text report path; %p = pid, %r = rank (RANK, else LOCAL_RANK, else 0), %% = %",
+                     0, NULL},
+  [OL_OPT_JSON] = {"OOMLENS_JSON", KIND_BOOL, "1",
+                   "also write the JSON report beside the text one (.txt replaced by .json)", 0,
+                   NULL},
+  [OL_OPT_REPORT_AT_EXIT] = {"OOMLENS_REPORT_AT_EXIT", KIND_BOOL, "1",
+                             "write the reports when a process that used CUDA exits", 0, NULL},
+  [OL_OPT_SIGNAL] = {"OOMLENS_SIGNAL", KIND_BOOL, "1",
+                     "SIGUSR1 writes the reports without stopping the job", 0, NULL},
+  [OL_OPT_VERBOSE] = {"OOMLENS_VERBOSE", KIND_BOOL, "0",
+                      "explain on stderr what is intercepted and why", 0, NULL},
+};
+
+static pthread_once_t options_once = PTHREAD_ONCE_INIT;
+
+bool ol_parse_bool(const char *text, bool *out)
+{
+  static const char *const yes[] = {"1", "true", "yes", "on"};
+  static const char *const no[] = {"0", "false", "no", "off"};
+  for (size_t i = 0; i < 4; i++) {
+    if (strcasecmp(text, yes[i]) == 0) {
+      *out = true;
+      return true;
+    }
+    if (strcasecmp(text, no[i]) == 0) {
+      *out = false;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Sizes: a decimal count of bytes, optionally followed by K, M, G or T
+ * (powers of 1024, an optional trailing "iB" or "B"); overflow is an error. */
+bool ol_parse_size(const char *text, uint64_t *out)
+{
+  if (!text || *text < '0' || *text > '9')
+    return false;
+  errno = 0;
+  char *end;
+  unsigned long long n = strtoull(text, &end, 10);
+  if (errno == ERANGE)
+    return false;
+  unsigned shift = 0;
+  switch (*end) {
+  case 'k': case 'K': shift = 10; end++; break;
+  case 'm': case 'M': shift = 20; end++; break;
+  case 'g': case 'G': shift = 30; end++; break;
+  case 't': case 'T': shift = 40; end++; break;
+  default: break;
+  }
+  if (shift && (strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0))
+    end += strlen(end);
+  else if (!shift && strcasecmp(end, "b") == 0)
+    end++;
+  if (*end != '\0')
+    return false;
+  if (shift && n > (UINT64_MAX >> shift))
+    return false;
+  *out = (uint64_t)n << shift;
+  return true;
+}
+
+static bool parse_value(option_t *opt, const char *text)
+{
+  bool b;
+  uint64_t size;
+  switch (opt->kind) {
+  case KIND_BOOL:
+    if (!ol_parse_bool(text, &b))
+      return false;
+    opt->value = b;
+    return true;
+  case KIND_SIZE:
+    if (!ol_parse_size(text, &size) || size > LLONG_MAX)
+      return false;
+    opt->value = (long long)size;
+    return true;
+  case KIND_STRING:
+    if (*text == '\0')
+      return false;
+    return true;
+  }
+  return false;
+}
+
+static void load_option(option_t *opt)
+{
+  bool ok = parse_value(opt, opt->default_text);
+  (void)ok; /* defaults are ours and always parse; the tests check it */
+  opt->text = opt->default_text;
+  const char *env = getenv(opt->name);
+  if (!env)
+    return;
+  if (parse_value(opt, env)) {
+    opt->text = env;
+    return;
+  }
+  parse_value(opt, opt->default_text);
+  ol_log_warn("%s=\"%.64s\" is not valid; using the default %s", opt->name, env,
+              opt->default_text);
+}
+
+static void load_all(void)
+{
+  for (int i = 0; i < OL_OPT_COUNT; i++)
+    load_option(&options[i]);
+}
+
+void ol_options_reload(void)
+{
+  load_all();
+}
+
+bool ol_option_bool(ol_option_t opt)
+{
+  pthread_once(&options_once, load_all);
+  return options[opt].value != 0;
+}
+
+uint64_t ol_option_size(ol_option_t opt)
+{
+  pthread_once(&options_once, load_all);
+  return (uint64_t)options[opt].value;
+}
+
+const char *ol_option_text(ol_option_t opt)
+{
+  pthread_once(&options_once, load_all);
+  return options[opt].text;
+}
+
+void ol_options_print(FILE *out)
+{
+  for (int i = 0; i < OL_OPT_COUNT; i++)
+    fprintf(out, "  %-24s default %-16s %s\n", options[i].name, options[i].default_text,
+            options[i].help);
+}
+
+bool ol_options_defaults_valid(void)
+{
+  for (int i = 0; i < OL_OPT_COUNT; i++) {
+    option_t copy = options[i];
+    if (!parse_value(&copy, copy.default_text))
+      return false;
+  }
+  return true;
+}

@@ -1,0 +1,164 @@
+/* prim.c: the primitive layer, the only code that finds and calls into the
+ * real CUDA libraries and the real dlsym.
+ *
+ * Contract: every function here is safe to call from any thread at any time,
+ * never aborts, and reports "not available" with NULL or -1. libcuda.so.1 is
+ * opened at run time (never linked), so a machine without a GPU simply gets
+ * NULL and the hooks pass through. The runtime's functions are found with
+ * RTLD_NEXT, the definition our preloaded copy hides. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "ol.h"
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+static _Atomic(dlsym_fn) real_dlsym_fn;
+static void *_Atomic real_fns[OL_FN_COUNT];
+static const char *const fn_names[OL_FN_COUNT] = {
+#define OL_FN_NAME(name, ret, params, args) #name,
+  OL_INTERPOSED_FNS(OL_FN_NAME)
+#undef OL_FN_NAME
+};
+
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+static void *libcuda_handle;
+static CUresult (*real_cuCtxGetDevice)(CUdevice *);
+static cudaError_t (*_Atomic real_cudaGetDevice)(int *);
+
+/* True on the thread that is opening libcuda, whose constructors may call
+ * dlsym (and so our hook) before the table is complete. */
+static _Thread_local bool opening_driver;
+
+/* glibc 2.34 moved dlsym into libc with a new version; older glibc only has
+ * the original one. Ask for each explicitly so we never find our own hook. */
+static dlsym_fn find_real_dlsym(void)
+{
+  dlsym_fn fn = atomic_load_explicit(&real_dlsym_fn, memory_order_acquire);
+  if (fn)
+    return fn;
+  static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+  for (size_t i = 0; i < sizeof versions / sizeof *versions && !fn; i++)
+    fn = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+  atomic_store_explicit(&real_dlsym_fn, fn, memory_order_release);
+  return fn;
+}
+
+void *ol_prim_dlsym(void *handle, const char *name)
+{
+  dlsym_fn fn = find_real_dlsym();
+  return fn ? fn(handle, name) : NULL;
+}
+
+static void open_driver(void)
+{
+  opening_driver = true;
+  void *handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!handle)
+    handle = dlopen("libcuda.so.1", RTLD_LAZY);
+  if (handle) {
+    for (int fn = 0; fn < OL_FN_FIRST_RUNTIME; fn++)
+      atomic_store(&real_fns[fn], ol_prim_dlsym(handle, fn_names[fn]));
+    real_cuCtxGetDevice = (CUresult(*)(CUdevice *))ol_prim_dlsym(handle, "cuCtxGetDevice");
+  }
+  libcuda_handle = handle;
+  opening_driver = false;
+}
+
+bool ol_prim_opening_driver(void)
+{
+  return opening_driver;
+}
+
+bool ol_prim_driver_available(void)
+{
+  if (opening_driver)
+    return false;
+  pthread_once(&driver_once, open_driver);
+  return libcuda_handle != NULL;
+}
+
+/* A runtime opened with RTLD_LOCAL is not in the global scope that
+ * RTLD_NEXT searches; it is still loaded under one of these names. */
+static void *find_runtime_symbol(const char *name)
+{
+  static const char *const runtimes[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
+  void *p = ol_prim_dlsym(RTLD_NEXT, name);
+  for (size_t i = 0; !p && i < sizeof runtimes / sizeof *runtimes; i++) {
+    void *handle = dlopen(runtimes[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (handle) {
+      p = ol_prim_dlsym(handle, name);
+      dlclose(handle);
+    }
+  }
+  return p;
+}
+
+/* Runtime functions are looked up again while missing: libcudart may be
+ * loaded after our first call (Python imports torch late). */
+static void *resolve_runtime(ol_fn_t fn)
+{
+  void *p = find_runtime_symbol(fn_names[fn]);
+  if (p)
+    atomic_store_explicit(&real_fns[fn], p, memory_order_release);
+  return p;
+}
+
+void *ol_prim_real(ol_fn_t fn)
+{
+  void *p = atomic_load_explicit(&real_fns[fn], memory_order_acquire);
+  if (p)
+    return p;
+  if (fn >= OL_FN_FIRST_RUNTIME)
+    return resolve_runtime(fn);
+  if (!ol_prim_driver_available())
+    return NULL;
+  return atomic_load_explicit(&real_fns[fn], memory_order_acquire);
+}
+
+const char *ol_prim_name(ol_fn_t fn)
+{
+  return fn >= 0 && fn < OL_FN_COUNT ? fn_names[fn] : "?";
+}
+
+int ol_prim_fn_by_name(const char *name)
+{
+  for (int fn = 0; fn < OL_FN_COUNT; fn++)
+    if (strcmp(fn_names[fn], name) == 0)
+      return fn;
+  return -1;
+}
+
+int ol_prim_fn_of(const void *p)
+{
+  if (!p)
+    return -1;
+  for (int fn = 0; fn < OL_FN_COUNT; fn++)
+    if (ol_prim_real((ol_fn_t)fn) == p)
+      return fn;
+  return -1;
+}
+
+int ol_prim_current_device_driver(void)
+{
+  CUdevice dev;
+  if (!ol_prim_driver_available() || !real_cuCtxGetDevice)
+    return 0;
+  return real_cuCtxGetDevice(&dev) == CUDA_SUCCESS ? (int)dev : 0;
+}
+
+int ol_prim_current_device_runtime(void)
+{
+  cudaError_t (*get)(int *) = atomic_load(&real_cudaGetDevice);
+  if (!get) {
+    get = (cudaError_t(*)(int *))find_runtime_symbol("cudaGetDevice");
+    atomic_store(&real_cudaGetDevice, get);
+  }
+  int dev = 0;
+  if (!get || get(&dev) != cudaSuccess)
+    return 0;
+  return dev;
+}

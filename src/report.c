@@ -1,0 +1,271 @@
+/* report.c: the reports a user attaches to a ticket.
+ *
+ * The text report follows the rows and columns of PyTorch's
+ * torch.cuda.memory_summary(), one table per device, so people read it the
+ * way they already read theirs; the JSON carries the same figures under
+ * PyTorch's memory_stats() names, plus a format version. Both are built
+ * from one snapshot taken under the tracker's lock, so they always agree. */
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ol.h"
+
+#define RULE "|===========================================================================|\n"
+#define LINE "|---------------------------------------------------------------------------|\n"
+
+static const char *const pool_names[OL_POOL_COUNT] = {"all", "large_pool", "small_pool"};
+
+void ol_format_bytes(char *out, size_t cap, int64_t bytes)
+{
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = (double)bytes;
+  size_t unit = 0;
+  while (unit + 1 < sizeof units / sizeof *units && (value >= 1024.0 || value <= -1024.0)) {
+    value /= 1024.0;
+    unit++;
+  }
+  if (unit == 0)
+    snprintf(out, cap, "%lld B", (long long)bytes);
+  else
+    snprintf(out, cap, "%.2f %s", value, units[unit]);
+}
+
+static void format_cell(char *out, size_t cap, int64_t value, bool bytes)
+{
+  if (bytes)
+    ol_format_bytes(out, cap, value);
+  else
+    snprintf(out, cap, "%lld", (long long)value);
+}
+
+static void text_row(ol_buf_t *out, const char *title, const ol_stat_t *stat, bool bytes)
+{
+  char cells[4][32];
+  format_cell(cells[0], sizeof cells[0], stat->current, bytes);
+  format_cell(cells[1], sizeof cells[1], stat->peak, bytes);
+  format_cell(cells[2], sizeof cells[2], stat->allocated, bytes);
+  format_cell(cells[3], sizeof cells[3], stat->freed, bytes);
+  ol_buf_printf(out, "| %-21s | %10s | %10s | %10s | %10s |\n", title, cells[0], cells[1],
+                cells[2], cells[3]);
+}
+
+static void text_pool_rows(ol_buf_t *out, const char *title, const ol_stat_t stat[], bool bytes)
+{
+  text_row(out, title, &stat[OL_POOL_ALL], bytes);
+  text_row(out, "      from large pool", &stat[OL_POOL_LARGE], bytes);
+  text_row(out, "      from small pool", &stat[OL_POOL_SMALL], bytes);
+  ol_buf_printf(out, LINE);
+}
+
+static void text_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
+{
+  char title[80], left[40], right[40];
+  snprintf(title, sizeof title, "oomlens CUDA memory summary, device ID %d", device);
+  snprintf(left, sizeof left, "CUDA OOMs: %lld", (long long)dev->num_ooms);
+  snprintf(right, sizeof right, "failed allocations: %lld", (long long)dev->failed_allocs);
+  ol_buf_printf(out, RULE "| %-73s |\n" LINE, title);
+  ol_buf_printf(out, "| %-35s | %-35s |\n" RULE, left, right);
+  ol_buf_printf(out, "| %-21s | %-10s | %-10s | %-10s | %-10s |\n" LINE, "Metric", "Cur Usage",
+                "Peak Usage", "Tot Alloc", "Tot Freed");
+#define OL_TEXT_ROWS(field, row_title, bytes) text_pool_rows(out, row_title, dev->field, bytes);
+  OL_STAT_FIELDS(OL_TEXT_ROWS)
+#undef OL_TEXT_ROWS
+  text_row(out, "Oversize allocations", &dev->oversize_allocations, false);
+  ol_buf_printf(out, LINE);
+  text_row(out, "Oversize GPU segments", &dev->oversize_segments, false);
+  ol_buf_printf(out, LINE);
+  text_row(out, "VMM mapped memory", &dev->vmm_mapped_bytes, true);
+  text_row(out, "VMM address space", &dev->va_reserved_bytes, true);
+  ol_buf_printf(out, RULE);
+}
+
+static void text_calls(ol_buf_t *out, const ol_device_stats_t *dev)
+{
+  ol_buf_printf(out, "Calls seen:\n");
+#define OL_TEXT_CALL(field, what) \
+  ol_buf_printf(out, "  %-16s %12lld  %s\n", #field, (long long)dev->field, what);
+  OL_CALL_FIELDS(OL_TEXT_CALL)
+#undef OL_TEXT_CALL
+  if (dev->mem_total > 0) {
+    char free_text[32], total_text[32];
+    ol_format_bytes(free_text, sizeof free_text, dev->mem_free);
+    ol_format_bytes(total_text, sizeof total_text, dev->mem_total);
+    ol_buf_printf(out, "Device memory at the last cuMemGetInfo: %s free of %s\n", free_text,
+                  total_text);
+  }
+  if (dev->num_ooms > 0) {
+    char request[32];
+    ol_format_bytes(request, sizeof request, dev->last_oom_request);
+    ol_buf_printf(out, "Last out-of-memory request: %s\n", request);
+  }
+}
+
+void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx)
+{
+  time_t when = (time_t)ctx->time_unix;
+  struct tm tm;
+  char stamp[64];
+  gmtime_r(&when, &tm);
+  strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  ol_buf_printf(out, "oomlens %s memory report (observe mode)\n", OL_VERSION_TEXT);
+  ol_buf_printf(out, "pid %ld, rank %s, written at %s (%s)\n", ctx->pid, ctx->rank, ctx->reason,
+                stamp);
+  ol_buf_printf(out, "command: %s\n", ctx->command);
+  if (snap->tracking_failed)
+    ol_buf_printf(out, "warning: tracking stopped early (out of host memory); "
+                       "figures stop at that point\n");
+  if (snap->device_count == 0)
+    ol_buf_printf(out, "\nNo device memory was allocated through CUDA in this process.\n");
+  for (int d = 0; d < snap->device_count; d++) {
+    ol_buf_printf(out, "\n");
+    text_device(out, d, &snap->devices[d]);
+    text_calls(out, &snap->devices[d]);
+  }
+}
+
+static void json_stat(ol_buf_t *out, const ol_stat_t *stat)
+{
+  ol_buf_printf(out, "{\"current\": %lld, \"peak\": %lld, \"allocated\": %lld, \"freed\": %lld}",
+                (long long)stat->current, (long long)stat->peak, (long long)stat->allocated,
+                (long long)stat->freed);
+}
+
+static void json_pools(ol_buf_t *out, const char *name, const ol_stat_t stat[])
+{
+  ol_buf_printf(out, "        \"%s\": {", name);
+  for (int p = 0; p < OL_POOL_COUNT; p++) {
+    ol_buf_printf(out, "%s\"%s\": ", p ? ", " : "", pool_names[p]);
+    json_stat(out, &stat[p]);
+  }
+  ol_buf_printf(out, "},\n");
+}
+
+static void json_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
+{
+  ol_buf_printf(out, "    {\n      \"device\": %d,\n      \"stats\": {\n", device);
+#define OL_JSON_POOLS(field, title, bytes) json_pools(out, #field, dev->field);
+  OL_STAT_FIELDS(OL_JSON_POOLS)
+#undef OL_JSON_POOLS
+  const struct { const char *name; const ol_stat_t *stat; } singles[] = {
+    {"oversize_allocations", &dev->oversize_allocations},
+    {"oversize_segments", &dev->oversize_segments},
+    {"vmm_mapped_bytes", &dev->vmm_mapped_bytes},
+    {"va_reserved_bytes", &dev->va_reserved_bytes},
+  };
+  for (size_t i = 0; i < sizeof singles / sizeof *singles; i++) {
+    ol_buf_printf(out, "        \"%s\": ", singles[i].name);
+    json_stat(out, singles[i].stat);
+    ol_buf_printf(out, "%s\n", i + 1 < sizeof singles / sizeof *singles ? "," : "");
+  }
+  ol_buf_printf(out, "      },\n      \"calls\": {");
+  const char *sep = "";
+#define OL_JSON_CALL(field, what) \
+  ol_buf_printf(out, "%s\"%s\": %lld", sep, #field, (long long)dev->field), sep = ", ";
+  OL_CALL_FIELDS(OL_JSON_CALL)
+#undef OL_JSON_CALL
+  ol_buf_printf(out, "},\n      \"num_ooms\": %lld,\n      \"last_oom_request\": %lld,\n",
+                (long long)dev->num_ooms, (long long)dev->last_oom_request);
+  ol_buf_printf(out, "      \"mem_info\": {\"free\": %lld, \"total\": %lld}\n    }",
+                (long long)dev->mem_free, (long long)dev->mem_total);
+}
+
+void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx)
+{
+  ol_buf_printf(out, "{\n  \"oomlens_report\": %d,\n  \"version\": \"%s\",\n", OL_REPORT_FORMAT,
+                OL_VERSION_TEXT);
+  ol_buf_printf(out, "  \"mode\": \"observe\",\n  \"reason\": ");
+  ol_buf_json_string(out, ctx->reason);
+  ol_buf_printf(out, ",\n  \"pid\": %ld,\n  \"rank\": ", ctx->pid);
+  ol_buf_json_string(out, ctx->rank);
+  ol_buf_printf(out, ",\n  \"time_unix\": %.3f,\n  \"command\": ", ctx->time_unix);
+  ol_buf_json_string(out, ctx->command);
+  ol_buf_printf(out, ",\n  \"tracking_failed\": %s,\n  \"devices\": [\n",
+                snap->tracking_failed ? "true" : "false");
+  for (int d = 0; d < snap->device_count; d++) {
+    json_device(out, d, &snap->devices[d]);
+    ol_buf_printf(out, "%s\n", d + 1 < snap->device_count ? "," : "");
+  }
+  ol_buf_printf(out, "  ]\n}\n");
+}
+
+/* /proc/self/cmdline with the NULs turned into spaces, at most 1 KiB. */
+static void read_command(char *out, size_t cap)
+{
+  out[0] = '\0';
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  ssize_t n = read(fd, out, cap - 1);
+  close(fd);
+  if (n <= 0)
+    return;
+  while (n > 0 && out[n - 1] == '\0')
+    n--;
+  for (ssize_t i = 0; i < n; i++)
+    if (out[i] == '\0')
+      out[i] = ' ';
+  out[n] = '\0';
+}
+
+static int publish(const char *path, ol_buf_t *buf)
+{
+  if (buf->failed) {
+    ol_log_warn("out of memory while formatting %s; not written", path);
+    return -1;
+  }
+  return ol_write_file_atomic(path, buf->data, buf->len);
+}
+
+static int report_paths(char *text_path, char *json_path, size_t cap)
+{
+  const char *pattern = ol_option_text(OL_OPT_REPORT);
+  if (ol_expand_path(pattern, (long)getpid(), ol_rank_text(), text_path, cap) != 0)
+    return -1;
+  /* A forked child must never replace its parent's report. */
+  if (ol_lifecycle_forked_child() && !strstr(pattern, "%p")) {
+    size_t len = strlen(text_path);
+    if (snprintf(text_path + len, cap - len, ".%ld", (long)getpid()) >= (int)(cap - len))
+      return -1;
+  }
+  return ol_json_path_for(text_path, json_path, cap);
+}
+
+int ol_report_write_all(const char *reason)
+{
+  static pthread_mutex_t writing = PTHREAD_MUTEX_INITIALIZER;
+  char text_path[PATH_MAX], json_path[PATH_MAX], command[1024];
+  ol_snapshot_t *snap = malloc(sizeof *snap);
+  if (!snap)
+    return -1;
+  pthread_mutex_lock(&writing);
+  ol_track_snapshot(snap);
+  read_command(command, sizeof command);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  ol_report_context_t ctx = {reason, (long)getpid(), ol_rank_text(), command,
+                             (double)now.tv_sec + now.tv_nsec / 1e9};
+  int result = -1;
+  if (report_paths(text_path, json_path, sizeof text_path) != 0) {
+    ol_log_warn("report path from OOMLENS_REPORT is too long; no report written");
+  } else {
+    ol_buf_t text = {0}, json = {0};
+    ol_report_text(&text, snap, &ctx);
+    result = publish(text_path, &text);
+    if (ol_option_bool(OL_OPT_JSON)) {
+      ol_report_json(&json, snap, &ctx);
+      result |= publish(json_path, &json);
+    }
+    if (result == 0)
+      ol_log_info("report written to %s", text_path);
+    ol_buf_free(&text);
+    ol_buf_free(&json);
+  }
+  pthread_mutex_unlock(&writing);
+  free(snap);
+  return result;
+}

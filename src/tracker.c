@@ -1,0 +1,379 @@
+/* tracker.c: observe mode's record of device memory.
+ *
+ * Owns the tables of what is live (allocations, VMM physical handles, their
+ * mappings, reserved address ranges) and the per-device counters derived from
+ * them. One mutex guards all of it: the calls we record cost tens of
+ * microseconds in the driver, so an uncontended lock is noise, and it keeps
+ * counts exact under many threads. Records come from a free list so the hot
+ * path rarely mallocs; if bookkeeping ever runs out of memory, tracking stops
+ * with one warning and the job goes on untouched. */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (hash_out_of_memory = true)
+static bool hash_out_of_memory;
+#include <uthash.h>
+
+#include "ol.h"
+
+typedef struct record {
+  uint64_t key; /* device address, or VMM handle */
+  uint64_t size;
+  uint64_t stream;
+  uint64_t time_ns;
+  int32_t device;
+  uint8_t kind;
+  UT_hash_handle hh;
+} record_t;
+
+#define RECORDS_PER_CHUNK 1024
+
+typedef struct chunk {
+  struct chunk *next;
+  record_t records[RECORDS_PER_CHUNK];
+} chunk_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static record_t *allocations; /* by address */
+static record_t *handles;     /* VMM physical memory, by handle */
+static record_t *mappings;    /* VMM mappings, by address */
+static record_t *ranges;      /* reserved address ranges, by address */
+static record_t *free_records;
+static chunk_t *chunks;
+static int device_count;
+static ol_device_stats_t devices[OL_MAX_DEVICES];
+static bool failed;
+static atomic_bool seen_activity;
+static atomic_bool warned_failure;
+
+static uint64_t now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void stop_tracking(const char *why)
+{
+  failed = true;
+  ol_log_warn_once(&warned_failure, "%s; tracking stops, the job continues unobserved", why);
+}
+
+static record_t *new_record(void)
+{
+  if (!free_records) {
+    chunk_t *chunk = malloc(sizeof *chunk);
+    if (!chunk)
+      return NULL;
+    chunk->next = chunks;
+    chunks = chunk;
+    for (int i = 0; i < RECORDS_PER_CHUNK; i++) {
+      chunk->records[i].hh.next = free_records;
+      free_records = &chunk->records[i];
+    }
+  }
+  record_t *rec = free_records;
+  free_records = rec->hh.next;
+  memset(rec, 0, sizeof *rec);
+  return rec;
+}
+
+static void drop_record(record_t *rec)
+{
+  rec->hh.next = free_records;
+  free_records = rec;
+}
+
+/* Device ordinals outside what we keep counters for are folded into the last
+ * slot rather than dropped, so totals stay right. */
+static ol_device_stats_t *device_stats(int device)
+{
+  if (device < 0)
+    device = 0;
+  if (device >= OL_MAX_DEVICES)
+    device = OL_MAX_DEVICES - 1;
+  if (device >= device_count)
+    device_count = device + 1;
+  return &devices[device];
+}
+
+static record_t *add_record(record_t **table, uint64_t key, uint64_t size, int device)
+{
+  record_t *rec = new_record();
+  if (!rec) {
+    stop_tracking("out of host memory for bookkeeping");
+    return NULL;
+  }
+  rec->key = key;
+  rec->size = size;
+  rec->device = device;
+  rec->time_ns = now_ns();
+  hash_out_of_memory = false;
+  HASH_ADD(hh, *table, key, sizeof rec->key, rec);
+  if (hash_out_of_memory) {
+    drop_record(rec);
+    stop_tracking("out of host memory for bookkeeping");
+    return NULL;
+  }
+  return rec;
+}
+
+static record_t *take_record(record_t **table, uint64_t key)
+{
+  record_t *rec;
+  HASH_FIND(hh, *table, &key, sizeof key, rec);
+  if (rec)
+    HASH_DELETE(hh, *table, rec);
+  return rec;
+}
+
+static bool begin(void)
+{
+  pthread_mutex_lock(&lock);
+  if (failed) {
+    pthread_mutex_unlock(&lock);
+    return false;
+  }
+  atomic_store_explicit(&seen_activity, true, memory_order_relaxed);
+  return true;
+}
+
+static void end(void)
+{
+  pthread_mutex_unlock(&lock);
+}
+
+static void count_block(ol_device_stats_t *dev, size_t size, int64_t sign)
+{
+  int64_t bytes = sign * (int64_t)size;
+  ol_stats_pool_update(dev->allocated_bytes, size, bytes);
+  ol_stats_pool_update(dev->active_bytes, size, bytes);
+  ol_stats_pool_update(dev->requested_bytes, size, bytes);
+  ol_stats_pool_update(dev->reserved_bytes, size, bytes);
+  ol_stats_pool_update(dev->allocation, size, sign);
+  ol_stats_pool_update(dev->active, size, sign);
+  ol_stats_pool_update(dev->segment, size, sign);
+}
+
+static bool is_runtime(ol_kind_t kind)
+{
+  return kind == OL_KIND_RUNTIME || kind == OL_KIND_RUNTIME_ASYNC;
+}
+
+void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream)
+{
+  if (!begin())
+    return;
+  ol_device_stats_t *dev = device_stats(device);
+  if (is_runtime(kind))
+    dev->runtime_allocs++;
+  else
+    dev->driver_allocs++;
+  /* The same address live twice means its free went by a path we do not
+   * see; count the old block as gone rather than keep a phantom. */
+  record_t *stale = take_record(&allocations, addr);
+  if (stale) {
+    count_block(device_stats(stale->device), stale->size, -1);
+    drop_record(stale);
+  }
+  record_t *rec = add_record(&allocations, addr, size, device);
+  if (rec) {
+    rec->kind = (uint8_t)kind;
+    rec->stream = stream;
+    count_block(dev, size, +1);
+  }
+  end();
+}
+
+bool ol_track_free(uintptr_t addr, ol_kind_t kind)
+{
+  if (!begin())
+    return false;
+  record_t *rec = take_record(&allocations, addr);
+  int device = rec ? rec->device : 0;
+  ol_device_stats_t *dev = device_stats(device);
+  if (is_runtime(kind))
+    dev->runtime_frees++;
+  else
+    dev->driver_frees++;
+  if (rec) {
+    count_block(dev, rec->size, -1);
+    drop_record(rec);
+  } else {
+    dev->unknown_frees++;
+  }
+  end();
+  return rec != NULL;
+}
+
+void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory)
+{
+  if (!begin())
+    return;
+  ol_device_stats_t *dev = device_stats(device);
+  if (kind == OL_KIND_VMM)
+    dev->vmm_creates++;
+  else if (is_runtime(kind))
+    dev->runtime_allocs++;
+  else
+    dev->driver_allocs++;
+  dev->failed_allocs++;
+  if (out_of_memory) {
+    dev->num_ooms++;
+    dev->last_oom_request = (int64_t)size;
+  }
+  end();
+}
+
+/* VMM physical memory is what PyTorch's expandable segments reserve: it is
+ * reserved memory and a segment, never an allocation we can see into. */
+void ol_track_vmm_create(uint64_t handle, size_t size, int device)
+{
+  if (!begin())
+    return;
+  ol_device_stats_t *dev = device_stats(device);
+  dev->vmm_creates++;
+  if (add_record(&handles, handle, size, device)) {
+    ol_stats_pool_update(dev->reserved_bytes, size, (int64_t)size);
+    ol_stats_pool_update(dev->segment, size, 1);
+  }
+  end();
+}
+
+void ol_track_vmm_release(uint64_t handle)
+{
+  if (!begin())
+    return;
+  record_t *rec = take_record(&handles, handle);
+  ol_device_stats_t *dev = device_stats(rec ? rec->device : 0);
+  dev->vmm_releases++;
+  if (rec) {
+    ol_stats_pool_update(dev->reserved_bytes, rec->size, -(int64_t)rec->size);
+    ol_stats_pool_update(dev->segment, rec->size, -1);
+    drop_record(rec);
+  }
+  end();
+}
+
+void ol_track_vmm_map(uintptr_t addr, size_t size, uint64_t handle)
+{
+  if (!begin())
+    return;
+  record_t *owner;
+  HASH_FIND(hh, handles, &handle, sizeof handle, owner);
+  int device = owner ? owner->device : 0;
+  ol_device_stats_t *dev = device_stats(device);
+  dev->vmm_maps++;
+  if (add_record(&mappings, addr, size, device))
+    ol_stat_update(&dev->vmm_mapped_bytes, (int64_t)size);
+  end();
+}
+
+static void unmap_record(record_t *rec)
+{
+  ol_stat_update(&device_stats(rec->device)->vmm_mapped_bytes, -(int64_t)rec->size);
+  HASH_DELETE(hh, mappings, rec);
+  drop_record(rec);
+}
+
+/* cuMemUnmap may cover several mappings at once; the usual case (one mapping
+ * unmapped at its own address) is a single lookup. */
+void ol_track_vmm_unmap(uintptr_t addr, size_t size)
+{
+  if (!begin())
+    return;
+  record_t *rec;
+  uint64_t key = addr;
+  HASH_FIND(hh, mappings, &key, sizeof key, rec);
+  device_stats(rec ? rec->device : 0)->vmm_unmaps++;
+  if (rec && rec->size == size) {
+    unmap_record(rec);
+  } else {
+    record_t *tmp;
+    HASH_ITER(hh, mappings, rec, tmp)
+      if (rec->key >= addr && rec->key < addr + size)
+        unmap_record(rec);
+  }
+  end();
+}
+
+void ol_track_va_reserve(uintptr_t addr, size_t size, int device)
+{
+  if (!begin())
+    return;
+  if (add_record(&ranges, addr, size, device))
+    ol_stat_update(&device_stats(device)->va_reserved_bytes, (int64_t)size);
+  end();
+}
+
+void ol_track_va_free(uintptr_t addr)
+{
+  if (!begin())
+    return;
+  record_t *rec = take_record(&ranges, addr);
+  if (rec) {
+    ol_stat_update(&device_stats(rec->device)->va_reserved_bytes, -(int64_t)rec->size);
+    drop_record(rec);
+  }
+  end();
+}
+
+void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes)
+{
+  if (!begin())
+    return;
+  ol_device_stats_t *dev = device_stats(device);
+  dev->mem_free = (int64_t)free_bytes;
+  dev->mem_total = (int64_t)total_bytes;
+  end();
+}
+
+bool ol_track_seen_activity(void)
+{
+  return atomic_load_explicit(&seen_activity, memory_order_relaxed);
+}
+
+void ol_track_snapshot(ol_snapshot_t *out)
+{
+  pthread_mutex_lock(&lock);
+  out->device_count = device_count;
+  memcpy(out->devices, devices, sizeof devices);
+  out->live_records = (int64_t)HASH_COUNT(allocations);
+  out->tracking_failed = failed;
+  pthread_mutex_unlock(&lock);
+}
+
+/* Forget everything: a forked child starts with no device memory of its own. */
+void ol_track_reset(void)
+{
+  pthread_mutex_lock(&lock);
+  HASH_CLEAR(hh, allocations);
+  HASH_CLEAR(hh, handles);
+  HASH_CLEAR(hh, mappings);
+  HASH_CLEAR(hh, ranges);
+  while (chunks) {
+    chunk_t *next = chunks->next;
+    free(chunks);
+    chunks = next;
+  }
+  free_records = NULL;
+  memset(devices, 0, sizeof devices);
+  device_count = 0;
+  failed = false;
+  atomic_store(&seen_activity, false);
+  pthread_mutex_unlock(&lock);
+}
+
+void ol_track_lock(void)
+{
+  pthread_mutex_lock(&lock);
+}
+
+void ol_track_unlock(void)
+{
+  pthread_mutex_unlock(&lock);
+}

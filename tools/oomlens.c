@@ -1,0 +1,164 @@
+/* oomlens.c: the command line. `oomlens run -- CMD` starts a job with the
+ * library preloaded; later commands (report, replay, merge) read what the
+ * library wrote. Exit codes: the job's own for run; 2 for a usage error;
+ * 126/127 when the command cannot be run, as a shell does. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ol.h"
+
+#define EXIT_USAGE 2
+
+static void print_main_help(FILE *out)
+{
+  fprintf(out,
+          "usage: oomlens [--help | --version] COMMAND [ARGS]\n"
+          "\n"
+          "Finds out why CUDA jobs run out of memory. Prefix a training command with\n"
+          "`oomlens run --` and read the report it leaves behind.\n"
+          "\n"
+          "commands:\n"
+          "  run [--report PATH] [--] CMD [ARGS...]\n"
+          "      run CMD with liboomlens.so preloaded (appended to any LD_PRELOAD);\n"
+          "      exits with CMD's exit status\n"
+          "\n"
+          "environment (read by the library in the job; bad values warn and keep the default):\n");
+  ol_options_print(out);
+  fprintf(out,
+          "  OOMLENS_LIB              (oomlens run) the library to preload, if not the one\n"
+          "                           installed beside this program\n");
+}
+
+static void print_run_help(FILE *out)
+{
+  fprintf(out, "usage: oomlens run [--report PATH] [--] CMD [ARGS...]\n"
+               "\n"
+               "Runs CMD with liboomlens.so preloaded. The report is written when each\n"
+               "process that used CUDA exits, and on SIGUSR1.\n"
+               "\n"
+               "  --report PATH   where to write the report (sets OOMLENS_REPORT);\n"
+               "                  %%p is the pid, %%r the rank\n");
+}
+
+static bool readable(const char *path)
+{
+  return access(path, R_OK) == 0;
+}
+
+/* The library beside this program: the build tree (tools/ next to src/) or
+ * an installed prefix (bin/ next to lib/). */
+static bool find_library(char *out, size_t cap)
+{
+  const char *env = getenv("OOMLENS_LIB");
+  if (env && *env) {
+    if (!realpath(env, out) || !readable(out)) {
+      fprintf(stderr, "oomlens: OOMLENS_LIB=%s: no such library\n", env);
+      return false;
+    }
+    return true;
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+      *slash = '\0';
+    const char *const relative[] = {"/../src/liboomlens.so", "/../lib/liboomlens.so",
+                                    "/liboomlens.so"};
+    for (size_t i = 0; i < sizeof relative / sizeof *relative; i++) {
+      char candidate[PATH_MAX + 64];
+      snprintf(candidate, sizeof candidate, "%s%s", exe, relative[i]);
+      if (readable(candidate) && realpath(candidate, out))
+        return true;
+    }
+  }
+  snprintf(out, cap, "%s/liboomlens.so", OL_LIBDIR);
+  if (readable(out))
+    return true;
+  fprintf(stderr, "oomlens: cannot find liboomlens.so; set OOMLENS_LIB to its path\n");
+  return false;
+}
+
+/* Appends the library to LD_PRELOAD unless it is already there. */
+static bool add_preload(const char *library)
+{
+  const char *old = getenv("LD_PRELOAD");
+  if (!old || !*old)
+    return setenv("LD_PRELOAD", library, 1) == 0;
+  if (strstr(old, library))
+    return true;
+  size_t len = strlen(old) + strlen(library) + 2;
+  char *joined = malloc(len);
+  if (!joined)
+    return false;
+  snprintf(joined, len, "%s %s", old, library);
+  bool ok = setenv("LD_PRELOAD", joined, 1) == 0;
+  free(joined);
+  return ok;
+}
+
+static int command_run(int argc, char **argv)
+{
+  int i = 0;
+  while (i < argc && argv[i][0] == '-') {
+    if (strcmp(argv[i], "--") == 0) {
+      i++;
+      break;
+    }
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      print_run_help(stdout);
+      return 0;
+    }
+    if (strcmp(argv[i], "--report") == 0 && i + 1 < argc) {
+      setenv("OOMLENS_REPORT", argv[i + 1], 1);
+      i += 2;
+      continue;
+    }
+    fprintf(stderr, "oomlens run: unknown option %s\n", argv[i]);
+    print_run_help(stderr);
+    return EXIT_USAGE;
+  }
+  if (i >= argc) {
+    fprintf(stderr, "oomlens run: no command given\n");
+    print_run_help(stderr);
+    return EXIT_USAGE;
+  }
+  char library[PATH_MAX];
+  if (!find_library(library, sizeof library))
+    return EXIT_USAGE;
+  if (!add_preload(library)) {
+    fprintf(stderr, "oomlens run: cannot set LD_PRELOAD\n");
+    return EXIT_USAGE;
+  }
+  execvp(argv[i], argv + i);
+  int err = errno;
+  fprintf(stderr, "oomlens run: %s: %s\n", argv[i], strerror(err));
+  return err == ENOENT ? 127 : 126;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    print_main_help(stderr);
+    return EXIT_USAGE;
+  }
+  const char *command = argv[1];
+  if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0 ||
+      strcmp(command, "help") == 0) {
+    print_main_help(stdout);
+    return 0;
+  }
+  if (strcmp(command, "--version") == 0) {
+    printf("oomlens %s\n", OL_VERSION_TEXT);
+    return 0;
+  }
+  if (strcmp(command, "run") == 0)
+    return command_run(argc - 2, argv + 2);
+  fprintf(stderr, "oomlens: unknown command '%s' (see oomlens --help)\n", command);
+  return EXIT_USAGE;
+}
