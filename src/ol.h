@@ -63,6 +63,21 @@ typedef struct ol_stat {
 
 enum { OL_POOL_ALL, OL_POOL_LARGE, OL_POOL_SMALL, OL_POOL_COUNT };
 
+/* Where device memory came from. PyTorch's own figures cover only what its
+ * allocator asked for (runtime calls, or VMM under expandable segments);
+ * libraries and CUDA itself also call the driver directly. */
+#define OL_ORIGINS(X)                                                        \
+  X(runtime, "cudaMalloc, cudaMallocAsync (the framework's allocator)")      \
+  X(driver, "cuMemAlloc called directly (libraries, CUDA internals, CuPy)")  \
+  X(vmm, "cuMemCreate physical memory (expandable segments, JAX)")
+
+typedef enum ol_origin {
+#define OL_ORIGIN_ENUM(name, what) OL_ORIGIN_##name,
+  OL_ORIGINS(OL_ORIGIN_ENUM)
+#undef OL_ORIGIN_ENUM
+  OL_ORIGIN_COUNT
+} ol_origin_t;
+
 /* X(field, row title in the summary, is a byte count) in PyTorch's order. */
 #define OL_STAT_FIELDS(X)                               \
   X(allocated_bytes, "Allocated memory", true)          \
@@ -95,6 +110,7 @@ typedef struct ol_device_stats {
   ol_stat_t oversize_allocations, oversize_segments;
   ol_stat_t vmm_mapped_bytes;  /* VMM physical memory mapped into address space */
   ol_stat_t va_reserved_bytes; /* address space reserved (no memory behind it) */
+  ol_stat_t origin_bytes[OL_ORIGIN_COUNT]; /* reserved memory by where it came from */
 #define OL_CALL_MEMBER(field, what) int64_t field;
   OL_CALL_FIELDS(OL_CALL_MEMBER)
 #undef OL_CALL_MEMBER

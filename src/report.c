@@ -84,6 +84,20 @@ static void text_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
   ol_buf_printf(out, RULE);
 }
 
+static void text_origins(ol_buf_t *out, const ol_device_stats_t *dev)
+{
+  ol_buf_printf(out, "Where the reserved memory came from (current / peak):\n");
+#define OL_TEXT_ORIGIN(name, what)                                                  \
+  {                                                                                 \
+    char cur[32], peak[32];                                                         \
+    ol_format_bytes(cur, sizeof cur, dev->origin_bytes[OL_ORIGIN_##name].current);  \
+    ol_format_bytes(peak, sizeof peak, dev->origin_bytes[OL_ORIGIN_##name].peak);   \
+    ol_buf_printf(out, "  %-8s %12s / %-12s %s\n", #name, cur, peak, what);         \
+  }
+  OL_ORIGINS(OL_TEXT_ORIGIN)
+#undef OL_TEXT_ORIGIN
+}
+
 static void text_calls(ol_buf_t *out, const ol_device_stats_t *dev)
 {
   ol_buf_printf(out, "Calls seen:\n");
@@ -124,6 +138,7 @@ void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_co
   for (int d = 0; d < snap->device_count; d++) {
     ol_buf_printf(out, "\n");
     text_device(out, d, &snap->devices[d]);
+    text_origins(out, &snap->devices[d]);
     text_calls(out, &snap->devices[d]);
   }
 }
@@ -162,8 +177,15 @@ static void json_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
     json_stat(out, singles[i].stat);
     ol_buf_printf(out, "%s\n", i + 1 < sizeof singles / sizeof *singles ? "," : "");
   }
-  ol_buf_printf(out, "      },\n      \"calls\": {");
+  ol_buf_printf(out, "      },\n      \"origins\": {");
   const char *sep = "";
+#define OL_JSON_ORIGIN(name, what)                          \
+  ol_buf_printf(out, "%s\"%s\": ", sep, #name), sep = ", ";  \
+  json_stat(out, &dev->origin_bytes[OL_ORIGIN_##name]);
+  OL_ORIGINS(OL_JSON_ORIGIN)
+#undef OL_JSON_ORIGIN
+  ol_buf_printf(out, "},\n      \"calls\": {");
+  sep = "";
 #define OL_JSON_CALL(field, what) \
   ol_buf_printf(out, "%s\"%s\": %lld", sep, #field, (long long)dev->field), sep = ", ";
   OL_CALL_FIELDS(OL_JSON_CALL)

@@ -147,9 +147,16 @@ static void end(void)
   pthread_mutex_unlock(&lock);
 }
 
-static void count_block(ol_device_stats_t *dev, size_t size, int64_t sign)
+static bool is_runtime(ol_kind_t kind)
+{
+  return kind == OL_KIND_RUNTIME || kind == OL_KIND_RUNTIME_ASYNC;
+}
+
+static void count_block(ol_device_stats_t *dev, size_t size, ol_kind_t kind, int64_t sign)
 {
   int64_t bytes = sign * (int64_t)size;
+  ol_stat_update(&dev->origin_bytes[is_runtime(kind) ? OL_ORIGIN_runtime : OL_ORIGIN_driver],
+                 bytes);
   ol_stats_pool_update(dev->allocated_bytes, size, bytes);
   ol_stats_pool_update(dev->active_bytes, size, bytes);
   ol_stats_pool_update(dev->requested_bytes, size, bytes);
@@ -157,11 +164,6 @@ static void count_block(ol_device_stats_t *dev, size_t size, int64_t sign)
   ol_stats_pool_update(dev->allocation, size, sign);
   ol_stats_pool_update(dev->active, size, sign);
   ol_stats_pool_update(dev->segment, size, sign);
-}
-
-static bool is_runtime(ol_kind_t kind)
-{
-  return kind == OL_KIND_RUNTIME || kind == OL_KIND_RUNTIME_ASYNC;
 }
 
 void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream)
@@ -177,14 +179,14 @@ void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uin
    * see; count the old block as gone rather than keep a phantom. */
   record_t *stale = take_record(&allocations, addr);
   if (stale) {
-    count_block(device_stats(stale->device), stale->size, -1);
+    count_block(device_stats(stale->device), stale->size, (ol_kind_t)stale->kind, -1);
     drop_record(stale);
   }
   record_t *rec = add_record(&allocations, addr, size, device);
   if (rec) {
     rec->kind = (uint8_t)kind;
     rec->stream = stream;
-    count_block(dev, size, +1);
+    count_block(dev, size, kind, +1);
   }
   end();
 }
@@ -201,7 +203,7 @@ bool ol_track_free(uintptr_t addr, ol_kind_t kind)
   else
     dev->driver_frees++;
   if (rec) {
-    count_block(dev, rec->size, -1);
+    count_block(dev, rec->size, (ol_kind_t)rec->kind, -1);
     drop_record(rec);
   } else {
     dev->unknown_frees++;
@@ -240,6 +242,7 @@ void ol_track_vmm_create(uint64_t handle, size_t size, int device)
   if (add_record(&handles, handle, size, device)) {
     ol_stats_pool_update(dev->reserved_bytes, size, (int64_t)size);
     ol_stats_pool_update(dev->segment, size, 1);
+    ol_stat_update(&dev->origin_bytes[OL_ORIGIN_vmm], (int64_t)size);
   }
   end();
 }
@@ -254,6 +257,7 @@ void ol_track_vmm_release(uint64_t handle)
   if (rec) {
     ol_stats_pool_update(dev->reserved_bytes, rec->size, -(int64_t)rec->size);
     ol_stats_pool_update(dev->segment, rec->size, -1);
+    ol_stat_update(&dev->origin_bytes[OL_ORIGIN_vmm], -(int64_t)rec->size);
     drop_record(rec);
   }
   end();

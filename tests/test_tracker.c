@@ -122,6 +122,21 @@ START_TEST(vmm_is_reserved_memory)
 }
 END_TEST
 
+START_TEST(origins_split_reserved_memory)
+{
+  ol_track_alloc(0x1000, 300, 0, OL_KIND_RUNTIME, 0);
+  ol_track_alloc(0x2000, 200, 0, OL_KIND_DRIVER_ASYNC, 0);
+  ol_track_vmm_create(9, 2u << 20, 0);
+  ol_track_free(0x2000, OL_KIND_DRIVER_ASYNC);
+  const ol_device_stats_t *d = take(0);
+  ck_assert_int_eq(d->origin_bytes[OL_ORIGIN_runtime].current, 300);
+  ck_assert_int_eq(d->origin_bytes[OL_ORIGIN_driver].current, 0);
+  ck_assert_int_eq(d->origin_bytes[OL_ORIGIN_driver].peak, 200);
+  ck_assert_int_eq(d->origin_bytes[OL_ORIGIN_vmm].current, 2 << 20);
+  ck_assert_int_eq(d->reserved_bytes[OL_POOL_ALL].current, 300 + (2 << 20));
+}
+END_TEST
+
 START_TEST(reset_forgets_everything)
 {
   ol_track_alloc(0x1000, 100, 0, OL_KIND_RUNTIME, 0);
@@ -175,6 +190,7 @@ static Suite *tracker_suite(void)
   tcase_add_test(counts, reused_address_replaces_stale_block);
   tcase_add_test(counts, failed_allocations);
   tcase_add_test(counts, vmm_is_reserved_memory);
+  tcase_add_test(counts, origins_split_reserved_memory);
   tcase_add_test(counts, reset_forgets_everything);
   suite_add_tcase(s, counts);
   TCase *threads = tcase_create("threads");

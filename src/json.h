@@ -1,0 +1,105 @@
+/* json.h: a small, strict, bounded JSON reader (RFC 8259), for reading back
+ * the reports oomlens writes (`oomlens merge`, `oomlens report`, the tests).
+ *
+ * ol_json_parse() builds an immutable tree whose memory is all owned by
+ * its root; ol_json_free(root) releases all of it at once. Nodes
+ * handed out by the accessors belong to that tree: never free them on their
+ * own, and do not use them after the root is freed. A finished tree is only
+ * read, so any number of threads may read it at once.
+ *
+ * Strict: exactly one value, no comments, no trailing commas, no leading
+ * zeros, no control characters or invalid UTF-8, only the escapes RFC 8259
+ * lists, surrogate pairs decoded to UTF-8. Bounded: nesting deeper than
+ * OL_JSON_MAX_DEPTH is an error, so the stack use is fixed whatever the
+ * input; every allocation failure gives NULL and "out of memory". */
+#ifndef OL_JSON_H
+#define OL_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OL_JSON_MAX_DEPTH 64                   /* arrays and objects, counted from 1 */
+#define OL_JSON_MAX_FILE ((size_t)256 << 20)   /* ol_json_parse_file refuses bigger */
+
+typedef struct ol_json ol_json_t;
+
+typedef enum ol_json_kind {
+  OL_JSON_NONE = 0, /* no node: what ol_json_kind(NULL) gives, never in a tree */
+  OL_JSON_NULL,
+  OL_JSON_BOOL,
+  OL_JSON_NUMBER,
+  OL_JSON_STRING,
+  OL_JSON_ARRAY,
+  OL_JSON_OBJECT,
+} ol_json_kind_t;
+
+/* Parses len bytes of text (no NUL terminator needed). Returns the root, or
+ * NULL with a one-line message in err, e.g.
+ *   "line 3, column 14: expected ':' after an object key, found '}'"
+ * Lines and columns count from 1; a column counts characters (UTF-8
+ * sequences), not bytes. err may be NULL or err_cap 0 when no message is
+ * wanted; a message that does not fit is cut short, always NUL-terminated.
+ * On success err holds "". Duplicate keys are kept; lookups find the first. */
+ol_json_t *ol_json_parse(const char *text, size_t len, char *err, size_t err_cap);
+
+/* Reads and parses a whole file. Messages name the path: "cannot open P:
+ * <strerror>", "cannot read P: <strerror>", "P is over the 256 MiB limit",
+ * "P: line L, column C: ...". */
+ol_json_t *ol_json_parse_file(const char *path, char *err, size_t err_cap);
+
+/* Frees the tree of a root from ol_json_parse*(); NULL is fine. Passing a
+ * node that is not a root does nothing. */
+void ol_json_free(ol_json_t *root);
+
+/* Accessors: every one accepts NULL and a node of the wrong kind, giving
+ * NULL, false or 0, so lookups chain without checks in between. */
+ol_json_kind_t ol_json_kind(const ol_json_t *node);
+
+/* Arrays: element count. Objects: member count. Anything else: 0. */
+size_t ol_json_length(const ol_json_t *node);
+
+/* Array element i; NULL when out of range or not an array. */
+const ol_json_t *ol_json_at(const ol_json_t *arr, size_t i);
+
+/* The value of the first member named key; NULL when absent. */
+const ol_json_t *ol_json_get(const ol_json_t *obj, const char *key);
+
+/* Member i of an object, in document order; NULL when out of range. */
+const char *ol_json_key_at(const ol_json_t *obj, size_t i);
+const ol_json_t *ol_json_value_at(const ol_json_t *obj, size_t i);
+
+/* NUL-terminated UTF-8. A string holding U+0000 cannot be represented this
+ * way, so "\u0000" is rejected at parse time: the NUL here is always the end. */
+const char *ol_json_string(const ol_json_t *node);
+
+/* The number as a double; 0 for anything that is not a number. Numbers too
+ * large for a double (1e400) are rejected at parse time; -0 stays -0. */
+double ol_json_number(const ol_json_t *node);
+
+/* True, with *out set (out may be NULL), when the node is a number written
+ * as an integer (no '.', no exponent) that fits an int64_t exactly; byte
+ * counts up to 2^63-1 come back unrounded. 1.0, 1e3 and 2^63 give false and
+ * leave *out alone; their value is still there through ol_json_number(). */
+bool ol_json_int64(const ol_json_t *node, int64_t *out);
+
+/* True, with *out set (out may be NULL), when the node is true or false. */
+bool ol_json_bool(const ol_json_t *node, bool *out);
+
+/* Follows a path of dot-separated keys and [N] indexes from root:
+ *   "devices[0].stats.allocated_bytes.all.peak", "[2].name", "a[0][1]"
+ * "" is root itself. NULL when a step is missing, of the wrong kind or
+ * malformed: an empty key ("a..b", ".a", "a."), a key holding ']', an index
+ * that is not plain decimal ("[]", "[-1]", "[01]", "[1"), or text right
+ * after ']' that is not '.' or '['. Keys holding '.' or '[' cannot be named
+ * here; use ol_json_get(). */
+const ol_json_t *ol_json_path(const ol_json_t *root, const char *path);
+
+/* ol_json_int64() of ol_json_path(), or fallback when either fails. */
+int64_t ol_json_path_int64(const ol_json_t *root, const char *path, int64_t fallback);
+
+/* For tests only: the nth allocation the reader makes from now on, in this
+ * thread, fails (1 = the next one); 0 turns it off. It fails once. */
+void ol_json_fail_allocation(unsigned long nth);
+
+#endif

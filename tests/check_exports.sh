@@ -1,0 +1,20 @@
+#!/bin/sh
+# check_exports.sh LIB ABI_HEADER: liboomlens.so exports exactly the
+# interposed CUDA functions listed in cuda_abi.h, dlsym, and oomlens_*.
+set -eu
+lib=$1
+header=$2
+expected=$( (sed -n 's/^ *X(\([A-Za-z0-9_]*\),.*/\1/p' "$header"; echo dlsym) | sort)
+actual=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^oomlens_' | sort)
+public=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep '^oomlens_' | sort | tr '\n' ' ')
+if [ "$expected" != "$actual" ]; then
+  echo "exported symbols differ from cuda_abi.h:"
+  printf '%s\n' "$expected" > /tmp/oomlens-expected.$$
+  printf '%s\n' "$actual" > /tmp/oomlens-actual.$$
+  diff /tmp/oomlens-expected.$$ /tmp/oomlens-actual.$$ || true
+  rm -f /tmp/oomlens-expected.$$ /tmp/oomlens-actual.$$
+  exit 1
+fi
+[ "$public" = "oomlens_version oomlens_write_report " ] || { echo "public API: $public"; exit 1; }
+count=$(printf '%s\n' "$actual" | wc -l)
+echo "ok: $count interposed symbols plus the public API"

@@ -1,0 +1,119 @@
+/* harness.c: see harness.h. */
+#include "harness.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[PATH_MAX];
+
+const char *harness_dir(void)
+{
+  return dir;
+}
+
+const char *harness_env(const char *name)
+{
+  const char *value = getenv(name);
+  ck_assert_msg(value && *value, "%s is not set (run the tests with meson test)", name);
+  return value;
+}
+
+void harness_setup(void)
+{
+  snprintf(dir, sizeof dir, "/tmp/oomlens-run-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+void harness_teardown(void)
+{
+  char command[PATH_MAX + 16];
+  snprintf(command, sizeof command, "rm -rf '%s'", dir);
+  if (system(command) != 0)
+    fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static void child(bool preload, const char *const env[], const char *const argv[], int out)
+{
+  char pattern[PATH_MAX + 16];
+  snprintf(pattern, sizeof pattern, "%s/r-%%p.txt", dir);
+  setenv("OOMLENS_REPORT", pattern, 1);
+  setenv("LD_LIBRARY_PATH", harness_env("OOMLENS_TEST_SIMDIR"), 1);
+  if (preload)
+    setenv("LD_PRELOAD", harness_env("OOMLENS_TEST_LIB"), 1);
+  else
+    unsetenv("LD_PRELOAD");
+  for (size_t i = 0; env && env[i]; i++)
+    putenv((char *)env[i]);
+  dup2(out, STDOUT_FILENO);
+  dup2(out, STDERR_FILENO);
+  execvp(argv[0], (char *const *)argv);
+  _exit(127);
+}
+
+void harness_exec(harness_run_t *run, bool preload, const char *const env[],
+                  const char *const argv[])
+{
+  int pipe_fds[2];
+  ck_assert_int_eq(pipe(pipe_fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    child(preload, env, argv, pipe_fds[1]);
+  }
+  close(pipe_fds[1]);
+  size_t len = 0;
+  ssize_t n;
+  char sink[4096];
+  while ((n = read(pipe_fds[0], len + 1 < sizeof run->out ? run->out + len : sink,
+                   len + 1 < sizeof run->out ? sizeof run->out - 1 - len : sizeof sink)) > 0)
+    if (len + 1 < sizeof run->out)
+      len += (size_t)n;
+  close(pipe_fds[0]);
+  run->out[len] = '\0';
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  run->pid = pid;
+  run->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+ol_json_t *harness_report(pid_t pid)
+{
+  char path[PATH_MAX + 32], err[256];
+  snprintf(path, sizeof path, "%s/r-%ld.json", dir, (long)pid);
+  if (access(path, F_OK) != 0)
+    return NULL;
+  ol_json_t *root = ol_json_parse_file(path, err, sizeof err);
+  ck_assert_msg(root, "report %s does not parse: %s", path, err);
+  return root;
+}
+
+int harness_count_files(const char *suffix)
+{
+  int n = 0;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  size_t slen = strlen(suffix);
+  while (d && (e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    n += len >= slen && strcmp(e->d_name + len - slen, suffix) == 0;
+  }
+  if (d)
+    closedir(d);
+  return n;
+}
+
+int64_t harness_int(const ol_json_t *root, const char *path)
+{
+  int64_t value;
+  const ol_json_t *node = ol_json_path(root, path);
+  ck_assert_msg(node && ol_json_int64(node, &value), "no integer at %s", path);
+  return value;
+}

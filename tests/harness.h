@@ -1,0 +1,32 @@
+/* harness.h: running a program under liboomlens.so on the simulated CUDA
+ * and reading back its JSON report, for the tests that exercise whole
+ * processes. Paths come from the environment meson gives each test. */
+#ifndef OL_TEST_HARNESS_H
+#define OL_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "json.h"
+
+typedef struct harness_run {
+  int status;  /* exit status, or 128 + signal */
+  pid_t pid;
+  char out[8192]; /* stdout and stderr, as much as fits */
+} harness_run_t;
+
+const char *harness_dir(void); /* a fresh temporary folder per test */
+void harness_setup(void);
+void harness_teardown(void);
+/* Runs argv with LD_PRELOAD=liboomlens.so (unless preload is false), the
+ * simulated driver on LD_LIBRARY_PATH, OOMLENS_REPORT=<dir>/r-%p.txt, and
+ * the NULL-terminated "NAME=VALUE" list env on top. */
+void harness_exec(harness_run_t *run, bool preload, const char *const env[],
+                  const char *const argv[]);
+const char *harness_env(const char *name); /* fails the test if unset */
+ol_json_t *harness_report(pid_t pid);      /* NULL if no report */
+int harness_count_files(const char *suffix);
+int64_t harness_int(const ol_json_t *root, const char *path);
+
+#endif

@@ -1,0 +1,288 @@
+/* cuda_prog.c: a small CUDA program for the tests, linked against the
+ * (simulated) libcudart.so.13 the way PyTorch links the real one, and
+ * reaching the driver only through dlopen/dlsym and cuGetProcAddress, the
+ * way CuPy, JAX and cudart itself do. Each scenario checks what the program
+ * itself can see (which pointers it was handed, what the calls returned)
+ * and exits non-zero on a surprise; tests/test_preload.c checks the report.
+ *
+ * usage: cuda_prog SCENARIO [ARG] */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      fprintf(stderr, "cuda_prog: %s:%d: check failed: %s\n", __FILE__,    \
+              __LINE__, #cond);                                            \
+      exit(3);                                                             \
+    }                                                                      \
+  } while (0)
+
+#define MiB (1u << 20)
+
+/* True when p is a function of liboomlens.so: the call is intercepted. */
+static bool from_oomlens(const void *p)
+{
+  Dl_info info;
+  return p && dladdr(p, &info) && info.dli_fname && strstr(info.dli_fname, "liboomlens");
+}
+
+static bool expect_hooked(void)
+{
+  const char *preload = getenv("LD_PRELOAD");
+  return preload && strstr(preload, "liboomlens");
+}
+
+static void *libcuda(void)
+{
+  void *h = dlopen("libcuda.so.1", RTLD_NOW);
+  CHECK(h);
+  return h;
+}
+
+typedef CUresult (*getproc_fn)(const char *, void **, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult *);
+
+static void *driver_fn(const char *base, int version, cuuint64_t flags)
+{
+  getproc_fn getproc = (getproc_fn)dlsym(libcuda(), "cuGetProcAddress_v2");
+  CHECK(getproc);
+  void *p = NULL;
+  CUdriverProcAddressQueryResult status;
+  CHECK(getproc(base, &p, version, flags, &status) == CUDA_SUCCESS);
+  return p;
+}
+
+static void driver_context(void)
+{
+  CUresult (*init)(unsigned) = (CUresult(*)(unsigned))driver_fn("cuInit", 13000, 0);
+  CUresult (*retain)(CUcontext *, CUdevice) =
+    (CUresult(*)(CUcontext *, CUdevice))driver_fn("cuDevicePrimaryCtxRetain", 13000, 0);
+  CUresult (*set)(CUcontext) = (CUresult(*)(CUcontext))driver_fn("cuCtxSetCurrent", 13000, 0);
+  CUcontext ctx;
+  CHECK(init(0) == CUDA_SUCCESS);
+  CHECK(retain(&ctx, 0) == CUDA_SUCCESS);
+  CHECK(set(ctx) == CUDA_SUCCESS);
+}
+
+/* cudaMalloc 1 MiB, 8 MiB and 100 B; free the 8 MiB; keep the rest live.
+ * Peak 9 MiB + 100, current 1 MiB + 100 at exit. */
+static int runtime_basic(void)
+{
+  void *a, *b, *c, *zero = (void *)1;
+  CHECK(!expect_hooked() || from_oomlens(dlsym(RTLD_DEFAULT, "cudaMalloc")));
+  CHECK(cudaMalloc(&a, MiB) == cudaSuccess);
+  CHECK(cudaMalloc(&b, 8 * MiB) == cudaSuccess);
+  CHECK(cudaMalloc(&c, 100) == cudaSuccess);
+  memset(b, 0xab, 8 * MiB); /* host memory stands behind the simulated device */
+  CHECK(cudaFree(b) == cudaSuccess);
+  CHECK(cudaMalloc(&zero, 0) == cudaSuccess && zero == NULL);
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  size_t free_bytes, total;
+  CHECK(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess && total > 0);
+  return 0;
+}
+
+/* The driver reached only through dlsym and cuGetProcAddress: 4 MiB with
+ * cuMemAlloc_v2 (freed), 2 MiB through cuGetProcAddress (kept). */
+static int driver_lookup(void)
+{
+  void *h = libcuda();
+  void *alloc = dlsym(h, "cuMemAlloc_v2");
+  void *free_fn = dlsym(h, "cuMemFree_v2");
+  bool hooked = expect_hooked();
+  CHECK(!hooked || (from_oomlens(alloc) && from_oomlens(free_fn)));
+  CHECK(!hooked || from_oomlens(dlsym(h, "cuGetProcAddress_v2")));
+  CHECK(!from_oomlens(dlsym(h, "cuInit"))); /* not ours: untouched */
+  /* cuGetProcAddress answers for the ABI the caller asked for. */
+  CHECK(!hooked || from_oomlens(driver_fn("cuMemAlloc", 13000, 0)));
+  CHECK(!from_oomlens(driver_fn("cuMemAlloc", 3000, 0))); /* legacy 32-bit ABI */
+  CHECK(!hooked || from_oomlens(driver_fn("cuGetProcAddress", 13000, 0)));
+  void *ptsz = driver_fn("cuMemAllocAsync", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+  void *legacy = driver_fn("cuMemAllocAsync", 13000, CU_GET_PROC_ADDRESS_DEFAULT);
+  CHECK(ptsz != legacy);
+  CHECK(!hooked || (from_oomlens(ptsz) && from_oomlens(legacy)));
+  driver_context();
+  CUdeviceptr p, q;
+  CHECK(((CUresult(*)(CUdeviceptr *, size_t))alloc)(&p, 4 * MiB) == CUDA_SUCCESS);
+  CHECK(((CUresult(*)(CUdeviceptr))free_fn)(p) == CUDA_SUCCESS);
+  CUresult (*alloc2)(CUdeviceptr *, size_t) =
+    (CUresult(*)(CUdeviceptr *, size_t))driver_fn("cuMemAlloc", 13000, 0);
+  CHECK(alloc2(&q, 2 * MiB) == CUDA_SUCCESS);
+  return 0;
+}
+
+/* PyTorch's expandable segments: the VMM calls come from
+ * cudaGetDriverEntryPointByVersion. Two 2 MiB chunks mapped, data kept
+ * across an unmap and remap, then everything released. */
+static int vmm_segments(void)
+{
+  void *create, *map, *unmap, *release, *reserve, *afree, *access;
+  const char *names[] = {"cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease",
+                         "cuMemAddressReserve", "cuMemAddressFree", "cuMemSetAccess"};
+  void **slots[] = {&create, &map, &unmap, &release, &reserve, &afree, &access};
+  cudaFree(NULL); /* the runtime's usual way to make a context */
+  for (int i = 0; i < 7; i++) {
+    enum cudaDriverEntryPointQueryResult status;
+    CHECK(cudaGetDriverEntryPointByVersion(names[i], slots[i], 12000, cudaEnableDefault,
+                                           &status) == cudaSuccess);
+    CHECK(!expect_hooked() || i == 6 || from_oomlens(*slots[i]));
+  }
+  const size_t chunk = 2 * MiB;
+  CUdeviceptr base;
+  CHECK(((CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))reserve)(
+          &base, 16 * chunk, 0, 0, 0) == CUDA_SUCCESS);
+  CUmemAllocationProp prop = {0};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  CUmemGenericAllocationHandle h[2];
+  CUmemAccessDesc desc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t,
+                                const CUmemAllocationProp *, unsigned long long);
+  typedef CUresult (*map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                             unsigned long long);
+  typedef CUresult (*access_fn)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+  typedef CUresult (*range_fn)(CUdeviceptr, size_t);
+  for (int i = 0; i < 2; i++) {
+    CHECK(((create_fn)create)(&h[i], chunk, &prop, 0) == CUDA_SUCCESS);
+    CHECK(((map_fn)map)(base + i * chunk, chunk, 0, h[i], 0) == CUDA_SUCCESS);
+  }
+  CHECK(((access_fn)access)(base, 2 * chunk, &desc, 1) == CUDA_SUCCESS);
+  memset((void *)base, 0x5a, 2 * chunk);
+  CHECK(((range_fn)unmap)(base, 2 * chunk) == CUDA_SUCCESS);
+  CHECK(((map_fn)map)(base + 4 * chunk, chunk, 0, h[1], 0) == CUDA_SUCCESS);
+  CHECK(((access_fn)access)(base + 4 * chunk, chunk, &desc, 1) == CUDA_SUCCESS);
+  CHECK(((unsigned char *)base)[4 * chunk + 123] == 0x5a);
+  CHECK(((range_fn)unmap)(base + 4 * chunk, chunk) == CUDA_SUCCESS);
+  for (int i = 0; i < 2; i++)
+    CHECK(((CUresult(*)(CUmemGenericAllocationHandle))release)(h[i]) == CUDA_SUCCESS);
+  CHECK(((range_fn)afree)(base, 16 * chunk) == CUDA_SUCCESS);
+  return 0;
+}
+
+/* Stream-ordered allocation, legacy and per-thread entry points. Peak 6 MiB,
+ * nothing live at exit. */
+static int async_streams(void)
+{
+  cudaStream_t s;
+  void *a, *b;
+  CHECK(cudaStreamCreate(&s) == cudaSuccess);
+  CHECK(cudaMallocAsync(&a, 2 * MiB, s) == cudaSuccess);
+  CHECK(cudaMallocAsync_ptsz(&b, 4 * MiB, s) == cudaSuccess);
+  CHECK(cudaFreeAsync(a, s) == cudaSuccess);
+  CHECK(cudaFreeAsync_ptsz(b, s) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(cudaStreamDestroy(s) == cudaSuccess);
+  return 0;
+}
+
+#define THREADS 16
+#define PAIRS 200
+
+static void *thread_churn(void *arg)
+{
+  size_t size = (size_t)(uintptr_t)arg * 4096;
+  for (int i = 0; i < PAIRS; i++) {
+    void *p;
+    if (cudaMalloc(&p, size) != cudaSuccess || cudaFree(p) != cudaSuccess)
+      return (void *)1;
+  }
+  return NULL;
+}
+
+/* 16 threads, 200 malloc/free pairs each: 3200 allocations, none live. */
+static int threads(void)
+{
+  pthread_t t[THREADS];
+  for (uintptr_t i = 0; i < THREADS; i++)
+    CHECK(pthread_create(&t[i], NULL, thread_churn, (void *)(i + 1)) == 0);
+  for (int i = 0; i < THREADS; i++) {
+    void *result;
+    pthread_join(t[i], &result);
+    CHECK(result == NULL);
+  }
+  return 0;
+}
+
+/* A request the device cannot hold: the job sees the driver's own error. */
+static int out_of_memory(void)
+{
+  void *p = (void *)1;
+  CHECK(cudaMalloc(&p, (size_t)1 << 40) == cudaErrorMemoryAllocation);
+  CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
+  CHECK(cudaMalloc(&p, MiB) == cudaSuccess);
+  return 0;
+}
+
+/* The parent keeps 3 MiB; the forked child allocates 1 MiB of its own and
+ * exits normally: two reports, each with only its own process's memory. */
+static int fork_child(void)
+{
+  void *p;
+  CHECK(cudaMalloc(&p, 3 * MiB) == cudaSuccess);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    void *q;
+    exit(cudaMalloc(&q, MiB) == cudaSuccess ? 0 : 4);
+  }
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  return 0;
+}
+
+/* SIGUSR1 writes a report while the job goes on; ARG is its path. */
+static int report_on_signal(const char *path)
+{
+  void *p;
+  CHECK(path);
+  CHECK(cudaMalloc(&p, 5 * MiB) == cudaSuccess);
+  CHECK(raise(SIGUSR1) == 0);
+  struct stat st;
+  for (int i = 0; i < 500 && stat(path, &st) != 0; i++)
+    usleep(10000);
+  CHECK(stat(path, &st) == 0);
+  CHECK(cudaFree(p) == cudaSuccess);
+  return 0;
+}
+
+/* No driver to be found: the runtime's own error reaches the job. */
+static int no_driver(void)
+{
+  void *p;
+  CHECK(cudaMalloc(&p, MiB) != cudaSuccess);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    fprintf(stderr, "usage: cuda_prog SCENARIO [ARG]\n");
+    return 2;
+  }
+  const char *s = argv[1];
+  if (!strcmp(s, "runtime")) return runtime_basic();
+  if (!strcmp(s, "driver")) return driver_lookup();
+  if (!strcmp(s, "vmm")) return vmm_segments();
+  if (!strcmp(s, "async")) return async_streams();
+  if (!strcmp(s, "threads")) return threads();
+  if (!strcmp(s, "oom")) return out_of_memory();
+  if (!strcmp(s, "fork")) return fork_child();
+  if (!strcmp(s, "signal")) return report_on_signal(argc > 2 ? argv[2] : NULL);
+  if (!strcmp(s, "nodriver")) return no_driver();
+  fprintf(stderr, "cuda_prog: unknown scenario %s\n", s);
+  return 2;
+}

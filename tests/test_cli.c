@@ -1,0 +1,126 @@
+/* test_cli.c: the oomlens command: help, version, and `run`, which preloads
+ * the library (appended to LD_PRELOAD), passes the exit status through and
+ * fails like a shell when the command cannot be run. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static void cli(harness_run_t *run, const char *const env[], const char *const args[])
+{
+  const char *argv[16] = {harness_env("OOMLENS_TEST_CLI")};
+  for (int i = 0; args[i]; i++)
+    argv[i + 1] = args[i];
+  harness_exec(run, false, env, argv);
+}
+
+START_TEST(help_lists_commands_and_options)
+{
+  harness_run_t run;
+  cli(&run, NULL, (const char *[]){"--help", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_ptr_nonnull(strstr(run.out, "run [--report PATH] [--] CMD"));
+  ck_assert_ptr_nonnull(strstr(run.out, "OOMLENS_REPORT"));
+  ck_assert_ptr_nonnull(strstr(run.out, "OOMLENS_ENABLE"));
+}
+END_TEST
+
+START_TEST(version)
+{
+  harness_run_t run;
+  cli(&run, NULL, (const char *[]){"--version", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_str_eq(run.out, "oomlens 0.1.0\n");
+}
+END_TEST
+
+START_TEST(usage_errors_exit_2)
+{
+  harness_run_t run;
+  cli(&run, NULL, (const char *[]){NULL});
+  ck_assert_int_eq(run.status, 2);
+  cli(&run, NULL, (const char *[]){"frobnicate", NULL});
+  ck_assert_int_eq(run.status, 2);
+  cli(&run, NULL, (const char *[]){"run", NULL});
+  ck_assert_int_eq(run.status, 2);
+  cli(&run, NULL, (const char *[]){"run", "--bogus", "--", "true", NULL});
+  ck_assert_int_eq(run.status, 2);
+}
+END_TEST
+
+START_TEST(run_passes_exit_status)
+{
+  harness_run_t run;
+  cli(&run, NULL, (const char *[]){"run", "--", "sh", "-c", "exit 7", NULL});
+  ck_assert_int_eq(run.status, 7);
+  cli(&run, NULL, (const char *[]){"run", "sh", "-c", "exit 0", NULL});
+  ck_assert_int_eq(run.status, 0);
+}
+END_TEST
+
+START_TEST(run_missing_command_is_127)
+{
+  harness_run_t run;
+  cli(&run, NULL, (const char *[]){"run", "--", "/nonexistent/prog", NULL});
+  ck_assert_int_eq(run.status, 127);
+}
+END_TEST
+
+START_TEST(run_appends_to_ld_preload)
+{
+  harness_run_t run;
+  const char *env[] = {"LD_PRELOAD=", NULL};
+  cli(&run, env, (const char *[]){"run", "--", "sh", "-c", "echo \"[$LD_PRELOAD]\"", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_ptr_nonnull(strstr(run.out, "liboomlens.so]"));
+  /* An existing preload stays first; ours is appended once. */
+  char existing[512];
+  snprintf(existing, sizeof existing, "LD_PRELOAD=%s", harness_env("OOMLENS_TEST_LIB"));
+  const char *env2[] = {existing, NULL};
+  cli(&run, env2, (const char *[]){"run", "--", "sh", "-c", "echo \"[$LD_PRELOAD]\"", NULL});
+  ck_assert_ptr_null(strstr(strstr(run.out, "liboomlens.so") + 1, "liboomlens.so"));
+}
+END_TEST
+
+START_TEST(run_job_writes_report)
+{
+  char report[512];
+  snprintf(report, sizeof report, "%s/job-%%p.txt", harness_dir());
+  harness_run_t run;
+  cli(&run, NULL,
+      (const char *[]){"run", "--report", report, "--", harness_env("OOMLENS_TEST_PROG"),
+                       "runtime", NULL});
+  ck_assert_msg(run.status == 0, "%s", run.out);
+  ck_assert_ptr_nonnull(strstr(run.out, "oomlens: report written to"));
+  ck_assert_int_eq(harness_count_files(".txt"), 1);
+  ck_assert_int_eq(harness_count_files(".json"), 1);
+}
+END_TEST
+
+static Suite *cli_suite(void)
+{
+  Suite *s = suite_create("cli");
+  TCase *tc = tcase_create("run");
+  tcase_add_checked_fixture(tc, harness_setup, harness_teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, help_lists_commands_and_options);
+  tcase_add_test(tc, version);
+  tcase_add_test(tc, usage_errors_exit_2);
+  tcase_add_test(tc, run_passes_exit_status);
+  tcase_add_test(tc, run_missing_command_is_127);
+  tcase_add_test(tc, run_appends_to_ld_preload);
+  tcase_add_test(tc, run_job_writes_report);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *runner = srunner_create(cli_suite());
+  srunner_run_all(runner, CK_NORMAL);
+  int failed = srunner_ntests_failed(runner);
+  srunner_free(runner);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,294 @@
+/* test_preload.c: whole programs under liboomlens.so on the simulated CUDA.
+ * Each runs tests/progs/cuda_prog (which checks what it was handed) and then
+ * checks the JSON report against figures known by construction. */
+#include <check.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MiB (1ll << 20)
+#define DEV "devices[0]."
+#define STAT(name) DEV "stats." name
+
+static ol_json_t *run_scenario(const char *scenario, const char *const env[], harness_run_t *run)
+{
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), scenario, NULL};
+  harness_exec(run, true, env, argv);
+  ck_assert_msg(run->status == 0, "%s exited %d:\n%s", scenario, run->status, run->out);
+  ol_json_t *report = harness_report(run->pid);
+  ck_assert_msg(report, "no report for %s:\n%s", scenario, run->out);
+  return report;
+}
+
+START_TEST(runtime_calls_counted_once)
+{
+  harness_run_t run;
+  ol_json_t *r = run_scenario("runtime", NULL, &run);
+  ck_assert_int_eq(harness_int(r, "oomlens_report"), 1);
+  ck_assert_int_eq(harness_int(r, "pid"), run.pid);
+  ck_assert_str_eq(ol_json_string(ol_json_path(r, "reason")), "exit");
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.peak")), 9 * MiB + 100);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.current")), MiB + 100);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.large_pool.peak")), 8 * MiB);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.small_pool.current")), MiB + 100);
+  ck_assert_int_eq(harness_int(r, STAT("reserved_bytes.all.peak")), 9 * MiB + 100);
+  ck_assert_int_eq(harness_int(r, STAT("allocation.all.allocated")), 3);
+  ck_assert_int_eq(harness_int(r, DEV "calls.runtime_allocs"), 3);
+  ck_assert_int_eq(harness_int(r, DEV "calls.runtime_frees"), 1);
+  /* cudart's own cuMemAlloc calls went through our hook and were not
+   * counted a second time. */
+  ck_assert_int_eq(harness_int(r, DEV "calls.driver_allocs"), 0);
+  ck_assert_int_gt(harness_int(r, DEV "mem_info.total"), 0);
+  ol_json_free(r);
+  ck_assert_int_eq(harness_count_files(".txt"), 1);
+}
+END_TEST
+
+START_TEST(driver_through_dlsym_and_getproc)
+{
+  harness_run_t run;
+  ol_json_t *r = run_scenario("driver", NULL, &run);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.peak")), 4 * MiB);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.current")), 2 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "calls.driver_allocs"), 2);
+  ck_assert_int_eq(harness_int(r, DEV "calls.driver_frees"), 1);
+  ck_assert_int_eq(harness_int(r, DEV "calls.runtime_allocs"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(vmm_through_driver_entry_point)
+{
+  harness_run_t run;
+  ol_json_t *r = run_scenario("vmm", NULL, &run);
+  ck_assert_int_eq(harness_int(r, STAT("reserved_bytes.all.peak")), 4 * MiB);
+  ck_assert_int_eq(harness_int(r, STAT("reserved_bytes.all.current")), 0);
+  ck_assert_int_eq(harness_int(r, STAT("segment.all.peak")), 2);
+  ck_assert_int_eq(harness_int(r, STAT("vmm_mapped_bytes.peak")), 4 * MiB);
+  ck_assert_int_eq(harness_int(r, STAT("vmm_mapped_bytes.current")), 0);
+  ck_assert_int_eq(harness_int(r, STAT("va_reserved_bytes.peak")), 32 * MiB);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.peak")), 0);
+  ck_assert_int_eq(harness_int(r, DEV "calls.vmm_creates"), 2);
+  ck_assert_int_eq(harness_int(r, DEV "calls.vmm_maps"), 3);
+  ck_assert_int_eq(harness_int(r, DEV "calls.vmm_unmaps"), 2);
+  ck_assert_int_eq(harness_int(r, DEV "calls.vmm_releases"), 2);
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(async_and_per_thread_entry_points)
+{
+  harness_run_t run;
+  ol_json_t *r = run_scenario("async", NULL, &run);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.peak")), 6 * MiB);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.current")), 0);
+  ck_assert_int_eq(harness_int(r, DEV "calls.runtime_allocs"), 2);
+  ck_assert_int_eq(harness_int(r, DEV "calls.runtime_frees"), 2);
+  ck_assert_int_eq(harness_int(r, DEV "calls.driver_allocs"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(exact_under_sixteen_threads)
+{
+  harness_run_t run;
+  ol_json_t *r = run_scenario("threads", NULL, &run);
+  ck_assert_int_eq(harness_int(r, STAT("allocation.all.allocated")), 16 * 200);
+  ck_assert_int_eq(harness_int(r, STAT("allocation.all.current")), 0);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.allocated")), 200ll * 4096 * 136);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.freed")), 200ll * 4096 * 136);
+  ck_assert_int_le(harness_int(r, STAT("allocated_bytes.all.peak")), 4096ll * 136);
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(out_of_memory_reaches_the_job)
+{
+  const char *env[] = {"SIMCU_CAPACITY=64M", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("oom", env, &run);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1);
+  ck_assert_int_eq(harness_int(r, DEV "last_oom_request"), 1ll << 40);
+  ck_assert_int_eq(harness_int(r, DEV "calls.failed_allocs"), 1);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.current")), MiB);
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(forked_child_writes_its_own_report)
+{
+  harness_run_t run;
+  ol_json_t *parent = run_scenario("fork", NULL, &run);
+  ck_assert_int_eq(harness_int(parent, STAT("allocated_bytes.all.peak")), 3 * MiB);
+  ol_json_free(parent);
+  ck_assert_int_eq(harness_count_files(".json"), 2);
+  ck_assert_int_eq(harness_count_files(".txt"), 2);
+}
+END_TEST
+
+START_TEST(forked_child_never_overwrites_parent)
+{
+  char fixed[PATH_MAX + 32], env_report[PATH_MAX + 64];
+  snprintf(fixed, sizeof fixed, "%s/fixed.txt", harness_dir());
+  snprintf(env_report, sizeof env_report, "OOMLENS_REPORT=%s", fixed);
+  const char *env[] = {env_report, NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "fork", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_int_eq(run.status, 0);
+  char err[256], json[PATH_MAX + 32];
+  snprintf(json, sizeof json, "%s/fixed.json", harness_dir());
+  ol_json_t *parent = ol_json_parse_file(json, err, sizeof err);
+  ck_assert_msg(parent, "%s", err);
+  ck_assert_int_eq(harness_int(parent, "pid"), run.pid);
+  ck_assert_int_eq(harness_int(parent, STAT("allocated_bytes.all.peak")), 3 * MiB);
+  ol_json_free(parent);
+  ck_assert_int_eq(harness_count_files(".json"), 2); /* fixed.json and fixed.txt.<pid>.json */
+}
+END_TEST
+
+START_TEST(signal_writes_report_and_job_continues)
+{
+  char path[PATH_MAX + 32], err[256];
+  const char *env[] = {"OOMLENS_REPORT_AT_EXIT=0", NULL};
+  harness_run_t run;
+  /* The program waits for its own report to appear after raising SIGUSR1;
+   * its pid is only known once it runs, so it polls a fixed name. */
+  char fixed[PATH_MAX + 64];
+  snprintf(fixed, sizeof fixed, "OOMLENS_REPORT=%s/signal.txt", harness_dir());
+  const char *env2[] = {env[0], fixed, NULL};
+  snprintf(path, sizeof path, "%s/signal.txt", harness_dir());
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "signal", path, NULL};
+  harness_exec(&run, true, env2, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  snprintf(path, sizeof path, "%s/signal.json", harness_dir());
+  ol_json_t *r = ol_json_parse_file(path, err, sizeof err);
+  ck_assert_msg(r, "%s", err);
+  ck_assert_str_eq(ol_json_string(ol_json_path(r, "reason")), "signal");
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.current")), 5 * MiB);
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(no_driver_means_pass_through)
+{
+  const char *env[] = {"LD_LIBRARY_PATH=/nonexistent", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "nodriver", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+}
+END_TEST
+
+START_TEST(disabled_records_nothing)
+{
+  const char *env[] = {"OOMLENS_ENABLE=0", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "runtime", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_int_eq(harness_count_files(".txt"), 0);
+}
+END_TEST
+
+START_TEST(bad_option_warns_and_keeps_default)
+{
+  const char *env[] = {"OOMLENS_JSON=perhaps", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("runtime", env, &run);
+  ck_assert_ptr_nonnull(strstr(run.out, "oomlens: warning: OOMLENS_JSON=\"perhaps\" is not valid"));
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(unrelated_program_untouched)
+{
+  const char *argv[] = {"sh", "-c", "echo fine", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, NULL, argv);
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_str_eq(run.out, "fine\n");
+  ck_assert_int_eq(harness_count_files(".txt"), 0);
+}
+END_TEST
+
+START_TEST(unwritable_report_dir_does_not_hurt_job)
+{
+  const char *env[] = {"OOMLENS_REPORT=/nonexistent/dir/r.txt", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "runtime", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_ptr_nonnull(strstr(run.out, "oomlens: warning: cannot create a report"));
+}
+END_TEST
+
+/* A real recorded job: GPT-2 training steps, each tensor a cudaMalloc. The
+ * report's peak must be the trace's own peak, to the byte. */
+START_TEST(recorded_gpt2_trace_peak_exact)
+{
+  char trace[PATH_MAX];
+  snprintf(trace, sizeof trace, "%s/gpt2.csv.gz", harness_env("OOMLENS_TEST_DATA"));
+  const char *env[] = {"SIMCU_CAPACITY=140G", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PLAYER"), trace, NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  long long events, allocs, peak, live;
+  ck_assert_int_eq(sscanf(run.out, "events=%lld allocs=%lld peak_allocated=%lld live_at_end=%lld",
+                          &events, &allocs, &peak, &live), 4);
+  ck_assert_int_eq(peak, 25379906248ll);
+  ol_json_t *r = harness_report(run.pid);
+  ck_assert_ptr_nonnull(r);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.peak")), peak);
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.current")), live);
+  ck_assert_int_eq(harness_int(r, STAT("allocation.all.allocated")), allocs);
+  ol_json_free(r);
+}
+END_TEST
+
+static Suite *preload_suite(void)
+{
+  Suite *s = suite_create("preload");
+  TCase *paths = tcase_create("interception");
+  tcase_add_checked_fixture(paths, harness_setup, harness_teardown);
+  tcase_set_timeout(paths, 60);
+  tcase_add_test(paths, runtime_calls_counted_once);
+  tcase_add_test(paths, driver_through_dlsym_and_getproc);
+  tcase_add_test(paths, vmm_through_driver_entry_point);
+  tcase_add_test(paths, async_and_per_thread_entry_points);
+  tcase_add_test(paths, exact_under_sixteen_threads);
+  tcase_add_test(paths, out_of_memory_reaches_the_job);
+  suite_add_tcase(s, paths);
+  TCase *life = tcase_create("lifecycle");
+  tcase_add_checked_fixture(life, harness_setup, harness_teardown);
+  tcase_set_timeout(life, 60);
+  tcase_add_test(life, forked_child_writes_its_own_report);
+  tcase_add_test(life, forked_child_never_overwrites_parent);
+  tcase_add_test(life, signal_writes_report_and_job_continues);
+  tcase_add_test(life, no_driver_means_pass_through);
+  tcase_add_test(life, disabled_records_nothing);
+  tcase_add_test(life, bad_option_warns_and_keeps_default);
+  tcase_add_test(life, unrelated_program_untouched);
+  tcase_add_test(life, unwritable_report_dir_does_not_hurt_job);
+  suite_add_tcase(s, life);
+  TCase *trace = tcase_create("recorded_job");
+  tcase_add_checked_fixture(trace, harness_setup, harness_teardown);
+  tcase_set_timeout(trace, 120);
+  tcase_add_test(trace, recorded_gpt2_trace_peak_exact);
+  suite_add_tcase(s, trace);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *runner = srunner_create(preload_suite());
+  srunner_run_all(runner, CK_NORMAL);
+  int failed = srunner_ntests_failed(runner);
+  srunner_free(runner);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
