@@ -239,7 +239,9 @@ START_TEST(recorded_gpt2_trace_peak_exact)
   harness_exec(&run, true, env, argv);
   ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
   long long events, allocs, peak, live;
-  ck_assert_int_eq(sscanf(run.out, "events=%lld allocs=%lld peak_allocated=%lld live_at_end=%lld",
+  const char *summary = strstr(run.out, "events=");
+  ck_assert_msg(summary, "%s", run.out);
+  ck_assert_int_eq(sscanf(summary, "events=%lld allocs=%lld peak_allocated=%lld live_at_end=%lld",
                           &events, &allocs, &peak, &live), 4);
   ck_assert_int_eq(peak, 25379906248ll);
   ol_json_t *r = harness_report(run.pid);

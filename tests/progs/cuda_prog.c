@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,11 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+
+/* The per-thread-stream entry points exist in every libcudart but are only
+ * declared when a program is compiled for per-thread default streams. */
+cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream);
+cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream);
 
 #define CHECK(cond)                                                        \
   do {                                                                     \
