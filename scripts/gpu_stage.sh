@@ -6,7 +6,7 @@
 # which runs scripts/gpu/observe_check.py there and leaves its results in $OUT.
 set -eu
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh src/liboomlens.so tools/oomlens
 rm -rf .gpu
 mkdir -p .gpu
 cp build/src/liboomlens.so build/tools/oomlens .gpu/

@@ -1,6 +1,7 @@
 #!/bin/sh
 # setup.sh: installs what the build needs (Debian/Ubuntu) where missing, then
-# configures and builds into build/. Safe to run again.
+# configures and builds into build/ (only the ninja targets given, if any).
+# Safe to run again.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -27,5 +28,5 @@ fi
 if [ ! -f build/build.ninja ]; then
   meson setup build -Dcudaheaders="$cuda_headers" >/dev/null
 fi
-ninja -C build >/dev/null
+ninja -C build "$@" >/dev/null
 echo "setup: built build/src/liboomlens.so and build/tools/oomlens"

@@ -17,10 +17,18 @@
 sim_state_t sim;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t done_cv; /* some work item completed */
-static pthread_cond_t work_cv; /* new work for the worker */
+
+/* The condition variables: done (some work item completed) and work (new
+ * work for the worker). A forked child cannot reuse its parent's, whose
+ * waiters it does not have, nor re-initialize them (undefined): it takes
+ * the next unused pair. */
+#define CV_SLOTS 8
+static pthread_cond_t cv_slots[CV_SLOTS][2];
+static unsigned cv_slot;
+#define done_cv (cv_slots[cv_slot % CV_SLOTS][0])
+#define work_cv (cv_slots[cv_slot % CV_SLOTS][1])
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static bool started;
 static atomic_ulong calls[SIM_FN_COUNT];
 
 #define DEFAULT_CAPACITY ((uint64_t)8 << 30)
@@ -132,29 +140,40 @@ static void fork_parent(void)
     pthread_mutex_unlock(&lock);
 }
 
+/* Delays are measured on the monotonic clock, so waits use it too. */
+static void init_cvs(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&done_cv, &a);
+    pthread_cond_init(&work_cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
 /* The child has only the forking thread: no worker, no waiters. Pending work
  * stays queued and a new worker picks it up at the next enqueue. */
 static void fork_child(void)
 {
     pthread_mutex_unlock(&lock);
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&done_cv, &a);
-    pthread_cond_init(&work_cv, &a);
-    pthread_condattr_destroy(&a);
+    cv_slot++;
+    init_cvs();
     sim_after_fork_child();
+}
+
+/* At exit only the worker thread stops: memory stays as it was, as with
+ * the real driver, for atexit handlers (an interposer writing its report)
+ * that still query it. A later enqueue would start a worker again. Run
+ * from atexit rather than a destructor so it comes before sanitizers'
+ * exit-time leak checks, which dislike running threads. */
+static void sim_at_exit(void)
+{
+    sim_worker_stop();
 }
 
 static void global_init(void)
 {
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    /* Delays are measured on the monotonic clock, so waits use it too. */
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&done_cv, &a);
-    pthread_cond_init(&work_cv, &a);
-    pthread_condattr_destroy(&a);
+    init_cvs();
     for (int i = 0; i < SIM_MAX_DEVICES; i++) {
         sim.dev[i].ctx.dev = i;
         sim.dev[i].memfd = -1;
@@ -162,7 +181,7 @@ static void global_init(void)
     sim.next_id = 1;
     read_env();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
-    started = true;
+    atexit(sim_at_exit);
 }
 
 void sim_lock(void)
@@ -277,7 +296,7 @@ bool sim_alloc_call_fails(void)
     return sim.fail_at != 0 && sim.alloc_calls == sim.fail_at;
 }
 
-/* ---- reset and exit ---- */
+/* ---- reset ---- */
 
 static void reset_locked(void)
 {
@@ -306,18 +325,6 @@ void simcu_uninit(void)
     sim_lock();
     reset_locked();
     sim.initialized = false;
-    sim_unlock();
-}
-
-__attribute__((destructor)) static void sim_fini(void)
-{
-    if (!started)
-        return;
-    sim_worker_stop();
-    sim_lock();
-    sim_stream_free_all();
-    sim_vmm_free_all();
-    sim_mem_free_all();
     sim_unlock();
 }
 

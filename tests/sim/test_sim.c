@@ -4,6 +4,9 @@
  * to end. Every other suite trusts these doubles, so they are checked
  * against the behaviour of the real libraries, not just exercised.
  */
+/* cudaGetDriverEntryPoint is deprecated, and tested on purpose: PyTorch
+ * and the interposer still use it. */
+#define CUDA_ENABLE_DEPRECATED 1
 #include <check.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -14,7 +17,9 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,12 +30,21 @@
 
 #include "simcu.h"
 
-/* Not declared unless built for per-thread default streams. */
-cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t s);
-cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t s);
+/* The _ptsz ABI is declared only for code built for per-thread default
+ * streams; these tests call both flavours. */
+CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                      CUstream hStream);
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size,
+                                           cudaStream_t s);
+cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *devPtr, cudaStream_t s);
 
 #define MiB ((size_t)1 << 20)
 #define GRAN (2 * MiB)
+
+/* The legacy 32-bit ABI, declared by cuda.h only for the driver itself. */
+typedef CUresult(CUDAAPI *legacy_alloc_fn)(unsigned int *dptr, unsigned int bytesize);
+typedef CUresult(CUDAAPI *legacy_free_fn)(unsigned int dptr);
 
 #define CU_OK(call) ck_assert_int_eq((call), CUDA_SUCCESS)
 #define RT_OK(call) ck_assert_int_eq((call), cudaSuccess)
@@ -577,13 +591,13 @@ END_TEST
 START_TEST(test_legacy_v1_alloc)
 {
     void *p = NULL;
-    PFN_cuMemAlloc_v2000 alloc_v1;
-    PFN_cuMemFree_v2000 free_v1;
+    legacy_alloc_fn alloc_v1;
+    legacy_free_fn free_v1;
     CU_OK(cuGetProcAddress("cuMemAlloc", &p, 3000, 0, NULL));
     memcpy(&alloc_v1, &p, sizeof p);
     CU_OK(cuGetProcAddress("cuMemFree", &p, 3000, 0, NULL));
     memcpy(&free_v1, &p, sizeof p);
-    CUdeviceptr_v1 d = 0;
+    unsigned int d = 0;
     CU_OK(alloc_v1(&d, 4096));
     ck_assert_uint_ne(d, 0);
     ((unsigned char *)(uintptr_t)d)[4095] = 7;
@@ -1104,24 +1118,28 @@ START_TEST(test_capture_clean)
 }
 END_TEST
 
+typedef struct thread_alloc {
+    CUresult r;
+    CUdeviceptr p;
+} thread_alloc_t;
+
 static void *alloc_in_thread(void *arg)
 {
-    CUresult *r = arg;
-    CUdeviceptr p;
+    thread_alloc_t *a = arg;
     cuCtxSetCurrent(ctx0);
-    *r = cuMemAlloc(&p, 4096);
-    if (*r == CUDA_SUCCESS)
-        cuMemFree(p);
+    a->r = cuMemAlloc(&a->p, 4096);
     return NULL;
 }
 
-static CUresult alloc_from_other_thread(void)
+/* cuMemAlloc from another thread; the block is freed once capture ends. */
+static CUresult alloc_from_other_thread(CUdeviceptr *p)
 {
-    CUresult r = CUDA_ERROR_UNKNOWN;
+    thread_alloc_t a = {CUDA_ERROR_UNKNOWN, 0};
     pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, alloc_in_thread, &r), 0);
+    ck_assert_int_eq(pthread_create(&t, NULL, alloc_in_thread, &a), 0);
     pthread_join(t, NULL);
-    return r;
+    *p = a.p;
+    return a.r;
 }
 
 START_TEST(test_capture_unsafe_calls)
@@ -1149,11 +1167,13 @@ START_TEST(test_capture_unsafe_calls)
     CU_OK(cuMemFree(p));
     /* Another thread is bound by a global capture, not a thread-local one. */
     CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    CU_OK(alloc_from_other_thread());
+    CU_OK(alloc_from_other_thread(&p));
     CU_OK(cuStreamEndCapture(s, &g));
     CU_OK(cuGraphDestroy(g));
+    CU_OK(cuMemFree(p));
     CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    ck_assert_int_eq(alloc_from_other_thread(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    ck_assert_int_eq(alloc_from_other_thread(&p),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     ck_assert_int_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     ck_assert_uint_eq(simcu_capture_violations(), 3);
     CU_OK(cuStreamDestroy(s));
@@ -1503,6 +1523,7 @@ START_TEST(test_fork)
     CUdeviceptr kept;
     CU_OK(cuMemAlloc(&kept, 64));
     CU_OK(simcu_launch_sleep(0, 1000));
+    fflush(NULL); /* the child exits through exit() */
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -1512,7 +1533,9 @@ START_TEST(test_fork)
                   simcu_launch_fill(0, p, 7, 4096, 1000) == CUDA_SUCCESS &&
                   cuCtxSynchronize() == CUDA_SUCCESS && all_bytes(p, 7, 4096) &&
                   cuMemFree(p) == CUDA_SUCCESS && simcu_pending_work() == 0;
-        _exit(ok ? 0 : 1);
+        /* exit(), not _exit(): the driver's destructor must stop the new
+         * worker cleanly (valgrind checks the child too). */
+        exit(ok ? 0 : 1);
     }
     int status = -1;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
