@@ -1,0 +1,42 @@
+/* policy.h: what an allocator looks like to `oomlens replay` and to the
+ * benchmarks: a policy serves allocate/free requests on one simulated
+ * device of a given capacity and reports its peaks. Three implement it:
+ * "oomlens" (our pool, pool.c, on the in-process simulated device),
+ * "pytorch" and "pytorch-expandable" (a model of PyTorch's caching
+ * allocator, pytorch_model.c), so all three run the same trace. */
+#ifndef OL_POLICY_H
+#define OL_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ol_policy_options {
+  uint64_t capacity;       /* bytes the simulated device holds */
+  uint64_t max_split_size; /* blocks at or above it are never split; 0 = no limit */
+} ol_policy_options_t;
+
+typedef struct ol_policy_stats {
+  int64_t allocated, allocated_peak; /* bytes handed out (as the policy counts them) */
+  int64_t reserved, reserved_peak;   /* bytes of device memory the policy holds */
+  int64_t largest_free_block;        /* largest block it could hand out without growing */
+  int64_t free_reserved;             /* reserved but not allocated */
+  int64_t segments;                  /* segments or mapped chunks held now */
+} ol_policy_stats_t;
+
+typedef struct ol_policy ol_policy_t; /* one instance per simulated device */
+
+typedef struct ol_policy_ops {
+  const char *name;
+  ol_policy_t *(*create)(const ol_policy_options_t *options); /* NULL: out of host memory */
+  /* 0 and *addr set, or -1 when the device cannot hold it (an OOM). */
+  int (*alloc)(ol_policy_t *policy, uint64_t size, uint64_t stream, uint64_t *addr);
+  void (*free)(ol_policy_t *policy, uint64_t addr);
+  void (*stats)(const ol_policy_t *policy, ol_policy_stats_t *out);
+  void (*destroy)(ol_policy_t *policy);
+} ol_policy_ops_t;
+
+/* NULL when no policy has that name. */
+const ol_policy_ops_t *ol_policy_find(const char *name);
+
+#endif
