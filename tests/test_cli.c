@@ -2,6 +2,8 @@
  * the library (appended to LD_PRELOAD), passes the exit status through and
  * fails like a shell when the command cannot be run. */
 #include <check.h>
+
+#include "check_run.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,9 +120,5 @@ static Suite *cli_suite(void)
 
 int main(void)
 {
-  SRunner *runner = srunner_create(cli_suite());
-  srunner_run_all(runner, CK_NORMAL);
-  int failed = srunner_ntests_failed(runner);
-  srunner_free(runner);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ol_run_suite(cli_suite());
 }

@@ -1,6 +1,8 @@
 /* test_options.c: the OOMLENS_* table: value parsers, defaults, and a bad
  * value keeping the default with a warning instead of failing. */
 #include <check.h>
+
+#include "check_run.h"
 #include <stdlib.h>
 
 #include "ol.h"
@@ -118,9 +120,5 @@ static Suite *options_suite(void)
 
 int main(void)
 {
-  SRunner *runner = srunner_create(options_suite());
-  srunner_run_all(runner, CK_NORMAL);
-  int failed = srunner_ntests_failed(runner);
-  srunner_free(runner);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ol_run_suite(options_suite());
 }

@@ -2,6 +2,8 @@
  * Each runs tests/progs/cuda_prog (which checks what it was handed) and then
  * checks the JSON report against figures known by construction. */
 #include <check.h>
+
+#include "check_run.h"
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,9 +290,5 @@ static Suite *preload_suite(void)
 
 int main(void)
 {
-  SRunner *runner = srunner_create(preload_suite());
-  srunner_run_all(runner, CK_NORMAL);
-  int failed = srunner_ntests_failed(runner);
-  srunner_free(runner);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ol_run_suite(preload_suite());
 }

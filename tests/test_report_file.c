@@ -1,6 +1,8 @@
 /* test_report_file.c: report paths (%p, %r, %%) and the atomic writer:
  * whole or nothing, mode 0600, never through a planted link. */
 #include <check.h>
+
+#include "check_run.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -196,9 +198,5 @@ static Suite *report_file_suite(void)
 
 int main(void)
 {
-  SRunner *runner = srunner_create(report_file_suite());
-  srunner_run_all(runner, CK_NORMAL);
-  int failed = srunner_ntests_failed(runner);
-  srunner_free(runner);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ol_run_suite(report_file_suite());
 }

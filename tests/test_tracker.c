@@ -2,6 +2,8 @@
  * device and pool, VMM accounting, frees we never saw allocated, and exact
  * counts with 16 threads at once. */
 #include <check.h>
+
+#include "check_run.h"
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -203,9 +205,5 @@ static Suite *tracker_suite(void)
 
 int main(void)
 {
-  SRunner *runner = srunner_create(tracker_suite());
-  srunner_run_all(runner, CK_NORMAL);
-  int failed = srunner_ntests_failed(runner);
-  srunner_free(runner);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return ol_run_suite(tracker_suite());
 }
