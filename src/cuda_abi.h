@@ -42,7 +42,17 @@
     (CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,                 \
      unsigned long long flags),                                                         \
     (ptr, size, alignment, addr, flags))                                                \
-  X(cuMemAddressFree, CUresult, (CUdeviceptr ptr, size_t size), (ptr, size))
+  X(cuMemAddressFree, CUresult, (CUdeviceptr ptr, size_t size), (ptr, size))              \
+  X(cuStreamCreate, CUresult, (CUstream *stream, unsigned int flags), (stream, flags))      \
+  X(cuStreamCreateWithPriority, CUresult,                                               \
+    (CUstream *stream, unsigned int flags, int priority), (stream, flags, priority))    \
+  X(cuStreamDestroy_v2, CUresult, (CUstream stream), (stream))                          \
+  X(cuStreamBeginCapture_v2, CUresult, (CUstream stream, CUstreamCaptureMode mode),     \
+    (stream, mode))                                                                     \
+  X(cuStreamBeginCapture_v2_ptsz, CUresult, (CUstream stream, CUstreamCaptureMode mode),\
+    (stream, mode))                                                                     \
+  X(cuStreamEndCapture, CUresult, (CUstream stream, CUgraph *graph), (stream, graph))   \
+  X(cuStreamEndCapture_ptsz, CUresult, (CUstream stream, CUgraph *graph), (stream, graph))
 
 #define OL_RUNTIME_FNS(X)                                                               \
   X(cudaMalloc, cudaError_t, (void **ptr, size_t size), (ptr, size))                    \

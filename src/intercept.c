@@ -331,6 +331,82 @@ CUresult ol_on_cuMemAddressFree(CUdeviceptr ptr, size_t size)
   return res;
 }
 
+/* ---- streams and graph capture (what manage mode must respect) -------- */
+
+CUresult ol_on_cuStreamCreate(CUstream *stream, unsigned int flags)
+{
+  ol_pfn_cuStreamCreate real = OL_REAL(cuStreamCreate);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult res = real(stream, flags);
+  if (res == CUDA_SUCCESS && stream && ol_lifecycle_enabled())
+    ol_streams_created(*stream, flags);
+  return res;
+}
+
+CUresult ol_on_cuStreamCreateWithPriority(CUstream *stream, unsigned int flags, int priority)
+{
+  ol_pfn_cuStreamCreateWithPriority real = OL_REAL(cuStreamCreateWithPriority);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult res = real(stream, flags, priority);
+  if (res == CUDA_SUCCESS && stream && ol_lifecycle_enabled())
+    ol_streams_created(*stream, flags);
+  return res;
+}
+
+CUresult ol_on_cuStreamDestroy_v2(CUstream stream)
+{
+  ol_pfn_cuStreamDestroy_v2 real = OL_REAL(cuStreamDestroy_v2);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (ol_lifecycle_enabled())
+    ol_streams_destroyed(stream);
+  return real(stream);
+}
+
+static CUresult begin_capture(ol_fn_t fn, CUstream stream, CUstreamCaptureMode mode)
+{
+  ol_pfn_cuStreamBeginCapture_v2 real = (ol_pfn_cuStreamBeginCapture_v2)ol_prim_real(fn);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult res = real(stream, mode);
+  if (res == CUDA_SUCCESS && ol_lifecycle_enabled())
+    ol_streams_capture_began(stream);
+  return res;
+}
+
+static CUresult end_capture(ol_fn_t fn, CUstream stream, CUgraph *graph)
+{
+  ol_pfn_cuStreamEndCapture real = (ol_pfn_cuStreamEndCapture)ol_prim_real(fn);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult res = real(stream, graph);
+  if (ol_lifecycle_enabled())
+    ol_streams_capture_ended(stream); /* ended, even when it failed */
+  return res;
+}
+
+CUresult ol_on_cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode)
+{
+  return begin_capture(OL_FN_cuStreamBeginCapture_v2, stream, mode);
+}
+
+CUresult ol_on_cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode)
+{
+  return begin_capture(OL_FN_cuStreamBeginCapture_v2_ptsz, stream, mode);
+}
+
+CUresult ol_on_cuStreamEndCapture(CUstream stream, CUgraph *graph)
+{
+  return end_capture(OL_FN_cuStreamEndCapture, stream, graph);
+}
+
+CUresult ol_on_cuStreamEndCapture_ptsz(CUstream stream, CUgraph *graph)
+{
+  return end_capture(OL_FN_cuStreamEndCapture_ptsz, stream, graph);
+}
+
 /* ---- lookups ----------------------------------------------------------- */
 
 CUresult ol_on_cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)

@@ -56,6 +56,20 @@ int ol_prim_current_device_runtime(void);
 
 #define OL_REAL(name) ((ol_pfn_##name)ol_prim_real(OL_FN_##name))
 
+/* Manage mode's own use of the driver; return 0 on success, -1 out of
+ * memory (vmm_map) or failure, -2 another failure. */
+uint64_t ol_prim_vmm_granularity(int device); /* 0: no VMM on this device */
+int ol_prim_vmm_reserve(uint64_t size, uint64_t alignment, uint64_t *base);
+void ol_prim_vmm_unreserve(uint64_t base, uint64_t size);
+int ol_prim_vmm_map(int device, uint64_t addr, uint64_t size, uint64_t *handle);
+void ol_prim_vmm_unmap(uint64_t addr, uint64_t size, uint64_t handle);
+void *ol_prim_event_create(void);
+int ol_prim_event_record(void *event, void *stream);
+int ol_prim_event_done(void *event); /* 1 done, 0 pending, -1 error */
+int ol_prim_event_wait(void *event);
+void ol_prim_event_destroy(void *event);
+int ol_prim_device_synchronize(void);
+
 /* ---- stats.c: PyTorch-shaped counters ---------------------------------- */
 typedef struct ol_stat {
   int64_t current, peak, allocated, freed;
@@ -153,6 +167,14 @@ void ol_track_snapshot(ol_snapshot_t *out);
 void ol_track_reset(void);
 void ol_track_lock(void);
 void ol_track_unlock(void);
+
+/* ---- streams.c: non-blocking streams and captures in progress ---------- */
+void ol_streams_created(void *stream, unsigned int flags);
+void ol_streams_destroyed(void *stream);
+int ol_streams_nonblocking(void **out, int max);
+void ol_streams_capture_began(void *stream);
+void ol_streams_capture_ended(void *stream);
+bool ol_streams_capturing(void);
 
 /* ---- intercept.c: what each hook does ---------------------------------- */
 #define OL_HANDLER_DECL(name, ret, params, args) ret ol_on_##name params;

@@ -27,6 +27,26 @@ static const char *const fn_names[OL_FN_COUNT] = {
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static void *libcuda_handle;
 static CUresult (*real_cuCtxGetDevice)(CUdevice *);
+
+/* Driver functions oomlens calls for its own work (manage mode) but does not
+ * interpose: found once, with the interposed ones, by their ABI names. */
+#define OL_HELPER_FNS(X)                                                                  \
+  X(cuMemSetAccess, CUresult, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))     \
+  X(cuMemGetAllocationGranularity, CUresult,                                              \
+    (size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))             \
+  X(cuDeviceGetAttribute, CUresult, (int *, CUdevice_attribute, CUdevice))               \
+  X(cuEventCreate, CUresult, (CUevent *, unsigned int))                                   \
+  X(cuEventRecord, CUresult, (CUevent, CUstream))                                         \
+  X(cuEventQuery, CUresult, (CUevent))                                                    \
+  X(cuEventSynchronize, CUresult, (CUevent))                                              \
+  X(cuEventDestroy_v2, CUresult, (CUevent))                                               \
+  X(cuCtxSynchronize, CUresult, (void))
+
+static struct {
+#define OL_HELPER_MEMBER(name, ret, params) ret(*name) params;
+  OL_HELPER_FNS(OL_HELPER_MEMBER)
+#undef OL_HELPER_MEMBER
+} helper;
 static cudaError_t (*_Atomic real_cudaGetDevice)(int *);
 
 /* True on the thread that is opening libcuda, whose constructors may call
@@ -63,6 +83,9 @@ static void open_driver(void)
     for (int fn = 0; fn < OL_FN_FIRST_RUNTIME; fn++)
       atomic_store(&real_fns[fn], ol_prim_dlsym(handle, fn_names[fn]));
     real_cuCtxGetDevice = (CUresult(*)(CUdevice *))ol_prim_dlsym(handle, "cuCtxGetDevice");
+#define OL_HELPER_FIND(name, ret, params) helper.name = (ret(*) params)ol_prim_dlsym(handle, #name);
+    OL_HELPER_FNS(OL_HELPER_FIND)
+#undef OL_HELPER_FIND
   }
   libcuda_handle = handle;
   opening_driver = false;
@@ -161,4 +184,118 @@ int ol_prim_current_device_runtime(void)
   if (!get || get(&dev) != cudaSuccess)
     return 0;
   return dev;
+}
+
+/* ---- for manage mode: VMM and events, calling the real driver directly so
+ * that our own memory never shows up as the job's in observe counters ----- */
+
+static CUmemAllocationProp device_prop(int device)
+{
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+
+/* 0 when the device cannot do virtual memory management (or we cannot). */
+uint64_t ol_prim_vmm_granularity(int device)
+{
+  int supported = 0;
+  size_t granularity = 0;
+  if (!ol_prim_driver_available() || !helper.cuDeviceGetAttribute ||
+      !helper.cuMemGetAllocationGranularity || !helper.cuMemSetAccess ||
+      !OL_REAL(cuMemCreate) || !OL_REAL(cuMemMap) || !OL_REAL(cuMemUnmap) ||
+      !OL_REAL(cuMemRelease) || !OL_REAL(cuMemAddressReserve) || !OL_REAL(cuMemAddressFree))
+    return 0;
+  if (helper.cuDeviceGetAttribute(&supported,
+                                  CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                  (CUdevice)device) != CUDA_SUCCESS || !supported)
+    return 0;
+  CUmemAllocationProp prop = device_prop(device);
+  if (helper.cuMemGetAllocationGranularity(&granularity, &prop,
+                                           CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS)
+    return 0;
+  return granularity;
+}
+
+int ol_prim_vmm_reserve(uint64_t size, uint64_t alignment, uint64_t *base)
+{
+  CUdeviceptr ptr = 0;
+  if (OL_REAL(cuMemAddressReserve)(&ptr, size, alignment, 0, 0) != CUDA_SUCCESS)
+    return -1;
+  *base = (uint64_t)ptr;
+  return 0;
+}
+
+void ol_prim_vmm_unreserve(uint64_t base, uint64_t size)
+{
+  OL_REAL(cuMemAddressFree)((CUdeviceptr)base, size);
+}
+
+/* Physical memory behind [addr, addr+size), readable and writable from the
+ * device. All or nothing: a failure undoes what was done. */
+int ol_prim_vmm_map(int device, uint64_t addr, uint64_t size, uint64_t *handle_out)
+{
+  CUmemAllocationProp prop = device_prop(device);
+  CUmemGenericAllocationHandle handle;
+  CUresult res = OL_REAL(cuMemCreate)(&handle, size, &prop, 0);
+  if (res != CUDA_SUCCESS)
+    return res == CUDA_ERROR_OUT_OF_MEMORY ? -1 : -2;
+  if (OL_REAL(cuMemMap)((CUdeviceptr)addr, size, 0, handle, 0) != CUDA_SUCCESS) {
+    OL_REAL(cuMemRelease)(handle);
+    return -2;
+  }
+  CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, device},
+                            CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  if (helper.cuMemSetAccess((CUdeviceptr)addr, size, &access, 1) != CUDA_SUCCESS) {
+    OL_REAL(cuMemUnmap)((CUdeviceptr)addr, size);
+    OL_REAL(cuMemRelease)(handle);
+    return -2;
+  }
+  *handle_out = (uint64_t)handle;
+  return 0;
+}
+
+void ol_prim_vmm_unmap(uint64_t addr, uint64_t size, uint64_t handle)
+{
+  OL_REAL(cuMemUnmap)((CUdeviceptr)addr, size);
+  OL_REAL(cuMemRelease)((CUmemGenericAllocationHandle)handle);
+}
+
+void *ol_prim_event_create(void)
+{
+  CUevent event = NULL;
+  if (!helper.cuEventCreate || helper.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+    return NULL;
+  return event;
+}
+
+int ol_prim_event_record(void *event, void *stream)
+{
+  return helper.cuEventRecord((CUevent)event, (CUstream)stream) == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* 1: the work before the event is done; 0: not yet; -1: error. */
+int ol_prim_event_done(void *event)
+{
+  CUresult res = helper.cuEventQuery((CUevent)event);
+  return res == CUDA_SUCCESS ? 1 : res == CUDA_ERROR_NOT_READY ? 0 : -1;
+}
+
+int ol_prim_event_wait(void *event)
+{
+  return helper.cuEventSynchronize((CUevent)event) == CUDA_SUCCESS ? 0 : -1;
+}
+
+void ol_prim_event_destroy(void *event)
+{
+  if (event)
+    helper.cuEventDestroy_v2((CUevent)event);
+}
+
+int ol_prim_device_synchronize(void)
+{
+  return helper.cuCtxSynchronize && helper.cuCtxSynchronize() == CUDA_SUCCESS ? 0 : -1;
 }

@@ -1,0 +1,108 @@
+/* streams.c: which streams and graph captures exist in the process.
+ *
+ * Manage mode must never hand out memory that work enqueued before its free
+ * may still touch. An event on the legacy default stream covers every
+ * blocking stream (the legacy stream waits for them), so only the streams
+ * created non-blocking need events of their own: this keeps that list. It
+ * also counts the captures in progress, during which nothing may be
+ * recorded or synchronized. Stream creation is rare; one mutex is enough. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ol.h"
+
+#define MAX_TRACKED 1024
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static void *nonblocking[MAX_TRACKED];
+static int nonblocking_count;
+static void *capturing[MAX_TRACKED];
+static int capturing_count;
+static atomic_int captures_active;
+static atomic_bool overflowed;
+static atomic_bool warned_overflow;
+
+static int find(void *const *set, int count, void *stream)
+{
+  for (int i = 0; i < count; i++)
+    if (set[i] == stream)
+      return i;
+  return -1;
+}
+
+static bool add(void **set, int *count, void *stream)
+{
+  if (find(set, *count, stream) >= 0)
+    return true;
+  if (*count == MAX_TRACKED)
+    return false;
+  set[(*count)++] = stream;
+  return true;
+}
+
+static bool drop(void **set, int *count, void *stream)
+{
+  int i = find(set, *count, stream);
+  if (i < 0)
+    return false;
+  set[i] = set[--*count];
+  return true;
+}
+
+void ol_streams_created(void *stream, unsigned int flags)
+{
+  if (!(flags & CU_STREAM_NON_BLOCKING))
+    return;
+  pthread_mutex_lock(&lock);
+  if (!add(nonblocking, &nonblocking_count, stream)) {
+    atomic_store(&overflowed, true);
+    ol_log_warn_once(&warned_overflow, "more than %d non-blocking streams; manage mode now "
+                     "synchronizes the device before reusing freed memory", MAX_TRACKED);
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+void ol_streams_destroyed(void *stream)
+{
+  pthread_mutex_lock(&lock);
+  drop(nonblocking, &nonblocking_count, stream);
+  pthread_mutex_unlock(&lock);
+}
+
+/* Copies up to max non-blocking streams into out; returns how many, or -1
+ * when we lost count (then only a device synchronize is safe). */
+int ol_streams_nonblocking(void **out, int max)
+{
+  if (atomic_load(&overflowed))
+    return -1;
+  pthread_mutex_lock(&lock);
+  int n = nonblocking_count < max ? nonblocking_count : -1;
+  if (n > 0)
+    memcpy(out, nonblocking, (size_t)n * sizeof *out);
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
+void ol_streams_capture_began(void *stream)
+{
+  pthread_mutex_lock(&lock);
+  if (add(capturing, &capturing_count, stream))
+    atomic_fetch_add(&captures_active, 1);
+  else
+    atomic_store(&overflowed, true);
+  pthread_mutex_unlock(&lock);
+}
+
+void ol_streams_capture_ended(void *stream)
+{
+  pthread_mutex_lock(&lock);
+  if (drop(capturing, &capturing_count, stream))
+    atomic_fetch_sub(&captures_active, 1);
+  pthread_mutex_unlock(&lock);
+}
+
+bool ol_streams_capturing(void)
+{
+  return atomic_load_explicit(&captures_active, memory_order_acquire) > 0;
+}
