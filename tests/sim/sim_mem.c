@@ -608,7 +608,7 @@ int simcu_check_no_overlap(void)
         bad |= inside != (r->kind == SIM_REGION_MAP);
     }
     for (size_t j = 0; v && j < sim.n_resv; j++)
-        v[m++] = (span_t){sim.resv[j].base, sim.resv[j].size, m};
+        v[m++] = (span_t){sim.resv[j].base, sim.resv[j].size, sim.n_regions + j};
     /* Mappings are checked against each other through the sorted registry. */
     for (size_t i = 1; v && i < sim.n_regions; i++)
         bad |= sim.regions[i]->base <

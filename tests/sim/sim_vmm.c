@@ -128,7 +128,8 @@ static bool slice_take(sim_dev_t *d, size_t len, size_t *off)
 
 /* ---- physical handles ---- */
 
-static sim_handle_t *handle_find(CUmemGenericAllocationHandle id)
+/* Index of the first handle with an id >= id. */
+static size_t handle_index(uint64_t id)
 {
     size_t lo = 0, hi = sim.n_handles;
     while (lo < hi) {
@@ -138,9 +139,15 @@ static sim_handle_t *handle_find(CUmemGenericAllocationHandle id)
         else
             hi = mid;
     }
-    if (lo < sim.n_handles && sim.handles[lo]->id == id &&
-        sim.handles[lo]->refs > 0)
-        return sim.handles[lo];
+    return lo;
+}
+
+/* A handle the caller may still use: created or retained, not released. */
+static sim_handle_t *handle_find(CUmemGenericAllocationHandle id)
+{
+    size_t i = handle_index(id);
+    if (i < sim.n_handles && sim.handles[i]->id == id && sim.handles[i]->refs > 0)
+        return sim.handles[i];
     return NULL;
 }
 
@@ -152,9 +159,7 @@ static void handle_free(sim_handle_t *h)
               (off_t)h->file_off, (off_t)h->size);
     ext_free(d, h->file_off, h->size);
     sim_uncharge(h->dev, h->size);
-    size_t i = 0;
-    while (sim.handles[i] != h)
-        i++;
+    size_t i = handle_index(h->id);
     memmove(&sim.handles[i], &sim.handles[i + 1],
             (sim.n_handles - i - 1) * sizeof *sim.handles);
     sim.n_handles--;

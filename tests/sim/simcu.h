@@ -78,6 +78,10 @@ unsigned long simcu_call_count(const char *abi_name);
  * calling thread's default stream. Kernels enqueued on a capturing stream
  * are captured, not run. */
 
+/* They return CUDA_SUCCESS once enqueued (or captured), or the error the
+ * stream gives: CUDA_ERROR_INVALID_CONTEXT (stream 0 with no current
+ * context), CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_STREAM_CAPTURE_*. */
+
 /* memset(dst, value, bytes). */
 CUresult simcu_launch_fill(CUstream s, CUdeviceptr dst, unsigned char value,
                            size_t bytes, unsigned delay_us);
@@ -95,14 +99,17 @@ void simcu_wait_idle(void);
 
 /* ---- memory checks ---- */
 
-/* 0 if no two live allocations, mappings or reservations overlap. */
+/* 0 if the driver's bookkeeping is sound: no two live blocks or mappings
+ * overlap, every mapping lies in a reservation and no block does; 1 if
+ * not, -1 if out of memory. */
 int simcu_check_no_overlap(void);
-/* 1 if every byte of [p, p+bytes) is live device memory a kernel may write:
- * a cuMemAlloc block or a mapped range with read-write access. */
+/* 1 if every byte of [p, p+bytes) is live device memory a kernel may write
+ * (a cuMemAlloc block, or mappings with read-write access, which may lie
+ * end to end), else 0. */
 int simcu_is_device_memory(CUdeviceptr p, size_t bytes);
 /* For allocators under test: 1 if two of the n ranges [base[i],
  * base[i]+size[i]) overlap (their indices in *first, *second when not NULL),
- * 0 if none does. Empty ranges never overlap. */
+ * 0 if none does, -1 if out of memory. Empty ranges never overlap. */
 int simcu_ranges_overlap(const CUdeviceptr *base, const size_t *size, size_t n,
                          size_t *first, size_t *second);
 
