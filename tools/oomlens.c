@@ -13,6 +13,8 @@
 
 #define EXIT_USAGE 2
 
+int ol_cmd_replay(int argc, char **argv); /* replay_cmd.c */
+
 static void print_main_help(FILE *out)
 {
   fprintf(out,
@@ -25,6 +27,9 @@ static void print_main_help(FILE *out)
           "  run [--report PATH] [--] CMD [ARGS...]\n"
           "      run CMD with liboomlens.so preloaded (appended to any LD_PRELOAD);\n"
           "      exits with CMD's exit status\n"
+          "  replay TRACE [--capacity SIZE] [--policy NAME] [--max-split-size SIZE] [--json]\n"
+          "      run a recorded allocation trace through an allocator on a simulated\n"
+          "      device: peak reserved memory, and whether and where it runs out\n"
           "\n"
           "environment (read by the library in the job; bad values warn and keep the default):\n");
   ol_options_print(out);
@@ -159,6 +164,7 @@ int main(int argc, char **argv)
   }
   if (strcmp(command, "run") == 0)
     return command_run(argc - 2, argv + 2);
+  if (strcmp(command, "replay") == 0) return ol_cmd_replay(argc - 2, argv + 2);
   fprintf(stderr, "oomlens: unknown command '%s' (see oomlens --help)\n", command);
   return EXIT_USAGE;
 }

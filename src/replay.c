@@ -1,0 +1,268 @@
+/* replay.c: drives a policy with a trace's tensor-level events (replay.h).
+ * A trace address maps to the policy's address through an open-addressing
+ * table (linear probing, deletion by backward shift) that grows only with
+ * the number of live tensors, so a replay does no per-event host
+ * allocation and runs in memory proportional to what is live, never to the
+ * trace's length. */
+#include "replay.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace_csv.h"
+
+typedef struct slot {
+  uint64_t key;  /* the trace's address */
+  uint64_t addr; /* the policy's address */
+  uint64_t size; /* bytes the trace asked for */
+  bool used;
+} slot_t;
+
+typedef struct addr_map {
+  slot_t *slots;
+  size_t mask, count; /* capacity - 1 (a power of two), live entries */
+} addr_map_t;
+
+static size_t hash_of(uint64_t key)
+{
+  /* splitmix64's finaliser: addresses differ in a few middle bits only. */
+  key ^= key >> 30;
+  key *= UINT64_C(0xbf58476d1ce4e5b9);
+  key ^= key >> 27;
+  key *= UINT64_C(0x94d049bb133111eb);
+  key ^= key >> 31;
+  return (size_t)key;
+}
+
+static slot_t *map_find(const addr_map_t *map, uint64_t key)
+{
+  for (size_t i = hash_of(key) & map->mask;; i = (i + 1) & map->mask) {
+    if (!map->slots[i].used)
+      return NULL;
+    if (map->slots[i].key == key)
+      return &map->slots[i];
+  }
+}
+
+static void map_place(addr_map_t *map, slot_t entry)
+{
+  size_t i = hash_of(entry.key) & map->mask;
+  while (map->slots[i].used)
+    i = (i + 1) & map->mask;
+  map->slots[i] = entry;
+}
+
+static bool map_init(addr_map_t *map, size_t capacity)
+{
+  map->slots = calloc(capacity, sizeof *map->slots);
+  map->mask = capacity - 1;
+  map->count = 0;
+  return map->slots != NULL;
+}
+
+/* Keeps the table at most half full. */
+static bool map_grow(addr_map_t *map)
+{
+  addr_map_t bigger;
+  if (!map_init(&bigger, (map->mask + 1) * 2))
+    return false;
+  for (size_t i = 0; i <= map->mask; i++)
+    if (map->slots[i].used)
+      map_place(&bigger, map->slots[i]);
+  bigger.count = map->count;
+  free(map->slots);
+  *map = bigger;
+  return true;
+}
+
+static bool map_insert(addr_map_t *map, uint64_t key, uint64_t addr, uint64_t size)
+{
+  if ((map->count + 1) * 2 > map->mask + 1 && !map_grow(map))
+    return false;
+  map_place(map, (slot_t){.key = key, .addr = addr, .size = size, .used = true});
+  map->count++;
+  return true;
+}
+
+/* Backward-shift deletion: later entries of the same run move up so that
+ * lookups never need tombstones. */
+static void map_remove(addr_map_t *map, slot_t *slot)
+{
+  size_t hole = (size_t)(slot - map->slots);
+  for (size_t i = (hole + 1) & map->mask; map->slots[i].used; i = (i + 1) & map->mask) {
+    size_t home = hash_of(map->slots[i].key) & map->mask;
+    /* The entry at i may fill the hole if its home is not in (hole, i]. */
+    bool stays = hole < i ? (home > hole && home <= i) : (home > hole || home <= i);
+    if (!stays) {
+      map->slots[hole] = map->slots[i];
+      hole = i;
+    }
+  }
+  map->slots[hole].used = false;
+  map->count--;
+}
+
+/* ---- the replay -------------------------------------------------------- */
+
+typedef struct replay {
+  const ol_policy_ops_t *ops;
+  ol_policy_t *policy;
+  addr_map_t live;
+  int64_t requested;
+  ol_replay_result_t *result;
+} replay_t;
+
+static void say(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *err, size_t cap, const char *fmt, ...)
+{
+  if (!err || cap == 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, cap, fmt, ap);
+  va_end(ap);
+}
+
+static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
+{
+  ol_replay_result_t *res = r->result;
+  res->oom = true;
+  res->oom_at = (ol_replay_oom_t){
+    .event_index = res->events - 1,
+    .line = ev->line,
+    .size = ev->size,
+    .recorded = recorded,
+  };
+  r->ops->stats(r->policy, &res->oom_at.stats);
+}
+
+/* An earlier tensor still mapped at this trace address was never freed in
+ * the trace; it is released so the two cannot be confused. */
+static void forget(replay_t *r, slot_t *slot)
+{
+  r->ops->free(r->policy, slot->addr);
+  r->requested -= (int64_t)slot->size;
+  map_remove(&r->live, slot);
+}
+
+/* 1 served, 0 out of device memory, -1 out of host memory. */
+static int on_alloc(replay_t *r, const ol_trace_event_t *ev)
+{
+  if (ev->size == 0) {
+    r->result->zero_allocs++;
+    return 1;
+  }
+  slot_t *old = map_find(&r->live, ev->addr);
+  if (old)
+    forget(r, old);
+  uint64_t addr;
+  if (r->ops->alloc(r->policy, ev->size, ev->stream, &addr) != 0)
+    return 0;
+  if (!map_insert(&r->live, ev->addr, addr, ev->size))
+    return -1;
+  r->result->allocs++;
+  r->requested += (int64_t)ev->size;
+  if (r->requested > r->result->peak_requested)
+    r->result->peak_requested = r->requested;
+  return 1;
+}
+
+static void on_free(replay_t *r, const ol_trace_event_t *ev)
+{
+  slot_t *slot = map_find(&r->live, ev->addr);
+  if (!slot) {
+    r->result->unknown_frees++;
+    return;
+  }
+  forget(r, slot);
+  r->result->frees++;
+}
+
+/* The recorded run failed here: the policy gets the same request. */
+static int on_oom(replay_t *r, const ol_trace_event_t *ev)
+{
+  r->result->trace_ooms++;
+  uint64_t addr;
+  if (ev->size == 0)
+    return 1;
+  if (r->ops->alloc(r->policy, ev->size, ev->stream, &addr) != 0)
+    return 0;
+  if (r->requested + (int64_t)ev->size > r->result->peak_requested)
+    r->result->peak_requested = r->requested + (int64_t)ev->size;
+  r->ops->free(r->policy, addr);
+  return 1;
+}
+
+/* 1 go on, 0 the policy ran out, -1 out of host memory. */
+static int apply(replay_t *r, const ol_trace_event_t *ev)
+{
+  int served = 1;
+  switch (ev->action) {
+  case OL_TRACE_ALLOC:
+    served = on_alloc(r, ev);
+    break;
+  case OL_TRACE_FREE_COMPLETED:
+    on_free(r, ev);
+    break;
+  case OL_TRACE_OOM:
+    served = on_oom(r, ev);
+    break;
+  default: /* free_requested and PyTorch's own segment events */
+    break;
+  }
+  if (served == 0)
+    ran_out(r, ev, ev->action == OL_TRACE_OOM);
+  return served;
+}
+
+static int run(replay_t *r, ol_trace_t *trace, const char *path, char *err, size_t cap)
+{
+  ol_trace_event_t ev;
+  int got;
+  while ((got = ol_trace_next(trace, &ev, err, cap)) == 1) {
+    r->result->events++;
+    int step = apply(r, &ev);
+    if (step < 0) {
+      say(err, cap, "%s:%llu: out of host memory", path, (unsigned long long)ev.line);
+      return -1;
+    }
+    if (step == 0)
+      return 0;
+  }
+  return got;
+}
+
+int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
+                   const ol_policy_options_t *options, ol_replay_result_t *result,
+                   char *err, size_t cap)
+{
+  memset(result, 0, sizeof *result);
+  say(err, cap, "%s", "");
+  ol_trace_t *trace = ol_trace_open(path, err, cap);
+  if (!trace)
+    return -1;
+  replay_t r = {.ops = ops, .result = result};
+  int rc = -1;
+  if (!map_init(&r.live, 1024)) {
+    say(err, cap, "%s: out of host memory", path);
+    goto done;
+  }
+  r.policy = ops->create(options);
+  if (!r.policy) {
+    say(err, cap, "%s: cannot create the %s policy: out of host memory", path, ops->name);
+    goto done;
+  }
+  rc = run(&r, trace, path, err, cap);
+  if (rc == 0 && !result->oom)
+    ops->stats(r.policy, &result->stats);
+  else if (rc == 0)
+    result->stats = result->oom_at.stats;
+done:
+  if (r.policy)
+    ops->destroy(r.policy);
+  free(r.live.slots);
+  ol_trace_close(trace);
+  return rc < 0 ? -1 : 0;
+}

@@ -1,0 +1,357 @@
+/* test_replay.c: the replay driver on small synthetic traces (address
+ * mapping, unknown frees, the trace's oom event, stopping at the policy's
+ * OOM) and `oomlens replay` as a user runs it: text and --json output,
+ * exit codes, malformed traces reported with their line number. */
+#include <check.h>
+
+#include "check_run.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "pytorch_model.h"
+#include "replay.h"
+
+#define MiB ((uint64_t)1 << 20)
+#define GiB ((uint64_t)1 << 30)
+#define HEADER "# time_us,action,addr,size,stream,frames\n"
+
+static char dir[64];
+static char path[512];
+
+static void setup(void)
+{
+  strcpy(dir, "/tmp/ol_replay_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/t.csv", dir);
+}
+
+static void teardown(void)
+{
+  unlink(path);
+  rmdir(dir);
+}
+
+static const char *write_trace(const char *text)
+{
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+static ol_replay_result_t run_text(const char *text, uint64_t capacity, int want_rc, char *err,
+                                   size_t cap)
+{
+  ol_policy_options_t options = {.capacity = capacity};
+  ol_replay_result_t r;
+  int rc = ol_replay_file(write_trace(text), &ol_policy_pytorch, &options, &r, err, cap);
+  ck_assert_msg(rc == want_rc, "rc %d: %s", rc, err);
+  return r;
+}
+
+START_TEST(maps_addresses_and_counts)
+{
+  char err[256];
+  ol_replay_result_t r = run_text(HEADER
+                                  "1,alloc,0xa000,1048576,0,\n"
+                                  "2,alloc,0xb000,1048576,0,\n"
+                                  "3,free_requested,0xa000,1048576,0,\n"
+                                  "4,free_completed,0xa000,1048576,0,\n"
+                                  "5,free_completed,0xdead,512,0,\n"
+                                  "6,segment_alloc,0x1,2097152,0,\n"
+                                  "7,alloc,0xc000,1048576,0,\n"
+                                  "8,alloc,0x0,0,0,\n",
+                                  GiB, 0, err, sizeof err);
+  ck_assert_uint_eq(r.events, 8);
+  ck_assert_uint_eq(r.allocs, 3);
+  ck_assert_uint_eq(r.frees, 1);
+  ck_assert_uint_eq(r.unknown_frees, 1);
+  ck_assert_uint_eq(r.zero_allocs, 1);
+  ck_assert(!r.oom);
+  ck_assert_int_eq(r.peak_requested, (int64_t)(2 * MiB));
+  /* The freed 1 MiB was reused: one 2 MiB small segment all along. */
+  ck_assert_int_eq(r.stats.reserved_peak, (int64_t)(2 * MiB));
+  ck_assert_int_eq(r.stats.allocated, (int64_t)(2 * MiB));
+}
+END_TEST
+
+/* The recorded run's failed request is tried, and released when served. */
+START_TEST(trace_oom_served_and_released)
+{
+  char err[256];
+  ol_replay_result_t r = run_text(HEADER
+                                  "1,alloc,0xa000,31457280,0,\n"
+                                  "2,oom,0x0,31457280,0,\n"
+                                  "3,alloc,0xb000,31457280,0,\n",
+                                  GiB, 0, err, sizeof err);
+  ck_assert(!r.oom);
+  ck_assert_uint_eq(r.trace_ooms, 1);
+  ck_assert_int_eq(r.stats.allocated, (int64_t)(60 * MiB));
+  ck_assert_int_eq(r.stats.reserved, (int64_t)(60 * MiB)); /* the oom's block was reused */
+  ck_assert_int_eq(r.peak_requested, (int64_t)(60 * MiB));
+}
+END_TEST
+
+START_TEST(stops_at_first_oom)
+{
+  char err[256];
+  ol_replay_result_t r = run_text(HEADER
+                                  "1,alloc,0xa000,31457280,0,\n"
+                                  "# a comment\n"
+                                  "2,alloc,0xb000,41943040,0,\n"
+                                  "3,alloc,0xc000,512,0,\n",
+                                  64 * MiB, 0, err, sizeof err);
+  ck_assert(r.oom);
+  ck_assert(!r.oom_at.recorded);
+  ck_assert_uint_eq(r.oom_at.event_index, 1);
+  ck_assert_uint_eq(r.oom_at.line, 4);
+  ck_assert_uint_eq(r.oom_at.size, 40 * MiB);
+  ck_assert_int_eq(r.oom_at.stats.allocated, (int64_t)(30 * MiB));
+  ck_assert_int_eq(r.oom_at.stats.reserved, (int64_t)(30 * MiB));
+  ck_assert_uint_eq(r.events, 2); /* the last line was never read */
+}
+END_TEST
+
+START_TEST(malformed_is_an_error)
+{
+  char err[512];
+  run_text(HEADER "1,alloc,0xa000,512,0,\n2,alloc,0xzz,512,0,\n", GiB, -1, err, sizeof err);
+  ck_assert_msg(strstr(err, "t.csv:3: addr '0xzz' is not a hex address") != NULL, "%s", err);
+}
+END_TEST
+
+/* ---- the command line ------------------------------------------------------ */
+
+typedef struct cli_run {
+  int status;
+  char out[16384];
+  char err[4096];
+} cli_run_t;
+
+static void slurp(int fd, char *buf, size_t cap)
+{
+  size_t len = 0;
+  ssize_t n;
+  while ((n = read(fd, buf + len, cap - 1 - len)) > 0 && len + (size_t)n < cap - 1)
+    len += (size_t)n;
+  if (n > 0)
+    len += (size_t)n;
+  buf[len] = '\0';
+}
+
+/* Runs `oomlens replay ARGS...` with stdout and stderr kept apart. */
+static void cli(cli_run_t *run, const char *const args[])
+{
+  const char *exe = getenv("OOMLENS_TEST_CLI");
+  ck_assert_msg(exe != NULL, "OOMLENS_TEST_CLI is not set");
+  char out_path[600], err_path[600];
+  snprintf(out_path, sizeof out_path, "%s/out", dir);
+  snprintf(err_path, sizeof err_path, "%s/err", dir);
+  const char *argv[16] = {exe, "replay"};
+  int argc = 2;
+  for (int i = 0; args[i] && argc < 15; i++)
+    argv[argc++] = args[i];
+  argv[argc] = NULL;
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    if (!freopen(out_path, "w", stdout) || !freopen(err_path, "w", stderr))
+      _exit(127);
+    execv(exe, (char *const *)argv);
+    _exit(127);
+  }
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  run->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  FILE *f = fopen(out_path, "r");
+  ck_assert_ptr_nonnull(f);
+  slurp(fileno(f), run->out, sizeof run->out);
+  fclose(f);
+  f = fopen(err_path, "r");
+  ck_assert_ptr_nonnull(f);
+  slurp(fileno(f), run->err, sizeof run->err);
+  fclose(f);
+  unlink(out_path);
+  unlink(err_path);
+}
+
+static const char *data(const char *name)
+{
+  static char buf[4][512];
+  static int next;
+  char *out = buf[next++ % 4];
+  const char *root = getenv("OOMLENS_TEST_DATA");
+  snprintf(out, 512, "%s/%s", root ? root : OL_TEST_DATA_DIR, name);
+  return out;
+}
+
+static ol_json_t *parse_out(const cli_run_t *run)
+{
+  char err[256];
+  ol_json_t *root = ol_json_parse(run->out, strlen(run->out), err, sizeof err);
+  ck_assert_msg(root != NULL, "%s in: %s", err, run->out);
+  return root;
+}
+
+START_TEST(cli_json_no_oom)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){data("resnet50.csv.gz"), "--json", NULL});
+  ck_assert_msg(run.status == 0, "%d: %s", run.status, run.err);
+  ol_json_t *root = parse_out(&run);
+  ck_assert_str_eq(ol_json_string(ol_json_get(root, "policy")), "pytorch");
+  ck_assert_int_eq(ol_json_path_int64(root, "capacity", -1), (int64_t)OL_REPLAY_DEFAULT_CAPACITY);
+  ck_assert_int_eq(ol_json_path_int64(root, "events", -1), 15659);
+  ck_assert_int_eq(ol_json_path_int64(root, "peak_reserved", -1), 7295991808);
+  ck_assert_int_gt(ol_json_path_int64(root, "peak_allocated", -1), 6000000000);
+  double ratio = ol_json_number(ol_json_get(root, "ratio"));
+  ck_assert(ratio > 1.19 && ratio < 1.22);
+  ck_assert_int_eq(ol_json_kind(ol_json_get(root, "oom")), OL_JSON_NULL);
+  ol_json_free(root);
+}
+END_TEST
+
+START_TEST(cli_json_oom)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){"--capacity", "6G", data("frag.csv.gz"), "--json", NULL});
+  ck_assert_msg(run.status == 0, "%d: %s", run.status, run.err);
+  ol_json_t *root = parse_out(&run);
+  ck_assert_int_eq(ol_json_path_int64(root, "capacity", -1), 6 * (int64_t)GiB);
+  const ol_json_t *oom = ol_json_get(root, "oom");
+  ck_assert_int_eq(ol_json_kind(oom), OL_JSON_OBJECT);
+  ck_assert_int_eq(ol_json_path_int64(oom, "line", -1), 810);
+  ck_assert_int_eq(ol_json_path_int64(oom, "event_index", -1), 808);
+  ck_assert_int_eq(ol_json_path_int64(oom, "size", -1), 1080033280);
+  const char *fields[] = {"allocated", "reserved", "free_reserved", "largest_free_block"};
+  for (size_t i = 0; i < 4; i++)
+    ck_assert_int_gt(ol_json_path_int64(oom, fields[i], -1), 0);
+  bool recorded = false;
+  ck_assert(ol_json_bool(ol_json_get(oom, "recorded"), &recorded) && recorded);
+  ol_json_free(root);
+}
+END_TEST
+
+START_TEST(cli_policies)
+{
+  /* "oomlens" is pool.c's, tested with it. */
+  const char *names[] = {"pytorch", "pytorch-expandable"};
+  for (size_t i = 0; i < 2; i++) {
+    cli_run_t run;
+    cli(&run, (const char *[]){"--policy", names[i], "--max-split-size", "256M", "--json",
+                               data("gpt2.csv.gz"), NULL});
+    ck_assert_msg(run.status == 0, "%s: %d: %s", names[i], run.status, run.err);
+    ol_json_t *root = parse_out(&run);
+    ck_assert_str_eq(ol_json_string(ol_json_get(root, "policy")), names[i]);
+    ck_assert_int_eq(ol_json_path_int64(root, "max_split_size", -1), 256 << 20);
+    ck_assert_int_ge(ol_json_path_int64(root, "peak_reserved", -1),
+                     ol_json_path_int64(root, "peak_allocated", -1));
+    ol_json_free(root);
+  }
+}
+END_TEST
+
+START_TEST(cli_text)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){data("oom_params.csv.gz"), "--capacity", "8G", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_msg(strstr(run.out, "peak reserved:") && strstr(run.out, "ratio:"), "%s", run.out);
+  ck_assert_msg(strstr(run.out, "out of memory:    yes, at event 159 (line 161)"), "%s", run.out);
+}
+END_TEST
+
+typedef struct {
+  const char *file; /* under tests/data/bad */
+  const char *message;
+} bad_file_t;
+
+static const bad_file_t bad_files[] = {
+  {"bad_action.csv", "bad_action.csv:3: bad action 'allocate'"},
+  {"missing_fields.csv", "missing_fields.csv:3: missing fields: 4 of 6"},
+  {"bad_addr.csv", "bad_addr.csv:2: addr '1000z' is not a hex address"},
+  {"size_overflow.csv", "size_overflow.csv:2: size '99999999999999999999' overflows"},
+  {"unknown_format.csv", "unknown_format.csv:1: unknown trace format"},
+  {"empty.csv", "empty.csv: empty file, not a trace"},
+  {"truncated.csv.gz", "truncated.csv.gz:"},
+  {"no_such_file.csv", "cannot open "},
+};
+
+START_TEST(cli_malformed)
+{
+  const bad_file_t *c = &bad_files[_i];
+  char file[128];
+  snprintf(file, sizeof file, "bad/%s", c->file);
+  for (int json = 0; json < 2; json++) {
+    cli_run_t run;
+    cli(&run, (const char *[]){data(file), json ? "--json" : "--capacity", json ? NULL : "1G",
+                               NULL});
+    ck_assert_int_eq(run.status, 2);
+    ck_assert_msg(strstr(run.err, c->message) != NULL, "want '%s' in '%s'", c->message, run.err);
+    ck_assert_str_eq(run.out, "");
+  }
+}
+END_TEST
+
+typedef struct {
+  const char *args[4];
+  int status;
+  const char *message; /* in stdout for 0, stderr otherwise */
+} usage_case_t;
+
+static const usage_case_t usage_cases[] = {
+  {{"--help"}, 0, "usage: oomlens replay TRACE"},
+  {{"-h"}, 0, "150109106995 bytes"},
+  {{NULL}, 2, "no trace given"},
+  {{"a", "b"}, 2, "more than one trace given"},
+  {{"a", "--capacity"}, 2, "--capacity needs a value"},
+  {{"a", "--capacity", "12X"}, 2, "bad size '12X'"},
+  {{"a", "--capacity", "0"}, 2, "--capacity must be more than 0"},
+  {{"a", "--max-split-size", "-1"}, 2, "bad size '-1'"},
+  {{"a", "--policy", "tcmalloc"}, 2, "unknown policy 'tcmalloc'"},
+  {{"a", "--frobnicate"}, 2, "unknown option --frobnicate"},
+};
+
+START_TEST(cli_usage)
+{
+  const usage_case_t *c = &usage_cases[_i];
+  cli_run_t run;
+  cli(&run, c->args);
+  ck_assert_int_eq(run.status, c->status);
+  const char *where = c->status == 0 ? run.out : run.err;
+  ck_assert_msg(strstr(where, c->message) != NULL, "want '%s' in '%s'", c->message, where);
+}
+END_TEST
+
+static Suite *replay_suite(void)
+{
+  Suite *s = suite_create("replay");
+  TCase *driver = tcase_create("driver");
+  tcase_add_checked_fixture(driver, setup, teardown);
+  tcase_add_test(driver, maps_addresses_and_counts);
+  tcase_add_test(driver, trace_oom_served_and_released);
+  tcase_add_test(driver, stops_at_first_oom);
+  tcase_add_test(driver, malformed_is_an_error);
+  suite_add_tcase(s, driver);
+  TCase *cmd = tcase_create("cli");
+  tcase_set_timeout(cmd, 60);
+  tcase_add_checked_fixture(cmd, setup, teardown);
+  tcase_add_test(cmd, cli_json_no_oom);
+  tcase_add_test(cmd, cli_json_oom);
+  tcase_add_test(cmd, cli_policies);
+  tcase_add_test(cmd, cli_text);
+  tcase_add_loop_test(cmd, cli_malformed, 0, sizeof bad_files / sizeof *bad_files);
+  tcase_add_loop_test(cmd, cli_usage, 0, sizeof usage_cases / sizeof *usage_cases);
+  suite_add_tcase(s, cmd);
+  return s;
+}
+
+int main(void)
+{
+  return ol_run_suite(replay_suite());
+}

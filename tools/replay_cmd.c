@@ -1,0 +1,206 @@
+/* replay_cmd.c: `oomlens replay`, a trace run through an allocation policy
+ * on a simulated device: peak allocated and reserved, and whether and where
+ * it would run out. Exit codes: 0 when the replay ran (running out of
+ * memory is an answer, not a failure), 2 for a usage or input error, 1 when
+ * the host itself runs out of memory. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ol.h"
+#include "policy.h"
+#include "replay.h"
+
+#define EXIT_USAGE 2
+
+int ol_cmd_replay(int argc, char **argv);
+
+typedef struct replay_args {
+  const char *trace;
+  const char *policy;
+  ol_policy_options_t options;
+  bool json;
+} replay_args_t;
+
+static void print_help(FILE *out)
+{
+  fprintf(out,
+          "usage: oomlens replay TRACE [--capacity SIZE] [--policy NAME]\n"
+          "                      [--max-split-size SIZE] [--json]\n"
+          "\n"
+          "Replays a recorded allocation trace (the CSV of PyTorch's recorder, gzip'd\n"
+          "or plain) through an allocator on a simulated device, and tells its peak\n"
+          "reserved memory and whether and where it runs out.\n"
+          "\n"
+          "  --capacity SIZE        device memory (default 139.8 GiB = %" PRIu64 " bytes)\n"
+          "  --policy NAME          oomlens, pytorch or pytorch-expandable (default pytorch)\n"
+          "  --max-split-size SIZE  blocks at or above it are never split (default: none)\n"
+          "  --json                 one JSON object on stdout\n"
+          "\n"
+          "SIZE is in bytes, or with a K, M, G or T suffix (powers of 1024).\n"
+          "Exit status: 0 when it ran (out of memory or not), 2 for a usage or input error.\n",
+          OL_REPLAY_DEFAULT_CAPACITY);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("oomlens replay: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputs(" (see oomlens replay --help)\n", stderr);
+  va_end(ap);
+  return EXIT_USAGE;
+}
+
+static bool size_option(const char *text, uint64_t *out)
+{
+  return ol_parse_size(text, out) && *out <= INT64_MAX;
+}
+
+/* 0 parsed, 1 help printed, EXIT_USAGE on a bad command line. */
+static int parse_args(int argc, char **argv, replay_args_t *a)
+{
+  *a = (replay_args_t){.policy = "pytorch", .options.capacity = OL_REPLAY_DEFAULT_CAPACITY};
+  for (int i = 0; i < argc; i++) {
+    const char *arg = argv[i];
+    const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+      print_help(stdout);
+      return 1;
+    } else if (strcmp(arg, "--json") == 0) {
+      a->json = true;
+    } else if (strcmp(arg, "--capacity") == 0 || strcmp(arg, "--max-split-size") == 0 ||
+               strcmp(arg, "--policy") == 0) {
+      if (!value)
+        return usage_error("%s needs a value", arg);
+      i++;
+      if (strcmp(arg, "--policy") == 0)
+        a->policy = value;
+      else if (!size_option(value, strcmp(arg, "--capacity") == 0 ? &a->options.capacity
+                                                                 : &a->options.max_split_size))
+        return usage_error("bad size '%s'", value);
+    } else if (arg[0] == '-' && arg[1] != '\0') {
+      return usage_error("unknown option %s", arg);
+    } else if (a->trace) {
+      return usage_error("more than one trace given ('%s')", arg);
+    } else {
+      a->trace = arg;
+    }
+  }
+  if (!a->trace)
+    return usage_error("no trace given");
+  if (a->options.capacity == 0)
+    return usage_error("--capacity must be more than 0");
+  return 0;
+}
+
+static double ratio_of(const ol_replay_result_t *r)
+{
+  return r->peak_requested > 0 ? (double)r->stats.reserved_peak / (double)r->peak_requested : 0;
+}
+
+static void print_json(const replay_args_t *a, const ol_replay_result_t *r)
+{
+  ol_buf_t out = {0};
+  ol_buf_printf(&out, "{\"trace\": ");
+  ol_buf_json_string(&out, a->trace);
+  ol_buf_printf(&out, ", \"policy\": ");
+  ol_buf_json_string(&out, a->policy);
+  ol_buf_printf(&out,
+                ", \"capacity\": %" PRIu64 ", \"max_split_size\": %" PRIu64
+                ", \"events\": %" PRIu64 ", \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64
+                ", \"unknown_frees\": %" PRIu64 ", \"trace_ooms\": %" PRIu64
+                ", \"peak_allocated\": %" PRId64 ", \"peak_reserved\": %" PRId64
+                ", \"ratio\": %.4f, \"policy_peak_allocated\": %" PRId64
+                ", \"segments\": %" PRId64 ", \"oom\": ",
+                a->options.capacity, a->options.max_split_size, r->events, r->allocs, r->frees,
+                r->unknown_frees, r->trace_ooms, r->peak_requested, r->stats.reserved_peak,
+                ratio_of(r), r->stats.allocated_peak, r->stats.segments);
+  if (!r->oom) {
+    ol_buf_printf(&out, "null}\n");
+  } else {
+    const ol_replay_oom_t *o = &r->oom_at;
+    ol_buf_printf(&out,
+                  "{\"event_index\": %" PRIu64 ", \"line\": %" PRIu64 ", \"size\": %" PRIu64
+                  ", \"recorded\": %s, \"allocated\": %" PRId64 ", \"reserved\": %" PRId64
+                  ", \"free_reserved\": %" PRId64 ", \"largest_free_block\": %" PRId64 "}}\n",
+                  o->event_index, o->line, o->size, o->recorded ? "true" : "false",
+                  o->stats.allocated, o->stats.reserved, o->stats.free_reserved,
+                  o->stats.largest_free_block);
+  }
+  if (out.failed) {
+    fputs("oomlens replay: out of host memory\n", stderr);
+  } else {
+    fwrite(out.data, 1, out.len, stdout);
+  }
+  ol_buf_free(&out);
+}
+
+static const char *bytes_text(int64_t bytes, char *buf, size_t cap)
+{
+  ol_format_bytes(buf, cap, bytes);
+  return buf;
+}
+
+static void print_oom(const ol_replay_result_t *r)
+{
+  const ol_replay_oom_t *o = &r->oom_at;
+  char b1[32], b2[32], b3[32], b4[32], b5[32];
+  printf("out of memory:    yes, at event %" PRIu64 " (line %" PRIu64 "): %s requested%s\n",
+         o->event_index, o->line, bytes_text((int64_t)o->size, b1, sizeof b1),
+         o->recorded ? " (where the recorded run ran out too)" : "");
+  printf("  at that moment: %s allocated, %s reserved, %s reserved but free,\n"
+         "                  largest free block %s\n",
+         bytes_text(o->stats.allocated, b2, sizeof b2), bytes_text(o->stats.reserved, b3, sizeof b3),
+         bytes_text(o->stats.free_reserved, b4, sizeof b4),
+         bytes_text(o->stats.largest_free_block, b5, sizeof b5));
+}
+
+static void print_text(const replay_args_t *a, const ol_replay_result_t *r)
+{
+  char b1[32], b2[32], b3[32];
+  printf("trace:            %s\n", a->trace);
+  printf("policy:           %s on %s (%" PRIu64 " bytes)", a->policy,
+         bytes_text((int64_t)a->options.capacity, b1, sizeof b1), a->options.capacity);
+  if (a->options.max_split_size)
+    printf(", max split size %s", bytes_text((int64_t)a->options.max_split_size, b1, sizeof b1));
+  printf("\nevents:           %" PRIu64 " (%" PRIu64 " allocations, %" PRIu64 " frees",
+         r->events, r->allocs, r->frees);
+  if (r->unknown_frees)
+    printf(", %" PRIu64 " frees of unknown addresses skipped", r->unknown_frees);
+  printf(")\npeak allocated:   %s (%" PRId64 " bytes, as the trace asked)\n",
+         bytes_text(r->peak_requested, b2, sizeof b2), r->peak_requested);
+  printf("peak reserved:    %s (%" PRId64 " bytes)\n",
+         bytes_text(r->stats.reserved_peak, b3, sizeof b3), r->stats.reserved_peak);
+  printf("ratio:            %.4f (peak reserved / peak allocated)\n", ratio_of(r));
+  if (r->oom)
+    print_oom(r);
+  else
+    printf("out of memory:    no\n");
+}
+
+int ol_cmd_replay(int argc, char **argv)
+{
+  replay_args_t a;
+  int parsed = parse_args(argc, argv, &a);
+  if (parsed)
+    return parsed == 1 ? 0 : parsed;
+  const ol_policy_ops_t *ops = ol_policy_find(a.policy);
+  if (!ops)
+    return usage_error("unknown policy '%s' (oomlens, pytorch, pytorch-expandable)", a.policy);
+  ol_replay_result_t result;
+  char err[512];
+  if (ol_replay_file(a.trace, ops, &a.options, &result, err, sizeof err) != 0) {
+    fprintf(stderr, "oomlens replay: %s\n", err);
+    return strstr(err, "out of host memory") ? 1 : EXIT_USAGE;
+  }
+  if (a.json)
+    print_json(&a, &result);
+  else
+    print_text(&a, &result);
+  return 0;
+}
