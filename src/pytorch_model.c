@@ -25,6 +25,7 @@
 
 #define NO_LIMIT UINT64_MAX
 #define VA_START ((uint64_t)0x7f0000000000)
+#define MAX_VA_DEVICE ((uint64_t)1 << 50)
 #define SLAB_BLOCKS 1024
 
 typedef struct pool pool_t;
@@ -341,14 +342,16 @@ static uint64_t page_of(const pool_t *pool)
 }
 
 /* A new segment reserves address space for 9/8 of the device, as PyTorch
- * does, all of it unmapped. */
+ * does, all of it unmapped. Capacities past 1 PiB reserve as for 1 PiB, so
+ * that simulated addresses cannot wrap around. */
 static block_t *new_segment(ol_policy_t *m, pool_t *pool, uint64_t stream)
 {
   segment_t *es = malloc(sizeof *es);
   if (!es)
     host_out_of_memory();
   es->page = page_of(pool);
-  uint64_t want = m->capacity + m->capacity / 8;
+  uint64_t device = m->capacity < MAX_VA_DEVICE ? m->capacity : MAX_VA_DEVICE;
+  uint64_t want = device + device / 8;
   es->size = (want / es->page + 1) * es->page;
   es->base = take_va(m, es->size);
   es->next_segment = m->segments;

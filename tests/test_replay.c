@@ -201,7 +201,7 @@ static ol_json_t *parse_out(const cli_run_t *run)
 START_TEST(cli_json_no_oom)
 {
   cli_run_t run;
-  cli(&run, (const char *[]){data("resnet50.csv.gz"), "--json", NULL});
+  cli(&run, (const char *[]){data("resnet50.csv.gz"), "--json", "--policy", "pytorch", NULL});
   ck_assert_msg(run.status == 0, "%d: %s", run.status, run.err);
   ol_json_t *root = parse_out(&run);
   ck_assert_str_eq(ol_json_string(ol_json_get(root, "policy")), "pytorch");
@@ -219,7 +219,8 @@ END_TEST
 START_TEST(cli_json_oom)
 {
   cli_run_t run;
-  cli(&run, (const char *[]){"--capacity", "6G", data("frag.csv.gz"), "--json", NULL});
+  cli(&run, (const char *[]){"--capacity", "6G", "--policy=pytorch", data("frag.csv.gz"), "--json",
+                             NULL});
   ck_assert_msg(run.status == 0, "%d: %s", run.status, run.err);
   ol_json_t *root = parse_out(&run);
   ck_assert_int_eq(ol_json_path_int64(root, "capacity", -1), 6 * (int64_t)GiB);
@@ -256,10 +257,23 @@ START_TEST(cli_policies)
 }
 END_TEST
 
+/* Without --policy the replay runs our own allocator. */
+START_TEST(cli_default_policy)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){data("oom_params.csv.gz"), "--json", NULL});
+  ck_assert_msg(run.status == 0, "%d: %s", run.status, run.err);
+  ol_json_t *root = parse_out(&run);
+  ck_assert_str_eq(ol_json_string(ol_json_get(root, "policy")), "oomlens");
+  ol_json_free(root);
+}
+END_TEST
+
 START_TEST(cli_text)
 {
   cli_run_t run;
-  cli(&run, (const char *[]){data("oom_params.csv.gz"), "--capacity", "8G", NULL});
+  cli(&run, (const char *[]){data("oom_params.csv.gz"), "--capacity", "8G", "--policy", "pytorch",
+                             NULL});
   ck_assert_int_eq(run.status, 0);
   ck_assert_msg(strstr(run.out, "peak reserved:") && strstr(run.out, "ratio:"), "%s", run.out);
   ck_assert_msg(strstr(run.out, "out of memory:    yes, at event 159 (line 161)"), "%s", run.out);
@@ -310,11 +324,14 @@ static const usage_case_t usage_cases[] = {
   {{NULL}, 2, "no trace given"},
   {{"a", "b"}, 2, "more than one trace given"},
   {{"a", "--capacity"}, 2, "--capacity needs a value"},
-  {{"a", "--capacity", "12X"}, 2, "bad size '12X'"},
+  {{"a", "--capacity", "12X"}, 2, "bad size '12X' for --capacity"},
   {{"a", "--capacity", "0"}, 2, "--capacity must be more than 0"},
   {{"a", "--max-split-size", "-1"}, 2, "bad size '-1'"},
   {{"a", "--policy", "tcmalloc"}, 2, "unknown policy 'tcmalloc'"},
   {{"a", "--frobnicate"}, 2, "unknown option --frobnicate"},
+  {{"a", "--json=1"}, 2, "unknown option --json=1"},
+  {{"a", "--capacity="}, 2, "bad size '' for --capacity"},
+  {{"a", "--max-split-size=1Q"}, 2, "bad size '1Q' for --max-split-size"},
 };
 
 START_TEST(cli_usage)
@@ -344,6 +361,7 @@ static Suite *replay_suite(void)
   tcase_add_test(cmd, cli_json_no_oom);
   tcase_add_test(cmd, cli_json_oom);
   tcase_add_test(cmd, cli_policies);
+  tcase_add_test(cmd, cli_default_policy);
   tcase_add_test(cmd, cli_text);
   tcase_add_loop_test(cmd, cli_malformed, 0, sizeof bad_files / sizeof *bad_files);
   tcase_add_loop_test(cmd, cli_usage, 0, sizeof usage_cases / sizeof *usage_cases);

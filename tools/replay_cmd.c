@@ -35,7 +35,9 @@ static void print_help(FILE *out)
           "reserved memory and whether and where it runs out.\n"
           "\n"
           "  --capacity SIZE        device memory (default 139.8 GiB = %" PRIu64 " bytes)\n"
-          "  --policy NAME          oomlens, pytorch or pytorch-expandable (default pytorch)\n"
+          "  --policy NAME          oomlens (our allocator, the default), pytorch (a model\n"
+          "                         of PyTorch's caching allocator) or pytorch-expandable\n"
+          "                         (the same with expandable_segments:True)\n"
           "  --max-split-size SIZE  blocks at or above it are never split (default: none)\n"
           "  --json                 one JSON object on stdout\n"
           "\n"
@@ -61,30 +63,54 @@ static bool size_option(const char *text, uint64_t *out)
   return ol_parse_size(text, out) && *out <= INT64_MAX;
 }
 
-/* 0 parsed, 1 help printed, EXIT_USAGE on a bad command line. */
+/* Sets the option NAME (with its leading dashes) to value. 0 or EXIT_USAGE. */
+static int set_option(replay_args_t *a, const char *name, const char *value)
+{
+  if (strcmp(name, "--policy") == 0) {
+    a->policy = value;
+    return 0;
+  }
+  uint64_t *size = strcmp(name, "--capacity") == 0 ? &a->options.capacity
+                                                    : &a->options.max_split_size;
+  if (!size_option(value, size))
+    return usage_error("bad size '%s' for %s", value, name);
+  return 0;
+}
+
+static bool takes_value(const char *name)
+{
+  return strcmp(name, "--capacity") == 0 || strcmp(name, "--max-split-size") == 0 ||
+         strcmp(name, "--policy") == 0;
+}
+
+/* 0 parsed, 1 help printed, EXIT_USAGE on a bad command line. Options take
+ * their value as the next argument or after '=' (--capacity=8G). */
 static int parse_args(int argc, char **argv, replay_args_t *a)
 {
-  *a = (replay_args_t){.policy = "pytorch", .options.capacity = OL_REPLAY_DEFAULT_CAPACITY};
+  *a = (replay_args_t){.policy = "oomlens", .options.capacity = OL_REPLAY_DEFAULT_CAPACITY};
   for (int i = 0; i < argc; i++) {
-    const char *arg = argv[i];
+    char name[32];
+    const char *arg = argv[i], *eq = strchr(arg, '=');
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+    bool inline_value = arg[0] == '-' && arg[1] == '-' && eq && (size_t)(eq - arg) < sizeof name;
+    if (inline_value) {
+      snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+      arg = name;
+      value = eq + 1;
+    }
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
       print_help(stdout);
       return 1;
-    } else if (strcmp(arg, "--json") == 0) {
+    } else if (strcmp(arg, "--json") == 0 && !inline_value) {
       a->json = true;
-    } else if (strcmp(arg, "--capacity") == 0 || strcmp(arg, "--max-split-size") == 0 ||
-               strcmp(arg, "--policy") == 0) {
+    } else if (takes_value(arg)) {
       if (!value)
         return usage_error("%s needs a value", arg);
-      i++;
-      if (strcmp(arg, "--policy") == 0)
-        a->policy = value;
-      else if (!size_option(value, strcmp(arg, "--capacity") == 0 ? &a->options.capacity
-                                                                 : &a->options.max_split_size))
-        return usage_error("bad size '%s'", value);
+      i += !inline_value;
+      if (set_option(a, arg, value))
+        return EXIT_USAGE;
     } else if (arg[0] == '-' && arg[1] != '\0') {
-      return usage_error("unknown option %s", arg);
+      return usage_error("unknown option %s", argv[i]);
     } else if (a->trace) {
       return usage_error("more than one trace given ('%s')", arg);
     } else {
