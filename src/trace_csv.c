@@ -129,10 +129,10 @@ static bool is_csv_header(const char *line, size_t len)
   return len - i >= want && memcmp(line + i, HEADER_COLUMNS, want) == 0;
 }
 
-static ol_trace_t *fail_open(ol_trace_t *t, ol_trace_t *result)
+static ol_trace_t *fail_open(ol_trace_t *t)
 {
   ol_trace_close(t);
-  return result;
+  return NULL;
 }
 
 ol_trace_t *ol_trace_open(const char *path, char *err, size_t cap)
@@ -140,28 +140,29 @@ ol_trace_t *ol_trace_open(const char *path, char *err, size_t cap)
   say(err, cap, "%s", "");
   ol_trace_t *t = calloc(1, sizeof *t);
   if (!t || !(t->path = strdup(path))) {
-    say(err, cap, "%s: out of memory", path);
+    say(err, cap, "%s: out of host memory", path);
     free(t);
     return NULL;
   }
+  errno = 0; /* gzopen fails without errno only when zlib runs out of memory */
   t->file = gzopen(path, "rb");
   if (!t->file) {
-    say(err, cap, "cannot open %s: %s", path, errno ? strerror(errno) : "out of memory");
-    return fail_open(t, NULL);
+    say(err, cap, "cannot open %s: %s", path, errno ? strerror(errno) : "out of host memory");
+    return fail_open(t);
   }
   const char *line;
   size_t len;
   int got = next_line(t, &line, &len, err, cap);
   if (got < 0)
-    return fail_open(t, NULL);
+    return fail_open(t);
   if (got == 0) {
     say(err, cap, "%s: empty file, not a trace", path);
-    return fail_open(t, NULL);
+    return fail_open(t);
   }
   if (!is_csv_header(line, len)) {
     say(err, cap, "%s:1: unknown trace format (expected the header '# %s')", path,
         HEADER_COLUMNS);
-    return fail_open(t, NULL);
+    return fail_open(t);
   }
   return t;
 }
