@@ -184,16 +184,22 @@ typedef struct field {
   size_t n;
 } field_t;
 
+/* Up to 19 digits cannot overflow, so only a 20-digit number is checked. */
 static bool parse_decimal(field_t f, uint64_t *out)
 {
-  if (f.n == 0)
+  if (f.n == 0 || f.n > 20)
     return false;
   uint64_t v = 0;
-  for (size_t i = 0; i < f.n; i++) {
-    unsigned d = (unsigned char)f.p[i] - '0';
+  size_t fast = f.n < 19 ? f.n : 19;
+  for (size_t i = 0; i < fast; i++) {
+    unsigned d = (unsigned)((unsigned char)f.p[i] - '0');
     if (d > 9)
       return false;
-    if (v > (UINT64_MAX - d) / 10)
+    v = v * 10 + d;
+  }
+  if (f.n == 20) {
+    unsigned d = (unsigned)((unsigned char)f.p[19] - '0');
+    if (d > 9 || v > (UINT64_MAX - d) / 10)
       return false;
     v = v * 10 + d;
   }
@@ -251,17 +257,15 @@ static bool parse_action(field_t f, ol_trace_action_t *out)
  * the line, commas and all. Returns how many fields were found. */
 static int split_fields(const char *line, size_t len, field_t fields[6])
 {
-  int count = 0;
-  size_t start = 0;
-  for (size_t i = 0; i < len && count < 5; i++) {
-    if (line[i] == ',') {
-      fields[count++] = (field_t){line + start, i - start};
-      start = i + 1;
-    }
+  const char *p = line, *end = line + len;
+  for (int count = 0; count < 5; count++) {
+    const char *comma = memchr(p, ',', (size_t)(end - p));
+    if (!comma)
+      return count + 1;
+    fields[count] = (field_t){p, (size_t)(comma - p)};
+    p = comma + 1;
   }
-  if (count < 5)
-    return count + 1;
-  fields[5] = (field_t){line + start, len - start};
+  fields[5] = (field_t){p, (size_t)(end - p)};
   return 6;
 }
 
