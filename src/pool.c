@@ -1,0 +1,906 @@
+/* pool.c: manage mode's allocator. One pool per device serves blocks out of
+ * large reserved address ranges, maps physical granules as its footprint
+ * grows and unmaps granules that lie wholly in free memory when the mapped
+ * but unused memory passes a bound (see "Release policy").
+ *
+ * Data structures, all in arrays grown through the host allocator, so that
+ * no call on the hot path allocates host memory:
+ * - block records (blk_t): every block, free or live, in address order per
+ *   range (prev/next), with a list of spare records;
+ * - free blocks, segregated into size bins (exact below 32 KiB, then 32
+ *   bins per power of two); each bin is a treap keyed by (size, address),
+ *   and a two-level bitmap finds the next non-empty bin. Best fit is the
+ *   lower bound in the request's bin, else the smallest block of the next
+ *   non-empty bin: the exact smallest free block that fits, ties to the
+ *   lowest address, in O(log n);
+ * - live blocks: an open-addressing hash from address to record;
+ * - per range, one bit per granule: mapped or not.
+ *
+ * Max split size (M = config.max_split_size, 0 = off), after PyTorch's
+ * max_split_size_mb: a free block of M bytes or more is "oversize" and is
+ * never split. A request below M is served from the best-fitting free block
+ * below M; a request of M or more takes the best-fitting free block only
+ * if it is at most OL_POOL_OVERSIZE_SLACK larger, and then takes it whole.
+ * Otherwise the request is carved from a range's frontier: its last free
+ * block, the address space never handed out since that end of the range
+ * was last free, which plays the part of PyTorch's new segment and is
+ * always split. Should no frontier (or new range) fit, or the device run
+ * out of memory under this rule, the plain best fit is split rather than
+ * fail a request the device could serve. */
+#include "pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NIL UINT32_MAX
+#define EMPTY_KEY UINT64_MAX /* no block starts there: addresses are 512-aligned */
+#define SUB_BITS 5           /* 32 bins per power of two */
+#define EXACT_UNITS 64       /* sizes below 64 * 512 B have a bin each */
+#define NBINS (EXACT_UNITS + (64 - 6) * (1 << SUB_BITS))
+#define NBIN_WORDS ((NBINS + 63) / 64)
+#define MAX_RANGES 4096
+
+typedef struct blk {
+  uint64_t addr, size;
+  uint32_t prev, next;  /* address order within the range; NIL at its ends */
+  uint32_t left, right; /* treap children while free; left links spares */
+  uint32_t prio;        /* treap priority, random, fixed per record */
+  uint16_t range;
+  uint8_t free;
+} blk_t;
+
+typedef struct range {
+  uint64_t base, size;
+  uint64_t *mapped;      /* one bit per granule */
+  uint32_t head, tail;   /* first and last block */
+} range_t;
+
+struct ol_pool {
+  ol_backend_t be;
+  uint64_t gran;
+  unsigned shift; /* log2(gran) */
+  uint64_t address_space, max_split;
+  void *(*host_realloc)(void *ptr, size_t size);
+
+  blk_t *blk;
+  uint32_t nblk, cap_blk, spare, nspare;
+  uint32_t rng;
+
+  uint32_t root[NBINS];
+  uint64_t binmap[NBIN_WORDS];
+  uint64_t binsum; /* bit w: binmap[w] is not zero */
+
+  uint64_t *hkey;
+  uint32_t *hval;
+  uint32_t hbits, hcount;
+
+  range_t *ranges;
+  uint32_t nranges, cap_ranges;
+
+  uint64_t allocated, allocated_peak, reserved, reserved_peak;
+  uint64_t retry_at; /* no automatic release scan below this footprint */
+  ol_pool_counts_t counts;
+};
+
+/* ---- host memory ------------------------------------------------------ */
+
+static void *host_grow(ol_pool_t *p, void *ptr, size_t count, size_t each)
+{
+  if (count != 0 && each > SIZE_MAX / count)
+    return NULL;
+  return p->host_realloc(ptr, count * each);
+}
+
+static void host_free(ol_pool_t *p, void *ptr)
+{
+  if (ptr)
+    p->host_realloc(ptr, 0);
+}
+
+/* realloc(ptr, 0) frees in glibc but is not promised to by C11. */
+static void *default_realloc(void *ptr, size_t size)
+{
+  if (size == 0) {
+    free(ptr);
+    return NULL;
+  }
+  return realloc(ptr, size);
+}
+
+/* ---- bit helpers ------------------------------------------------------ */
+
+static bool bit_get(const uint64_t *bits, uint64_t i)
+{
+  return (bits[i >> 6] >> (i & 63)) & 1;
+}
+
+static void bits_set(uint64_t *bits, uint64_t lo, uint64_t hi, bool on)
+{
+  for (uint64_t i = lo; i < hi;) {
+    uint64_t w = i >> 6, b = i & 63, n = 64 - b;
+    if (n > hi - i)
+      n = hi - i;
+    uint64_t mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << b;
+    bits[w] = on ? bits[w] | mask : bits[w] & ~mask;
+    i += n;
+  }
+}
+
+/* First index in [lo, hi) whose bit equals want, or hi. */
+static uint64_t bit_next(const uint64_t *bits, uint64_t lo, uint64_t hi, bool want)
+{
+  uint64_t i = lo;
+  while (i < hi) {
+    uint64_t word = want ? bits[i >> 6] : ~bits[i >> 6];
+    word &= ~0ull << (i & 63);
+    if (word) {
+      uint64_t found = (i & ~63ull) + (uint64_t)__builtin_ctzll(word);
+      return found < hi ? found : hi;
+    }
+    i = (i & ~63ull) + 64;
+  }
+  return hi;
+}
+
+/* Last index in [lo, hi) whose bit equals want, or UINT64_MAX. */
+static uint64_t bit_prev(const uint64_t *bits, uint64_t lo, uint64_t hi, bool want)
+{
+  uint64_t i = hi;
+  while (i > lo) {
+    uint64_t top = i - 1;
+    uint64_t word = want ? bits[top >> 6] : ~bits[top >> 6];
+    unsigned b = top & 63;
+    word &= b == 63 ? ~0ull : ((1ull << (b + 1)) - 1);
+    if (word) {
+      uint64_t found = (top & ~63ull) + 63 - (uint64_t)__builtin_clzll(word);
+      return found >= lo ? found : UINT64_MAX;
+    }
+    i = top & ~63ull;
+  }
+  return UINT64_MAX;
+}
+
+/* ---- size bins -------------------------------------------------------- */
+
+static uint32_t bin_of(uint64_t size)
+{
+  uint64_t u = size / OL_POOL_ALIGN;
+  if (u < EXACT_UNITS)
+    return (uint32_t)u;
+  unsigned f = 63 - (unsigned)__builtin_clzll(u); /* >= 6 */
+  return EXACT_UNITS + (f - 6) * (1u << SUB_BITS) +
+         (uint32_t)((u >> (f - SUB_BITS)) & ((1u << SUB_BITS) - 1));
+}
+
+static void bin_mark(ol_pool_t *p, uint32_t bin, bool nonempty)
+{
+  uint32_t w = bin >> 6;
+  if (nonempty)
+    p->binmap[w] |= 1ull << (bin & 63);
+  else
+    p->binmap[w] &= ~(1ull << (bin & 63));
+  if (p->binmap[w])
+    p->binsum |= 1ull << w;
+  else
+    p->binsum &= ~(1ull << w);
+}
+
+/* First non-empty bin at or above bin, or NIL. */
+static uint32_t bin_next(const ol_pool_t *p, uint32_t bin)
+{
+  if (bin >= NBINS)
+    return NIL;
+  uint32_t w = bin >> 6;
+  uint64_t word = p->binmap[w] & (~0ull << (bin & 63));
+  if (word)
+    return w * 64 + (uint32_t)__builtin_ctzll(word);
+  uint64_t sum = w + 1 < 64 ? p->binsum & (~0ull << (w + 1)) : 0;
+  if (!sum)
+    return NIL;
+  w = (uint32_t)__builtin_ctzll(sum);
+  return w * 64 + (uint32_t)__builtin_ctzll(p->binmap[w]);
+}
+
+/* ---- treap of free blocks, keyed by (size, addr) ----------------------- */
+
+static bool key_less(const blk_t *a, const blk_t *b)
+{
+  return a->size < b->size || (a->size == b->size && a->addr < b->addr);
+}
+
+/* Splits tree t into the nodes below x (*l) and above it (*r). */
+static void treap_split(blk_t *B, uint32_t t, const blk_t *x, uint32_t *l, uint32_t *r)
+{
+  while (t != NIL) {
+    if (key_less(&B[t], x)) {
+      *l = t;
+      l = &B[t].right;
+      t = B[t].right;
+    } else {
+      *r = t;
+      r = &B[t].left;
+      t = B[t].left;
+    }
+  }
+  *l = *r = NIL;
+}
+
+/* Joins a and b, every key of a below every key of b. */
+static uint32_t treap_merge(blk_t *B, uint32_t a, uint32_t b)
+{
+  uint32_t root = NIL, *link = &root;
+  while (a != NIL && b != NIL) {
+    if (B[a].prio > B[b].prio) {
+      *link = a;
+      link = &B[a].right;
+      a = B[a].right;
+    } else {
+      *link = b;
+      link = &B[b].left;
+      b = B[b].left;
+    }
+  }
+  *link = a != NIL ? a : b;
+  return root;
+}
+
+static void treap_insert(blk_t *B, uint32_t *root, uint32_t x)
+{
+  uint32_t *link = root;
+  while (*link != NIL && B[*link].prio >= B[x].prio)
+    link = key_less(&B[x], &B[*link]) ? &B[*link].left : &B[*link].right;
+  treap_split(B, *link, &B[x], &B[x].left, &B[x].right);
+  *link = x;
+}
+
+static void treap_erase(blk_t *B, uint32_t *root, uint32_t x)
+{
+  uint32_t *link = root;
+  while (*link != x)
+    link = key_less(&B[x], &B[*link]) ? &B[*link].left : &B[*link].right;
+  *link = treap_merge(B, B[x].left, B[x].right);
+}
+
+/* Smallest key at or above (size, 0), or NIL. */
+static uint32_t treap_lower_bound(const blk_t *B, uint32_t t, uint64_t size)
+{
+  uint32_t best = NIL;
+  while (t != NIL) {
+    if (B[t].size >= size) {
+      best = t;
+      t = B[t].left;
+    } else {
+      t = B[t].right;
+    }
+  }
+  return best;
+}
+
+static uint32_t treap_first(const blk_t *B, uint32_t t)
+{
+  while (B[t].left != NIL)
+    t = B[t].left;
+  return t;
+}
+
+/* ---- free blocks ------------------------------------------------------ */
+
+static void free_insert(ol_pool_t *p, uint32_t x)
+{
+  uint32_t bin = bin_of(p->blk[x].size);
+  p->blk[x].free = 1;
+  p->blk[x].left = p->blk[x].right = NIL;
+  if (p->root[bin] == NIL)
+    bin_mark(p, bin, true);
+  treap_insert(p->blk, &p->root[bin], x);
+  p->counts.free_blocks++;
+}
+
+static void free_remove(ol_pool_t *p, uint32_t x)
+{
+  uint32_t bin = bin_of(p->blk[x].size);
+  treap_erase(p->blk, &p->root[bin], x);
+  if (p->root[bin] == NIL)
+    bin_mark(p, bin, false);
+  p->blk[x].free = 0;
+  p->counts.free_blocks--;
+}
+
+/* The smallest free block of at least size bytes, lowest address first. */
+static uint32_t best_fit(const ol_pool_t *p, uint64_t size)
+{
+  uint32_t bin = bin_of(size);
+  if (p->root[bin] != NIL) {
+    uint32_t x = treap_lower_bound(p->blk, p->root[bin], size);
+    if (x != NIL)
+      return x;
+  }
+  bin = bin_next(p, bin + 1);
+  return bin == NIL ? NIL : treap_first(p->blk, p->root[bin]);
+}
+
+/* ---- records ---------------------------------------------------------- */
+
+static uint32_t next_prio(ol_pool_t *p)
+{
+  /* xorshift32: priorities only need to look random to keep treaps shallow */
+  uint32_t x = p->rng;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  p->rng = x;
+  return x;
+}
+
+/* At least n spare records, so that what follows cannot fail. */
+static int reserve_records(ol_pool_t *p, uint32_t n)
+{
+  if (p->nspare >= n)
+    return 0;
+  uint32_t cap = p->cap_blk ? p->cap_blk * 2 : 256;
+  if (cap >= NIL || cap < p->cap_blk)
+    return -1;
+  blk_t *grown = host_grow(p, p->blk, cap, sizeof *grown);
+  if (!grown)
+    return -1;
+  p->blk = grown;
+  for (uint32_t i = p->cap_blk; i < cap; i++) {
+    grown[i].prio = next_prio(p);
+    grown[i].left = p->spare;
+    p->spare = i;
+  }
+  p->nspare += cap - p->cap_blk;
+  p->cap_blk = cap;
+  return 0;
+}
+
+static uint32_t record_take(ol_pool_t *p)
+{
+  uint32_t x = p->spare;
+  p->spare = p->blk[x].left;
+  p->nspare--;
+  return x;
+}
+
+static void record_put(ol_pool_t *p, uint32_t x)
+{
+  p->blk[x].left = p->spare;
+  p->spare = x;
+  p->nspare++;
+}
+
+/* ---- live blocks: address -> record ----------------------------------- */
+
+static uint32_t hash_slot(const ol_pool_t *p, uint64_t addr)
+{
+  return (uint32_t)(((addr >> 9) * 0x9E3779B97F4A7C15ull) >> (64 - p->hbits));
+}
+
+static void hash_put(ol_pool_t *p, uint64_t addr, uint32_t x)
+{
+  uint32_t mask = (1u << p->hbits) - 1, i = hash_slot(p, addr);
+  while (p->hkey[i] != EMPTY_KEY)
+    i = (i + 1) & mask;
+  p->hkey[i] = addr;
+  p->hval[i] = x;
+  p->hcount++;
+}
+
+/* Room for one more entry at a load of at most 1/2. */
+static int hash_reserve(ol_pool_t *p)
+{
+  if (p->hkey && (uint64_t)(p->hcount + 1) * 2 <= (1ull << p->hbits))
+    return 0;
+  uint32_t bits = p->hkey ? p->hbits + 1 : 10;
+  if (bits > 31)
+    return -1;
+  uint64_t *keys = host_grow(p, NULL, 1ull << bits, sizeof *keys);
+  uint32_t *vals = host_grow(p, NULL, 1ull << bits, sizeof *vals);
+  if (!keys || !vals) {
+    host_free(p, keys);
+    host_free(p, vals);
+    return -1;
+  }
+  uint64_t *old_keys = p->hkey;
+  uint32_t *old_vals = p->hval, old_n = p->hkey ? 1u << p->hbits : 0;
+  memset(keys, 0xff, (sizeof *keys) << bits);
+  p->hkey = keys;
+  p->hval = vals;
+  p->hbits = bits;
+  p->hcount = 0;
+  for (uint32_t i = 0; i < old_n; i++)
+    if (old_keys[i] != EMPTY_KEY)
+      hash_put(p, old_keys[i], old_vals[i]);
+  host_free(p, old_keys);
+  host_free(p, old_vals);
+  return 0;
+}
+
+static uint32_t hash_find(const ol_pool_t *p, uint64_t addr, uint32_t *slot)
+{
+  if (!p->hkey)
+    return NIL;
+  uint32_t mask = (1u << p->hbits) - 1, i = hash_slot(p, addr);
+  for (; p->hkey[i] != EMPTY_KEY; i = (i + 1) & mask) {
+    if (p->hkey[i] == addr) {
+      *slot = i;
+      return p->hval[i];
+    }
+  }
+  return NIL;
+}
+
+/* Linear probing: delete by shifting later members of the cluster back. */
+static void hash_delete(ol_pool_t *p, uint32_t i)
+{
+  uint32_t mask = (1u << p->hbits) - 1;
+  for (uint32_t j = (i + 1) & mask; p->hkey[j] != EMPTY_KEY; j = (j + 1) & mask) {
+    uint32_t home = hash_slot(p, p->hkey[j]);
+    /* j's entry may fill hole i unless its home lies in (i, j] cyclically */
+    bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+    if (!stays) {
+      p->hkey[i] = p->hkey[j];
+      p->hval[i] = p->hval[j];
+      i = j;
+    }
+  }
+  p->hkey[i] = EMPTY_KEY;
+  p->hcount--;
+}
+
+/* ---- ranges and mapping ----------------------------------------------- */
+
+static range_t *range_of(const ol_pool_t *p, uint32_t x)
+{
+  return &p->ranges[p->blk[x].range];
+}
+
+static uint64_t round_up(uint64_t v, uint64_t unit)
+{
+  return (v + unit - 1) & ~(unit - 1);
+}
+
+/* Reserves a range of at least size bytes, all of it one free block. */
+static uint32_t range_add(ol_pool_t *p, uint64_t size)
+{
+  if (p->nranges == MAX_RANGES || reserve_records(p, 1) != 0)
+    return NIL;
+  if (p->nranges == p->cap_ranges) {
+    uint32_t cap = p->cap_ranges ? p->cap_ranges * 2 : 4;
+    range_t *grown = host_grow(p, p->ranges, cap, sizeof *grown);
+    if (!grown)
+      return NIL;
+    p->ranges = grown;
+    p->cap_ranges = cap;
+  }
+  range_t *r = &p->ranges[p->nranges];
+  r->size = size;
+  uint64_t granules = size >> p->shift;
+  r->mapped = host_grow(p, NULL, (granules + 63) / 64, sizeof *r->mapped);
+  if (!r->mapped)
+    return NIL;
+  memset(r->mapped, 0, ((granules + 63) / 64) * sizeof *r->mapped);
+  if (p->be.reserve(p->be.ctx, size, &r->base) != 0) {
+    host_free(p, r->mapped);
+    return NIL;
+  }
+  uint32_t x = record_take(p);
+  p->blk[x] = (blk_t){.addr = r->base, .size = size, .prev = NIL, .next = NIL,
+                      .prio = p->blk[x].prio, .range = (uint16_t)p->nranges};
+  r->head = r->tail = x;
+  p->nranges++;
+  p->counts.ranges++;
+  free_insert(p, x);
+  return x;
+}
+
+static void map_done(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1)
+{
+  bits_set(r->mapped, g0, g1, true);
+  p->reserved += (g1 - g0) << p->shift;
+  if (p->reserved > p->reserved_peak)
+    p->reserved_peak = p->reserved;
+  p->counts.map_calls++;
+  p->counts.mapped_bytes += (g1 - g0) << p->shift;
+}
+
+static void unmap_granules(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1)
+{
+  p->be.unmap(p->be.ctx, r->base + (g0 << p->shift), (g1 - g0) << p->shift);
+  bits_set(r->mapped, g0, g1, false);
+  p->reserved -= (g1 - g0) << p->shift;
+  p->counts.unmap_calls++;
+  p->counts.unmapped_bytes += (g1 - g0) << p->shift;
+}
+
+/* Granules [*g0, *g1) lying wholly inside block x. */
+static bool whole_granules(const ol_pool_t *p, uint32_t x, uint64_t *g0, uint64_t *g1)
+{
+  const range_t *r = range_of(p, x);
+  uint64_t lo = p->blk[x].addr - r->base, hi = lo + p->blk[x].size;
+  *g0 = round_up(lo, p->gran) >> p->shift;
+  *g1 = hi >> p->shift;
+  return *g0 < *g1;
+}
+
+/* Unmaps mapped granules wholly inside free block x, highest first, until
+ * want bytes are gone; returns the bytes released. */
+static uint64_t release_block(ol_pool_t *p, uint32_t x, uint64_t want)
+{
+  uint64_t g0, g1, done = 0;
+  if (!whole_granules(p, x, &g0, &g1))
+    return 0;
+  range_t *r = range_of(p, x);
+  while (done < want) {
+    uint64_t top = bit_prev(r->mapped, g0, g1, true);
+    if (top == UINT64_MAX)
+      break;
+    uint64_t bottom = bit_prev(r->mapped, g0, top, false);
+    bottom = bottom == UINT64_MAX ? g0 : bottom + 1;
+    uint64_t rest = want - done; /* in granules, rounded up without overflow */
+    uint64_t left = (rest >> p->shift) + ((rest & (p->gran - 1)) != 0);
+    if (top + 1 - bottom > left)
+      bottom = top + 1 - left;
+    unmap_granules(p, r, bottom, top + 1);
+    done += (top + 1 - bottom) << p->shift;
+    g1 = bottom;
+  }
+  return done;
+}
+
+uint64_t ol_pool_release(ol_pool_t *p, uint64_t want)
+{
+  uint64_t done = 0;
+  for (uint32_t i = p->nranges; i-- > 0 && done < want;) {
+    for (uint32_t x = p->ranges[i].tail; x != NIL && done < want; x = p->blk[x].prev)
+      if (p->blk[x].free)
+        done += release_block(p, x, want - done);
+  }
+  return done;
+}
+
+/* Release policy. Mapping costs ~50 us and unmapping ~48 us per 2 MiB on an
+ * H200, so free memory stays mapped (cached) as long as the mapped total is
+ * within a slack of the peak allocated so far: a training job, whose
+ * allocated memory rises to about the same peak every iteration, then maps
+ * nothing after its first iterations. Only when growing would take the
+ * mapped total past peak + slack (slack = peak/64, at least 4 granules) are
+ * free granules unmapped first, down to peak + slack/2: so peak reserved
+ * stays within ~1.6% of peak allocated unless the live blocks themselves
+ * straddle more. After a scan, the next one waits until another slack/2 is
+ * mapped, so that a footprint the scans cannot shrink costs no O(n) walk
+ * per allocation. Before reporting out of memory, everything free goes. */
+static void trim_before_growing(ol_pool_t *p, uint64_t need, uint64_t new_peak)
+{
+  uint64_t slack = new_peak / 64;
+  if (slack < 4 * p->gran)
+    slack = 4 * p->gran;
+  uint64_t after = p->reserved + need;
+  if (after <= new_peak + slack || after <= p->retry_at)
+    return;
+  ol_pool_release(p, after - (new_peak + slack / 2));
+  p->counts.release_scans++;
+  p->retry_at = p->reserved + need + slack / 2;
+}
+
+/* Maps granules [g0, g1) of r run by run; on a failure releases all free
+ * memory and tries that run once more. */
+static int map_runs(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1)
+{
+  bool released = false;
+  for (uint64_t a = bit_next(r->mapped, g0, g1, false); a < g1;) {
+    uint64_t b = bit_next(r->mapped, a, g1, true);
+    if (p->be.map(p->be.ctx, r->base + (a << p->shift), (b - a) << p->shift) != 0) {
+      if (released)
+        return -1;
+      ol_pool_release(p, UINT64_MAX);
+      released = true;
+      continue;
+    }
+    map_done(p, r, a, b);
+    a = bit_next(r->mapped, b, g1, false);
+  }
+  return 0;
+}
+
+/* Makes every granule that live block x touches mapped. */
+static int back_block(ol_pool_t *p, uint32_t x)
+{
+  range_t *r = range_of(p, x);
+  uint64_t lo = p->blk[x].addr - r->base, hi = lo + p->blk[x].size;
+  uint64_t g0 = lo >> p->shift, g1 = ((hi - 1) >> p->shift) + 1;
+  if (g1 - g0 == 1 && bit_get(r->mapped, g0))
+    return 0; /* the hot path: inside one mapped granule */
+  uint64_t need = 0;
+  for (uint64_t a = bit_next(r->mapped, g0, g1, false); a < g1;) {
+    uint64_t b = bit_next(r->mapped, a, g1, true);
+    need += (b - a) << p->shift;
+    a = bit_next(r->mapped, b, g1, false);
+  }
+  if (need == 0)
+    return 0;
+  uint64_t new_peak = p->allocated + p->blk[x].size;
+  if (new_peak < p->allocated_peak)
+    new_peak = p->allocated_peak;
+  trim_before_growing(p, need, new_peak);
+  return map_runs(p, r, g0, g1);
+}
+
+/* ---- carving and coalescing ------------------------------------------- */
+
+/* Takes free block x for a request of size bytes: splits the rest off as a
+ * free block unless whole is set. x is then live (not yet in the hash). */
+static void carve(ol_pool_t *p, uint32_t x, uint64_t size, bool whole)
+{
+  free_remove(p, x);
+  blk_t *b = &p->blk[x];
+  if (whole || b->size == size)
+    return;
+  uint32_t y = record_take(p);
+  b = &p->blk[x];
+  p->blk[y] = (blk_t){.addr = b->addr + size, .size = b->size - size, .prev = x,
+                      .next = b->next, .prio = p->blk[y].prio, .range = b->range};
+  if (b->next != NIL)
+    p->blk[b->next].prev = y;
+  else
+    range_of(p, x)->tail = y;
+  b->next = y;
+  b->size = size;
+  free_insert(p, y);
+}
+
+/* x takes in its next neighbour, already out of the bins. */
+static void join_next(ol_pool_t *p, uint32_t x)
+{
+  uint32_t y = p->blk[x].next;
+  p->blk[x].size += p->blk[y].size;
+  p->blk[x].next = p->blk[y].next;
+  if (p->blk[y].next != NIL)
+    p->blk[p->blk[y].next].prev = x;
+  else
+    range_of(p, x)->tail = x;
+  record_put(p, y);
+}
+
+/* Live block x becomes free, merged at once with free neighbours. */
+static void coalesce(ol_pool_t *p, uint32_t x)
+{
+  uint32_t next = p->blk[x].next, prev = p->blk[x].prev;
+  if (next != NIL && p->blk[next].free) {
+    free_remove(p, next);
+    join_next(p, x);
+  }
+  if (prev != NIL && p->blk[prev].free) {
+    free_remove(p, prev);
+    join_next(p, prev);
+    x = prev;
+  }
+  free_insert(p, x);
+}
+
+/* ---- choosing a block ------------------------------------------------- */
+
+static bool is_frontier(const ol_pool_t *p, uint32_t x)
+{
+  return p->blk[x].next == NIL;
+}
+
+/* The smallest frontier that holds size bytes, lowest range first. */
+static uint32_t frontier_fit(const ol_pool_t *p, uint64_t size)
+{
+  uint32_t best = NIL;
+  for (uint32_t i = 0; i < p->nranges; i++) {
+    uint32_t t = p->ranges[i].tail;
+    if (p->blk[t].free && p->blk[t].size >= size &&
+        (best == NIL || p->blk[t].size < p->blk[best].size))
+      best = t;
+  }
+  return best;
+}
+
+static uint32_t grow_range(ol_pool_t *p, uint64_t size)
+{
+  uint64_t want = round_up(size, p->gran);
+  if (want < size)
+    return NIL;
+  if (want < p->address_space)
+    want = p->address_space;
+  return range_add(p, want);
+}
+
+/* Picks the free block for a request and says whether to take it whole;
+ * with_rule false: plain best fit, the max-split rule set aside. */
+static uint32_t choose(ol_pool_t *p, uint64_t size, bool with_rule, bool *whole)
+{
+  *whole = false;
+  uint32_t x = best_fit(p, size);
+  if (p->max_split == 0 || !with_rule)
+    return x != NIL ? x : grow_range(p, size);
+  bool oversize = size >= p->max_split;
+  if (x != NIL) {
+    uint64_t have = p->blk[x].size;
+    if (is_frontier(p, x) || have < p->max_split)
+      return x;
+    if (oversize && have - size <= OL_POOL_OVERSIZE_SLACK) {
+      *whole = true;
+      return x;
+    }
+  }
+  uint32_t f = frontier_fit(p, size);
+  if (f == NIL)
+    f = grow_range(p, size);
+  return f != NIL ? f : x; /* last resort: split an oversize block */
+}
+
+/* Chooses, carves and maps a block: its record, or NIL with the pool as it
+ * was (less what was released on the way). */
+static uint32_t place(ol_pool_t *p, uint64_t size, bool with_rule)
+{
+  bool whole;
+  uint32_t x = choose(p, size, with_rule, &whole);
+  if (x == NIL)
+    return NIL;
+  carve(p, x, size, whole);
+  if (back_block(p, x) != 0) {
+    coalesce(p, x);
+    ol_pool_release(p, UINT64_MAX); /* what the failed attempt mapped */
+    return NIL;
+  }
+  return x;
+}
+
+/* ---- the API ---------------------------------------------------------- */
+
+static uint64_t round_size(uint64_t size)
+{
+  if (size == 0)
+    return OL_POOL_ALIGN;
+  return (size + OL_POOL_ALIGN - 1) & ~(uint64_t)(OL_POOL_ALIGN - 1);
+}
+
+int ol_pool_alloc(ol_pool_t *p, uint64_t size, uint64_t *addr)
+{
+  if (size > UINT64_MAX - OL_POOL_ALIGN)
+    return -1;
+  size = round_size(size);
+  /* a split needs one record, a new range another; then nothing below fails
+   * for want of host memory */
+  if (reserve_records(p, 2) != 0 || hash_reserve(p) != 0)
+    return -1;
+  uint32_t x = place(p, size, true);
+  /* out of memory under the max-split rule (a whole oversize block, or a
+   * frontier that shares no granule): the plain best fit may still fit */
+  if (x == NIL && p->max_split)
+    x = place(p, size, false);
+  if (x == NIL)
+    return -1;
+  const blk_t *b = &p->blk[x];
+  hash_put(p, b->addr, x);
+  p->allocated += b->size;
+  if (p->allocated > p->allocated_peak)
+    p->allocated_peak = p->allocated;
+  p->counts.live_blocks++;
+  *addr = b->addr;
+  return 0;
+}
+
+int ol_pool_free(ol_pool_t *p, uint64_t addr)
+{
+  uint32_t slot, x = hash_find(p, addr, &slot);
+  if (x == NIL)
+    return -1;
+  hash_delete(p, slot);
+  p->allocated -= p->blk[x].size;
+  p->counts.live_blocks--;
+  coalesce(p, x);
+  return 0;
+}
+
+bool ol_pool_owns(const ol_pool_t *p, uint64_t addr)
+{
+  for (uint32_t i = 0; i < p->nranges; i++)
+    if (addr - p->ranges[i].base < p->ranges[i].size)
+      return true;
+  return false;
+}
+
+uint64_t ol_pool_block_size(const ol_pool_t *p, uint64_t addr)
+{
+  uint32_t slot, x = hash_find(p, addr, &slot);
+  return x == NIL ? 0 : p->blk[x].size;
+}
+
+/* The longest part of free block x inside mapped granules. */
+static uint64_t largest_mapped_part(const ol_pool_t *p, uint32_t x)
+{
+  const range_t *r = range_of(p, x);
+  uint64_t lo = p->blk[x].addr - r->base, hi = lo + p->blk[x].size, best = 0;
+  uint64_t g1 = ((hi - 1) >> p->shift) + 1;
+  for (uint64_t a = bit_next(r->mapped, lo >> p->shift, g1, true); a < g1;) {
+    uint64_t b = bit_next(r->mapped, a, g1, false);
+    uint64_t s = a << p->shift, e = b << p->shift;
+    s = s > lo ? s : lo;
+    e = e < hi ? e : hi;
+    if (e - s > best)
+      best = e - s;
+    a = bit_next(r->mapped, b, g1, true);
+  }
+  return best;
+}
+
+void ol_pool_stats(const ol_pool_t *p, ol_policy_stats_t *out)
+{
+  uint64_t largest = 0;
+  for (uint32_t i = 0; i < p->nranges; i++) {
+    for (uint32_t x = p->ranges[i].head; x != NIL; x = p->blk[x].next) {
+      if (p->blk[x].free) {
+        uint64_t m = largest_mapped_part(p, x);
+        largest = m > largest ? m : largest;
+      }
+    }
+  }
+  *out = (ol_policy_stats_t){
+    .allocated = (int64_t)p->allocated,
+    .allocated_peak = (int64_t)p->allocated_peak,
+    .reserved = (int64_t)p->reserved,
+    .reserved_peak = (int64_t)p->reserved_peak,
+    .largest_free_block = (int64_t)largest,
+    .free_reserved = (int64_t)(p->reserved - p->allocated),
+    .segments = (int64_t)(p->reserved >> p->shift),
+  };
+}
+
+void ol_pool_counts(const ol_pool_t *p, ol_pool_counts_t *out)
+{
+  *out = p->counts;
+}
+
+ol_pool_t *ol_pool_create(const ol_backend_t *backend, const ol_pool_config_t *config)
+{
+  uint64_t g = backend->granularity;
+  if (g < OL_POOL_ALIGN || (g & (g - 1)) || !backend->reserve || !backend->unreserve ||
+      !backend->map || !backend->unmap)
+    return NULL;
+  void *(*host)(void *, size_t) = config->host_realloc ? config->host_realloc : default_realloc;
+  ol_pool_t *p = host(NULL, sizeof *p);
+  if (!p)
+    return NULL;
+  memset(p, 0, sizeof *p);
+  p->be = *backend;
+  p->gran = g;
+  p->shift = (unsigned)__builtin_ctzll(g);
+  p->address_space = round_up(config->address_space, g);
+  p->max_split = config->max_split_size;
+  p->host_realloc = host;
+  p->spare = NIL;
+  p->rng = 0x9E3779B9u;
+  for (uint32_t i = 0; i < NBINS; i++)
+    p->root[i] = NIL;
+  if (p->address_space && range_add(p, p->address_space) == NIL) {
+    ol_pool_destroy(p);
+    return NULL;
+  }
+  return p;
+}
+
+void ol_pool_destroy(ol_pool_t *p)
+{
+  if (!p)
+    return;
+  for (uint32_t i = 0; i < p->nranges; i++) {
+    range_t *r = &p->ranges[i];
+    uint64_t n = r->size >> p->shift;
+    for (uint64_t a = bit_next(r->mapped, 0, n, true); a < n;) {
+      uint64_t b = bit_next(r->mapped, a, n, false);
+      unmap_granules(p, r, a, b);
+      a = bit_next(r->mapped, b, n, true);
+    }
+    p->be.unreserve(p->be.ctx, r->base, r->size);
+    host_free(p, r->mapped);
+  }
+  host_free(p, p->ranges);
+  host_free(p, p->blk);
+  host_free(p, p->hkey);
+  host_free(p, p->hval);
+  host_free(p, p);
+}
