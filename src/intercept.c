@@ -63,12 +63,35 @@ static void record_runtime_result(cudaError_t err, void *ptr, size_t size, ol_ki
     ol_track_failed_alloc(size, device, kind, err == cudaErrorMemoryAllocation);
 }
 
+/* Manage mode: our pool serves the request; false leaves it to the driver. */
+static bool managed_alloc(int device, size_t size, uint64_t *addr, ol_kind_t *kind)
+{
+  if (!ol_manage_on() || !ol_manage_alloc(device, size, addr))
+    return false;
+  ol_track_alloc((uintptr_t)*addr, size, device, OL_KIND_MANAGED, 0);
+  *kind = OL_KIND_MANAGED;
+  return true;
+}
+
+/* Manage mode: a block of our pool goes back to it (after its fence). */
+static bool managed_free(uint64_t addr)
+{
+  return ol_manage_on() && ol_manage_free(addr);
+}
+
 cudaError_t ol_on_cudaMalloc(void **ptr, size_t size)
 {
   ol_pfn_cudaMalloc real = OL_REAL(cudaMalloc);
   if (!real)
     return missing_runtime(OL_FN_cudaMalloc);
   bool track = enter();
+  uint64_t addr;
+  ol_kind_t kind;
+  if (track && ptr && managed_alloc(ol_prim_current_device_runtime(), size, &addr, &kind)) {
+    *ptr = (void *)(uintptr_t)addr;
+    leave();
+    return cudaSuccess;
+  }
   cudaError_t err = real(ptr, size);
   if (track)
     record_runtime_result(err, ptr ? *ptr : NULL, size, OL_KIND_RUNTIME, 0);
@@ -81,8 +104,13 @@ cudaError_t ol_on_cudaFree(void *ptr)
   ol_pfn_cudaFree real = OL_REAL(cudaFree);
   if (!real)
     return missing_runtime(OL_FN_cudaFree);
-  if (enter() && ptr)
+  if (enter() && ptr) {
     ol_track_free((uintptr_t)ptr, OL_KIND_RUNTIME);
+    if (managed_free((uintptr_t)ptr)) {
+      leave();
+      return cudaSuccess;
+    }
+  }
   cudaError_t err = real(ptr);
   leave();
   return err;
@@ -106,8 +134,13 @@ static cudaError_t free_async(ol_fn_t fn, void *ptr, cudaStream_t stream)
   ol_pfn_cudaFreeAsync real = (ol_pfn_cudaFreeAsync)ol_prim_real(fn);
   if (!real)
     return missing_runtime(fn);
-  if (enter() && ptr)
+  if (enter() && ptr) {
     ol_track_free((uintptr_t)ptr, OL_KIND_RUNTIME_ASYNC);
+    if (managed_free((uintptr_t)ptr)) {
+      leave();
+      return cudaSuccess;
+    }
+  }
   cudaError_t err = real(ptr, stream);
   leave();
   return err;
@@ -164,6 +197,13 @@ CUresult ol_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
   bool track = enter();
+  uint64_t addr;
+  ol_kind_t kind;
+  if (track && dptr && managed_alloc(ol_prim_current_device_driver(), size, &addr, &kind)) {
+    *dptr = (CUdeviceptr)addr;
+    leave();
+    return CUDA_SUCCESS;
+  }
   CUresult res = real(dptr, size);
   if (track)
     record_driver_result(res, dptr ? *dptr : 0, size, OL_KIND_DRIVER, NULL);
@@ -176,8 +216,13 @@ CUresult ol_on_cuMemFree_v2(CUdeviceptr dptr)
   ol_pfn_cuMemFree_v2 real = OL_REAL(cuMemFree_v2);
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
-  if (enter() && dptr)
+  if (enter() && dptr) {
     ol_track_free((uintptr_t)dptr, OL_KIND_DRIVER);
+    if (managed_free(dptr)) {
+      leave();
+      return CUDA_SUCCESS;
+    }
+  }
   CUresult res = real(dptr);
   leave();
   return res;
@@ -201,8 +246,13 @@ static CUresult driver_free_async(ol_fn_t fn, CUdeviceptr dptr, CUstream stream)
   ol_pfn_cuMemFreeAsync real = (ol_pfn_cuMemFreeAsync)ol_prim_real(fn);
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
-  if (enter() && dptr)
+  if (enter() && dptr) {
     ol_track_free((uintptr_t)dptr, OL_KIND_DRIVER_ASYNC);
+    if (managed_free(dptr)) {
+      leave();
+      return CUDA_SUCCESS;
+    }
+  }
   CUresult res = real(dptr, stream);
   leave();
   return res;

@@ -31,6 +31,8 @@ typedef enum ol_option {
   OL_OPT_REPORT_AT_EXIT,
   OL_OPT_SIGNAL,
   OL_OPT_VERBOSE,
+  OL_OPT_MANAGE,
+  OL_OPT_MAX_SPLIT_SIZE,
   OL_OPT_COUNT
 } ol_option_t;
 
@@ -69,6 +71,8 @@ int ol_prim_event_done(void *event); /* 1 done, 0 pending, -1 error */
 int ol_prim_event_wait(void *event);
 void ol_prim_event_destroy(void *event);
 int ol_prim_device_synchronize(void);
+uint64_t ol_prim_device_total_memory(int device); /* 0 if unknown */
+bool ol_prim_has_context(void);                   /* a CUDA context is current */
 
 /* ---- stats.c: PyTorch-shaped counters ---------------------------------- */
 typedef struct ol_stat {
@@ -83,7 +87,8 @@ enum { OL_POOL_ALL, OL_POOL_LARGE, OL_POOL_SMALL, OL_POOL_COUNT };
 #define OL_ORIGINS(X)                                                        \
   X(runtime, "cudaMalloc, cudaMallocAsync (the framework's allocator)")      \
   X(driver, "cuMemAlloc called directly (libraries, CUDA internals, CuPy)")  \
-  X(vmm, "cuMemCreate physical memory (expandable segments, JAX)")
+  X(vmm, "cuMemCreate physical memory (expandable segments, JAX)")           \
+  X(pool, "oomlens's pool (manage mode)")
 
 typedef enum ol_origin {
 #define OL_ORIGIN_ENUM(name, what) OL_ORIGIN_##name,
@@ -106,7 +111,7 @@ typedef enum ol_origin {
 
 /* Calls seen, per device: X(field, what it counts). */
 #define OL_CALL_FIELDS(X)                                            \
-  X(runtime_allocs, "cudaMalloc and cudaMallocAsync calls")          \
+  X(runtime_allocs, "cudaMalloc and cudaMallocAsync calls the driver served") \
   X(runtime_frees, "cudaFree and cudaFreeAsync calls")               \
   X(driver_allocs, "cuMemAlloc and cuMemAllocAsync calls from outside the runtime") \
   X(driver_frees, "cuMemFree and cuMemFreeAsync calls from outside the runtime")    \
@@ -115,6 +120,10 @@ typedef enum ol_origin {
   X(vmm_maps, "cuMemMap calls")                                      \
   X(vmm_unmaps, "cuMemUnmap calls")                                  \
   X(failed_allocs, "allocations the driver refused")                 \
+  X(managed_allocs, "manage mode: requests oomlens's pool served")   \
+  X(manage_fallbacks, "manage mode: requests left to the CUDA driver") \
+  X(fence_waits, "manage mode: waits for freed memory to become safe") \
+  X(device_syncs, "manage mode: device-wide synchronizations")       \
   X(unknown_frees, "frees of memory allocated before oomlens saw it")
 
 typedef struct ol_device_stats {
@@ -125,6 +134,7 @@ typedef struct ol_device_stats {
   ol_stat_t vmm_mapped_bytes;  /* VMM physical memory mapped into address space */
   ol_stat_t va_reserved_bytes; /* address space reserved (no memory behind it) */
   ol_stat_t origin_bytes[OL_ORIGIN_COUNT]; /* reserved memory by where it came from */
+  ol_stat_t pending_bytes; /* manage mode: freed, not yet safe to hand out */
 #define OL_CALL_MEMBER(field, what) int64_t field;
   OL_CALL_FIELDS(OL_CALL_MEMBER)
 #undef OL_CALL_MEMBER
@@ -143,6 +153,7 @@ typedef enum ol_kind {
   OL_KIND_DRIVER,        /* cuMemAlloc called directly */
   OL_KIND_DRIVER_ASYNC,  /* cuMemAllocAsync called directly */
   OL_KIND_VMM,           /* cuMemCreate */
+  OL_KIND_MANAGED,       /* served by our pool: allocated, not reserved */
 } ol_kind_t;
 
 typedef struct ol_snapshot {
@@ -162,6 +173,11 @@ void ol_track_vmm_unmap(uintptr_t addr, size_t size);
 void ol_track_va_reserve(uintptr_t addr, size_t size, int device);
 void ol_track_va_free(uintptr_t addr);
 void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes);
+void ol_track_pool_mapped(int device, int64_t delta); /* manage mode's reserved memory */
+void ol_track_pending(int device, int64_t delta);     /* freed, waiting for a fence */
+void ol_track_fence_wait(int device);
+void ol_track_device_sync(int device);
+void ol_track_manage_fallback(int device);
 bool ol_track_seen_activity(void);
 void ol_track_snapshot(ol_snapshot_t *out);
 void ol_track_reset(void);
@@ -175,6 +191,11 @@ int ol_streams_nonblocking(void **out, int max);
 void ol_streams_capture_began(void *stream);
 void ol_streams_capture_ended(void *stream);
 bool ol_streams_capturing(void);
+
+/* ---- manage.c: our pool serves the requests -------------------------- */
+bool ol_manage_on(void);
+bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr);
+bool ol_manage_free(uint64_t addr);
 
 /* ---- intercept.c: what each hook does ---------------------------------- */
 #define OL_HANDLER_DECL(name, ret, params, args) ret ol_on_##name params;

@@ -40,6 +40,12 @@ static option_t options[OL_OPT_COUNT] = {
                      "SIGUSR1 writes the reports without stopping the job", 0, NULL},
   [OL_OPT_VERBOSE] = {"OOMLENS_VERBOSE", KIND_BOOL, "0",
                       "explain on stderr what is intercepted and why", 0, NULL},
+  [OL_OPT_MANAGE] = {"OOMLENS_MANAGE", KIND_BOOL, "0",
+                     "1 serves cudaMalloc/cuMemAlloc from oomlens's pool (oomlens run --manage)",
+                     0, NULL},
+  [OL_OPT_MAX_SPLIT_SIZE] = {"OOMLENS_MAX_SPLIT_SIZE", KIND_SIZE, "0",
+                             "manage mode: free blocks this large or larger are never split "
+                             "(0: no limit; K/M/G suffixes)", 0, NULL},
 };
 
 static pthread_once_t options_once = PTHREAD_ONCE_INIT;

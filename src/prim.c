@@ -40,7 +40,9 @@ static CUresult (*real_cuCtxGetDevice)(CUdevice *);
   X(cuEventQuery, CUresult, (CUevent))                                                    \
   X(cuEventSynchronize, CUresult, (CUevent))                                              \
   X(cuEventDestroy_v2, CUresult, (CUevent))                                               \
-  X(cuCtxSynchronize, CUresult, (void))
+  X(cuCtxSynchronize, CUresult, (void))                                                   \
+  X(cuCtxGetCurrent, CUresult, (CUcontext *))                                             \
+  X(cuDeviceTotalMem_v2, CUresult, (size_t *, CUdevice))
 
 static struct {
 #define OL_HELPER_MEMBER(name, ret, params) ret(*name) params;
@@ -298,4 +300,20 @@ void ol_prim_event_destroy(void *event)
 int ol_prim_device_synchronize(void)
 {
   return helper.cuCtxSynchronize && helper.cuCtxSynchronize() == CUDA_SUCCESS ? 0 : -1;
+}
+
+uint64_t ol_prim_device_total_memory(int device)
+{
+  size_t bytes = 0;
+  if (!ol_prim_driver_available() || !helper.cuDeviceTotalMem_v2 ||
+      helper.cuDeviceTotalMem_v2(&bytes, (CUdevice)device) != CUDA_SUCCESS)
+    return 0;
+  return bytes;
+}
+
+bool ol_prim_has_context(void)
+{
+  CUcontext ctx = NULL;
+  return ol_prim_driver_available() && helper.cuCtxGetCurrent &&
+         helper.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != NULL;
 }

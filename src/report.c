@@ -81,6 +81,7 @@ static void text_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
   ol_buf_printf(out, LINE);
   text_row(out, "VMM mapped memory", &dev->vmm_mapped_bytes, true);
   text_row(out, "VMM address space", &dev->va_reserved_bytes, true);
+  text_row(out, "Freed, awaiting fence", &dev->pending_bytes, true);
   ol_buf_printf(out, RULE);
 }
 
@@ -126,7 +127,8 @@ void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_co
   char stamp[64];
   gmtime_r(&when, &tm);
   strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  ol_buf_printf(out, "oomlens %s memory report (observe mode)\n", OL_VERSION_TEXT);
+  ol_buf_printf(out, "oomlens %s memory report (%s mode)\n", OL_VERSION_TEXT,
+                ol_manage_on() ? "manage" : "observe");
   ol_buf_printf(out, "pid %ld, rank %s, written at %s (%s)\n", ctx->pid, ctx->rank, ctx->reason,
                 stamp);
   ol_buf_printf(out, "command: %s\n", ctx->command);
@@ -171,6 +173,7 @@ static void json_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
     {"oversize_segments", &dev->oversize_segments},
     {"vmm_mapped_bytes", &dev->vmm_mapped_bytes},
     {"va_reserved_bytes", &dev->va_reserved_bytes},
+    {"pending_free_bytes", &dev->pending_bytes},
   };
   for (size_t i = 0; i < sizeof singles / sizeof *singles; i++) {
     ol_buf_printf(out, "        \"%s\": ", singles[i].name);
@@ -200,7 +203,7 @@ void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_co
 {
   ol_buf_printf(out, "{\n  \"oomlens_report\": %d,\n  \"version\": \"%s\",\n", OL_REPORT_FORMAT,
                 OL_VERSION_TEXT);
-  ol_buf_printf(out, "  \"mode\": \"observe\",\n  \"reason\": ");
+  ol_buf_printf(out, "  \"mode\": \"%s\",\n  \"reason\": ", ol_manage_on() ? "manage" : "observe");
   ol_buf_json_string(out, ctx->reason);
   ol_buf_printf(out, ",\n  \"pid\": %ld,\n  \"rank\": ", ctx->pid);
   ol_buf_json_string(out, ctx->rank);

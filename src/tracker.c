@@ -152,17 +152,21 @@ static bool is_runtime(ol_kind_t kind)
   return kind == OL_KIND_RUNTIME || kind == OL_KIND_RUNTIME_ASYNC;
 }
 
+/* A block from the driver is its own segment of reserved memory; a block
+ * from our pool is carved out of memory the pool already counts. */
 static void count_block(ol_device_stats_t *dev, size_t size, ol_kind_t kind, int64_t sign)
 {
   int64_t bytes = sign * (int64_t)size;
-  ol_stat_update(&dev->origin_bytes[is_runtime(kind) ? OL_ORIGIN_runtime : OL_ORIGIN_driver],
-                 bytes);
   ol_stats_pool_update(dev->allocated_bytes, size, bytes);
   ol_stats_pool_update(dev->active_bytes, size, bytes);
   ol_stats_pool_update(dev->requested_bytes, size, bytes);
-  ol_stats_pool_update(dev->reserved_bytes, size, bytes);
   ol_stats_pool_update(dev->allocation, size, sign);
   ol_stats_pool_update(dev->active, size, sign);
+  if (kind == OL_KIND_MANAGED)
+    return;
+  ol_stat_update(&dev->origin_bytes[is_runtime(kind) ? OL_ORIGIN_runtime : OL_ORIGIN_driver],
+                 bytes);
+  ol_stats_pool_update(dev->reserved_bytes, size, bytes);
   ol_stats_pool_update(dev->segment, size, sign);
 }
 
@@ -171,7 +175,9 @@ void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uin
   if (!begin())
     return;
   ol_device_stats_t *dev = device_stats(device);
-  if (is_runtime(kind))
+  if (kind == OL_KIND_MANAGED)
+    dev->managed_allocs++;
+  else if (is_runtime(kind))
     dev->runtime_allocs++;
   else
     dev->driver_allocs++;
@@ -335,6 +341,41 @@ void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes)
   dev->mem_total = (int64_t)total_bytes;
   end();
 }
+
+/* Manage mode: the pool mapped or unmapped chunks of device memory. Each
+ * chunk counts as a segment of the large pool. */
+void ol_track_pool_mapped(int device, int64_t delta)
+{
+  if (!begin())
+    return;
+  ol_device_stats_t *dev = device_stats(device);
+  size_t large = OL_SMALL_SIZE + 1; /* any size of the large pool */
+  ol_stats_pool_update(dev->reserved_bytes, large, delta);
+  ol_stats_pool_update(dev->segment, large, delta > 0 ? 1 : -1);
+  ol_stat_update(&dev->origin_bytes[OL_ORIGIN_pool], delta);
+  end();
+}
+
+void ol_track_pending(int device, int64_t delta)
+{
+  if (!begin())
+    return;
+  ol_stat_update(&device_stats(device)->pending_bytes, delta);
+  end();
+}
+
+#define OL_COUNTER_FN(fn, field)      \
+  void fn(int device)                  \
+  {                                    \
+    if (!begin())                      \
+      return;                          \
+    device_stats(device)->field++;     \
+    end();                             \
+  }
+OL_COUNTER_FN(ol_track_fence_wait, fence_waits)
+OL_COUNTER_FN(ol_track_device_sync, device_syncs)
+OL_COUNTER_FN(ol_track_manage_fallback, manage_fallbacks)
+#undef OL_COUNTER_FN
 
 bool ol_track_seen_activity(void)
 {

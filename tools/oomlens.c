@@ -24,7 +24,7 @@ static void print_main_help(FILE *out)
           "`oomlens run --` and read the report it leaves behind.\n"
           "\n"
           "commands:\n"
-          "  run [--report PATH] [--] CMD [ARGS...]\n"
+          "  run [--manage] [--report PATH] [--] CMD [ARGS...]\n"
           "      run CMD with liboomlens.so preloaded (appended to any LD_PRELOAD);\n"
           "      exits with CMD's exit status\n"
           "  replay TRACE [--capacity SIZE] [--policy NAME] [--max-split-size SIZE] [--json]\n"
@@ -40,11 +40,14 @@ static void print_main_help(FILE *out)
 
 static void print_run_help(FILE *out)
 {
-  fprintf(out, "usage: oomlens run [--report PATH] [--] CMD [ARGS...]\n"
+  fprintf(out, "usage: oomlens run [--manage] [--report PATH] [--] CMD [ARGS...]\n"
                "\n"
                "Runs CMD with liboomlens.so preloaded. The report is written when each\n"
                "process that used CUDA exits, and on SIGUSR1.\n"
                "\n"
+               "  --manage        oomlens's allocator serves device memory (sets\n"
+               "                  OOMLENS_MANAGE=1 and PYTORCH_NO_CUDA_MEMORY_CACHING=1,\n"
+               "                  so that every PyTorch tensor reaches it)\n"
                "  --report PATH   where to write the report (sets OOMLENS_REPORT);\n"
                "                  %%p is the pid, %%r the rank\n");
 }
@@ -118,6 +121,13 @@ static int command_run(int argc, char **argv)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       print_run_help(stdout);
       return 0;
+    }
+    if (strcmp(argv[i], "--manage") == 0) {
+      /* Our pool serves every tensor only if PyTorch's cache is off. */
+      setenv("OOMLENS_MANAGE", "1", 1);
+      setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 1);
+      i++;
+      continue;
     }
     if (strcmp(argv[i], "--report") == 0 && i + 1 < argc) {
       setenv("OOMLENS_REPORT", argv[i + 1], 1);

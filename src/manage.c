@@ -1,0 +1,378 @@
+/* manage.c: manage mode, where oomlens's pool serves cudaMalloc/cuMemAlloc.
+ *
+ * Owns, per device: the pool (pool.c) on a backend of real VMM calls, and
+ * the frees waiting until the device can no longer touch their memory.
+ * cudaFree promises that: it synchronizes the device. Doing that on every
+ * free is what makes PyTorch without its cache 2.5-3.7x slower, so freed
+ * blocks wait in a batch instead; a closed batch carries a fence (an event
+ * on the legacy default stream, which waits for every blocking stream, plus
+ * one on each non-blocking stream) and its blocks return to the pool once
+ * the fence has passed. Only when the pool cannot serve a request do we
+ * wait for fences. During a graph capture nothing is recorded or waited
+ * for, and new requests go to the real driver. Any failure of ours hands
+ * the request to the real driver: never fail what it would have served. */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (handle_table_full = true)
+static _Thread_local bool handle_table_full;
+#include <uthash.h>
+
+#include "ol.h"
+#include "pool.h"
+
+#define BATCH_BYTES (64ull << 20) /* close a batch at this much freed memory */
+#define BATCH_BLOCKS 256          /* ... or this many blocks */
+#define FENCES 32                 /* batches in flight per device */
+#define FENCE_STREAMS 64          /* non-blocking streams a fence covers */
+
+enum { UNTRIED, ACTIVE, UNAVAILABLE };
+
+typedef struct batch {
+  uint64_t *blocks;
+  size_t count, cap;
+  uint64_t bytes;
+  void *events[1 + FENCE_STREAMS];
+  int event_count;
+} batch_t;
+
+typedef struct chunk_handle {
+  uint64_t addr;
+  uint64_t handle;
+  UT_hash_handle hh;
+} chunk_handle_t;
+
+typedef struct managed {
+  pthread_mutex_t lock;
+  atomic_int state; /* read without the lock by frees looking for their owner */
+  int device;
+  ol_pool_t *pool;
+  ol_backend_t backend;
+  chunk_handle_t *handles;
+  batch_t open;
+  batch_t fences[FENCES];
+  int fence_head, fence_count;
+  void *spare_events[2 * FENCES];
+  int spare_count;
+} managed_t;
+
+static managed_t devices[OL_MAX_DEVICES];
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static atomic_bool warned_unavailable, warned_failure;
+
+static void init_locks(void)
+{
+  for (int d = 0; d < OL_MAX_DEVICES; d++) {
+    pthread_mutex_init(&devices[d].lock, NULL);
+    devices[d].device = d;
+  }
+}
+
+bool ol_manage_on(void)
+{
+  return ol_option_bool(OL_OPT_MANAGE);
+}
+
+/* ---- the backend: 2 MiB chunks of real device memory ------------------ */
+
+static int backend_reserve(void *ctx, uint64_t size, uint64_t *base)
+{
+  managed_t *m = ctx;
+  return ol_prim_vmm_reserve(size, m->backend.granularity, base);
+}
+
+static void backend_unreserve(void *ctx, uint64_t base, uint64_t size)
+{
+  (void)ctx;
+  ol_prim_vmm_unreserve(base, size);
+}
+
+static void unmap_chunk(managed_t *m, uint64_t addr)
+{
+  chunk_handle_t *c;
+  HASH_FIND(hh, m->handles, &addr, sizeof addr, c);
+  if (!c)
+    return;
+  ol_prim_vmm_unmap(addr, m->backend.granularity, c->handle);
+  HASH_DELETE(hh, m->handles, c);
+  free(c);
+  ol_track_pool_mapped(m->device, -(int64_t)m->backend.granularity);
+}
+
+static void backend_unmap(void *ctx, uint64_t addr, uint64_t size)
+{
+  managed_t *m = ctx;
+  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity)
+    unmap_chunk(m, at);
+}
+
+/* One handle per chunk, so that any chunk can be unmapped on its own. */
+static int map_chunk(managed_t *m, uint64_t addr)
+{
+  chunk_handle_t *c = malloc(sizeof *c);
+  if (!c)
+    return -1;
+  int res = ol_prim_vmm_map(m->device, addr, m->backend.granularity, &c->handle);
+  if (res != 0) {
+    free(c);
+    return -1;
+  }
+  c->addr = addr;
+  handle_table_full = false;
+  HASH_ADD(hh, m->handles, addr, sizeof c->addr, c);
+  if (handle_table_full) {
+    ol_prim_vmm_unmap(addr, m->backend.granularity, c->handle);
+    free(c);
+    return -1;
+  }
+  ol_track_pool_mapped(m->device, (int64_t)m->backend.granularity);
+  return 0;
+}
+
+static int backend_map(void *ctx, uint64_t addr, uint64_t size)
+{
+  managed_t *m = ctx;
+  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
+    if (map_chunk(m, at) != 0) {
+      backend_unmap(m, addr, at - addr);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* ---- starting a device ------------------------------------------------- */
+
+static void give_up(managed_t *m, const char *why)
+{
+  m->state = UNAVAILABLE;
+  ol_log_warn_once(&warned_unavailable, "manage mode off on device %d (%s); the CUDA driver "
+                   "serves its allocations", m->device, why);
+}
+
+static void start_device(managed_t *m)
+{
+  uint64_t granularity = ol_prim_vmm_granularity(m->device);
+  uint64_t total = ol_prim_device_total_memory(m->device);
+  if (!granularity || !total)
+    return give_up(m, "no virtual memory management");
+  m->backend = (ol_backend_t){m, granularity, backend_reserve, backend_unreserve, backend_map,
+                              backend_unmap};
+  /* Address space costs nothing: reserve twice the device, so that holes
+   * left by long-lived blocks never make the pool run out of addresses
+   * before the device runs out of memory. */
+  uint64_t space = (total * 2 + granularity - 1) / granularity * granularity;
+  ol_pool_config_t config = {space, ol_option_size(OL_OPT_MAX_SPLIT_SIZE), NULL};
+  m->pool = ol_pool_create(&m->backend, &config);
+  if (!m->pool)
+    return give_up(m, "cannot reserve address space");
+  m->state = ACTIVE;
+  ol_log_verbose("manage mode on device %d: %llu bytes of address space, %llu-byte chunks",
+                 m->device, (unsigned long long)space, (unsigned long long)granularity);
+}
+
+/* ---- fences ------------------------------------------------------------ */
+
+static void *take_event(managed_t *m)
+{
+  return m->spare_count ? m->spare_events[--m->spare_count] : ol_prim_event_create();
+}
+
+static void put_event(managed_t *m, void *event)
+{
+  if (m->spare_count < (int)(sizeof m->spare_events / sizeof *m->spare_events))
+    m->spare_events[m->spare_count++] = event;
+  else
+    ol_prim_event_destroy(event);
+}
+
+/* Events after everything enqueued so far on every stream that could use
+ * the memory. False when that cannot be done (then only a synchronize is
+ * safe). */
+static bool record_fence(managed_t *m, batch_t *b)
+{
+  void *streams[FENCE_STREAMS];
+  int n = ol_streams_nonblocking(streams, FENCE_STREAMS);
+  if (n < 0)
+    return false;
+  b->event_count = 0;
+  for (int i = -1; i < n; i++) {
+    void *event = take_event(m);
+    void *stream = i < 0 ? (void *)CU_STREAM_LEGACY : streams[i];
+    if (!event)
+      return false;
+    b->events[b->event_count++] = event;
+    if (ol_prim_event_record(event, stream) != 0)
+      return false;
+  }
+  return true;
+}
+
+static void release_batch(managed_t *m, batch_t *b)
+{
+  for (size_t i = 0; i < b->count; i++)
+    ol_pool_free(m->pool, b->blocks[i]);
+  for (int i = 0; i < b->event_count; i++)
+    put_event(m, b->events[i]);
+  ol_track_pending(m->device, -(int64_t)b->bytes);
+  b->count = 0;
+  b->bytes = 0;
+  b->event_count = 0;
+}
+
+static int fence_state(batch_t *b)
+{
+  for (int i = 0; i < b->event_count; i++) {
+    int done = ol_prim_event_done(b->events[i]);
+    if (done != 1)
+      return done;
+  }
+  return 1;
+}
+
+/* Returns the blocks of every fence that has passed to the pool. */
+static void reclaim(managed_t *m)
+{
+  while (m->fence_count > 0) {
+    batch_t *b = &m->fences[m->fence_head];
+    int state = fence_state(b);
+    if (state == 0)
+      return;
+    if (state < 0 && ol_prim_device_synchronize() != 0)
+      return; /* keep the memory rather than risk it */
+    release_batch(m, b);
+    m->fence_head = (m->fence_head + 1) % FENCES;
+    m->fence_count--;
+  }
+}
+
+static bool wait_oldest(managed_t *m)
+{
+  if (m->fence_count == 0)
+    return false;
+  batch_t *b = &m->fences[m->fence_head];
+  for (int i = 0; i < b->event_count; i++)
+    if (ol_prim_event_wait(b->events[i]) != 0 && ol_prim_device_synchronize() != 0)
+      return false;
+  ol_track_fence_wait(m->device);
+  reclaim(m);
+  return true;
+}
+
+/* Moves the open batch behind a fence. Only from a thread whose current
+ * device is this one (events belong to its context), never during capture. */
+static void close_batch(managed_t *m)
+{
+  if (m->open.count == 0 || ol_streams_capturing() ||
+      ol_prim_current_device_driver() != m->device)
+    return;
+  if (m->fence_count == FENCES)
+    wait_oldest(m);
+  batch_t *slot = &m->fences[(m->fence_head + m->fence_count) % FENCES];
+  batch_t swap = *slot;
+  *slot = m->open;
+  m->open = swap;
+  m->open.count = m->open.bytes = 0;
+  m->open.event_count = 0;
+  m->fence_count++;
+  if (!record_fence(m, slot)) {
+    if (ol_prim_device_synchronize() == 0) {
+      ol_track_device_sync(m->device);
+      for (int i = 0; i < slot->event_count; i++)
+        put_event(m, slot->events[i]);
+      slot->event_count = 0; /* an empty fence has passed */
+    }
+  }
+  reclaim(m);
+}
+
+static bool append(batch_t *b, uint64_t addr, uint64_t size)
+{
+  if (b->count == b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 64;
+    uint64_t *blocks = realloc(b->blocks, cap * sizeof *blocks);
+    if (!blocks)
+      return false;
+    b->blocks = blocks;
+    b->cap = cap;
+  }
+  b->blocks[b->count++] = addr;
+  b->bytes += size;
+  return true;
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static managed_t *device_for_alloc(int device)
+{
+  if (device < 0 || device >= OL_MAX_DEVICES || !ol_prim_has_context())
+    return NULL;
+  pthread_once(&init_once, init_locks);
+  return &devices[device];
+}
+
+static bool serve(managed_t *m, uint64_t size, uint64_t *addr)
+{
+  reclaim(m);
+  if (ol_pool_alloc(m->pool, size, addr) == 0)
+    return true;
+  close_batch(m);
+  while (m->fence_count > 0) {
+    if (!wait_oldest(m))
+      break;
+    if (ol_pool_alloc(m->pool, size, addr) == 0)
+      return true;
+  }
+  return false;
+}
+
+bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr)
+{
+  managed_t *m = device_for_alloc(device);
+  bool served = false;
+  if (m && size > 0 && !ol_streams_capturing()) {
+    pthread_mutex_lock(&m->lock);
+    if (m->state == UNTRIED)
+      start_device(m);
+    served = m->state == ACTIVE && serve(m, size, addr);
+    pthread_mutex_unlock(&m->lock);
+  }
+  if (!served)
+    ol_track_manage_fallback(device);
+  return served;
+}
+
+/* True when addr was ours: it now waits for its fence. False: not ours,
+ * the real driver must free it. */
+bool ol_manage_free(uint64_t addr)
+{
+  if (addr == 0)
+    return false;
+  pthread_once(&init_once, init_locks);
+  for (int d = 0; d < OL_MAX_DEVICES; d++) {
+    managed_t *m = &devices[d];
+    if (m->state != ACTIVE)
+      continue;
+    pthread_mutex_lock(&m->lock);
+    uint64_t size = ol_pool_owns(m->pool, addr) ? ol_pool_block_size(m->pool, addr) : 0;
+    if (size) {
+      if (!append(&m->open, addr, size)) {
+        ol_log_warn_once(&warned_failure, "out of host memory for pending frees; "
+                         "synchronizing the device instead");
+        if (ol_prim_device_synchronize() == 0)
+          ol_pool_free(m->pool, addr);
+      } else {
+        ol_track_pending(d, (int64_t)size);
+        if (m->open.bytes >= BATCH_BYTES || m->open.count >= BATCH_BLOCKS)
+          close_batch(m);
+      }
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (size)
+      return true;
+  }
+  return false;
+}

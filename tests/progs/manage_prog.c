@@ -1,0 +1,229 @@
+/* manage_prog.c: programs for manage mode on the simulated CUDA. Each
+ * scenario checks, from inside the job, the promises manage mode makes:
+ * live blocks never overlap, data is never changed by someone else's
+ * allocation, memory freed while a kernel may still write it is not handed
+ * out again before that kernel is done, no device-wide synchronize per
+ * free, nothing recorded or synchronized during a graph capture.
+ *
+ * usage: manage_prog SCENARIO */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "simcu.h"
+
+#define CHECK(cond)                                                              \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      fprintf(stderr, "manage_prog: %s:%d: check failed: %s\n", __FILE__,        \
+              __LINE__, #cond);                                                  \
+      exit(3);                                                                   \
+    }                                                                            \
+  } while (0)
+
+#define MiB (1u << 20)
+
+typedef struct block {
+  unsigned char *p;
+  size_t size;
+  unsigned char tag;
+} block_t;
+
+static void fill(block_t *b, unsigned char tag)
+{
+  b->tag = tag;
+  memset(b->p, tag, b->size);
+}
+
+static bool intact(const block_t *b)
+{
+  for (size_t i = 0; i < b->size; i += 997)
+    if (b->p[i] != b->tag)
+      return false;
+  return b->p[b->size - 1] == b->tag;
+}
+
+static bool overlap(const block_t *a, const block_t *b)
+{
+  return a->p < b->p + b->size && b->p < a->p + a->size;
+}
+
+static unsigned next_random(unsigned *state)
+{
+  *state = *state * 1103515245u + 12345u;
+  return *state >> 8;
+}
+
+/* Random sizes, random frees, every live block checked against all others
+ * and its own contents. Also: no device synchronize for all those frees. */
+static int churn(void)
+{
+  enum { LIVE = 64, ROUNDS = 3000 };
+  block_t live[LIVE] = {0};
+  unsigned seed = 7;
+  CHECK(cudaFree(NULL) == cudaSuccess); /* a context, as PyTorch makes first */
+  unsigned long syncs = simcu_sync_count();
+  for (int round = 0; round < ROUNDS; round++) {
+    block_t *b = &live[next_random(&seed) % LIVE];
+    if (b->p) {
+      CHECK(intact(b));
+      CHECK(cudaFree(b->p) == cudaSuccess);
+      b->p = NULL;
+      continue;
+    }
+    b->size = 512 + next_random(&seed) % (3 * MiB);
+    CHECK(cudaMalloc((void **)&b->p, b->size) == cudaSuccess);
+    fill(b, (unsigned char)(round | 1));
+    for (int j = 0; j < LIVE; j++)
+      CHECK(&live[j] == b || !live[j].p || !overlap(b, &live[j]));
+  }
+  for (int j = 0; j < LIVE; j++)
+    if (live[j].p) {
+      CHECK(intact(&live[j]));
+      CHECK(cudaFree(live[j].p) == cudaSuccess);
+    }
+  /* The real driver synchronizes on every free; manage mode must not. */
+  if (getenv("EXPECT_NO_SYNC"))
+    CHECK(simcu_sync_count() == syncs);
+  CHECK(simcu_fault_count() == 0);
+  return 0;
+}
+
+/* A kernel still writing a block when it is freed must not land in the next
+ * allocation: fill A late, free A, allocate B of the same size, write B,
+ * wait for the device: B must hold what we wrote. 64 MiB blocks, so that
+ * every free closes a batch at once and its fence is what protects A. */
+static int pending_kernel(cudaStream_t stream)
+{
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  for (int round = 0; round < 20; round++) {
+    block_t a = {0}, b = {0};
+    a.size = b.size = 64 * MiB;
+    CHECK(cudaMalloc((void **)&a.p, a.size) == cudaSuccess);
+    CHECK(simcu_launch_fill((CUstream)stream, (CUdeviceptr)a.p, 0xee, a.size, 5000) ==
+          CUDA_SUCCESS);
+    CHECK(cudaFree(a.p) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&b.p, b.size) == cudaSuccess);
+    fill(&b, 0x11);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(intact(&b));
+    CHECK(cudaFree(b.p) == cudaSuccess);
+  }
+  CHECK(simcu_fault_count() == 0);
+  return 0;
+}
+
+static int pending_on_legacy(void)
+{
+  return pending_kernel(0);
+}
+
+static int pending_on_nonblocking(void)
+{
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  return pending_kernel(s);
+}
+
+#define THREADS 8
+
+static void *thread_churn(void *arg)
+{
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  block_t live[16] = {0};
+  for (int round = 0; round < 2000; round++) {
+    block_t *b = &live[next_random(&seed) % 16];
+    if (b->p) {
+      if (!intact(b) || cudaFree(b->p) != cudaSuccess)
+        return (void *)1;
+      b->p = NULL;
+    } else {
+      b->size = 512 + next_random(&seed) % MiB;
+      if (cudaMalloc((void **)&b->p, b->size) != cudaSuccess)
+        return (void *)1;
+      fill(b, (unsigned char)(seed | 1));
+    }
+  }
+  for (int j = 0; j < 16; j++)
+    if (live[j].p && (!intact(&live[j]) || cudaFree(live[j].p) != cudaSuccess))
+      return (void *)1;
+  return NULL;
+}
+
+/* Threads at once: every block keeps its own data. */
+static int threads(void)
+{
+  pthread_t t[THREADS];
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  for (uintptr_t i = 0; i < THREADS; i++)
+    CHECK(pthread_create(&t[i], NULL, thread_churn, (void *)(i * 7919 + 1)) == 0);
+  for (int i = 0; i < THREADS; i++) {
+    void *result;
+    pthread_join(t[i], &result);
+    CHECK(result == NULL);
+  }
+  return 0;
+}
+
+/* During a capture: no synchronize, no event on a capturing stream; the
+ * allocation still succeeds (the driver serves it). */
+static int capture(void)
+{
+  cudaStream_t s;
+  void *before, *during;
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaMalloc(&before, MiB) == cudaSuccess);
+  CHECK(cudaFree(before) == cudaSuccess); /* pending in manage mode */
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  CHECK(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  CHECK(cudaMalloc(&during, MiB) == cudaSuccess);
+  cudaGraph_t graph;
+  CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  CHECK(simcu_capture_violations() == 0);
+  CHECK(cudaFree(during) == cudaSuccess);
+  return 0;
+}
+
+/* More than the device holds at once, in turns: freed memory must come back
+ * (waiting for fences when needed) instead of failing. */
+static int reuse_under_pressure(void)
+{
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  size_t capacity = simcu_capacity(0);
+  size_t size = capacity / 4;
+  for (int round = 0; round < 12; round++) {
+    void *p;
+    CHECK(cudaMalloc(&p, size) == cudaSuccess);
+    CHECK(simcu_launch_fill(0, (CUdeviceptr)p, 0x42, 4096, 500) == CUDA_SUCCESS);
+    CHECK(cudaFree(p) == cudaSuccess);
+  }
+  void *too_big;
+  CHECK(cudaMalloc(&too_big, capacity * 2) == cudaErrorMemoryAllocation);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc != 2) {
+    fprintf(stderr, "usage: manage_prog SCENARIO\n");
+    return 2;
+  }
+  const char *s = argv[1];
+  if (!strcmp(s, "churn")) return churn();
+
+  if (!strcmp(s, "pending_legacy")) return pending_on_legacy();
+  if (!strcmp(s, "pending_nonblocking")) return pending_on_nonblocking();
+  if (!strcmp(s, "threads")) return threads();
+  if (!strcmp(s, "capture")) return capture();
+  if (!strcmp(s, "pressure")) return reuse_under_pressure();
+  fprintf(stderr, "manage_prog: unknown scenario %s\n", s);
+  return 2;
+}

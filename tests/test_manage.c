@@ -1,0 +1,128 @@
+/* test_manage.c: manage mode on the simulated CUDA. tests/progs/manage_prog
+ * checks from inside the job that blocks never overlap, data survives, a
+ * kernel still writing freed memory never lands in a new allocation, and
+ * frees do not synchronize the device; here we run it under the library and
+ * read what the report says about the pool. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "harness.h"
+
+#define DEV "devices[0]."
+
+static ol_json_t *run_managed(const char *scenario, const char *const extra[], harness_run_t *run)
+{
+  const char *env[8] = {"OOMLENS_MANAGE=1", "SIMCU_CAPACITY=1G"};
+  int n = 2;
+  for (int i = 0; extra && extra[i] && n < 7; i++)
+    env[n++] = extra[i];
+  env[n] = NULL;
+  const char *argv[] = {harness_env("OOMLENS_TEST_MANAGE_PROG"), scenario, NULL};
+  harness_exec(run, true, env, argv);
+  ck_assert_msg(run->status == 0, "%s exited %d:\n%s", scenario, run->status, run->out);
+  ol_json_t *report = harness_report(run->pid);
+  ck_assert_msg(report, "no report for %s:\n%s", scenario, run->out);
+  ck_assert_str_eq(ol_json_string(ol_json_path(report, "mode")), "manage");
+  return report;
+}
+
+START_TEST(churn_served_by_pool_without_syncs)
+{
+  const char *extra[] = {"EXPECT_NO_SYNC=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("churn", extra, &run);
+  ck_assert_int_eq(harness_int(r, DEV "calls.manage_fallbacks"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "calls.device_syncs"), 0);
+  ck_assert_int_gt(harness_int(r, DEV "origins.pool.peak"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "origins.runtime.peak"), 0);
+  /* The pool's memory is the reserved memory; blocks are allocations. */
+  ck_assert_int_eq(harness_int(r, DEV "stats.reserved_bytes.all.peak"),
+                   harness_int(r, DEV "origins.pool.peak"));
+  ck_assert_int_le(harness_int(r, DEV "stats.allocated_bytes.all.peak"),
+                   harness_int(r, DEV "stats.reserved_bytes.all.peak"));
+  ck_assert_int_eq(harness_int(r, DEV "stats.allocated_bytes.all.current"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(pending_kernel_on_legacy_stream)
+{
+  harness_run_t run;
+  ol_json_free(run_managed("pending_legacy", NULL, &run));
+}
+END_TEST
+
+START_TEST(pending_kernel_on_nonblocking_stream)
+{
+  harness_run_t run;
+  ol_json_free(run_managed("pending_nonblocking", NULL, &run));
+}
+END_TEST
+
+START_TEST(threads_keep_their_data)
+{
+  harness_run_t run;
+  ol_json_t *r = run_managed("threads", NULL, &run);
+  ck_assert_int_eq(harness_int(r, DEV "stats.allocation.all.current"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "stats.allocation.all.allocated"),
+                   harness_int(r, DEV "calls.managed_allocs"));
+  ck_assert_int_eq(harness_int(r, DEV "calls.runtime_allocs"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(capture_goes_to_the_driver)
+{
+  harness_run_t run;
+  ol_json_t *r = run_managed("capture", NULL, &run);
+  ck_assert_int_ge(harness_int(r, DEV "calls.manage_fallbacks"), 1);
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(freed_memory_comes_back_under_pressure)
+{
+  harness_run_t run;
+  ol_json_t *r = run_managed("pressure", NULL, &run);
+  ck_assert_int_le(harness_int(r, DEV "origins.pool.peak"), 1ll << 30);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1); /* the request twice the device */
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(no_vmm_falls_back_to_the_driver)
+{
+  const char *extra[] = {"SIMCU_NO_VMM=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("churn", extra, &run);
+  ck_assert_ptr_nonnull(strstr(run.out, "manage mode off on device 0"));
+  ck_assert_int_gt(harness_int(r, DEV "calls.manage_fallbacks"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "origins.pool.peak"), 0);
+  ck_assert_int_gt(harness_int(r, DEV "origins.runtime.peak"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
+static Suite *manage_suite(void)
+{
+  Suite *s = suite_create("manage");
+  TCase *tc = tcase_create("promises");
+  tcase_add_checked_fixture(tc, harness_setup, harness_teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, churn_served_by_pool_without_syncs);
+  tcase_add_test(tc, pending_kernel_on_legacy_stream);
+  tcase_add_test(tc, pending_kernel_on_nonblocking_stream);
+  tcase_add_test(tc, threads_keep_their_data);
+  tcase_add_test(tc, capture_goes_to_the_driver);
+  tcase_add_test(tc, freed_memory_comes_back_under_pressure);
+  tcase_add_test(tc, no_vmm_falls_back_to_the_driver);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  return ol_run_suite(manage_suite());
+}
