@@ -57,6 +57,10 @@ typedef struct managed {
   int fence_head, fence_count;
   void *spare_events[2 * FENCES];
   int spare_count;
+  /* Bytes mapped, handed out, and freed but waiting for a fence: what is
+   * free right now is mapped - live - pending, known without asking the
+   * pool (its own statistics walk every block). */
+  uint64_t mapped, live, pending;
 } managed_t;
 
 static managed_t devices[OL_MAX_DEVICES];
@@ -99,6 +103,7 @@ static void unmap_chunk(managed_t *m, uint64_t addr)
   ol_prim_vmm_unmap(addr, m->backend.granularity, c->handle);
   HASH_DELETE(hh, m->handles, c);
   free(c);
+  m->mapped -= m->backend.granularity;
   ol_track_pool_mapped(m->device, -(int64_t)m->backend.granularity);
 }
 
@@ -128,6 +133,7 @@ static int map_chunk(managed_t *m, uint64_t addr)
     free(c);
     return -1;
   }
+  m->mapped += m->backend.granularity;
   ol_track_pool_mapped(m->device, (int64_t)m->backend.granularity);
   return 0;
 }
@@ -218,6 +224,7 @@ static void release_batch(managed_t *m, batch_t *b)
   for (int i = 0; i < b->event_count; i++)
     put_event(m, b->events[i]);
   ol_track_pending(m->device, -(int64_t)b->bytes);
+  m->pending -= b->bytes;
   b->count = 0;
   b->bytes = 0;
   b->event_count = 0;
@@ -314,16 +321,40 @@ static managed_t *device_for_alloc(int device)
   return &devices[device];
 }
 
+/* The device runs behind the CPU, so memory freed a moment ago is still
+ * waiting for its fence. Rather than grow the pool past it (reserving the
+ * job's whole run-ahead twice), wait for the oldest fences while what waits
+ * could serve the request and what is free cannot. The device keeps working
+ * through the queue meanwhile; only the CPU's lead shrinks. */
+static void wait_instead_of_growing(managed_t *m, uint64_t size)
+{
+  uint64_t need = (size + 511) / 512 * 512;
+  while (m->mapped - m->live - m->pending < need && m->pending >= need) {
+    close_batch(m);
+    if (!wait_oldest(m))
+      return;
+  }
+}
+
+static bool take(managed_t *m, uint64_t size, uint64_t *addr)
+{
+  if (ol_pool_alloc(m->pool, size, addr) != 0)
+    return false;
+  m->live += ol_pool_block_size(m->pool, *addr);
+  return true;
+}
+
 static bool serve(managed_t *m, uint64_t size, uint64_t *addr)
 {
   reclaim(m);
-  if (ol_pool_alloc(m->pool, size, addr) == 0)
+  wait_instead_of_growing(m, size);
+  if (take(m, size, addr))
     return true;
   close_batch(m);
   while (m->fence_count > 0) {
     if (!wait_oldest(m))
       break;
-    if (ol_pool_alloc(m->pool, size, addr) == 0)
+    if (take(m, size, addr))
       return true;
   }
   return false;
@@ -359,12 +390,14 @@ bool ol_manage_free(uint64_t addr)
     pthread_mutex_lock(&m->lock);
     uint64_t size = ol_pool_owns(m->pool, addr) ? ol_pool_block_size(m->pool, addr) : 0;
     if (size) {
+      m->live -= size;
       if (!append(&m->open, addr, size)) {
         ol_log_warn_once(&warned_failure, "out of host memory for pending frees; "
                          "synchronizing the device instead");
         if (ol_prim_device_synchronize() == 0)
           ol_pool_free(m->pool, addr);
       } else {
+        m->pending += size;
         ol_track_pending(d, (int64_t)size);
         if (m->open.bytes >= BATCH_BYTES || m->open.count >= BATCH_BLOCKS)
           close_batch(m);

@@ -105,6 +105,30 @@ START_TEST(no_vmm_falls_back_to_the_driver)
 }
 END_TEST
 
+/* The recorded GPT-2 job, every tensor a cudaMalloc served by the pool:
+ * memory waiting for its fence must not make the pool grow past what the
+ * job holds (bug: pending frees reached 9.9 GB and the ratio 1.078). */
+START_TEST(recorded_gpt2_within_two_percent)
+{
+  char trace[4096];
+  snprintf(trace, sizeof trace, "%s/gpt2.csv.gz", harness_env("OOMLENS_TEST_DATA"));
+  const char *env[] = {"OOMLENS_MANAGE=1", "SIMCU_CAPACITY=140G", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PLAYER"), trace, NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_msg(run.status == 0, "%s", run.out);
+  ol_json_t *r = harness_report(run.pid);
+  ck_assert_ptr_nonnull(r);
+  int64_t allocated = harness_int(r, DEV "stats.allocated_bytes.all.peak");
+  int64_t reserved = harness_int(r, DEV "origins.pool.peak");
+  ck_assert_int_eq(allocated, 25379906248ll);
+  ck_assert_msg(reserved <= allocated + allocated / 50, "pool peak %lld for %lld allocated",
+                (long long)reserved, (long long)allocated);
+  ck_assert_int_eq(harness_int(r, DEV "calls.manage_fallbacks"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
 static Suite *manage_suite(void)
 {
   Suite *s = suite_create("manage");
@@ -118,6 +142,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, capture_goes_to_the_driver);
   tcase_add_test(tc, freed_memory_comes_back_under_pressure);
   tcase_add_test(tc, no_vmm_falls_back_to_the_driver);
+  tcase_add_test(tc, recorded_gpt2_within_two_percent);
   suite_add_tcase(s, tc);
   return s;
 }
