@@ -12,7 +12,9 @@
  *   and a two-level bitmap finds the next non-empty bin. Best fit is the
  *   lower bound in the request's bin, else the smallest block of the next
  *   non-empty bin: the exact smallest free block that fits, ties to the
- *   lowest address, in O(log n);
+ *   lowest address, in O(log n). The block is used from its start. When
+ *   that would need granules mapped, a few more candidates are weighed by
+ *   the mapping they need (see choose());
  * - live blocks: an open-addressing hash from address to record;
  * - per range, one bit per granule: mapped or not.
  *
@@ -39,6 +41,7 @@
 #define NBINS (EXACT_UNITS + (64 - 6) * (1 << SUB_BITS))
 #define NBIN_WORDS ((NBINS + 63) / 64)
 #define MAX_RANGES 4096
+#define CANDIDATES 4 /* blocks weighed when the best fit needs mapping */
 
 typedef struct blk {
   uint64_t addr, size;
@@ -53,6 +56,7 @@ typedef struct range {
   uint64_t base, size;
   uint64_t *mapped;      /* one bit per granule */
   uint32_t head, tail;   /* first and last block */
+  uint64_t top;          /* granules at or above it are unmapped */
 } range_t;
 
 struct ol_pool {
@@ -319,6 +323,25 @@ static uint32_t best_fit(const ol_pool_t *p, uint64_t size)
   return bin == NIL ? NIL : treap_first(p->blk, p->root[bin]);
 }
 
+/* The free block after x in (size, address) order, or NIL. */
+static uint32_t next_in_order(const ol_pool_t *p, uint32_t x)
+{
+  const blk_t *B = p->blk;
+  uint32_t bin = bin_of(B[x].size), best = NIL;
+  for (uint32_t t = p->root[bin]; t != NIL;) {
+    if (key_less(&B[x], &B[t])) {
+      best = t;
+      t = B[t].left;
+    } else {
+      t = B[t].right;
+    }
+  }
+  if (best != NIL)
+    return best;
+  bin = bin_next(p, bin + 1);
+  return bin == NIL ? NIL : treap_first(B, p->root[bin]);
+}
+
 /* ---- records ---------------------------------------------------------- */
 
 static uint32_t next_prio(ol_pool_t *p)
@@ -474,7 +497,7 @@ static uint32_t range_add(ol_pool_t *p, uint64_t size)
     p->cap_ranges = cap;
   }
   range_t *r = &p->ranges[p->nranges];
-  r->size = size;
+  *r = (range_t){.size = size};
   uint64_t granules = size >> p->shift;
   r->mapped = host_grow(p, NULL, (granules + 63) / 64, sizeof *r->mapped);
   if (!r->mapped)
@@ -497,6 +520,8 @@ static uint32_t range_add(ol_pool_t *p, uint64_t size)
 static void map_done(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1)
 {
   bits_set(r->mapped, g0, g1, true);
+  if (g1 > r->top)
+    r->top = g1;
   p->reserved += (g1 - g0) << p->shift;
   if (p->reserved > p->reserved_peak)
     p->reserved_peak = p->reserved;
@@ -508,6 +533,10 @@ static void unmap_granules(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1)
 {
   p->be.unmap(p->be.ctx, r->base + (g0 << p->shift), (g1 - g0) << p->shift);
   bits_set(r->mapped, g0, g1, false);
+  if (g1 >= r->top) {
+    uint64_t last = g0 ? bit_prev(r->mapped, 0, g0, true) : UINT64_MAX;
+    r->top = last == UINT64_MAX ? 0 : last + 1;
+  }
   p->reserved -= (g1 - g0) << p->shift;
   p->counts.unmap_calls++;
   p->counts.unmapped_bytes += (g1 - g0) << p->shift;
@@ -523,14 +552,75 @@ static bool whole_granules(const ol_pool_t *p, uint32_t x, uint64_t *g0, uint64_
   return *g0 < *g1;
 }
 
+/* Without -mpopcnt __builtin_popcountll is a libgcc call. */
+static uint64_t popcount64(uint64_t v)
+{
+  v = v - ((v >> 1) & 0x5555555555555555ull);
+  v = (v & 0x3333333333333333ull) + ((v >> 2) & 0x3333333333333333ull);
+  v = (v + (v >> 4)) & 0x0f0f0f0f0f0f0f0full;
+  return (v * 0x0101010101010101ull) >> 56;
+}
+
+static uint64_t count_clear(const uint64_t *bits, uint64_t lo, uint64_t hi)
+{
+  uint64_t n = 0;
+  for (uint64_t i = lo; i < hi;) {
+    uint64_t b = i & 63, take = 64 - b < hi - i ? 64 - b : hi - i;
+    uint64_t mask = (take == 64 ? ~0ull : ((1ull << take) - 1)) << b;
+    n += popcount64(~bits[i >> 6] & mask);
+    i += take;
+  }
+  return n;
+}
+
+/* Granules to map for size bytes at addr in r. */
+static uint64_t new_granules(const ol_pool_t *p, const range_t *r, uint64_t addr, uint64_t size)
+{
+  uint64_t lo = addr - r->base;
+  uint64_t g0 = lo >> p->shift, g1 = ((lo + size - 1) >> p->shift) + 1;
+  if (g1 <= r->top && bit_next(r->mapped, g0, g1, false) == g1)
+    return 0; /* the common case, without counting */
+  return count_clear(r->mapped, g0, g1);
+}
+
+/* Where in free block x to put size bytes: its start, unless that needs
+ * mapping and a mapped run inside x holds the whole request, then the
+ * start of that run. Returns the granules left to map at *at. */
+static uint64_t fit_in(const ol_pool_t *p, uint32_t x, uint64_t size, uint64_t *at)
+{
+  const blk_t *b = &p->blk[x];
+  const range_t *r = range_of(p, x);
+  *at = b->addr;
+  uint64_t need = new_granules(p, r, b->addr, size);
+  if (need == 0 || b->size == size)
+    return need;
+  uint64_t lo = b->addr - r->base, hi = lo + b->size;
+  uint64_t end = ((hi - 1) >> p->shift) + 1;
+  if (end > r->top)
+    end = r->top; /* nothing mapped above: the frontier's scan stays short */
+  for (uint64_t a = bit_next(r->mapped, lo >> p->shift, end, true); a < end;) {
+    uint64_t e = bit_next(r->mapped, a, end, false);
+    uint64_t from = a << p->shift > lo ? a << p->shift : lo;
+    uint64_t to = e << p->shift < hi ? e << p->shift : hi;
+    if (to - from >= size) {
+      *at = r->base + from;
+      return 0;
+    }
+    a = bit_next(r->mapped, e, end, true);
+  }
+  return need;
+}
+
 /* Unmaps mapped granules wholly inside free block x, highest first, until
  * want bytes are gone; returns the bytes released. */
 static uint64_t release_block(ol_pool_t *p, uint32_t x, uint64_t want)
 {
   uint64_t g0, g1, done = 0;
+  range_t *r = range_of(p, x);
   if (!whole_granules(p, x, &g0, &g1))
     return 0;
-  range_t *r = range_of(p, x);
+  if (g1 > r->top)
+    g1 = r->top;
   while (done < want) {
     uint64_t top = bit_prev(r->mapped, g0, g1, true);
     if (top == UINT64_MAX)
@@ -628,25 +718,37 @@ static int back_block(ol_pool_t *p, uint32_t x)
 
 /* ---- carving and coalescing ------------------------------------------- */
 
-/* Takes free block x for a request of size bytes: splits the rest off as a
- * free block unless whole is set. x is then live (not yet in the hash). */
-static void carve(ol_pool_t *p, uint32_t x, uint64_t size, bool whole)
+/* Splits free-list-less block x at offset bytes: x keeps the low part, a
+ * new record the high part, which is returned (not in any bin). */
+static uint32_t split_off(ol_pool_t *p, uint32_t x, uint64_t offset)
 {
-  free_remove(p, x);
-  blk_t *b = &p->blk[x];
-  if (whole || b->size == size)
-    return;
   uint32_t y = record_take(p);
-  b = &p->blk[x];
-  p->blk[y] = (blk_t){.addr = b->addr + size, .size = b->size - size, .prev = x,
+  blk_t *b = &p->blk[x];
+  p->blk[y] = (blk_t){.addr = b->addr + offset, .size = b->size - offset, .prev = x,
                       .next = b->next, .prio = p->blk[y].prio, .range = b->range};
   if (b->next != NIL)
     p->blk[b->next].prev = y;
   else
     range_of(p, x)->tail = y;
   b->next = y;
-  b->size = size;
-  free_insert(p, y);
+  b->size = offset;
+  return y;
+}
+
+/* Takes size bytes at at out of free block x: what lies below and above
+ * stays free, unless whole is set (then at is x's start and x is taken
+ * whole). Returns the live record, not yet in the hash. */
+static uint32_t carve(ol_pool_t *p, uint32_t x, uint64_t at, uint64_t size, bool whole)
+{
+  free_remove(p, x);
+  if (at > p->blk[x].addr) {
+    uint32_t low = x;
+    x = split_off(p, low, at - p->blk[low].addr);
+    free_insert(p, low);
+  }
+  if (!whole && p->blk[x].size > size)
+    free_insert(p, split_off(p, x, size));
+  return x;
 }
 
 /* x takes in its next neighbour, already out of the bins. */
@@ -708,39 +810,97 @@ static uint32_t grow_range(ol_pool_t *p, uint64_t size)
   return range_add(p, want);
 }
 
-/* Picks the free block for a request and says whether to take it whole;
- * with_rule false: plain best fit, the max-split rule set aside. */
-static uint32_t choose(ol_pool_t *p, uint64_t size, bool with_rule, bool *whole)
+/* Whether the max-split rule lets block x serve size bytes, and whole. */
+static bool rule_allows(const ol_pool_t *p, uint32_t x, uint64_t size, bool with_rule,
+                        bool *whole)
 {
   *whole = false;
+  if (p->max_split == 0 || !with_rule || is_frontier(p, x) || p->blk[x].size < p->max_split)
+    return true;
+  if (size >= p->max_split && p->blk[x].size - size <= OL_POOL_OVERSIZE_SLACK) {
+    *whole = true;
+    return true;
+  }
+  return false;
+}
+
+/* Picks the free block for a request, where in it (*at) and whether to
+ * take it whole; with_rule false: the max-split rule set aside.
+ *
+ * Best fit, amended for the cost of mapping. When the best fit would need
+ * granules mapped, the next few candidates in (size, address) order and
+ * the frontiers are weighed too, each at its start or, if that needs
+ * mapping, at the start of a mapped run inside it that holds the request;
+ * the candidate needing the fewest new granules wins, the best fit on a
+ * tie. Without this, a training step that frees a large tensor in one
+ * place and asks for it again where a slightly smaller hole is unmapped
+ * ping-pongs: on the gpt2 trace, 1.5 GiB unmapped and mapped again every
+ * step (~75 ms of driver time a step). Only the slow path pays: the first
+ * candidate that needs no mapping ends the search, and the best fit is
+ * that candidate nearly always. */
+static uint32_t choose(ol_pool_t *p, uint64_t size, bool with_rule, bool *whole, uint64_t *at)
+{
+  uint32_t best = NIL, seen[CANDIDATES];
+  int nseen = 0;
+  uint64_t best_need = UINT64_MAX, where;
   uint32_t x = best_fit(p, size);
-  if (p->max_split == 0 || !with_rule)
-    return x != NIL ? x : grow_range(p, size);
-  bool oversize = size >= p->max_split;
-  if (x != NIL) {
-    uint64_t have = p->blk[x].size;
-    if (is_frontier(p, x) || have < p->max_split)
-      return x;
-    if (oversize && have - size <= OL_POOL_OVERSIZE_SLACK) {
-      *whole = true;
-      return x;
+  for (int i = 0; x != NIL && i < CANDIDATES; i++, x = next_in_order(p, x)) {
+    bool w;
+    seen[nseen++] = x;
+    if (!rule_allows(p, x, size, with_rule, &w))
+      continue;
+    uint64_t need = w ? new_granules(p, range_of(p, x), p->blk[x].addr, p->blk[x].size)
+                      : fit_in(p, x, size, &where);
+    if (need < best_need) {
+      best = x;
+      best_need = need;
+      *whole = w;
+      *at = w ? p->blk[x].addr : where;
+    }
+    if (need == 0)
+      return best;
+  }
+  /* a frontier that still has mapped memory (what the last step freed at
+   * the top) is a candidate too, though the largest block */
+  for (uint32_t i = 0; i < p->nranges && best_need != 0; i++) {
+    uint32_t t = p->ranges[i].tail;
+    bool w, again = false;
+    for (int k = 0; k < nseen; k++)
+      again |= seen[k] == t;
+    if (again || !p->blk[t].free || p->blk[t].size < size ||
+        !rule_allows(p, t, size, with_rule, &w))
+      continue;
+    uint64_t need = fit_in(p, t, size, &where);
+    if (need < best_need) {
+      best = t;
+      best_need = need;
+      *whole = false;
+      *at = where;
     }
   }
-  uint32_t f = frontier_fit(p, size);
-  if (f == NIL)
-    f = grow_range(p, size);
-  return f != NIL ? f : x; /* last resort: split an oversize block */
+  if (best != NIL)
+    return best;
+  *whole = false;
+  x = p->max_split && with_rule ? frontier_fit(p, size) : NIL;
+  if (x == NIL)
+    x = grow_range(p, size);
+  if (x == NIL)
+    x = best_fit(p, size); /* last resort: split an oversize block */
+  if (x != NIL)
+    *at = p->blk[x].addr;
+  return x;
 }
 
 /* Chooses, carves and maps a block: its record, or NIL with the pool as it
  * was (less what was released on the way). */
 static uint32_t place(ol_pool_t *p, uint64_t size, bool with_rule)
 {
-  bool whole;
-  uint32_t x = choose(p, size, with_rule, &whole);
+  bool whole = false;
+  uint64_t at = 0;
+  uint32_t x = choose(p, size, with_rule, &whole, &at);
   if (x == NIL)
     return NIL;
-  carve(p, x, size, whole);
+  x = carve(p, x, at, size, whole);
   if (back_block(p, x) != 0) {
     coalesce(p, x);
     ol_pool_release(p, UINT64_MAX); /* what the failed attempt mapped */
@@ -763,9 +923,9 @@ int ol_pool_alloc(ol_pool_t *p, uint64_t size, uint64_t *addr)
   if (size > UINT64_MAX - OL_POOL_ALIGN)
     return -1;
   size = round_size(size);
-  /* a split needs one record, a new range another; then nothing below fails
-   * for want of host memory */
-  if (reserve_records(p, 2) != 0 || hash_reserve(p) != 0)
+  /* a new range needs a record, a carve two (below and above); then
+   * nothing below fails for want of host memory */
+  if (reserve_records(p, 3) != 0 || hash_reserve(p) != 0)
     return -1;
   uint32_t x = place(p, size, true);
   /* out of memory under the max-split rule (a whole oversize block, or a

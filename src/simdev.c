@@ -34,22 +34,31 @@ static sim_range_t *find_range(const ol_simdev_t *d, uint64_t addr, uint64_t siz
   return NULL;
 }
 
+/* The bits of word w that fall in [g0, g1). */
+static uint64_t word_mask(uint64_t w, uint64_t g0, uint64_t g1)
+{
+  uint64_t lo = w * 64 > g0 ? 0 : g0 - w * 64;
+  uint64_t hi = g1 - w * 64 >= 64 ? 64 : g1 - w * 64;
+  uint64_t upto = hi == 64 ? ~0ull : (1ull << hi) - 1;
+  return upto & ~((1ull << lo) - 1);
+}
+
 /* Whether every granule of [g0, g1) in r has its bit equal to on. */
 static bool all_bits(const sim_range_t *r, uint64_t g0, uint64_t g1, bool on)
 {
-  for (uint64_t g = g0; g < g1; g++)
-    if (((r->bits[g / 64] >> (g % 64)) & 1) != on)
+  for (uint64_t w = g0 / 64; w * 64 < g1; w++) {
+    uint64_t m = word_mask(w, g0, g1);
+    if ((r->bits[w] & m) != (on ? m : 0))
       return false;
+  }
   return true;
 }
 
 static void set_bits(sim_range_t *r, uint64_t g0, uint64_t g1, bool on)
 {
-  for (uint64_t g = g0; g < g1; g++) {
-    if (on)
-      r->bits[g / 64] |= 1ull << (g % 64);
-    else
-      r->bits[g / 64] &= ~(1ull << (g % 64));
+  for (uint64_t w = g0 / 64; w * 64 < g1; w++) {
+    uint64_t m = word_mask(w, g0, g1);
+    r->bits[w] = on ? r->bits[w] | m : r->bits[w] & ~m;
   }
 }
 

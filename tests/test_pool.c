@@ -529,6 +529,52 @@ START_TEST(steady_iterations_do_not_churn)
 }
 END_TEST
 
+/* A hole whose start was unmapped but whose rest is mapped serves a
+ * request from the mapped part: nothing is mapped. */
+START_TEST(placed_on_mapped_run)
+{
+  open_pool(GiB, GiB, 0);
+  uint64_t a1 = take(8 * MiB), a2 = take(56 * MiB);
+  take(512);
+  give(a1);
+  ck_assert_uint_eq(ol_pool_release(pool, 8 * MiB), 8 * MiB); /* granules 0-3 */
+  give(a2); /* one hole [0, 64 MiB): granules 0-3 unmapped, 4-31 mapped */
+  ck_assert_uint_eq(counts().free_blocks, 2);
+  uint64_t maps = dev_counts().map_calls;
+  uint64_t b = take(40 * MiB);
+  ck_assert_uint_eq(b, a1 + 8 * MiB);
+  ck_assert_uint_eq(dev_counts().map_calls, maps);
+  ck_assert_uint_eq(counts().free_blocks, 3); /* below, above, the frontier */
+  give(b);
+  ck_assert_uint_eq(take(64 * MiB), a1); /* the hole is whole again */
+  close_pool();
+}
+END_TEST
+
+/* A slightly smaller unmapped hole loses to a mapped one: a step that frees
+ * and asks again for the same large tensor maps nothing. */
+START_TEST(mapped_hole_beats_smaller_unmapped)
+{
+  open_pool(GiB, GiB, 0);
+  uint64_t x1 = take(98 * MiB);
+  take(512);
+  uint64_t x2 = take(100 * MiB);
+  take(512);
+  give(x1);
+  ol_pool_release(pool, UINT64_MAX); /* x1's hole is unmapped */
+  give(x2);                          /* x2's is cached */
+  uint64_t maps = dev_counts().map_calls, unmaps = dev_counts().unmap_calls;
+  for (int step = 0; step < 10; step++) {
+    uint64_t y = take(97 * MiB);
+    ck_assert_uint_eq(y, x2);
+    give(y);
+  }
+  ck_assert_uint_eq(dev_counts().map_calls, maps);
+  ck_assert_uint_eq(dev_counts().unmap_calls, unmaps);
+  close_pool();
+}
+END_TEST
+
 /* Growth past peak + slack unmaps cached granules first. */
 START_TEST(growth_trims_cache)
 {
@@ -832,6 +878,8 @@ static Suite *pool_suite(void)
   tcase_add_test(tc, release_and_regrow);
   tcase_add_test(tc, steady_iterations_do_not_churn);
   tcase_add_test(tc, growth_trims_cache);
+  tcase_add_test(tc, placed_on_mapped_run);
+  tcase_add_test(tc, mapped_hole_beats_smaller_unmapped);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("oom");
