@@ -43,11 +43,13 @@
 #define MAX_RANGES 4096
 #define CANDIDATES 4 /* blocks weighed when the best fit needs mapping */
 
+/* What a tree search reads comes first, in 32 bytes. */
 typedef struct blk {
-  uint64_t addr, size;
-  uint32_t prev, next;  /* address order within the range; NIL at its ends */
-  uint32_t left, right; /* treap children while free; left links spares */
+  uint64_t size, addr;
+  uint32_t child[2];    /* treap children (left, right) while free; child[0] links spares */
   uint32_t prio;        /* treap priority, random, fixed per record */
+  uint32_t parent;      /* treap parent while free, NIL at the root */
+  uint32_t prev, next;  /* address order within the range; NIL at its ends */
   uint16_t range;
   uint8_t free;
 } blk_t;
@@ -83,6 +85,7 @@ struct ol_pool {
 
   uint64_t allocated, allocated_peak, reserved, reserved_peak;
   uint64_t retry_at; /* no automatic release scan below this footprint */
+  bool keep_mapped;  /* config: no automatic release at all */
   ol_pool_counts_t counts;
 };
 
@@ -207,62 +210,80 @@ static uint32_t bin_next(const ol_pool_t *p, uint32_t bin)
 
 /* ---- treap of free blocks, keyed by (size, addr) ----------------------- */
 
+/* The descents below branch on each level's comparison: measured, the
+ * branch-free forms were slower here (they serialise the loads that a
+ * predicted branch lets the processor start early). */
 static bool key_less(const blk_t *a, const blk_t *b)
 {
   return a->size < b->size || (a->size == b->size && a->addr < b->addr);
 }
 
-/* Splits tree t into the nodes below x (*l) and above it (*r). */
-static void treap_split(blk_t *B, uint32_t t, const blk_t *x, uint32_t *l, uint32_t *r)
+/* Splits tree t into the nodes below x (*l, under node lp) and above it
+ * (*r, under rp). Parent links let an erase start at the node itself
+ * instead of searching down from the root. */
+static void treap_split(blk_t *B, uint32_t t, const blk_t *x, uint32_t *l, uint32_t lp,
+                        uint32_t *r, uint32_t rp)
 {
   while (t != NIL) {
     if (key_less(&B[t], x)) {
       *l = t;
-      l = &B[t].right;
-      t = B[t].right;
+      B[t].parent = lp;
+      lp = t;
+      l = &B[t].child[1];
+      t = B[t].child[1];
     } else {
       *r = t;
-      r = &B[t].left;
-      t = B[t].left;
+      B[t].parent = rp;
+      rp = t;
+      r = &B[t].child[0];
+      t = B[t].child[0];
     }
   }
   *l = *r = NIL;
 }
 
-/* Joins a and b, every key of a below every key of b. */
-static uint32_t treap_merge(blk_t *B, uint32_t a, uint32_t b)
+/* Joins a and b, every key of a below every key of b, under parent. */
+static uint32_t treap_merge(blk_t *B, uint32_t a, uint32_t b, uint32_t parent)
 {
   uint32_t root = NIL, *link = &root;
   while (a != NIL && b != NIL) {
     if (B[a].prio > B[b].prio) {
       *link = a;
-      link = &B[a].right;
-      a = B[a].right;
+      B[a].parent = parent;
+      parent = a;
+      link = &B[a].child[1];
+      a = B[a].child[1];
     } else {
       *link = b;
-      link = &B[b].left;
-      b = B[b].left;
+      B[b].parent = parent;
+      parent = b;
+      link = &B[b].child[0];
+      b = B[b].child[0];
     }
   }
   *link = a != NIL ? a : b;
+  if (*link != NIL)
+    B[*link].parent = parent;
   return root;
 }
 
 static void treap_insert(blk_t *B, uint32_t *root, uint32_t x)
 {
-  uint32_t *link = root;
-  while (*link != NIL && B[*link].prio >= B[x].prio)
-    link = key_less(&B[x], &B[*link]) ? &B[*link].left : &B[*link].right;
-  treap_split(B, *link, &B[x], &B[x].left, &B[x].right);
+  uint32_t *link = root, parent = NIL;
+  while (*link != NIL && B[*link].prio >= B[x].prio) {
+    parent = *link;
+    link = key_less(&B[x], &B[parent]) ? &B[parent].child[0] : &B[parent].child[1];
+  }
+  treap_split(B, *link, &B[x], &B[x].child[0], x, &B[x].child[1], x);
+  B[x].parent = parent;
   *link = x;
 }
 
 static void treap_erase(blk_t *B, uint32_t *root, uint32_t x)
 {
-  uint32_t *link = root;
-  while (*link != x)
-    link = key_less(&B[x], &B[*link]) ? &B[*link].left : &B[*link].right;
-  *link = treap_merge(B, B[x].left, B[x].right);
+  uint32_t parent = B[x].parent;
+  uint32_t *link = parent == NIL ? root : &B[parent].child[B[parent].child[1] == x];
+  *link = treap_merge(B, B[x].child[0], B[x].child[1], parent);
 }
 
 /* Smallest key at or above (size, 0), or NIL. */
@@ -272,9 +293,9 @@ static uint32_t treap_lower_bound(const blk_t *B, uint32_t t, uint64_t size)
   while (t != NIL) {
     if (B[t].size >= size) {
       best = t;
-      t = B[t].left;
+      t = B[t].child[0];
     } else {
-      t = B[t].right;
+      t = B[t].child[1];
     }
   }
   return best;
@@ -282,8 +303,8 @@ static uint32_t treap_lower_bound(const blk_t *B, uint32_t t, uint64_t size)
 
 static uint32_t treap_first(const blk_t *B, uint32_t t)
 {
-  while (B[t].left != NIL)
-    t = B[t].left;
+  while (B[t].child[0] != NIL)
+    t = B[t].child[0];
   return t;
 }
 
@@ -293,7 +314,7 @@ static void free_insert(ol_pool_t *p, uint32_t x)
 {
   uint32_t bin = bin_of(p->blk[x].size);
   p->blk[x].free = 1;
-  p->blk[x].left = p->blk[x].right = NIL;
+  p->blk[x].child[0] = p->blk[x].child[1] = NIL;
   if (p->root[bin] == NIL)
     bin_mark(p, bin, true);
   treap_insert(p->blk, &p->root[bin], x);
@@ -331,9 +352,9 @@ static uint32_t next_in_order(const ol_pool_t *p, uint32_t x)
   for (uint32_t t = p->root[bin]; t != NIL;) {
     if (key_less(&B[x], &B[t])) {
       best = t;
-      t = B[t].left;
+      t = B[t].child[0];
     } else {
-      t = B[t].right;
+      t = B[t].child[1];
     }
   }
   if (best != NIL)
@@ -369,7 +390,7 @@ static int reserve_records(ol_pool_t *p, uint32_t n)
   p->blk = grown;
   for (uint32_t i = p->cap_blk; i < cap; i++) {
     grown[i].prio = next_prio(p);
-    grown[i].left = p->spare;
+    grown[i].child[0] = p->spare;
     p->spare = i;
   }
   p->nspare += cap - p->cap_blk;
@@ -380,14 +401,14 @@ static int reserve_records(ol_pool_t *p, uint32_t n)
 static uint32_t record_take(ol_pool_t *p)
 {
   uint32_t x = p->spare;
-  p->spare = p->blk[x].left;
+  p->spare = p->blk[x].child[0];
   p->nspare--;
   return x;
 }
 
 static void record_put(ol_pool_t *p, uint32_t x)
 {
-  p->blk[x].left = p->spare;
+  p->blk[x].child[0] = p->spare;
   p->spare = x;
   p->nspare++;
 }
@@ -662,13 +683,19 @@ uint64_t ol_pool_release(ol_pool_t *p, uint64_t want)
  * per allocation. Before reporting out of memory, everything free goes. */
 static void trim_before_growing(ol_pool_t *p, uint64_t need, uint64_t new_peak)
 {
+  if (p->keep_mapped)
+    return;
   uint64_t slack = new_peak / 64;
   if (slack < 4 * p->gran)
     slack = 4 * p->gran;
   uint64_t after = p->reserved + need;
-  if (after <= new_peak + slack || after <= p->retry_at)
+  /* Growing back up to the highest reserved total seen costs no peak: only
+   * growth past it is worth unmapping for (else a job whose layout shifts a
+   * little each step would remap gigabytes every step). */
+  uint64_t bound = new_peak + slack > p->reserved_peak ? new_peak + slack : p->reserved_peak;
+  if (after <= bound || after <= p->retry_at)
     return;
-  ol_pool_release(p, after - (new_peak + slack / 2));
+  ol_pool_release(p, after - (bound - slack / 2));
   p->counts.release_scans++;
   p->retry_at = p->reserved + need + slack / 2;
 }
@@ -838,8 +865,10 @@ static bool rule_allows(const ol_pool_t *p, uint32_t x, uint64_t size, bool with
  * step (~75 ms of driver time a step). Only the slow path pays: the first
  * candidate that needs no mapping ends the search, and the best fit is
  * that candidate nearly always. */
-static uint32_t choose(ol_pool_t *p, uint64_t size, bool with_rule, bool *whole, uint64_t *at)
+static uint32_t choose(ol_pool_t *p, uint64_t size, bool with_rule, bool *whole, uint64_t *at,
+                       bool *mapped)
 {
+  *mapped = false;
   uint32_t best = NIL, seen[CANDIDATES];
   int nseen = 0;
   uint64_t best_need = UINT64_MAX, where;
@@ -857,8 +886,10 @@ static uint32_t choose(ol_pool_t *p, uint64_t size, bool with_rule, bool *whole,
       *whole = w;
       *at = w ? p->blk[x].addr : where;
     }
-    if (need == 0)
+    if (need == 0) {
+      *mapped = true; /* the hot path: mapped memory, nothing to weigh */
       return best;
+    }
   }
   /* a frontier that still has mapped memory (what the last step freed at
    * the top) is a candidate too, though the largest block */
@@ -895,13 +926,13 @@ static uint32_t choose(ol_pool_t *p, uint64_t size, bool with_rule, bool *whole,
  * was (less what was released on the way). */
 static uint32_t place(ol_pool_t *p, uint64_t size, bool with_rule)
 {
-  bool whole = false;
+  bool whole = false, mapped = false;
   uint64_t at = 0;
-  uint32_t x = choose(p, size, with_rule, &whole, &at);
+  uint32_t x = choose(p, size, with_rule, &whole, &at, &mapped);
   if (x == NIL)
     return NIL;
   x = carve(p, x, at, size, whole);
-  if (back_block(p, x) != 0) {
+  if (!mapped && back_block(p, x) != 0) {
     coalesce(p, x);
     ol_pool_release(p, UINT64_MAX); /* what the failed attempt mapped */
     return NIL;
@@ -1010,6 +1041,72 @@ void ol_pool_stats(const ol_pool_t *p, ol_policy_stats_t *out)
   };
 }
 
+/* ---- self-check, for tests ------------------------------------------- */
+
+/* Nodes in treap t, or -1 if it breaks an invariant: key order, heap order
+ * of priorities, parent links, bin membership, the free flag. */
+static long check_treap(const ol_pool_t *p, uint32_t t, uint32_t parent, uint32_t bin,
+                        const blk_t *lo, const blk_t *hi)
+{
+  if (t == NIL)
+    return 0;
+  const blk_t *b = &p->blk[t];
+  if (b->parent != parent || !b->free || bin_of(b->size) != bin ||
+      (lo && !key_less(lo, b)) || (hi && !key_less(b, hi)) ||
+      (parent != NIL && b->prio > p->blk[parent].prio))
+    return -1;
+  long l = check_treap(p, b->child[0], t, bin, lo, b);
+  long r = check_treap(p, b->child[1], t, bin, b, hi);
+  return l < 0 || r < 0 ? -1 : l + r + 1;
+}
+
+/* Walks one range's blocks: contiguous, linked both ways, no two free
+ * neighbours, every granule a live block touches mapped. */
+static bool check_range(const ol_pool_t *p, uint32_t i, long *nfree, long *nlive,
+                        uint64_t *live_bytes)
+{
+  const range_t *r = &p->ranges[i];
+  uint64_t at = r->base;
+  uint32_t prev = NIL;
+  for (uint32_t x = r->head; x != NIL; prev = x, x = p->blk[x].next) {
+    const blk_t *b = &p->blk[x];
+    if (b->addr != at || b->prev != prev || b->range != i || b->size == 0 ||
+        (b->free && prev != NIL && p->blk[prev].free))
+      return false;
+    uint64_t lo = b->addr - r->base, g1 = ((lo + b->size - 1) >> p->shift) + 1;
+    if (!b->free && (g1 > r->top || bit_next(r->mapped, lo >> p->shift, g1, false) != g1))
+      return false;
+    *nfree += b->free;
+    *nlive += !b->free;
+    *live_bytes += b->free ? 0 : b->size;
+    at += b->size;
+  }
+  return prev == r->tail && at == r->base + r->size &&
+         (r->top == 0 || bit_get(r->mapped, r->top - 1));
+}
+
+bool ol_pool_check(const ol_pool_t *p)
+{
+  long nfree = 0, nlive = 0, in_bins = 0;
+  uint64_t live_bytes = 0, mapped = 0;
+  for (uint32_t i = 0; i < p->nranges; i++) {
+    if (!check_range(p, i, &nfree, &nlive, &live_bytes))
+      return false;
+    uint64_t n = p->ranges[i].size >> p->shift;
+    mapped += (n - count_clear(p->ranges[i].mapped, 0, n)) << p->shift;
+  }
+  for (uint32_t bin = 0; bin < NBINS; bin++) {
+    bool marked = (p->binmap[bin >> 6] >> (bin & 63)) & 1;
+    long n = check_treap(p, p->root[bin], NIL, bin, NULL, NULL);
+    if (n < 0 || marked != (n > 0))
+      return false;
+    in_bins += n;
+  }
+  return in_bins == nfree && (uint64_t)nfree == p->counts.free_blocks &&
+         (uint64_t)nlive == p->counts.live_blocks && nlive == (long)p->hcount &&
+         live_bytes == p->allocated && mapped == p->reserved;
+}
+
 void ol_pool_counts(const ol_pool_t *p, ol_pool_counts_t *out)
 {
   *out = p->counts;
@@ -1031,6 +1128,7 @@ ol_pool_t *ol_pool_create(const ol_backend_t *backend, const ol_pool_config_t *c
   p->shift = (unsigned)__builtin_ctzll(g);
   p->address_space = round_up(config->address_space, g);
   p->max_split = config->max_split_size;
+  p->keep_mapped = config->keep_mapped;
   p->host_realloc = host;
   p->spare = NIL;
   p->rng = 0x9E3779B9u;

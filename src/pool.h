@@ -56,6 +56,11 @@ typedef struct ol_pool_config {
    * failures through it; a failure makes the call return -1 with the pool
    * unchanged. */
   void *(*host_realloc)(void *ptr, size_t size);
+  /* Never unmap free memory to stay near peak allocated; unmap only when the
+   * device is full. Manage mode's default: there frees return when the
+   * device passes their fence, so the layout shifts from step to step and
+   * trimming would remap gigabytes every step (measured on an H200). */
+  bool keep_mapped;
 } ol_pool_config_t;
 
 #define OL_POOL_ALIGN 512u /* every size is rounded up to it, as PyTorch does */
@@ -99,5 +104,9 @@ typedef struct ol_pool_counts {
   uint64_t release_scans;              /* automatic releases (hysteresis) */
 } ol_pool_counts_t;
 void ol_pool_counts(const ol_pool_t *pool, ol_pool_counts_t *out);
+/* For tests: walks every structure (O(n)) and says whether all agree:
+ * block lists, size bins and their trees, the address hash, the mapped
+ * granules under live blocks, and the totals. */
+bool ol_pool_check(const ol_pool_t *pool);
 
 #endif

@@ -41,6 +41,7 @@ static void open_pool(uint64_t capacity, uint64_t space, uint64_t max_split)
 
 static void close_pool(void)
 {
+  ck_assert(ol_pool_check(pool));
   ol_pool_destroy(pool);
   pool = NULL;
   ol_simdev_counts_t c;
@@ -337,6 +338,7 @@ static void random_traffic(uint64_t seed, uint64_t capacity, uint64_t max_split)
     } else {
       ol_pool_release(pool, rnd() % 2 ? UINT64_MAX : rnd() % (64 * MiB));
     }
+    ck_assert(ol_pool_check(pool));
     ol_policy_stats_t s = stats();
     ck_assert_int_eq(s.allocated, (int64_t)allocated);
     ck_assert_int_eq(s.allocated_peak, (int64_t)peak);
