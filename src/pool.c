@@ -35,7 +35,6 @@
 #include <string.h>
 
 #define NIL UINT32_MAX
-#define EMPTY_KEY UINT64_MAX /* no block starts there: addresses are 512-aligned */
 #define SUB_BITS 5           /* 32 bins per power of two */
 #define EXACT_UNITS 64       /* sizes below 64 * 512 B have a bin each */
 #define NBINS (EXACT_UNITS + (64 - 6) * (1 << SUB_BITS))
@@ -43,11 +42,10 @@
 #define MAX_RANGES 4096
 #define CANDIDATES 4 /* blocks weighed when the best fit needs mapping */
 
-/* What a tree search reads comes first, in 32 bytes. */
+/* 40 bytes; what a tree search reads comes first. */
 typedef struct blk {
   uint64_t size, addr;
   uint32_t child[2];    /* treap children (left, right) while free; child[0] links spares */
-  uint32_t prio;        /* treap priority, random, fixed per record */
   uint32_t parent;      /* treap parent while free, NIL at the root */
   uint32_t prev, next;  /* address order within the range; NIL at its ends */
   uint16_t range;
@@ -70,14 +68,12 @@ struct ol_pool {
 
   blk_t *blk;
   uint32_t nblk, cap_blk, spare, nspare;
-  uint32_t rng;
 
   uint32_t root[NBINS];
   uint64_t binmap[NBIN_WORDS];
   uint64_t binsum; /* bit w: binmap[w] is not zero */
 
-  uint64_t *hkey;
-  uint32_t *hval;
+  uint32_t *hslot; /* live records by address, NIL: empty */
   uint32_t hbits, hcount;
 
   range_t *ranges;
@@ -210,6 +206,14 @@ static uint32_t bin_next(const ol_pool_t *p, uint32_t bin)
 
 /* ---- treap of free blocks, keyed by (size, addr) ----------------------- */
 
+/* A record's treap priority: a hash of its number, random enough to keep
+ * the trees shallow, and read from no memory. */
+static uint32_t prio(uint32_t x)
+{
+  x *= 0x9E3779B1u;
+  return x ^ (x >> 15);
+}
+
 /* The descents below branch on each level's comparison: measured, the
  * branch-free forms were slower here (they serialise the loads that a
  * predicted branch lets the processor start early). */
@@ -247,7 +251,7 @@ static uint32_t treap_merge(blk_t *B, uint32_t a, uint32_t b, uint32_t parent)
 {
   uint32_t root = NIL, *link = &root;
   while (a != NIL && b != NIL) {
-    if (B[a].prio > B[b].prio) {
+    if (prio(a) > prio(b)) {
       *link = a;
       B[a].parent = parent;
       parent = a;
@@ -270,7 +274,7 @@ static uint32_t treap_merge(blk_t *B, uint32_t a, uint32_t b, uint32_t parent)
 static void treap_insert(blk_t *B, uint32_t *root, uint32_t x)
 {
   uint32_t *link = root, parent = NIL;
-  while (*link != NIL && B[*link].prio >= B[x].prio) {
+  while (*link != NIL && prio(*link) >= prio(x)) {
     parent = *link;
     link = key_less(&B[x], &B[parent]) ? &B[parent].child[0] : &B[parent].child[1];
   }
@@ -365,16 +369,6 @@ static uint32_t next_in_order(const ol_pool_t *p, uint32_t x)
 
 /* ---- records ---------------------------------------------------------- */
 
-static uint32_t next_prio(ol_pool_t *p)
-{
-  /* xorshift32: priorities only need to look random to keep treaps shallow */
-  uint32_t x = p->rng;
-  x ^= x << 13;
-  x ^= x >> 17;
-  x ^= x << 5;
-  p->rng = x;
-  return x;
-}
 
 /* At least n spare records, so that what follows cannot fail. */
 static int reserve_records(ol_pool_t *p, uint32_t n)
@@ -389,7 +383,6 @@ static int reserve_records(ol_pool_t *p, uint32_t n)
     return -1;
   p->blk = grown;
   for (uint32_t i = p->cap_blk; i < cap; i++) {
-    grown[i].prio = next_prio(p);
     grown[i].child[0] = p->spare;
     p->spare = i;
   }
@@ -415,60 +408,56 @@ static void record_put(ol_pool_t *p, uint32_t x)
 
 /* ---- live blocks: address -> record ----------------------------------- */
 
+/* Slots hold record numbers only (the address is in the record, which the
+ * caller reads next anyway): 4 bytes a slot keeps the table in L1 cache
+ * for a few thousand live blocks. */
+
 static uint32_t hash_slot(const ol_pool_t *p, uint64_t addr)
 {
   return (uint32_t)(((addr >> 9) * 0x9E3779B97F4A7C15ull) >> (64 - p->hbits));
 }
 
-static void hash_put(ol_pool_t *p, uint64_t addr, uint32_t x)
+static void hash_put(ol_pool_t *p, uint32_t x)
 {
-  uint32_t mask = (1u << p->hbits) - 1, i = hash_slot(p, addr);
-  while (p->hkey[i] != EMPTY_KEY)
+  uint32_t mask = (1u << p->hbits) - 1, i = hash_slot(p, p->blk[x].addr);
+  while (p->hslot[i] != NIL)
     i = (i + 1) & mask;
-  p->hkey[i] = addr;
-  p->hval[i] = x;
+  p->hslot[i] = x;
   p->hcount++;
 }
 
 /* Room for one more entry at a load of at most 1/2. */
 static int hash_reserve(ol_pool_t *p)
 {
-  if (p->hkey && (uint64_t)(p->hcount + 1) * 2 <= (1ull << p->hbits))
+  if (p->hslot && (uint64_t)(p->hcount + 1) * 2 <= (1ull << p->hbits))
     return 0;
-  uint32_t bits = p->hkey ? p->hbits + 1 : 10;
+  uint32_t bits = p->hslot ? p->hbits + 1 : 10;
   if (bits > 31)
     return -1;
-  uint64_t *keys = host_grow(p, NULL, 1ull << bits, sizeof *keys);
-  uint32_t *vals = host_grow(p, NULL, 1ull << bits, sizeof *vals);
-  if (!keys || !vals) {
-    host_free(p, keys);
-    host_free(p, vals);
+  uint32_t *slots = host_grow(p, NULL, 1ull << bits, sizeof *slots);
+  if (!slots)
     return -1;
-  }
-  uint64_t *old_keys = p->hkey;
-  uint32_t *old_vals = p->hval, old_n = p->hkey ? 1u << p->hbits : 0;
-  memset(keys, 0xff, (sizeof *keys) << bits);
-  p->hkey = keys;
-  p->hval = vals;
+  uint32_t *old = p->hslot, old_n = p->hslot ? 1u << p->hbits : 0;
+  memset(slots, 0xff, (sizeof *slots) << bits); /* NIL everywhere */
+  p->hslot = slots;
   p->hbits = bits;
   p->hcount = 0;
   for (uint32_t i = 0; i < old_n; i++)
-    if (old_keys[i] != EMPTY_KEY)
-      hash_put(p, old_keys[i], old_vals[i]);
-  host_free(p, old_keys);
-  host_free(p, old_vals);
+    if (old[i] != NIL)
+      hash_put(p, old[i]);
+  host_free(p, old);
   return 0;
 }
 
 static uint32_t hash_find(const ol_pool_t *p, uint64_t addr, uint32_t *slot)
 {
-  if (!p->hkey)
+  if (!p->hslot)
     return NIL;
   uint32_t mask = (1u << p->hbits) - 1, i = hash_slot(p, addr);
-  for (; p->hkey[i] != EMPTY_KEY; i = (i + 1) & mask) {
-    if (p->hkey[i] == addr) {
+  for (; p->hslot[i] != NIL; i = (i + 1) & mask) {
+    if (p->blk[p->hslot[i]].addr == addr) {
       *slot = i;
-      return p->hval[i];
+      return p->hslot[i];
     }
   }
   return NIL;
@@ -478,17 +467,16 @@ static uint32_t hash_find(const ol_pool_t *p, uint64_t addr, uint32_t *slot)
 static void hash_delete(ol_pool_t *p, uint32_t i)
 {
   uint32_t mask = (1u << p->hbits) - 1;
-  for (uint32_t j = (i + 1) & mask; p->hkey[j] != EMPTY_KEY; j = (j + 1) & mask) {
-    uint32_t home = hash_slot(p, p->hkey[j]);
+  for (uint32_t j = (i + 1) & mask; p->hslot[j] != NIL; j = (j + 1) & mask) {
+    uint32_t home = hash_slot(p, p->blk[p->hslot[j]].addr);
     /* j's entry may fill hole i unless its home lies in (i, j] cyclically */
     bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
     if (!stays) {
-      p->hkey[i] = p->hkey[j];
-      p->hval[i] = p->hval[j];
+      p->hslot[i] = p->hslot[j];
       i = j;
     }
   }
-  p->hkey[i] = EMPTY_KEY;
+  p->hslot[i] = NIL;
   p->hcount--;
 }
 
@@ -530,7 +518,7 @@ static uint32_t range_add(ol_pool_t *p, uint64_t size)
   }
   uint32_t x = record_take(p);
   p->blk[x] = (blk_t){.addr = r->base, .size = size, .prev = NIL, .next = NIL,
-                      .prio = p->blk[x].prio, .range = (uint16_t)p->nranges};
+                      .range = (uint16_t)p->nranges};
   r->head = r->tail = x;
   p->nranges++;
   p->counts.ranges++;
@@ -752,7 +740,7 @@ static uint32_t split_off(ol_pool_t *p, uint32_t x, uint64_t offset)
   uint32_t y = record_take(p);
   blk_t *b = &p->blk[x];
   p->blk[y] = (blk_t){.addr = b->addr + offset, .size = b->size - offset, .prev = x,
-                      .next = b->next, .prio = p->blk[y].prio, .range = b->range};
+                      .next = b->next, .range = b->range};
   if (b->next != NIL)
     p->blk[b->next].prev = y;
   else
@@ -966,7 +954,7 @@ int ol_pool_alloc(ol_pool_t *p, uint64_t size, uint64_t *addr)
   if (x == NIL)
     return -1;
   const blk_t *b = &p->blk[x];
-  hash_put(p, b->addr, x);
+  hash_put(p, x);
   p->allocated += b->size;
   if (p->allocated > p->allocated_peak)
     p->allocated_peak = p->allocated;
@@ -1053,7 +1041,7 @@ static long check_treap(const ol_pool_t *p, uint32_t t, uint32_t parent, uint32_
   const blk_t *b = &p->blk[t];
   if (b->parent != parent || !b->free || bin_of(b->size) != bin ||
       (lo && !key_less(lo, b)) || (hi && !key_less(b, hi)) ||
-      (parent != NIL && b->prio > p->blk[parent].prio))
+      (parent != NIL && prio(t) > prio(parent)))
     return -1;
   long l = check_treap(p, b->child[0], t, bin, lo, b);
   long r = check_treap(p, b->child[1], t, bin, b, hi);
@@ -1131,7 +1119,6 @@ ol_pool_t *ol_pool_create(const ol_backend_t *backend, const ol_pool_config_t *c
   p->keep_mapped = config->keep_mapped;
   p->host_realloc = host;
   p->spare = NIL;
-  p->rng = 0x9E3779B9u;
   for (uint32_t i = 0; i < NBINS; i++)
     p->root[i] = NIL;
   if (p->address_space && range_add(p, p->address_space) == NIL) {
@@ -1158,7 +1145,6 @@ void ol_pool_destroy(ol_pool_t *p)
   }
   host_free(p, p->ranges);
   host_free(p, p->blk);
-  host_free(p, p->hkey);
-  host_free(p, p->hval);
+  host_free(p, p->hslot);
   host_free(p, p);
 }
