@@ -351,16 +351,20 @@ static void bench_pairs(void)
   printf("\nallocate+free pair, median ns of %d batches of %d pairs, sizes 512 B-32 MiB\n",
          BATCHES, BATCH);
   printf("%-32s %12s %12s\n", "allocator", "immediate", "16 deep");
+  ol_pool_counts_t before;
   for (int i = 0; i < n; i++) {
     fragment(&targets[i]);
+    if (i == 0)
+      ol_pool_counts(pool, &before);
     double a = pair_ns(&targets[i], sizes, 1);
     double b = pair_ns(&targets[i], sizes, WINDOW);
     printf("%-32s %12.1f %12.1f\n", targets[i].name, a, b);
   }
   ol_pool_counts_t c;
   ol_pool_counts(pool, &c);
-  printf("(pool after the pairs: %llu free blocks, %llu live)\n",
-         (unsigned long long)c.free_blocks, (unsigned long long)c.live_blocks);
+  printf("(pool during the pairs: %llu free blocks, %llu live; %llu map calls: served "
+         "from mapped memory)\n", (unsigned long long)c.free_blocks,
+         (unsigned long long)c.live_blocks, (unsigned long long)(c.map_calls - before.map_calls));
   ol_pool_destroy(pool);
   ol_simdev_destroy(dev);
   for (int i = 0; i < 2; i++)
