@@ -171,7 +171,8 @@ static void start_device(managed_t *m)
    * left by long-lived blocks never make the pool run out of addresses
    * before the device runs out of memory. */
   uint64_t space = (total * 2 + granularity - 1) / granularity * granularity;
-  ol_pool_config_t config = {space, ol_option_size(OL_OPT_MAX_SPLIT_SIZE), NULL};
+  ol_pool_config_t config = {space, ol_option_size(OL_OPT_MAX_SPLIT_SIZE), NULL,
+                             !ol_option_bool(OL_OPT_POOL_TRIM)};
   m->pool = ol_pool_create(&m->backend, &config);
   if (!m->pool)
     return give_up(m, "cannot reserve address space");
@@ -181,6 +182,7 @@ static void start_device(managed_t *m)
 }
 
 /* ---- fences ------------------------------------------------------------ */
+static bool single_stream(void);
 
 static void *take_event(managed_t *m)
 {
@@ -371,9 +373,19 @@ bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr)
     served = m->state == ACTIVE && serve(m, size, addr);
     pthread_mutex_unlock(&m->lock);
   }
-  if (!served)
+  if (!served && size > 0) /* the driver answers an empty request itself */
     ol_track_manage_fallback(device);
   return served;
+}
+
+/* While the process has created no stream, every kernel runs in the order
+ * of the legacy default stream, so work that touches a block after its
+ * reuse is queued behind the work before its free: the block can go back
+ * to the pool at once, as PyTorch's caching allocator does. The first
+ * stream created, or a capture, switches to fences for every later free. */
+static bool single_stream(void)
+{
+  return !ol_streams_any_created() && !ol_streams_capturing();
 }
 
 /* True when addr was ours: it now waits for its fence. False: not ours,
@@ -391,7 +403,9 @@ bool ol_manage_free(uint64_t addr)
     uint64_t size = ol_pool_owns(m->pool, addr) ? ol_pool_block_size(m->pool, addr) : 0;
     if (size) {
       m->live -= size;
-      if (!append(&m->open, addr, size)) {
+      if (single_stream()) {
+        ol_pool_free(m->pool, addr);
+      } else if (!append(&m->open, addr, size)) {
         ol_log_warn_once(&warned_failure, "out of host memory for pending frees; "
                          "synchronizing the device instead");
         if (ol_prim_device_synchronize() == 0)

@@ -33,6 +33,7 @@ typedef enum ol_option {
   OL_OPT_VERBOSE,
   OL_OPT_MANAGE,
   OL_OPT_MAX_SPLIT_SIZE,
+  OL_OPT_POOL_TRIM,
   OL_OPT_COUNT
 } ol_option_t;
 
@@ -191,6 +192,7 @@ int ol_streams_nonblocking(void **out, int max);
 void ol_streams_capture_began(void *stream);
 void ol_streams_capture_ended(void *stream);
 bool ol_streams_capturing(void);
+bool ol_streams_any_created(void);
 
 /* ---- manage.c: our pool serves the requests -------------------------- */
 bool ol_manage_on(void);

@@ -57,9 +57,9 @@ typedef struct ol_pool_config {
    * unchanged. */
   void *(*host_realloc)(void *ptr, size_t size);
   /* Never unmap free memory to stay near peak allocated; unmap only when the
-   * device is full. Manage mode's default: there frees return when the
-   * device passes their fence, so the layout shifts from step to step and
-   * trimming would remap gigabytes every step (measured on an H200). */
+   * device is full. For jobs whose frees return when the device passes a
+   * fence: the layout then shifts from step to step and trimming remapped
+   * gigabytes a step on an H200 (OOMLENS_POOL_TRIM=0 in manage mode). */
   bool keep_mapped;
 } ol_pool_config_t;
 

@@ -50,8 +50,11 @@ static bool drop(void **set, int *count, void *stream)
   return true;
 }
 
+static atomic_bool any_created;
+
 void ol_streams_created(void *stream, unsigned int flags)
 {
+  atomic_store_explicit(&any_created, true, memory_order_release);
   if (!(flags & CU_STREAM_NON_BLOCKING))
     return;
   pthread_mutex_lock(&lock);
@@ -100,6 +103,13 @@ void ol_streams_capture_ended(void *stream)
   if (drop(capturing, &capturing_count, stream))
     atomic_fetch_sub(&captures_active, 1);
   pthread_mutex_unlock(&lock);
+}
+
+/* False while the process has created no stream: then all its work runs in
+ * the order of the legacy default stream (PyTorch without side streams). */
+bool ol_streams_any_created(void)
+{
+  return atomic_load_explicit(&any_created, memory_order_acquire);
 }
 
 bool ol_streams_capturing(void)

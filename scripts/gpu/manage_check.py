@@ -46,11 +46,12 @@ def steady(result):
 
 def workload_rows():
     rows = []
-    for name, steps in (('gpt2', 8), ('resnet50', 8), ('gpt2_varlen', 10)):
+    for name, steps, trim in (('gpt2', 10, '0'), ('gpt2', 10, '1'), ('resnet50', 10, '0'),
+                              ('resnet50', 10, '1')):
         cmd = [sys.executable, WORKLOADS, name, '--steps', str(steps)]
-        native = run(cmd, False, f'{name}-native')
-        ours = run(cmd, True, f'{name}-manage')
-        row = dict(workload=name)
+        native = run(cmd, False, f'{name}-{trim}-native')
+        ours = run(cmd, True, f'{name}-{trim}-manage', {'OOMLENS_POOL_TRIM': trim})
+        row = dict(workload=f'{name} (OOMLENS_POOL_TRIM={trim})')
         if not (native['result'] and ours['result'] and ours['report']):
             row['error'] = ours['stderr'] or native['stderr']
             rows.append(row)

@@ -110,7 +110,10 @@ static int pending_kernel(cudaStream_t stream)
           CUDA_SUCCESS);
     CHECK(cudaFree(a.p) == cudaSuccess);
     CHECK(cudaMalloc((void **)&b.p, b.size) == cudaSuccess);
-    fill(&b, 0x11);
+    /* B is written as a job writes device memory: by work on the default
+     * stream, ordered after whatever that stream already holds. */
+    b.tag = 0x11;
+    CHECK(simcu_launch_fill(0, (CUdeviceptr)b.p, b.tag, b.size, 0) == CUDA_SUCCESS);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     CHECK(intact(&b));
     CHECK(cudaFree(b.p) == cudaSuccess);
