@@ -995,6 +995,8 @@ static uint64_t largest_mapped_part(const ol_pool_t *p, uint32_t x)
   const range_t *r = range_of(p, x);
   uint64_t lo = p->blk[x].addr - r->base, hi = lo + p->blk[x].size, best = 0;
   uint64_t g1 = ((hi - 1) >> p->shift) + 1;
+  if (g1 > r->top)
+    g1 = r->top; /* nothing mapped above */
   for (uint64_t a = bit_next(r->mapped, lo >> p->shift, g1, true); a < g1;) {
     uint64_t b = bit_next(r->mapped, a, g1, false);
     uint64_t s = a << p->shift, e = b << p->shift;
