@@ -312,6 +312,39 @@ static uint32_t treap_first(const blk_t *B, uint32_t t)
   return t;
 }
 
+/* x's neighbour in key order within its tree: dir 0 the one below, 1 the
+ * one above; NIL if none. */
+static uint32_t treap_neighbour(const blk_t *B, uint32_t x, int dir)
+{
+  uint32_t t = B[x].child[dir];
+  if (t != NIL) {
+    while (B[t].child[!dir] != NIL)
+      t = B[t].child[!dir];
+    return t;
+  }
+  uint32_t parent = B[x].parent;
+  while (parent != NIL && B[parent].child[dir] == x) {
+    x = parent;
+    parent = B[x].parent;
+  }
+  return parent;
+}
+
+/* Whether free block x can take the key (size, addr) where it stands:
+ * same bin, and still between its neighbours. Then a split or a merge
+ * needs no erase and insert: an allocate+free pair at the edge of a free
+ * block touches the tree only to find it. */
+static bool rekey_in_place(const ol_pool_t *p, uint32_t x, uint64_t size, uint64_t addr)
+{
+  const blk_t *B = p->blk;
+  if (bin_of(size) != bin_of(B[x].size))
+    return false;
+  blk_t key = {.size = size, .addr = addr};
+  int dir = key_less(&key, &B[x]) ? 0 : 1;
+  uint32_t n = treap_neighbour(B, x, dir);
+  return n == NIL || (dir ? key_less(&key, &B[n]) : key_less(&B[n], &key));
+}
+
 /* ---- free blocks ------------------------------------------------------ */
 
 static void free_insert(ol_pool_t *p, uint32_t x)
@@ -755,6 +788,23 @@ static uint32_t split_off(ol_pool_t *p, uint32_t x, uint64_t offset)
  * whole). Returns the live record, not yet in the hash. */
 static uint32_t carve(ol_pool_t *p, uint32_t x, uint64_t at, uint64_t size, bool whole)
 {
+  blk_t *b = &p->blk[x];
+  if (!whole && at == b->addr && b->size > size &&
+      rekey_in_place(p, x, b->size - size, b->addr + size)) {
+    /* x stays in its tree as the rest; the live block is a new record */
+    uint32_t z = record_take(p);
+    b = &p->blk[x];
+    p->blk[z] = (blk_t){.addr = b->addr, .size = size, .prev = b->prev, .next = x,
+                        .range = b->range};
+    if (b->prev != NIL)
+      p->blk[b->prev].next = z;
+    else
+      range_of(p, x)->head = z;
+    b->prev = z;
+    b->addr += size;
+    b->size -= size;
+    return z;
+  }
   free_remove(p, x);
   if (at > p->blk[x].addr) {
     uint32_t low = x;
@@ -766,11 +816,9 @@ static uint32_t carve(ol_pool_t *p, uint32_t x, uint64_t at, uint64_t size, bool
   return x;
 }
 
-/* x takes in its next neighbour, already out of the bins. */
-static void join_next(ol_pool_t *p, uint32_t x)
+/* Unlinks y, x's next neighbour, whose bytes x has taken. */
+static void join_next_record(ol_pool_t *p, uint32_t x, uint32_t y)
 {
-  uint32_t y = p->blk[x].next;
-  p->blk[x].size += p->blk[y].size;
   p->blk[x].next = p->blk[y].next;
   if (p->blk[y].next != NIL)
     p->blk[p->blk[y].next].prev = x;
@@ -779,11 +827,41 @@ static void join_next(ol_pool_t *p, uint32_t x)
   record_put(p, y);
 }
 
+/* x takes in its next neighbour, already out of the bins. */
+static void join_next(ol_pool_t *p, uint32_t x)
+{
+  uint32_t y = p->blk[x].next;
+  p->blk[x].size += p->blk[y].size;
+  join_next_record(p, x, y);
+}
+
 /* Live block x becomes free, merged at once with free neighbours. */
 static void coalesce(ol_pool_t *p, uint32_t x)
 {
   uint32_t next = p->blk[x].next, prev = p->blk[x].prev;
-  if (next != NIL && p->blk[next].free) {
+  bool next_free = next != NIL && p->blk[next].free;
+  bool prev_free = prev != NIL && p->blk[prev].free;
+  if (next_free && !prev_free &&
+      rekey_in_place(p, next, p->blk[next].size + p->blk[x].size, p->blk[x].addr)) {
+    /* the free block above grows down over x where it stands */
+    blk_t *n = &p->blk[next];
+    n->addr = p->blk[x].addr;
+    n->size += p->blk[x].size;
+    n->prev = prev;
+    if (prev != NIL)
+      p->blk[prev].next = next;
+    else
+      range_of(p, x)->head = next;
+    record_put(p, x);
+    return;
+  }
+  if (prev_free && !next_free &&
+      rekey_in_place(p, prev, p->blk[prev].size + p->blk[x].size, p->blk[prev].addr)) {
+    p->blk[prev].size += p->blk[x].size;
+    join_next_record(p, prev, x);
+    return;
+  }
+  if (next_free) {
     free_remove(p, next);
     join_next(p, x);
   }
