@@ -107,9 +107,14 @@ static void unmap_chunk(managed_t *m, uint64_t addr)
   ol_track_pool_mapped(m->device, -(int64_t)m->backend.granularity);
 }
 
+/* Blocks of a single-stream job return to the pool at once, so free memory
+ * may still be in use by queued work: wait for the device before taking
+ * memory away (unmaps are rare once a job has settled). */
 static void backend_unmap(void *ctx, uint64_t addr, uint64_t size)
 {
   managed_t *m = ctx;
+  if (ol_prim_device_synchronize() == 0)
+    ol_track_device_sync(m->device);
   for (uint64_t at = addr; at < addr + size; at += m->backend.granularity)
     unmap_chunk(m, at);
 }

@@ -54,7 +54,9 @@ static atomic_bool any_created;
 
 void ol_streams_created(void *stream, unsigned int flags)
 {
-  atomic_store_explicit(&any_created, true, memory_order_release);
+  if (!atomic_exchange_explicit(&any_created, true, memory_order_acq_rel))
+    ol_log_verbose("first stream created (flags %u): manage mode fences every free from now on",
+                   flags);
   if (!(flags & CU_STREAM_NON_BLOCKING))
     return;
   pthread_mutex_lock(&lock);
