@@ -70,6 +70,7 @@ struct ol_pool {
   uint32_t nblk, cap_blk, spare, nspare;
 
   uint32_t root[NBINS];
+  uint32_t first[NBINS]; /* each bin's smallest block: best fit without a descent */
   uint64_t binmap[NBIN_WORDS];
   uint64_t binsum; /* bit w: binmap[w] is not zero */
 
@@ -355,12 +356,16 @@ static void free_insert(ol_pool_t *p, uint32_t x)
   if (p->root[bin] == NIL)
     bin_mark(p, bin, true);
   treap_insert(p->blk, &p->root[bin], x);
+  if (p->first[bin] == NIL || key_less(&p->blk[x], &p->blk[p->first[bin]]))
+    p->first[bin] = x;
   p->counts.free_blocks++;
 }
 
 static void free_remove(ol_pool_t *p, uint32_t x)
 {
   uint32_t bin = bin_of(p->blk[x].size);
+  if (p->first[bin] == x)
+    p->first[bin] = treap_neighbour(p->blk, x, 1);
   treap_erase(p->blk, &p->root[bin], x);
   if (p->root[bin] == NIL)
     bin_mark(p, bin, false);
@@ -372,13 +377,16 @@ static void free_remove(ol_pool_t *p, uint32_t x)
 static uint32_t best_fit(const ol_pool_t *p, uint64_t size)
 {
   uint32_t bin = bin_of(size);
-  if (p->root[bin] != NIL) {
-    uint32_t x = treap_lower_bound(p->blk, p->root[bin], size);
+  uint32_t x = p->first[bin];
+  if (x != NIL) {
+    if (p->blk[x].size >= size)
+      return x; /* the whole bin fits: its smallest */
+    x = treap_lower_bound(p->blk, p->root[bin], size);
     if (x != NIL)
       return x;
   }
   bin = bin_next(p, bin + 1);
-  return bin == NIL ? NIL : treap_first(p->blk, p->root[bin]);
+  return bin == NIL ? NIL : p->first[bin];
 }
 
 /* The free block after x in (size, address) order, or NIL. */
@@ -397,7 +405,7 @@ static uint32_t next_in_order(const ol_pool_t *p, uint32_t x)
   if (best != NIL)
     return best;
   bin = bin_next(p, bin + 1);
-  return bin == NIL ? NIL : treap_first(B, p->root[bin]);
+  return bin == NIL ? NIL : p->first[bin];
 }
 
 /* ---- records ---------------------------------------------------------- */
@@ -1166,7 +1174,8 @@ bool ol_pool_check(const ol_pool_t *p)
   for (uint32_t bin = 0; bin < NBINS; bin++) {
     bool marked = (p->binmap[bin >> 6] >> (bin & 63)) & 1;
     long n = check_treap(p, p->root[bin], NIL, bin, NULL, NULL);
-    if (n < 0 || marked != (n > 0))
+    if (n < 0 || marked != (n > 0) ||
+        p->first[bin] != (n ? treap_first(p->blk, p->root[bin]) : NIL))
       return false;
     in_bins += n;
   }
@@ -1200,7 +1209,7 @@ ol_pool_t *ol_pool_create(const ol_backend_t *backend, const ol_pool_config_t *c
   p->host_realloc = host;
   p->spare = NIL;
   for (uint32_t i = 0; i < NBINS; i++)
-    p->root[i] = NIL;
+    p->root[i] = p->first[i] = NIL;
   if (p->address_space && range_add(p, p->address_space) == NIL) {
     ol_pool_destroy(p);
     return NULL;
