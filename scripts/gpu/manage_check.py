@@ -36,8 +36,9 @@ def run(cmd, managed, tag, extra_env=None):
                 report = json.load(f)
     if p.returncode != 0:
         sys.stderr.write(f'--- {tag} exited {p.returncode}\n{p.stderr[-3000:]}\n')
+    notes = [l for l in p.stderr.splitlines() if 'first stream created' in l]
     return dict(rc=p.returncode, result=result, report=report, losses=losses,
-                stderr=p.stderr[-1500:])
+                stderr=p.stderr[-1500:], notes=notes)
 
 
 def steady(result):
@@ -46,8 +47,9 @@ def steady(result):
 
 def workload_rows():
     rows = []
-    for name, steps, trim in (('gpt2', 10, '0'), ('gpt2', 10, '1'), ('resnet50', 10, '0'),
-                              ('resnet50', 10, '1')):
+    plan = os.environ.get('OOMLENS_GPU_PLAN', 'gpt2:0,gpt2:1,resnet50:0,resnet50:1')
+    for name, trim in (item.split(':') for item in plan.split(',') if item):
+        steps = 10
         cmd = [sys.executable, WORKLOADS, name, '--steps', str(steps)]
         native = run(cmd, False, f'{name}-{trim}-native')
         ours = run(cmd, True, f'{name}-{trim}-manage', {'OOMLENS_POOL_TRIM': trim})
@@ -94,13 +96,14 @@ print('RESULT {}')
 
 
 def loss_rows():
-    env = {'CUBLAS_WORKSPACE_CONFIG': ':4096:8'}
+    env = {'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'OOMLENS_VERBOSE': '1'}
     native = run([sys.executable, '-c', LOSS], False, 'loss-native', env)
     ours = run([sys.executable, '-c', LOSS], True, 'loss-manage', env)
     same = native['losses'] == ours['losses'] and len(native['losses']) == 6
     diff = max((abs(a - b) for a, b in zip(native['losses'], ours['losses'])), default=None)
     return dict(native=native['losses'], manage=ours['losses'], identical=same, max_abs_diff=diff,
-                stderr=None if same else ours['stderr'])
+                stderr=None if same else ours['stderr'], notes=ours['notes'],
+                calls=ours['report']['devices'][0]['calls'] if ours['report'] else None)
 
 
 def main():
@@ -123,7 +126,8 @@ def main():
                      f"{r['driver_peak']} | {r['pending_peak']} | {c.get('fence_waits')} | {c.get('device_syncs')} | "
                      f"{c.get('manage_fallbacks')} |")
     lines += ['', f"losses identical: {losses['identical']} (max abs diff {losses['max_abs_diff']})",
-              f"native: {losses['native']}", f"manage: {losses['manage']}"]
+              f"native: {losses['native']}", f"manage: {losses['manage']}",
+              f"streams: {losses['notes']}", f"calls: {losses['calls']}"]
     text = '\n'.join(lines)
     with open(os.path.join(OUT, 'table.md'), 'w') as f:
         f.write(text + '\n')
