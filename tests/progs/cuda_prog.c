@@ -266,6 +266,20 @@ static int report_on_signal(const char *path)
   return 0;
 }
 
+/* ARG malloc/free pairs of 1 MiB, for scripts/bench_hooks.sh: the cost
+ * oomlens adds to each call, counted by callgrind with and without it. */
+static int pairs(const char *count)
+{
+  long n = count ? atol(count) : 1000;
+  void *p;
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  for (long i = 0; i < n; i++) {
+    CHECK(cudaMalloc(&p, MiB) == cudaSuccess);
+    CHECK(cudaFree(p) == cudaSuccess);
+  }
+  return 0;
+}
+
 /* No driver to be found: the runtime's own error reaches the job. */
 static int no_driver(void)
 {
@@ -290,6 +304,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "fork")) return fork_child();
   if (!strcmp(s, "signal")) return report_on_signal(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "nodriver")) return no_driver();
+  if (!strcmp(s, "pairs")) return pairs(argc > 2 ? argv[2] : NULL);
   fprintf(stderr, "cuda_prog: unknown scenario %s\n", s);
   return 2;
 }
