@@ -6,7 +6,10 @@
  * created non-blocking need events of their own: this keeps that list. It
  * also counts the captures in progress, during which nothing may be
  * recorded or synchronized. Stream creation is rare; one mutex is enough. */
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,11 +55,31 @@ static bool drop(void **set, int *count, void *stream)
 
 static atomic_bool any_created;
 
+/* Verbose only: which libraries asked for the first stream, so a user can
+ * tell why manage mode fences frees (glibc's backtrace, frames named by
+ * their shared object). */
+static void say_who_created(unsigned int flags)
+{
+  void *frames[12];
+  char line[512];
+  size_t len = 0;
+  int n = backtrace(frames, 12);
+  for (int i = 2; i < n && len < sizeof line - 64; i++) {
+    Dl_info info;
+    const char *name = dladdr(frames[i], &info) && info.dli_fname ? info.dli_fname : "?";
+    const char *base = strrchr(name, '/');
+    len += (size_t)snprintf(line + len, sizeof line - len, " %s", base ? base + 1 : name);
+  }
+  line[len] = '\0';
+  ol_log_verbose("first stream created (flags %u), from:%s; manage mode fences frees from now on",
+                 flags, line);
+}
+
 void ol_streams_created(void *stream, unsigned int flags)
 {
-  if (!atomic_exchange_explicit(&any_created, true, memory_order_acq_rel))
-    ol_log_verbose("first stream created (flags %u): manage mode fences every free from now on",
-                   flags);
+  if (!atomic_exchange_explicit(&any_created, true, memory_order_acq_rel) &&
+      ol_option_bool(OL_OPT_VERBOSE))
+    say_who_created(flags);
   if (!(flags & CU_STREAM_NON_BLOCKING))
     return;
   pthread_mutex_lock(&lock);
