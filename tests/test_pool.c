@@ -531,6 +531,27 @@ START_TEST(steady_iterations_do_not_churn)
 }
 END_TEST
 
+/* keep_mapped: growth never unmaps; only a full device does. */
+START_TEST(keep_mapped_trims_only_when_full)
+{
+  dev = ol_simdev_create(3 * GiB, GRAN);
+  ol_backend_t be;
+  ol_simdev_backend(dev, &be);
+  ol_pool_config_t cfg = {.address_space = 64 * GiB, .keep_mapped = true};
+  pool = ol_pool_create(&be, &cfg);
+  uint64_t a = take(GiB);
+  take(512);
+  give(a);
+  take(GiB + 100 * MiB); /* the frontier: the 1 GiB hole stays mapped */
+  ck_assert_uint_eq(counts().release_scans, 0);
+  ck_assert_uint_eq(dev_counts().unmap_calls, 0);
+  ck_assert(ol_simdev_is_mapped(dev, a));
+  take(GiB + 2 * MiB); /* past 3 GiB: the hole's granules go, then it fits */
+  ck_assert_uint_gt(dev_counts().unmap_calls, 0);
+  close_pool();
+}
+END_TEST
+
 /* A hole whose start was unmapped but whose rest is mapped serves a
  * request from the mapped part: nothing is mapped. */
 START_TEST(placed_on_mapped_run)
@@ -893,6 +914,7 @@ static Suite *pool_suite(void)
   tcase_add_test(tc, steady_iterations_do_not_churn);
   tcase_add_test(tc, growth_trims_cache);
   tcase_add_test(tc, placed_on_mapped_run);
+  tcase_add_test(tc, keep_mapped_trims_only_when_full);
   tcase_add_test(tc, mapped_hole_beats_smaller_unmapped);
   suite_add_tcase(s, tc);
 
