@@ -2,6 +2,7 @@
  * buffer failed instead of aborting, and the writer then refuses to publish
  * a half-written report. */
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,4 +59,14 @@ void ol_buf_free(ol_buf_t *buf)
 {
   free(buf->data);
   memset(buf, 0, sizeof *buf);
+}
+
+void ol_set_error(char *err, size_t cap, const char *fmt, ...)
+{
+  if (!err || cap == 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, cap, fmt, ap);
+  va_end(ap);
 }

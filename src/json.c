@@ -9,6 +9,7 @@
  * into the arena in one exactly sized block, so there is no per-container
  * growth to manage and no slack left in the tree. */
 #include "json.h"
+#include "ol.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -172,19 +173,6 @@ typedef struct parser {
   size_t err_cap;
 } parser_t;
 
-static void set_error(char *err, size_t err_cap, const char *fmt, ...)
-  __attribute__((format(printf, 3, 4)));
-
-static void set_error(char *err, size_t err_cap, const char *fmt, ...)
-{
-  if (!err || err_cap == 0)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, err_cap, fmt, ap);
-  va_end(ap);
-}
-
 /* Columns count characters: UTF-8 continuation bytes do not start one. The
  * bytes before an error position are always valid UTF-8, since invalid
  * bytes stop the parse where they are. */
@@ -217,13 +205,13 @@ static bool fail(parser_t *ps, const unsigned char *at, const char *fmt, ...)
   va_end(ap);
   size_t line, col;
   position(ps, at, &line, &col);
-  set_error(ps->err, ps->err_cap, "line %zu, column %zu: %s", line, col, msg);
+  ol_set_error(ps->err, ps->err_cap, "line %zu, column %zu: %s", line, col, msg);
   return false;
 }
 
 static bool out_of_memory(parser_t *ps)
 {
-  set_error(ps->err, ps->err_cap, "out of memory");
+  ol_set_error(ps->err, ps->err_cap, "out of memory");
   return false;
 }
 
@@ -746,9 +734,9 @@ static bool parse_document(parser_t *ps)
 
 ol_json_t *ol_json_parse(const char *text, size_t len, char *err, size_t err_cap)
 {
-  set_error(err, err_cap, "%s", "");
+  ol_set_error(err, err_cap, "%s", "");
   if (!text && len) {
-    set_error(err, err_cap, "no input text");
+    ol_set_error(err, err_cap, "no input text");
     return NULL;
   }
   static const char empty[1] = "";
@@ -777,7 +765,7 @@ ol_json_t *ol_json_parse(const char *text, size_t len, char *err, size_t err_cap
 
 static bool too_big(const char *path, char *err, size_t err_cap)
 {
-  set_error(err, err_cap, "%s is over the %zu MiB limit", path, OL_JSON_MAX_FILE >> 20);
+  ol_set_error(err, err_cap, "%s is over the %zu MiB limit", path, OL_JSON_MAX_FILE >> 20);
   return false;
 }
 
@@ -807,7 +795,7 @@ static bool read_fd(int fd, const char *path, char **out, size_t *out_len, char 
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0) {
-      set_error(err, err_cap, "cannot read %s: %s", path, strerror(errno));
+      ol_set_error(err, err_cap, "cannot read %s: %s", path, strerror(errno));
       free(buf);
       return false;
     }
@@ -823,20 +811,20 @@ static bool read_fd(int fd, const char *path, char **out, size_t *out_len, char 
     }
   }
   free(buf);
-  set_error(err, err_cap, "%s: out of memory", path);
+  ol_set_error(err, err_cap, "%s: out of memory", path);
   return false;
 }
 
 ol_json_t *ol_json_parse_file(const char *path, char *err, size_t err_cap)
 {
-  set_error(err, err_cap, "%s", "");
+  ol_set_error(err, err_cap, "%s", "");
   if (!path) {
-    set_error(err, err_cap, "no file path");
+    ol_set_error(err, err_cap, "no file path");
     return NULL;
   }
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    set_error(err, err_cap, "cannot open %s: %s", path, strerror(errno));
+    ol_set_error(err, err_cap, "cannot open %s: %s", path, strerror(errno));
     return NULL;
   }
   char *text = NULL;
@@ -849,7 +837,7 @@ ol_json_t *ol_json_parse_file(const char *path, char *err, size_t err_cap)
   ol_json_t *root = ol_json_parse(text, len, msg, sizeof msg);
   free(text);
   if (!root)
-    set_error(err, err_cap, "%s: %s", path, msg);
+    ol_set_error(err, err_cap, "%s: %s", path, msg);
   return root;
 }
 

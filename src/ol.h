@@ -223,6 +223,8 @@ typedef struct ol_buf {
 void ol_buf_printf(ol_buf_t *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ol_buf_json_string(ol_buf_t *buf, const char *text);
 void ol_buf_free(ol_buf_t *buf);
+/* Writes a message into a caller's error buffer; err may be NULL, cap 0. */
+void ol_set_error(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- report.c: memory_summary text and JSON ---------------------------- */
 typedef struct ol_report_context {

@@ -5,6 +5,7 @@
  * allocation and runs in memory proportional to what is live, never to the
  * trace's length. */
 #include "replay.h"
+#include "ol.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -114,17 +115,6 @@ typedef struct replay {
   ol_replay_result_t *result;
 } replay_t;
 
-static void say(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t cap, const char *fmt, ...)
-{
-  if (!err || cap == 0)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, cap, fmt, ap);
-  va_end(ap);
-}
-
 static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
 {
   ol_replay_result_t *res = r->result;
@@ -225,7 +215,7 @@ static int run(replay_t *r, ol_trace_t *trace, const char *path, char *err, size
     r->result->events++;
     int step = apply(r, &ev);
     if (step < 0) {
-      say(err, cap, "%s:%llu: out of host memory", path, (unsigned long long)ev.line);
+      ol_set_error(err, cap, "%s:%llu: out of host memory", path, (unsigned long long)ev.line);
       return -1;
     }
     if (step == 0)
@@ -239,19 +229,19 @@ int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
                    char *err, size_t cap)
 {
   memset(result, 0, sizeof *result);
-  say(err, cap, "%s", "");
+  ol_set_error(err, cap, "%s", "");
   ol_trace_t *trace = ol_trace_open(path, err, cap);
   if (!trace)
     return -1;
   replay_t r = {.ops = ops, .result = result};
   int rc = -1;
   if (!map_init(&r.live, 1024)) {
-    say(err, cap, "%s: out of host memory", path);
+    ol_set_error(err, cap, "%s: out of host memory", path);
     goto done;
   }
   r.policy = ops->create(options);
   if (!r.policy) {
-    say(err, cap, "%s: cannot create the %s policy: out of host memory", path, ops->name);
+    ol_set_error(err, cap, "%s: cannot create the %s policy: out of host memory", path, ops->name);
     goto done;
   }
   rc = run(&r, trace, path, err, cap);

@@ -4,6 +4,7 @@
  * memory stays constant however long the trace is, and the buffer never
  * holds more than a few lines' worth of bytes. */
 #include "trace_csv.h"
+#include "ol.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -46,17 +47,6 @@ const char *ol_trace_action_name(ol_trace_action_t action)
   return (unsigned)action < OL_TRACE_ACTION_COUNT ? actions[action].name : "?";
 }
 
-static void say(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t cap, const char *fmt, ...)
-{
-  if (!err || cap == 0)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, cap, fmt, ap);
-  va_end(ap);
-}
-
 /* Moves the unread bytes to the front and reads more after them. */
 static int refill(ol_trace_t *t)
 {
@@ -88,7 +78,7 @@ static int next_line(ol_trace_t *t, const char **line, size_t *len, char *err, s
     char *nl = memchr(t->buf + t->start, '\n', t->end - t->start);
     size_t have = nl ? (size_t)(nl - (t->buf + t->start)) : t->end - t->start;
     if (have > OL_TRACE_MAX_LINE) {
-      say(err, cap, "%s:%llu: line longer than %d bytes", t->path,
+      ol_set_error(err, cap, "%s:%llu: line longer than %d bytes", t->path,
           (unsigned long long)t->line + 1, OL_TRACE_MAX_LINE);
       return -1;
     }
@@ -110,7 +100,7 @@ static int next_line(ol_trace_t *t, const char **line, size_t *len, char *err, s
       size_t plen = strlen(t->path);
       if (strncmp(what, t->path, plen) == 0 && strncmp(what + plen, ": ", 2) == 0)
         what += plen + 2;
-      say(err, cap, "%s:%llu: cannot read: %s", t->path, (unsigned long long)t->line + 1,
+      ol_set_error(err, cap, "%s:%llu: cannot read: %s", t->path, (unsigned long long)t->line + 1,
           errnum == Z_ERRNO ? strerror(errno) : what);
       return -1;
     }
@@ -137,17 +127,17 @@ static ol_trace_t *fail_open(ol_trace_t *t)
 
 ol_trace_t *ol_trace_open(const char *path, char *err, size_t cap)
 {
-  say(err, cap, "%s", "");
+  ol_set_error(err, cap, "%s", "");
   ol_trace_t *t = calloc(1, sizeof *t);
   if (!t || !(t->path = strdup(path))) {
-    say(err, cap, "%s: out of host memory", path);
+    ol_set_error(err, cap, "%s: out of host memory", path);
     free(t);
     return NULL;
   }
   errno = 0; /* gzopen fails without errno only when zlib runs out of memory */
   t->file = gzopen(path, "rb");
   if (!t->file) {
-    say(err, cap, "cannot open %s: %s", path, errno ? strerror(errno) : "out of host memory");
+    ol_set_error(err, cap, "cannot open %s: %s", path, errno ? strerror(errno) : "out of host memory");
     return fail_open(t);
   }
   const char *line;
@@ -156,11 +146,11 @@ ol_trace_t *ol_trace_open(const char *path, char *err, size_t cap)
   if (got < 0)
     return fail_open(t);
   if (got == 0) {
-    say(err, cap, "%s: empty file, not a trace", path);
+    ol_set_error(err, cap, "%s: empty file, not a trace", path);
     return fail_open(t);
   }
   if (!is_csv_header(line, len)) {
-    say(err, cap, "%s:1: unknown trace format (expected the header '# %s')", path,
+    ol_set_error(err, cap, "%s:1: unknown trace format (expected the header '# %s')", path,
         HEADER_COLUMNS);
     return fail_open(t);
   }
@@ -287,30 +277,30 @@ static int parse_event(ol_trace_t *t, const char *line, size_t len, ol_trace_eve
   unsigned long long at = (unsigned long long)t->line;
   int count = split_fields(line, len, f);
   if (count < 6) {
-    say(err, cap, "%s:%llu: missing fields: %d of 6 (%s)", t->path, at, count, HEADER_COLUMNS);
+    ol_set_error(err, cap, "%s:%llu: missing fields: %d of 6 (%s)", t->path, at, count, HEADER_COLUMNS);
     return -1;
   }
   if (!parse_decimal(f[0], &ev->time_us)) {
-    say(err, cap, "%s:%llu: time_us '%s' is not a decimal number", t->path, at,
+    ol_set_error(err, cap, "%s:%llu: time_us '%s' is not a decimal number", t->path, at,
         shown(f[0], tmp, sizeof tmp));
     return -1;
   }
   if (!parse_action(f[1], &ev->action)) {
-    say(err, cap, "%s:%llu: bad action '%s'", t->path, at, shown(f[1], tmp, sizeof tmp));
+    ol_set_error(err, cap, "%s:%llu: bad action '%s'", t->path, at, shown(f[1], tmp, sizeof tmp));
     return -1;
   }
   if (!parse_hex(f[2], &ev->addr)) {
-    say(err, cap, "%s:%llu: addr '%s' is not a hex address (0x...)", t->path, at,
+    ol_set_error(err, cap, "%s:%llu: addr '%s' is not a hex address (0x...)", t->path, at,
         shown(f[2], tmp, sizeof tmp));
     return -1;
   }
   if (!parse_decimal(f[3], &ev->size) || ev->size > INT64_MAX) {
-    say(err, cap, "%s:%llu: size '%s' %s", t->path, at, shown(f[3], tmp, sizeof tmp),
+    ol_set_error(err, cap, "%s:%llu: size '%s' %s", t->path, at, shown(f[3], tmp, sizeof tmp),
         all_digits(f[3]) ? "overflows (more than 2^63-1 bytes)" : "is not a decimal number");
     return -1;
   }
   if (!parse_decimal(f[4], &ev->stream)) {
-    say(err, cap, "%s:%llu: stream '%s' is not a decimal number", t->path, at,
+    ol_set_error(err, cap, "%s:%llu: stream '%s' is not a decimal number", t->path, at,
         shown(f[4], tmp, sizeof tmp));
     return -1;
   }
