@@ -383,14 +383,14 @@ bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr)
   return served;
 }
 
-/* While the process has created no stream, every kernel runs in the order
- * of the legacy default stream, so work that touches a block after its
- * reuse is queued behind the work before its free: the block can go back
- * to the pool at once, as PyTorch's caching allocator does. The first
- * stream created, or a capture, switches to fences for every later free. */
+/* While all work that may still run is in the legacy default stream's order
+ * (see ol_streams_quiet), work that touches a block after its reuse is
+ * queued behind the work before its free: the block can go back to the pool
+ * at once, as PyTorch's caching allocator does. Otherwise it waits for a
+ * fence. */
 static bool single_stream(void)
 {
-  return !ol_streams_any_created() && !ol_streams_capturing();
+  return ol_streams_quiet();
 }
 
 /* True when addr was ours: it now waits for its fence. False: not ours,

@@ -72,6 +72,7 @@ int ol_prim_event_done(void *event); /* 1 done, 0 pending, -1 error */
 int ol_prim_event_wait(void *event);
 void ol_prim_event_destroy(void *event);
 int ol_prim_device_synchronize(void);
+int ol_prim_stream_idle(void *stream); /* 1 idle, 0 busy, -1 error */
 uint64_t ol_prim_device_total_memory(int device); /* 0 if unknown */
 bool ol_prim_has_context(void);                   /* a CUDA context is current */
 
@@ -192,7 +193,7 @@ int ol_streams_nonblocking(void **out, int max);
 void ol_streams_capture_began(void *stream);
 void ol_streams_capture_ended(void *stream);
 bool ol_streams_capturing(void);
-bool ol_streams_any_created(void);
+bool ol_streams_quiet(void);
 
 /* ---- manage.c: our pool serves the requests -------------------------- */
 bool ol_manage_on(void);

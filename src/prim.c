@@ -41,6 +41,7 @@ static CUresult (*real_cuCtxGetDevice)(CUdevice *);
   X(cuEventSynchronize, CUresult, (CUevent))                                              \
   X(cuEventDestroy_v2, CUresult, (CUevent))                                               \
   X(cuCtxSynchronize, CUresult, (void))                                                   \
+  X(cuStreamQuery, CUresult, (CUstream))                                                  \
   X(cuCtxGetCurrent, CUresult, (CUcontext *))                                             \
   X(cuDeviceTotalMem_v2, CUresult, (size_t *, CUdevice))
 
@@ -316,4 +317,12 @@ bool ol_prim_has_context(void)
   CUcontext ctx = NULL;
   return ol_prim_driver_available() && helper.cuCtxGetCurrent &&
          helper.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != NULL;
+}
+
+int ol_prim_stream_idle(void *stream)
+{
+  if (!helper.cuStreamQuery)
+    return -1;
+  CUresult res = helper.cuStreamQuery((CUstream)stream);
+  return res == CUDA_SUCCESS ? 1 : res == CUDA_ERROR_NOT_READY ? 0 : -1;
 }

@@ -20,6 +20,8 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static void *nonblocking[MAX_TRACKED];
 static int nonblocking_count;
+static void *blocking[MAX_TRACKED];
+static int blocking_count;
 static void *capturing[MAX_TRACKED];
 static int capturing_count;
 static atomic_int captures_active;
@@ -71,8 +73,8 @@ static void say_who_created(unsigned int flags)
     len += (size_t)snprintf(line + len, sizeof line - len, " %s", base ? base + 1 : name);
   }
   line[len] = '\0';
-  ol_log_verbose("first stream created (flags %u), from:%s; manage mode fences frees from now on",
-                 flags, line);
+  ol_log_verbose("first stream created (flags %u), from:%s; manage mode now fences the frees "
+                 "made while a stream other than the default one has work", flags, line);
 }
 
 void ol_streams_created(void *stream, unsigned int flags)
@@ -80,13 +82,13 @@ void ol_streams_created(void *stream, unsigned int flags)
   if (!atomic_exchange_explicit(&any_created, true, memory_order_acq_rel) &&
       ol_option_bool(OL_OPT_VERBOSE))
     say_who_created(flags);
-  if (!(flags & CU_STREAM_NON_BLOCKING))
-    return;
   pthread_mutex_lock(&lock);
-  if (!add(nonblocking, &nonblocking_count, stream)) {
+  bool kept = flags & CU_STREAM_NON_BLOCKING ? add(nonblocking, &nonblocking_count, stream)
+                                             : add(blocking, &blocking_count, stream);
+  if (!kept) {
     atomic_store(&overflowed, true);
-    ol_log_warn_once(&warned_overflow, "more than %d non-blocking streams; manage mode now "
-                     "synchronizes the device before reusing freed memory", MAX_TRACKED);
+    ol_log_warn_once(&warned_overflow, "more than %d streams; manage mode now fences every "
+                     "free", MAX_TRACKED);
   }
   pthread_mutex_unlock(&lock);
 }
@@ -94,8 +96,28 @@ void ol_streams_created(void *stream, unsigned int flags)
 void ol_streams_destroyed(void *stream)
 {
   pthread_mutex_lock(&lock);
-  drop(nonblocking, &nonblocking_count, stream);
+  if (!drop(nonblocking, &nonblocking_count, stream))
+    drop(blocking, &blocking_count, stream);
   pthread_mutex_unlock(&lock);
+}
+
+/* True when all work that may still run is in the legacy default stream's
+ * order: no capture, no stream of the job's that runs beside it (a blocking
+ * stream runs concurrently with other blocking streams), and every
+ * non-blocking stream idle. Work queued on the default stream before a free
+ * then runs before any work that can touch a reuse of that memory. Libraries
+ * create streams they rarely use (cuDNN does, under PyTorch): an idle one
+ * costs one query. */
+bool ol_streams_quiet(void)
+{
+  if (atomic_load(&captures_active) > 0 || atomic_load(&overflowed))
+    return false;
+  pthread_mutex_lock(&lock);
+  bool quiet = blocking_count == 0;
+  for (int i = 0; quiet && i < nonblocking_count; i++)
+    quiet = ol_prim_stream_idle(nonblocking[i]) == 1;
+  pthread_mutex_unlock(&lock);
+  return quiet;
 }
 
 /* Copies up to max non-blocking streams into out; returns how many, or -1
@@ -128,13 +150,6 @@ void ol_streams_capture_ended(void *stream)
   if (drop(capturing, &capturing_count, stream))
     atomic_fetch_sub(&captures_active, 1);
   pthread_mutex_unlock(&lock);
-}
-
-/* False while the process has created no stream: then all its work runs in
- * the order of the legacy default stream (PyTorch without side streams). */
-bool ol_streams_any_created(void)
-{
-  return atomic_load_explicit(&any_created, memory_order_acquire);
 }
 
 bool ol_streams_capturing(void)

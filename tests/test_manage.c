@@ -47,6 +47,29 @@ START_TEST(churn_served_by_pool_with_few_syncs)
 }
 END_TEST
 
+/* cuDNN makes a non-blocking stream for itself under PyTorch; while it has
+ * no work, frees still return at once. */
+START_TEST(idle_library_stream_keeps_immediate_reuse)
+{
+  harness_run_t run;
+  ol_json_t *r = run_managed("churn_idle_stream", NULL, &run);
+  ck_assert_int_eq(harness_int(r, DEV "stats.pending_free_bytes.peak"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "calls.fence_waits"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
+/* A blocking stream of the job's own runs beside other blocking streams:
+ * frees wait for fences. */
+START_TEST(blocking_side_stream_turns_fences_on)
+{
+  harness_run_t run;
+  ol_json_t *r = run_managed("churn_blocking_stream", NULL, &run);
+  ck_assert_int_gt(harness_int(r, DEV "stats.pending_free_bytes.peak"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(pending_kernel_on_legacy_stream)
 {
   harness_run_t run;
@@ -145,6 +168,8 @@ static Suite *manage_suite(void)
   tcase_add_checked_fixture(tc, harness_setup, harness_teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, churn_served_by_pool_with_few_syncs);
+  tcase_add_test(tc, idle_library_stream_keeps_immediate_reuse);
+  tcase_add_test(tc, blocking_side_stream_turns_fences_on);
   tcase_add_test(tc, pending_kernel_on_legacy_stream);
   tcase_add_test(tc, pending_kernel_on_nonblocking_stream);
   tcase_add_test(tc, threads_keep_their_data);

@@ -244,6 +244,16 @@ int main(int argc, char **argv)
   }
   const char *s = argv[1];
   if (!strcmp(s, "churn")) return churn();
+  if (!strcmp(s, "churn_idle_stream")) { /* a library's stream that never works */
+    cudaStream_t idle;
+    CHECK(cudaStreamCreateWithFlags(&idle, cudaStreamNonBlocking) == cudaSuccess);
+    return churn();
+  }
+  if (!strcmp(s, "churn_blocking_stream")) { /* the job's own side stream */
+    cudaStream_t side;
+    CHECK(cudaStreamCreate(&side) == cudaSuccess);
+    return churn();
+  }
 
   if (!strcmp(s, "pending_legacy")) return pending_on_legacy();
   if (!strcmp(s, "pending_nonblocking")) return pending_on_nonblocking();
