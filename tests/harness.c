@@ -84,6 +84,15 @@ void harness_exec(harness_run_t *run, bool preload, const char *const env[],
   run->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+void harness_play_trace(harness_run_t *run, const char *name, const char *const env[])
+{
+  char trace[PATH_MAX];
+  snprintf(trace, sizeof trace, "%s/%s", harness_env("OOMLENS_TEST_DATA"), name);
+  const char *argv[] = {harness_env("OOMLENS_TEST_PLAYER"), trace, NULL};
+  harness_exec(run, true, env, argv);
+  ck_assert_msg(run->status == 0, "exit %d:\n%s", run->status, run->out);
+}
+
 ol_json_t *harness_report(pid_t pid)
 {
   char path[PATH_MAX + 32], err[256];

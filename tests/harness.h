@@ -25,6 +25,9 @@ void harness_teardown(void);
 void harness_exec(harness_run_t *run, bool preload, const char *const env[],
                   const char *const argv[]);
 const char *harness_env(const char *name); /* fails the test if unset */
+/* Plays tests/data/NAME under the library (tests/progs/trace_player), env
+ * on top; the run must succeed. */
+void harness_play_trace(harness_run_t *run, const char *name, const char *const env[]);
 ol_json_t *harness_report(pid_t pid);      /* NULL if no report */
 int harness_count_files(const char *suffix);
 int64_t harness_int(const ol_json_t *root, const char *path);

@@ -133,13 +133,9 @@ END_TEST
  * job holds (bug: pending frees reached 9.9 GB and the ratio 1.078). */
 START_TEST(recorded_gpt2_within_two_percent)
 {
-  char trace[4096];
-  snprintf(trace, sizeof trace, "%s/gpt2.csv.gz", harness_env("OOMLENS_TEST_DATA"));
   const char *env[] = {"OOMLENS_MANAGE=1", "SIMCU_CAPACITY=140G", NULL};
-  const char *argv[] = {harness_env("OOMLENS_TEST_PLAYER"), trace, NULL};
   harness_run_t run;
-  harness_exec(&run, true, env, argv);
-  ck_assert_msg(run.status == 0, "%s", run.out);
+  harness_play_trace(&run, "gpt2.csv.gz", env);
   ol_json_t *r = harness_report(run.pid);
   ck_assert_ptr_nonnull(r);
   int64_t allocated = harness_int(r, DEV "stats.allocated_bytes.all.peak");

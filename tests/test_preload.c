@@ -233,13 +233,9 @@ END_TEST
  * report's peak must be the trace's own peak, to the byte. */
 START_TEST(recorded_gpt2_trace_peak_exact)
 {
-  char trace[PATH_MAX];
-  snprintf(trace, sizeof trace, "%s/gpt2.csv.gz", harness_env("OOMLENS_TEST_DATA"));
   const char *env[] = {"SIMCU_CAPACITY=140G", NULL};
-  const char *argv[] = {harness_env("OOMLENS_TEST_PLAYER"), trace, NULL};
   harness_run_t run;
-  harness_exec(&run, true, env, argv);
-  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  harness_play_trace(&run, "gpt2.csv.gz", env);
   long long events, allocs, peak, live;
   const char *summary = strstr(run.out, "events=");
   ck_assert_msg(summary, "%s", run.out);
