@@ -107,7 +107,10 @@ void ol_streams_destroyed(void *stream)
  * non-blocking stream idle. Work queued on the default stream before a free
  * then runs before any work that can touch a reuse of that memory. Libraries
  * create streams they rarely use (cuDNN does, under PyTorch): an idle one
- * costs one query. */
+ * costs one query. Not covered, and weaker than cudaFree: new work on an
+ * idle non-blocking stream that uses a reused block without first waiting
+ * for the default stream. Libraries that run on a stream of their own order
+ * it after their caller's stream to read their inputs, which covers them. */
 bool ol_streams_quiet(void)
 {
   if (atomic_load(&captures_active) > 0 || atomic_load(&overflowed))
