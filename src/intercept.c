@@ -116,12 +116,29 @@ cudaError_t ol_on_cudaFree(void *ptr)
   return err;
 }
 
+/* Manage mode, stream-ordered: the pool serves, reusing at once what was
+ * freed on the same stream. */
+static bool managed_alloc_async(int device, size_t size, void *stream, uint64_t *addr)
+{
+  if (!ol_manage_on() || !ol_manage_alloc_async(device, size, stream, addr))
+    return false;
+  ol_track_alloc((uintptr_t)*addr, size, device, OL_KIND_MANAGED, (uintptr_t)stream);
+  return true;
+}
+
 static cudaError_t malloc_async(ol_fn_t fn, void **ptr, size_t size, cudaStream_t stream)
 {
   ol_pfn_cudaMallocAsync real = (ol_pfn_cudaMallocAsync)ol_prim_real(fn);
   if (!real)
     return missing_runtime(fn);
   bool track = enter();
+  uint64_t addr;
+  if (track && ptr &&
+      managed_alloc_async(ol_prim_current_device_runtime(), size, (void *)stream, &addr)) {
+    *ptr = (void *)(uintptr_t)addr;
+    leave();
+    return cudaSuccess;
+  }
   cudaError_t err = real(ptr, size, stream);
   if (track)
     record_runtime_result(err, ptr ? *ptr : NULL, size, OL_KIND_RUNTIME_ASYNC, stream);
@@ -136,7 +153,7 @@ static cudaError_t free_async(ol_fn_t fn, void *ptr, cudaStream_t stream)
     return missing_runtime(fn);
   if (enter() && ptr) {
     ol_track_free((uintptr_t)ptr, OL_KIND_RUNTIME_ASYNC);
-    if (managed_free((uintptr_t)ptr)) {
+    if (ol_manage_on() && ol_manage_free_async((uintptr_t)ptr, (void *)stream)) {
       leave();
       return cudaSuccess;
     }
@@ -234,6 +251,13 @@ static CUresult driver_alloc_async(ol_fn_t fn, CUdeviceptr *dptr, size_t size, C
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
   bool track = enter();
+  uint64_t addr;
+  if (track && dptr &&
+      managed_alloc_async(ol_prim_current_device_driver(), size, (void *)stream, &addr)) {
+    *dptr = (CUdeviceptr)addr;
+    leave();
+    return CUDA_SUCCESS;
+  }
   CUresult res = real(dptr, size, stream);
   if (track)
     record_driver_result(res, dptr ? *dptr : 0, size, OL_KIND_DRIVER_ASYNC, stream);
@@ -248,7 +272,7 @@ static CUresult driver_free_async(ol_fn_t fn, CUdeviceptr dptr, CUstream stream)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (enter() && dptr) {
     ol_track_free((uintptr_t)dptr, OL_KIND_DRIVER_ASYNC);
-    if (managed_free(dptr)) {
+    if (ol_manage_on() && ol_manage_free_async(dptr, (void *)stream)) {
       leave();
       return CUDA_SUCCESS;
     }
@@ -410,8 +434,11 @@ CUresult ol_on_cuStreamDestroy_v2(CUstream stream)
   ol_pfn_cuStreamDestroy_v2 real = OL_REAL(cuStreamDestroy_v2);
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
-  if (ol_lifecycle_enabled())
+  if (ol_lifecycle_enabled()) {
     ol_streams_destroyed(stream);
+    if (ol_manage_on())
+      ol_manage_stream_destroyed(stream);
+  }
   return real(stream);
 }
 

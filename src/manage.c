@@ -39,6 +39,17 @@ typedef struct batch {
   int event_count;
 } batch_t;
 
+/* Blocks freed with cudaFreeAsync on one stream: reusable at once by the
+ * next allocation on that same stream (stream order protects them), by
+ * others only once the stream has passed them. */
+typedef struct stream_frees {
+  bool used;
+  void *stream;
+  batch_t open;
+} stream_frees_t;
+
+#define STREAMS_KEPT 16
+
 typedef struct chunk_handle {
   uint64_t addr;
   uint64_t handle;
@@ -61,6 +72,7 @@ typedef struct managed {
    * free right now is mapped - live - pending, known without asking the
    * pool (its own statistics walk every block). */
   uint64_t mapped, live, pending;
+  stream_frees_t streams[STREAMS_KEPT];
 } managed_t;
 
 static managed_t devices[OL_MAX_DEVICES];
@@ -205,16 +217,17 @@ static void put_event(managed_t *m, void *event)
 /* Events after everything enqueued so far on every stream that could use
  * the memory. False when that cannot be done (then only a synchronize is
  * safe). */
-static bool record_fence(managed_t *m, batch_t *b)
+static bool record_fence(managed_t *m, batch_t *b, const stream_frees_t *only)
 {
   void *streams[FENCE_STREAMS];
-  int n = ol_streams_nonblocking(streams, FENCE_STREAMS);
+  int n = only ? 0 : ol_streams_nonblocking(streams, FENCE_STREAMS);
   if (n < 0)
     return false;
   b->event_count = 0;
   for (int i = -1; i < n; i++) {
     void *event = take_event(m);
-    void *stream = i < 0 ? (void *)CU_STREAM_LEGACY : streams[i];
+    void *first = only ? only->stream : (void *)CU_STREAM_LEGACY;
+    void *stream = i < 0 ? first : streams[i];
     if (!event)
       return false;
     b->events[b->event_count++] = event;
@@ -276,23 +289,25 @@ static bool wait_oldest(managed_t *m)
   return true;
 }
 
-/* Moves the open batch behind a fence. Only from a thread whose current
- * device is this one (events belong to its context), never during capture. */
-static void close_batch(managed_t *m)
+/* Moves a batch of freed blocks behind a fence: events after all work that
+ * could still touch them (every stream; or, for stream-ordered frees, the
+ * stream they were freed on). Only from a thread whose current device is
+ * this one (events belong to its context), never during capture. */
+static void fence_batch(managed_t *m, batch_t *open, const stream_frees_t *only)
 {
-  if (m->open.count == 0 || ol_streams_capturing() ||
+  if (open->count == 0 || ol_streams_capturing() ||
       ol_prim_current_device_driver() != m->device)
     return;
   if (m->fence_count == FENCES)
     wait_oldest(m);
   batch_t *slot = &m->fences[(m->fence_head + m->fence_count) % FENCES];
   batch_t swap = *slot;
-  *slot = m->open;
-  m->open = swap;
-  m->open.count = m->open.bytes = 0;
-  m->open.event_count = 0;
+  *slot = *open;
+  *open = swap;
+  open->count = open->bytes = 0;
+  open->event_count = 0;
   m->fence_count++;
-  if (!record_fence(m, slot)) {
+  if (!record_fence(m, slot, only)) {
     if (ol_prim_device_synchronize() == 0) {
       ol_track_device_sync(m->device);
       for (int i = 0; i < slot->event_count; i++)
@@ -301,6 +316,18 @@ static void close_batch(managed_t *m)
     }
   }
   reclaim(m);
+}
+
+static void close_batch(managed_t *m)
+{
+  fence_batch(m, &m->open, NULL);
+}
+
+static void close_stream_batches(managed_t *m)
+{
+  for (int i = 0; i < STREAMS_KEPT; i++)
+    if (m->streams[i].used)
+      fence_batch(m, &m->streams[i].open, &m->streams[i]);
 }
 
 static bool append(batch_t *b, uint64_t addr, uint64_t size)
@@ -338,6 +365,7 @@ static void wait_instead_of_growing(managed_t *m, uint64_t size)
   uint64_t need = (size + 511) / 512 * 512;
   while (m->mapped - m->live - m->pending < need && m->pending >= need) {
     close_batch(m);
+    close_stream_batches(m);
     if (!wait_oldest(m))
       return;
   }
@@ -358,6 +386,7 @@ static bool serve(managed_t *m, uint64_t size, uint64_t *addr)
   if (take(m, size, addr))
     return true;
   close_batch(m);
+  close_stream_batches(m);
   while (m->fence_count > 0) {
     if (!wait_oldest(m))
       break;
@@ -395,36 +424,170 @@ static bool single_stream(void)
 
 /* True when addr was ours: it now waits for its fence. False: not ours,
  * the real driver must free it. */
-bool ol_manage_free(uint64_t addr)
+/* The device whose pool holds addr, locked, with the block's size; NULL
+ * when no pool of ours does. */
+static managed_t *owner_locked(uint64_t addr, uint64_t *size)
 {
   if (addr == 0)
-    return false;
+    return NULL;
   pthread_once(&init_once, init_locks);
   for (int d = 0; d < OL_MAX_DEVICES; d++) {
     managed_t *m = &devices[d];
     if (m->state != ACTIVE)
       continue;
     pthread_mutex_lock(&m->lock);
-    uint64_t size = ol_pool_owns(m->pool, addr) ? ol_pool_block_size(m->pool, addr) : 0;
-    if (size) {
-      m->live -= size;
-      if (single_stream()) {
-        ol_pool_free(m->pool, addr);
-      } else if (!append(&m->open, addr, size)) {
-        ol_log_warn_once(&warned_failure, "out of host memory for pending frees; "
-                         "synchronizing the device instead");
-        if (ol_prim_device_synchronize() == 0)
-          ol_pool_free(m->pool, addr);
-      } else {
-        m->pending += size;
-        ol_track_pending(d, (int64_t)size);
-        if (m->open.bytes >= BATCH_BYTES || m->open.count >= BATCH_BLOCKS)
-          close_batch(m);
-      }
+    *size = ol_pool_owns(m->pool, addr) ? ol_pool_block_size(m->pool, addr) : 0;
+    if (*size)
+      return m;
+    pthread_mutex_unlock(&m->lock);
+  }
+  return NULL;
+}
+
+/* Adds a freed block to a batch; on a host allocation failure, waits for
+ * the device instead so the block can go back at once. */
+static void hold(managed_t *m, batch_t *b, uint64_t addr, uint64_t size)
+{
+  m->live -= size;
+  if (!append(b, addr, size)) {
+    ol_log_warn_once(&warned_failure, "out of host memory for pending frees; "
+                     "synchronizing the device instead");
+    if (ol_prim_device_synchronize() == 0)
+      ol_pool_free(m->pool, addr);
+    return;
+  }
+  m->pending += size;
+  ol_track_pending(m->device, (int64_t)size);
+}
+
+static bool batch_full(const batch_t *b)
+{
+  return b->bytes >= BATCH_BYTES || b->count >= BATCH_BLOCKS;
+}
+
+bool ol_manage_free(uint64_t addr)
+{
+  uint64_t size;
+  managed_t *m = owner_locked(addr, &size);
+  if (!m)
+    return false;
+  if (single_stream()) {
+    m->live -= size;
+    ol_pool_free(m->pool, addr);
+  } else {
+    hold(m, &m->open, addr, size);
+    if (batch_full(&m->open))
+      close_batch(m);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return true;
+}
+
+/* ---- stream-ordered requests (cudaMallocAsync, cudaFreeAsync) --------- */
+
+static stream_frees_t *stream_slot(managed_t *m, void *stream, bool create)
+{
+  stream_frees_t *empty = NULL;
+  for (int i = 0; i < STREAMS_KEPT; i++) {
+    if (m->streams[i].used && m->streams[i].stream == stream)
+      return &m->streams[i];
+    if (!m->streams[i].used && !empty)
+      empty = &m->streams[i];
+  }
+  if (!create || !empty)
+    return NULL;
+  empty->used = true;
+  empty->stream = stream;
+  return empty;
+}
+
+/* A block freed on this stream that fits the request without wasting more
+ * than an eighth (plus a chunk): taken whole, as the pool cut it. */
+static bool take_from_stream(managed_t *m, stream_frees_t *sf, uint64_t size, uint64_t *addr)
+{
+  uint64_t need = (size + 511) / 512 * 512, best_size = UINT64_MAX;
+  size_t best = SIZE_MAX;
+  for (size_t i = 0; i < sf->open.count; i++) {
+    uint64_t have = ol_pool_block_size(m->pool, sf->open.blocks[i]);
+    if (have >= need && have <= need + need / 8 + m->backend.granularity && have < best_size) {
+      best = i;
+      best_size = have;
+    }
+  }
+  if (best == SIZE_MAX)
+    return false;
+  *addr = sf->open.blocks[best];
+  sf->open.blocks[best] = sf->open.blocks[--sf->open.count];
+  sf->open.bytes -= best_size;
+  m->pending -= best_size;
+  m->live += best_size;
+  ol_track_pending(m->device, -(int64_t)best_size);
+  return true;
+}
+
+bool ol_manage_alloc_async(int device, uint64_t size, void *stream, uint64_t *addr)
+{
+  managed_t *m = device_for_alloc(device);
+  bool served = false;
+  if (m && size > 0 && !ol_streams_capturing()) {
+    pthread_mutex_lock(&m->lock);
+    if (m->state == UNTRIED)
+      start_device(m);
+    if (m->state == ACTIVE) {
+      stream_frees_t *sf = stream_slot(m, stream, false);
+      served = (sf && take_from_stream(m, sf, size, addr)) || serve(m, size, addr);
     }
     pthread_mutex_unlock(&m->lock);
-    if (size)
-      return true;
   }
-  return false;
+  if (!served && size > 0)
+    ol_track_manage_fallback(device);
+  return served;
+}
+
+/* cudaFreeAsync: the memory is free once the work queued on the stream
+ * before the call is done. The same stream may reuse it at once; the block
+ * goes back to the pool behind an event on that stream. */
+bool ol_manage_free_async(uint64_t addr, void *stream)
+{
+  uint64_t size;
+  managed_t *m = owner_locked(addr, &size);
+  if (!m)
+    return false;
+  stream_frees_t *sf = ol_streams_capturing() ? NULL : stream_slot(m, stream, true);
+  if (!sf) { /* no slot left: fence it like a cudaFree */
+    hold(m, &m->open, addr, size);
+    if (batch_full(&m->open))
+      close_batch(m);
+  } else {
+    hold(m, &sf->open, addr, size);
+    if (batch_full(&sf->open))
+      fence_batch(m, &sf->open, sf);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return true;
+}
+
+/* Before a stream goes away, what was freed on it goes behind an event on
+ * it, and its slot is given up. */
+void ol_manage_stream_destroyed(void *stream)
+{
+  pthread_once(&init_once, init_locks);
+  for (int d = 0; d < OL_MAX_DEVICES; d++) {
+    managed_t *m = &devices[d];
+    if (m->state != ACTIVE)
+      continue;
+    pthread_mutex_lock(&m->lock);
+    stream_frees_t *sf = stream_slot(m, stream, false);
+    if (sf) {
+      fence_batch(m, &sf->open, sf);
+      /* Not fenced (another device is current, or a capture runs): the
+       * blocks wait with the cudaFree ones, fenced on every stream. */
+      for (size_t i = 0; i < sf->open.count; i++)
+        if (!append(&m->open, sf->open.blocks[i], ol_pool_block_size(m->pool, sf->open.blocks[i])))
+          break;
+      sf->open.count = sf->open.bytes = 0;
+      sf->used = false;
+    }
+    pthread_mutex_unlock(&m->lock);
+  }
 }

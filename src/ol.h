@@ -199,6 +199,9 @@ bool ol_streams_quiet(void);
 bool ol_manage_on(void);
 bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr);
 bool ol_manage_free(uint64_t addr);
+bool ol_manage_alloc_async(int device, uint64_t size, void *stream, uint64_t *addr);
+bool ol_manage_free_async(uint64_t addr, void *stream);
+void ol_manage_stream_destroyed(void *stream);
 
 /* ---- intercept.c: what each hook does ---------------------------------- */
 #define OL_HANDLER_DECL(name, ret, params, args) ret ol_on_##name params;

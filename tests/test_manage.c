@@ -157,6 +157,25 @@ START_TEST(no_unmap_under_running_kernel)
 }
 END_TEST
 
+START_TEST(async_free_reused_at_once_on_its_stream)
+{
+  const char *extra[] = {"EXPECT_REUSE=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("async_same_stream", extra, &run);
+  ck_assert_int_eq(harness_int(r, DEV "calls.manage_fallbacks"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "calls.managed_allocs"), 20);
+  ck_assert_int_eq(harness_int(r, DEV "calls.fence_waits"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(async_free_waits_for_its_stream_elsewhere)
+{
+  harness_run_t run;
+  ol_json_free(run_managed("async_other_stream", NULL, &run));
+}
+END_TEST
+
 static Suite *manage_suite(void)
 {
   Suite *s = suite_create("manage");
@@ -174,6 +193,8 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, no_vmm_falls_back_to_the_driver);
   tcase_add_test(tc, recorded_gpt2_within_two_percent);
   tcase_add_test(tc, no_unmap_under_running_kernel);
+  tcase_add_test(tc, async_free_reused_at_once_on_its_stream);
+  tcase_add_test(tc, async_free_waits_for_its_stream_elsewhere);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -236,6 +236,63 @@ static int unmap_pending(void)
   return 0;
 }
 
+/* Stream-ordered frees: the same stream takes the block back at once (its
+ * work is queued behind the free), and what it writes is never overwritten
+ * by the work queued before the free. */
+static int async_same_stream(void)
+{
+  cudaStream_t s;
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  int reused = 0;
+  for (int round = 0; round < 10; round++) {
+    block_t a = {0}, b = {0};
+    a.size = b.size = 8 * MiB;
+    CHECK(cudaMallocAsync((void **)&a.p, a.size, s) == cudaSuccess);
+    CHECK(simcu_launch_fill((CUstream)s, (CUdeviceptr)a.p, 0xee, a.size, 3000) == CUDA_SUCCESS);
+    CHECK(cudaFreeAsync(a.p, s) == cudaSuccess);
+    CHECK(cudaMallocAsync((void **)&b.p, b.size, s) == cudaSuccess);
+    reused += b.p == a.p;
+    b.tag = 0x11;
+    CHECK(simcu_launch_fill((CUstream)s, (CUdeviceptr)b.p, b.tag, b.size, 0) == CUDA_SUCCESS);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    CHECK(intact(&b));
+    CHECK(cudaFreeAsync(b.p, s) == cudaSuccess);
+  }
+  if (getenv("EXPECT_REUSE"))
+    CHECK(reused == 10);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(cudaStreamDestroy(s) == cudaSuccess);
+  CHECK(simcu_fault_count() == 0);
+  return 0;
+}
+
+/* Freed on one stream, allocated on another: not before the first stream
+ * has finished what it had queued. */
+static int async_other_stream(void)
+{
+  cudaStream_t s1, s2;
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) == cudaSuccess);
+  for (int round = 0; round < 10; round++) {
+    block_t a = {0}, b = {0};
+    a.size = b.size = 64 * MiB; /* a whole batch: fenced at once */
+    CHECK(cudaMallocAsync((void **)&a.p, a.size, s1) == cudaSuccess);
+    CHECK(simcu_launch_fill((CUstream)s1, (CUdeviceptr)a.p, 0xee, a.size, 5000) == CUDA_SUCCESS);
+    CHECK(cudaFreeAsync(a.p, s1) == cudaSuccess);
+    CHECK(cudaMallocAsync((void **)&b.p, b.size, s2) == cudaSuccess);
+    b.tag = 0x22;
+    CHECK(simcu_launch_fill((CUstream)s2, (CUdeviceptr)b.p, b.tag, b.size, 0) == CUDA_SUCCESS);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(intact(&b));
+    CHECK(cudaFreeAsync(b.p, s2) == cudaSuccess);
+  }
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(simcu_fault_count() == 0);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 2) {
@@ -261,6 +318,8 @@ int main(int argc, char **argv)
   if (!strcmp(s, "capture")) return capture();
   if (!strcmp(s, "pressure")) return reuse_under_pressure();
   if (!strcmp(s, "unmap_pending")) return unmap_pending();
+  if (!strcmp(s, "async_same_stream")) return async_same_stream();
+  if (!strcmp(s, "async_other_stream")) return async_other_stream();
   fprintf(stderr, "manage_prog: unknown scenario %s\n", s);
   return 2;
 }
