@@ -79,18 +79,33 @@ static bool managed_free(uint64_t addr)
   return ol_manage_on() && ol_manage_free(addr);
 }
 
+/* OOMLENS_CAPACITY: a request the smaller device could not hold fails as
+ * the driver fails one, without reaching it. */
+static bool over_capacity(int device, size_t size, ol_kind_t kind)
+{
+  if (size == 0 || ol_capacity_allows(device, size))
+    return false;
+  ol_track_failed_alloc(size, device, kind, true);
+  return true;
+}
+
 cudaError_t ol_on_cudaMalloc(void **ptr, size_t size)
 {
   ol_pfn_cudaMalloc real = OL_REAL(cudaMalloc);
   if (!real)
     return missing_runtime(OL_FN_cudaMalloc);
   bool track = enter();
+  int device = track ? ol_prim_current_device_runtime() : 0;
   uint64_t addr;
   ol_kind_t kind;
-  if (track && ptr && managed_alloc(ol_prim_current_device_runtime(), size, &addr, &kind)) {
+  if (track && ptr && managed_alloc(device, size, &addr, &kind)) {
     *ptr = (void *)(uintptr_t)addr;
     leave();
     return cudaSuccess;
+  }
+  if (track && over_capacity(device, size, OL_KIND_RUNTIME)) {
+    leave();
+    return cudaErrorMemoryAllocation;
   }
   cudaError_t err = real(ptr, size);
   if (track)
@@ -132,12 +147,16 @@ static cudaError_t malloc_async(ol_fn_t fn, void **ptr, size_t size, cudaStream_
   if (!real)
     return missing_runtime(fn);
   bool track = enter();
+  int device = track ? ol_prim_current_device_runtime() : 0;
   uint64_t addr;
-  if (track && ptr &&
-      managed_alloc_async(ol_prim_current_device_runtime(), size, (void *)stream, &addr)) {
+  if (track && ptr && managed_alloc_async(device, size, (void *)stream, &addr)) {
     *ptr = (void *)(uintptr_t)addr;
     leave();
     return cudaSuccess;
+  }
+  if (track && over_capacity(device, size, OL_KIND_RUNTIME_ASYNC)) {
+    leave();
+    return cudaErrorMemoryAllocation;
   }
   cudaError_t err = real(ptr, size, stream);
   if (track)
@@ -190,8 +209,11 @@ cudaError_t ol_on_cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
     return missing_runtime(OL_FN_cudaMemGetInfo);
   bool track = enter();
   cudaError_t err = real(free_bytes, total_bytes);
-  if (track && err == cudaSuccess && free_bytes && total_bytes)
-    ol_track_mem_info(ol_prim_current_device_runtime(), *free_bytes, *total_bytes);
+  if (track && err == cudaSuccess && free_bytes && total_bytes) {
+    int device = ol_prim_current_device_runtime();
+    ol_track_mem_info(device, *free_bytes, *total_bytes);
+    ol_capacity_clamp(device, free_bytes, total_bytes);
+  }
   leave();
   return err;
 }
@@ -214,12 +236,17 @@ CUresult ol_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
   bool track = enter();
+  int device = track ? ol_prim_current_device_driver() : 0;
   uint64_t addr;
   ol_kind_t kind;
-  if (track && dptr && managed_alloc(ol_prim_current_device_driver(), size, &addr, &kind)) {
+  if (track && dptr && managed_alloc(device, size, &addr, &kind)) {
     *dptr = (CUdeviceptr)addr;
     leave();
     return CUDA_SUCCESS;
+  }
+  if (track && over_capacity(device, size, OL_KIND_DRIVER)) {
+    leave();
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
   CUresult res = real(dptr, size);
   if (track)
@@ -251,12 +278,16 @@ static CUresult driver_alloc_async(ol_fn_t fn, CUdeviceptr *dptr, size_t size, C
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
   bool track = enter();
+  int device = track ? ol_prim_current_device_driver() : 0;
   uint64_t addr;
-  if (track && dptr &&
-      managed_alloc_async(ol_prim_current_device_driver(), size, (void *)stream, &addr)) {
+  if (track && dptr && managed_alloc_async(device, size, (void *)stream, &addr)) {
     *dptr = (CUdeviceptr)addr;
     leave();
     return CUDA_SUCCESS;
+  }
+  if (track && over_capacity(device, size, OL_KIND_DRIVER_ASYNC)) {
+    leave();
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
   CUresult res = real(dptr, size, stream);
   if (track)
@@ -309,8 +340,11 @@ CUresult ol_on_cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
     return CUDA_ERROR_NOT_INITIALIZED;
   bool track = enter();
   CUresult res = real(free_bytes, total_bytes);
-  if (track && res == CUDA_SUCCESS && free_bytes && total_bytes)
-    ol_track_mem_info(ol_prim_current_device_driver(), *free_bytes, *total_bytes);
+  if (track && res == CUDA_SUCCESS && free_bytes && total_bytes) {
+    int device = ol_prim_current_device_driver();
+    ol_track_mem_info(device, *free_bytes, *total_bytes);
+    ol_capacity_clamp(device, free_bytes, total_bytes);
+  }
   leave();
   return res;
 }
@@ -331,6 +365,10 @@ CUresult ol_on_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
   bool track = enter();
+  if (track && over_capacity(device_of_prop(prop), size, OL_KIND_VMM)) {
+    leave();
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   CUresult res = real(handle, size, prop, flags);
   if (track && res == CUDA_SUCCESS && handle)
     ol_track_vmm_create(*handle, size, device_of_prop(prop));

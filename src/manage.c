@@ -158,6 +158,8 @@ static int map_chunk(managed_t *m, uint64_t addr)
 static int backend_map(void *ctx, uint64_t addr, uint64_t size)
 {
   managed_t *m = ctx;
+  if (!ol_capacity_allows(m->device, size))
+    return -1; /* OOMLENS_CAPACITY: the smaller device is full */
   for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
     if (map_chunk(m, at) != 0) {
       backend_unmap(m, addr, at - addr);

@@ -34,6 +34,7 @@ typedef enum ol_option {
   OL_OPT_MANAGE,
   OL_OPT_MAX_SPLIT_SIZE,
   OL_OPT_POOL_TRIM,
+  OL_OPT_CAPACITY,
   OL_OPT_COUNT
 } ol_option_t;
 
@@ -73,6 +74,7 @@ int ol_prim_event_wait(void *event);
 void ol_prim_event_destroy(void *event);
 int ol_prim_device_synchronize(void);
 int ol_prim_stream_idle(void *stream); /* 1 idle, 0 busy, -1 error */
+int ol_prim_mem_info(size_t *free_bytes, size_t *total_bytes); /* current device; 0 ok */
 uint64_t ol_prim_device_total_memory(int device); /* 0 if unknown */
 bool ol_prim_has_context(void);                   /* a CUDA context is current */
 
@@ -176,6 +178,7 @@ void ol_track_va_reserve(uintptr_t addr, size_t size, int device);
 void ol_track_va_free(uintptr_t addr);
 void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes);
 void ol_track_pool_mapped(int device, int64_t delta); /* manage mode's reserved memory */
+int64_t ol_track_reserved_now(int device);
 void ol_track_pending(int device, int64_t delta);     /* freed, waiting for a fence */
 void ol_track_fence_wait(int device);
 void ol_track_device_sync(int device);
@@ -194,6 +197,10 @@ void ol_streams_capture_began(void *stream);
 void ol_streams_capture_ended(void *stream);
 bool ol_streams_capturing(void);
 bool ol_streams_quiet(void);
+
+/* ---- capacity.c: OOMLENS_CAPACITY, a smaller device ------------------- */
+bool ol_capacity_allows(int device, uint64_t size);
+void ol_capacity_clamp(int device, size_t *free_bytes, size_t *total_bytes);
 
 /* ---- manage.c: our pool serves the requests -------------------------- */
 bool ol_manage_on(void);

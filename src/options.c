@@ -46,6 +46,10 @@ static option_t options[OL_OPT_COUNT] = {
   [OL_OPT_MAX_SPLIT_SIZE] = {"OOMLENS_MAX_SPLIT_SIZE", KIND_SIZE, "0",
                              "manage mode: free blocks this large or larger are never split "
                              "(0: no limit; K/M/G suffixes)", 0, NULL},
+  [OL_OPT_CAPACITY] = {"OOMLENS_CAPACITY", KIND_SIZE, "0",
+                       "make each device look this small (memory queries included) to see "
+                       "whether a job fits a smaller card; 0: off (oomlens run --capacity)",
+                       0, NULL},
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},

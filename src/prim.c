@@ -326,3 +326,9 @@ int ol_prim_stream_idle(void *stream)
   CUresult res = helper.cuStreamQuery((CUstream)stream);
   return res == CUDA_SUCCESS ? 1 : res == CUDA_ERROR_NOT_READY ? 0 : -1;
 }
+
+int ol_prim_mem_info(size_t *free_bytes, size_t *total_bytes)
+{
+  ol_pfn_cuMemGetInfo_v2 info = OL_REAL(cuMemGetInfo_v2);
+  return info && info(free_bytes, total_bytes) == CUDA_SUCCESS ? 0 : -1;
+}

@@ -356,6 +356,15 @@ void ol_track_pool_mapped(int device, int64_t delta)
   end();
 }
 
+int64_t ol_track_reserved_now(int device)
+{
+  pthread_mutex_lock(&lock);
+  int64_t bytes = device >= 0 && device < device_count
+                    ? devices[device].reserved_bytes[OL_POOL_ALL].current : 0;
+  pthread_mutex_unlock(&lock);
+  return bytes;
+}
+
 void ol_track_pending(int device, int64_t delta)
 {
   if (!begin())

@@ -23,7 +23,7 @@ START_TEST(help_lists_commands_and_options)
   harness_run_t run;
   cli(&run, NULL, (const char *[]){"--help", NULL});
   ck_assert_int_eq(run.status, 0);
-  ck_assert_ptr_nonnull(strstr(run.out, "run [--manage] [--report PATH] [--] CMD"));
+  ck_assert_ptr_nonnull(strstr(run.out, "run [--manage] [--capacity SIZE] [--report PATH] [--] CMD"));
   ck_assert_ptr_nonnull(strstr(run.out, "OOMLENS_REPORT"));
   ck_assert_ptr_nonnull(strstr(run.out, "OOMLENS_ENABLE"));
 }
@@ -48,6 +48,8 @@ START_TEST(usage_errors_exit_2)
   cli(&run, NULL, (const char *[]){"run", NULL});
   ck_assert_int_eq(run.status, 2);
   cli(&run, NULL, (const char *[]){"run", "--bogus", "--", "true", NULL});
+  ck_assert_int_eq(run.status, 2);
+  cli(&run, NULL, (const char *[]){"run", "--capacity", "lots", "--", "true", NULL});
   ck_assert_int_eq(run.status, 2);
 }
 END_TEST

@@ -176,6 +176,17 @@ START_TEST(async_free_waits_for_its_stream_elsewhere)
 }
 END_TEST
 
+START_TEST(capacity_limits_the_pool)
+{
+  const char *extra[] = {"OOMLENS_CAPACITY=256M", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("capacity", extra, &run);
+  ck_assert_int_le(harness_int(r, DEV "origins.pool.peak"), 256ll << 20);
+  ck_assert_int_ge(harness_int(r, DEV "num_ooms"), 1);
+  ol_json_free(r);
+}
+END_TEST
+
 static Suite *manage_suite(void)
 {
   Suite *s = suite_create("manage");
@@ -195,6 +206,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, no_unmap_under_running_kernel);
   tcase_add_test(tc, async_free_reused_at_once_on_its_stream);
   tcase_add_test(tc, async_free_waits_for_its_stream_elsewhere);
+  tcase_add_test(tc, capacity_limits_the_pool);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -121,6 +121,18 @@ START_TEST(out_of_memory_reaches_the_job)
 }
 END_TEST
 
+START_TEST(capacity_makes_the_device_smaller)
+{
+  const char *env[] = {"OOMLENS_CAPACITY=64M", "SIMCU_CAPACITY=8G", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("capacity", env, &run);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1);
+  ck_assert_int_eq(harness_int(r, DEV "last_oom_request"), 32 * MiB);
+  ck_assert_int_le(harness_int(r, STAT("reserved_bytes.all.peak")), 64 * MiB);
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(forked_child_writes_its_own_report)
 {
   harness_run_t run;
@@ -263,6 +275,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, async_and_per_thread_entry_points);
   tcase_add_test(paths, exact_under_sixteen_threads);
   tcase_add_test(paths, out_of_memory_reaches_the_job);
+  tcase_add_test(paths, capacity_makes_the_device_smaller);
   suite_add_tcase(s, paths);
   TCase *life = tcase_create("lifecycle");
   tcase_add_checked_fixture(life, harness_setup, harness_teardown);

@@ -24,7 +24,7 @@ static void print_main_help(FILE *out)
           "`oomlens run --` and read the report it leaves behind.\n"
           "\n"
           "commands:\n"
-          "  run [--manage] [--report PATH] [--] CMD [ARGS...]\n"
+          "  run [--manage] [--capacity SIZE] [--report PATH] [--] CMD [ARGS...]\n"
           "      run CMD with liboomlens.so preloaded (appended to any LD_PRELOAD);\n"
           "      exits with CMD's exit status\n"
           "  replay TRACE [--capacity SIZE] [--policy NAME] [--max-split-size SIZE] [--json]\n"
@@ -40,7 +40,7 @@ static void print_main_help(FILE *out)
 
 static void print_run_help(FILE *out)
 {
-  fprintf(out, "usage: oomlens run [--manage] [--report PATH] [--] CMD [ARGS...]\n"
+  fprintf(out, "usage: oomlens run [--manage] [--capacity SIZE] [--report PATH] [--] CMD [ARGS...]\n"
                "\n"
                "Runs CMD with liboomlens.so preloaded. The report is written when each\n"
                "process that used CUDA exits, and on SIGUSR1.\n"
@@ -48,6 +48,8 @@ static void print_run_help(FILE *out)
                "  --manage        oomlens's allocator serves device memory (sets\n"
                "                  OOMLENS_MANAGE=1 and PYTORCH_NO_CUDA_MEMORY_CACHING=1,\n"
                "                  so that every PyTorch tensor reaches it)\n"
+               "  --capacity SIZE make every device look SIZE large (e.g. 24G; sets\n"
+               "                  OOMLENS_CAPACITY): does the job fit a smaller card?\n"
                "  --report PATH   where to write the report (sets OOMLENS_REPORT);\n"
                "                  %%p is the pid, %%r the rank\n");
 }
@@ -127,6 +129,16 @@ static int command_run(int argc, char **argv)
       setenv("OOMLENS_MANAGE", "1", 1);
       setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 1);
       i++;
+      continue;
+    }
+    if (strcmp(argv[i], "--capacity") == 0 && i + 1 < argc) {
+      uint64_t bytes;
+      if (!ol_parse_size(argv[i + 1], &bytes) || bytes == 0) {
+        fprintf(stderr, "oomlens run: --capacity %s: expected a size such as 24G\n", argv[i + 1]);
+        return EXIT_USAGE;
+      }
+      setenv("OOMLENS_CAPACITY", argv[i + 1], 1);
+      i += 2;
       continue;
     }
     if (strcmp(argv[i], "--report") == 0 && i + 1 < argc) {

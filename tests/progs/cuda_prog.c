@@ -280,6 +280,25 @@ static int pairs(const char *count)
   return 0;
 }
 
+/* Run with OOMLENS_CAPACITY=64M on a larger simulated device: the device
+ * looks 64 MiB large to both APIs and refuses what would not fit there. */
+static int smaller_device(void)
+{
+  size_t free_bytes, total;
+  void *a, *b;
+  CHECK(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
+  CHECK(total == 64 * MiB && free_bytes <= total);
+  CUresult (*info)(size_t *, size_t *) =
+    (CUresult(*)(size_t *, size_t *))driver_fn("cuMemGetInfo", 13000, 0);
+  CHECK(info(&free_bytes, &total) == CUDA_SUCCESS && total == 64 * MiB);
+  CHECK(cudaMalloc(&a, 48 * MiB) == cudaSuccess);
+  CHECK(cudaMalloc(&b, 32 * MiB) == cudaErrorMemoryAllocation);
+  CHECK(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess && free_bytes <= 16 * MiB);
+  CHECK(cudaFree(a) == cudaSuccess);
+  CHECK(cudaMalloc(&b, 32 * MiB) == cudaSuccess);
+  return 0;
+}
+
 /* No driver to be found: the runtime's own error reaches the job. */
 static int no_driver(void)
 {
@@ -304,6 +323,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "fork")) return fork_child();
   if (!strcmp(s, "signal")) return report_on_signal(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "nodriver")) return no_driver();
+  if (!strcmp(s, "capacity")) return smaller_device();
   if (!strcmp(s, "pairs")) return pairs(argc > 2 ? argv[2] : NULL);
   fprintf(stderr, "cuda_prog: unknown scenario %s\n", s);
   return 2;

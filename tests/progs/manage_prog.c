@@ -293,6 +293,21 @@ static int async_other_stream(void)
   return 0;
 }
 
+/* Manage mode under OOMLENS_CAPACITY=256M: the pool stops growing at the
+ * smaller device and the job gets an out-of-memory error, then memory back
+ * once it frees. */
+static int smaller_device(void)
+{
+  void *a, *b;
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  CHECK(cudaMalloc(&a, 192 * MiB) == cudaSuccess);
+  CHECK(cudaMalloc(&b, 128 * MiB) == cudaErrorMemoryAllocation);
+  CHECK(cudaFree(a) == cudaSuccess);
+  CHECK(cudaMalloc(&b, 128 * MiB) == cudaSuccess);
+  CHECK(cudaFree(b) == cudaSuccess);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 2) {
@@ -319,6 +334,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "pressure")) return reuse_under_pressure();
   if (!strcmp(s, "unmap_pending")) return unmap_pending();
   if (!strcmp(s, "async_same_stream")) return async_same_stream();
+  if (!strcmp(s, "capacity")) return smaller_device();
   if (!strcmp(s, "async_other_stream")) return async_other_stream();
   fprintf(stderr, "manage_prog: unknown scenario %s\n", s);
   return 2;
