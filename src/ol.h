@@ -198,6 +198,58 @@ void ol_streams_capture_ended(void *stream);
 bool ol_streams_capturing(void);
 bool ol_streams_quiet(void);
 
+typedef struct ol_buf ol_buf_t; /* buffer.c, below */
+
+/* ---- phases.c: iterations found in the allocation stream ------------- */
+#define OL_PHASE_VALLEYS 8
+typedef struct ol_phases {
+  bool rising;
+  int64_t extreme;  /* highest since the last valley, or lowest since the last peak */
+  int64_t highest;  /* highest total ever seen */
+  uint64_t iterations;
+  int64_t valleys[OL_PHASE_VALLEYS]; /* persistent bytes after the last iterations */
+} ol_phases_t;
+
+void ol_phases_init(ol_phases_t *p);
+void ol_phases_note(ol_phases_t *p, int64_t allocated);
+int64_t ol_phases_persistent(const ol_phases_t *p);
+int64_t ol_phases_growth(const ol_phases_t *p);
+
+/* ---- oom.c: why an allocation failed, and what to change -------------- */
+#define OL_OOM_CLASSES(X)                                                        \
+  X(impossible, "the request alone is larger than the device")                  \
+  X(external, "memory held outside this process's allocations")                 \
+  X(fragmentation, "enough free reserved memory, but no block large enough")    \
+  X(leak, "memory that outlives iterations grows iteration after iteration")    \
+  X(persistent, "weights, gradients and optimizer state do not fit")            \
+  X(activations, "memory that lives within one iteration does not fit")
+
+typedef enum ol_oom_class {
+#define OL_OOM_ENUM(name, what) OL_OOM_##name,
+  OL_OOM_CLASSES(OL_OOM_ENUM)
+#undef OL_OOM_ENUM
+  OL_OOM_CLASS_COUNT
+} ol_oom_class_t;
+
+typedef struct ol_oom_record {
+  uint64_t request;
+  uint64_t capacity;
+  int64_t device_free;        /* what the device had free, -1 unknown */
+  int64_t allocated;          /* this process, live bytes handed out */
+  int64_t reserved;           /* this process, device memory held */
+  int64_t free_reserved;      /* reserved but not allocated, -1 unknown */
+  int64_t largest_free_block; /* largest block that could be handed out, -1 unknown */
+  int64_t external;           /* capacity - free - reserved: others' memory */
+  int64_t persistent;         /* what outlives iterations */
+  int64_t growth;             /* persistent growth per iteration */
+  uint64_t iterations;
+} ol_oom_record_t;
+
+ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r);
+const char *ol_oom_class_name(ol_oom_class_t c);
+void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c);
+void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c);
+
 /* ---- capacity.c: OOMLENS_CAPACITY, a smaller device ------------------- */
 bool ol_capacity_allows(int device, uint64_t size);
 void ol_capacity_clamp(int device, size_t *free_bytes, size_t *total_bytes);

@@ -112,8 +112,31 @@ typedef struct replay {
   ol_policy_t *policy;
   addr_map_t live;
   int64_t requested;
+  uint64_t capacity;
+  ol_phases_t phases; /* iterations, from the live bytes the trace asked for */
   ol_replay_result_t *result;
 } replay_t;
+
+/* The same diagnosis a live job gets: a simulated device has no one else
+ * on it, so its free memory is what the policy has not reserved. */
+static void diagnose(replay_t *r, ol_replay_oom_t *o)
+{
+  const ol_policy_stats_t *st = &o->stats;
+  o->record = (ol_oom_record_t){
+    .request = o->size,
+    .capacity = r->capacity,
+    .device_free = (int64_t)r->capacity - st->reserved,
+    .allocated = r->requested,
+    .reserved = st->reserved,
+    .free_reserved = st->free_reserved,
+    .largest_free_block = st->largest_free_block,
+    .external = 0,
+    .persistent = ol_phases_persistent(&r->phases),
+    .growth = ol_phases_growth(&r->phases),
+    .iterations = r->phases.iterations,
+  };
+  o->cause = ol_oom_classify(&o->record);
+}
 
 static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
 {
@@ -126,6 +149,7 @@ static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
     .recorded = recorded,
   };
   r->ops->stats(r->policy, &res->oom_at.stats);
+  diagnose(r, &res->oom_at);
 }
 
 /* An earlier tensor still mapped at this trace address was never freed in
@@ -134,6 +158,7 @@ static void forget(replay_t *r, slot_t *slot)
 {
   r->ops->free(r->policy, slot->addr);
   r->requested -= (int64_t)slot->size;
+  ol_phases_note(&r->phases, r->requested);
   map_remove(&r->live, slot);
 }
 
@@ -154,6 +179,7 @@ static int on_alloc(replay_t *r, const ol_trace_event_t *ev)
     return -1;
   r->result->allocs++;
   r->requested += (int64_t)ev->size;
+  ol_phases_note(&r->phases, r->requested);
   if (r->requested > r->result->peak_requested)
     r->result->peak_requested = r->requested;
   return 1;
@@ -233,7 +259,8 @@ int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
   ol_trace_t *trace = ol_trace_open(path, err, cap);
   if (!trace)
     return -1;
-  replay_t r = {.ops = ops, .result = result};
+  replay_t r = {.ops = ops, .result = result, .capacity = options->capacity};
+  ol_phases_init(&r.phases);
   int rc = -1;
   if (!map_init(&r.live, 1024)) {
     ol_set_error(err, cap, "%s: out of host memory", path);

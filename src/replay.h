@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ol.h"
 #include "policy.h"
 
 /* 139.8 GiB, an H200's usable memory: 139.8 * 2^30 = 150109106995.2, rounded down. */
@@ -25,6 +26,8 @@ typedef struct ol_replay_oom {
   uint64_t size;        /* the request that failed */
   bool recorded;        /* it was the trace's own `oom` event */
   ol_policy_stats_t stats; /* the policy's state when it failed */
+  ol_oom_record_t record;  /* what the diagnosis saw */
+  ol_oom_class_t cause;    /* and concluded */
 } ol_replay_oom_t;
 
 typedef struct ol_replay_result {

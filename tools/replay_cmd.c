@@ -153,10 +153,13 @@ static void print_json(const replay_args_t *a, const ol_replay_result_t *r)
     ol_buf_printf(&out,
                   "{\"event_index\": %" PRIu64 ", \"line\": %" PRIu64 ", \"size\": %" PRIu64
                   ", \"recorded\": %s, \"allocated\": %" PRId64 ", \"reserved\": %" PRId64
-                  ", \"free_reserved\": %" PRId64 ", \"largest_free_block\": %" PRId64 "}}\n",
+                  ", \"free_reserved\": %" PRId64 ", \"largest_free_block\": %" PRId64
+                  ", \"class\": \"%s\", \"diagnosis\": ",
                   o->event_index, o->line, o->size, o->recorded ? "true" : "false",
                   o->stats.allocated, o->stats.reserved, o->stats.free_reserved,
-                  o->stats.largest_free_block);
+                  o->stats.largest_free_block, ol_oom_class_name(o->cause));
+    ol_oom_json(&out, &o->record, o->cause);
+    ol_buf_printf(&out, "}}\n");
   }
   if (out.failed) {
     fputs("oomlens replay: out of host memory\n", stderr);
@@ -184,6 +187,11 @@ static void print_oom(const ol_replay_result_t *r)
          bytes_text(o->stats.allocated, b2, sizeof b2), bytes_text(o->stats.reserved, b3, sizeof b3),
          bytes_text(o->stats.free_reserved, b4, sizeof b4),
          bytes_text(o->stats.largest_free_block, b5, sizeof b5));
+  ol_buf_t why = {0};
+  ol_oom_explain(&why, &o->record, o->cause);
+  if (!why.failed && why.data)
+    printf("  why:            %s\n", why.data);
+  ol_buf_free(&why);
 }
 
 static void print_text(const replay_args_t *a, const ol_replay_result_t *r)

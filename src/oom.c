@@ -1,0 +1,193 @@
+/* oom.c: why an allocation failed, and what to change, with numbers.
+ *
+ * Automates the diagnosis of the field guides (../shared/seeds): from one
+ * record taken at the failure (the request, the device, what this process
+ * and others hold, the free blocks, and what the allocation stream says
+ * outlives iterations) pick the one cause that explains it, in an order
+ * where each test rules out what the next would misread: a request larger
+ * than the device; free memory in pieces; others' memory; growth across
+ * iterations; state that alone does not fit; else the iteration's own
+ * memory. The same record and wording serve the live job and replay. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "ol.h"
+
+#define HEADROOM_PERCENT 20 /* the guides keep 20-30% free for spikes */
+
+static const char *const names[OL_OOM_CLASS_COUNT] = {
+#define OL_OOM_NAME(name, what) #name,
+  OL_OOM_CLASSES(OL_OOM_NAME)
+#undef OL_OOM_NAME
+};
+
+static const char *const meanings[OL_OOM_CLASS_COUNT] = {
+#define OL_OOM_WHAT(name, what) what,
+  OL_OOM_CLASSES(OL_OOM_WHAT)
+#undef OL_OOM_WHAT
+};
+
+const char *ol_oom_class_name(ol_oom_class_t c)
+{
+  return c < OL_OOM_CLASS_COUNT ? names[c] : "?";
+}
+
+static int64_t cap_of(const ol_oom_record_t *r)
+{
+  return (int64_t)r->capacity;
+}
+
+/* Would this process's memory plus the request fit if nobody else held
+ * any, while others hold a share worth naming? */
+static bool others_to_blame(const ol_oom_record_t *r)
+{
+  int64_t ours = r->reserved + (int64_t)r->request;
+  return r->external > 0 && ours <= cap_of(r) &&
+         (r->external >= (int64_t)r->request || r->external >= cap_of(r) / 10);
+}
+
+static bool pieces_to_blame(const ol_oom_record_t *r)
+{
+  return r->free_reserved >= 0 && r->largest_free_block >= 0 &&
+         r->free_reserved >= (int64_t)r->request &&
+         r->largest_free_block < (int64_t)r->request;
+}
+
+/* Valleys that rise by more than 1% of the device per iteration, over at
+ * least three iterations, and add up to more than the request. */
+static bool growth_to_blame(const ol_oom_record_t *r)
+{
+  return r->iterations >= 3 && r->growth > cap_of(r) / 100 &&
+         r->growth * (int64_t)(r->iterations < OL_PHASE_VALLEYS ? r->iterations - 1
+                                                                : OL_PHASE_VALLEYS - 1) >=
+           (int64_t)r->request;
+}
+
+/* No iteration finished (the job failed building its state, as in
+ * model.cuda()), or what outlives iterations fills most of the device. */
+static bool state_to_blame(const ol_oom_record_t *r)
+{
+  return r->iterations == 0 || r->persistent >= cap_of(r) * (100 - HEADROOM_PERCENT) / 100;
+}
+
+ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
+{
+  if ((int64_t)r->request > cap_of(r))
+    return OL_OOM_impossible;
+  if (pieces_to_blame(r))
+    return OL_OOM_fragmentation;
+  if (others_to_blame(r))
+    return OL_OOM_external;
+  if (growth_to_blame(r))
+    return OL_OOM_leak;
+  if (state_to_blame(r))
+    return OL_OOM_persistent;
+  return OL_OOM_activations;
+}
+
+static const char *size_text(char buf[32], int64_t bytes)
+{
+  ol_format_bytes(buf, 32, bytes);
+  return buf;
+}
+
+/* The iteration's own memory at the failure, the request included. */
+static int64_t transient_of(const ol_oom_record_t *r)
+{
+  int64_t t = r->allocated + (int64_t)r->request - r->persistent;
+  return t > 0 ? t : 0;
+}
+
+static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32], c[32];
+  int64_t room = cap_of(r) * (100 - HEADROOM_PERCENT) / 100 - r->persistent -
+                 (r->external > 0 ? r->external : 0);
+  int64_t transient = transient_of(r);
+  int percent = transient > 0 && room > 0 ? (int)(room * 100 / transient) : 0;
+  ol_buf_printf(out,
+                "%s outlives the iteration; the iteration itself needed at least %s. With %d%% "
+                "headroom %s is left for it: a batch about %d%% of the current one fits (keep "
+                "the effective batch with gradient accumulation over %d steps). Or keep the "
+                "batch and cut the activations: mixed precision (bf16 halves them), activation "
+                "checkpointing (keeps only layer inputs), shorter sequences.",
+                size_text(a, r->persistent), size_text(b, transient), HEADROOM_PERCENT,
+                size_text(c, room > 0 ? room : 0), percent,
+                percent > 0 ? (100 + percent - 1) / percent : 0);
+}
+
+static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
+{
+  char a[32], b[32], d[32];
+  switch (c) {
+  case OL_OOM_impossible:
+    ol_buf_printf(out, "The request (%s) is larger than the whole device (%s): split the work "
+                  "(smaller batch or sequence chunks), shard the tensor across devices, or use "
+                  "a larger device.", size_text(a, (int64_t)r->request),
+                  size_text(b, cap_of(r)));
+    break;
+  case OL_OOM_external:
+    ol_buf_printf(out, "Others hold %s of the %s device (the CUDA context, NCCL and library "
+                  "workspaces, other processes: see nvidia-smi); this process holds %s and "
+                  "would fit without them. Free or move what else runs on the device.",
+                  size_text(a, r->external), size_text(b, cap_of(r)),
+                  size_text(d, r->reserved));
+    break;
+  case OL_OOM_fragmentation:
+    ol_buf_printf(out, "%s is reserved but free, yet the largest free block is %s: the free "
+                  "memory is in pieces. Run under `oomlens run --manage`, or set "
+                  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb:128).",
+                  size_text(a, r->free_reserved), size_text(b, r->largest_free_block));
+    break;
+  case OL_OOM_leak:
+    ol_buf_printf(out, "What outlives an iteration grew by %s per iteration (now %s): something "
+                  "keeps tensors across steps. Usual causes: a loss kept with its graph "
+                  "(`total += loss` instead of `loss.item()`), evaluation without "
+                  "`torch.no_grad()`, lists or caches of outputs.",
+                  size_text(a, r->growth), size_text(b, r->persistent));
+    break;
+  case OL_OOM_persistent:
+    ol_buf_printf(out, "%s is held before any iteration frees memory (weights, gradients, "
+                  "optimizer state) on a %s device. Shrink it: bf16 weights and gradients "
+                  "halve them; an 8-bit optimizer cuts Adam's 8 bytes a parameter to 2; "
+                  "ZeRO/FSDP divides it by the number of GPUs; CPU offload or LoRA move or "
+                  "avoid most of it.",
+                  size_text(a, r->iterations ? r->persistent : r->allocated),
+                  size_text(b, cap_of(r)));
+    break;
+  case OL_OOM_activations:
+  default:
+    advise_activations(out, r);
+    break;
+  }
+}
+
+void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
+{
+  char a[32], b[32], d[32], e[32];
+  ol_buf_printf(out, "out of memory (%s: %s): a request of %s on a %s device where this "
+                "process held %s reserved, %s allocated. ",
+                ol_oom_class_name(c), c < OL_OOM_CLASS_COUNT ? meanings[c] : "?",
+                size_text(a, (int64_t)r->request), size_text(b, cap_of(r)),
+                size_text(d, r->reserved), size_text(e, r->allocated));
+  advise(out, r, c);
+}
+
+void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
+{
+  ol_buf_t advice = {0};
+  advise(&advice, r, c);
+  ol_buf_printf(out, "{\"class\": \"%s\", \"request\": %" PRIu64 ", \"capacity\": %" PRIu64
+                ", \"device_free\": %" PRId64 ", \"allocated\": %" PRId64
+                ", \"reserved\": %" PRId64 ", \"free_reserved\": %" PRId64
+                ", \"largest_free_block\": %" PRId64 ", \"external\": %" PRId64
+                ", \"persistent\": %" PRId64 ", \"transient\": %" PRId64
+                ", \"iterations\": %" PRIu64 ", \"growth_per_iteration\": %" PRId64
+                ", \"advice\": ",
+                ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
+                r->reserved, r->free_reserved, r->largest_free_block, r->external,
+                r->persistent, transient_of(r), r->iterations, r->growth);
+  ol_buf_json_string(out, advice.failed ? "" : advice.data);
+  ol_buf_printf(out, "}");
+  ol_buf_free(&advice);
+}

@@ -1,0 +1,182 @@
+/* test_oom.c: the out-of-memory diagnosis: iterations found in allocation
+ * streams, each class from a record built by hand, and the three recorded
+ * OOM traces replayed at their caps. */
+#include <check.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "ol.h"
+#include "replay.h"
+
+#define GiB (1ll << 30)
+#define MiB (1ll << 20)
+
+/* A training loop: persistent P, then each step climbs by A and falls back. */
+static void train(ol_phases_t *p, int64_t persistent, int64_t activations, int steps,
+                  int64_t leak_per_step)
+{
+  for (int64_t b = 0; b <= persistent; b += 64 * MiB)
+    ol_phases_note(p, b);
+  for (int s = 0; s < steps; s++) {
+    int64_t base = persistent + s * leak_per_step;
+    for (int64_t a = 0; a <= activations; a += 32 * MiB)
+      ol_phases_note(p, base + a);
+    for (int64_t a = activations; a >= 0; a -= 32 * MiB)
+      ol_phases_note(p, base + a);
+  }
+  ol_phases_note(p, persistent + steps * leak_per_step + activations / 2); /* next step rising */
+}
+
+START_TEST(iterations_and_persistent_memory)
+{
+  ol_phases_t p;
+  ol_phases_init(&p);
+  train(&p, 2 * GiB, 6 * GiB, 5, 0);
+  ck_assert_uint_eq(p.iterations, 5);
+  ck_assert_int_eq(ol_phases_persistent(&p), 2 * GiB);
+  ck_assert_int_eq(ol_phases_growth(&p), 0);
+}
+END_TEST
+
+START_TEST(growing_valleys_are_growth)
+{
+  ol_phases_t p;
+  ol_phases_init(&p);
+  train(&p, 2 * GiB, 4 * GiB, 6, 256 * MiB);
+  ck_assert_uint_eq(p.iterations, 6);
+  ck_assert_int_eq(ol_phases_growth(&p), 256 * MiB);
+}
+END_TEST
+
+START_TEST(no_iteration_while_only_growing)
+{
+  ol_phases_t p;
+  ol_phases_init(&p);
+  for (int64_t b = 0; b < 8 * GiB; b += 100 * MiB)
+    ol_phases_note(&p, b);
+  ck_assert_uint_eq(p.iterations, 0);
+  ck_assert_int_eq(ol_phases_persistent(&p), 0);
+}
+END_TEST
+
+START_TEST(small_churn_is_not_an_iteration)
+{
+  ol_phases_t p;
+  ol_phases_init(&p);
+  for (int i = 0; i < 1000; i++)
+    ol_phases_note(&p, 10 * GiB + (i % 2) * 100 * MiB);
+  ck_assert_uint_eq(p.iterations, 0);
+}
+END_TEST
+
+typedef struct {
+  const char *what;
+  ol_oom_record_t record;
+  ol_oom_class_t expected;
+} class_case_t;
+
+#define BASE .capacity = 16 * GiB, .device_free = 0
+#define NO_BLOCKS .free_reserved = -1, .largest_free_block = -1 /* not known */
+
+static const class_case_t class_cases[] = {
+  {"request larger than the device", {BASE, NO_BLOCKS, .request = 20 * GiB, .reserved = 1 * GiB},
+   OL_OOM_impossible},
+  {"free memory in pieces",
+   {BASE, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 13 * GiB,
+    .free_reserved = 2 * GiB, .largest_free_block = 512 * MiB, .iterations = 4,
+    .persistent = 3 * GiB}, OL_OOM_fragmentation},
+  {"another process holds most of the device",
+   {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 6 * GiB, .allocated = 6 * GiB, .external = 9 * GiB,
+    .iterations = 3, .persistent = 2 * GiB}, OL_OOM_external},
+  {"what outlives iterations grows",
+   {BASE, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB, .iterations = 8,
+    .persistent = 12 * GiB, .growth = 1 * GiB}, OL_OOM_leak},
+  {"weights alone, no iteration yet",
+   {BASE, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
+    .iterations = 0},
+   OL_OOM_persistent},
+  {"state fills the device after iterations",
+   {BASE, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB, .iterations = 5,
+    .persistent = 14 * GiB}, OL_OOM_persistent},
+  {"the iteration's own memory",
+   {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB, .iterations = 3,
+    .persistent = 3 * GiB}, OL_OOM_activations},
+  {"small external share is not the cause",
+   {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB, .external = 512 * MiB,
+    .iterations = 3, .persistent = 3 * GiB}, OL_OOM_activations},
+};
+
+START_TEST(each_class_from_its_record)
+{
+  const class_case_t *c = &class_cases[_i];
+  ol_oom_class_t got = ol_oom_classify(&c->record);
+  ck_assert_msg(got == c->expected, "%s: got %s, expected %s", c->what, ol_oom_class_name(got),
+                ol_oom_class_name(c->expected));
+  ol_buf_t text = {0}, json = {0};
+  ol_oom_explain(&text, &c->record, got);
+  ol_oom_json(&json, &c->record, got);
+  ck_assert_ptr_nonnull(strstr(text.data, ol_oom_class_name(got)));
+  ck_assert_ptr_nonnull(strstr(json.data, "\"advice\": \""));
+  ol_buf_free(&text);
+  ol_buf_free(&json);
+}
+END_TEST
+
+typedef struct {
+  const char *trace, *policy;
+  uint64_t capacity;
+  ol_oom_class_t expected;
+} trace_case_t;
+
+/* The causes are known by construction (tests/data/README.md). */
+static const trace_case_t trace_cases[] = {
+  {"oom_params.csv.gz", "pytorch", 8ull << 30, OL_OOM_persistent},
+  {"oom_params.csv.gz", "oomlens", 8ull << 30, OL_OOM_persistent},
+  {"oom_activations.csv.gz", "pytorch", 12ull << 30, OL_OOM_activations},
+  {"oom_activations.csv.gz", "oomlens", 12ull << 30, OL_OOM_activations},
+  {"frag.csv.gz", "pytorch", 6ull << 30, OL_OOM_fragmentation},
+};
+
+START_TEST(recorded_ooms_at_their_caps)
+{
+  const trace_case_t *c = &trace_cases[_i];
+  char path[PATH_MAX], err[256];
+  snprintf(path, sizeof path, "%s/%s", OL_TEST_DATA_DIR, c->trace);
+  ol_policy_options_t options = {.capacity = c->capacity};
+  ol_replay_result_t result;
+  ck_assert_int_eq(ol_replay_file(path, ol_policy_find(c->policy), &options, &result, err,
+                                  sizeof err), 0);
+  ck_assert_msg(result.oom, "%s under %s did not run out", c->trace, c->policy);
+  ck_assert_msg(result.oom_at.cause == c->expected, "%s under %s: %s, expected %s", c->trace,
+                c->policy, ol_oom_class_name(result.oom_at.cause),
+                ol_oom_class_name(c->expected));
+}
+END_TEST
+
+static Suite *oom_suite(void)
+{
+  Suite *s = suite_create("oom");
+  TCase *phases = tcase_create("phases");
+  tcase_add_test(phases, iterations_and_persistent_memory);
+  tcase_add_test(phases, growing_valleys_are_growth);
+  tcase_add_test(phases, no_iteration_while_only_growing);
+  tcase_add_test(phases, small_churn_is_not_an_iteration);
+  suite_add_tcase(s, phases);
+  TCase *classes = tcase_create("classes");
+  tcase_add_loop_test(classes, each_class_from_its_record, 0,
+                      sizeof class_cases / sizeof *class_cases);
+  suite_add_tcase(s, classes);
+  TCase *traces = tcase_create("traces");
+  tcase_set_timeout(traces, 60);
+  tcase_add_loop_test(traces, recorded_ooms_at_their_caps, 0,
+                      sizeof trace_cases / sizeof *trace_cases);
+  suite_add_tcase(s, traces);
+  return s;
+}
+
+int main(void)
+{
+  return ol_run_suite(oom_suite());
+}
