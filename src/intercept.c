@@ -53,6 +53,14 @@ static cudaError_t missing_runtime(ol_fn_t fn)
 
 /* ---- runtime allocation ------------------------------------------------ */
 
+/* A refused allocation; an out-of-memory one gets its diagnosis. */
+static void failed(int device, size_t size, ol_kind_t kind, bool out_of_memory)
+{
+  ol_track_failed_alloc(size, device, kind, out_of_memory);
+  if (out_of_memory)
+    ol_oom_at_failure(device, size);
+}
+
 static void record_runtime_result(cudaError_t err, void *ptr, size_t size, ol_kind_t kind,
                                   cudaStream_t stream)
 {
@@ -60,7 +68,7 @@ static void record_runtime_result(cudaError_t err, void *ptr, size_t size, ol_ki
   if (err == cudaSuccess && ptr)
     ol_track_alloc((uintptr_t)ptr, size, device, kind, (uintptr_t)stream);
   else if (err != cudaSuccess)
-    ol_track_failed_alloc(size, device, kind, err == cudaErrorMemoryAllocation);
+    failed(device, size, kind, err == cudaErrorMemoryAllocation);
 }
 
 /* Manage mode: our pool serves the request; false leaves it to the driver. */
@@ -85,7 +93,7 @@ static bool over_capacity(int device, size_t size, ol_kind_t kind)
 {
   if (size == 0 || ol_capacity_allows(device, size))
     return false;
-  ol_track_failed_alloc(size, device, kind, true);
+  failed(device, size, kind, true);
   return true;
 }
 
@@ -227,7 +235,7 @@ static void record_driver_result(CUresult res, CUdeviceptr ptr, size_t size, ol_
   if (res == CUDA_SUCCESS && ptr)
     ol_track_alloc((uintptr_t)ptr, size, device, kind, (uintptr_t)stream);
   else if (res != CUDA_SUCCESS)
-    ol_track_failed_alloc(size, device, kind, res == CUDA_ERROR_OUT_OF_MEMORY);
+    failed(device, size, kind, res == CUDA_ERROR_OUT_OF_MEMORY);
 }
 
 CUresult ol_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
@@ -373,8 +381,7 @@ CUresult ol_on_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
   if (track && res == CUDA_SUCCESS && handle)
     ol_track_vmm_create(*handle, size, device_of_prop(prop));
   else if (track && res != CUDA_SUCCESS)
-    ol_track_failed_alloc(size, device_of_prop(prop), OL_KIND_VMM,
-                          res == CUDA_ERROR_OUT_OF_MEMORY);
+    failed(device_of_prop(prop), size, OL_KIND_VMM, res == CUDA_ERROR_OUT_OF_MEMORY);
   leave();
   return res;
 }

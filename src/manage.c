@@ -593,3 +593,22 @@ void ol_manage_stream_destroyed(void *stream)
     pthread_mutex_unlock(&m->lock);
   }
 }
+
+/* For the OOM diagnosis: the pool's free memory and its largest block.
+ * False when the device has no pool of ours. */
+bool ol_manage_free_blocks(int device, int64_t *free_reserved, int64_t *largest)
+{
+  if (device < 0 || device >= OL_MAX_DEVICES || !ol_manage_on())
+    return false;
+  pthread_once(&init_once, init_locks);
+  managed_t *m = &devices[device];
+  if (m->state != ACTIVE)
+    return false;
+  ol_policy_stats_t st;
+  pthread_mutex_lock(&m->lock);
+  ol_pool_stats(m->pool, &st);
+  pthread_mutex_unlock(&m->lock);
+  *free_reserved = st.free_reserved;
+  *largest = st.largest_free_block;
+  return true;
+}

@@ -78,6 +78,59 @@ int ol_prim_mem_info(size_t *free_bytes, size_t *total_bytes); /* current device
 uint64_t ol_prim_device_total_memory(int device); /* 0 if unknown */
 bool ol_prim_has_context(void);                   /* a CUDA context is current */
 
+typedef struct ol_buf ol_buf_t; /* buffer.c, below */
+
+/* ---- phases.c: iterations found in the allocation stream ------------- */
+#define OL_PHASE_VALLEYS 8
+typedef struct ol_phases { /* all zero is a valid start */
+  bool falling;
+  int64_t extreme;  /* highest since the last valley, or lowest since the last peak */
+  int64_t highest;  /* highest total ever seen */
+  uint64_t iterations;
+  int64_t valleys[OL_PHASE_VALLEYS]; /* persistent bytes after the last iterations */
+} ol_phases_t;
+
+void ol_phases_init(ol_phases_t *p);
+void ol_phases_note(ol_phases_t *p, int64_t allocated);
+int64_t ol_phases_persistent(const ol_phases_t *p);
+int64_t ol_phases_growth(const ol_phases_t *p);
+
+/* ---- oom.c: why an allocation failed, and what to change -------------- */
+#define OL_OOM_CLASSES(X)                                                        \
+  X(impossible, "the request alone is larger than the device")                  \
+  X(external, "memory held outside this process's allocations")                 \
+  X(fragmentation, "enough free reserved memory, but no block large enough")    \
+  X(leak, "memory that outlives iterations grows iteration after iteration")    \
+  X(persistent, "weights, gradients and optimizer state do not fit")            \
+  X(activations, "memory that lives within one iteration does not fit")
+
+typedef enum ol_oom_class {
+#define OL_OOM_ENUM(name, what) OL_OOM_##name,
+  OL_OOM_CLASSES(OL_OOM_ENUM)
+#undef OL_OOM_ENUM
+  OL_OOM_CLASS_COUNT
+} ol_oom_class_t;
+
+typedef struct ol_oom_record {
+  uint64_t request;
+  uint64_t capacity;
+  int64_t device_free;        /* what the device had free, -1 unknown */
+  int64_t allocated;          /* this process, live bytes handed out */
+  int64_t reserved;           /* this process, device memory held */
+  int64_t free_reserved;      /* reserved but not allocated, -1 unknown */
+  int64_t largest_free_block; /* largest block that could be handed out, -1 unknown */
+  int64_t external;           /* capacity - free - reserved: others' memory */
+  int64_t persistent;         /* what outlives iterations */
+  int64_t growth;             /* persistent growth per iteration */
+  uint64_t iterations;
+  bool segments_only; /* we saw the framework's segments, not its tensors */
+} ol_oom_record_t;
+
+ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r);
+const char *ol_oom_class_name(ol_oom_class_t c);
+void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c);
+void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c);
+
 /* ---- stats.c: PyTorch-shaped counters ---------------------------------- */
 typedef struct ol_stat {
   int64_t current, peak, allocated, freed;
@@ -144,6 +197,9 @@ typedef struct ol_device_stats {
 #undef OL_CALL_MEMBER
   int64_t num_ooms;
   int64_t last_oom_request;
+  ol_phases_t phases;      /* iterations in this device's allocated bytes */
+  ol_oom_record_t last_oom; /* the diagnosis of the last out-of-memory */
+  ol_oom_class_t last_oom_class;
   int64_t mem_free, mem_total; /* last cuMemGetInfo answer seen, 0 if none */
 } ol_device_stats_t;
 
@@ -170,6 +226,8 @@ typedef struct ol_snapshot {
 void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream);
 bool ol_track_free(uintptr_t addr, ol_kind_t kind);
 void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory);
+void ol_track_oom_figures(int device, ol_oom_record_t *record); /* ours: allocated, reserved, phases */
+void ol_track_oom_diagnosis(int device, const ol_oom_record_t *record, ol_oom_class_t cause);
 void ol_track_vmm_create(uint64_t handle, size_t size, int device);
 void ol_track_vmm_release(uint64_t handle);
 void ol_track_vmm_map(uintptr_t addr, size_t size, uint64_t handle);
@@ -198,61 +256,12 @@ void ol_streams_capture_ended(void *stream);
 bool ol_streams_capturing(void);
 bool ol_streams_quiet(void);
 
-typedef struct ol_buf ol_buf_t; /* buffer.c, below */
-
-/* ---- phases.c: iterations found in the allocation stream ------------- */
-#define OL_PHASE_VALLEYS 8
-typedef struct ol_phases {
-  bool rising;
-  int64_t extreme;  /* highest since the last valley, or lowest since the last peak */
-  int64_t highest;  /* highest total ever seen */
-  uint64_t iterations;
-  int64_t valleys[OL_PHASE_VALLEYS]; /* persistent bytes after the last iterations */
-} ol_phases_t;
-
-void ol_phases_init(ol_phases_t *p);
-void ol_phases_note(ol_phases_t *p, int64_t allocated);
-int64_t ol_phases_persistent(const ol_phases_t *p);
-int64_t ol_phases_growth(const ol_phases_t *p);
-
-/* ---- oom.c: why an allocation failed, and what to change -------------- */
-#define OL_OOM_CLASSES(X)                                                        \
-  X(impossible, "the request alone is larger than the device")                  \
-  X(external, "memory held outside this process's allocations")                 \
-  X(fragmentation, "enough free reserved memory, but no block large enough")    \
-  X(leak, "memory that outlives iterations grows iteration after iteration")    \
-  X(persistent, "weights, gradients and optimizer state do not fit")            \
-  X(activations, "memory that lives within one iteration does not fit")
-
-typedef enum ol_oom_class {
-#define OL_OOM_ENUM(name, what) OL_OOM_##name,
-  OL_OOM_CLASSES(OL_OOM_ENUM)
-#undef OL_OOM_ENUM
-  OL_OOM_CLASS_COUNT
-} ol_oom_class_t;
-
-typedef struct ol_oom_record {
-  uint64_t request;
-  uint64_t capacity;
-  int64_t device_free;        /* what the device had free, -1 unknown */
-  int64_t allocated;          /* this process, live bytes handed out */
-  int64_t reserved;           /* this process, device memory held */
-  int64_t free_reserved;      /* reserved but not allocated, -1 unknown */
-  int64_t largest_free_block; /* largest block that could be handed out, -1 unknown */
-  int64_t external;           /* capacity - free - reserved: others' memory */
-  int64_t persistent;         /* what outlives iterations */
-  int64_t growth;             /* persistent growth per iteration */
-  uint64_t iterations;
-} ol_oom_record_t;
-
-ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r);
-const char *ol_oom_class_name(ol_oom_class_t c);
-void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c);
-void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c);
-
 /* ---- capacity.c: OOMLENS_CAPACITY, a smaller device ------------------- */
 bool ol_capacity_allows(int device, uint64_t size);
 void ol_capacity_clamp(int device, size_t *free_bytes, size_t *total_bytes);
+
+/* ---- oom_live.c: the diagnosis at a live job's failed allocation ------ */
+void ol_oom_at_failure(int device, uint64_t request);
 
 /* ---- manage.c: our pool serves the requests -------------------------- */
 bool ol_manage_on(void);
@@ -261,6 +270,7 @@ bool ol_manage_free(uint64_t addr);
 bool ol_manage_alloc_async(int device, uint64_t size, void *stream, uint64_t *addr);
 bool ol_manage_free_async(uint64_t addr, void *stream);
 void ol_manage_stream_destroyed(void *stream);
+bool ol_manage_free_blocks(int device, int64_t *free_reserved, int64_t *largest);
 
 /* ---- intercept.c: what each hook does ---------------------------------- */
 #define OL_HANDLER_DECL(name, ret, params, args) ret ol_on_##name params;

@@ -171,6 +171,9 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
                 size_text(a, (int64_t)r->request), size_text(b, cap_of(r)),
                 size_text(d, r->reserved), size_text(e, r->allocated));
   advise(out, r, c);
+  if (r->segments_only)
+    ol_buf_printf(out, " (oomlens saw the framework's cached segments, not its tensors: run "
+                  "under `oomlens run --manage` to tell weights from activations.)");
 }
 
 void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
@@ -183,10 +186,11 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
                 ", \"largest_free_block\": %" PRId64 ", \"external\": %" PRId64
                 ", \"persistent\": %" PRId64 ", \"transient\": %" PRId64
                 ", \"iterations\": %" PRIu64 ", \"growth_per_iteration\": %" PRId64
-                ", \"advice\": ",
+                ", \"segments_only\": %s, \"advice\": ",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
                 r->reserved, r->free_reserved, r->largest_free_block, r->external,
-                r->persistent, transient_of(r), r->iterations, r->growth);
+                r->persistent, transient_of(r), r->iterations, r->growth,
+                r->segments_only ? "true" : "false");
   ol_buf_json_string(out, advice.failed ? "" : advice.data);
   ol_buf_printf(out, "}");
   ol_buf_free(&advice);

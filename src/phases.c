@@ -18,7 +18,6 @@
 void ol_phases_init(ol_phases_t *p)
 {
   memset(p, 0, sizeof *p);
-  p->rising = true;
 }
 
 static int64_t threshold(const ol_phases_t *p)
@@ -37,11 +36,11 @@ void ol_phases_note(ol_phases_t *p, int64_t allocated)
 {
   if (allocated > p->highest)
     p->highest = allocated;
-  if (p->rising) {
+  if (!p->falling) {
     if (allocated > p->extreme)
       p->extreme = allocated;
     else if (allocated < p->extreme - threshold(p)) {
-      p->rising = false; /* a peak is behind us */
+      p->falling = true; /* a peak is behind us */
       p->extreme = allocated;
     }
   } else {
@@ -49,7 +48,7 @@ void ol_phases_note(ol_phases_t *p, int64_t allocated)
       p->extreme = allocated;
     else if (allocated > p->extreme + threshold(p)) {
       end_iteration(p, p->extreme); /* a valley is behind us */
-      p->rising = true;
+      p->falling = false;
       p->extreme = allocated;
     }
   }
@@ -63,7 +62,7 @@ int64_t ol_phases_persistent(const ol_phases_t *p)
   if (p->iterations == 0)
     return 0;
   int64_t last = p->valleys[(p->iterations - 1) % OL_PHASE_VALLEYS];
-  return !p->rising && p->extreme < last ? p->extreme : last;
+  return p->falling && p->extreme < last ? p->extreme : last;
 }
 
 /* Average growth of the valleys per iteration over the last ones kept. */

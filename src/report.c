@@ -117,6 +117,10 @@ static void text_calls(ol_buf_t *out, const ol_device_stats_t *dev)
     char request[32];
     ol_format_bytes(request, sizeof request, dev->last_oom_request);
     ol_buf_printf(out, "Last out-of-memory request: %s\n", request);
+    if (dev->last_oom.capacity > 0) {
+      ol_oom_explain(out, &dev->last_oom, dev->last_oom_class);
+      ol_buf_printf(out, "\n");
+    }
   }
 }
 
@@ -195,8 +199,13 @@ static void json_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
 #undef OL_JSON_CALL
   ol_buf_printf(out, "},\n      \"num_ooms\": %lld,\n      \"last_oom_request\": %lld,\n",
                 (long long)dev->num_ooms, (long long)dev->last_oom_request);
-  ol_buf_printf(out, "      \"mem_info\": {\"free\": %lld, \"total\": %lld}\n    }",
+  ol_buf_printf(out, "      \"mem_info\": {\"free\": %lld, \"total\": %lld},\n      \"oom\": ",
                 (long long)dev->mem_free, (long long)dev->mem_total);
+  if (dev->num_ooms > 0 && dev->last_oom.capacity > 0)
+    ol_oom_json(out, &dev->last_oom, dev->last_oom_class);
+  else
+    ol_buf_printf(out, "null");
+  ol_buf_printf(out, "\n    }");
 }
 
 void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx)

@@ -158,6 +158,7 @@ static void count_block(ol_device_stats_t *dev, size_t size, ol_kind_t kind, int
 {
   int64_t bytes = sign * (int64_t)size;
   ol_stats_pool_update(dev->allocated_bytes, size, bytes);
+  ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
   ol_stats_pool_update(dev->active_bytes, size, bytes);
   ol_stats_pool_update(dev->requested_bytes, size, bytes);
   ol_stats_pool_update(dev->allocation, size, sign);
@@ -354,6 +355,27 @@ void ol_track_pool_mapped(int device, int64_t delta)
   ol_stats_pool_update(dev->segment, large, delta > 0 ? 1 : -1);
   ol_stat_update(&dev->origin_bytes[OL_ORIGIN_pool], delta);
   end();
+}
+
+void ol_track_oom_figures(int device, ol_oom_record_t *record)
+{
+  pthread_mutex_lock(&lock);
+  ol_device_stats_t *dev = device_stats(device);
+  record->allocated = dev->allocated_bytes[OL_POOL_ALL].current;
+  record->reserved = dev->reserved_bytes[OL_POOL_ALL].current;
+  record->persistent = ol_phases_persistent(&dev->phases);
+  record->growth = ol_phases_growth(&dev->phases);
+  record->iterations = dev->phases.iterations;
+  pthread_mutex_unlock(&lock);
+}
+
+void ol_track_oom_diagnosis(int device, const ol_oom_record_t *record, ol_oom_class_t cause)
+{
+  pthread_mutex_lock(&lock);
+  ol_device_stats_t *dev = device_stats(device);
+  dev->last_oom = *record;
+  dev->last_oom_class = cause;
+  pthread_mutex_unlock(&lock);
 }
 
 int64_t ol_track_reserved_now(int device)

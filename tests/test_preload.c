@@ -45,6 +45,7 @@ START_TEST(runtime_calls_counted_once)
    * counted a second time. */
   ck_assert_int_eq(harness_int(r, DEV "calls.driver_allocs"), 0);
   ck_assert_int_gt(harness_int(r, DEV "mem_info.total"), 0);
+  ck_assert_int_eq(ol_json_kind(ol_json_path(r, DEV "oom")), OL_JSON_NULL);
   ol_json_free(r);
   ck_assert_int_eq(harness_count_files(".txt"), 1);
 }
@@ -117,6 +118,12 @@ START_TEST(out_of_memory_reaches_the_job)
   ck_assert_int_eq(harness_int(r, DEV "last_oom_request"), 1ll << 40);
   ck_assert_int_eq(harness_int(r, DEV "calls.failed_allocs"), 1);
   ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.current")), MiB);
+  /* One paragraph at the moment, and the diagnosis in the report. */
+  ck_assert_ptr_nonnull(strstr(run.out, "oomlens: device 0: out of memory (impossible"));
+  ck_assert_str_eq(ol_json_string(ol_json_path(r, DEV "oom.class")), "impossible");
+  ck_assert_int_eq(harness_int(r, DEV "oom.capacity"), 64 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "oom.request"), 1ll << 40);
+  ck_assert_ptr_nonnull(strstr(ol_json_string(ol_json_path(r, DEV "oom.advice")), "larger"));
   ol_json_free(r);
 }
 END_TEST
@@ -129,6 +136,9 @@ START_TEST(capacity_makes_the_device_smaller)
   ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1);
   ck_assert_int_eq(harness_int(r, DEV "last_oom_request"), 32 * MiB);
   ck_assert_int_le(harness_int(r, STAT("reserved_bytes.all.peak")), 64 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "oom.capacity"), 64 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "oom.reserved"), 48 * MiB);
+  ck_assert_ptr_nonnull(ol_json_string(ol_json_path(r, DEV "oom.class")));
   ol_json_free(r);
 }
 END_TEST

@@ -1,0 +1,62 @@
+/* oom_live.c: the diagnosis at a live job's failed allocation.
+ *
+ * Gathers the record oom.c classifies: the device's capacity and free
+ * memory from the driver (or OOMLENS_CAPACITY), what this process holds and
+ * what outlives its iterations (tracker), the pool's free blocks in manage
+ * mode, and so what others hold. Prints one paragraph on stderr (a few per
+ * process: a framework may retry after releasing its cache, so the first
+ * failures are often not the last word) and keeps the last for the report. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ol.h"
+
+#define PARAGRAPHS_PRINTED 3
+
+static atomic_int printed;
+
+/* Tensors reach us only when PyTorch's cache is off or in manage mode;
+ * otherwise what we see are its segments. */
+static bool sees_segments_only(void)
+{
+  const char *no_cache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+  const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+  bool tensors = ol_manage_on() || (no_cache && strcmp(no_cache, "0") != 0) ||
+                 (conf && strstr(conf, "cudaMallocAsync"));
+  return !tensors;
+}
+
+static void device_figures(int device, ol_oom_record_t *r)
+{
+  size_t free_bytes = 0, total_bytes = 0;
+  r->device_free = -1;
+  if (ol_prim_mem_info(&free_bytes, &total_bytes) == 0) {
+    ol_capacity_clamp(device, &free_bytes, &total_bytes);
+    r->capacity = total_bytes;
+    r->device_free = (int64_t)free_bytes;
+  } else {
+    r->capacity = ol_option_size(OL_OPT_CAPACITY);
+  }
+  int64_t others = (int64_t)r->capacity - r->device_free - r->reserved;
+  r->external = r->device_free >= 0 && others > 0 ? others : 0;
+}
+
+void ol_oom_at_failure(int device, uint64_t request)
+{
+  ol_oom_record_t r = {.request = request, .free_reserved = -1, .largest_free_block = -1};
+  ol_track_oom_figures(device, &r);
+  device_figures(device, &r);
+  if (r.capacity == 0)
+    return; /* nothing to compare with */
+  ol_manage_free_blocks(device, &r.free_reserved, &r.largest_free_block);
+  r.segments_only = sees_segments_only();
+  ol_oom_class_t cause = ol_oom_classify(&r);
+  ol_track_oom_diagnosis(device, &r, cause);
+  if (atomic_fetch_add(&printed, 1) >= PARAGRAPHS_PRINTED)
+    return;
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, cause);
+  if (!text.failed && text.data)
+    ol_log_info("device %d: %s", device, text.data);
+  ol_buf_free(&text);
+}
