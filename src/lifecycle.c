@@ -139,7 +139,10 @@ bool ol_lifecycle_forked_child(void)
 
 void ol_lifecycle_at_exit(void)
 {
-  if (atomic_load(&state) != ENABLED || !ol_track_seen_activity())
+  if (atomic_load(&state) != ENABLED)
+    return;
+  ol_report_wait(); /* a report begun on SIGUSR1 is never cut short */
+  if (!ol_track_seen_activity())
     return;
   if (ol_option_bool(OL_OPT_REPORT_AT_EXIT))
     ol_report_write_all("exit");

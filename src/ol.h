@@ -312,6 +312,7 @@ void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_co
 void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx);
 void ol_format_bytes(char *out, size_t cap, int64_t bytes);
 int ol_report_write_all(const char *reason); /* 0 when every file was written */
+void ol_report_wait(void);                   /* until no report is being written */
 
 /* ---- report_file.c: where reports go, written whole or not at all ------ */
 const char *ol_rank_text(void);

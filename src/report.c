@@ -269,9 +269,18 @@ static int report_paths(char *text_path, char *json_path, size_t cap)
   return ol_json_path_for(text_path, json_path, cap);
 }
 
+static pthread_mutex_t writing = PTHREAD_MUTEX_INITIALIZER;
+
+/* Returns once no report is being written: a report started (on a signal)
+ * is finished before the process goes away. */
+void ol_report_wait(void)
+{
+  pthread_mutex_lock(&writing);
+  pthread_mutex_unlock(&writing);
+}
+
 int ol_report_write_all(const char *reason)
 {
-  static pthread_mutex_t writing = PTHREAD_MUTEX_INITIALIZER;
   char text_path[PATH_MAX], json_path[PATH_MAX], command[1024];
   ol_snapshot_t *snap = malloc(sizeof *snap);
   if (!snap)
