@@ -81,7 +81,7 @@ typedef struct ol_estimate_advice {
   bool fits;
 } ol_estimate_advice_t;
 
-#define OL_ESTIMATE_MAX_ADVICE 8
+#define OL_ESTIMATE_MAX_ADVICE 10
 
 /* The field guides' remedies that apply to in, each estimated: mixed
  * precision, checkpointing, gradient accumulation, an 8-bit optimizer,

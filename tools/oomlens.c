@@ -14,6 +14,7 @@
 #define EXIT_USAGE 2
 
 int ol_cmd_replay(int argc, char **argv); /* replay_cmd.c */
+int ol_cmd_estimate(int argc, char **argv); /* estimate_cmd.c */
 
 static void print_main_help(FILE *out)
 {
@@ -30,6 +31,9 @@ static void print_main_help(FILE *out)
           "  replay TRACE [--capacity SIZE] [--policy NAME] [--max-split-size SIZE] [--json]\n"
           "      run a recorded allocation trace through an allocator on a simulated\n"
           "      device: peak reserved memory, and whether and where it runs out\n"
+          "  estimate [--params N] [--batch B] [--seq L] [--hidden H] [--layers N] ...\n"
+          "      pre-flight estimate of a training job's peak device memory, whether it\n"
+          "      fits, the largest batch that does, and what would bring it down\n"
           "\n"
           "environment (read by the library in the job; bad values warn and keep the default):\n");
   ol_options_print(out);
@@ -187,6 +191,7 @@ int main(int argc, char **argv)
   if (strcmp(command, "run") == 0)
     return command_run(argc - 2, argv + 2);
   if (strcmp(command, "replay") == 0) return ol_cmd_replay(argc - 2, argv + 2);
+  if (strcmp(command, "estimate") == 0) return ol_cmd_estimate(argc - 2, argv + 2);
   fprintf(stderr, "oomlens: unknown command '%s' (see oomlens --help)\n", command);
   return EXIT_USAGE;
 }
