@@ -143,6 +143,33 @@ START_TEST(capacity_makes_the_device_smaller)
 }
 END_TEST
 
+typedef struct {
+  const char *scenario, *external, *expected;
+} class_case_t;
+
+/* Programs on the simulated CUDA that run out for a known reason; the
+ * report must name it (fragmentation is covered by replay's traces). */
+static const class_case_t live_classes[] = {
+  {"oom_persistent", "SIMCU_EXTERNAL=0", "persistent"},
+  {"oom_activations", "SIMCU_EXTERNAL=0", "activations"},
+  {"oom_leak", "SIMCU_EXTERNAL=0", "leak"},
+  {"oom_external", "SIMCU_EXTERNAL=700M", "external"},
+};
+
+START_TEST(live_oom_classes)
+{
+  const class_case_t *c = &live_classes[_i];
+  const char *env[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", c->external,
+                       NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario(c->scenario, env, &run);
+  const char *got = ol_json_string(ol_json_path(r, DEV "oom.class"));
+  ck_assert_msg(got && strcmp(got, c->expected) == 0, "%s: class %s, expected %s\n%s",
+                c->scenario, got ? got : "none", c->expected, run.out);
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(forked_child_writes_its_own_report)
 {
   harness_run_t run;
@@ -286,6 +313,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, exact_under_sixteen_threads);
   tcase_add_test(paths, out_of_memory_reaches_the_job);
   tcase_add_test(paths, capacity_makes_the_device_smaller);
+  tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);
   suite_add_tcase(s, paths);
   TCase *life = tcase_create("lifecycle");
   tcase_add_checked_fixture(life, harness_setup, harness_teardown);

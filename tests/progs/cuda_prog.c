@@ -299,6 +299,38 @@ static int smaller_device(void)
   return 0;
 }
 
+/* Training-shaped programs that run out of memory for a known reason, on a
+ * 1 GiB simulated device, run with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so the
+ * diagnosis knows it sees tensors. Each step allocates its activations in
+ * 32 MiB pieces and frees them; `keep` bytes a step are never freed (a
+ * leak); steps grow by `grow` bytes of activations. Returns 0 once a
+ * cudaMalloc fails with the out-of-memory error. */
+static int train_until_oom(size_t persistent, size_t activations, size_t grow, size_t keep)
+{
+  enum { PIECES = 256 };
+  void *piece[PIECES], *p;
+  for (size_t held = 0; held < persistent; held += 32 * MiB)
+    if (cudaMalloc(&p, 32 * MiB) != cudaSuccess)
+      return 0; /* ran out building the state */
+  for (int step = 0; step < 200; step++) {
+    size_t n = (activations + step * grow) / (32 * MiB);
+    CHECK(n <= PIECES);
+    for (size_t i = 0; i < n; i++) {
+      cudaError_t err = cudaMalloc(&piece[i], 32 * MiB);
+      if (err == cudaErrorMemoryAllocation)
+        return 0;
+      CHECK(err == cudaSuccess);
+    }
+    for (size_t i = 0; i < n; i++)
+      CHECK(cudaFree(piece[i]) == cudaSuccess);
+    for (size_t kept = 0; kept < keep; kept += 32 * MiB)
+      if (cudaMalloc(&p, 32 * MiB) == cudaErrorMemoryAllocation)
+        return 0;
+  }
+  fprintf(stderr, "cuda_prog: never ran out\n");
+  return 3;
+}
+
 /* No driver to be found: the runtime's own error reaches the job. */
 static int no_driver(void)
 {
@@ -324,6 +356,10 @@ int main(int argc, char **argv)
   if (!strcmp(s, "signal")) return report_on_signal(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "nodriver")) return no_driver();
   if (!strcmp(s, "capacity")) return smaller_device();
+  if (!strcmp(s, "oom_persistent")) return train_until_oom((size_t)2 << 30, 0, 0, 0);
+  if (!strcmp(s, "oom_activations")) return train_until_oom(256 * MiB, 256 * MiB, 128 * MiB, 0);
+  if (!strcmp(s, "oom_leak")) return train_until_oom(128 * MiB, 256 * MiB, 0, 64 * MiB);
+  if (!strcmp(s, "oom_external")) return train_until_oom(64 * MiB, 128 * MiB, 64 * MiB, 0);
   if (!strcmp(s, "pairs")) return pairs(argc > 2 ? argv[2] : NULL);
   fprintf(stderr, "cuda_prog: unknown scenario %s\n", s);
   return 2;
