@@ -260,6 +260,24 @@ bool ol_streams_quiet(void);
 bool ol_capacity_allows(int device, uint64_t size);
 void ol_capacity_clamp(int device, size_t *free_bytes, size_t *total_bytes);
 
+/* ---- sites.c: call sites and the bytes they hold -------------------- */
+typedef struct ol_sites ol_sites_t;
+typedef struct ol_site_figures {
+  int32_t id;
+  int64_t allocations, current, peak, at_peak, total;
+} ol_site_figures_t;
+typedef enum { OL_SITES_BY_AT_PEAK, OL_SITES_BY_TOTAL } ol_site_order_t;
+
+ol_sites_t *ol_sites_new(void);
+void ol_sites_free(ol_sites_t *sites);
+int32_t ol_sites_intern(ol_sites_t *sites, const char *key, size_t len); /* -1: no memory */
+void ol_sites_add(ol_sites_t *sites, int32_t id, int64_t delta);
+void ol_sites_mark_peak(ol_sites_t *sites); /* the process is at a new peak */
+size_t ol_sites_count(const ol_sites_t *sites);
+const char *ol_sites_key(const ol_sites_t *sites, int32_t id);
+const ol_site_figures_t *ol_sites_figures(const ol_sites_t *sites, int32_t id);
+size_t ol_sites_top(const ol_sites_t *sites, ol_site_order_t order, int32_t *out, size_t max);
+
 /* ---- oom_live.c: the diagnosis at a live job's failed allocation ------ */
 void ol_oom_at_failure(int device, uint64_t request);
 

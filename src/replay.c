@@ -18,6 +18,7 @@ typedef struct slot {
   uint64_t key;  /* the trace's address */
   uint64_t addr; /* the policy's address */
   uint64_t size; /* bytes the trace asked for */
+  int32_t site;  /* where it was asked for, -1 unknown */
   bool used;
 } slot_t;
 
@@ -78,11 +79,11 @@ static bool map_grow(addr_map_t *map)
   return true;
 }
 
-static bool map_insert(addr_map_t *map, uint64_t key, uint64_t addr, uint64_t size)
+static bool map_insert(addr_map_t *map, uint64_t key, uint64_t addr, uint64_t size, int32_t site)
 {
   if ((map->count + 1) * 2 > map->mask + 1 && !map_grow(map))
     return false;
-  map_place(map, (slot_t){.key = key, .addr = addr, .size = size, .used = true});
+  map_place(map, (slot_t){.key = key, .addr = addr, .size = size, .site = site, .used = true});
   map->count++;
   return true;
 }
@@ -138,6 +139,31 @@ static void diagnose(replay_t *r, ol_replay_oom_t *o)
   o->cause = ol_oom_classify(&o->record);
 }
 
+static int32_t site_of(replay_t *r, const ol_trace_event_t *ev)
+{
+  ol_sites_t *sites = r->result->sites;
+  if (!sites)
+    return -1;
+  int32_t id = ol_sites_intern(sites, ev->frames ? ev->frames : "", ev->frames_len);
+  if (id < 0) { /* out of host memory: carry on without sites */
+    ol_sites_free(sites);
+    r->result->sites = NULL;
+  }
+  return id;
+}
+
+/* Bytes live (plus, for a replayed OOM, the request) make a new peak:
+ * remember who held them. */
+static void new_peak(replay_t *r, int64_t live, int32_t extra_site, int64_t extra)
+{
+  r->result->peak_requested = live;
+  if (!r->result->sites)
+    return;
+  ol_sites_add(r->result->sites, extra_site, extra);
+  ol_sites_mark_peak(r->result->sites);
+  ol_sites_add(r->result->sites, extra_site, -extra);
+}
+
 static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
 {
   ol_replay_result_t *res = r->result;
@@ -158,6 +184,8 @@ static void forget(replay_t *r, slot_t *slot)
 {
   r->ops->free(r->policy, slot->addr);
   r->requested -= (int64_t)slot->size;
+  if (r->result->sites)
+    ol_sites_add(r->result->sites, slot->site, -(int64_t)slot->size);
   ol_phases_note(&r->phases, r->requested);
   map_remove(&r->live, slot);
 }
@@ -175,13 +203,16 @@ static int on_alloc(replay_t *r, const ol_trace_event_t *ev)
   uint64_t addr;
   if (r->ops->alloc(r->policy, ev->size, ev->stream, &addr) != 0)
     return 0;
-  if (!map_insert(&r->live, ev->addr, addr, ev->size))
+  int32_t site = site_of(r, ev);
+  if (!map_insert(&r->live, ev->addr, addr, ev->size, site))
     return -1;
   r->result->allocs++;
   r->requested += (int64_t)ev->size;
+  if (r->result->sites)
+    ol_sites_add(r->result->sites, site, (int64_t)ev->size);
   ol_phases_note(&r->phases, r->requested);
   if (r->requested > r->result->peak_requested)
-    r->result->peak_requested = r->requested;
+    new_peak(r, r->requested, -1, 0);
   return 1;
 }
 
@@ -206,7 +237,7 @@ static int on_oom(replay_t *r, const ol_trace_event_t *ev)
   if (r->ops->alloc(r->policy, ev->size, ev->stream, &addr) != 0)
     return 0;
   if (r->requested + (int64_t)ev->size > r->result->peak_requested)
-    r->result->peak_requested = r->requested + (int64_t)ev->size;
+    new_peak(r, r->requested + (int64_t)ev->size, site_of(r, ev), (int64_t)ev->size);
   r->ops->free(r->policy, addr);
   return 1;
 }
@@ -260,6 +291,7 @@ int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
   if (!trace)
     return -1;
   replay_t r = {.ops = ops, .result = result, .capacity = options->capacity};
+  result->sites = ol_sites_new(); /* NULL: the replay runs without sites */
   ol_phases_init(&r.phases);
   int rc = -1;
   if (!map_init(&r.live, 1024)) {
@@ -277,9 +309,17 @@ int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
   else if (rc == 0)
     result->stats = result->oom_at.stats;
 done:
+  if (rc < 0)
+    ol_replay_result_free(result);
   if (r.policy)
     ops->destroy(r.policy);
   free(r.live.slots);
   ol_trace_close(trace);
   return rc < 0 ? -1 : 0;
+}
+
+void ol_replay_result_free(ol_replay_result_t *result)
+{
+  ol_sites_free(result->sites);
+  result->sites = NULL;
 }

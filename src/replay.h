@@ -40,7 +40,13 @@ typedef struct ol_replay_result {
   ol_policy_stats_t stats;  /* the policy's at the end (or at the OOM) */
   bool oom;
   ol_replay_oom_t oom_at; /* set when oom */
+  /* The trace's call sites (its frames strings): bytes live at the peak of
+   * requested bytes, per site; NULL if host memory ran out for them. */
+  ol_sites_t *sites;
 } ol_replay_result_t;
+
+/* Frees what a replay result holds (its sites). */
+void ol_replay_result_free(ol_replay_result_t *result);
 
 /* Replays the trace at path through ops on a device with the given options.
  * 0: it ran (out of memory or not, see result->oom). -1: the trace could

@@ -152,6 +152,56 @@ START_TEST(recorded_ooms_at_their_caps)
   ck_assert_msg(result.oom_at.cause == c->expected, "%s under %s: %s, expected %s", c->trace,
                 c->policy, ol_oom_class_name(result.oom_at.cause),
                 ol_oom_class_name(c->expected));
+  ol_replay_result_free(&result);
+}
+END_TEST
+
+/* Who held the peak: every byte live at the peak belongs to one site, so
+ * the sites' at-peak bytes sum to the peak exactly. */
+static const char *const sited_traces[] = {"gpt2.csv.gz", "resnet50.csv.gz", "frag.csv.gz",
+                                           "oom_activations.csv.gz"};
+
+START_TEST(peak_sites_sum_to_the_peak)
+{
+  char path[PATH_MAX], err[256];
+  snprintf(path, sizeof path, "%s/%s", OL_TEST_DATA_DIR, sited_traces[_i]);
+  ol_policy_options_t options = {.capacity = 150109106995ull};
+  ol_replay_result_t result;
+  ck_assert_int_eq(ol_replay_file(path, ol_policy_find("oomlens"), &options, &result, err,
+                                  sizeof err), 0);
+  ck_assert_ptr_nonnull(result.sites);
+  size_t n = ol_sites_count(result.sites);
+  int64_t sum = 0;
+  for (size_t i = 0; i < n; i++)
+    sum += ol_sites_figures(result.sites, (int32_t)i)->at_peak;
+  ck_assert_int_eq(sum, result.peak_requested);
+  int32_t top[1];
+  ck_assert_uint_eq(ol_sites_top(result.sites, OL_SITES_BY_AT_PEAK, top, 1), 1);
+  if (strcmp(sited_traces[_i], "gpt2.csv.gz") == 0) /* GELU activations, 7.88 GiB */
+    ck_assert_ptr_nonnull(strstr(ol_sites_key(result.sites, top[0]), "activations.py:66:forward"));
+  ol_replay_result_free(&result);
+}
+END_TEST
+
+START_TEST(sites_table_orders_and_interns)
+{
+  ol_sites_t *s = ol_sites_new();
+  int32_t a = ol_sites_intern(s, "a.py:1:f", 8), b = ol_sites_intern(s, "b.py:2:g", 8);
+  ck_assert_int_eq(ol_sites_intern(s, "a.py:1:f", 8), a);
+  ck_assert_int_ne(a, b);
+  ol_sites_add(s, a, 100);
+  ol_sites_add(s, b, 300);
+  ol_sites_mark_peak(s);
+  ol_sites_add(s, b, -300);
+  ol_sites_add(s, a, 1000);
+  int32_t top[2];
+  ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_AT_PEAK, top, 2), 2);
+  ck_assert_int_eq(top[0], b);
+  ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_TOTAL, top, 2), 2);
+  ck_assert_int_eq(top[0], a);
+  ck_assert_int_eq(ol_sites_figures(s, a)->peak, 1100);
+  ck_assert_int_eq(ol_sites_figures(s, b)->allocations, 1);
+  ol_sites_free(s);
 }
 END_TEST
 
@@ -172,6 +222,9 @@ static Suite *oom_suite(void)
   tcase_set_timeout(traces, 60);
   tcase_add_loop_test(traces, recorded_ooms_at_their_caps, 0,
                       sizeof trace_cases / sizeof *trace_cases);
+  tcase_add_loop_test(traces, peak_sites_sum_to_the_peak, 0,
+                      sizeof sited_traces / sizeof *sited_traces);
+  tcase_add_test(traces, sites_table_orders_and_interns);
   suite_add_tcase(s, traces);
   return s;
 }

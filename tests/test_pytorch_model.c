@@ -444,6 +444,7 @@ static ol_replay_result_t replay(const char *name, const ol_policy_ops_t *which,
   ol_policy_options_t options = {.capacity = cap};
   ol_replay_result_t r;
   ck_assert_msg(ol_replay_file(p, which, &options, &r, err, sizeof err) == 0, "%s", err);
+  ol_replay_result_free(&r); /* call sites are test_oom's and test_replay's business */
   return r;
 }
 

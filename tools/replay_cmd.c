@@ -129,6 +129,23 @@ static double ratio_of(const ol_replay_result_t *r)
   return r->peak_requested > 0 ? (double)r->stats.reserved_peak / (double)r->peak_requested : 0;
 }
 
+/* Who held the peak: every site with bytes live then, largest first; they
+ * sum to peak_allocated. */
+static void print_peak_sites(ol_buf_t *out, const ol_sites_t *sites)
+{
+  size_t n = ol_sites_count(sites);
+  int32_t *order = n ? malloc(n * sizeof *order) : NULL;
+  size_t shown = order ? ol_sites_top(sites, OL_SITES_BY_AT_PEAK, order, n) : 0;
+  ol_buf_printf(out, ", \"peak_sites\": [");
+  for (size_t i = 0; i < shown; i++) {
+    ol_buf_printf(out, "%s{\"site\": ", i ? ", " : "");
+    ol_buf_json_string(out, ol_sites_key(sites, order[i]));
+    ol_buf_printf(out, ", \"bytes\": %" PRId64 "}", ol_sites_figures(sites, order[i])->at_peak);
+  }
+  ol_buf_printf(out, "]");
+  free(order);
+}
+
 static void print_json(const replay_args_t *a, const ol_replay_result_t *r)
 {
   ol_buf_t out = {0};
@@ -147,7 +164,7 @@ static void print_json(const replay_args_t *a, const ol_replay_result_t *r)
                 r->unknown_frees, r->trace_ooms, r->peak_requested, r->stats.reserved_peak,
                 ratio_of(r), r->stats.allocated_peak, r->stats.segments);
   if (!r->oom) {
-    ol_buf_printf(&out, "null}\n");
+    ol_buf_printf(&out, "null");
   } else {
     const ol_replay_oom_t *o = &r->oom_at;
     ol_buf_printf(&out,
@@ -159,8 +176,10 @@ static void print_json(const replay_args_t *a, const ol_replay_result_t *r)
                   o->stats.allocated, o->stats.reserved, o->stats.free_reserved,
                   o->stats.largest_free_block, ol_oom_class_name(o->cause));
     ol_oom_json(&out, &o->record, o->cause);
-    ol_buf_printf(&out, "}}\n");
+    ol_buf_printf(&out, "}");
   }
+  print_peak_sites(&out, r->sites);
+  ol_buf_printf(&out, "}\n");
   if (out.failed) {
     fputs("oomlens replay: out of host memory\n", stderr);
   } else {
@@ -194,6 +213,21 @@ static void print_oom(const ol_replay_result_t *r)
   ol_buf_free(&why);
 }
 
+static void print_top_sites(const ol_replay_result_t *r)
+{
+  int32_t top[5];
+  size_t n = ol_sites_top(r->sites, OL_SITES_BY_AT_PEAK, top, 5);
+  if (n == 0)
+    return;
+  printf("held at the peak, by call site:\n");
+  for (size_t i = 0; i < n; i++) {
+    char b[32];
+    const char *site = ol_sites_key(r->sites, top[i]);
+    printf("  %10s  %s\n", bytes_text(ol_sites_figures(r->sites, top[i])->at_peak, b, sizeof b),
+           *site ? site : "(no frames recorded)");
+  }
+}
+
 static void print_text(const replay_args_t *a, const ol_replay_result_t *r)
 {
   char b1[32], b2[32], b3[32];
@@ -215,6 +249,7 @@ static void print_text(const replay_args_t *a, const ol_replay_result_t *r)
     print_oom(r);
   else
     printf("out of memory:    no\n");
+  print_top_sites(r);
 }
 
 int ol_cmd_replay(int argc, char **argv)
@@ -236,5 +271,6 @@ int ol_cmd_replay(int argc, char **argv)
     print_json(&a, &result);
   else
     print_text(&a, &result);
+  ol_replay_result_free(&result);
   return 0;
 }
