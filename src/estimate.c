@@ -54,8 +54,10 @@
  * Full checkpointing keeps each layer's input (r*s*h), recomputes one layer
  * at a time in the backward (one layer's activations), and the logits.
  *
- * Step: foreach Adam/AdamW makes two temporaries the size of the states it
- * updates (measured: 949 MiB = 2 x 4 x 124M on the GPT-2 trace's steps).
+ * Step: foreach Adam/AdamW makes one temporary the size of a state (the
+ * square root of the second moments). Measured on the GPT-2 trace's steps:
+ * 949 MiB over the bytes between steps = the gradients (4 x 124M) and one
+ * fp32 copy of 124M; the gradients are already in persistent.
  *
  * Workspace, outside the allocator (so not in PyTorch's peak allocated):
  * single GPU 512 MiB of CUDA context plus 134532616 bytes of libraries'
@@ -175,7 +177,7 @@ static void persistent_terms(const ol_estimate_input_t *in, uint64_t params, ol_
   e->optimizer = shard(in, params * optimizer_bytes_per_param(in), 1);
   uint64_t temporaries = 0;
   if (in->optimizer == OL_OPTIM_ADAM || in->optimizer == OL_OPTIM_ADAMW)
-    temporaries = e->optimizer; /* two temporaries, each the size of one state */
+    temporaries = e->optimizer / 2; /* one temporary the size of one state */
   if (in->offload) {
     e->master = e->optimizer = temporaries = 0;
   }
@@ -407,6 +409,37 @@ static void advise_zero(const ol_estimate_input_t *in, const ol_estimate_t *base
   }
 }
 
+/* The field guides' combination for large models: mixed precision,
+ * checkpointing and ZeRO stage 2 together, where at least two apply. */
+static void advise_combined(const ol_estimate_input_t *in, const ol_estimate_t *base,
+                            ol_estimate_advice_t *advice, size_t *n)
+{
+  ol_estimate_input_t alt = *in;
+  int changes = 0;
+  char what[160] = "together:";
+  if (in->precision == OL_PREC_FP32) {
+    alt.precision = OL_PREC_MIXED_BF16;
+    strcat(what, " mixed precision,");
+    changes++;
+  }
+  if (!in->checkpointing && has_shape(in)) {
+    alt.checkpointing = true;
+    strcat(what, " checkpointing,");
+    changes++;
+  }
+  if (in->zero < 2) {
+    alt.zero = 2;
+    alt.gpus = in->gpus > 1 ? in->gpus : 8;
+    snprintf(what + strlen(what), sizeof what - strlen(what), " ZeRO stage 2 over %llu GPUs,",
+             (unsigned long long)alt.gpus);
+    changes++;
+  }
+  if (changes < 2)
+    return;
+  what[strlen(what) - 1] = '\0'; /* the last comma */
+  try_change(in, base, alt, what, advice, n);
+}
+
 size_t ol_estimate_advise(const ol_estimate_input_t *in, const ol_estimate_t *base,
                           ol_estimate_advice_t *advice)
 {
@@ -430,6 +463,7 @@ size_t ol_estimate_advise(const ol_estimate_input_t *in, const ol_estimate_t *ba
     alt = *in;
   }
   advise_zero(in, base, advice, &n);
+  advise_combined(in, base, advice, &n);
   if (!in->offload && optimizer_states(in->optimizer) + is_mixed(in->precision) > 0) {
     alt.offload = true;
     try_change(in, base, alt, "offload optimizer states to the CPU (ZeRO-Offload)", advice,

@@ -124,14 +124,19 @@ static void print_verdict(const ol_estimate_input_t *in, const ol_estimate_t *e)
     printf("largest batch that fits with the headroom: %" PRIu64 "\n", e->max_batch);
 }
 
-static void print_advice(const ol_estimate_advice_t *advice, size_t n)
+static void print_advice(const ol_estimate_t *e, const ol_estimate_advice_t *advice, size_t n)
 {
   if (n == 0)
     return;
-  printf("what would bring it down (total; largest batch that fits):\n");
-  for (size_t i = 0; i < n; i++)
-    printf("  - %-62s %8.2f GiB, %s; batch %" PRIu64 "\n", advice[i].what, gib(advice[i].total),
-           advice[i].fits ? "fits" : "does not fit", advice[i].max_batch);
+  printf("what would bring it down (total%s):\n",
+         e->activations_known ? "; largest batch that fits" : "");
+  for (size_t i = 0; i < n; i++) {
+    printf("  - %-62s %8.2f GiB, %s", advice[i].what, gib(advice[i].total),
+           advice[i].fits ? "fits" : "does not fit");
+    if (e->activations_known)
+      printf("; batch %" PRIu64, advice[i].max_batch);
+    printf("\n");
+  }
 }
 
 static void json_number(ol_buf_t *b, const char *name, uint64_t v)
@@ -203,6 +208,6 @@ int ol_cmd_estimate(int argc, char **argv)
   print_job(&args.in);
   print_breakdown(&args.in, &e);
   print_verdict(&args.in, &e);
-  print_advice(advice, n);
+  print_advice(&e, advice, n);
   return 0;
 }
