@@ -37,7 +37,7 @@ static void print_help(FILE *out)
           "                         (mixed: fp32 master weights, half-precision compute)\n"
           "  --optimizer O          sgd | momentum | adam | adamw (default) | adam8bit\n"
           "  --checkpointing C      none (default) | full\n"
-          "  --attention A          flash (default: flash/SDPA kernels) | eager (L*L scores)\n"
+          "  --attention A          flash (default: flash/SDPA kernels) | eager (L*L kept)\n"
           "  --gelu G               fused (default) | eager (tanh GELU as Python ops, as\n"
           "                         Hugging Face's gelu_new in GPT-2)\n"
           "  --zero S --gpus G      ZeRO stage 0-3 over G GPUs (default 0, 1)\n"
