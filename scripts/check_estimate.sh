@@ -92,3 +92,12 @@ for cap in 12G 24G 80G; do
 done
 echo "calibrated peak at batch 4: $(peak_of $fp32 --batch 4 --measured-persistent "$base4" --measured-per-sample "$per_sample") (measured $peak4)"
 echo "calibrated peak at batch 8: $(peak_of $fp32 --batch 8 --measured-persistent "$base4" --measured-per-sample "$per_sample") (ran out at a 12 GiB cap)"
+
+# The command line's exit codes: 0 for --help and an answer, 2 for a usage error.
+"$cli" estimate --help >/dev/null
+for bad in "--batch 4" "--precision fp8 --params 1M" "--params 1M --zero 5" "--frobnicate"; do
+  # shellcheck disable=SC2086 # the words are the arguments
+  if "$cli" estimate $bad >/dev/null 2>&1; then rc=0; else rc=$?; fi
+  [ "$rc" -eq 2 ] || { echo "estimate $bad: exit $rc, expected 2" >&2; exit 1; }
+done
+echo "exit codes: --help 0, usage errors 2"
