@@ -53,6 +53,15 @@ static cudaError_t missing_runtime(ol_fn_t fn)
 
 /* ---- runtime allocation ------------------------------------------------ */
 
+/* Records a block the job now holds, with its call site when stacks are on
+ * (taken here, in the hook, so the frames are the job's). */
+static void track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream)
+{
+  void *frames[OL_STACK_MAX];
+  int kept = ol_stacks_on() ? ol_stacks_capture(frames, OL_STACK_MAX) : 0;
+  ol_track_alloc_at(addr, size, device, kind, stream, frames, kept);
+}
+
 /* A refused allocation; an out-of-memory one gets its diagnosis. */
 static void failed(int device, size_t size, ol_kind_t kind, bool out_of_memory)
 {
@@ -66,7 +75,7 @@ static void record_runtime_result(cudaError_t err, void *ptr, size_t size, ol_ki
 {
   int device = ol_prim_current_device_runtime();
   if (err == cudaSuccess && ptr)
-    ol_track_alloc((uintptr_t)ptr, size, device, kind, (uintptr_t)stream);
+    track_alloc((uintptr_t)ptr, size, device, kind, (uintptr_t)stream);
   else if (err != cudaSuccess)
     failed(device, size, kind, err == cudaErrorMemoryAllocation);
 }
@@ -76,7 +85,7 @@ static bool managed_alloc(int device, size_t size, uint64_t *addr, ol_kind_t *ki
 {
   if (!ol_manage_on() || !ol_manage_alloc(device, size, addr))
     return false;
-  ol_track_alloc((uintptr_t)*addr, size, device, OL_KIND_MANAGED, 0);
+  track_alloc((uintptr_t)*addr, size, device, OL_KIND_MANAGED, 0);
   *kind = OL_KIND_MANAGED;
   return true;
 }
@@ -145,7 +154,7 @@ static bool managed_alloc_async(int device, size_t size, void *stream, uint64_t 
 {
   if (!ol_manage_on() || !ol_manage_alloc_async(device, size, stream, addr))
     return false;
-  ol_track_alloc((uintptr_t)*addr, size, device, OL_KIND_MANAGED, (uintptr_t)stream);
+  track_alloc((uintptr_t)*addr, size, device, OL_KIND_MANAGED, (uintptr_t)stream);
   return true;
 }
 
@@ -233,7 +242,7 @@ static void record_driver_result(CUresult res, CUdeviceptr ptr, size_t size, ol_
 {
   int device = ol_prim_current_device_driver();
   if (res == CUDA_SUCCESS && ptr)
-    ol_track_alloc((uintptr_t)ptr, size, device, kind, (uintptr_t)stream);
+    track_alloc((uintptr_t)ptr, size, device, kind, (uintptr_t)stream);
   else if (res != CUDA_SUCCESS)
     failed(device, size, kind, res == CUDA_ERROR_OUT_OF_MEMORY);
 }

@@ -35,6 +35,8 @@ typedef enum ol_option {
   OL_OPT_MAX_SPLIT_SIZE,
   OL_OPT_POOL_TRIM,
   OL_OPT_CAPACITY,
+  OL_OPT_STACKS,
+  OL_OPT_STACK_DEPTH,
   OL_OPT_COUNT
 } ol_option_t;
 
@@ -75,10 +77,12 @@ void ol_prim_event_destroy(void *event);
 int ol_prim_device_synchronize(void);
 int ol_prim_stream_idle(void *stream); /* 1 idle, 0 busy, -1 error */
 int ol_prim_mem_info(size_t *free_bytes, size_t *total_bytes); /* current device; 0 ok */
+void *ol_prim_unwinder(void); /* libunwind's unw_backtrace, NULL without libunwind.so.8 */
 uint64_t ol_prim_device_total_memory(int device); /* 0 if unknown */
 bool ol_prim_has_context(void);                   /* a CUDA context is current */
 
-typedef struct ol_buf ol_buf_t; /* buffer.c, below */
+typedef struct ol_buf ol_buf_t;     /* buffer.c, below */
+typedef struct ol_sites ol_sites_t; /* sites.c, below */
 
 /* ---- phases.c: iterations found in the allocation stream ------------- */
 #define OL_PHASE_VALLEYS 8
@@ -224,6 +228,11 @@ typedef struct ol_snapshot {
 } ol_snapshot_t;
 
 void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream);
+/* The same, with where it was asked for (frames innermost first). */
+void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream,
+                       void *const *frames, int depth);
+/* The device's call sites (for reports: copied under the lock by the caller). */
+void ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg), void *arg);
 bool ol_track_free(uintptr_t addr, ol_kind_t kind);
 void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory);
 void ol_track_oom_figures(int device, ol_oom_record_t *record); /* ours: allocated, reserved, phases */
@@ -261,7 +270,6 @@ bool ol_capacity_allows(int device, uint64_t size);
 void ol_capacity_clamp(int device, size_t *free_bytes, size_t *total_bytes);
 
 /* ---- sites.c: call sites and the bytes they hold -------------------- */
-typedef struct ol_sites ol_sites_t;
 typedef struct ol_site_figures {
   int32_t id;
   int64_t allocations, current, peak, at_peak, total;
@@ -275,8 +283,15 @@ void ol_sites_add(ol_sites_t *sites, int32_t id, int64_t delta);
 void ol_sites_mark_peak(ol_sites_t *sites); /* the process is at a new peak */
 size_t ol_sites_count(const ol_sites_t *sites);
 const char *ol_sites_key(const ol_sites_t *sites, int32_t id);
+const char *ol_sites_key_bytes(const ol_sites_t *sites, int32_t id, size_t *len);
 const ol_site_figures_t *ol_sites_figures(const ol_sites_t *sites, int32_t id);
 size_t ol_sites_top(const ol_sites_t *sites, ol_site_order_t order, int32_t *out, size_t max);
+
+/* ---- stacks.c: native call stacks ------------------------------------ */
+#define OL_STACK_MAX 64
+bool ol_stacks_on(void);
+int ol_stacks_capture(void **frames, int max);
+void ol_stacks_describe(const void *frame, char *out, size_t cap);
 
 /* ---- oom_live.c: the diagnosis at a live job's failed allocation ------ */
 void ol_oom_at_failure(int device, uint64_t request);

@@ -50,6 +50,11 @@ static option_t options[OL_OPT_COUNT] = {
                        "make each device look this small (memory queries included) to see "
                        "whether a job fits a smaller card; 0: off (oomlens run --capacity)",
                        0, NULL},
+  [OL_OPT_STACKS] = {"OOMLENS_STACKS", KIND_BOOL, "0",
+                     "record the native call stack of each allocation (needs libunwind.so.8) "
+                     "and report the call sites that held memory at the peak", 0, NULL},
+  [OL_OPT_STACK_DEPTH] = {"OOMLENS_STACK_DEPTH", KIND_SIZE, "16",
+                          "frames kept per call site (at most 64)", 0, NULL},
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},

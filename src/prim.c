@@ -332,3 +332,9 @@ int ol_prim_mem_info(size_t *free_bytes, size_t *total_bytes)
   ol_pfn_cuMemGetInfo_v2 info = OL_REAL(cuMemGetInfo_v2);
   return info && info(free_bytes, total_bytes) == CUDA_SUCCESS ? 0 : -1;
 }
+
+void *ol_prim_unwinder(void)
+{
+  void *lib = dlopen("libunwind.so.8", RTLD_LAZY | RTLD_LOCAL);
+  return lib ? ol_prim_dlsym(lib, "unw_backtrace") : NULL;
+}

@@ -99,6 +99,98 @@ static void text_origins(ol_buf_t *out, const ol_device_stats_t *dev)
 #undef OL_TEXT_ORIGIN
 }
 
+#define SITES_SHOWN 5
+#define FRAMES_SHOWN 6
+
+/* A native site's key is its frames, innermost first. */
+static size_t site_frames(const ol_sites_t *sites, int32_t id, void **frames, size_t max)
+{
+  size_t len;
+  const char *key = ol_sites_key_bytes(sites, id, &len);
+  size_t depth = len / sizeof *frames;
+  if (depth > max)
+    depth = max;
+  memcpy(frames, key, depth * sizeof *frames);
+  return depth;
+}
+
+static void site_frames_text(ol_buf_t *out, const ol_sites_t *sites, int32_t id)
+{
+  void *frames[FRAMES_SHOWN];
+  size_t depth = site_frames(sites, id, frames, FRAMES_SHOWN);
+  for (size_t i = 0; i < depth; i++) {
+    char where[256];
+    ol_stacks_describe(frames[i], where, sizeof where);
+    ol_buf_printf(out, "%s%s", i ? " < " : "", where);
+  }
+}
+
+static void site_frames_json(ol_buf_t *out, const ol_sites_t *sites, int32_t id)
+{
+  void *frames[OL_STACK_MAX];
+  size_t depth = site_frames(sites, id, frames, OL_STACK_MAX);
+  ol_buf_printf(out, "[");
+  for (size_t i = 0; i < depth; i++) {
+    char where[256];
+    ol_stacks_describe(frames[i], where, sizeof where);
+    ol_buf_printf(out, "%s", i ? ", " : "");
+    ol_buf_json_string(out, where);
+  }
+  ol_buf_printf(out, "]");
+}
+
+static int64_t figure_of(const ol_sites_t *sites, int32_t id, ol_site_order_t order)
+{
+  const ol_site_figures_t *f = ol_sites_figures(sites, id);
+  return order == OL_SITES_BY_TOTAL ? f->total : f->at_peak;
+}
+
+static void text_site_list(ol_buf_t *out, const ol_sites_t *sites, ol_site_order_t order)
+{
+  int32_t top[SITES_SHOWN];
+  size_t n = ol_sites_top(sites, order, top, SITES_SHOWN);
+  ol_buf_printf(out, "%s\n", order == OL_SITES_BY_TOTAL ? "Call sites by total allocated:"
+                                                         : "Call sites holding memory at the peak:");
+  for (size_t i = 0; i < n; i++) {
+    char bytes[32];
+    ol_format_bytes(bytes, sizeof bytes, figure_of(sites, top[i], order));
+    ol_buf_printf(out, "  %10s  %6lld allocs  ", bytes,
+                  (long long)ol_sites_figures(sites, top[i])->allocations);
+    site_frames_text(out, sites, top[i]);
+    ol_buf_printf(out, "\n");
+  }
+}
+
+static void json_site_list(ol_buf_t *out, const ol_sites_t *sites, ol_site_order_t order)
+{
+  int32_t top[SITES_SHOWN * 4];
+  size_t n = ol_sites_top(sites, order, top, SITES_SHOWN * 4);
+  ol_buf_printf(out, "\"%s\": [", order == OL_SITES_BY_TOTAL ? "by_total" : "at_peak");
+  for (size_t i = 0; i < n; i++) {
+    const ol_site_figures_t *f = ol_sites_figures(sites, top[i]);
+    ol_buf_printf(out, "%s{\"bytes\": %lld, \"allocations\": %lld, \"frames\": ", i ? ", " : "",
+                  (long long)figure_of(sites, top[i], order), (long long)f->allocations);
+    site_frames_json(out, sites, top[i]);
+    ol_buf_printf(out, "}");
+  }
+  ol_buf_printf(out, "]");
+}
+
+static void visit_text(const ol_sites_t *sites, void *arg)
+{
+  text_site_list(arg, sites, OL_SITES_BY_AT_PEAK);
+  text_site_list(arg, sites, OL_SITES_BY_TOTAL);
+}
+
+static void visit_json(const ol_sites_t *sites, void *arg)
+{
+  ol_buf_printf(arg, ",\n      \"sites\": {");
+  json_site_list(arg, sites, OL_SITES_BY_AT_PEAK);
+  ol_buf_printf(arg, ", ");
+  json_site_list(arg, sites, OL_SITES_BY_TOTAL);
+  ol_buf_printf(arg, "}");
+}
+
 static void text_calls(ol_buf_t *out, const ol_device_stats_t *dev)
 {
   ol_buf_printf(out, "Calls seen:\n");
@@ -145,6 +237,7 @@ void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_co
     ol_buf_printf(out, "\n");
     text_device(out, d, &snap->devices[d]);
     text_origins(out, &snap->devices[d]);
+    ol_track_sites(d, visit_text, out);
     text_calls(out, &snap->devices[d]);
   }
 }
@@ -205,6 +298,7 @@ static void json_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
     ol_oom_json(out, &dev->last_oom, dev->last_oom_class);
   else
     ol_buf_printf(out, "null");
+  ol_track_sites(device, visit_json, out);
   ol_buf_printf(out, "\n    }");
 }
 

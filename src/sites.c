@@ -123,6 +123,13 @@ const char *ol_sites_key(const ol_sites_t *s, int32_t id)
   return id >= 0 && (size_t)id < s->count ? s->all[id]->key : "";
 }
 
+const char *ol_sites_key_bytes(const ol_sites_t *s, int32_t id, size_t *len)
+{
+  bool valid = id >= 0 && (size_t)id < s->count;
+  *len = valid ? s->all[id]->len : 0;
+  return valid ? s->all[id]->key : "";
+}
+
 const ol_site_figures_t *ol_sites_figures(const ol_sites_t *s, int32_t id)
 {
   return id >= 0 && (size_t)id < s->count ? &s->all[id]->figures : NULL;

@@ -26,6 +26,7 @@ typedef struct record {
   uint64_t stream;
   uint64_t time_ns;
   int32_t device;
+  int32_t site; /* call site in the device's table, -1 none */
   uint8_t kind;
   UT_hash_handle hh;
 } record_t;
@@ -46,6 +47,8 @@ static record_t *free_records;
 static chunk_t *chunks;
 static int device_count;
 static ol_device_stats_t devices[OL_MAX_DEVICES];
+static ol_sites_t *sites[OL_MAX_DEVICES];     /* call sites, when stacks are on */
+static int64_t sites_marked[OL_MAX_DEVICES];  /* allocated bytes at the last mark */
 static bool failed;
 static atomic_bool seen_activity;
 static atomic_bool warned_failure;
@@ -171,7 +174,50 @@ static void count_block(ol_device_stats_t *dev, size_t size, ol_kind_t kind, int
   ol_stats_pool_update(dev->segment, size, sign);
 }
 
+static int clamp_device(int device)
+{
+  return device < 0 ? 0 : device >= OL_MAX_DEVICES ? OL_MAX_DEVICES - 1 : device;
+}
+
+static int32_t site_for(int device, void *const *frames, int depth)
+{
+  if (!frames || depth <= 0)
+    return -1;
+  int d = clamp_device(device);
+  if (!sites[d] && !(sites[d] = ol_sites_new()))
+    return -1;
+  return ol_sites_intern(sites[d], (const char *)frames, (size_t)depth * sizeof *frames);
+}
+
+static void site_bytes(int device, int32_t site, int64_t delta)
+{
+  int d = clamp_device(device);
+  if (site >= 0 && sites[d])
+    ol_sites_add(sites[d], site, delta);
+}
+
+/* Who holds the device's memory at its peak: marked again whenever the
+ * peak has grown past the last mark by 1/256 of itself (at least 1 MiB),
+ * so the walk over all sites stays rare; the figures are those of a moment
+ * within that margin of the true peak. */
+static void mark_site_peak(int device, const ol_device_stats_t *dev)
+{
+  int d = clamp_device(device);
+  int64_t now = dev->allocated_bytes[OL_POOL_ALL].current;
+  int64_t margin = now / 256 > (1 << 20) ? now / 256 : (1 << 20);
+  if (!sites[d] || now < dev->allocated_bytes[OL_POOL_ALL].peak || now < sites_marked[d] + margin)
+    return;
+  ol_sites_mark_peak(sites[d]);
+  sites_marked[d] = now;
+}
+
 void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream)
+{
+  ol_track_alloc_at(addr, size, device, kind, stream, NULL, 0);
+}
+
+void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream,
+                       void *const *frames, int depth)
 {
   if (!begin())
     return;
@@ -187,13 +233,17 @@ void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uin
   record_t *stale = take_record(&allocations, addr);
   if (stale) {
     count_block(device_stats(stale->device), stale->size, (ol_kind_t)stale->kind, -1);
+    site_bytes(stale->device, stale->site, -(int64_t)stale->size);
     drop_record(stale);
   }
   record_t *rec = add_record(&allocations, addr, size, device);
   if (rec) {
     rec->kind = (uint8_t)kind;
     rec->stream = stream;
+    rec->site = site_for(device, frames, depth);
     count_block(dev, size, kind, +1);
+    site_bytes(device, rec->site, (int64_t)size);
+    mark_site_peak(device, dev);
   }
   end();
 }
@@ -211,6 +261,7 @@ bool ol_track_free(uintptr_t addr, ol_kind_t kind)
     dev->driver_frees++;
   if (rec) {
     count_block(dev, rec->size, (ol_kind_t)rec->kind, -1);
+    site_bytes(rec->device, rec->site, -(int64_t)rec->size);
     drop_record(rec);
   } else {
     dev->unknown_frees++;
@@ -378,6 +429,15 @@ void ol_track_oom_diagnosis(int device, const ol_oom_record_t *record, ol_oom_cl
   pthread_mutex_unlock(&lock);
 }
 
+void ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg), void *arg)
+{
+  pthread_mutex_lock(&lock);
+  int d = clamp_device(device);
+  if (sites[d])
+    visit(sites[d], arg);
+  pthread_mutex_unlock(&lock);
+}
+
 int64_t ol_track_reserved_now(int device)
 {
   pthread_mutex_lock(&lock);
@@ -438,6 +498,11 @@ void ol_track_reset(void)
   }
   free_records = NULL;
   memset(devices, 0, sizeof devices);
+  for (int d = 0; d < OL_MAX_DEVICES; d++) {
+    ol_sites_free(sites[d]);
+    sites[d] = NULL;
+    sites_marked[d] = 0;
+  }
   device_count = 0;
   failed = false;
   atomic_store(&seen_activity, false);

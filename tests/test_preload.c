@@ -170,6 +170,36 @@ START_TEST(live_oom_classes)
 }
 END_TEST
 
+/* Native call sites: the weights' site and the activations' site, with
+ * the bytes each held at the peak (96 MiB and 48 MiB) and in total. */
+START_TEST(call_sites_at_the_peak)
+{
+  const char *env[] = {"OOMLENS_STACKS=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("two_sites", env, &run);
+  const ol_json_t *peak = ol_json_path(r, DEV "sites.at_peak");
+  ck_assert_uint_eq(ol_json_length(peak), 2);
+  ck_assert_int_eq(harness_int(r, DEV "sites.at_peak[0].bytes"), 96 * MiB);
+  ck_assert_ptr_nonnull(strstr(ol_json_string(ol_json_path(r, DEV "sites.at_peak[0].frames[0]")),
+                               "cuda_prog_weights"));
+  ck_assert_int_eq(harness_int(r, DEV "sites.at_peak[1].bytes"), 48 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "sites.at_peak[1].allocations"), 3);
+  ck_assert_ptr_nonnull(strstr(ol_json_string(ol_json_path(r, DEV "sites.at_peak[1].frames[0]")),
+                               "cuda_prog_activation"));
+  ck_assert_int_eq(harness_int(r, DEV "sites.by_total[0].bytes"), 96 * MiB);
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(no_sites_unless_asked)
+{
+  harness_run_t run;
+  ol_json_t *r = run_scenario("two_sites", NULL, &run);
+  ck_assert_ptr_null(ol_json_path(r, DEV "sites"));
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(forked_child_writes_its_own_report)
 {
   harness_run_t run;
@@ -313,6 +343,8 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, exact_under_sixteen_threads);
   tcase_add_test(paths, out_of_memory_reaches_the_job);
   tcase_add_test(paths, capacity_makes_the_device_smaller);
+  tcase_add_test(paths, call_sites_at_the_peak);
+  tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);
   suite_add_tcase(s, paths);
   TCase *life = tcase_create("lifecycle");

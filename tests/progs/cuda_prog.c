@@ -331,6 +331,38 @@ static int train_until_oom(size_t persistent, size_t activations, size_t grow, s
   return 3;
 }
 
+/* Two call sites a report must tell apart (exported, not inlined, so
+ * dladdr names them): 96 MiB of "weights" kept, and 3 x 16 MiB of
+ * "activations" live at the peak, then freed. */
+__attribute__((noinline)) void *cuda_prog_weights(void);
+__attribute__((noinline)) void *cuda_prog_activation(void);
+
+void *cuda_prog_weights(void)
+{
+  void *p;
+  CHECK(cudaMalloc(&p, 96 * MiB) == cudaSuccess);
+  return p;
+}
+
+void *cuda_prog_activation(void)
+{
+  void *p;
+  CHECK(cudaMalloc(&p, 16 * MiB) == cudaSuccess);
+  return p;
+}
+
+static int two_sites(void)
+{
+  void *w = cuda_prog_weights(), *a[3];
+  volatile int count = 3; /* one call site: the loop must not be unrolled */
+  for (int i = 0; i < count; i++)
+    a[i] = cuda_prog_activation();
+  for (int i = 0; i < 3; i++)
+    CHECK(cudaFree(a[i]) == cudaSuccess);
+  (void)w;
+  return 0;
+}
+
 /* No driver to be found: the runtime's own error reaches the job. */
 static int no_driver(void)
 {
@@ -356,6 +388,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "signal")) return report_on_signal(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "nodriver")) return no_driver();
   if (!strcmp(s, "capacity")) return smaller_device();
+  if (!strcmp(s, "two_sites")) return two_sites();
   if (!strcmp(s, "oom_persistent")) return train_until_oom((size_t)2 << 30, 0, 0, 0);
   if (!strcmp(s, "oom_activations")) return train_until_oom(256 * MiB, 256 * MiB, 128 * MiB, 0);
   if (!strcmp(s, "oom_leak")) return train_until_oom(128 * MiB, 256 * MiB, 0, 64 * MiB);
