@@ -2,7 +2,8 @@
 # bench_hooks.sh: what oomlens adds to each cudaMalloc+cudaFree pair, in
 # instructions (valgrind's callgrind: repeatable on a shared machine), on
 # the simulated CUDA: the same program with and without the library, and
-# the difference per pair. Observe mode and pass-through (OOMLENS_ENABLE=0).
+# the difference per pair. Observe mode, with call stacks (OOMLENS_STACKS=1),
+# and pass-through (OOMLENS_ENABLE=0).
 set -eu
 cd "$(dirname "$0")/.."
 scripts/setup.sh src/liboomlens.so tests/progs/cuda_prog tests/sim/libcuda.so.1 \
@@ -18,14 +19,17 @@ count() { # PAIRS [preload] [env...] -> total instructions
   rm -f "$out"
 }
 lib="$PWD/build/src/liboomlens.so"
-for mode in plain observe passthrough; do
+for mode in plain observe stacks passthrough; do
   case $mode in
     plain) a=$(count 1000); b=$(count 3000) ;;
     observe) a=$(count 1000 LD_PRELOAD="$lib"); b=$(count 3000 LD_PRELOAD="$lib") ;;
+    stacks) a=$(count 1000 LD_PRELOAD="$lib" OOMLENS_STACKS=1)
+            b=$(count 3000 LD_PRELOAD="$lib" OOMLENS_STACKS=1) ;;
     passthrough) a=$(count 1000 LD_PRELOAD="$lib" OOMLENS_ENABLE=0)
                  b=$(count 3000 LD_PRELOAD="$lib" OOMLENS_ENABLE=0) ;;
   esac
   echo "$mode $(( (b - a) / 2000 ))"
 done | awk '{per[$1]=$2; print "instructions per pair, " $1 ": " $2}
   END {print "oomlens adds per pair: observe " per["observe"]-per["plain"] \
+             ", with stacks " per["stacks"]-per["plain"] \
              ", pass-through " per["passthrough"]-per["plain"]}'
