@@ -5,7 +5,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-packages="gcc meson ninja-build pkg-config libunwind-dev uthash-dev check zlib1g-dev python3"
+packages="gcc meson ninja-build pkg-config libunwind-dev uthash-dev check zlib1g-dev python3
+  valgrind"
 missing=""
 for p in $packages; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
