@@ -4,7 +4,10 @@
  * An input holding a NUL byte is "PATH\0DOCUMENT": the path is looked up
  * as given. Every input also checks ol_json_path against a walk of the
  * tree: the path built from the keys and indexes that reach a node must
- * find that node (when the keys can be named in a path at all). */
+ * find that node (when the keys can be named in a path at all). A document
+ * that parses is parsed once more with one allocation failing (which one
+ * follows from its last byte): the reader must then either succeed or say
+ * "out of memory", and leak nothing. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -75,6 +78,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
   }
   walk(root, root, "", true);
+  ol_json_fail_allocation(1 + data[size - 1] % 16u);
+  ol_json_t *again = ol_json_parse(text + skip, size - skip, err, sizeof err);
+  ol_json_fail_allocation(0);
+  if (!again && strcmp(err, "out of memory") != 0)
+    __builtin_trap();
+  ol_json_free(again);
   if (nul) {
     const ol_json_t *node = ol_json_path(root, path);
     (void)ol_json_kind(node);
