@@ -600,7 +600,15 @@ static void *lookup_after(const void *caller, const char *name)
   if (!caller || !dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
     return NULL;
   for (struct link_map *lm = self->l_next; lm; lm = lm->l_next) {
-    void *p = ol_prim_dlsym(lm, name);
+    /* A link map is not a handle: glibc builds the search list of an object
+     * loaded at start-up only once it is dlopen()ed, and dlsym on the bare
+     * map walks a NULL list (any dlsym(RTLD_NEXT) crashed the process).
+     * RTLD_NOLOAD hands out a real handle to what is already loaded. */
+    void *handle = lm->l_name && *lm->l_name ? dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+    if (!handle)
+      continue;
+    void *p = ol_prim_dlsym(handle, name);
+    dlclose(handle);
     struct link_map *owner = NULL;
     if (p && dladdr1(p, &info, (void **)&owner, RTLD_DL_LINKMAP) && owner == lm)
       return p;
