@@ -692,14 +692,9 @@ int ol_estimate_parse_args(int argc, char **argv, ol_estimate_args_t *args, char
   ol_estimate_defaults(&args->in);
   for (int i = 0; i < argc; i++) {
     char name[48];
-    const char *arg = argv[i], *eq = strchr(arg, '=');
+    const char *arg = argv[i];
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-    bool inline_value = arg[0] == '-' && arg[1] == '-' && eq && (size_t)(eq - arg) < sizeof name;
-    if (inline_value) {
-      snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
-      arg = name;
-      value = eq + 1;
-    }
+    bool inline_value = ol_split_option(&arg, &value, name, sizeof name);
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
       args->help = true;
       return 0;

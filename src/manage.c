@@ -202,6 +202,8 @@ static void start_device(managed_t *m)
 
 /* ---- fences ------------------------------------------------------------ */
 static bool single_stream(void);
+static stream_frees_t *stream_slot(managed_t *m, void *stream, bool create);
+static bool take_from_stream(managed_t *m, stream_frees_t *sf, uint64_t size, uint64_t *addr);
 
 static void *take_event(managed_t *m)
 {
@@ -398,7 +400,9 @@ static bool serve(managed_t *m, uint64_t size, uint64_t *addr)
   return false;
 }
 
-bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr)
+/* Serves a request from the device's pool; with a stream (stream-ordered
+ * requests), first from what was freed on that stream. */
+static bool alloc_on(int device, uint64_t size, bool ordered, void *stream, uint64_t *addr)
 {
   managed_t *m = device_for_alloc(device);
   bool served = false;
@@ -406,12 +410,20 @@ bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr)
     pthread_mutex_lock(&m->lock);
     if (m->state == UNTRIED)
       start_device(m);
-    served = m->state == ACTIVE && serve(m, size, addr);
+    if (m->state == ACTIVE) {
+      stream_frees_t *sf = ordered ? stream_slot(m, stream, false) : NULL;
+      served = (sf && take_from_stream(m, sf, size, addr)) || serve(m, size, addr);
+    }
     pthread_mutex_unlock(&m->lock);
   }
   if (!served && size > 0) /* the driver answers an empty request itself */
     ol_track_manage_fallback(device);
   return served;
+}
+
+bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr)
+{
+  return alloc_on(device, size, false, NULL, addr);
 }
 
 /* While all work that may still run is in the legacy default stream's order
@@ -529,21 +541,7 @@ static bool take_from_stream(managed_t *m, stream_frees_t *sf, uint64_t size, ui
 
 bool ol_manage_alloc_async(int device, uint64_t size, void *stream, uint64_t *addr)
 {
-  managed_t *m = device_for_alloc(device);
-  bool served = false;
-  if (m && size > 0 && !ol_streams_capturing()) {
-    pthread_mutex_lock(&m->lock);
-    if (m->state == UNTRIED)
-      start_device(m);
-    if (m->state == ACTIVE) {
-      stream_frees_t *sf = stream_slot(m, stream, false);
-      served = (sf && take_from_stream(m, sf, size, addr)) || serve(m, size, addr);
-    }
-    pthread_mutex_unlock(&m->lock);
-  }
-  if (!served && size > 0)
-    ol_track_manage_fallback(device);
-  return served;
+  return alloc_on(device, size, true, stream, addr);
 }
 
 /* cudaFreeAsync: the memory is free once the work queued on the stream

@@ -90,14 +90,9 @@ static int parse_args(int argc, char **argv, replay_args_t *a)
   *a = (replay_args_t){.policy = "oomlens", .options.capacity = OL_REPLAY_DEFAULT_CAPACITY};
   for (int i = 0; i < argc; i++) {
     char name[32];
-    const char *arg = argv[i], *eq = strchr(arg, '=');
+    const char *arg = argv[i];
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-    bool inline_value = arg[0] == '-' && arg[1] == '-' && eq && (size_t)(eq - arg) < sizeof name;
-    if (inline_value) {
-      snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
-      arg = name;
-      value = eq + 1;
-    }
+    bool inline_value = ol_split_option(&arg, &value, name, sizeof name);
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
       print_help(stdout);
       return 1;
