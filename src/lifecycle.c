@@ -26,12 +26,45 @@ static bool signal_installed;
 static atomic_bool forked_child;
 static sem_t report_requests;
 
+/* A terminating signal to pass on once its report is written; 0: none. */
+static volatile sig_atomic_t ending_signal;
+
+static volatile pid_t reporter_pid; /* the process whose thread writes reports */
+
+/* Hands the signal back to its default action at once (async-signal-safe). */
+static void pass_on_now(int sig)
+{
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, NULL);
+  kill(getpid(), sig);
+}
+
 static void on_report_signal(int sig)
 {
-  (void)sig;
   int saved = errno;
-  sem_post(&report_requests);
+  if (getpid() != reporter_pid) {
+    /* A forked child, before its fork handler restored the defaults: no
+     * thread of ours will write anything here. */
+    if (sig != SIGUSR1)
+      pass_on_now(sig);
+  } else {
+    if (sig != SIGUSR1)
+      ending_signal = sig;
+    sem_post(&report_requests);
+  }
   errno = saved;
+}
+
+/* SIGTERM (a scheduler's time limit) or SIGINT: the report first, then the
+ * signal's own default action, so the job ends exactly as it would have. */
+static void end_with(int sig)
+{
+  ol_report_write_all(sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  signal(sig, SIG_DFL);
+  kill(getpid(), sig);
 }
 
 static void *reporter_main(void *arg)
@@ -40,13 +73,18 @@ static void *reporter_main(void *arg)
   for (;;) {
     while (sem_wait(&report_requests) != 0 && errno == EINTR)
       ;
-    ol_report_write_all("signal");
+    int sig = ending_signal;
+    if (sig)
+      end_with(sig);
+    else
+      ol_report_write_all("signal");
   }
   return NULL;
 }
 
 static bool start_reporter(void)
 {
+  reporter_pid = getpid();
   sigset_t all, old;
   pthread_t thread;
   pthread_attr_t attr;
@@ -81,6 +119,12 @@ static void install_report_signal(void)
   sigemptyset(&ours.sa_mask);
   if (sigaction(SIGUSR1, &ours, NULL) == 0)
     signal_installed = true;
+  /* The same for the signals that end a job, where the job left them at
+   * their default (Python handles SIGINT itself: then it is left alone). */
+  static const int ending[] = {SIGTERM, SIGINT};
+  for (size_t i = 0; i < sizeof ending / sizeof *ending; i++)
+    if (sigaction(ending[i], NULL, &current) == 0 && current.sa_handler == SIG_DFL)
+      sigaction(ending[i], &ours, NULL);
 }
 
 static void before_fork(void)
@@ -95,10 +139,26 @@ static void after_fork_in_parent(void)
 
 /* The child owns none of the parent's device memory and has none of its
  * threads: forget the parent's records and start again on first use. */
+/* The child has no report thread until it uses CUDA: our handlers would
+ * swallow its signals (a SIGTERM would never end it), so it gets the
+ * defaults back, and ours again if it starts. */
+static void restore_default_signals(void)
+{
+  static const int ours_only[] = {SIGUSR1, SIGTERM, SIGINT};
+  for (size_t i = 0; i < sizeof ours_only / sizeof *ours_only; i++) {
+    struct sigaction current;
+    if (sigaction(ours_only[i], NULL, &current) == 0 && current.sa_handler == on_report_signal)
+      signal(ours_only[i], SIG_DFL);
+  }
+  signal_installed = false;
+  ending_signal = 0;
+}
+
 static void after_fork_in_child(void)
 {
   ol_track_unlock();
   ol_track_reset();
+  restore_default_signals();
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   start_lock = fresh;
   atomic_store(&forked_child, true);

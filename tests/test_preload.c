@@ -2,6 +2,7 @@
  * Each runs tests/progs/cuda_prog (which checks what it was handed) and then
  * checks the JSON report against figures known by construction. */
 #include <check.h>
+#include <signal.h>
 
 #include "check_run.h"
 #include <limits.h>
@@ -255,6 +256,20 @@ START_TEST(signal_writes_report_and_job_continues)
 }
 END_TEST
 
+START_TEST(sigterm_writes_report_then_ends_the_job)
+{
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "sigterm", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, NULL, argv);
+  ck_assert_msg(run.status == 128 + SIGTERM, "exit %d:\n%s", run.status, run.out);
+  ol_json_t *r = harness_report(run.pid);
+  ck_assert_ptr_nonnull(r);
+  ck_assert_str_eq(ol_json_string(ol_json_path(r, "reason")), "SIGTERM");
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.current")), 7 * MiB);
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(no_driver_means_pass_through)
 {
   const char *env[] = {"LD_LIBRARY_PATH=/nonexistent", NULL};
@@ -353,6 +368,7 @@ static Suite *preload_suite(void)
   tcase_add_test(life, forked_child_writes_its_own_report);
   tcase_add_test(life, forked_child_never_overwrites_parent);
   tcase_add_test(life, signal_writes_report_and_job_continues);
+  tcase_add_test(life, sigterm_writes_report_then_ends_the_job);
   tcase_add_test(life, no_driver_means_pass_through);
   tcase_add_test(life, disabled_records_nothing);
   tcase_add_test(life, bad_option_warns_and_keeps_default);

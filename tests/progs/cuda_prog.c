@@ -363,6 +363,30 @@ static int two_sites(void)
   return 0;
 }
 
+/* Killed by SIGTERM (a scheduler's time limit) while holding 7 MiB: the
+ * report is written, then the job dies of that signal. A forked child that
+ * never used CUDA must still die of SIGTERM at once. */
+static int killed(void)
+{
+  void *p;
+  CHECK(cudaMalloc(&p, 7 * MiB) == cudaSuccess);
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    pause(); /* waits for its SIGTERM */
+    _exit(0);
+  }
+  CHECK(kill(child, SIGTERM) == 0);
+  int status;
+  CHECK(waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  raise(SIGTERM);
+  for (int i = 0; i < 500; i++)
+    usleep(10000);
+  fprintf(stderr, "cuda_prog: still alive after SIGTERM\n");
+  return 3;
+}
+
 /* No driver to be found: the runtime's own error reaches the job. */
 static int no_driver(void)
 {
@@ -389,6 +413,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "nodriver")) return no_driver();
   if (!strcmp(s, "capacity")) return smaller_device();
   if (!strcmp(s, "two_sites")) return two_sites();
+  if (!strcmp(s, "sigterm")) return killed();
   if (!strcmp(s, "oom_persistent")) return train_until_oom((size_t)2 << 30, 0, 0, 0);
   if (!strcmp(s, "oom_activations")) return train_until_oom(256 * MiB, 256 * MiB, 128 * MiB, 0);
   if (!strcmp(s, "oom_leak")) return train_until_oom(128 * MiB, 256 * MiB, 0, 64 * MiB);
