@@ -4,7 +4,8 @@
 #   Without: a real recorded job (GPT-2 124M training, 9045 tensors, from
 #   tests/data/gpt2.csv.gz) replayed tensor by tensor through cudaMalloc and
 #   cudaFree on the simulated CUDA device.
-# Either way under `oomlens run`, exactly as a user runs their own job.
+# Either way under `oomlens run`, exactly as a user runs their own job; then
+# the diagnosis of a recorded out-of-memory, replayed offline.
 set -eu
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -20,7 +21,7 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 &&
 else
   echo "demo: no GPU here; replaying the recorded GPT-2 job on the simulated device"
   LD_LIBRARY_PATH="$PWD/build/tests/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-  SIMCU_CAPACITY=140G \
+  SIMCU_CAPACITY=140G OOMLENS_STACKS=1 \
     build/tools/oomlens run --report "$out/demo-%p.txt" -- \
     build/tests/progs/trace_player tests/data/gpt2.csv.gz
 fi
@@ -28,3 +29,6 @@ echo
 cat "$out"/demo-*.txt
 echo
 echo "demo: the same figures as JSON are in $(ls "$out"/demo-*.json)"
+echo
+echo "demo: why a recorded job ran out of memory (GPT-2 trained at batch 8 on a 12 GiB cap):"
+build/tools/oomlens replay tests/data/oom_activations.csv.gz --capacity 12G --policy pytorch
