@@ -70,23 +70,23 @@ static void failed(int device, size_t size, ol_kind_t kind, bool out_of_memory)
     ol_oom_at_failure(device, size);
 }
 
-static void record_runtime_result(cudaError_t err, void *ptr, size_t size, ol_kind_t kind,
-                                  cudaStream_t stream)
+/* What the real allocator answered, for the device the hook already
+ * looked up (once: the lookup is a call into the runtime or driver). */
+static void record_result(bool ok, bool out_of_memory, uintptr_t ptr, size_t size, int device,
+                          ol_kind_t kind, uintptr_t stream)
 {
-  int device = ol_prim_current_device_runtime();
-  if (err == cudaSuccess && ptr)
-    track_alloc((uintptr_t)ptr, size, device, kind, (uintptr_t)stream);
-  else if (err != cudaSuccess)
-    failed(device, size, kind, err == cudaErrorMemoryAllocation);
+  if (ok && ptr)
+    track_alloc(ptr, size, device, kind, stream);
+  else if (!ok)
+    failed(device, size, kind, out_of_memory);
 }
 
 /* Manage mode: our pool serves the request; false leaves it to the driver. */
-static bool managed_alloc(int device, size_t size, uint64_t *addr, ol_kind_t *kind)
+static bool managed_alloc(int device, size_t size, uint64_t *addr)
 {
   if (!ol_manage_on() || !ol_manage_alloc(device, size, addr))
     return false;
   track_alloc((uintptr_t)*addr, size, device, OL_KIND_MANAGED, 0);
-  *kind = OL_KIND_MANAGED;
   return true;
 }
 
@@ -114,8 +114,7 @@ cudaError_t ol_on_cudaMalloc(void **ptr, size_t size)
   bool track = enter();
   int device = track ? ol_prim_current_device_runtime() : 0;
   uint64_t addr;
-  ol_kind_t kind;
-  if (track && ptr && managed_alloc(device, size, &addr, &kind)) {
+  if (track && ptr && managed_alloc(device, size, &addr)) {
     *ptr = (void *)(uintptr_t)addr;
     leave();
     return cudaSuccess;
@@ -126,7 +125,8 @@ cudaError_t ol_on_cudaMalloc(void **ptr, size_t size)
   }
   cudaError_t err = real(ptr, size);
   if (track)
-    record_runtime_result(err, ptr ? *ptr : NULL, size, OL_KIND_RUNTIME, 0);
+    record_result(err == cudaSuccess, err == cudaErrorMemoryAllocation,
+                  (uintptr_t)(ptr ? *ptr : NULL), size, device, OL_KIND_RUNTIME, 0);
   leave();
   return err;
 }
@@ -177,7 +177,9 @@ static cudaError_t malloc_async(ol_fn_t fn, void **ptr, size_t size, cudaStream_
   }
   cudaError_t err = real(ptr, size, stream);
   if (track)
-    record_runtime_result(err, ptr ? *ptr : NULL, size, OL_KIND_RUNTIME_ASYNC, stream);
+    record_result(err == cudaSuccess, err == cudaErrorMemoryAllocation,
+                  (uintptr_t)(ptr ? *ptr : NULL), size, device, OL_KIND_RUNTIME_ASYNC,
+                  (uintptr_t)stream);
   leave();
   return err;
 }
@@ -237,15 +239,6 @@ cudaError_t ol_on_cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 
 /* ---- driver allocation ------------------------------------------------- */
 
-static void record_driver_result(CUresult res, CUdeviceptr ptr, size_t size, ol_kind_t kind,
-                                 CUstream stream)
-{
-  int device = ol_prim_current_device_driver();
-  if (res == CUDA_SUCCESS && ptr)
-    track_alloc((uintptr_t)ptr, size, device, kind, (uintptr_t)stream);
-  else if (res != CUDA_SUCCESS)
-    failed(device, size, kind, res == CUDA_ERROR_OUT_OF_MEMORY);
-}
 
 CUresult ol_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 {
@@ -255,8 +248,7 @@ CUresult ol_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
   bool track = enter();
   int device = track ? ol_prim_current_device_driver() : 0;
   uint64_t addr;
-  ol_kind_t kind;
-  if (track && dptr && managed_alloc(device, size, &addr, &kind)) {
+  if (track && dptr && managed_alloc(device, size, &addr)) {
     *dptr = (CUdeviceptr)addr;
     leave();
     return CUDA_SUCCESS;
@@ -267,7 +259,8 @@ CUresult ol_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
   }
   CUresult res = real(dptr, size);
   if (track)
-    record_driver_result(res, dptr ? *dptr : 0, size, OL_KIND_DRIVER, NULL);
+    record_result(res == CUDA_SUCCESS, res == CUDA_ERROR_OUT_OF_MEMORY,
+                  (uintptr_t)(dptr ? *dptr : 0), size, device, OL_KIND_DRIVER, 0);
   leave();
   return res;
 }
@@ -308,7 +301,9 @@ static CUresult driver_alloc_async(ol_fn_t fn, CUdeviceptr *dptr, size_t size, C
   }
   CUresult res = real(dptr, size, stream);
   if (track)
-    record_driver_result(res, dptr ? *dptr : 0, size, OL_KIND_DRIVER_ASYNC, stream);
+    record_result(res == CUDA_SUCCESS, res == CUDA_ERROR_OUT_OF_MEMORY,
+                  (uintptr_t)(dptr ? *dptr : 0), size, device, OL_KIND_DRIVER_ASYNC,
+                  (uintptr_t)stream);
   leave();
   return res;
 }
