@@ -619,30 +619,11 @@ static bool trailing_comma(parser_t *ps, unsigned char close, const char *what)
   return true;
 }
 
-static bool parse_array(parser_t *ps, ol_json_t *node)
+/* One array element, pushed onto the stack. */
+static bool parse_element(parser_t *ps)
 {
-  size_t base = ps->stack_len;
-  ps->p++;
-  skip_space(ps);
-  if (!at_char(ps, ']')) {
-    for (;;) {
-      ol_json_t item = {0};
-      if (!parse_value(ps, &item) || !push_slot(ps, NULL, &item))
-        return false;
-      skip_space(ps);
-      if (!at_char(ps, ','))
-        break;
-      ps->p++;
-      skip_space(ps);
-      if (trailing_comma(ps, ']', "array"))
-        return false;
-    }
-    if (!at_char(ps, ']'))
-      return fail_expected(ps, "',' or ']' after an array element");
-  }
-  ps->p++;
-  node->kind = OL_JSON_ARRAY;
-  return pop_slots(ps, base, node);
+  ol_json_t item = {0};
+  return parse_value(ps, &item) && push_slot(ps, NULL, &item);
 }
 
 /* One "key": value pair, pushed onto the stack. */
@@ -662,28 +643,43 @@ static bool parse_member(parser_t *ps)
   return parse_value(ps, &value) && push_slot(ps, key, &value);
 }
 
-static bool parse_object(parser_t *ps, ol_json_t *node)
+typedef struct container {
+  char close;
+  ol_json_kind_t kind;
+  const char *name;      /* for the trailing-comma message */
+  const char *expected;  /* what may follow an item */
+  bool (*item)(parser_t *ps);
+} container_t;
+
+static const container_t array_form = {']', OL_JSON_ARRAY, "array",
+                                       "',' or ']' after an array element", parse_element};
+static const container_t object_form = {'}', OL_JSON_OBJECT, "object",
+                                        "',' or '}' after an object member", parse_member};
+
+/* Items separated by commas up to the closing bracket; the items wait on
+ * the stack and become the node's children at the end. */
+static bool parse_items(parser_t *ps, ol_json_t *node, const container_t *form)
 {
   size_t base = ps->stack_len;
   ps->p++;
   skip_space(ps);
-  if (!at_char(ps, '}')) {
+  if (!at_char(ps, form->close)) {
     for (;;) {
-      if (!parse_member(ps))
+      if (!form->item(ps))
         return false;
       skip_space(ps);
       if (!at_char(ps, ','))
         break;
       ps->p++;
       skip_space(ps);
-      if (trailing_comma(ps, '}', "object"))
+      if (trailing_comma(ps, form->close, form->name))
         return false;
     }
-    if (!at_char(ps, '}'))
-      return fail_expected(ps, "',' or '}' after an object member");
+    if (!at_char(ps, form->close))
+      return fail_expected(ps, form->expected);
   }
   ps->p++;
-  node->kind = OL_JSON_OBJECT;
+  node->kind = form->kind;
   return pop_slots(ps, base, node);
 }
 
@@ -694,7 +690,7 @@ static bool parse_container(parser_t *ps, ol_json_t *node)
   if (ps->depth == OL_JSON_MAX_DEPTH)
     return fail(ps, ps->p, "nesting deeper than %d levels", OL_JSON_MAX_DEPTH);
   ps->depth++;
-  bool ok = *ps->p == '[' ? parse_array(ps, node) : parse_object(ps, node);
+  bool ok = parse_items(ps, node, *ps->p == '[' ? &array_form : &object_form);
   ps->depth--;
   return ok;
 }
