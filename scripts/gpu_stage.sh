@@ -16,6 +16,10 @@ unwind=$(ldconfig -p | sed -n 's/.*libunwind.so.8 (libc6,x86-64) => //p' | head 
 cp scripts/gpu/*.py .gpu/
 shared=${OOMLENS_SHARED:-../shared}
 cp "$shared/gpu/workloads.py" .gpu/
+# Its table W is built before gpt2_varlen and the oom_* workloads are
+# defined (KeyError for those names): register them once all are defined.
+sed -i 's/^def frames_of(e):/W.update(gpt2_varlen=(gpt2_varlen, 10), oom_params=(oom_params, 1),\n         oom_activations=(oom_activations, 7))\n\ndef frames_of(e):/' .gpu/workloads.py
+grep -q '^W.update(gpt2_varlen' .gpu/workloads.py
 cat > .gpu/run.sh <<'RUN'
 #!/bin/sh
 # Runs on the GPU machine, from the repository root.
@@ -25,6 +29,8 @@ export PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH="$PWD/.gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__)"
-python3 .gpu/${OOMLENS_GPU_CHECK:-observe_check.py} 2>&1 | tee "$OUT/log.txt"
+for check in ${OOMLENS_GPU_CHECK:-observe_check.py}; do
+  python3 .gpu/$check 2>&1 | tee -a "$OUT/log.txt"
+done
 RUN
 echo "staged .gpu/: $(ls .gpu | tr '\n' ' ')"

@@ -322,8 +322,18 @@ static void fence_batch(managed_t *m, batch_t *open, const stream_frees_t *only)
   reclaim(m);
 }
 
+/* A batch of frees made while other streams exist. If every one of them is
+ * idle now, all work they were given before these frees has finished, and
+ * the default stream orders the rest: the blocks go back at once. One round
+ * of stream queries then serves the whole batch instead of every free. */
 static void close_batch(managed_t *m)
 {
+  if (m->open.count == 0)
+    return;
+  if (ol_streams_quiet()) {
+    release_batch(m, &m->open);
+    return;
+  }
   fence_batch(m, &m->open, NULL);
 }
 
@@ -426,14 +436,15 @@ bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr)
   return alloc_on(device, size, false, NULL, addr);
 }
 
-/* While all work that may still run is in the legacy default stream's order
- * (see ol_streams_quiet), work that touches a block after its reuse is
- * queued behind the work before its free: the block can go back to the pool
- * at once, as PyTorch's caching allocator does. Otherwise it waits for a
- * fence. */
+/* While all work is in the legacy default stream's order (no other stream
+ * exists, see ol_streams_single), work that touches a block after its reuse
+ * is queued behind the work before its free: the block can go back to the
+ * pool at once, as PyTorch's caching allocator does. Otherwise it joins the
+ * open batch, which close_batch releases at once when the other streams are
+ * idle, or puts behind a fence. */
 static bool single_stream(void)
 {
-  return ol_streams_quiet();
+  return ol_streams_single();
 }
 
 /* True when addr was ours: it now waits for its fence. False: not ours,

@@ -264,7 +264,8 @@ int ol_streams_nonblocking(void **out, int max);
 void ol_streams_capture_began(void *stream);
 void ol_streams_capture_ended(void *stream);
 bool ol_streams_capturing(void);
-bool ol_streams_quiet(void);
+bool ol_streams_single(void); /* no stream but the defaults: no driver call */
+bool ol_streams_quiet(void);  /* ... or every other stream idle: queries each */
 
 /* ---- capacity.c: OOMLENS_CAPACITY, a smaller device ------------------- */
 bool ol_capacity_allows(int device, uint64_t size);

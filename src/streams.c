@@ -111,6 +111,22 @@ void ol_streams_destroyed(void *stream)
  * idle non-blocking stream that uses a reused block without first waiting
  * for the default stream. Libraries that run on a stream of their own order
  * it after their caller's stream to read their inputs, which covers them. */
+/* True when the process has no stream but the default ones and no capture:
+ * then every piece of work is in the legacy default stream's order and a
+ * free can go back to the pool at once. Asks the driver nothing, so it is
+ * the per-free test; ol_streams_quiet, which queries every non-blocking
+ * stream, is for once per batch of frees (a query costs microseconds, tens
+ * while the device is busy: measured on the H200, docs/measurements.md). */
+bool ol_streams_single(void)
+{
+  if (atomic_load(&captures_active) > 0 || atomic_load(&overflowed))
+    return false;
+  pthread_mutex_lock(&lock);
+  bool single = blocking_count == 0 && nonblocking_count == 0;
+  pthread_mutex_unlock(&lock);
+  return single;
+}
+
 bool ol_streams_quiet(void)
 {
   if (atomic_load(&captures_active) > 0 || atomic_load(&overflowed))

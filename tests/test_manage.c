@@ -48,12 +48,15 @@ START_TEST(churn_served_by_pool_with_few_syncs)
 END_TEST
 
 /* cuDNN makes a non-blocking stream for itself under PyTorch; while it has
- * no work, frees still return at once. */
-START_TEST(idle_library_stream_keeps_immediate_reuse)
+ * no work, frees come back a batch at a time without fences or waits, and
+ * the stream is queried once a batch, not once a free (on the H200 a query
+ * per free made ResNet-50 1.5x slower). */
+START_TEST(idle_library_stream_costs_one_query_a_batch)
 {
+  const char *extra[] = {"EXPECT_FEW_QUERIES=1", "EXPECT_NO_SYNC=1", NULL};
   harness_run_t run;
-  ol_json_t *r = run_managed("churn_idle_stream", NULL, &run);
-  ck_assert_int_eq(harness_int(r, DEV "stats.pending_free_bytes.peak"), 0);
+  ol_json_t *r = run_managed("churn_idle_stream", extra, &run);
+  ck_assert_int_le(harness_int(r, DEV "stats.pending_free_bytes.peak"), (64 + 3) << 20);
   ck_assert_int_eq(harness_int(r, DEV "calls.fence_waits"), 0);
   ol_json_free(r);
 }
@@ -194,7 +197,7 @@ static Suite *manage_suite(void)
   tcase_add_checked_fixture(tc, harness_setup, harness_teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, churn_served_by_pool_with_few_syncs);
-  tcase_add_test(tc, idle_library_stream_keeps_immediate_reuse);
+  tcase_add_test(tc, idle_library_stream_costs_one_query_a_batch);
   tcase_add_test(tc, blocking_side_stream_turns_fences_on);
   tcase_add_test(tc, pending_kernel_on_legacy_stream);
   tcase_add_test(tc, pending_kernel_on_nonblocking_stream);
