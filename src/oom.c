@@ -38,12 +38,14 @@ static int64_t cap_of(const ol_oom_record_t *r)
 }
 
 /* Would this process's memory plus the request fit if nobody else held
- * any, while others hold a share worth naming? */
+ * any, while others hold a share worth naming? A tenth of the device: the
+ * CUDA context alone takes ~0.5 GiB, which outweighs any small request but
+ * is not what to change (on an 8 GiB device building 10 GB of weights it
+ * was the last straw, not the cause). */
 static bool others_to_blame(const ol_oom_record_t *r)
 {
   int64_t ours = r->reserved + (int64_t)r->request;
-  return r->external > 0 && ours <= cap_of(r) &&
-         (r->external >= (int64_t)r->request || r->external >= cap_of(r) / 10);
+  return r->external > 0 && ours <= cap_of(r) && r->external >= cap_of(r) / 10;
 }
 
 static bool pieces_to_blame(const ol_oom_record_t *r)
@@ -171,6 +173,9 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
                 size_text(a, (int64_t)r->request), size_text(b, cap_of(r)),
                 size_text(d, r->reserved), size_text(e, r->allocated));
   advise(out, r, c);
+  if (c != OL_OOM_external && c != OL_OOM_impossible && r->external > 0)
+    ol_buf_printf(out, " Besides, %s of the device is held outside this process's allocations "
+                  "(the CUDA context, libraries, other processes).", size_text(a, r->external));
   if (r->segments_only)
     ol_buf_printf(out, " (oomlens saw the framework's cached segments, not its tensors: run "
                   "under `oomlens run --manage` to tell weights from activations.)");

@@ -103,6 +103,13 @@ static const class_case_t class_cases[] = {
   {"the iteration's own memory",
    {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB, .iterations = 3,
     .persistent = 3 * GiB}, OL_OOM_activations},
+  /* Seen on the H200 (docs/measurements.md): oom_params under --capacity 8G;
+   * the CUDA context's 527 MiB outweighed a 64 MiB request, but the weights
+   * would not fit without it either. */
+  {"the CUDA context on a small device while weights are built",
+   {.capacity = 8 * GiB, .device_free = 0, NO_BLOCKS, .request = 64 * MiB,
+    .reserved = 7640 * MiB, .allocated = 7640 * MiB, .external = 527 * MiB, .iterations = 0},
+   OL_OOM_persistent},
   {"small external share is not the cause",
    {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB, .external = 512 * MiB,
     .iterations = 3, .persistent = 3 * GiB}, OL_OOM_activations},
