@@ -116,6 +116,12 @@ typedef enum ol_oom_class {
   OL_OOM_CLASS_COUNT
 } ol_oom_class_t;
 
+#define OL_OOM_SITES 3
+typedef struct ol_oom_site {
+  int32_t id;
+  int64_t bytes;
+} ol_oom_site_t;
+
 typedef struct ol_oom_record {
   uint64_t request;
   uint64_t capacity;
@@ -129,12 +135,25 @@ typedef struct ol_oom_record {
   int64_t growth;             /* persistent growth per iteration */
   uint64_t iterations;
   bool segments_only; /* we saw the framework's segments, not its tensors */
+  /* Call sites (ids in the sites table of whoever filled the record), when
+   * stacks or trace frames are known: the largest holders at the failure,
+   * and the one whose memory grew most across iterations. */
+  ol_oom_site_t holders[OL_OOM_SITES];
+  int holder_count;
+  ol_oom_site_t grower; /* bytes: growth since the first iteration; id -1: none */
 } ol_oom_record_t;
+
+/* Writes a site's name: text for the paragraph, or a JSON value. */
+typedef void (*ol_site_namer_t)(ol_buf_t *out, int32_t id, bool json, void *arg);
 
 ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r);
 const char *ol_oom_class_name(ol_oom_class_t c);
-void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c);
-void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c);
+void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c, ol_site_namer_t namer,
+                    void *arg); /* namer NULL: no sites named */
+void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c, ol_site_namer_t namer,
+                 void *arg);
+/* Fills r->holders and r->grower from a sites table (NULL: none). */
+void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites);
 
 /* ---- stats.c: PyTorch-shaped counters ---------------------------------- */
 typedef struct ol_stat {
@@ -233,7 +252,7 @@ void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uin
 void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream,
                        void *const *frames, int depth);
 /* The device's call sites (for reports: copied under the lock by the caller). */
-void ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg), void *arg);
+bool ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg), void *arg); /* false: no sites */
 bool ol_track_free(uintptr_t addr, ol_kind_t kind);
 void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory);
 void ol_track_oom_figures(int device, ol_oom_record_t *record); /* ours: allocated, reserved, phases */
@@ -275,14 +294,22 @@ void ol_capacity_clamp(int device, size_t *free_bytes, size_t *total_bytes);
 typedef struct ol_site_figures {
   int32_t id;
   int64_t allocations, current, peak, at_peak, total;
+  int64_t first_valley, last_valley; /* live at the first and the last iteration's end */
+  bool valley_seen;
 } ol_site_figures_t;
-typedef enum { OL_SITES_BY_AT_PEAK, OL_SITES_BY_TOTAL } ol_site_order_t;
+typedef enum {
+  OL_SITES_BY_AT_PEAK,
+  OL_SITES_BY_TOTAL,
+  OL_SITES_BY_CURRENT, /* who holds memory now (at an out-of-memory) */
+  OL_SITES_BY_GROWTH   /* last_valley - first_valley: what grows across iterations */
+} ol_site_order_t;
 
 ol_sites_t *ol_sites_new(void);
 void ol_sites_free(ol_sites_t *sites);
 int32_t ol_sites_intern(ol_sites_t *sites, const char *key, size_t len); /* -1: no memory */
 void ol_sites_add(ol_sites_t *sites, int32_t id, int64_t delta);
 void ol_sites_mark_peak(ol_sites_t *sites); /* the process is at a new peak */
+void ol_sites_mark_valley(ol_sites_t *sites); /* an iteration just ended */
 size_t ol_sites_count(const ol_sites_t *sites);
 const char *ol_sites_key(const ol_sites_t *sites, int32_t id);
 const char *ol_sites_key_bytes(const ol_sites_t *sites, int32_t id, size_t *len);
@@ -345,6 +372,8 @@ typedef struct ol_report_context {
 
 void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx);
 void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx);
+/* A native site named by its frames (an ol_site_namer_t; arg: the sites table). */
+void ol_report_site_name(ol_buf_t *out, int32_t id, bool json, void *sites);
 void ol_format_bytes(char *out, size_t cap, int64_t bytes);
 int ol_report_write_all(const char *reason); /* 0 when every file was written */
 void ol_report_wait(void);                   /* until no report is being written */

@@ -164,7 +164,62 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
   }
 }
 
-void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
+void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites)
+{
+  int32_t top[OL_OOM_SITES], grower;
+  size_t n = sites ? ol_sites_top(sites, OL_SITES_BY_CURRENT, top, OL_OOM_SITES) : 0;
+  for (size_t i = 0; i < n; i++)
+    r->holders[i] = (ol_oom_site_t){top[i], ol_sites_figures(sites, top[i])->current};
+  r->holder_count = (int)n;
+  r->grower = (ol_oom_site_t){-1, 0};
+  if (sites && ol_sites_top(sites, OL_SITES_BY_GROWTH, &grower, 1) == 1) {
+    const ol_site_figures_t *f = ol_sites_figures(sites, grower);
+    r->grower = (ol_oom_site_t){grower, f->last_valley - f->first_valley};
+  }
+}
+
+/* "Held at the failure by A (3.00 GiB), B (1.00 GiB)"; for a leak, the site
+ * that grew first, since that is the line to fix. */
+static void explain_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
+                          ol_site_namer_t namer, void *arg)
+{
+  char a[32];
+  if (!namer)
+    return;
+  if (c == OL_OOM_leak && r->grower.id >= 0) {
+    ol_buf_printf(out, " Grew most across iterations (+%s): ", size_text(a, r->grower.bytes));
+    namer(out, r->grower.id, false, arg);
+    ol_buf_printf(out, ".");
+  }
+  for (int i = 0; i < r->holder_count; i++) {
+    ol_buf_printf(out, i ? "; " : " Held at the failure by: ");
+    namer(out, r->holders[i].id, false, arg);
+    ol_buf_printf(out, " (%s)", size_text(a, r->holders[i].bytes));
+  }
+  if (r->holder_count)
+    ol_buf_printf(out, ".");
+}
+
+static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t namer, void *arg)
+{
+  ol_buf_printf(out, ", \"sites\": [");
+  for (int i = 0; namer && i < r->holder_count; i++) {
+    ol_buf_printf(out, "%s{\"site\": ", i ? ", " : "");
+    namer(out, r->holders[i].id, true, arg);
+    ol_buf_printf(out, ", \"bytes\": %" PRId64 "}", r->holders[i].bytes);
+  }
+  ol_buf_printf(out, "], \"growing_site\": ");
+  if (namer && r->grower.id >= 0) {
+    ol_buf_printf(out, "{\"site\": ");
+    namer(out, r->grower.id, true, arg);
+    ol_buf_printf(out, ", \"growth\": %" PRId64 "}", r->grower.bytes);
+  } else {
+    ol_buf_printf(out, "null");
+  }
+}
+
+void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
+                    ol_site_namer_t namer, void *arg)
 {
   char a[32], b[32], d[32], e[32];
   ol_buf_printf(out, "out of memory (%s: %s): a request of %s on a %s device where this "
@@ -176,12 +231,14 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
   if (c != OL_OOM_external && c != OL_OOM_impossible && r->external > 0)
     ol_buf_printf(out, " Besides, %s of the device is held outside this process's allocations "
                   "(the CUDA context, libraries, other processes).", size_text(a, r->external));
+  explain_sites(out, r, c, namer, arg);
   if (r->segments_only)
     ol_buf_printf(out, " (oomlens saw the framework's cached segments, not its tensors: run "
                   "under `oomlens run --manage` to tell weights from activations.)");
 }
 
-void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
+void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
+                 ol_site_namer_t namer, void *arg)
 {
   ol_buf_t advice = {0};
   advise(&advice, r, c);
@@ -197,6 +254,7 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
                 r->persistent, transient_of(r), r->iterations, r->growth,
                 r->segments_only ? "true" : "false");
   ol_buf_json_string(out, advice.failed ? "" : advice.data);
+  json_sites(out, r, namer, arg);
   ol_buf_printf(out, "}");
   ol_buf_free(&advice);
 }

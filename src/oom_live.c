@@ -41,6 +41,26 @@ static void device_figures(int device, ol_oom_record_t *r)
   r->external = r->device_free >= 0 && others > 0 ? others : 0;
 }
 
+typedef struct explain_args {
+  ol_buf_t *out;
+  const ol_oom_record_t *record;
+  ol_oom_class_t cause;
+} explain_args_t;
+
+static void explain_with_sites(const ol_sites_t *sites, void *arg)
+{
+  explain_args_t *a = arg;
+  ol_oom_explain(a->out, a->record, a->cause, ol_report_site_name, (void *)sites);
+}
+
+/* The paragraph, naming the record's sites when stacks are on. */
+static void explain_now(ol_buf_t *out, int device, const ol_oom_record_t *r, ol_oom_class_t cause)
+{
+  explain_args_t args = {out, r, cause};
+  if (!ol_track_sites(device, explain_with_sites, &args))
+    ol_oom_explain(out, r, cause, NULL, NULL);
+}
+
 void ol_oom_at_failure(int device, uint64_t request)
 {
   ol_oom_record_t r = {.request = request, .free_reserved = -1, .largest_free_block = -1};
@@ -55,7 +75,7 @@ void ol_oom_at_failure(int device, uint64_t request)
   if (atomic_fetch_add(&printed, 1) >= PARAGRAPHS_PRINTED)
     return;
   ol_buf_t text = {0};
-  ol_oom_explain(&text, &r, cause);
+  explain_now(&text, device, &r, cause);
   if (!text.failed && text.data)
     ol_log_info("device %d: %s", device, text.data);
   ol_buf_free(&text);

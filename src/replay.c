@@ -136,7 +136,18 @@ static void diagnose(replay_t *r, ol_replay_oom_t *o)
     .growth = ol_phases_growth(&r->phases),
     .iterations = r->phases.iterations,
   };
+  ol_oom_note_sites(&o->record, r->result->sites);
   o->cause = ol_oom_classify(&o->record);
+}
+
+/* The live bytes move: phases.c finds iterations in them, and the sites
+ * note each iteration's end (what outlives it, what grows across them). */
+static void note_live(replay_t *r)
+{
+  uint64_t before = r->phases.iterations;
+  ol_phases_note(&r->phases, r->requested);
+  if (r->phases.iterations != before && r->result->sites)
+    ol_sites_mark_valley(r->result->sites);
 }
 
 static int32_t site_of(replay_t *r, const ol_trace_event_t *ev)
@@ -186,7 +197,7 @@ static void forget(replay_t *r, slot_t *slot)
   r->requested -= (int64_t)slot->size;
   if (r->result->sites)
     ol_sites_add(r->result->sites, slot->site, -(int64_t)slot->size);
-  ol_phases_note(&r->phases, r->requested);
+  note_live(r);
   map_remove(&r->live, slot);
 }
 
@@ -210,7 +221,7 @@ static int on_alloc(replay_t *r, const ol_trace_event_t *ev)
   r->requested += (int64_t)ev->size;
   if (r->result->sites)
     ol_sites_add(r->result->sites, site, (int64_t)ev->size);
-  ol_phases_note(&r->phases, r->requested);
+  note_live(r);
   if (r->requested > r->result->peak_requested)
     new_peak(r, r->requested, -1, 0);
   return 1;

@@ -114,15 +114,67 @@ static size_t site_frames(const ol_sites_t *sites, int32_t id, void **frames, si
   return depth;
 }
 
-static void site_frames_text(ol_buf_t *out, const ol_sites_t *sites, int32_t id)
+static void site_frames_text_upto(ol_buf_t *out, const ol_sites_t *sites, int32_t id,
+                                  size_t shown)
 {
   void *frames[FRAMES_SHOWN];
-  size_t depth = site_frames(sites, id, frames, FRAMES_SHOWN);
+  size_t depth = site_frames(sites, id, frames, shown < FRAMES_SHOWN ? shown : FRAMES_SHOWN);
   for (size_t i = 0; i < depth; i++) {
     char where[256];
     ol_stacks_describe(frames[i], where, sizeof where);
     ol_buf_printf(out, "%s%s", i ? " < " : "", where);
   }
+}
+
+static void site_frames_text(ol_buf_t *out, const ol_sites_t *sites, int32_t id)
+{
+  site_frames_text_upto(out, sites, id, FRAMES_SHOWN);
+}
+
+/* An out-of-memory paragraph names a site by its innermost frames; its JSON
+ * by the same text as one string, as replay names a trace's sites. */
+#define FRAMES_IN_PARAGRAPH 3
+void ol_report_site_name(ol_buf_t *out, int32_t id, bool json, void *sites)
+{
+  if (!json) {
+    site_frames_text_upto(out, sites, id, FRAMES_IN_PARAGRAPH);
+    return;
+  }
+  ol_buf_t name = {0};
+  site_frames_text_upto(&name, sites, id, FRAMES_SHOWN);
+  ol_buf_json_string(out, name.failed || !name.data ? "" : name.data);
+  ol_buf_free(&name);
+}
+
+typedef struct oom_view {
+  ol_buf_t *out;
+  const ol_device_stats_t *dev;
+  bool json;
+} oom_view_t;
+
+/* Under the tracker's lock: the record's site ids name sites of this table. */
+static void visit_oom(const ol_sites_t *sites, void *arg)
+{
+  oom_view_t *v = arg;
+  if (v->json)
+    ol_oom_json(v->out, &v->dev->last_oom, v->dev->last_oom_class, ol_report_site_name,
+                (void *)sites);
+  else
+    ol_oom_explain(v->out, &v->dev->last_oom, v->dev->last_oom_class, ol_report_site_name,
+                   (void *)sites);
+}
+
+/* The device's last out-of-memory diagnosis, its sites named when the
+ * device has a sites table (stacks on). */
+static void oom_diagnosis(ol_buf_t *out, int device, const ol_device_stats_t *dev, bool json)
+{
+  oom_view_t view = {out, dev, json};
+  if (ol_track_sites(device, visit_oom, &view))
+    return;
+  if (json)
+    ol_oom_json(out, &dev->last_oom, dev->last_oom_class, NULL, NULL);
+  else
+    ol_oom_explain(out, &dev->last_oom, dev->last_oom_class, NULL, NULL);
 }
 
 static void site_frames_json(ol_buf_t *out, const ol_sites_t *sites, int32_t id)
@@ -191,7 +243,7 @@ static void visit_json(const ol_sites_t *sites, void *arg)
   ol_buf_printf(arg, "}");
 }
 
-static void text_calls(ol_buf_t *out, const ol_device_stats_t *dev)
+static void text_calls(ol_buf_t *out, int d, const ol_device_stats_t *dev)
 {
   ol_buf_printf(out, "Calls seen:\n");
 #define OL_TEXT_CALL(field, what) \
@@ -210,7 +262,7 @@ static void text_calls(ol_buf_t *out, const ol_device_stats_t *dev)
     ol_format_bytes(request, sizeof request, dev->last_oom_request);
     ol_buf_printf(out, "Last out-of-memory request: %s\n", request);
     if (dev->last_oom.capacity > 0) {
-      ol_oom_explain(out, &dev->last_oom, dev->last_oom_class);
+      oom_diagnosis(out, d, dev, false);
       ol_buf_printf(out, "\n");
     }
   }
@@ -238,7 +290,7 @@ void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_co
     text_device(out, d, &snap->devices[d]);
     text_origins(out, &snap->devices[d]);
     ol_track_sites(d, visit_text, out);
-    text_calls(out, &snap->devices[d]);
+    text_calls(out, d, &snap->devices[d]);
   }
 }
 
@@ -295,7 +347,7 @@ static void json_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
   ol_buf_printf(out, "      \"mem_info\": {\"free\": %lld, \"total\": %lld},\n      \"oom\": ",
                 (long long)dev->mem_free, (long long)dev->mem_total);
   if (dev->num_ooms > 0 && dev->last_oom.capacity > 0)
-    ol_oom_json(out, &dev->last_oom, dev->last_oom_class);
+    oom_diagnosis(out, device, dev, true);
   else
     ol_buf_printf(out, "null");
   ol_track_sites(device, visit_json, out);

@@ -113,6 +113,21 @@ void ol_sites_mark_peak(ol_sites_t *s)
     s->all[i]->figures.at_peak = s->all[i]->figures.current;
 }
 
+/* Iterations end at valleys of the live bytes (phases.c): what a site holds
+ * at the first and at the latest valley tells whether its memory outlives
+ * iterations and grows with them, the mark of a leak. */
+void ol_sites_mark_valley(ol_sites_t *s)
+{
+  for (size_t i = 0; s && i < s->count; i++) {
+    ol_site_figures_t *f = &s->all[i]->figures;
+    if (!f->valley_seen) {
+      f->first_valley = f->current;
+      f->valley_seen = true;
+    }
+    f->last_valley = f->current;
+  }
+}
+
 size_t ol_sites_count(const ol_sites_t *s)
 {
   return s ? s->count : 0;
@@ -135,13 +150,16 @@ const ol_site_figures_t *ol_sites_figures(const ol_sites_t *s, int32_t id)
   return id >= 0 && (size_t)id < s->count ? &s->all[id]->figures : NULL;
 }
 
-static int64_t by_at_peak(const ol_site_figures_t *f) { return f->at_peak; }
-static int64_t by_total(const ol_site_figures_t *f) { return f->total; }
-
 static int64_t value_of(const ol_sites_t *s, int32_t id, ol_site_order_t order)
 {
   const ol_site_figures_t *f = &s->all[id]->figures;
-  return order == OL_SITES_BY_TOTAL ? by_total(f) : by_at_peak(f);
+  switch (order) {
+  case OL_SITES_BY_TOTAL: return f->total;
+  case OL_SITES_BY_CURRENT: return f->current;
+  case OL_SITES_BY_GROWTH: return f->valley_seen ? f->last_valley - f->first_valley : 0;
+  case OL_SITES_BY_AT_PEAK:
+  default: return f->at_peak;
+  }
 }
 
 /* The sites with the largest figure, largest first; sites whose figure is

@@ -189,11 +189,15 @@ static int32_t site_for(int device, void *const *frames, int depth)
   return ol_sites_intern(sites[d], (const char *)frames, (size_t)depth * sizeof *frames);
 }
 
-static void site_bytes(int device, int32_t site, int64_t delta)
+/* A block's bytes change hands at its site; when that change ended an
+ * iteration (a valley of the live bytes, phases.c), the sites take note. */
+static void site_bytes(int device, int32_t site, int64_t delta, uint64_t iterations_before)
 {
   int d = clamp_device(device);
   if (site >= 0 && sites[d])
     ol_sites_add(sites[d], site, delta);
+  if (sites[d] && device_stats(device)->phases.iterations != iterations_before)
+    ol_sites_mark_valley(sites[d]);
 }
 
 /* Who holds the device's memory at its peak: marked again whenever the
@@ -232,8 +236,9 @@ void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, 
    * see; count the old block as gone rather than keep a phantom. */
   record_t *stale = take_record(&allocations, addr);
   if (stale) {
+    uint64_t before = device_stats(stale->device)->phases.iterations;
     count_block(device_stats(stale->device), stale->size, (ol_kind_t)stale->kind, -1);
-    site_bytes(stale->device, stale->site, -(int64_t)stale->size);
+    site_bytes(stale->device, stale->site, -(int64_t)stale->size, before);
     drop_record(stale);
   }
   record_t *rec = add_record(&allocations, addr, size, device);
@@ -241,8 +246,9 @@ void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, 
     rec->kind = (uint8_t)kind;
     rec->stream = stream;
     rec->site = site_for(device, frames, depth);
+    uint64_t before = dev->phases.iterations;
     count_block(dev, size, kind, +1);
-    site_bytes(device, rec->site, (int64_t)size);
+    site_bytes(device, rec->site, (int64_t)size, before);
     mark_site_peak(device, dev);
   }
   end();
@@ -260,8 +266,9 @@ bool ol_track_free(uintptr_t addr, ol_kind_t kind)
   else
     dev->driver_frees++;
   if (rec) {
+    uint64_t before = dev->phases.iterations;
     count_block(dev, rec->size, (ol_kind_t)rec->kind, -1);
-    site_bytes(rec->device, rec->site, -(int64_t)rec->size);
+    site_bytes(rec->device, rec->site, -(int64_t)rec->size, before);
     drop_record(rec);
   } else {
     dev->unknown_frees++;
@@ -417,6 +424,7 @@ void ol_track_oom_figures(int device, ol_oom_record_t *record)
   record->persistent = ol_phases_persistent(&dev->phases);
   record->growth = ol_phases_growth(&dev->phases);
   record->iterations = dev->phases.iterations;
+  ol_oom_note_sites(record, sites[clamp_device(device)]);
   pthread_mutex_unlock(&lock);
 }
 
@@ -429,13 +437,15 @@ void ol_track_oom_diagnosis(int device, const ol_oom_record_t *record, ol_oom_cl
   pthread_mutex_unlock(&lock);
 }
 
-void ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg), void *arg)
+bool ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg), void *arg)
 {
   pthread_mutex_lock(&lock);
   int d = clamp_device(device);
-  if (sites[d])
+  bool some = sites[d] != NULL;
+  if (some)
     visit(sites[d], arg);
   pthread_mutex_unlock(&lock);
+  return some;
 }
 
 int64_t ol_track_reserved_now(int device)

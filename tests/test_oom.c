@@ -122,8 +122,8 @@ START_TEST(each_class_from_its_record)
   ck_assert_msg(got == c->expected, "%s: got %s, expected %s", c->what, ol_oom_class_name(got),
                 ol_oom_class_name(c->expected));
   ol_buf_t text = {0}, json = {0};
-  ol_oom_explain(&text, &c->record, got);
-  ol_oom_json(&json, &c->record, got);
+  ol_oom_explain(&text, &c->record, got, NULL, NULL);
+  ol_oom_json(&json, &c->record, got, NULL, NULL);
   ck_assert_ptr_nonnull(strstr(text.data, ol_oom_class_name(got)));
   ck_assert_ptr_nonnull(strstr(json.data, "\"advice\": \""));
   ol_buf_free(&text);
@@ -159,6 +159,17 @@ START_TEST(recorded_ooms_at_their_caps)
   ck_assert_msg(result.oom_at.cause == c->expected, "%s under %s: %s, expected %s", c->trace,
                 c->policy, ol_oom_class_name(result.oom_at.cause),
                 ol_oom_class_name(c->expected));
+  /* The largest holders at the failure, largest first, within what was
+   * allocated; the traces name the job's frames. */
+  const ol_oom_record_t *r = &result.oom_at.record;
+  ck_assert_int_gt(r->holder_count, 0);
+  int64_t held = 0;
+  for (int i = 0; i < r->holder_count; i++) {
+    ck_assert(i == 0 || r->holders[i].bytes <= r->holders[i - 1].bytes);
+    ck_assert_ptr_nonnull(strstr(ol_sites_key(result.sites, r->holders[i].id), "workloads.py:"));
+    held += r->holders[i].bytes;
+  }
+  ck_assert_int_le(held, r->allocated);
   ol_replay_result_free(&result);
 }
 END_TEST
@@ -208,6 +219,16 @@ START_TEST(sites_table_orders_and_interns)
   ck_assert_int_eq(top[0], a);
   ck_assert_int_eq(ol_sites_figures(s, a)->peak, 1100);
   ck_assert_int_eq(ol_sites_figures(s, b)->allocations, 1);
+  /* Now a holds 1100, b nothing; across two iterations a grows by 500. */
+  ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_CURRENT, top, 2), 1);
+  ck_assert_int_eq(top[0], a);
+  ol_sites_mark_valley(s);
+  ol_sites_add(s, a, 500);
+  ol_sites_add(s, b, 50);
+  ol_sites_mark_valley(s);
+  ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_GROWTH, top, 2), 2);
+  ck_assert_int_eq(top[0], a);
+  ck_assert_int_eq(ol_sites_figures(s, a)->last_valley - ol_sites_figures(s, a)->first_valley, 500);
   ol_sites_free(s);
 }
 END_TEST

@@ -171,6 +171,33 @@ START_TEST(live_oom_classes)
 }
 END_TEST
 
+/* With call sites on, a leak's diagnosis names the site that grows (the
+ * paragraph at the failure and the report's oom object), and the largest
+ * holders at the failure. */
+START_TEST(leak_names_the_growing_site)
+{
+  const char *env[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", "SIMCU_EXTERNAL=0",
+                       "OOMLENS_STACKS=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("oom_leak", env, &run);
+  ck_assert_str_eq(ol_json_string(ol_json_path(r, DEV "oom.class")), "leak");
+  const char *grower = ol_json_string(ol_json_path(r, DEV "oom.growing_site.site"));
+  ck_assert_msg(grower && strstr(grower, "cuda_prog_kept"), "growing site %s", grower);
+  /* 64 MiB kept a step, from the first iteration's end to the last one's. */
+  int64_t growth = harness_int(r, DEV "oom.growing_site.growth");
+  ck_assert_int_ge(growth, 64 * MiB);
+  ck_assert_int_eq(growth % (64 * MiB), 0);
+  const ol_json_t *holders = ol_json_path(r, DEV "oom.sites");
+  ck_assert_uint_ge(ol_json_length(holders), 2);
+  int64_t first = harness_int(r, DEV "oom.sites[0].bytes");
+  ck_assert_int_ge(first, harness_int(r, DEV "oom.sites[1].bytes"));
+  ck_assert_int_le(first, harness_int(r, DEV "oom.allocated"));
+  ck_assert_msg(strstr(run.out, "Grew most across iterations") && strstr(run.out, "cuda_prog_kept"),
+                "paragraph without the growing site:\n%s", run.out);
+  ol_json_free(r);
+}
+END_TEST
+
 /* Native call sites: the weights' site and the activations' site, with
  * the bytes each held at the peak (96 MiB and 48 MiB) and in total. */
 START_TEST(call_sites_at_the_peak)
@@ -359,6 +386,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, out_of_memory_reaches_the_job);
   tcase_add_test(paths, capacity_makes_the_device_smaller);
   tcase_add_test(paths, call_sites_at_the_peak);
+  tcase_add_test(paths, leak_names_the_growing_site);
   tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);
   suite_add_tcase(s, paths);

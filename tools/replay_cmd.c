@@ -141,6 +141,21 @@ static void print_peak_sites(ol_buf_t *out, const ol_sites_t *sites)
   free(order);
 }
 
+/* A trace's site is its frames string, as recorded. */
+static void name_site(ol_buf_t *out, int32_t id, bool json, void *sites)
+{
+  const char *frames = ol_sites_key(sites, id);
+  const char *second = strchr(frames, ';'), *last = strrchr(frames, ';');
+  if (json)
+    ol_buf_json_string(out, frames);
+  else if (!*frames)
+    ol_buf_printf(out, "(no frames)");
+  else if (second && second != last) /* the innermost frame and the job's own */
+    ol_buf_printf(out, "%.*s < ... < %s", (int)(second - frames), frames, last + 1);
+  else
+    ol_buf_printf(out, "%s", frames);
+}
+
 static void print_json(const replay_args_t *a, const ol_replay_result_t *r)
 {
   ol_buf_t out = {0};
@@ -170,7 +185,7 @@ static void print_json(const replay_args_t *a, const ol_replay_result_t *r)
                   o->event_index, o->line, o->size, o->recorded ? "true" : "false",
                   o->stats.allocated, o->stats.reserved, o->stats.free_reserved,
                   o->stats.largest_free_block, ol_oom_class_name(o->cause));
-    ol_oom_json(&out, &o->record, o->cause);
+    ol_oom_json(&out, &o->record, o->cause, name_site, r->sites);
     ol_buf_printf(&out, "}");
   }
   print_peak_sites(&out, r->sites);
@@ -202,7 +217,7 @@ static void print_oom(const ol_replay_result_t *r)
          bytes_text(o->stats.free_reserved, b4, sizeof b4),
          bytes_text(o->stats.largest_free_block, b5, sizeof b5));
   ol_buf_t why = {0};
-  ol_oom_explain(&why, &o->record, o->cause);
+  ol_oom_explain(&why, &o->record, o->cause, name_site, r->sites);
   if (!why.failed && why.data)
     printf("  why:            %s\n", why.data);
   ol_buf_free(&why);

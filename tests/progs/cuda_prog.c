@@ -305,6 +305,16 @@ static int smaller_device(void)
  * 32 MiB pieces and frees them; `keep` bytes a step are never freed (a
  * leak); steps grow by `grow` bytes of activations. Returns 0 once a
  * cudaMalloc fails with the out-of-memory error. */
+/* The leak's own call site (exported, not inlined, so dladdr names it; the
+ * volatile result keeps the call from becoming a jump that leaves no frame). */
+__attribute__((noinline)) cudaError_t cuda_prog_kept(void **p);
+
+cudaError_t cuda_prog_kept(void **p)
+{
+  volatile cudaError_t err = cudaMalloc(p, 32 * MiB);
+  return err;
+}
+
 static int train_until_oom(size_t persistent, size_t activations, size_t grow, size_t keep)
 {
   enum { PIECES = 256 };
@@ -324,7 +334,7 @@ static int train_until_oom(size_t persistent, size_t activations, size_t grow, s
     for (size_t i = 0; i < n; i++)
       CHECK(cudaFree(piece[i]) == cudaSuccess);
     for (size_t kept = 0; kept < keep; kept += 32 * MiB)
-      if (cudaMalloc(&p, 32 * MiB) == cudaErrorMemoryAllocation)
+      if (cuda_prog_kept(&p) == cudaErrorMemoryAllocation)
         return 0;
   }
   fprintf(stderr, "cuda_prog: never ran out\n");
