@@ -135,6 +135,7 @@ typedef struct ol_oom_record {
   int64_t growth;             /* persistent growth per iteration */
   uint64_t iterations;
   bool segments_only; /* we saw the framework's segments, not its tensors */
+  bool managed;       /* our pool served the tensors (manage mode, replay's oomlens) */
   /* Call sites (ids in the sites table of whoever filled the record), when
    * stacks or trace frames are known: the largest holders at the failure,
    * and the one whose memory grew most across iterations. */

@@ -137,9 +137,15 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
     break;
   case OL_OOM_fragmentation:
     ol_buf_printf(out, "%s is reserved but free, yet the largest free block is %s: the free "
-                  "memory is in pieces. Run under `oomlens run --manage`, or set "
-                  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb:128).",
+                  "memory is in pieces. ",
                   size_text(a, r->free_reserved), size_text(b, r->largest_free_block));
+    if (r->managed) /* our pool remaps whole 2 MiB chunks: live blocks pin theirs */
+      ol_buf_printf(out, "Small blocks that stay live pin the 2 MiB chunks around them: "
+                    "allocate long-lived tensors before the loop (or free them), and keep "
+                    "OOMLENS_MAX_SPLIT_SIZE low so large blocks are not carved up.");
+    else
+      ol_buf_printf(out, "Run under `oomlens run --manage`, or set "
+                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb:128).");
     break;
   case OL_OOM_leak:
     ol_buf_printf(out, "What outlives an iteration grew by %s per iteration (now %s): something "

@@ -70,6 +70,7 @@ void ol_oom_at_failure(int device, uint64_t request)
     return; /* nothing to compare with */
   ol_manage_free_blocks(device, &r.free_reserved, &r.largest_free_block);
   r.segments_only = sees_segments_only();
+  r.managed = ol_manage_on();
   ol_oom_class_t cause = ol_oom_classify(&r);
   ol_track_oom_diagnosis(device, &r, cause);
   if (atomic_fetch_add(&printed, 1) >= PARAGRAPHS_PRINTED)

@@ -136,6 +136,7 @@ static void diagnose(replay_t *r, ol_replay_oom_t *o)
     .growth = ol_phases_growth(&r->phases),
     .iterations = r->phases.iterations,
   };
+  o->record.managed = strcmp(r->ops->name, "oomlens") == 0;
   ol_oom_note_sites(&o->record, r->result->sites);
   o->cause = ol_oom_classify(&o->record);
 }

@@ -145,23 +145,25 @@ START_TEST(capacity_makes_the_device_smaller)
 END_TEST
 
 typedef struct {
-  const char *scenario, *external, *expected;
+  const char *scenario, *external, *expected, *mode;
 } class_case_t;
 
 /* Programs on the simulated CUDA that run out for a known reason; the
- * report must name it (fragmentation is covered by replay's traces). */
+ * report must name it (fragmentation in manage mode, where the pool's free
+ * blocks are known; replay's traces cover PyTorch's cache). */
 static const class_case_t live_classes[] = {
-  {"oom_persistent", "SIMCU_EXTERNAL=0", "persistent"},
-  {"oom_activations", "SIMCU_EXTERNAL=0", "activations"},
-  {"oom_leak", "SIMCU_EXTERNAL=0", "leak"},
-  {"oom_external", "SIMCU_EXTERNAL=700M", "external"},
+  {"oom_persistent", "SIMCU_EXTERNAL=0", "persistent", NULL},
+  {"oom_activations", "SIMCU_EXTERNAL=0", "activations", NULL},
+  {"oom_leak", "SIMCU_EXTERNAL=0", "leak", NULL},
+  {"oom_external", "SIMCU_EXTERNAL=700M", "external", NULL},
+  {"oom_fragmentation", "SIMCU_EXTERNAL=0", "fragmentation", "OOMLENS_MANAGE=1"},
 };
 
 START_TEST(live_oom_classes)
 {
   const class_case_t *c = &live_classes[_i];
   const char *env[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", c->external,
-                       NULL};
+                       c->mode, NULL};
   harness_run_t run;
   ol_json_t *r = run_scenario(c->scenario, env, &run);
   const char *got = ol_json_string(ol_json_path(r, DEV "oom.class"));

@@ -305,6 +305,25 @@ static int smaller_device(void)
  * 32 MiB pieces and frees them; `keep` bytes a step are never freed (a
  * leak); steps grow by `grow` bytes of activations. Returns 0 once a
  * cudaMalloc fails with the out-of-memory error. */
+/* Free memory in pieces: 1 MiB blocks fill the device, every other one is
+ * freed, and a 4 MiB request finds half the memory free but no 4 MiB run.
+ * Run in manage mode: each 2 MiB chunk keeps one live block, so even a pool
+ * that remaps whole chunks cannot join the halves. */
+static int fragment_until_oom(void)
+{
+  enum { MAX_BLOCKS = 4096 };
+  static void *block[MAX_BLOCKS];
+  int n = 0;
+  while (n < MAX_BLOCKS && cudaMalloc(&block[n], MiB) == cudaSuccess)
+    n++;
+  CHECK(n > 16 && n < MAX_BLOCKS);
+  for (int i = 0; i < n; i += 2)
+    CHECK(cudaFree(block[i]) == cudaSuccess);
+  void *big;
+  CHECK(cudaMalloc(&big, 4 * MiB) == cudaErrorMemoryAllocation);
+  return 0;
+}
+
 /* The leak's own call site (exported, not inlined, so dladdr names it; the
  * volatile result keeps the call from becoming a jump that leaves no frame). */
 __attribute__((noinline)) cudaError_t cuda_prog_kept(void **p);
@@ -427,6 +446,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "oom_persistent")) return train_until_oom((size_t)2 << 30, 0, 0, 0);
   if (!strcmp(s, "oom_activations")) return train_until_oom(256 * MiB, 256 * MiB, 128 * MiB, 0);
   if (!strcmp(s, "oom_leak")) return train_until_oom(128 * MiB, 256 * MiB, 0, 64 * MiB);
+  if (!strcmp(s, "oom_fragmentation")) return fragment_until_oom();
   if (!strcmp(s, "oom_external")) return train_until_oom(64 * MiB, 128 * MiB, 64 * MiB, 0);
   if (!strcmp(s, "pairs")) return pairs(argc > 2 ? argv[2] : NULL);
   fprintf(stderr, "cuda_prog: unknown scenario %s\n", s);
