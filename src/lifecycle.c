@@ -158,6 +158,7 @@ static void after_fork_in_child(void)
 {
   ol_track_unlock();
   ol_track_reset();
+  ol_metrics_forget();
   restore_default_signals();
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   start_lock = fresh;
@@ -176,6 +177,7 @@ static void start(void)
       pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0;
   if (ol_option_bool(OL_OPT_SIGNAL))
     install_report_signal();
+  ol_metrics_start();
   ol_log_verbose("observing CUDA allocations in pid %ld", (long)getpid());
   atomic_store(&state, ENABLED);
 }
@@ -202,6 +204,7 @@ void ol_lifecycle_at_exit(void)
   if (atomic_load(&state) != ENABLED)
     return;
   ol_report_wait(); /* a report begun on SIGUSR1 is never cut short */
+  ol_metrics_stop();
   if (!ol_track_seen_activity())
     return;
   if (ol_option_bool(OL_OPT_REPORT_AT_EXIT))

@@ -13,6 +13,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
+#define OL_REPORT_MINOR 1   /* fields added without breaking readers of OL_REPORT_FORMAT */
 #define OL_MAX_DEVICES 64
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
 
@@ -37,12 +38,16 @@ typedef enum ol_option {
   OL_OPT_CAPACITY,
   OL_OPT_STACKS,
   OL_OPT_STACK_DEPTH,
+  OL_OPT_METRICS,
+  OL_OPT_METRICS_INTERVAL,
   OL_OPT_COUNT
 } ol_option_t;
 
 bool ol_option_bool(ol_option_t opt);
 uint64_t ol_option_size(ol_option_t opt);
 const char *ol_option_text(ol_option_t opt);
+uint64_t ol_option_millis(ol_option_t opt); /* durations */
+bool ol_parse_seconds(const char *text, uint64_t *millis);
 void ol_options_reload(void); /* tests and the fork child */
 void ol_options_print(FILE *out);
 bool ol_options_defaults_valid(void);
@@ -206,6 +211,8 @@ typedef struct ol_device_stats {
   ol_oom_record_t last_oom; /* the diagnosis of the last out-of-memory */
   ol_oom_class_t last_oom_class;
   int64_t mem_free, mem_total; /* last cuMemGetInfo answer seen, 0 if none */
+  int64_t ooms_by_class[OL_OOM_CLASS_COUNT]; /* diagnosed out-of-memory errors */
+  double first_oom_unix, last_oom_unix;      /* wall clock of the OOMs, 0 if none */
 } ol_device_stats_t;
 
 void ol_stat_update(ol_stat_t *stat, int64_t delta);
@@ -353,5 +360,46 @@ const char *ol_rank_text(void);
 int ol_expand_path(const char *pattern, long pid, const char *rank, char *out, size_t cap);
 int ol_json_path_for(const char *text_path, char *out, size_t cap);
 int ol_write_file_atomic(const char *path, const char *data, size_t len);
+int ol_write_file_atomic_quiet(const char *path, const char *data, size_t len); /* 0 or errno */
+
+/* ---- timeline.c: memory over time, bounded ---------------------------- */
+#define OL_TIMELINE_POINTS 1024
+#define OL_TIMELINE_OOMS 16
+#define OL_TIMELINE_FIRST_WIDTH_NS 1000u /* doubles as the job goes on */
+
+typedef struct ol_timeline_oom {
+  uint64_t t_ns;
+  int64_t request;
+} ol_timeline_oom_t;
+
+typedef struct ol_timeline {
+  uint64_t start_ns;  /* monotonic clock at the first point */
+  double start_unix;  /* wall clock then */
+  uint64_t width_ns;  /* each point covers this long */
+  uint32_t count;     /* points in use */
+  uint32_t oom_count; /* out-of-memory errors seen (ooms[] keeps the first, and the last) */
+  int64_t allocated_now, reserved_now;
+  int64_t peak_allocated, peak_reserved;
+  uint64_t peak_allocated_ns, peak_reserved_ns;
+  int64_t allocated[OL_TIMELINE_POINTS]; /* highest in each point's span */
+  int64_t reserved[OL_TIMELINE_POINTS];
+  ol_timeline_oom_t ooms[OL_TIMELINE_OOMS];
+} ol_timeline_t;
+
+void ol_timeline_init(ol_timeline_t *tl, uint64_t now_ns, double now_unix);
+void ol_timeline_note(ol_timeline_t *tl, uint64_t t_ns, int64_t allocated, int64_t reserved);
+void ol_timeline_oom(ol_timeline_t *tl, uint64_t t_ns, int64_t request);
+double ol_timeline_seconds(const ol_timeline_t *tl, uint64_t t_ns); /* since the start */
+void ol_timeline_json(ol_buf_t *out, const ol_timeline_t *tl);
+/* tracker.c: a copy of the device's timeline; false if it has none. */
+bool ol_track_timeline(int device, ol_timeline_t *out);
+
+/* ---- metrics.c: OOMLENS_METRICS, a Prometheus textfile kept current ---- */
+void ol_metrics_start(void);       /* at start, when OOMLENS_METRICS is set */
+void ol_metrics_stop(void);        /* at exit: the final write */
+void ol_metrics_forget(void);      /* a forked child: no thread, nothing held */
+void ol_metrics_text(ol_buf_t *out, const ol_snapshot_t *snap, long pid, const char *rank);
+int ol_metrics_path_for(const char *pattern, long pid, const char *rank, bool child, char *out,
+                        size_t cap);
 
 #endif

@@ -259,6 +259,29 @@ static void json_pools(ol_buf_t *out, const char *name, const ol_stat_t stat[])
   ol_buf_printf(out, "},\n");
 }
 
+/* Format 1.1: when each device ran out (wall clock, for `oomlens merge`:
+ * which rank ran out first), and how many OOMs of each class. */
+static void json_oom_times(ol_buf_t *out, const ol_device_stats_t *dev)
+{
+  ol_buf_printf(out, ",\n      \"first_oom_time_unix\": %.6f,\n      \"last_oom_time_unix\": %.6f,"
+                "\n      \"ooms_by_class\": {", dev->first_oom_unix, dev->last_oom_unix);
+  for (int c = 0; c < OL_OOM_CLASS_COUNT; c++)
+    ol_buf_printf(out, "%s\"%s\": %lld", c ? ", " : "", ol_oom_class_name((ol_oom_class_t)c),
+                  (long long)dev->ooms_by_class[c]);
+  ol_buf_printf(out, "}");
+}
+
+/* Format 1.1: the device's memory over time (timeline.c). */
+static void json_timeline(ol_buf_t *out, int device)
+{
+  ol_timeline_t *tl = malloc(sizeof *tl);
+  if (tl && ol_track_timeline(device, tl)) {
+    ol_buf_printf(out, ",\n      \"timeline\": ");
+    ol_timeline_json(out, tl);
+  }
+  free(tl);
+}
+
 static void json_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
 {
   ol_buf_printf(out, "    {\n      \"device\": %d,\n      \"stats\": {\n", device);
@@ -298,14 +321,16 @@ static void json_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
     ol_oom_json(out, &dev->last_oom, dev->last_oom_class);
   else
     ol_buf_printf(out, "null");
+  json_oom_times(out, dev);
+  json_timeline(out, device);
   ol_track_sites(device, visit_json, out);
   ol_buf_printf(out, "\n    }");
 }
 
 void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx)
 {
-  ol_buf_printf(out, "{\n  \"oomlens_report\": %d,\n  \"version\": \"%s\",\n", OL_REPORT_FORMAT,
-                OL_VERSION_TEXT);
+  ol_buf_printf(out, "{\n  \"oomlens_report\": %d,\n  \"oomlens_report_minor\": %d,\n"
+                "  \"version\": \"%s\",\n", OL_REPORT_FORMAT, OL_REPORT_MINOR, OL_VERSION_TEXT);
   ol_buf_printf(out, "  \"mode\": \"%s\",\n  \"reason\": ", ol_manage_on() ? "manage" : "observe");
   ol_buf_json_string(out, ctx->reason);
   ol_buf_printf(out, ",\n  \"pid\": %ld,\n  \"rank\": ", ctx->pid);
