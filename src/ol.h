@@ -138,6 +138,7 @@ typedef struct ol_oom_record {
 
 ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r);
 const char *ol_oom_class_name(ol_oom_class_t c);
+const char *ol_oom_class_meaning(ol_oom_class_t c);
 void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c);
 void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c);
 
@@ -351,6 +352,17 @@ typedef struct ol_report_context {
 
 void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx);
 void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx);
+#define OL_REPORT_SITES_SHOWN 5  /* call sites in each list of the text report */
+#define OL_REPORT_FRAMES_SHOWN 6 /* frames of each */
+/* The text report's pieces, for `oomlens report` to print a JSON report
+ * back exactly as the library wrote it. */
+void ol_report_text_header(ol_buf_t *out, const ol_report_context_t *ctx, const char *version,
+                           const char *mode, bool tracking_failed, int device_count);
+void ol_report_text_device(ol_buf_t *out, int device, const ol_device_stats_t *dev);
+void ol_report_text_origins(ol_buf_t *out, const ol_device_stats_t *dev);
+void ol_report_text_sites_title(ol_buf_t *out, bool by_total);
+void ol_report_text_site_figures(ol_buf_t *out, int64_t bytes, int64_t allocations);
+void ol_report_text_calls(ol_buf_t *out, const ol_device_stats_t *dev);
 void ol_format_bytes(char *out, size_t cap, int64_t bytes);
 int ol_report_write_all(const char *reason); /* 0 when every file was written */
 void ol_report_wait(void);                   /* until no report is being written */
