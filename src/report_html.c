@@ -150,23 +150,25 @@ static void axes(ol_buf_t *out, double top, double ystep, double span)
                 CL, CT + PH, CL + PW, CT + PH);
 }
 
-/* A step line through the points' highest values. */
-static void steps(ol_buf_t *out, const int64_t *v, uint32_t n, double top, double dt, double span)
+/* A step line through the points' highest values; first is "M" to start
+ * a path, "L" to go on with one. */
+static void steps(ol_buf_t *out, const char *first, const int64_t *v, uint32_t n, double top,
+                  double dt, double span)
 {
   for (uint32_t i = 0; i < n; i++)
-    ol_buf_printf(out, "%s%.1f,%.1f L%.1f,%.1f", i ? " L" : "M", x_at(i * dt, span),
+    ol_buf_printf(out, "%s%.1f,%.1f L%.1f,%.1f", i ? " L" : first, x_at(i * dt, span),
                   y_at(v[i], top), x_at((i + 1) * dt, span), y_at(v[i], top));
 }
 
 static void series(ol_buf_t *out, const ol_timeline_t *tl, double top, double dt, double span)
 {
-  ol_buf_printf(out, "<path class=\"reserved\" fill=\"#c6dbef\" stroke=\"#6baed6\" d=\"M%.1f,%.1f L",
+  ol_buf_printf(out, "<path class=\"reserved\" fill=\"#c6dbef\" stroke=\"#6baed6\" d=\"M%.1f,%.1f ",
                 CL, CT + PH);
-  steps(out, tl->reserved, tl->count, top, dt, span);
+  steps(out, "L", tl->reserved, tl->count, top, dt, span);
   ol_buf_printf(out, " L%.1f,%.1f Z\"/>\n", x_at(tl->count * dt, span), CT + PH);
   ol_buf_printf(out, "<path class=\"allocated\" fill=\"none\" stroke=\"#08519c\" "
                 "stroke-width=\"2\" d=\"");
-  steps(out, tl->allocated, tl->count, top, dt, span);
+  steps(out, "M", tl->allocated, tl->count, top, dt, span);
   ol_buf_printf(out, "\"/>\n");
 }
 
@@ -234,7 +236,7 @@ static void chart(ol_buf_t *out, const ol_view_device_t *d, int index)
   ol_buf_printf(out, "</svg>\n");
   chart_data(out, tl, index, dt);
   char width[32];
-  time_text(width, sizeof width, dt, dt * 1.5);
+  time_text(width, sizeof width, dt, dt * 10);
   ol_buf_printf(out, "<p class=\"muted\">%" PRIu32 " points of %s each, each the highest "
                 "value in its span; hover for the figures.</p>\n", tl->count, width);
 }
@@ -267,7 +269,7 @@ static void oom_row(ol_buf_t *out, const char *what, int64_t bytes)
                 bytes >= 0 ? bytes_text(b, bytes) : "unknown");
 }
 
-static void oom_section(ol_buf_t *out, const ol_view_device_t *d)
+static void oom_section(ol_buf_t *out, const ol_view_device_t *d, bool view_is_trace)
 {
   const ol_device_stats_t *s = &d->stats;
   if (s->num_ooms == 0)
@@ -275,9 +277,12 @@ static void oom_section(ol_buf_t *out, const ol_view_device_t *d)
   char b[32];
   ol_buf_printf(out, "<h3>Why it ran out</h3>\n<div class=\"oom\">\n");
   if (!d->diagnosed) {
-    ol_buf_printf(out, "<p>%lld out-of-memory errors; the last asked for %s. No diagnosis was "
-                  "recorded (the device's capacity was unknown).</p></div>\n",
-                  (long long)s->num_ooms, bytes_text(b, s->last_oom_request));
+    ol_buf_printf(out, "<p>%lld out-of-memory error(s); the last asked for %s. %s</p></div>\n",
+                  (long long)s->num_ooms, bytes_text(b, s->last_oom_request),
+                  view_is_trace ? "A trace records the request, not the device: "
+                  "<code>oomlens replay TRACE --capacity SIZE</code> diagnoses it on a device "
+                  "of the size it ran on." : "No diagnosis was recorded (the device&#39;s "
+                  "capacity was unknown).");
     return;
   }
   const ol_oom_record_t *r = &s->last_oom;
@@ -321,6 +326,8 @@ static void site_cell(ol_buf_t *out, const ol_json_t *frames)
 {
   ol_buf_printf(out, "<td class=\"site\">");
   size_t n = ol_json_length(frames);
+  if (n == 0)
+    ol_buf_printf(out, "<span class=\"more\">(no frames recorded)</span>");
   for (size_t f = 0; f < n && f < OL_REPORT_FRAMES_SHOWN; f++) {
     ol_buf_printf(out, f ? "<br><span class=\"more\">&larr; " : "<b>");
     esc(out, ol_json_string(ol_json_at(frames, f)));
@@ -388,12 +395,12 @@ static void summary_table(ol_buf_t *out, const ol_device_stats_t *s)
   ol_buf_printf(out, "</table>\n");
 }
 
-static void device_section(ol_buf_t *out, const ol_view_device_t *d, int index)
+static void device_section(ol_buf_t *out, const ol_view_device_t *d, int index, bool is_trace)
 {
   ol_buf_printf(out, "<section class=\"device\">\n<h2>Device %d</h2>\n", d->device);
   cards(out, d);
   chart(out, d, index);
-  oom_section(out, d);
+  oom_section(out, d, is_trace);
   sites_section(out, d);
   summary_table(out, &d->stats);
   ol_buf_printf(out, "</section>\n");
@@ -437,13 +444,14 @@ static void page_header(ol_buf_t *out, const ol_view_t *v)
     esc(out, v->mode);
     ol_buf_printf(out, " mode, oomlens ");
     esc(out, v->version);
+    ol_buf_printf(out, "</p>\n<p>command: <code>");
+    esc(out, v->command);
+    ol_buf_printf(out, "</code></p></header>\n");
   } else {
-    ol_buf_printf(out, "from the trace ");
+    ol_buf_printf(out, "the recorded trace ");
     esc(out, v->source);
+    ol_buf_printf(out, " (tensors: allocated; PyTorch&#39;s segments: reserved)</p></header>\n");
   }
-  ol_buf_printf(out, "</p>\n<p>command: <code>");
-  esc(out, v->command);
-  ol_buf_printf(out, "</code></p></header>\n");
 }
 
 void ol_view_html(ol_buf_t *out, const ol_view_t *v)
@@ -463,7 +471,7 @@ void ol_view_html(ol_buf_t *out, const ol_view_t *v)
   if (v->device_count == 0)
     ol_buf_printf(out, "<p>No device memory was allocated through CUDA in this process.</p>\n");
   for (int d = 0; d < v->device_count; d++)
-    device_section(out, &v->devices[d], d);
+    device_section(out, &v->devices[d], d, v->root == NULL);
   ol_buf_printf(out, "</main>\n<footer>Written by oomlens %s from ", OL_VERSION_TEXT);
   esc(out, v->source);
   ol_buf_printf(out, ". Self-contained: nothing is loaded from the network.</footer>\n%s"

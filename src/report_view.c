@@ -7,6 +7,7 @@
  * with a message naming it. */
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 #include "report_view.h"
 #include "trace_csv.h"
@@ -199,22 +200,80 @@ int ol_view_load_json(ol_view_t *v, const char *path, char *err, size_t cap)
 
 /* ---- a trace ----------------------------------------------------------- */
 
+/* A live tensor of the trace: its call site (the frames string). */
+typedef struct live {
+  uint64_t addr;
+  int32_t site;
+  UT_hash_handle hh;
+} live_t;
+
+typedef struct trace_state {
+  ol_view_device_t *dev;
+  bool started;
+  ol_sites_t *sites; /* NULL: no call sites (out of host memory) */
+  live_t *live;
+  bool peak_pending; /* a new peak was reached and not yet marked */
+} trace_state_t;
+
+/* Who holds the peak is marked lazily, at the first free after a new peak
+ * (or at the end): once per rise, not once per allocation of the rise. */
+static void settle_peak(trace_state_t *st)
+{
+  if (st->peak_pending && st->sites)
+    ol_sites_mark_peak(st->sites);
+  st->peak_pending = false;
+}
+
+static void site_alloc(trace_state_t *st, const ol_trace_event_t *e)
+{
+  const ol_stat_t *a = &st->dev->stats.allocated_bytes[OL_POOL_ALL];
+  if (a->current == a->peak)
+    st->peak_pending = true;
+  if (!st->sites)
+    return;
+  live_t *rec = malloc(sizeof *rec);
+  int32_t site = ol_sites_intern(st->sites, e->frames ? e->frames : "", e->frames_len);
+  if (!rec || site < 0) {
+    free(rec);
+    return;
+  }
+  rec->addr = e->addr;
+  rec->site = site;
+  HASH_ADD(hh, st->live, addr, sizeof rec->addr, rec);
+  ol_sites_add(st->sites, site, (int64_t)e->size);
+}
+
+static void site_free(trace_state_t *st, const ol_trace_event_t *e)
+{
+  settle_peak(st);
+  live_t *rec;
+  HASH_FIND(hh, st->live, &e->addr, sizeof e->addr, rec);
+  if (!rec)
+    return;
+  HASH_DELETE(hh, st->live, rec);
+  ol_sites_add(st->sites, rec->site, -(int64_t)e->size);
+  free(rec);
+}
+
 /* Tensor events drive allocated memory; segment events (PyTorch's cache
  * asking cudaMalloc) drive reserved memory, as they did in the job. */
-static void trace_event(ol_view_device_t *d, const ol_trace_event_t *e, bool *started)
+static void trace_event(trace_state_t *st, const ol_trace_event_t *e)
 {
+  ol_view_device_t *d = st->dev;
   ol_device_stats_t *s = &d->stats;
   uint64_t t = e->time_us * 1000;
-  if (!*started) {
+  if (!st->started) {
     ol_timeline_init(&d->timeline, t, 0);
-    *started = true;
+    st->started = true;
   }
   switch (e->action) {
   case OL_TRACE_ALLOC:
     ol_stats_pool_update(s->allocated_bytes, e->size, (int64_t)e->size);
     ol_stats_pool_update(s->allocation, e->size, 1);
+    site_alloc(st, e);
     break;
   case OL_TRACE_FREE_COMPLETED:
+    site_free(st, e);
     ol_stats_pool_update(s->allocated_bytes, e->size, -(int64_t)e->size);
     ol_stats_pool_update(s->allocation, e->size, -1);
     break;
@@ -240,6 +299,63 @@ static void trace_event(ol_view_device_t *d, const ol_trace_event_t *e, bool *st
                    s->reserved_bytes[OL_POOL_ALL].current);
 }
 
+/* One site of the list, shaped as the JSON report's: frames split at ';'. */
+static void site_json(ol_buf_t *out, const ol_sites_t *sites, int32_t id, int64_t bytes)
+{
+  ol_buf_printf(out, "{\"bytes\": %lld, \"allocations\": %lld, \"frames\": [", (long long)bytes,
+                (long long)ol_sites_figures(sites, id)->allocations);
+  size_t len;
+  const char *key = ol_sites_key_bytes(sites, id, &len), *end = key + len;
+  for (const char *c = key; c < end;) {
+    const char *semi = memchr(c, ';', (size_t)(end - c));
+    size_t n = semi ? (size_t)(semi - c) : (size_t)(end - c);
+    char frame[512];
+    snprintf(frame, sizeof frame, "%.*s", (int)(n < sizeof frame ? n : sizeof frame - 1), c);
+    ol_buf_printf(out, "%s", c == key ? "" : ", ");
+    ol_buf_json_string(out, frame);
+    c += n + (semi != NULL);
+  }
+  ol_buf_printf(out, "]}");
+}
+
+static void sites_json(ol_buf_t *out, const ol_sites_t *sites, ol_site_order_t order)
+{
+  int32_t top[OL_REPORT_SITES_SHOWN * 4];
+  size_t n = ol_sites_top(sites, order, top, OL_REPORT_SITES_SHOWN * 4);
+  ol_buf_printf(out, "[");
+  for (size_t i = 0; i < n; i++) {
+    const ol_site_figures_t *f = ol_sites_figures(sites, top[i]);
+    ol_buf_printf(out, "%s", i ? ", " : "");
+    site_json(out, sites, top[i], order == OL_SITES_BY_TOTAL ? f->total : f->at_peak);
+  }
+  ol_buf_printf(out, "]");
+}
+
+/* The trace's sites as a small JSON tree, so the text and the page read
+ * them as they read a report's. */
+static void trace_sites(ol_view_t *v, trace_state_t *st)
+{
+  settle_peak(st);
+  live_t *rec, *tmp;
+  HASH_ITER(hh, st->live, rec, tmp) {
+    HASH_DELETE(hh, st->live, rec);
+    free(rec);
+  }
+  if (!st->sites || ol_sites_count(st->sites) == 0)
+    return;
+  ol_buf_t text = {0};
+  ol_buf_printf(&text, "{\"at_peak\": ");
+  sites_json(&text, st->sites, OL_SITES_BY_AT_PEAK);
+  ol_buf_printf(&text, ", \"by_total\": ");
+  sites_json(&text, st->sites, OL_SITES_BY_TOTAL);
+  ol_buf_printf(&text, "}");
+  if (!text.failed)
+    v->trace_sites = ol_json_parse(text.data, text.len, NULL, 0);
+  ol_buf_free(&text);
+  v->devices[0].at_peak = ol_json_get(v->trace_sites, "at_peak");
+  v->devices[0].by_total = ol_json_get(v->trace_sites, "by_total");
+}
+
 int ol_view_load_trace(ol_view_t *v, const char *path, char *err, size_t cap)
 {
   memset(v, 0, sizeof *v);
@@ -261,16 +377,18 @@ int ol_view_load_trace(ol_view_t *v, const char *path, char *err, size_t cap)
   v->command = path;
   v->source = path;
   ol_trace_event_t e;
-  bool started = false;
+  trace_state_t st = {.dev = &v->devices[0], .sites = ol_sites_new()};
   int got;
   while ((got = ol_trace_next(trace, &e, err, cap)) == 1)
-    trace_event(&v->devices[0], &e, &started);
+    trace_event(&st, &e);
   ol_trace_close(trace);
+  trace_sites(v, &st);
+  ol_sites_free(st.sites);
   if (got < 0) {
     ol_view_free(v);
     return -1;
   }
-  v->devices[0].has_timeline = started;
+  v->devices[0].has_timeline = st.started;
   return 0;
 }
 
@@ -289,19 +407,22 @@ int ol_view_load(ol_view_t *v, const char *path, char *err, size_t cap)
 void ol_view_free(ol_view_t *v)
 {
   ol_json_free(v->root);
+  ol_json_free(v->trace_sites);
   free(v->devices);
   memset(v, 0, sizeof *v);
 }
 
 /* ---- the text report ---------------------------------------------------- */
 
-static void text_sites(ol_buf_t *out, const ol_json_t *sites, bool by_total)
+static void text_sites(ol_buf_t *out, const ol_json_t *sites, bool by_total, bool v_is_report)
 {
   ol_report_text_sites_title(out, by_total);
   for (size_t i = 0; i < ol_json_length(sites) && i < OL_REPORT_SITES_SHOWN; i++) {
     const ol_json_t *site = ol_json_at(sites, i);
     ol_report_text_site_figures(out, int_at(site, "bytes"), int_at(site, "allocations"));
     const ol_json_t *frames = ol_json_get(site, "frames");
+    if (ol_json_length(frames) == 0 && !v_is_report)
+      ol_buf_printf(out, "(no frames recorded)");
     for (size_t f = 0; f < ol_json_length(frames) && f < OL_REPORT_FRAMES_SHOWN; f++) {
       const char *where = ol_json_string(ol_json_at(frames, f));
       ol_buf_printf(out, "%s%s", f ? " < " : "", where ? where : "?");
@@ -310,10 +431,26 @@ static void text_sites(ol_buf_t *out, const ol_json_t *sites, bool by_total)
   }
 }
 
+static void trace_header(ol_buf_t *out, const ol_view_t *v)
+{
+  const ol_view_device_t *d = &v->devices[0];
+  char a[32], r[32];
+  ol_format_bytes(a, sizeof a, d->stats.allocated_bytes[OL_POOL_ALL].peak);
+  ol_format_bytes(r, sizeof r, d->stats.reserved_bytes[OL_POOL_ALL].peak);
+  ol_buf_printf(out, "oomlens %s: the recorded trace %s\n", OL_VERSION_TEXT, v->source);
+  ol_buf_printf(out, "peak allocated %s (tensors), peak reserved %s (PyTorch's segments), "
+                "%lld out-of-memory event(s) over %.3f s\n", a, r,
+                (long long)d->stats.num_ooms,
+                d->has_timeline ? d->timeline.count * (double)d->timeline.width_ns / 1e9 : 0.0);
+}
+
 void ol_view_text(ol_buf_t *out, const ol_view_t *v)
 {
   ol_report_context_t ctx = {v->reason, v->pid, v->rank, v->command, v->time_unix};
-  ol_report_text_header(out, &ctx, v->version, v->mode, v->tracking_failed, v->device_count);
+  if (v->root)
+    ol_report_text_header(out, &ctx, v->version, v->mode, v->tracking_failed, v->device_count);
+  else
+    trace_header(out, v);
   for (int d = 0; d < v->device_count; d++) {
     const ol_view_device_t *dev = &v->devices[d];
     ol_device_stats_t stats = dev->stats;
@@ -323,8 +460,8 @@ void ol_view_text(ol_buf_t *out, const ol_view_t *v)
     ol_report_text_device(out, dev->device, &stats);
     ol_report_text_origins(out, &stats);
     if (dev->at_peak) {
-      text_sites(out, dev->at_peak, false);
-      text_sites(out, dev->by_total, true);
+      text_sites(out, dev->at_peak, false, v->root != NULL);
+      text_sites(out, dev->by_total, true, v->root != NULL);
     }
     ol_report_text_calls(out, &stats);
   }

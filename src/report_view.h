@@ -28,6 +28,7 @@ typedef struct ol_view_device {
 
 typedef struct ol_view {
   ol_json_t *root; /* NULL for a trace */
+  ol_json_t *trace_sites; /* a trace's call sites, in the JSON report's shape */
   int format, minor;
   const char *version, *mode, *reason, *rank, *command, *source;
   long pid;
