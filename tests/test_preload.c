@@ -574,6 +574,33 @@ START_TEST(timeline_in_the_report)
 }
 END_TEST
 
+/* `oomlens report r.json` prints what the library wrote to r.txt, byte for
+ * byte: call sites, the OOM paragraph and all. */
+static void same_text_back(const char *scenario, const char *const env[])
+{
+  harness_run_t run, back;
+  ol_json_free(run_scenario(scenario, env, &run));
+  char json[PATH_MAX + 32], txt[PATH_MAX + 32];
+  snprintf(json, sizeof json, "%s/r-%ld.json", harness_dir(), (long)run.pid);
+  snprintf(txt, sizeof txt, "%s/r-%ld.txt", harness_dir(), (long)run.pid);
+  const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "report", json, NULL};
+  harness_exec(&back, false, NULL, argv);
+  ck_assert_int_eq(back.status, 0);
+  const char *written = read_text(txt);
+  ck_assert_uint_lt(strlen(written), sizeof back.out - 1); /* the whole of it was compared */
+  ck_assert_str_eq(back.out, written);
+}
+
+START_TEST(report_command_prints_the_text_back)
+{
+  const char *sites[] = {"OOMLENS_STACKS=1", NULL};
+  same_text_back("two_sites", sites);
+  const char *oom[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+                       "SIMCU_EXTERNAL=0", NULL};
+  same_text_back("oom_activations", oom);
+}
+END_TEST
+
 static Suite *preload_suite(void)
 {
   Suite *s = suite_create("preload");
@@ -591,6 +618,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);
   tcase_add_test(paths, timeline_in_the_report);
+  tcase_add_test(paths, report_command_prints_the_text_back);
   suite_add_tcase(s, paths);
   TCase *metrics = tcase_create("metrics");
   tcase_add_checked_fixture(metrics, harness_setup, harness_teardown);
