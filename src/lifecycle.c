@@ -62,6 +62,7 @@ static void on_report_signal(int sig)
  * signal's own default action, so the job ends exactly as it would have. */
 static void end_with(int sig)
 {
+  ol_metrics_stop(); /* the metrics file's last figures too */
   ol_report_write_all(sig == SIGTERM ? "SIGTERM" : "SIGINT");
   signal(sig, SIG_DFL);
   kill(getpid(), sig);

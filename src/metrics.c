@@ -1,7 +1,8 @@
 /* metrics.c: OOMLENS_METRICS, a Prometheus text file kept current.
  *
  * A thread of ours (every signal blocked) rewrites the file every
- * OOMLENS_METRICS_INTERVAL seconds, and once more at exit, in the text
+ * OOMLENS_METRICS_INTERVAL seconds, and once more at exit (or before a
+ * SIGTERM/SIGINT of ours ends the job), in the text
  * format node exporter's textfile collector reads: each family's # HELP
  * and # TYPE once, then its samples together, one series per label set, no
  * timestamps (the collector rejects a file that has them), a final newline.
@@ -168,11 +169,14 @@ static void *metrics_main(void *arg)
   (void)arg;
   uint64_t interval = ol_option_millis(OL_OPT_METRICS_INTERVAL);
   pthread_mutex_lock(&state_lock);
-  while (!stopping) {
-    write_now();
+  for (;;) {
+    /* The first write after one interval: at start there is nothing to say. */
     struct timespec next = after_ms(CLOCK_MONOTONIC, interval);
     while (!stopping && pthread_cond_timedwait(&wake, &state_lock, &next) != ETIMEDOUT)
       ;
+    if (stopping)
+      break;
+    write_now();
   }
   pthread_mutex_unlock(&state_lock);
   return NULL;

@@ -221,8 +221,8 @@ const char *ol_option_text(ol_option_t opt)
 void ol_options_print(FILE *out)
 {
   for (int i = 0; i < OL_OPT_COUNT; i++)
-    fprintf(out, "  %-24s default %-16s %s\n", options[i].name, options[i].default_text,
-            options[i].help);
+    fprintf(out, "  %-24s default %-16s %s\n", options[i].name,
+            *options[i].default_text ? options[i].default_text : "(empty)", options[i].help);
 }
 
 bool ol_options_defaults_valid(void)

@@ -542,6 +542,29 @@ START_TEST(metrics_oom_classes_and_fork)
 }
 END_TEST
 
+/* A job ended by SIGTERM: the file gets its last figures before the job
+ * goes (the interval is far longer than the job: only that write can
+ * have put them there). */
+START_TEST(metrics_written_before_sigterm)
+{
+  char env_metrics[PATH_MAX + 64], path[PATH_MAX + 32];
+  snprintf(env_metrics, sizeof env_metrics, "OOMLENS_METRICS=%s/m.prom", harness_dir());
+  const char *env[] = {env_metrics, "OOMLENS_METRICS_INTERVAL=600", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "sigterm", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_msg(run.status == 128 + SIGTERM, "exit %d:\n%s", run.status, run.out);
+  snprintf(path, sizeof path, "%s/m.prom", harness_dir());
+  ck_assert_int_eq(access(path, F_OK), 0);
+  const char *text = read_text(path);
+  prom_check(text);
+  char series[160];
+  snprintf(series, sizeof series,
+           "oomlens_allocated_bytes{pid=\"%ld\",rank=\"0\",device=\"0\"} ", (long)run.pid);
+  ck_assert_int_eq((int64_t)prom_value(text, series), 7 * MiB);
+}
+END_TEST
+
 /* The report's timeline: its peak is the counters' peak to the byte, and
  * the OOM is on it with its wall-clock time. */
 START_TEST(timeline_in_the_report)
@@ -625,6 +648,7 @@ static Suite *preload_suite(void)
   tcase_set_timeout(metrics, 60);
   tcase_add_test(metrics, metrics_file_kept_current);
   tcase_add_test(metrics, metrics_oom_classes_and_fork);
+  tcase_add_test(metrics, metrics_written_before_sigterm);
   suite_add_tcase(s, metrics);
   TCase *life = tcase_create("lifecycle");
   tcase_add_checked_fixture(life, harness_setup, harness_teardown);
