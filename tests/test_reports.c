@@ -448,6 +448,39 @@ START_TEST(page_renders_in_chromium)
 }
 END_TEST
 
+/* The hover read-out: a mouse move over the middle of the chart shows that
+ * point's figures (a probe script appended to the page moves the mouse and
+ * leaves only the read-out in the DOM Chromium dumps). */
+START_TEST(hover_reads_out_a_point)
+{
+  char html[PATH_MAX + 32], url[PATH_MAX + 64], profile[PATH_MAX + 64];
+  char *page = html_of("rank1.json", "hover.html");
+  snprintf(html, sizeof html, "%s/hover.html", harness_dir());
+  FILE *f = fopen(html, "w");
+  ck_assert_ptr_nonnull(f);
+  char *end = strstr(page, "</body>");
+  ck_assert_ptr_nonnull(end);
+  fprintf(f, "%.*s<script>var s=document.querySelector('svg.chart'),b=s.getBoundingClientRect();"
+          "s.dispatchEvent(new MouseEvent('mousemove',{clientX:b.left+b.width/2,clientY:b.top+9}));"
+          "document.body.textContent='TIP['+s.querySelector('.tip').textContent+']';</script>"
+          "</body></html>\n", (int)(end - page), page);
+  fclose(f);
+  free(page);
+  snprintf(url, sizeof url, "file://%s", html);
+  snprintf(profile, sizeof profile, "--user-data-dir=%s/profile", harness_dir());
+  const char *argv[] = {chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                        "--no-first-run", profile, "--window-size=1000,800", "--dump-dom", url,
+                        NULL};
+  harness_run_t run;
+  harness_exec(&run, false, NULL, argv);
+  ck_assert_msg(run.status == 0, "chromium exit %d:\n%s", run.status, run.out);
+  const char *tip = strstr(run.out, "TIP[");
+  ck_assert_msg(tip, "%s", run.out);
+  ck_assert_msg(strstr(tip, " s: allocated ") && strstr(tip, "iB, reserved ") &&
+                  !strstr(tip, "TIP[]"), "%s", tip);
+}
+END_TEST
+
 static Suite *reports_suite(void)
 {
   Suite *s = suite_create("reports");
@@ -473,6 +506,7 @@ static Suite *reports_suite(void)
   tcase_add_checked_fixture(browser, harness_setup, harness_teardown);
   tcase_set_timeout(browser, 120);
   tcase_add_test(browser, page_renders_in_chromium);
+  tcase_add_test(browser, hover_reads_out_a_point);
   suite_add_tcase(s, browser);
   return s;
 }
