@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 packages="gcc meson ninja-build pkg-config libunwind-dev uthash-dev check zlib1g-dev python3
   valgrind"
+# Headless Chromium renders `oomlens report --html` pages in the tests.
+packages="$packages chromium"
 missing=""
 for p in $packages; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -13,6 +13,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
+#define OL_REPORT_MINOR 1   /* fields added without breaking readers of OL_REPORT_FORMAT */
 #define OL_MAX_DEVICES 64
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
 
@@ -37,12 +38,16 @@ typedef enum ol_option {
   OL_OPT_CAPACITY,
   OL_OPT_STACKS,
   OL_OPT_STACK_DEPTH,
+  OL_OPT_METRICS,
+  OL_OPT_METRICS_INTERVAL,
   OL_OPT_COUNT
 } ol_option_t;
 
 bool ol_option_bool(ol_option_t opt);
 uint64_t ol_option_size(ol_option_t opt);
 const char *ol_option_text(ol_option_t opt);
+uint64_t ol_option_millis(ol_option_t opt); /* durations */
+bool ol_parse_seconds(const char *text, uint64_t *millis);
 void ol_options_reload(void); /* tests and the fork child */
 void ol_options_print(FILE *out);
 bool ol_options_defaults_valid(void);
@@ -149,6 +154,7 @@ typedef void (*ol_site_namer_t)(ol_buf_t *out, int32_t id, bool json, void *arg)
 
 ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r);
 const char *ol_oom_class_name(ol_oom_class_t c);
+const char *ol_oom_class_meaning(ol_oom_class_t c);
 void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c, ol_site_namer_t namer,
                     void *arg); /* namer NULL: no sites named */
 void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c, ol_site_namer_t namer,
@@ -226,6 +232,8 @@ typedef struct ol_device_stats {
   ol_oom_record_t last_oom; /* the diagnosis of the last out-of-memory */
   ol_oom_class_t last_oom_class;
   int64_t mem_free, mem_total; /* last cuMemGetInfo answer seen, 0 if none */
+  int64_t ooms_by_class[OL_OOM_CLASS_COUNT]; /* diagnosed out-of-memory errors */
+  double first_oom_unix, last_oom_unix;      /* wall clock of the OOMs, 0 if none */
 } ol_device_stats_t;
 
 void ol_stat_update(ol_stat_t *stat, int64_t delta);
@@ -375,6 +383,19 @@ void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_co
 void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx);
 /* A native site named by its frames (an ol_site_namer_t; arg: the sites table). */
 void ol_report_site_name(ol_buf_t *out, int32_t id, bool json, void *sites);
+#define OL_REPORT_SITES_SHOWN 5  /* call sites in each list of the text report */
+#define OL_REPORT_FRAMES_SHOWN 6 /* frames of each */
+/* The text report's pieces, for `oomlens report` to print a JSON report
+ * back exactly as the library wrote it. */
+void ol_report_text_header(ol_buf_t *out, const ol_report_context_t *ctx, const char *version,
+                           const char *mode, bool tracking_failed, int device_count);
+void ol_report_text_device(ol_buf_t *out, int device, const ol_device_stats_t *dev);
+void ol_report_text_origins(ol_buf_t *out, const ol_device_stats_t *dev);
+void ol_report_text_sites_title(ol_buf_t *out, bool by_total);
+void ol_report_text_site_figures(ol_buf_t *out, int64_t bytes, int64_t allocations);
+/* namer NULL: the out-of-memory paragraph names no sites. */
+void ol_report_text_calls(ol_buf_t *out, const ol_device_stats_t *dev, ol_site_namer_t namer,
+                          void *arg);
 void ol_format_bytes(char *out, size_t cap, int64_t bytes);
 int ol_report_write_all(const char *reason); /* 0 when every file was written */
 void ol_report_wait(void);                   /* until no report is being written */
@@ -384,5 +405,46 @@ const char *ol_rank_text(void);
 int ol_expand_path(const char *pattern, long pid, const char *rank, char *out, size_t cap);
 int ol_json_path_for(const char *text_path, char *out, size_t cap);
 int ol_write_file_atomic(const char *path, const char *data, size_t len);
+int ol_write_file_atomic_quiet(const char *path, const char *data, size_t len); /* 0 or errno */
+
+/* ---- timeline.c: memory over time, bounded ---------------------------- */
+#define OL_TIMELINE_POINTS 1024
+#define OL_TIMELINE_OOMS 16
+#define OL_TIMELINE_FIRST_WIDTH_NS 1000u /* doubles as the job goes on */
+
+typedef struct ol_timeline_oom {
+  uint64_t t_ns;
+  int64_t request;
+} ol_timeline_oom_t;
+
+typedef struct ol_timeline {
+  uint64_t start_ns;  /* monotonic clock at the first point */
+  double start_unix;  /* wall clock then */
+  uint64_t width_ns;  /* each point covers this long */
+  uint32_t count;     /* points in use */
+  uint32_t oom_count; /* out-of-memory errors seen (ooms[] keeps the first, and the last) */
+  int64_t allocated_now, reserved_now;
+  int64_t peak_allocated, peak_reserved;
+  uint64_t peak_allocated_ns, peak_reserved_ns;
+  int64_t allocated[OL_TIMELINE_POINTS]; /* highest in each point's span */
+  int64_t reserved[OL_TIMELINE_POINTS];
+  ol_timeline_oom_t ooms[OL_TIMELINE_OOMS];
+} ol_timeline_t;
+
+void ol_timeline_init(ol_timeline_t *tl, uint64_t now_ns, double now_unix);
+void ol_timeline_note(ol_timeline_t *tl, uint64_t t_ns, int64_t allocated, int64_t reserved);
+void ol_timeline_oom(ol_timeline_t *tl, uint64_t t_ns, int64_t request);
+double ol_timeline_seconds(const ol_timeline_t *tl, uint64_t t_ns); /* since the start */
+void ol_timeline_json(ol_buf_t *out, const ol_timeline_t *tl);
+/* tracker.c: a copy of the device's timeline; false if it has none. */
+bool ol_track_timeline(int device, ol_timeline_t *out);
+
+/* ---- metrics.c: OOMLENS_METRICS, a Prometheus textfile kept current ---- */
+void ol_metrics_start(void);       /* at start, when OOMLENS_METRICS is set */
+void ol_metrics_stop(void);        /* at exit: the final write */
+void ol_metrics_forget(void);      /* a forked child: no thread, nothing held */
+void ol_metrics_text(ol_buf_t *out, const ol_snapshot_t *snap, long pid, const char *rank);
+int ol_metrics_path_for(const char *pattern, long pid, const char *rank, bool child, char *out,
+                        size_t cap);
 
 #endif

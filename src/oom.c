@@ -32,6 +32,11 @@ const char *ol_oom_class_name(ol_oom_class_t c)
   return c < OL_OOM_CLASS_COUNT ? names[c] : "?";
 }
 
+const char *ol_oom_class_meaning(ol_oom_class_t c)
+{
+  return c < OL_OOM_CLASS_COUNT ? meanings[c] : "?";
+}
+
 static int64_t cap_of(const ol_oom_record_t *r)
 {
   return (int64_t)r->capacity;

@@ -14,14 +14,14 @@
 
 #include "ol.h"
 
-typedef enum { KIND_BOOL, KIND_STRING, KIND_SIZE } option_kind_t;
+typedef enum { KIND_BOOL, KIND_STRING, KIND_SIZE, KIND_SECONDS } option_kind_t;
 
 typedef struct option {
   const char *name;
   option_kind_t kind;
   const char *default_text;
   const char *help;
-  long long value;  /* bool and size */
+  long long value;  /* bool, size, and seconds (in milliseconds) */
   const char *text; /* string, or the raw text of the others */
 } option_t;
 
@@ -58,6 +58,13 @@ static option_t options[OL_OPT_COUNT] = {
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},
+  [OL_OPT_METRICS] = {"OOMLENS_METRICS", KIND_STRING, "",
+                      "keep this file current in the Prometheus text format (node exporter's "
+                      "textfile collector: name it *.prom); %p, %r as in OOMLENS_REPORT; "
+                      "empty: off", 0, NULL},
+  [OL_OPT_METRICS_INTERVAL] = {"OOMLENS_METRICS_INTERVAL", KIND_SECONDS, "5",
+                               "seconds between rewrites of OOMLENS_METRICS (0.1 to 86400; "
+                               "a ms suffix for milliseconds)", 0, NULL},
 };
 
 static pthread_once_t options_once = PTHREAD_ONCE_INIT;
@@ -110,6 +117,28 @@ bool ol_parse_size(const char *text, uint64_t *out)
   return true;
 }
 
+/* Durations: seconds as a decimal number ("5", "0.5", "2s") or whole
+ * milliseconds ("250ms"), from 0.1 s to a day: a shorter interval would
+ * make our thread busy, not the figures better. */
+bool ol_parse_seconds(const char *text, uint64_t *millis)
+{
+  if (!text || *text < '0' || *text > '9')
+    return false;
+  char *end;
+  errno = 0;
+  double value = strtod(text, &end);
+  if (errno == ERANGE)
+    return false;
+  if (strcmp(end, "ms") == 0)
+    value /= 1000.0;
+  else if (strcmp(end, "s") != 0 && *end != '\0')
+    return false;
+  if (!(value >= 0.1 && value <= 86400.0))
+    return false;
+  *millis = (uint64_t)(value * 1000.0 + 0.5);
+  return true;
+}
+
 static bool parse_value(option_t *opt, const char *text)
 {
   bool b;
@@ -125,10 +154,14 @@ static bool parse_value(option_t *opt, const char *text)
       return false;
     opt->value = (long long)size;
     return true;
-  case KIND_STRING:
-    if (*text == '\0')
+  case KIND_SECONDS:
+    if (!ol_parse_seconds(text, &size))
       return false;
+    opt->value = (long long)size;
     return true;
+  case KIND_STRING:
+    /* Only a string whose default is empty may be set empty (off). */
+    return *text != '\0' || *opt->default_text == '\0';
   }
   return false;
 }
@@ -173,6 +206,12 @@ uint64_t ol_option_size(ol_option_t opt)
   return (uint64_t)options[opt].value;
 }
 
+uint64_t ol_option_millis(ol_option_t opt)
+{
+  pthread_once(&options_once, load_all);
+  return (uint64_t)options[opt].value;
+}
+
 const char *ol_option_text(ol_option_t opt)
 {
   pthread_once(&options_once, load_all);
@@ -182,8 +221,8 @@ const char *ol_option_text(ol_option_t opt)
 void ol_options_print(FILE *out)
 {
   for (int i = 0; i < OL_OPT_COUNT; i++)
-    fprintf(out, "  %-24s default %-16s %s\n", options[i].name, options[i].default_text,
-            options[i].help);
+    fprintf(out, "  %-24s default %-16s %s\n", options[i].name,
+            *options[i].default_text ? options[i].default_text : "(empty)", options[i].help);
 }
 
 bool ol_options_defaults_valid(void)

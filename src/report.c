@@ -62,7 +62,7 @@ static void text_pool_rows(ol_buf_t *out, const char *title, const ol_stat_t sta
   ol_buf_printf(out, LINE);
 }
 
-static void text_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
+void ol_report_text_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
 {
   char title[80], left[40], right[40];
   snprintf(title, sizeof title, "oomlens CUDA memory summary, device ID %d", device);
@@ -85,7 +85,7 @@ static void text_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
   ol_buf_printf(out, RULE);
 }
 
-static void text_origins(ol_buf_t *out, const ol_device_stats_t *dev)
+void ol_report_text_origins(ol_buf_t *out, const ol_device_stats_t *dev)
 {
   ol_buf_printf(out, "Where the reserved memory came from (current / peak):\n");
 #define OL_TEXT_ORIGIN(name, what)                                                  \
@@ -99,8 +99,8 @@ static void text_origins(ol_buf_t *out, const ol_device_stats_t *dev)
 #undef OL_TEXT_ORIGIN
 }
 
-#define SITES_SHOWN 5
-#define FRAMES_SHOWN 6
+#define SITES_SHOWN OL_REPORT_SITES_SHOWN
+#define FRAMES_SHOWN OL_REPORT_FRAMES_SHOWN
 
 /* A native site's key is its frames, innermost first. */
 static size_t site_frames(const ol_sites_t *sites, int32_t id, void **frames, size_t max)
@@ -160,12 +160,12 @@ static void visit_oom(const ol_sites_t *sites, void *arg)
     ol_oom_json(v->out, &v->dev->last_oom, v->dev->last_oom_class, ol_report_site_name,
                 (void *)sites);
   else
-    ol_oom_explain(v->out, &v->dev->last_oom, v->dev->last_oom_class, ol_report_site_name,
-                   (void *)sites);
+    ol_report_text_calls(v->out, v->dev, ol_report_site_name, (void *)sites);
 }
 
-/* The device's last out-of-memory diagnosis, its sites named when the
- * device has a sites table (stacks on). */
+/* The device's calls and last out-of-memory diagnosis (text), or the
+ * diagnosis alone (JSON), its sites named when the device has a sites table
+ * (stacks on). */
 static void oom_diagnosis(ol_buf_t *out, int device, const ol_device_stats_t *dev, bool json)
 {
   oom_view_t view = {out, dev, json};
@@ -174,7 +174,7 @@ static void oom_diagnosis(ol_buf_t *out, int device, const ol_device_stats_t *de
   if (json)
     ol_oom_json(out, &dev->last_oom, dev->last_oom_class, NULL, NULL);
   else
-    ol_oom_explain(out, &dev->last_oom, dev->last_oom_class, NULL, NULL);
+    ol_report_text_calls(out, dev, NULL, NULL);
 }
 
 static void site_frames_json(ol_buf_t *out, const ol_sites_t *sites, int32_t id)
@@ -197,17 +197,27 @@ static int64_t figure_of(const ol_sites_t *sites, int32_t id, ol_site_order_t or
   return order == OL_SITES_BY_TOTAL ? f->total : f->at_peak;
 }
 
+void ol_report_text_sites_title(ol_buf_t *out, bool by_total)
+{
+  ol_buf_printf(out, "%s\n", by_total ? "Call sites by total allocated:"
+                                      : "Call sites holding memory at the peak:");
+}
+
+void ol_report_text_site_figures(ol_buf_t *out, int64_t bytes, int64_t allocations)
+{
+  char text[32];
+  ol_format_bytes(text, sizeof text, bytes);
+  ol_buf_printf(out, "  %10s  %6lld allocs  ", text, (long long)allocations);
+}
+
 static void text_site_list(ol_buf_t *out, const ol_sites_t *sites, ol_site_order_t order)
 {
   int32_t top[SITES_SHOWN];
   size_t n = ol_sites_top(sites, order, top, SITES_SHOWN);
-  ol_buf_printf(out, "%s\n", order == OL_SITES_BY_TOTAL ? "Call sites by total allocated:"
-                                                         : "Call sites holding memory at the peak:");
+  ol_report_text_sites_title(out, order == OL_SITES_BY_TOTAL);
   for (size_t i = 0; i < n; i++) {
-    char bytes[32];
-    ol_format_bytes(bytes, sizeof bytes, figure_of(sites, top[i], order));
-    ol_buf_printf(out, "  %10s  %6lld allocs  ", bytes,
-                  (long long)ol_sites_figures(sites, top[i])->allocations);
+    ol_report_text_site_figures(out, figure_of(sites, top[i], order),
+                                ol_sites_figures(sites, top[i])->allocations);
     site_frames_text(out, sites, top[i]);
     ol_buf_printf(out, "\n");
   }
@@ -243,7 +253,8 @@ static void visit_json(const ol_sites_t *sites, void *arg)
   ol_buf_printf(arg, "}");
 }
 
-static void text_calls(ol_buf_t *out, int d, const ol_device_stats_t *dev)
+void ol_report_text_calls(ol_buf_t *out, const ol_device_stats_t *dev, ol_site_namer_t namer,
+                          void *arg)
 {
   ol_buf_printf(out, "Calls seen:\n");
 #define OL_TEXT_CALL(field, what) \
@@ -262,35 +273,41 @@ static void text_calls(ol_buf_t *out, int d, const ol_device_stats_t *dev)
     ol_format_bytes(request, sizeof request, dev->last_oom_request);
     ol_buf_printf(out, "Last out-of-memory request: %s\n", request);
     if (dev->last_oom.capacity > 0) {
-      oom_diagnosis(out, d, dev, false);
+      ol_oom_explain(out, &dev->last_oom, dev->last_oom_class, namer, arg);
       ol_buf_printf(out, "\n");
     }
   }
 }
 
-void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx)
+void ol_report_text_header(ol_buf_t *out, const ol_report_context_t *ctx, const char *version,
+                           const char *mode, bool tracking_failed, int device_count)
 {
   time_t when = (time_t)ctx->time_unix;
   struct tm tm;
   char stamp[64];
   gmtime_r(&when, &tm);
   strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  ol_buf_printf(out, "oomlens %s memory report (%s mode)\n", OL_VERSION_TEXT,
-                ol_manage_on() ? "manage" : "observe");
+  ol_buf_printf(out, "oomlens %s memory report (%s mode)\n", version, mode);
   ol_buf_printf(out, "pid %ld, rank %s, written at %s (%s)\n", ctx->pid, ctx->rank, ctx->reason,
                 stamp);
   ol_buf_printf(out, "command: %s\n", ctx->command);
-  if (snap->tracking_failed)
+  if (tracking_failed)
     ol_buf_printf(out, "warning: tracking stopped early (out of host memory); "
                        "figures stop at that point\n");
-  if (snap->device_count == 0)
+  if (device_count == 0)
     ol_buf_printf(out, "\nNo device memory was allocated through CUDA in this process.\n");
+}
+
+void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx)
+{
+  ol_report_text_header(out, ctx, OL_VERSION_TEXT, ol_manage_on() ? "manage" : "observe",
+                        snap->tracking_failed, snap->device_count);
   for (int d = 0; d < snap->device_count; d++) {
     ol_buf_printf(out, "\n");
-    text_device(out, d, &snap->devices[d]);
-    text_origins(out, &snap->devices[d]);
+    ol_report_text_device(out, d, &snap->devices[d]);
+    ol_report_text_origins(out, &snap->devices[d]);
     ol_track_sites(d, visit_text, out);
-    text_calls(out, d, &snap->devices[d]);
+    oom_diagnosis(out, d, &snap->devices[d], false);
   }
 }
 
@@ -309,6 +326,29 @@ static void json_pools(ol_buf_t *out, const char *name, const ol_stat_t stat[])
     json_stat(out, &stat[p]);
   }
   ol_buf_printf(out, "},\n");
+}
+
+/* Format 1.1: when each device ran out (wall clock, for `oomlens merge`:
+ * which rank ran out first), and how many OOMs of each class. */
+static void json_oom_times(ol_buf_t *out, const ol_device_stats_t *dev)
+{
+  ol_buf_printf(out, ",\n      \"first_oom_time_unix\": %.6f,\n      \"last_oom_time_unix\": %.6f,"
+                "\n      \"ooms_by_class\": {", dev->first_oom_unix, dev->last_oom_unix);
+  for (int c = 0; c < OL_OOM_CLASS_COUNT; c++)
+    ol_buf_printf(out, "%s\"%s\": %lld", c ? ", " : "", ol_oom_class_name((ol_oom_class_t)c),
+                  (long long)dev->ooms_by_class[c]);
+  ol_buf_printf(out, "}");
+}
+
+/* Format 1.1: the device's memory over time (timeline.c). */
+static void json_timeline(ol_buf_t *out, int device)
+{
+  ol_timeline_t *tl = malloc(sizeof *tl);
+  if (tl && ol_track_timeline(device, tl)) {
+    ol_buf_printf(out, ",\n      \"timeline\": ");
+    ol_timeline_json(out, tl);
+  }
+  free(tl);
 }
 
 static void json_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
@@ -350,14 +390,16 @@ static void json_device(ol_buf_t *out, int device, const ol_device_stats_t *dev)
     oom_diagnosis(out, device, dev, true);
   else
     ol_buf_printf(out, "null");
+  json_oom_times(out, dev);
+  json_timeline(out, device);
   ol_track_sites(device, visit_json, out);
   ol_buf_printf(out, "\n    }");
 }
 
 void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx)
 {
-  ol_buf_printf(out, "{\n  \"oomlens_report\": %d,\n  \"version\": \"%s\",\n", OL_REPORT_FORMAT,
-                OL_VERSION_TEXT);
+  ol_buf_printf(out, "{\n  \"oomlens_report\": %d,\n  \"oomlens_report_minor\": %d,\n"
+                "  \"version\": \"%s\",\n", OL_REPORT_FORMAT, OL_REPORT_MINOR, OL_VERSION_TEXT);
   ol_buf_printf(out, "  \"mode\": \"%s\",\n  \"reason\": ", ol_manage_on() ? "manage" : "observe");
   ol_buf_json_string(out, ctx->reason);
   ol_buf_printf(out, ",\n  \"pid\": %ld,\n  \"rank\": ", ctx->pid);

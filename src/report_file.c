@@ -112,14 +112,13 @@ static int open_temporary(const char *path, char *tmp, size_t cap)
   return -1;
 }
 
-int ol_write_file_atomic(const char *path, const char *data, size_t len)
+/* 0, or the errno of what failed (the temporary file is then gone). */
+static int write_atomic(const char *path, const char *data, size_t len)
 {
   char tmp[4096 + 64];
   int fd = open_temporary(path, tmp, sizeof tmp);
-  if (fd < 0) {
-    ol_log_warn("cannot create a report beside %s: %s", path, strerror(errno));
-    return -1;
-  }
+  if (fd < 0)
+    return errno ? -errno : -EIO;
   int failed = write_all(fd, data, len) != 0 || fsync(fd) != 0;
   int saved = errno;
   failed |= close(fd) != 0;
@@ -129,8 +128,23 @@ int ol_write_file_atomic(const char *path, const char *data, size_t len)
   }
   if (failed) {
     unlink(tmp);
-    ol_log_warn("cannot write the report %s: %s", path, strerror(saved ? saved : EIO));
-    return -1;
+    return saved ? saved : EIO;
   }
   return 0;
+}
+
+int ol_write_file_atomic(const char *path, const char *data, size_t len)
+{
+  int err = write_atomic(path, data, len);
+  if (err < 0)
+    ol_log_warn("cannot create a report beside %s: %s", path, strerror(-err));
+  else if (err > 0)
+    ol_log_warn("cannot write the report %s: %s", path, strerror(err));
+  return err ? -1 : 0;
+}
+
+int ol_write_file_atomic_quiet(const char *path, const char *data, size_t len)
+{
+  int err = write_atomic(path, data, len);
+  return err < 0 ? -err : err;
 }

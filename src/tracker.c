@@ -49,6 +49,8 @@ static int device_count;
 static ol_device_stats_t devices[OL_MAX_DEVICES];
 static ol_sites_t *sites[OL_MAX_DEVICES];     /* call sites, when stacks are on */
 static int64_t sites_marked[OL_MAX_DEVICES];  /* allocated bytes at the last mark */
+static ol_timeline_t *timelines[OL_MAX_DEVICES]; /* memory over time, made at first use */
+static atomic_bool warned_timeline;
 static bool failed;
 static atomic_bool seen_activity;
 static atomic_bool warned_failure;
@@ -58,6 +60,13 @@ static uint64_t now_ns(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static double wall_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void stop_tracking(const char *why)
@@ -215,6 +224,30 @@ static void mark_site_peak(int device, const ol_device_stats_t *dev)
   sites_marked[d] = now;
 }
 
+/* The device's timeline, made on its first event (one malloc per device);
+ * NULL, with one warning, if there is no memory for it: the rest goes on. */
+static ol_timeline_t *timeline_of(int device, uint64_t t)
+{
+  int d = clamp_device(device);
+  if (!timelines[d]) {
+    timelines[d] = malloc(sizeof *timelines[d]);
+    if (!timelines[d]) {
+      ol_log_warn_once(&warned_timeline, "out of host memory for the memory timeline");
+      return NULL;
+    }
+    ol_timeline_init(timelines[d], t, wall_now());
+  }
+  return timelines[d];
+}
+
+static void note_time(int device, const ol_device_stats_t *dev, uint64_t t)
+{
+  ol_timeline_t *tl = timeline_of(device, t);
+  if (tl)
+    ol_timeline_note(tl, t, dev->allocated_bytes[OL_POOL_ALL].current,
+                     dev->reserved_bytes[OL_POOL_ALL].current);
+}
+
 void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream)
 {
   ol_track_alloc_at(addr, size, device, kind, stream, NULL, 0);
@@ -250,6 +283,7 @@ void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, 
     count_block(dev, size, kind, +1);
     site_bytes(device, rec->site, (int64_t)size, before);
     mark_site_peak(device, dev);
+    note_time(device, dev, rec->time_ns);
   }
   end();
 }
@@ -269,6 +303,7 @@ bool ol_track_free(uintptr_t addr, ol_kind_t kind)
     uint64_t before = dev->phases.iterations;
     count_block(dev, rec->size, (ol_kind_t)rec->kind, -1);
     site_bytes(rec->device, rec->site, -(int64_t)rec->size, before);
+    note_time(device, dev, now_ns());
     drop_record(rec);
   } else {
     dev->unknown_frees++;
@@ -292,6 +327,12 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
   if (out_of_memory) {
     dev->num_ooms++;
     dev->last_oom_request = (int64_t)size;
+    dev->last_oom_unix = wall_now();
+    if (dev->first_oom_unix == 0)
+      dev->first_oom_unix = dev->last_oom_unix;
+    ol_timeline_t *tl = timeline_of(device, now_ns());
+    if (tl)
+      ol_timeline_oom(tl, now_ns(), (int64_t)size);
   }
   end();
 }
@@ -308,6 +349,7 @@ void ol_track_vmm_create(uint64_t handle, size_t size, int device)
     ol_stats_pool_update(dev->reserved_bytes, size, (int64_t)size);
     ol_stats_pool_update(dev->segment, size, 1);
     ol_stat_update(&dev->origin_bytes[OL_ORIGIN_vmm], (int64_t)size);
+    note_time(device, dev, now_ns());
   }
   end();
 }
@@ -323,6 +365,7 @@ void ol_track_vmm_release(uint64_t handle)
     ol_stats_pool_update(dev->reserved_bytes, rec->size, -(int64_t)rec->size);
     ol_stats_pool_update(dev->segment, rec->size, -1);
     ol_stat_update(&dev->origin_bytes[OL_ORIGIN_vmm], -(int64_t)rec->size);
+    note_time(rec->device, dev, now_ns());
     drop_record(rec);
   }
   end();
@@ -412,6 +455,7 @@ void ol_track_pool_mapped(int device, int64_t delta)
   ol_stats_pool_update(dev->reserved_bytes, large, delta);
   ol_stats_pool_update(dev->segment, large, delta > 0 ? 1 : -1);
   ol_stat_update(&dev->origin_bytes[OL_ORIGIN_pool], delta);
+  note_time(device, dev, now_ns());
   end();
 }
 
@@ -434,6 +478,8 @@ void ol_track_oom_diagnosis(int device, const ol_oom_record_t *record, ol_oom_cl
   ol_device_stats_t *dev = device_stats(device);
   dev->last_oom = *record;
   dev->last_oom_class = cause;
+  if (cause < OL_OOM_CLASS_COUNT)
+    dev->ooms_by_class[cause]++;
   pthread_mutex_unlock(&lock);
 }
 
@@ -446,6 +492,17 @@ bool ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg
     visit(sites[d], arg);
   pthread_mutex_unlock(&lock);
   return some;
+}
+
+bool ol_track_timeline(int device, ol_timeline_t *out)
+{
+  pthread_mutex_lock(&lock);
+  int d = clamp_device(device);
+  bool have = timelines[d] != NULL;
+  if (have)
+    *out = *timelines[d];
+  pthread_mutex_unlock(&lock);
+  return have;
 }
 
 int64_t ol_track_reserved_now(int device)
@@ -511,6 +568,8 @@ void ol_track_reset(void)
   for (int d = 0; d < OL_MAX_DEVICES; d++) {
     ol_sites_free(sites[d]);
     sites[d] = NULL;
+    free(timelines[d]);
+    timelines[d] = NULL;
     sites_marked[d] = 0;
   }
   device_count = 0;

@@ -69,6 +69,23 @@ START_TEST(parse_bool_table)
 }
 END_TEST
 
+static const size_case_t seconds_cases[] = { /* value in milliseconds */
+  {"5", true, 5000},   {"0.5", true, 500},  {"2s", true, 2000},  {"250ms", true, 250},
+  {"0.1", true, 100},  {"86400", true, 86400000},
+  {"0", false, 0},     {"0.05", false, 0},  {"99ms", false, 0},  {"86401", false, 0},
+  {"", false, 0},      {"-1", false, 0},    {"5 s", false, 0},   {"5m", false, 0},
+  {"nan", false, 0},   {"inf", false, 0},   {"1e999", false, 0},
+};
+
+START_TEST(parse_seconds_table)
+{
+  const size_case_t *c = &seconds_cases[_i];
+  uint64_t value = 12345;
+  ck_assert_msg(ol_parse_seconds(c->text, &value) == c->ok, "'%s'", c->text);
+  ck_assert_uint_eq(value, c->ok ? c->value : 12345);
+}
+END_TEST
+
 START_TEST(defaults_parse)
 {
   ck_assert(ol_options_defaults_valid());
@@ -109,6 +126,7 @@ static Suite *options_suite(void)
   TCase *parsers = tcase_create("parsers");
   tcase_add_loop_test(parsers, parse_size_table, 0, sizeof size_cases / sizeof *size_cases);
   tcase_add_loop_test(parsers, parse_bool_table, 0, sizeof bool_cases / sizeof *bool_cases);
+  tcase_add_loop_test(parsers, parse_seconds_table, 0, sizeof seconds_cases / sizeof *seconds_cases);
   suite_add_tcase(s, parsers);
   TCase *table = tcase_create("table");
   tcase_add_test(table, defaults_parse);

@@ -2,6 +2,7 @@
  * Each runs tests/progs/cuda_prog (which checks what it was handed) and then
  * checks the JSON report against figures known by construction. */
 #include <check.h>
+#include <ctype.h>
 #include <signal.h>
 
 #include "check_run.h"
@@ -374,6 +375,288 @@ START_TEST(recorded_gpt2_trace_peak_exact)
 }
 END_TEST
 
+/* ---- OOMLENS_METRICS ------------------------------------------------- */
+
+#define PROM_MAX_SERIES 256
+
+/* The rules node exporter's textfile collector holds a file to: every line
+ * is "# HELP name text", "# TYPE name gauge|counter" or a sample
+ * `name{label="value",...} number` (no timestamp); a family's HELP and
+ * TYPE come once, before its samples, which stay together; no series
+ * twice; valid names; the file ends with a newline. Fails the test on the
+ * first broken rule; returns the number of samples. */
+static bool valid_name(const char *s, size_t n)
+{
+  if (n == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_' || s[0] == ':'))
+    return false;
+  for (size_t i = 1; i < n; i++)
+    if (!(isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == ':'))
+      return false;
+  return true;
+}
+
+/* Labels from after '{' to past '}': name="value" pairs, escapes \\ \" \n. */
+static const char *skip_labels(const char *c, int line)
+{
+  while (*c != '}') {
+    const char *name = c;
+    while (*c && *c != '=')
+      c++;
+    ck_assert_msg(*c == '=' && valid_name(name, (size_t)(c - name)), "line %d: label name", line);
+    ck_assert_msg(c[1] == '"', "line %d: label value not quoted", line);
+    for (c += 2; *c != '"'; c++) {
+      ck_assert_msg(*c && *c != '\n', "line %d: label value not closed", line);
+      if (*c == '\\') {
+        c++;
+        ck_assert_msg(*c == '\\' || *c == '"' || *c == 'n', "line %d: bad escape", line);
+      }
+    }
+    c++;
+    if (*c == ',')
+      c++;
+    else
+      ck_assert_msg(*c == '}', "line %d: expected , or }", line);
+  }
+  return c + 1;
+}
+
+static int prom_check(const char *text)
+{
+  static char series[PROM_MAX_SERIES][256];
+  char family[128] = "", done[64][128];
+  int samples = 0, families = 0, line_no = 0;
+  bool help = false, type = false;
+  size_t len = strlen(text);
+  ck_assert_msg(len > 0 && text[len - 1] == '\n', "the file must end with a newline");
+  for (const char *line = text; *line; line = strchr(line, '\n') + 1) {
+    size_t n = (size_t)(strchr(line, '\n') - line);
+    char l[512];
+    line_no++;
+    ck_assert_msg(n < sizeof l, "line %d too long", line_no);
+    memcpy(l, line, n);
+    l[n] = '\0';
+    char name[128], kind[32];
+    if (sscanf(l, "# HELP %127s", name) == 1) {
+      for (int f = 0; f < families; f++)
+        ck_assert_msg(strcmp(done[f], name) != 0, "line %d: %s seen before", line_no, name);
+      ck_assert_msg(strcmp(name, family) != 0 || !help, "line %d: second HELP", line_no);
+      if (strcmp(name, family) != 0) {
+        if (*family)
+          snprintf(done[families++], sizeof done[0], "%s", family);
+        snprintf(family, sizeof family, "%s", name);
+        type = false;
+      }
+      help = true;
+      continue;
+    }
+    if (sscanf(l, "# TYPE %127s %31s", name, kind) == 2) {
+      ck_assert_msg(strcmp(name, family) == 0 && help && !type, "line %d: TYPE out of place",
+                    line_no);
+      ck_assert_msg(!strcmp(kind, "gauge") || !strcmp(kind, "counter"), "line %d: type %s",
+                    line_no, kind);
+      type = true;
+      continue;
+    }
+    ck_assert_msg(l[0] != '#', "line %d: unexpected comment", line_no);
+    const char *brace = strchr(l, '{');
+    ck_assert_msg(brace, "line %d: sample without labels: %s", line_no, l);
+    ck_assert_msg(valid_name(l, (size_t)(brace - l)), "line %d: bad name", line_no);
+    ck_assert_msg((size_t)(brace - l) == strlen(family) && !strncmp(l, family, strlen(family)) &&
+                    help && type, "line %d: sample outside its family %s", line_no, family);
+    const char *after = skip_labels(brace + 1, line_no);
+    ck_assert_msg(*after == ' ', "line %d: no value", line_no);
+    char *end;
+    strtod(after + 1, &end);
+    ck_assert_msg(end != after + 1 && *end == '\0', "line %d: value then something else "
+                  "(a timestamp?): %s", line_no, l);
+    ck_assert_int_lt(samples, PROM_MAX_SERIES);
+    snprintf(series[samples], sizeof series[0], "%.*s", (int)(after - l), l);
+    for (int i = 0; i < samples; i++)
+      ck_assert_msg(strcmp(series[i], series[samples]) != 0, "line %d: series twice", line_no);
+    samples++;
+  }
+  return samples;
+}
+
+/* The value of the sample whose text starts with series, e.g.
+ * `oomlens_allocated_bytes{pid="1",rank="0",device="0"}`. */
+static double prom_value(const char *text, const char *series)
+{
+  const char *at = strstr(text, series);
+  ck_assert_msg(at, "no %s in\n%s", series, text);
+  return strtod(at + strlen(series), NULL);
+}
+
+static char *read_text(const char *path)
+{
+  static char buf[16384];
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f, "cannot open %s", path);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return buf;
+}
+
+START_TEST(metrics_file_kept_current)
+{
+  char path[PATH_MAX + 32], env_metrics[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/m-%%r.prom", harness_dir());
+  snprintf(env_metrics, sizeof env_metrics, "OOMLENS_METRICS=%s", path);
+  snprintf(path, sizeof path, "%s/m-3.prom", harness_dir());
+  const char *env[] = {env_metrics, "OOMLENS_METRICS_INTERVAL=100ms", "RANK=3", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "metrics", path, NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv); /* the program waits to see 5 MiB in the file */
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  const char *text = read_text(path);
+  ck_assert_int_eq(prom_check(text), 5 + 7);
+  ol_json_t *r = harness_report(run.pid);
+  ck_assert_ptr_nonnull(r);
+  char series[128];
+  const char *const names[][2] = {
+    {"oomlens_allocated_bytes", STAT("allocated_bytes.all.current")},
+    {"oomlens_allocated_peak_bytes", STAT("allocated_bytes.all.peak")},
+    {"oomlens_reserved_bytes", STAT("reserved_bytes.all.current")},
+    {"oomlens_reserved_peak_bytes", STAT("reserved_bytes.all.peak")},
+  };
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    snprintf(series, sizeof series, "%s{pid=\"%ld\",rank=\"3\",device=\"0\"} ", names[i][0],
+             (long)run.pid);
+    ck_assert_int_eq((int64_t)prom_value(text, series), harness_int(r, names[i][1]));
+  }
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.peak")), 8 * MiB);
+  snprintf(series, sizeof series, "oomlens_wasted_ratio{pid=\"%ld\",rank=\"3\",device=\"0\"} ",
+           (long)run.pid);
+  ck_assert(prom_value(text, series) == 0.0);
+  ol_json_free(r);
+  ck_assert_int_eq(harness_count_files(".prom"), 1);
+  ck_assert_int_eq(harness_count_files(".tmp"), 0);
+}
+END_TEST
+
+/* An OOM counted under its class, and a forked child that uses CUDA
+ * writes its own file (x.<pid>.prom), never the parent's. */
+START_TEST(metrics_oom_classes_and_fork)
+{
+  char env_metrics[PATH_MAX + 64], path[PATH_MAX + 32];
+  snprintf(env_metrics, sizeof env_metrics, "OOMLENS_METRICS=%s/m.prom", harness_dir());
+  const char *env[] = {env_metrics, "SIMCU_CAPACITY=64M", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "oom", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  snprintf(path, sizeof path, "%s/m.prom", harness_dir());
+  const char *text = read_text(path);
+  prom_check(text);
+  char series[160];
+  snprintf(series, sizeof series,
+           "oomlens_ooms_total{pid=\"%ld\",rank=\"0\",device=\"0\",class=\"impossible\"} ",
+           (long)run.pid);
+  ck_assert(prom_value(text, series) == 1.0);
+  snprintf(series, sizeof series,
+           "oomlens_ooms_total{pid=\"%ld\",rank=\"0\",device=\"0\",class=\"leak\"} ",
+           (long)run.pid);
+  ck_assert(prom_value(text, series) == 0.0);
+
+  const char *argv2[] = {harness_env("OOMLENS_TEST_PROG"), "fork", NULL};
+  harness_exec(&run, true, env, argv2);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  ck_assert_int_eq(harness_count_files(".prom"), 2);
+  text = read_text(path);
+  prom_check(text);
+  snprintf(series, sizeof series,
+           "oomlens_allocated_bytes{pid=\"%ld\",rank=\"0\",device=\"0\"} ", (long)run.pid);
+  ck_assert_int_eq((int64_t)prom_value(text, series), 3 * MiB);
+}
+END_TEST
+
+/* A job ended by SIGTERM: the file gets its last figures before the job
+ * goes (the interval is far longer than the job: only that write can
+ * have put them there). */
+START_TEST(metrics_written_before_sigterm)
+{
+  char env_metrics[PATH_MAX + 64], path[PATH_MAX + 32];
+  snprintf(env_metrics, sizeof env_metrics, "OOMLENS_METRICS=%s/m.prom", harness_dir());
+  const char *env[] = {env_metrics, "OOMLENS_METRICS_INTERVAL=600", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "sigterm", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_msg(run.status == 128 + SIGTERM, "exit %d:\n%s", run.status, run.out);
+  snprintf(path, sizeof path, "%s/m.prom", harness_dir());
+  ck_assert_int_eq(access(path, F_OK), 0);
+  const char *text = read_text(path);
+  prom_check(text);
+  char series[160];
+  snprintf(series, sizeof series,
+           "oomlens_allocated_bytes{pid=\"%ld\",rank=\"0\",device=\"0\"} ", (long)run.pid);
+  ck_assert_int_eq((int64_t)prom_value(text, series), 7 * MiB);
+}
+END_TEST
+
+/* The report's timeline: its peak is the counters' peak to the byte, and
+ * the OOM is on it with its wall-clock time. */
+START_TEST(timeline_in_the_report)
+{
+  const char *env[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+                       "SIMCU_EXTERNAL=0", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("oom_activations", env, &run);
+  ck_assert_int_eq(harness_int(r, "oomlens_report_minor"), 1);
+  const ol_json_t *points = ol_json_path(r, DEV "timeline.allocated");
+  size_t n = ol_json_length(points);
+  ck_assert_uint_gt(n, 1);
+  ck_assert_uint_le(n, 1024);
+  ck_assert_int_eq(harness_int(r, DEV "timeline.points"), (int64_t)n);
+  int64_t highest = 0, v;
+  for (size_t i = 0; i < n; i++)
+    if (ol_json_int64(ol_json_at(points, i), &v) && v > highest)
+      highest = v;
+  ck_assert_int_eq(highest, harness_int(r, STAT("allocated_bytes.all.peak")));
+  ck_assert_int_eq(harness_int(r, DEV "timeline.peak.reserved"),
+                   harness_int(r, STAT("reserved_bytes.all.peak")));
+  ck_assert_int_eq(harness_int(r, DEV "timeline.num_ooms"), 1);
+  ck_assert_int_eq(harness_int(r, DEV "timeline.ooms[0].request"), 32 * MiB);
+  double oom_at = ol_json_number(ol_json_path(r, DEV "first_oom_time_unix"));
+  double start = ol_json_number(ol_json_path(r, DEV "timeline.start_unix"));
+  double written = ol_json_number(ol_json_path(r, "time_unix"));
+  ck_assert(start > 1e9 && oom_at >= start - 0.01 && oom_at <= written + 0.01);
+  ck_assert_int_eq(harness_int(r, DEV "ooms_by_class.activations"), 1);
+  ol_json_free(r);
+}
+END_TEST
+
+/* `oomlens report r.json` prints what the library wrote to r.txt, byte for
+ * byte: call sites, the OOM paragraph and all. */
+static void same_text_back(const char *scenario, const char *const env[])
+{
+  harness_run_t run, back;
+  ol_json_free(run_scenario(scenario, env, &run));
+  char json[PATH_MAX + 32], txt[PATH_MAX + 32];
+  snprintf(json, sizeof json, "%s/r-%ld.json", harness_dir(), (long)run.pid);
+  snprintf(txt, sizeof txt, "%s/r-%ld.txt", harness_dir(), (long)run.pid);
+  const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "report", json, NULL};
+  harness_exec(&back, false, NULL, argv);
+  ck_assert_int_eq(back.status, 0);
+  const char *written = read_text(txt);
+  ck_assert_uint_lt(strlen(written), sizeof back.out - 1); /* the whole of it was compared */
+  ck_assert_str_eq(back.out, written);
+}
+
+START_TEST(report_command_prints_the_text_back)
+{
+  const char *sites[] = {"OOMLENS_STACKS=1", NULL};
+  same_text_back("two_sites", sites);
+  const char *oom[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+                       "SIMCU_EXTERNAL=0", NULL};
+  same_text_back("oom_activations", oom);
+  /* The diagnosis names its sites; the JSON carries them for the text. */
+  const char *leak[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+                        "SIMCU_EXTERNAL=0", "OOMLENS_STACKS=1", NULL};
+  same_text_back("oom_leak", leak);
+}
+END_TEST
+
 static Suite *preload_suite(void)
 {
   Suite *s = suite_create("preload");
@@ -391,7 +674,16 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, leak_names_the_growing_site);
   tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);
+  tcase_add_test(paths, timeline_in_the_report);
+  tcase_add_test(paths, report_command_prints_the_text_back);
   suite_add_tcase(s, paths);
+  TCase *metrics = tcase_create("metrics");
+  tcase_add_checked_fixture(metrics, harness_setup, harness_teardown);
+  tcase_set_timeout(metrics, 60);
+  tcase_add_test(metrics, metrics_file_kept_current);
+  tcase_add_test(metrics, metrics_oom_classes_and_fork);
+  tcase_add_test(metrics, metrics_written_before_sigterm);
+  suite_add_tcase(s, metrics);
   TCase *life = tcase_create("lifecycle");
   tcase_add_checked_fixture(life, harness_setup, harness_teardown);
   tcase_set_timeout(life, 60);

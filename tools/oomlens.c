@@ -15,6 +15,8 @@
 
 int ol_cmd_replay(int argc, char **argv); /* replay_cmd.c */
 int ol_cmd_estimate(int argc, char **argv); /* estimate_cmd.c */
+int ol_cmd_report(int argc, char **argv);   /* report_cmd.c */
+int ol_cmd_merge(int argc, char **argv);    /* merge_cmd.c */
 
 static void print_main_help(FILE *out)
 {
@@ -34,6 +36,12 @@ static void print_main_help(FILE *out)
           "  estimate [--params N] [--batch B] [--seq L] [--hidden H] [--layers N] ...\n"
           "      pre-flight estimate of a training job's peak device memory, whether it\n"
           "      fits, the largest batch that does, and what would bring it down\n"
+          "  report FILE [--html OUT.html]\n"
+          "      print a JSON report (or a trace) as the text report, or write it as\n"
+          "      one self-contained HTML page with memory over time\n"
+          "  merge [--json] REPORT.json...\n"
+          "      the reports of several ranks side by side: peaks, OOMs, which rank\n"
+          "      ran out first, how unequal they were\n"
           "\n"
           "environment (read by the library in the job; bad values warn and keep the default):\n");
   ol_options_print(out);
@@ -192,6 +200,8 @@ int main(int argc, char **argv)
     return command_run(argc - 2, argv + 2);
   if (strcmp(command, "replay") == 0) return ol_cmd_replay(argc - 2, argv + 2);
   if (strcmp(command, "estimate") == 0) return ol_cmd_estimate(argc - 2, argv + 2);
+  if (strcmp(command, "report") == 0) return ol_cmd_report(argc - 2, argv + 2);
+  if (strcmp(command, "merge") == 0) return ol_cmd_merge(argc - 2, argv + 2);
   fprintf(stderr, "oomlens: unknown command '%s' (see oomlens --help)\n", command);
   return EXIT_USAGE;
 }

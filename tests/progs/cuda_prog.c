@@ -416,6 +416,35 @@ static int killed(void)
   return 3;
 }
 
+/* Run with OOMLENS_METRICS=ARG and a short interval: holds 5 MiB until the
+ * metrics file shows it (rewritten while the job runs), then ends holding
+ * 3 MiB after a peak of 8 MiB; the final write at exit must say so. */
+static bool file_has(const char *path, const char *text)
+{
+  char buf[8192];
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return strstr(buf, text) != NULL;
+}
+
+static int metrics(const char *path)
+{
+  void *a, *b;
+  CHECK(path);
+  CHECK(cudaMalloc(&a, 5 * MiB) == cudaSuccess);
+  bool seen = false;
+  for (int i = 0; i < 500 && !(seen = file_has(path, "device=\"0\"} 5242880\n")); i++)
+    usleep(10000);
+  CHECK(seen);
+  CHECK(cudaMalloc(&b, 3 * MiB) == cudaSuccess);
+  CHECK(cudaFree(a) == cudaSuccess);
+  return 0;
+}
+
 /* No driver to be found: the runtime's own error reaches the job. */
 static int no_driver(void)
 {
@@ -448,6 +477,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "oom_leak")) return train_until_oom(128 * MiB, 256 * MiB, 0, 64 * MiB);
   if (!strcmp(s, "oom_fragmentation")) return fragment_until_oom();
   if (!strcmp(s, "oom_external")) return train_until_oom(64 * MiB, 128 * MiB, 64 * MiB, 0);
+  if (!strcmp(s, "metrics")) return metrics(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "pairs")) return pairs(argc > 2 ? argv[2] : NULL);
   fprintf(stderr, "cuda_prog: unknown scenario %s\n", s);
   return 2;

@@ -2,7 +2,9 @@
  * tests/data, gzip'd or plain) as a job would with PyTorch's cache off:
  * every `alloc` a cudaMalloc, every `free_completed` a cudaFree. Run under
  * liboomlens.so on the simulated CUDA, it is the demo of a real job without
- * a GPU, and a test that the report's figures match the trace's own.
+ * a GPU, and a test that the report's figures match the trace's own. The
+ * trace's `oom` event (the request that failed when it was recorded) is
+ * asked for again.
  *
  * usage: trace_player TRACE.csv[.gz]
  * prints: events=N allocs=N peak_allocated=BYTES live_at_end=BYTES */
@@ -88,6 +90,13 @@ int main(int argc, char **argv)
         return fail(argv[1], number, "cudaMalloc failed");
     } else if (strcmp(action, "free_completed") == 0) {
       play_free(addr);
+    } else if (strcmp(action, "oom") == 0) {
+      /* The request that failed in the recorded run, asked again: on a
+       * device as small as the recorded cap it fails here too, and the
+       * report explains it. */
+      void *p;
+      if (cudaMalloc(&p, size) == cudaSuccess)
+        cudaFree(p);
     }
   }
   gzclose(in);

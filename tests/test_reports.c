@@ -1,0 +1,517 @@
+/* test_reports.c: reports read back. `oomlens report` prints a JSON report
+ * as text and as a self-contained HTML page (escaped, no network, rendered
+ * by headless Chromium into a picture that is not blank); `oomlens merge`
+ * puts ranks side by side (who ran out first, how unequal); files that are
+ * not ours are refused with exit status 2. The fixtures in
+ * data/reports/ were written by the library on the simulated CUDA (see
+ * data/reports/README.md). */
+#include <check.h>
+
+#include "check_run.h"
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "harness.h"
+#include "report_view.h"
+
+#define MiB (1ll << 20)
+
+/* A few at once stay valid: one command line may name several. */
+static const char *fixture(const char *name)
+{
+  static char paths[4][PATH_MAX];
+  static unsigned next;
+  char *path = paths[next++ % 4];
+  snprintf(path, PATH_MAX, "%s/reports/%s", harness_env("OOMLENS_TEST_DATA"), name);
+  return path;
+}
+
+static void cli(harness_run_t *run, const char *const args[])
+{
+  const char *argv[16] = {harness_env("OOMLENS_TEST_CLI")};
+  for (int i = 0; args[i]; i++)
+    argv[i + 1] = args[i];
+  harness_exec(run, false, NULL, argv);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *data = malloc((size_t)size + 1);
+  ck_assert_ptr_nonnull(data);
+  ck_assert_uint_eq(fread(data, 1, (size_t)size, f), (size_t)size);
+  fclose(f);
+  data[size] = '\0';
+  if (len)
+    *len = (size_t)size;
+  return data;
+}
+
+static int count_of(const char *text, const char *what)
+{
+  int n = 0;
+  for (const char *at = text; (at = strstr(at, what)); at += strlen(what))
+    n++;
+  return n;
+}
+
+static char *html_of(const char *fixture_name, const char *out_name)
+{
+  char out[PATH_MAX + 32];
+  snprintf(out, sizeof out, "%s/%s", harness_dir(), out_name);
+  char in[PATH_MAX];
+  snprintf(in, sizeof in, "%s", fixture_name[0] == '/' ? fixture_name : fixture(fixture_name));
+  harness_run_t run;
+  cli(&run, (const char *[]){"report", in, "--html", out, NULL});
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  return slurp(out, NULL);
+}
+
+START_TEST(text_report_from_json)
+{
+  harness_run_t run;
+  cli(&run, (const char *[]){"report", fixture("rank1.json"), NULL});
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  ck_assert_ptr_nonnull(strstr(run.out, "pid 1001, rank 1, written at exit"));
+  ck_assert_ptr_nonnull(strstr(run.out, "| oomlens CUDA memory summary, device ID 0"));
+  ck_assert_ptr_nonnull(strstr(run.out, "| Allocated memory      |   1.00 GiB |   1.00 GiB |   3.50 GiB |"));
+  ck_assert_ptr_nonnull(strstr(run.out, "out of memory (activations: "));
+  ck_assert_ptr_nonnull(strstr(run.out, "Call sites holding memory at the peak:\n  768.00 MiB"));
+}
+END_TEST
+
+/* Call sites come from user code and the command line from the user:
+ * nothing of theirs may become markup. */
+START_TEST(html_escapes_what_the_report_holds)
+{
+  char *html = html_of("evil.json", "evil.html");
+  ck_assert_ptr_nonnull(strstr(html, "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;"));
+  ck_assert_ptr_nonnull(strstr(html, "&lt;img src=x onerror=alert(1)&gt; &amp; co"));
+  ck_assert_ptr_nonnull(strstr(html, "--tag &quot;&lt;b&gt;bold&lt;/b&gt;&quot; &amp; echo &#39;x&#39;"));
+  ck_assert_ptr_nonnull(strstr(html, "rank 1&lt;i&gt;"));
+  ck_assert_ptr_null(strstr(html, "<script>alert"));
+  ck_assert_ptr_null(strstr(html, "<img"));
+  ck_assert_ptr_null(strstr(html, "<b>bold"));
+  ck_assert_ptr_null(strstr(html, "<i>"));
+  /* Ours only: the chart's numbers and the hover script. */
+  ck_assert_int_eq(count_of(html, "<script"), 2);
+  free(html);
+}
+END_TEST
+
+/* The figures, the chart, the diagnosis and nothing fetched from anywhere. */
+START_TEST(html_holds_the_figures_and_nothing_external)
+{
+  char *html = html_of("rank1.json", "rank1.html");
+  ck_assert_ptr_nonnull(strstr(html, "<svg class=\"chart\""));
+  ck_assert_ptr_nonnull(strstr(html, "OOM (32.00 MiB)"));
+  ck_assert_ptr_nonnull(strstr(html, "peak allocated 1.00 GiB"));
+  ck_assert_ptr_nonnull(strstr(html, "<span class=\"badge\">activations</span>"));
+  ck_assert_ptr_nonnull(strstr(html, "a batch about 70% of the current one fits"));
+  ck_assert_ptr_nonnull(strstr(html, "<td>768.00 MiB</td><td>75.0%</td><td>104</td>"));
+  ck_assert_ptr_nonnull(strstr(html, "<td class=\"l\">Allocated memory</td><td>1.00 GiB</td>"
+                                     "<td>1.00 GiB</td><td>3.50 GiB</td>"));
+  ck_assert_ptr_nonnull(strstr(html, "default-src 'none'"));
+  ck_assert_ptr_null(strstr(html, "http:"));
+  ck_assert_ptr_null(strstr(html, "https:"));
+  ck_assert_ptr_null(strstr(html, " src="));
+  ck_assert_ptr_null(strstr(html, "href="));
+  ck_assert_ptr_null(strstr(html, "@import"));
+  ck_assert_ptr_null(strstr(html, "url("));
+  free(html);
+}
+END_TEST
+
+START_TEST(format_1_0_still_reads)
+{
+  harness_run_t run;
+  cli(&run, (const char *[]){"report", fixture("format_1_0.json"), NULL});
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  ck_assert_ptr_nonnull(strstr(run.out, "out of memory (activations: "));
+  char *html = html_of("format_1_0.json", "old.html");
+  ck_assert_ptr_nonnull(strstr(html, "This report has no timeline"));
+  ck_assert_ptr_nonnull(strstr(html, "<span class=\"badge\">activations</span>"));
+  ck_assert_ptr_null(strstr(html, "<svg class=\"chart\""));
+  free(html);
+}
+END_TEST
+
+static void write_file(const char *name, const char *text, char *path, size_t cap)
+{
+  snprintf(path, cap, "%s/%s", harness_dir(), name);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+typedef struct {
+  const char *name, *content, *message;
+} bad_case_t;
+
+static const bad_case_t bad_files[] = {
+  {"other.json", "{\"foo\": 1}\n", "not an oomlens report"},
+  {"list.json", "{\"oomlens_report\": 1, \"devices\": 3}\n", "not an oomlens report"},
+  {"newer.json", "{\"oomlens_report\": 2, \"devices\": []}\n", "report format 2; this oomlens reads format 1"},
+  {"broken.json", "{\"oomlens_report\": 1,\n", "line 2"},
+  {"text.txt", "hello\n", "unknown trace format"},
+  {NULL, NULL, "cannot open"},
+};
+
+START_TEST(not_ours_exits_2)
+{
+  const bad_case_t *c = &bad_files[_i];
+  char path[PATH_MAX + 32];
+  if (c->name)
+    write_file(c->name, c->content, path, sizeof path);
+  else
+    snprintf(path, sizeof path, "%s/missing.json", harness_dir());
+  harness_run_t run;
+  cli(&run, (const char *[]){"report", path, NULL});
+  ck_assert_msg(run.status == 2 && strstr(run.out, c->message), "report %s: exit %d\n%s", path,
+                run.status, run.out);
+  if (strstr(path, ".json")) {
+    cli(&run, (const char *[]){"merge", fixture("rank0.json"), path, NULL});
+    ck_assert_msg(run.status == 2 && strstr(run.out, c->message), "merge %s: exit %d\n%s", path,
+                  run.status, run.out);
+    ck_assert_ptr_null(strstr(run.out, "rank ")); /* no half table */
+  }
+}
+END_TEST
+
+START_TEST(usage_errors)
+{
+  harness_run_t run;
+  cli(&run, (const char *[]){"report", NULL});
+  ck_assert_int_eq(run.status, 2);
+  cli(&run, (const char *[]){"report", fixture("rank0.json"), "--html", NULL});
+  ck_assert_int_eq(run.status, 2);
+  cli(&run, (const char *[]){"report", "--bogus", NULL});
+  ck_assert_int_eq(run.status, 2);
+  cli(&run, (const char *[]){"merge", NULL});
+  ck_assert_int_eq(run.status, 2);
+  cli(&run, (const char *[]){"merge", "--bogus", fixture("rank0.json"), NULL});
+  ck_assert_int_eq(run.status, 2);
+  cli(&run, (const char *[]){"report", "--help", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_ptr_nonnull(strstr(run.out, "usage: oomlens report FILE [--html OUT.html]"));
+  cli(&run, (const char *[]){"merge", "--help", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_ptr_nonnull(strstr(run.out, "usage: oomlens merge"));
+}
+END_TEST
+
+/* Rank 2 ran out 0.25 s before rank 1 (the fixtures' first_oom_time_unix);
+ * rank 0 peaked at 144 MiB, the others at 1 GiB. */
+START_TEST(merge_table)
+{
+  harness_run_t run;
+  cli(&run, (const char *[]){"merge", fixture("rank1.json"), fixture("rank2.json"),
+                             fixture("rank0.json"), NULL});
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  const char *r0 = strstr(run.out, "\n0      1000"), *r1 = strstr(run.out, "\n1      1001"),
+             *r2 = strstr(run.out, "\n2      1002");
+  ck_assert_msg(r0 && r1 && r2 && r0 < r1 && r1 < r2, "rows in rank order:\n%s", run.out);
+  ck_assert_ptr_nonnull(strstr(r1, "1.00 GiB        1.00 GiB      1  activations    +0.250 s"));
+  ck_assert_ptr_nonnull(strstr(r2, "1  leak           +0.000 s  (first)"));
+  ck_assert_ptr_nonnull(strstr(run.out, "Ran out first: rank 2 (pid 1002, device 0, leak) at "
+                                        "2026-11-29 "));
+  ck_assert_ptr_nonnull(strstr(run.out, "0.250 s before rank 1 (device 0). 2 of 3 ran out."));
+  ck_assert_ptr_nonnull(strstr(run.out, "Peak allocated: largest 1.00 GiB (rank 1, device 0), "
+                                        "smallest 144.00 MiB (rank 0, device 0): 7.11x, "
+                                        "spread 880.00 MiB"));
+}
+END_TEST
+
+START_TEST(merge_json)
+{
+  harness_run_t run;
+  cli(&run, (const char *[]){"merge", "--json", fixture("rank0.json"), fixture("rank1.json"),
+                             fixture("rank2.json"), NULL});
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  char err[256];
+  ol_json_t *j = ol_json_parse(run.out, strlen(run.out), err, sizeof err);
+  ck_assert_msg(j, "%s\n%s", err, run.out);
+  ck_assert_int_eq(harness_int(j, "oomlens_merge"), 1);
+  ck_assert_uint_eq(ol_json_length(ol_json_get(j, "rows")), 3);
+  ck_assert_str_eq(ol_json_string(ol_json_path(j, "rows[1].oom_class")), "activations");
+  ck_assert_int_eq(ol_json_kind(ol_json_path(j, "rows[0].oom_class")), OL_JSON_NULL);
+  ck_assert_int_eq(harness_int(j, "rows[2].peak_reserved"), 1024 * MiB);
+  ck_assert_int_eq(harness_int(j, "ran_out"), 2);
+  ck_assert_str_eq(ol_json_string(ol_json_path(j, "first_oom.rank")), "2");
+  ck_assert(fabs(ol_json_number(ol_json_path(j, "first_oom.lead_s")) - 0.25) < 1e-6);
+  ck_assert_int_eq(harness_int(j, "imbalance.peak_allocated.max"), 1024 * MiB);
+  ck_assert_int_eq(harness_int(j, "imbalance.peak_allocated.min"), 144 * MiB);
+  ck_assert_int_eq(harness_int(j, "imbalance.peak_allocated.spread"), 880 * MiB);
+  ck_assert(fabs(ol_json_number(ol_json_path(j, "imbalance.peak_allocated.ratio")) - 64.0 / 9) <
+            1e-5);
+  ck_assert_str_eq(ol_json_string(ol_json_path(j, "imbalance.peak_allocated.min_rank")), "0");
+  ol_json_free(j);
+}
+END_TEST
+
+START_TEST(merge_without_oom_times)
+{
+  harness_run_t run;
+  cli(&run, (const char *[]){"merge", fixture("rank0.json"), fixture("format_1_0.json"), NULL});
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  ck_assert_ptr_nonnull(strstr(run.out, "1 of 2 ran out; the reports carry no OOM times"));
+}
+END_TEST
+
+/* A recorded trace: allocated from its tensors, reserved from PyTorch's
+ * segments, and the call sites at the peak from its frames; the largest is
+ * what `oomlens replay` finds for the same trace (4831838208 bytes). */
+START_TEST(report_from_a_trace)
+{
+  char path[PATH_MAX], err[256];
+  snprintf(path, sizeof path, "%s/oom_activations.csv.gz", harness_env("OOMLENS_TEST_DATA"));
+  ol_view_t v;
+  ck_assert_msg(ol_view_load(&v, path, err, sizeof err) == 0, "%s", err);
+  const ol_view_device_t *d = &v.devices[0];
+  ck_assert_int_eq(d->stats.allocated_bytes[OL_POOL_ALL].peak, 12482133056ll);
+  ck_assert_int_gt(d->stats.reserved_bytes[OL_POOL_ALL].peak, 12482133056ll);
+  ck_assert_int_eq(d->stats.num_ooms, 1);
+  ck_assert(d->has_timeline && d->timeline.oom_count == 1);
+  ck_assert_int_eq(d->timeline.peak_allocated, 12482133056ll);
+  ck_assert_int_eq(ol_json_path_int64(d->at_peak, "[0].bytes", -1), 4831838208ll);
+  ck_assert_str_eq(ol_json_string(ol_json_path(d->at_peak, "[0].frames[0]")),
+                   "activations.py:66:forward");
+  int64_t sum = 0;
+  for (size_t i = 0; i < ol_json_length(d->at_peak); i++)
+    sum += ol_json_path_int64(ol_json_at(d->at_peak, i), "bytes", 0);
+  ck_assert_int_le(sum, 12482133056ll);
+  ol_view_free(&v);
+}
+END_TEST
+
+/* ---- the page in a browser ---------------------------------------------- */
+
+typedef struct image {
+  uint32_t width, height;
+  unsigned char *rgb; /* width * height * 3 */
+} image_t;
+
+static uint32_t be32(const unsigned char *p)
+{
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int paeth(int a, int b, int c)
+{
+  int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
+  return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+}
+
+/* 8-bit RGB or RGBA, not interlaced: what Chromium writes. */
+static void png_decode(const unsigned char *png, size_t len, image_t *img)
+{
+  ck_assert(len > 8 && memcmp(png, "\x89PNG\r\n\x1a\n", 8) == 0);
+  unsigned char *idat = malloc(len), *raw = NULL;
+  size_t idat_len = 0;
+  unsigned depth = 0, type = 0;
+  for (size_t at = 8; at + 12 <= len;) {
+    uint32_t n = be32(png + at);
+    const unsigned char *kind = png + at + 4, *data = png + at + 8;
+    ck_assert(at + 12 + n <= len);
+    if (!memcmp(kind, "IHDR", 4)) {
+      img->width = be32(data);
+      img->height = be32(data + 4);
+      depth = data[8];
+      type = data[9];
+      ck_assert_msg(depth == 8 && (type == 2 || type == 6) && data[12] == 0,
+                    "PNG depth %u type %u interlace %u", depth, type, data[12]);
+    } else if (!memcmp(kind, "IDAT", 4)) {
+      memcpy(idat + idat_len, data, n);
+      idat_len += n;
+    }
+    at += 12 + n;
+  }
+  size_t bpp = type == 6 ? 4 : 3, stride = img->width * bpp;
+  uLongf raw_len = (uLongf)(stride + 1) * img->height;
+  raw = malloc(raw_len);
+  ck_assert_int_eq(uncompress(raw, &raw_len, idat, idat_len), Z_OK);
+  ck_assert_uint_eq(raw_len, (stride + 1) * img->height);
+  img->rgb = malloc((size_t)img->width * img->height * 3);
+  unsigned char *prev = calloc(stride, 1), *cur = malloc(stride);
+  for (uint32_t y = 0; y < img->height; y++) {
+    const unsigned char *row = raw + y * (stride + 1);
+    for (size_t x = 0; x < stride; x++) {
+      int a = x >= bpp ? cur[x - bpp] : 0, b = prev[x], c = x >= bpp ? prev[x - bpp] : 0;
+      int pred = row[0] == 1 ? a : row[0] == 2 ? b : row[0] == 3 ? (a + b) / 2
+               : row[0] == 4 ? paeth(a, b, c) : 0;
+      cur[x] = (unsigned char)(row[1 + x] + pred);
+    }
+    for (uint32_t x = 0; x < img->width; x++)
+      memcpy(img->rgb + ((size_t)y * img->width + x) * 3, cur + x * bpp, 3);
+    memcpy(prev, cur, stride);
+  }
+  free(prev);
+  free(cur);
+  free(raw);
+  free(idat);
+}
+
+/* Pixels within a small distance of the colour 0xRRGGBB. */
+static size_t pixels_near(const image_t *img, uint32_t colour)
+{
+  int r = colour >> 16, g = (colour >> 8) & 255, b = colour & 255;
+  size_t n = 0;
+  for (size_t i = 0; i < (size_t)img->width * img->height; i++) {
+    const unsigned char *p = img->rgb + i * 3;
+    n += abs(p[0] - r) + abs(p[1] - g) + abs(p[2] - b) <= 24;
+  }
+  return n;
+}
+
+static size_t colours(const image_t *img)
+{
+  unsigned char *seen = calloc(1 << 21, 1); /* 2^24 bits */
+  size_t n = 0;
+  for (size_t i = 0; i < (size_t)img->width * img->height; i++) {
+    const unsigned char *p = img->rgb + i * 3;
+    uint32_t c = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+    if (!(seen[c >> 3] & (1 << (c & 7)))) {
+      seen[c >> 3] |= (unsigned char)(1 << (c & 7));
+      n++;
+    }
+  }
+  free(seen);
+  return n;
+}
+
+static const char *chromium(void)
+{
+  static char found[PATH_MAX];
+  const char *names[] = {"chromium", "chromium-browser", "google-chrome"};
+  const char *path = getenv("PATH");
+  for (size_t i = 0; i < 3; i++) {
+    for (const char *dir = path; dir && *dir;) {
+      const char *colon = strchr(dir, ':');
+      size_t n = colon ? (size_t)(colon - dir) : strlen(dir);
+      snprintf(found, sizeof found, "%.*s/%s", (int)n, dir, names[i]);
+      if (access(found, X_OK) == 0)
+        return found;
+      dir = colon ? colon + 1 : NULL;
+    }
+  }
+  ck_abort_msg("no chromium on PATH: scripts/setup.sh installs it (apt-get install chromium)");
+  return NULL;
+}
+
+/* The page of a recorded trace rendered by headless Chromium: the chart's
+ * colours (reserved area, allocated line, the OOM's red line) are on the
+ * picture, which is the window's size and far from blank. */
+START_TEST(page_renders_in_chromium)
+{
+  char trace[PATH_MAX], html[PATH_MAX + 32], png[PATH_MAX + 32], url[PATH_MAX + 64],
+    shot[PATH_MAX + 64], profile[PATH_MAX + 64];
+  snprintf(trace, sizeof trace, "%s/oom_activations.csv.gz", harness_env("OOMLENS_TEST_DATA"));
+  free(html_of(trace, "trace.html"));
+  snprintf(html, sizeof html, "%s/trace.html", harness_dir());
+  snprintf(png, sizeof png, "%s/trace.png", harness_dir());
+  snprintf(url, sizeof url, "file://%s", html);
+  snprintf(shot, sizeof shot, "--screenshot=%s", png);
+  snprintf(profile, sizeof profile, "--user-data-dir=%s/profile", harness_dir());
+  const char *argv[] = {chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                        "--hide-scrollbars", "--no-first-run", profile,
+                        "--window-size=1000,800", shot, url, NULL};
+  harness_run_t run;
+  harness_exec(&run, false, NULL, argv);
+  ck_assert_msg(run.status == 0 && access(png, F_OK) == 0, "chromium exit %d:\n%s", run.status,
+                run.out);
+  size_t len;
+  unsigned char *data = (unsigned char *)slurp(png, &len);
+  image_t img = {0};
+  png_decode(data, len, &img);
+  ck_assert_uint_eq(img.width, 1000);
+  ck_assert_uint_eq(img.height, 800);
+  size_t distinct = colours(&img), reserved = pixels_near(&img, 0xc6dbef),
+         allocated = pixels_near(&img, 0x08519c), oom = pixels_near(&img, 0xd62728),
+         white = pixels_near(&img, 0xffffff);
+  ck_assert_msg(distinct > 200, "%zu colours", distinct);
+  ck_assert_msg(reserved > 5000, "%zu pixels of the reserved area", reserved);
+  ck_assert_msg(allocated > 500, "%zu pixels of the allocated line", allocated);
+  ck_assert_msg(oom > 300, "%zu pixels of OOM red", oom);
+  ck_assert_msg(white < (size_t)img.width * img.height * 9 / 10, "%zu white pixels", white);
+  free(img.rgb);
+  free(data);
+}
+END_TEST
+
+/* The hover read-out: a mouse move over the middle of the chart shows that
+ * point's figures (a probe script appended to the page moves the mouse and
+ * leaves only the read-out in the DOM Chromium dumps). */
+START_TEST(hover_reads_out_a_point)
+{
+  char html[PATH_MAX + 32], url[PATH_MAX + 64], profile[PATH_MAX + 64];
+  char *page = html_of("rank1.json", "hover.html");
+  snprintf(html, sizeof html, "%s/hover.html", harness_dir());
+  FILE *f = fopen(html, "w");
+  ck_assert_ptr_nonnull(f);
+  char *end = strstr(page, "</body>");
+  ck_assert_ptr_nonnull(end);
+  fprintf(f, "%.*s<script>var s=document.querySelector('svg.chart'),b=s.getBoundingClientRect();"
+          "s.dispatchEvent(new MouseEvent('mousemove',{clientX:b.left+b.width/2,clientY:b.top+9}));"
+          "document.body.textContent='TIP['+s.querySelector('.tip').textContent+']';</script>"
+          "</body></html>\n", (int)(end - page), page);
+  fclose(f);
+  free(page);
+  snprintf(url, sizeof url, "file://%s", html);
+  snprintf(profile, sizeof profile, "--user-data-dir=%s/profile", harness_dir());
+  const char *argv[] = {chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                        "--no-first-run", profile, "--window-size=1000,800", "--dump-dom", url,
+                        NULL};
+  harness_run_t run;
+  harness_exec(&run, false, NULL, argv);
+  ck_assert_msg(run.status == 0, "chromium exit %d:\n%s", run.status, run.out);
+  const char *tip = strstr(run.out, "TIP[");
+  ck_assert_msg(tip, "%s", run.out);
+  ck_assert_msg(strstr(tip, " s: allocated ") && strstr(tip, "iB, reserved ") &&
+                  !strstr(tip, "TIP[]"), "%s", tip);
+}
+END_TEST
+
+static Suite *reports_suite(void)
+{
+  Suite *s = suite_create("reports");
+  TCase *report = tcase_create("report");
+  tcase_add_checked_fixture(report, harness_setup, harness_teardown);
+  tcase_set_timeout(report, 60);
+  tcase_add_test(report, text_report_from_json);
+  tcase_add_test(report, html_escapes_what_the_report_holds);
+  tcase_add_test(report, html_holds_the_figures_and_nothing_external);
+  tcase_add_test(report, format_1_0_still_reads);
+  tcase_add_loop_test(report, not_ours_exits_2, 0, sizeof bad_files / sizeof *bad_files);
+  tcase_add_test(report, usage_errors);
+  tcase_add_test(report, report_from_a_trace);
+  suite_add_tcase(s, report);
+  TCase *merge = tcase_create("merge");
+  tcase_add_checked_fixture(merge, harness_setup, harness_teardown);
+  tcase_set_timeout(merge, 60);
+  tcase_add_test(merge, merge_table);
+  tcase_add_test(merge, merge_json);
+  tcase_add_test(merge, merge_without_oom_times);
+  suite_add_tcase(s, merge);
+  TCase *browser = tcase_create("browser");
+  tcase_add_checked_fixture(browser, harness_setup, harness_teardown);
+  tcase_set_timeout(browser, 120);
+  tcase_add_test(browser, page_renders_in_chromium);
+  tcase_add_test(browser, hover_reads_out_a_point);
+  suite_add_tcase(s, browser);
+  return s;
+}
+
+int main(void)
+{
+  return ol_run_suite(reports_suite());
+}
