@@ -102,41 +102,81 @@ static void text_origins(ol_buf_t *out, const ol_device_stats_t *dev)
 #define SITES_SHOWN 5
 #define FRAMES_SHOWN 6
 
-/* A native site's key is its frames, innermost first. */
-static size_t site_frames(const ol_sites_t *sites, int32_t id, void **frames, size_t max)
+/* Frames joined for the text report: "a < b < c". */
+typedef struct joined {
+  ol_buf_t *out;
+  size_t count;
+} joined_t;
+
+static void join_frame(const char *frame, void *arg)
 {
-  size_t len;
-  const char *key = ol_sites_key_bytes(sites, id, &len);
-  size_t depth = len / sizeof *frames;
-  if (depth > max)
-    depth = max;
-  memcpy(frames, key, depth * sizeof *frames);
-  return depth;
+  joined_t *j = arg;
+  ol_buf_printf(j->out, "%s%s", j->count++ ? " < " : "", frame);
+}
+
+static void json_frame(const char *frame, void *arg)
+{
+  joined_t *j = arg;
+  ol_buf_printf(j->out, "%s", j->count++ ? ", " : "");
+  ol_buf_json_string(j->out, frame);
 }
 
 static void site_frames_text(ol_buf_t *out, const ol_sites_t *sites, int32_t id)
 {
-  void *frames[FRAMES_SHOWN];
-  size_t depth = site_frames(sites, id, frames, FRAMES_SHOWN);
-  for (size_t i = 0; i < depth; i++) {
-    char where[256];
-    ol_stacks_describe(frames[i], where, sizeof where);
-    ol_buf_printf(out, "%s%s", i ? " < " : "", where);
-  }
+  joined_t j = {out, 0};
+  ol_stacks_site_frames(sites, id, FRAMES_SHOWN, join_frame, &j);
 }
 
 static void site_frames_json(ol_buf_t *out, const ol_sites_t *sites, int32_t id)
 {
-  void *frames[OL_STACK_MAX];
-  size_t depth = site_frames(sites, id, frames, OL_STACK_MAX);
+  joined_t j = {out, 0};
   ol_buf_printf(out, "[");
-  for (size_t i = 0; i < depth; i++) {
-    char where[256];
-    ol_stacks_describe(frames[i], where, sizeof where);
-    ol_buf_printf(out, "%s", i ? ", " : "");
-    ol_buf_json_string(out, where);
-  }
+  ol_stacks_site_frames(sites, id, OL_STACK_MAX + OL_PY_FRAMES_MAX, json_frame, &j);
   ol_buf_printf(out, "]");
+}
+
+/* What the call sites are made of, and why Python frames are missing
+ * where they are: one line of the text report. */
+static void text_stacks_note(ol_buf_t *out)
+{
+  ol_pyframes_status_t py;
+  ol_pyframes_status(&py);
+  uint64_t sample = ol_option_size(OL_OPT_STACK_SAMPLE);
+  ol_buf_printf(out, "Call sites: native frames %s",
+                ol_stacks_native_available() ? "by libunwind" : "unavailable (no libunwind.so.8)");
+  if (sample)
+    ol_buf_printf(out, ", stacks for a sample of one in %llu bytes",
+                  (unsigned long long)sample);
+  ol_buf_printf(out, "; Python frames: ");
+  if (!strcmp(py.state, "ok"))
+    ol_buf_printf(out, "CPython %s, in %llu of %llu stacks taken (the others: threads "
+                       "without Python)\n", py.version, (unsigned long long)py.with_python,
+                  (unsigned long long)(py.with_python + py.without_python));
+  else if (!strcmp(py.state, "off"))
+    ol_buf_printf(out, "off (OOMLENS_PYTHON_FRAMES=0)\n");
+  else if (!strcmp(py.state, "none"))
+    ol_buf_printf(out, "none (no CPython in this process)\n");
+  else if (!strcmp(py.state, "unsupported"))
+    ol_buf_printf(out, "none (CPython %s is not supported: 3.10 to 3.13)\n",
+                  py.version[0] ? py.version : "of unknown version");
+  else
+    ol_buf_printf(out, "stopped (CPython %s frames did not look as expected)\n", py.version);
+}
+
+static void json_stacks(ol_buf_t *out)
+{
+  ol_pyframes_status_t py;
+  ol_pyframes_status(&py);
+  ol_buf_printf(out, "  \"stacks\": {\"native\": %s, \"depth\": %llu, \"sample_bytes\": %llu, "
+                     "\"python\": {\"state\": ",
+                ol_stacks_native_available() ? "true" : "false",
+                (unsigned long long)ol_option_size(OL_OPT_STACK_DEPTH),
+                (unsigned long long)ol_option_size(OL_OPT_STACK_SAMPLE));
+  ol_buf_json_string(out, py.state);
+  ol_buf_printf(out, ", \"version\": ");
+  ol_buf_json_string(out, py.version);
+  ol_buf_printf(out, ", \"with_frames\": %llu, \"without_frames\": %llu}},\n",
+                (unsigned long long)py.with_python, (unsigned long long)py.without_python);
 }
 
 static int64_t figure_of(const ol_sites_t *sites, int32_t id, ol_site_order_t order)
@@ -231,6 +271,8 @@ void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_co
   if (snap->tracking_failed)
     ol_buf_printf(out, "warning: tracking stopped early (out of host memory); "
                        "figures stop at that point\n");
+  if (ol_stacks_on())
+    text_stacks_note(out);
   if (snap->device_count == 0)
     ol_buf_printf(out, "\nNo device memory was allocated through CUDA in this process.\n");
   for (int d = 0; d < snap->device_count; d++) {
@@ -312,8 +354,11 @@ void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_co
   ol_buf_json_string(out, ctx->rank);
   ol_buf_printf(out, ",\n  \"time_unix\": %.3f,\n  \"command\": ", ctx->time_unix);
   ol_buf_json_string(out, ctx->command);
-  ol_buf_printf(out, ",\n  \"tracking_failed\": %s,\n  \"devices\": [\n",
+  ol_buf_printf(out, ",\n  \"tracking_failed\": %s,\n",
                 snap->tracking_failed ? "true" : "false");
+  if (ol_stacks_on())
+    json_stacks(out);
+  ol_buf_printf(out, "  \"devices\": [\n");
   for (int d = 0; d < snap->device_count; d++) {
     json_device(out, d, &snap->devices[d]);
     ol_buf_printf(out, "%s\n", d + 1 < snap->device_count ? "," : "");

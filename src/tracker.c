@@ -179,14 +179,26 @@ static int clamp_device(int device)
   return device < 0 ? 0 : device >= OL_MAX_DEVICES ? OL_MAX_DEVICES - 1 : device;
 }
 
-static int32_t site_for(int device, void *const *frames, int depth)
+/* The device's site for this key, interned (and labelled with its Python
+ * frames, on this thread, while they are alive) the first time it is seen. */
+static int32_t site_for(int device, const ol_site_key_t *key, int32_t known)
 {
-  if (!frames || depth <= 0)
-    return -1;
   int d = clamp_device(device);
+  if (known >= 0 || !key)
+    return sites[d] && (size_t)known < ol_sites_count(sites[d]) ? known : -1;
   if (!sites[d] && !(sites[d] = ol_sites_new()))
     return -1;
-  return ol_sites_intern(sites[d], (const char *)frames, (size_t)depth * sizeof *frames);
+  size_t before = ol_sites_count(sites[d]);
+  size_t len = key->count * sizeof *key->words;
+  int32_t id = ol_sites_intern(sites[d], (const char *)key->words, len);
+  if (id >= 0 && (size_t)id == before) {
+    ol_buf_t label = {0};
+    ol_stacks_label(key->words, len, &label);
+    if (label.len && !label.failed)
+      ol_sites_set_label(sites[d], id, label.data);
+    ol_buf_free(&label);
+  }
+  return id;
 }
 
 static void site_bytes(int device, int32_t site, int64_t delta)
@@ -213,14 +225,14 @@ static void mark_site_peak(int device, const ol_device_stats_t *dev)
 
 void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream)
 {
-  ol_track_alloc_at(addr, size, device, kind, stream, NULL, 0);
+  ol_track_alloc_at(addr, size, device, kind, stream, NULL, -1);
 }
 
-void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream,
-                       void *const *frames, int depth)
+int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind,
+                          uintptr_t stream, const ol_site_key_t *key, int32_t site)
 {
   if (!begin())
-    return;
+    return -1;
   ol_device_stats_t *dev = device_stats(device);
   if (kind == OL_KIND_MANAGED)
     dev->managed_allocs++;
@@ -240,12 +252,13 @@ void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, 
   if (rec) {
     rec->kind = (uint8_t)kind;
     rec->stream = stream;
-    rec->site = site_for(device, frames, depth);
+    rec->site = site_for(device, key, site);
     count_block(dev, size, kind, +1);
     site_bytes(device, rec->site, (int64_t)size);
     mark_site_peak(device, dev);
   }
   end();
+  return rec ? rec->site : -1;
 }
 
 bool ol_track_free(uintptr_t addr, ol_kind_t kind)
@@ -503,6 +516,7 @@ void ol_track_reset(void)
     sites[d] = NULL;
     sites_marked[d] = 0;
   }
+  ol_stacks_forget_sites();
   device_count = 0;
   failed = false;
   atomic_store(&seen_activity, false);
