@@ -363,6 +363,27 @@ static int two_sites(void)
   return 0;
 }
 
+/* For sampled stacks: 256 MiB, then 2000 x 64 KiB from one site, all
+ * live at the end. */
+__attribute__((noinline)) void *cuda_prog_small(void);
+
+void *cuda_prog_small(void)
+{
+  void *p;
+  CHECK(cudaMalloc(&p, 64 * 1024) == cudaSuccess);
+  return p;
+}
+
+static int sampled(void)
+{
+  void *big;
+  CHECK(cudaMalloc(&big, 256 * MiB) == cudaSuccess);
+  volatile int count = 2000;
+  for (int i = 0; i < count; i++)
+    (void)cuda_prog_small();
+  return 0;
+}
+
 /* Killed by SIGTERM (a scheduler's time limit) while holding 7 MiB: the
  * report is written, then the job dies of that signal. A forked child that
  * never used CUDA must still die of SIGTERM at once. */
@@ -414,6 +435,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "capacity")) return smaller_device();
   if (!strcmp(s, "two_sites")) return two_sites();
   if (!strcmp(s, "sigterm")) return killed();
+  if (!strcmp(s, "sampled")) return sampled();
   if (!strcmp(s, "oom_persistent")) return train_until_oom((size_t)2 << 30, 0, 0, 0);
   if (!strcmp(s, "oom_activations")) return train_until_oom(256 * MiB, 256 * MiB, 128 * MiB, 0);
   if (!strcmp(s, "oom_leak")) return train_until_oom(128 * MiB, 256 * MiB, 0, 64 * MiB);
