@@ -25,7 +25,9 @@
  *   immutable line table (3.11 may read a line cache that tracing builds;
  *   a race there gives a wrong line, never a crash). A code object freed
  *   and another allocated at the same address would share a key: the key
- *   also holds co_firstlineno, so only a look-alike is mistaken. */
+ *   also holds co_firstlineno, so only a look-alike is mistaken.
+ * - Once the interpreter is finalizing, no frames are read: it frees other
+ *   threads' states while daemon threads may still run C code. */
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
@@ -76,11 +78,13 @@ static const layout_t layouts[] = {
 
 typedef void *(*tstate_fn)(void);
 typedef int (*addr2line_fn)(void *, int);
+typedef int (*flag_fn)(void);
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const layout_t *layout;
 static tstate_fn this_thread_state;
 static addr2line_fn addr2line;
+static flag_fn finalizing; /* Py_IsFinalizing: other threads' states may be freed */
 static const void *code_type, *unicode_type;
 static char version_text[32];
 static uintptr_t interpreter_lo[4], interpreter_hi[4]; /* its executable segments */
@@ -174,9 +178,10 @@ static void start(void)
     if (layouts[i].minor == minor)
       layout = &layouts[i];
   addr2line = (addr2line_fn)ol_prim_python_symbol("PyCode_Addr2Line");
+  finalizing = (flag_fn)ol_prim_python_symbol(minor >= 13 ? "Py_IsFinalizing" : "_Py_IsFinalizing");
   code_type = ol_prim_python_symbol("PyCode_Type");
   unicode_type = ol_prim_python_symbol("PyUnicode_Type");
-  if (!layout || !addr2line || !code_type || !unicode_type || sizeof(void *) != 8) {
+  if (!layout || !addr2line || !finalizing || !code_type || !unicode_type || sizeof(void *) != 8) {
     layout = NULL;
     state = "unsupported";
     ol_log_verbose("CPython %s: no Python frames (supported: 3.10 to 3.13)",
@@ -338,7 +343,9 @@ int ol_pyframes_capture(uintptr_t *pairs, int max)
 {
   if (!ready())
     return 0;
-  uintptr_t tstate = (uintptr_t)this_thread_state();
+  /* Once the interpreter shuts down, a daemon thread's state may be freed
+   * under it (by another thread): read no more frames. */
+  uintptr_t tstate = finalizing() ? 0 : (uintptr_t)this_thread_state();
   uintptr_t frame = tstate ? innermost(tstate) : 0;
   int kept = 0;
   bool have_own = false;
