@@ -235,6 +235,18 @@ START_TEST(sampled_sites_still_sum_to_the_peak)
 }
 END_TEST
 
+/* The offsets pyframes.c reads, against each interpreter's own headers
+ * (the script compiles a probe with them). */
+START_TEST(layout_matches_the_headers)
+{
+  const char *argv[] = {harness_env("OOMLENS_TEST_LAYOUT_CHECK"), pythons[_i], NULL};
+  harness_run_t run;
+  harness_exec(&run, false, NULL, argv);
+  ck_assert_msg(run.status == 0, "%s", run.out);
+  ck_assert_ptr_nonnull(strstr(run.out, "layout matches its headers"));
+}
+END_TEST
+
 static Suite *pyframes_suite(void)
 {
   find_pythons();
@@ -250,6 +262,7 @@ static Suite *pyframes_suite(void)
     fprintf(stderr, "no CPython 3.10-3.13 found (OOMLENS_TEST_PYTHONS is empty)\n");
     exit(EXIT_FAILURE);
   }
+  tcase_add_loop_test(py, layout_matches_the_headers, 0, python_count);
   tcase_add_loop_test(py, python_lines_at_the_peak, 0, python_count);
   tcase_add_loop_test(py, python_threads_each_their_own_frames, 0, python_count);
   tcase_add_test(py, python_frames_can_be_turned_off);
