@@ -21,6 +21,7 @@ sim="$PWD/build/tests/sim"
 null="$PWD/build/tests/progs/null"
 lib="$PWD/build/src/liboomlens.so"
 export OOMLENS_REPORT=/tmp/oomlens-bench-%p.txt OOMLENS_REPORT_AT_EXIT=0
+export PYTHONHASHSEED=0 # the Python job's instruction counts repeat
 
 count() { # PAIRS [env...] -> instructions of the C program
   pairs=$1; shift

@@ -86,13 +86,21 @@ static int find_own(struct dl_phdr_info *info, size_t size, void *arg)
   return 0;
 }
 
+/* At thread exit; a later destructor that allocates finds no cache. */
+static void drop_cache(void *cache)
+{
+  free(cache);
+  thread.cache = NULL;
+  thread.cache_failed = true;
+}
+
 static void start(void)
 {
   backtrace_fn = (int (*)(void **, int))ol_prim_unwinder();
   dl_iterate_phdr(find_own, (void *)(uintptr_t)&start);
   if (!backtrace_fn)
     ol_log_verbose("no libunwind.so.8: no native frames in call sites");
-  cache_key_ok = pthread_key_create(&cache_key, free) == 0;
+  cache_key_ok = pthread_key_create(&cache_key, drop_cache) == 0;
 }
 
 static bool ours(uintptr_t pc)
