@@ -54,12 +54,23 @@ static cudaError_t missing_runtime(ol_fn_t fn)
 /* ---- runtime allocation ------------------------------------------------ */
 
 /* Records a block the job now holds, with its call site when stacks are on
- * (taken here, in the hook, so the frames are the job's). */
+ * (taken here, in the hook, so the frames are the job's). A stack this
+ * thread has seen before is known by its site id and not interned again. */
 static void track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream)
 {
-  void *frames[OL_STACK_MAX];
-  int kept = ol_stacks_on() ? ol_stacks_capture(frames, OL_STACK_MAX) : 0;
-  ol_track_alloc_at(addr, size, device, kind, stream, frames, kept);
+  if (!ol_stacks_on()) {
+    ol_track_alloc(addr, size, device, kind, stream);
+    return;
+  }
+  ol_site_key_t key;
+  ol_stacks_site_key(size, &key);
+  int32_t site = ol_stacks_cached_site(device, &key);
+  if (site >= 0) {
+    ol_track_alloc_at(addr, size, device, kind, stream, NULL, site);
+    return;
+  }
+  site = ol_track_alloc_at(addr, size, device, kind, stream, &key, -1);
+  ol_stacks_cache_site(device, &key, site);
 }
 
 /* A refused allocation; an out-of-memory one gets its diagnosis. */

@@ -40,6 +40,8 @@ typedef enum ol_option {
   OL_OPT_STACK_DEPTH,
   OL_OPT_METRICS,
   OL_OPT_METRICS_INTERVAL,
+  OL_OPT_STACK_SAMPLE,
+  OL_OPT_PYTHON_FRAMES,
   OL_OPT_COUNT
 } ol_option_t;
 
@@ -84,11 +86,13 @@ int ol_prim_device_synchronize(void);
 int ol_prim_stream_idle(void *stream); /* 1 idle, 0 busy, -1 error */
 int ol_prim_mem_info(size_t *free_bytes, size_t *total_bytes); /* current device; 0 ok */
 void *ol_prim_unwinder(void); /* libunwind's unw_backtrace, NULL without libunwind.so.8 */
+void *ol_prim_python_symbol(const char *name); /* from the loaded CPython, or NULL */
 uint64_t ol_prim_device_total_memory(int device); /* 0 if unknown */
 bool ol_prim_has_context(void);                   /* a CUDA context is current */
 
 typedef struct ol_buf ol_buf_t;     /* buffer.c, below */
 typedef struct ol_sites ol_sites_t; /* sites.c, below */
+typedef struct ol_site_key ol_site_key_t; /* stacks.c, below */
 
 /* ---- phases.c: iterations found in the allocation stream ------------- */
 #define OL_PHASE_VALLEYS 8
@@ -257,9 +261,10 @@ typedef struct ol_snapshot {
 } ol_snapshot_t;
 
 void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream);
-/* The same, with where it was asked for (frames innermost first). */
-void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream,
-                       void *const *frames, int depth);
+/* The same, with its call site: site (>= 0) if the caller knows its id,
+ * else the key to intern (NULL: none). Returns the site id used, or -1. */
+int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind,
+                          uintptr_t stream, const ol_site_key_t *key, int32_t site);
 /* The device's call sites (for reports: copied under the lock by the caller). */
 bool ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg), void *arg); /* false: no sites */
 bool ol_track_free(uintptr_t addr, ol_kind_t kind);
@@ -323,13 +328,51 @@ size_t ol_sites_count(const ol_sites_t *sites);
 const char *ol_sites_key(const ol_sites_t *sites, int32_t id);
 const char *ol_sites_key_bytes(const ol_sites_t *sites, int32_t id, size_t *len);
 const ol_site_figures_t *ol_sites_figures(const ol_sites_t *sites, int32_t id);
+bool ol_sites_set_label(ol_sites_t *sites, int32_t id, const char *text);
+const char *ol_sites_label(const ol_sites_t *sites, int32_t id); /* NULL: none */
 size_t ol_sites_top(const ol_sites_t *sites, ol_site_order_t order, int32_t *out, size_t max);
 
-/* ---- stacks.c: native call stacks ------------------------------------ */
+/* ---- pyframes.c: the Python frames of the allocating thread ----------- */
+typedef struct ol_pyframes_status {
+  const char *state;   /* ok, off, none (no CPython), unsupported, unreadable */
+  const char *version; /* "3.11.7", or "" */
+  uint64_t with_python, without_python; /* allocations captured with / without frames */
+} ol_pyframes_status_t;
+
+/* Up to max frames as (code object, where) word pairs: the innermost and
+ * the first of the job's own code; 0 without Python on this thread. */
+int ol_pyframes_capture(uintptr_t *pairs, int max);
+/* "file:line:function"; only on the capturing thread, during its hook. */
+void ol_pyframes_describe(uintptr_t code, uint64_t where, char *out, size_t cap);
+void ol_pyframes_status(ol_pyframes_status_t *out);
+bool ol_pyframes_in_interpreter(uintptr_t pc); /* a native frame inside CPython */
+
+/* ---- stacks.c: call stacks, as call-site keys ------------------------- */
 #define OL_STACK_MAX 64
+#define OL_PY_FRAMES_MAX 4
+/* A live call site's key: a header word (Python frame count in bits 0-15,
+ * native count in 16-31, bit 32 "not sampled"), two words per Python frame
+ * (code object, first line << 32 | code unit), then native return
+ * addresses, innermost first. Its bytes are what ol_sites_intern gets. */
+#define OL_SITE_WORDS (1 + 2 * OL_PY_FRAMES_MAX + OL_STACK_MAX)
+struct ol_site_key {
+  uintptr_t words[OL_SITE_WORDS];
+  size_t count; /* words used */
+  uint64_t hash;
+};
+
 bool ol_stacks_on(void);
+bool ol_stacks_native_available(void);
 int ol_stacks_capture(void **frames, int max);
+void ol_stacks_site_key(size_t size, ol_site_key_t *key); /* sampling decided here */
+int32_t ol_stacks_cached_site(int device, const ol_site_key_t *key); /* -1: not cached */
+void ol_stacks_cache_site(int device, const ol_site_key_t *key, int32_t site);
+void ol_stacks_forget_sites(void); /* site ids cached by threads are stale */
+void ol_stacks_label(const void *key, size_t len, ol_buf_t *out);
 void ol_stacks_describe(const void *frame, char *out, size_t cap);
+/* A live site's frames as text (Python, then native), at most max. */
+size_t ol_stacks_site_frames(const ol_sites_t *sites, int32_t id, size_t max,
+                             void (*visit)(const char *frame, void *arg), void *arg);
 
 /* ---- oom_live.c: the diagnosis at a live job's failed allocation ------ */
 void ol_oom_at_failure(int device, uint64_t request);
@@ -387,8 +430,17 @@ void ol_report_site_name(ol_buf_t *out, int32_t id, bool json, void *sites);
 #define OL_REPORT_FRAMES_SHOWN 6 /* frames of each */
 /* The text report's pieces, for `oomlens report` to print a JSON report
  * back exactly as the library wrote it. */
+typedef struct ol_report_stacks {
+  bool native;     /* libunwind found */
+  uint64_t sample; /* OOMLENS_STACK_SAMPLE, 0: every allocation */
+  ol_pyframes_status_t py;
+} ol_report_stacks_t;
+void ol_report_stacks_now(ol_report_stacks_t *stacks);
+void ol_report_text_stacks_note(ol_buf_t *out, const ol_report_stacks_t *stacks);
+/* stacks NULL: call sites were off, no note. */
 void ol_report_text_header(ol_buf_t *out, const ol_report_context_t *ctx, const char *version,
-                           const char *mode, bool tracking_failed, int device_count);
+                           const char *mode, bool tracking_failed, int device_count,
+                           const ol_report_stacks_t *stacks);
 void ol_report_text_device(ol_buf_t *out, int device, const ol_device_stats_t *dev);
 void ol_report_text_origins(ol_buf_t *out, const ol_device_stats_t *dev);
 void ol_report_text_sites_title(ol_buf_t *out, bool by_total);

@@ -55,6 +55,13 @@ static option_t options[OL_OPT_COUNT] = {
                      "and report the call sites that held memory at the peak", 0, NULL},
   [OL_OPT_STACK_DEPTH] = {"OOMLENS_STACK_DEPTH", KIND_SIZE, "16",
                           "frames kept per call site (at most 64)", 0, NULL},
+  [OL_OPT_STACK_SAMPLE] = {"OOMLENS_STACK_SAMPLE", KIND_SIZE, "0",
+                           "take stacks for a sample: on average one every this many bytes, "
+                           "large allocations almost always (K/M/G; 0: every allocation); the "
+                           "rest is counted under one \"not sampled\" site", 0, NULL},
+  [OL_OPT_PYTHON_FRAMES] = {"OOMLENS_PYTHON_FRAMES", KIND_BOOL, "1",
+                            "with OOMLENS_STACKS, name the Python lines (file:line:function) of "
+                            "each call site when the job runs CPython 3.10-3.13", 0, NULL},
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},

@@ -338,3 +338,21 @@ void *ol_prim_unwinder(void)
   void *lib = dlopen("libunwind.so.8", RTLD_LAZY | RTLD_LOCAL);
   return lib ? ol_prim_dlsym(lib, "unw_backtrace") : NULL;
 }
+
+/* CPython's own symbols: global when the python executable links
+ * libpython (or is it); an embedding program may have opened libpython
+ * privately, so the usual names are also tried among what is loaded. */
+void *ol_prim_python_symbol(const char *name)
+{
+  static const char *const libraries[] = {"libpython3.13.so.1.0", "libpython3.12.so.1.0",
+                                          "libpython3.11.so.1.0", "libpython3.10.so.1.0"};
+  void *p = ol_prim_dlsym(RTLD_DEFAULT, name);
+  for (size_t i = 0; !p && i < sizeof libraries / sizeof *libraries; i++) {
+    void *handle = dlopen(libraries[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (handle) {
+      p = ol_prim_dlsym(handle, name);
+      dlclose(handle);
+    }
+  }
+  return p;
+}

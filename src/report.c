@@ -102,28 +102,30 @@ void ol_report_text_origins(ol_buf_t *out, const ol_device_stats_t *dev)
 #define SITES_SHOWN OL_REPORT_SITES_SHOWN
 #define FRAMES_SHOWN OL_REPORT_FRAMES_SHOWN
 
-/* A native site's key is its frames, innermost first. */
-static size_t site_frames(const ol_sites_t *sites, int32_t id, void **frames, size_t max)
+/* Frames joined for the text report: "a < b < c". */
+typedef struct joined {
+  ol_buf_t *out;
+  size_t count;
+} joined_t;
+
+static void join_frame(const char *frame, void *arg)
 {
-  size_t len;
-  const char *key = ol_sites_key_bytes(sites, id, &len);
-  size_t depth = len / sizeof *frames;
-  if (depth > max)
-    depth = max;
-  memcpy(frames, key, depth * sizeof *frames);
-  return depth;
+  joined_t *j = arg;
+  ol_buf_printf(j->out, "%s%s", j->count++ ? " < " : "", frame);
+}
+
+static void json_frame(const char *frame, void *arg)
+{
+  joined_t *j = arg;
+  ol_buf_printf(j->out, "%s", j->count++ ? ", " : "");
+  ol_buf_json_string(j->out, frame);
 }
 
 static void site_frames_text_upto(ol_buf_t *out, const ol_sites_t *sites, int32_t id,
                                   size_t shown)
 {
-  void *frames[FRAMES_SHOWN];
-  size_t depth = site_frames(sites, id, frames, shown < FRAMES_SHOWN ? shown : FRAMES_SHOWN);
-  for (size_t i = 0; i < depth; i++) {
-    char where[256];
-    ol_stacks_describe(frames[i], where, sizeof where);
-    ol_buf_printf(out, "%s%s", i ? " < " : "", where);
-  }
+  joined_t j = {out, 0};
+  ol_stacks_site_frames(sites, id, shown < FRAMES_SHOWN ? (int)shown : FRAMES_SHOWN, join_frame, &j);
 }
 
 static void site_frames_text(ol_buf_t *out, const ol_sites_t *sites, int32_t id)
@@ -179,16 +181,62 @@ static void oom_diagnosis(ol_buf_t *out, int device, const ol_device_stats_t *de
 
 static void site_frames_json(ol_buf_t *out, const ol_sites_t *sites, int32_t id)
 {
-  void *frames[OL_STACK_MAX];
-  size_t depth = site_frames(sites, id, frames, OL_STACK_MAX);
+  joined_t j = {out, 0};
   ol_buf_printf(out, "[");
-  for (size_t i = 0; i < depth; i++) {
-    char where[256];
-    ol_stacks_describe(frames[i], where, sizeof where);
-    ol_buf_printf(out, "%s", i ? ", " : "");
-    ol_buf_json_string(out, where);
-  }
+  ol_stacks_site_frames(sites, id, OL_STACK_MAX + OL_PY_FRAMES_MAX, json_frame, &j);
   ol_buf_printf(out, "]");
+}
+
+/* What the call sites are made of, and why Python frames are missing
+ * where they are: one line of the text report. */
+/* What the call sites are made of, from the live process or as a JSON
+ * report recorded it (`oomlens report` prints it back). */
+void ol_report_stacks_now(ol_report_stacks_t *s)
+{
+  s->native = ol_stacks_native_available();
+  s->sample = ol_option_size(OL_OPT_STACK_SAMPLE);
+  ol_pyframes_status(&s->py);
+}
+
+void ol_report_text_stacks_note(ol_buf_t *out, const ol_report_stacks_t *s)
+{
+  ol_pyframes_status_t py = s->py;
+  uint64_t sample = s->sample;
+  ol_buf_printf(out, "Call sites: native frames %s",
+                s->native ? "by libunwind" : "unavailable (no libunwind.so.8)");
+  if (sample)
+    ol_buf_printf(out, ", stacks for a sample of one in %llu bytes",
+                  (unsigned long long)sample);
+  ol_buf_printf(out, "; Python frames: ");
+  if (!strcmp(py.state, "ok"))
+    ol_buf_printf(out, "CPython %s, in %llu of %llu stacks taken (the others: threads "
+                       "without Python)\n", py.version, (unsigned long long)py.with_python,
+                  (unsigned long long)(py.with_python + py.without_python));
+  else if (!strcmp(py.state, "off"))
+    ol_buf_printf(out, "off (OOMLENS_PYTHON_FRAMES=0)\n");
+  else if (!strcmp(py.state, "none"))
+    ol_buf_printf(out, "none (no CPython in this process)\n");
+  else if (!strcmp(py.state, "unsupported"))
+    ol_buf_printf(out, "none (CPython %s is not supported: 3.10 to 3.13)\n",
+                  py.version[0] ? py.version : "of unknown version");
+  else
+    ol_buf_printf(out, "stopped (CPython %s frames did not look as expected)\n", py.version);
+}
+
+static void json_stacks(ol_buf_t *out)
+{
+  ol_pyframes_status_t py;
+  ol_pyframes_status(&py);
+  ol_buf_printf(out, "  \"stacks\": {\"native\": %s, \"depth\": %llu, \"sample_bytes\": %llu, "
+                     "\"python\": {\"state\": ",
+                ol_stacks_native_available() ? "true" : "false",
+                (unsigned long long)ol_option_size(OL_OPT_STACK_DEPTH),
+                (unsigned long long)ol_option_size(OL_OPT_STACK_SAMPLE));
+  ol_buf_json_string(out, py.state);
+  ol_buf_printf(out, ", \"version\": ");
+  ol_buf_json_string(out, py.version);
+  ol_buf_printf(out, ", \"with_frames\": %llu, \"without_frames\": %llu}},\n",
+                (unsigned long long)py.with_python, (unsigned long long)py.without_python);
 }
 
 static int64_t figure_of(const ol_sites_t *sites, int32_t id, ol_site_order_t order)
@@ -280,7 +328,8 @@ void ol_report_text_calls(ol_buf_t *out, const ol_device_stats_t *dev, ol_site_n
 }
 
 void ol_report_text_header(ol_buf_t *out, const ol_report_context_t *ctx, const char *version,
-                           const char *mode, bool tracking_failed, int device_count)
+                           const char *mode, bool tracking_failed, int device_count,
+                           const ol_report_stacks_t *stacks)
 {
   time_t when = (time_t)ctx->time_unix;
   struct tm tm;
@@ -294,14 +343,20 @@ void ol_report_text_header(ol_buf_t *out, const ol_report_context_t *ctx, const 
   if (tracking_failed)
     ol_buf_printf(out, "warning: tracking stopped early (out of host memory); "
                        "figures stop at that point\n");
+  if (stacks)
+    ol_report_text_stacks_note(out, stacks);
   if (device_count == 0)
     ol_buf_printf(out, "\nNo device memory was allocated through CUDA in this process.\n");
 }
 
 void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx)
 {
+  ol_report_stacks_t stacks;
+  if (ol_stacks_on())
+    ol_report_stacks_now(&stacks);
   ol_report_text_header(out, ctx, OL_VERSION_TEXT, ol_manage_on() ? "manage" : "observe",
-                        snap->tracking_failed, snap->device_count);
+                        snap->tracking_failed, snap->device_count,
+                        ol_stacks_on() ? &stacks : NULL);
   for (int d = 0; d < snap->device_count; d++) {
     ol_buf_printf(out, "\n");
     ol_report_text_device(out, d, &snap->devices[d]);
@@ -406,8 +461,11 @@ void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_co
   ol_buf_json_string(out, ctx->rank);
   ol_buf_printf(out, ",\n  \"time_unix\": %.3f,\n  \"command\": ", ctx->time_unix);
   ol_buf_json_string(out, ctx->command);
-  ol_buf_printf(out, ",\n  \"tracking_failed\": %s,\n  \"devices\": [\n",
+  ol_buf_printf(out, ",\n  \"tracking_failed\": %s,\n",
                 snap->tracking_failed ? "true" : "false");
+  if (ol_stacks_on())
+    json_stacks(out);
+  ol_buf_printf(out, "  \"devices\": [\n");
   for (int d = 0; d < snap->device_count; d++) {
     json_device(out, d, &snap->devices[d]);
     ol_buf_printf(out, "%s\n", d + 1 < snap->device_count ? "," : "");

@@ -112,6 +112,23 @@ void ol_view_site_name(ol_buf_t *out, int32_t id, bool json, void *device)
   ol_buf_printf(out, "%.*s", (int)(end ? (size_t)(end - name) : strlen(name)), name);
 }
 
+static const char *text_or(const ol_json_t *root, const char *key, const char *fallback);
+
+/* What the call sites were made of, as the library wrote it. */
+static void read_stacks(const ol_json_t *s, ol_view_t *v)
+{
+  const ol_json_t *py = ol_json_get(s, "python");
+  v->has_stacks = s != NULL;
+  if (!s)
+    return;
+  ol_json_bool(ol_json_get(s, "native"), &v->stacks.native);
+  v->stacks.sample = (uint64_t)int_at(s, "sample_bytes");
+  v->stacks.py.state = text_or(py, "state", "");
+  v->stacks.py.version = text_or(py, "version", "");
+  v->stacks.py.with_python = (uint64_t)int_at(py, "with_frames");
+  v->stacks.py.without_python = (uint64_t)int_at(py, "without_frames");
+}
+
 static void read_oom(const ol_json_t *oom, ol_view_device_t *d)
 {
   ol_oom_record_t *r = &d->stats.last_oom;
@@ -225,6 +242,7 @@ int ol_view_load_json(ol_view_t *v, const char *path, char *err, size_t cap)
   v->pid = (long)int_at(r, "pid");
   v->time_unix = ol_json_number(ol_json_get(r, "time_unix"));
   ol_json_bool(ol_json_get(r, "tracking_failed"), &v->tracking_failed);
+  read_stacks(ol_json_get(r, "stacks"), v);
   v->device_count = (int)ol_json_length(devices);
   v->devices = v->device_count ? calloc((size_t)v->device_count, sizeof *v->devices) : NULL;
   if (v->device_count && !v->devices) {
@@ -487,7 +505,8 @@ void ol_view_text(ol_buf_t *out, const ol_view_t *v)
 {
   ol_report_context_t ctx = {v->reason, v->pid, v->rank, v->command, v->time_unix};
   if (v->root)
-    ol_report_text_header(out, &ctx, v->version, v->mode, v->tracking_failed, v->device_count);
+    ol_report_text_header(out, &ctx, v->version, v->mode, v->tracking_failed, v->device_count,
+                          v->has_stacks ? &v->stacks : NULL);
   else
     trace_header(out, v);
   for (int d = 0; d < v->device_count; d++) {

@@ -35,6 +35,8 @@ typedef struct ol_view {
   long pid;
   double time_unix;
   bool tracking_failed;
+  bool has_stacks;           /* the report says what its call sites are made of */
+  ol_report_stacks_t stacks;
   int device_count;
   ol_view_device_t *devices;
 } ol_view_t;

@@ -6,7 +6,7 @@
  * the process's peak (copied when a new peak is marked), and in total.
  * "Who held the memory at the peak" is then the at-peak column, and it sums
  * to the peak exactly, because every byte live at that moment belongs to
- * one site. */
+ * one site. A site may carry a label: text made when it was first seen. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,7 @@ static _Thread_local bool index_full;
 typedef struct site {
   char *key;
   size_t len;
+  char *label; /* text made when the site was first seen, or NULL */
   ol_site_figures_t figures;
   UT_hash_handle hh;
 } site_t;
@@ -43,6 +44,7 @@ void ol_sites_free(ol_sites_t *s)
   HASH_CLEAR(hh, s->index);
   for (size_t i = 0; i < s->count; i++) {
     free(s->all[i]->key);
+    free(s->all[i]->label);
     free(s->all[i]);
   }
   free(s->all);
@@ -143,6 +145,25 @@ const char *ol_sites_key_bytes(const ol_sites_t *s, int32_t id, size_t *len)
   bool valid = id >= 0 && (size_t)id < s->count;
   *len = valid ? s->all[id]->len : 0;
   return valid ? s->all[id]->key : "";
+}
+
+/* Keeps a copy of text that names the site (a live site's Python frames,
+ * which cannot be read back from its key later). false: no memory. */
+bool ol_sites_set_label(ol_sites_t *s, int32_t id, const char *text)
+{
+  if (id < 0 || (size_t)id >= s->count)
+    return false;
+  char *copy = strdup(text);
+  if (!copy)
+    return false;
+  free(s->all[id]->label);
+  s->all[id]->label = copy;
+  return true;
+}
+
+const char *ol_sites_label(const ol_sites_t *s, int32_t id)
+{
+  return id >= 0 && (size_t)id < s->count ? s->all[id]->label : NULL;
 }
 
 const ol_site_figures_t *ol_sites_figures(const ol_sites_t *s, int32_t id)

@@ -188,14 +188,26 @@ static int clamp_device(int device)
   return device < 0 ? 0 : device >= OL_MAX_DEVICES ? OL_MAX_DEVICES - 1 : device;
 }
 
-static int32_t site_for(int device, void *const *frames, int depth)
+/* The device's site for this key, interned (and labelled with its Python
+ * frames, on this thread, while they are alive) the first time it is seen. */
+static int32_t site_for(int device, const ol_site_key_t *key, int32_t known)
 {
-  if (!frames || depth <= 0)
-    return -1;
   int d = clamp_device(device);
+  if (known >= 0 || !key)
+    return sites[d] && (size_t)known < ol_sites_count(sites[d]) ? known : -1;
   if (!sites[d] && !(sites[d] = ol_sites_new()))
     return -1;
-  return ol_sites_intern(sites[d], (const char *)frames, (size_t)depth * sizeof *frames);
+  size_t before = ol_sites_count(sites[d]);
+  size_t len = key->count * sizeof *key->words;
+  int32_t id = ol_sites_intern(sites[d], (const char *)key->words, len);
+  if (id >= 0 && (size_t)id == before) {
+    ol_buf_t label = {0};
+    ol_stacks_label(key->words, len, &label);
+    if (label.len && !label.failed)
+      ol_sites_set_label(sites[d], id, label.data);
+    ol_buf_free(&label);
+  }
+  return id;
 }
 
 /* A block's bytes change hands at its site; when that change ended an
@@ -250,14 +262,14 @@ static void note_time(int device, const ol_device_stats_t *dev, uint64_t t)
 
 void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream)
 {
-  ol_track_alloc_at(addr, size, device, kind, stream, NULL, 0);
+  ol_track_alloc_at(addr, size, device, kind, stream, NULL, -1);
 }
 
-void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream,
-                       void *const *frames, int depth)
+int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind,
+                          uintptr_t stream, const ol_site_key_t *key, int32_t site)
 {
   if (!begin())
-    return;
+    return -1;
   ol_device_stats_t *dev = device_stats(device);
   if (kind == OL_KIND_MANAGED)
     dev->managed_allocs++;
@@ -278,7 +290,7 @@ void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, 
   if (rec) {
     rec->kind = (uint8_t)kind;
     rec->stream = stream;
-    rec->site = site_for(device, frames, depth);
+    rec->site = site_for(device, key, site);
     uint64_t before = dev->phases.iterations;
     count_block(dev, size, kind, +1);
     site_bytes(device, rec->site, (int64_t)size, before);
@@ -286,6 +298,7 @@ void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, 
     note_time(device, dev, rec->time_ns);
   }
   end();
+  return rec ? rec->site : -1;
 }
 
 bool ol_track_free(uintptr_t addr, ol_kind_t kind)
@@ -572,6 +585,7 @@ void ol_track_reset(void)
     timelines[d] = NULL;
     sites_marked[d] = 0;
   }
+  ol_stacks_forget_sites();
   device_count = 0;
   failed = false;
   atomic_store(&seen_activity, false);
