@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "cuda_abi.h"
+#include "trace_csv.h"
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
@@ -37,6 +38,7 @@ typedef enum ol_option {
   OL_OPT_CAPACITY,
   OL_OPT_STACKS,
   OL_OPT_STACK_DEPTH,
+  OL_OPT_TRACE,
   OL_OPT_COUNT
 } ol_option_t;
 
@@ -245,7 +247,8 @@ void ol_track_vmm_unmap(uintptr_t addr, size_t size);
 void ol_track_va_reserve(uintptr_t addr, size_t size, int device);
 void ol_track_va_free(uintptr_t addr);
 void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes);
-void ol_track_pool_mapped(int device, int64_t delta); /* manage mode's reserved memory */
+/* manage mode's reserved memory: a chunk at addr mapped (delta > 0) or unmapped */
+void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta);
 int64_t ol_track_reserved_now(int device);
 void ol_track_pending(int device, int64_t delta);     /* freed, waiting for a fence */
 void ol_track_fence_wait(int device);
@@ -286,6 +289,9 @@ size_t ol_sites_count(const ol_sites_t *sites);
 const char *ol_sites_key(const ol_sites_t *sites, int32_t id);
 const char *ol_sites_key_bytes(const ol_sites_t *sites, int32_t id, size_t *len);
 const ol_site_figures_t *ol_sites_figures(const ol_sites_t *sites, int32_t id);
+/* A live process's site key (what the tracker interns) as text: its frames
+ * innermost first, joined by ';' (trace files; needs no table). */
+void ol_sites_key_text(const char *key, size_t len, ol_buf_t *out);
 size_t ol_sites_top(const ol_sites_t *sites, ol_site_order_t order, int32_t *out, size_t max);
 
 /* ---- stacks.c: native call stacks ------------------------------------ */
@@ -293,6 +299,19 @@ size_t ol_sites_top(const ol_sites_t *sites, ol_site_order_t order, int32_t *out
 bool ol_stacks_on(void);
 int ol_stacks_capture(void **frames, int max);
 void ol_stacks_describe(const void *frame, char *out, size_t cap);
+
+/* ---- tracefile.c: OOMLENS_TRACE, every event into a file ---------------
+ * Events and sites are recorded under the tracker's lock, so they are in
+ * its order; a site is recorded the first time it is interned. */
+void ol_tracefile_start(void);           /* at start: opens OOMLENS_TRACE if set */
+int ol_tracefile_open(const char *path); /* 0, or -1 with a warning */
+bool ol_tracefile_on(void);
+void ol_tracefile_site(int device, int32_t site, const void *key, size_t len);
+void ol_tracefile_event(ol_trace_action_t action, uint64_t addr, uint64_t size, uint64_t stream,
+                        int32_t site, int device);
+void ol_tracefile_flush(void);  /* all so far on disk (SIGUSR1) */
+void ol_tracefile_close(void);  /* all on disk, end line, closed (exit, SIGTERM) */
+void ol_tracefile_forget(void); /* a forked child drops its parent's trace */
 
 /* ---- oom_live.c: the diagnosis at a live job's failed allocation ------ */
 void ol_oom_at_failure(int device, uint64_t request);

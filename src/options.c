@@ -55,6 +55,9 @@ static option_t options[OL_OPT_COUNT] = {
                      "and report the call sites that held memory at the peak", 0, NULL},
   [OL_OPT_STACK_DEPTH] = {"OOMLENS_STACK_DEPTH", KIND_SIZE, "16",
                           "frames kept per call site (at most 64)", 0, NULL},
+  [OL_OPT_TRACE] = {"OOMLENS_TRACE", KIND_STRING, "",
+                    "write every allocation event to this file while the job runs "
+                    "(docs/trace-format.md); %p = pid, %r = rank; empty: no trace", 0, NULL},
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},
@@ -126,9 +129,8 @@ static bool parse_value(option_t *opt, const char *text)
     opt->value = (long long)size;
     return true;
   case KIND_STRING:
-    if (*text == '\0')
-      return false;
-    return true;
+    /* Empty only where empty is the default (it means "off"). */
+    return *text != '\0' || *opt->default_text == '\0';
   }
   return false;
 }

@@ -164,3 +164,21 @@ size_t ol_sites_top(const ol_sites_t *s, ol_site_order_t order, int32_t *out, si
   }
   return n;
 }
+
+/* Keys are native return addresses today (stacks.c), each named with
+ * dladdr. Whoever changes what a key holds changes this with it: the
+ * trace writer uses only this to name a site. */
+void ol_sites_key_text(const char *key, size_t len, ol_buf_t *out)
+{
+  size_t depth = len / sizeof(void *);
+  for (size_t i = 0; i < depth; i++) {
+    void *frame;
+    char where[512];
+    memcpy(&frame, key + i * sizeof frame, sizeof frame);
+    ol_stacks_describe(frame, where, sizeof where);
+    for (char *c = where; *c; c++)
+      if (*c == ';')
+        *c = ':'; /* ';' separates frames */
+    ol_buf_printf(out, "%s%s", i ? ";" : "", where);
+  }
+}

@@ -6,7 +6,9 @@
  * microseconds in the driver, so an uncontended lock is noise, and it keeps
  * counts exact under many threads. Records come from a free list so the hot
  * path rarely mallocs; if bookkeeping ever runs out of memory, tracking stops
- * with one warning and the job goes on untouched. */
+ * with one warning and the job goes on untouched. With OOMLENS_TRACE, each
+ * change is also handed to the trace file (tracefile.c) here, under the
+ * same lock, so the trace's order is the tracker's. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -186,7 +188,44 @@ static int32_t site_for(int device, void *const *frames, int depth)
   int d = clamp_device(device);
   if (!sites[d] && !(sites[d] = ol_sites_new()))
     return -1;
-  return ol_sites_intern(sites[d], (const char *)frames, (size_t)depth * sizeof *frames);
+  size_t known = ol_sites_count(sites[d]), len = (size_t)depth * sizeof *frames;
+  int32_t id = ol_sites_intern(sites[d], (const char *)frames, len);
+  if (id >= 0 && (size_t)id >= known) /* new: the trace defines it once, now */
+    ol_tracefile_site(d, id, frames, len);
+  return id;
+}
+
+/* ---- the trace file's events ----------------------------------------- */
+
+static bool from_driver(ol_kind_t kind)
+{
+  return kind != OL_KIND_MANAGED; /* a block of its own, not carved from our pool */
+}
+
+/* A block the driver handed out is a segment holding one allocation. */
+static void trace_alloc(const record_t *rec)
+{
+  if (!ol_tracefile_on())
+    return;
+  if (from_driver((ol_kind_t)rec->kind))
+    ol_tracefile_event(OL_TRACE_SEGMENT_ALLOC, rec->key, rec->size, rec->stream, rec->site,
+                       rec->device);
+  ol_tracefile_event(OL_TRACE_ALLOC, rec->key, rec->size, rec->stream, rec->site, rec->device);
+}
+
+/* cudaFree waits for the device, and what we see of an asynchronous free
+ * is its request only: requested and completed are one moment here. */
+static void trace_free(const record_t *rec)
+{
+  if (!ol_tracefile_on())
+    return;
+  ol_tracefile_event(OL_TRACE_FREE_REQUESTED, rec->key, rec->size, rec->stream, rec->site,
+                     rec->device);
+  ol_tracefile_event(OL_TRACE_FREE_COMPLETED, rec->key, rec->size, rec->stream, rec->site,
+                     rec->device);
+  if (from_driver((ol_kind_t)rec->kind))
+    ol_tracefile_event(OL_TRACE_SEGMENT_FREE, rec->key, rec->size, rec->stream, rec->site,
+                       rec->device);
 }
 
 static void site_bytes(int device, int32_t site, int64_t delta)
@@ -232,6 +271,7 @@ void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, 
    * see; count the old block as gone rather than keep a phantom. */
   record_t *stale = take_record(&allocations, addr);
   if (stale) {
+    trace_free(stale);
     count_block(device_stats(stale->device), stale->size, (ol_kind_t)stale->kind, -1);
     site_bytes(stale->device, stale->site, -(int64_t)stale->size);
     drop_record(stale);
@@ -241,6 +281,7 @@ void ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind, 
     rec->kind = (uint8_t)kind;
     rec->stream = stream;
     rec->site = site_for(device, frames, depth);
+    trace_alloc(rec);
     count_block(dev, size, kind, +1);
     site_bytes(device, rec->site, (int64_t)size);
     mark_site_peak(device, dev);
@@ -260,6 +301,7 @@ bool ol_track_free(uintptr_t addr, ol_kind_t kind)
   else
     dev->driver_frees++;
   if (rec) {
+    trace_free(rec);
     count_block(dev, rec->size, (ol_kind_t)rec->kind, -1);
     site_bytes(rec->device, rec->site, -(int64_t)rec->size);
     drop_record(rec);
@@ -285,6 +327,7 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
   if (out_of_memory) {
     dev->num_ooms++;
     dev->last_oom_request = (int64_t)size;
+    ol_tracefile_event(OL_TRACE_OOM, 0, size, 0, -1, device);
   }
   end();
 }
@@ -330,13 +373,16 @@ void ol_track_vmm_map(uintptr_t addr, size_t size, uint64_t handle)
   int device = owner ? owner->device : 0;
   ol_device_stats_t *dev = device_stats(device);
   dev->vmm_maps++;
-  if (add_record(&mappings, addr, size, device))
+  if (add_record(&mappings, addr, size, device)) {
     ol_stat_update(&dev->vmm_mapped_bytes, (int64_t)size);
+    ol_tracefile_event(OL_TRACE_SEGMENT_MAP, addr, size, 0, -1, device);
+  }
   end();
 }
 
 static void unmap_record(record_t *rec)
 {
+  ol_tracefile_event(OL_TRACE_SEGMENT_UNMAP, rec->key, rec->size, 0, -1, rec->device);
   ol_stat_update(&device_stats(rec->device)->vmm_mapped_bytes, -(int64_t)rec->size);
   HASH_DELETE(hh, mappings, rec);
   drop_record(rec);
@@ -396,10 +442,12 @@ void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes)
 
 /* Manage mode: the pool mapped or unmapped chunks of device memory. Each
  * chunk counts as a segment of the large pool. */
-void ol_track_pool_mapped(int device, int64_t delta)
+void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta)
 {
   if (!begin())
     return;
+  ol_tracefile_event(delta > 0 ? OL_TRACE_SEGMENT_MAP : OL_TRACE_SEGMENT_UNMAP, addr,
+                     (uint64_t)(delta > 0 ? delta : -delta), 0, -1, device);
   ol_device_stats_t *dev = device_stats(device);
   size_t large = OL_SMALL_SIZE + 1; /* any size of the large pool */
   ol_stats_pool_update(dev->reserved_bytes, large, delta);
