@@ -313,6 +313,18 @@ void ol_tracefile_flush(void);  /* all so far on disk (SIGUSR1) */
 void ol_tracefile_close(void);  /* all on disk, end line, closed (exit, SIGTERM) */
 void ol_tracefile_forget(void); /* a forked child drops its parent's trace */
 
+/* ---- progress.c: percent done on a terminal (replay, export) ---------- */
+typedef struct ol_progress {
+  const char *what;
+  bool on; /* stderr is a terminal */
+  int shown;
+  double last;
+} ol_progress_t;
+
+void ol_progress_start(ol_progress_t *p, const char *what);
+void ol_progress_show(double fraction, void *p); /* fits ol_export_options_t.progress */
+void ol_progress_end(ol_progress_t *p);
+
 /* ---- oom_live.c: the diagnosis at a live job's failed allocation ------ */
 void ol_oom_at_failure(int device, uint64_t request);
 
