@@ -370,9 +370,8 @@ static void write_end(out_t *o)
 /* Called with tf.lock held; returns with it held. */
 static void write_chunk(out_t *o, int index)
 {
-  bool writing = atomic_load(&tf.on);
   pthread_mutex_unlock(&tf.lock);
-  if (writing) {
+  if (!o->failed) { /* what was taken is written, even after tracing stopped */
     format_chunk(o, tf.chunks[index]);
     write_out(o);
   }
@@ -548,11 +547,11 @@ void ol_tracefile_close(void)
 {
   pthread_mutex_lock(&tf.lock);
   if (tf.open && !tf.closing) {
+    atomic_store(&tf.on, false); /* events after this one are not the trace's */
     hand_over();
     tf.closing = true;
     pthread_cond_signal(&tf.writer_wake);
     wait_written(true);
-    atomic_store(&tf.on, false);
   }
   pthread_mutex_unlock(&tf.lock);
 }
