@@ -3,7 +3,8 @@
 # instructions (valgrind's callgrind: repeatable on a shared machine), on
 # the simulated CUDA: the same program with and without the library, and
 # the difference per pair. Observe mode, with call stacks (OOMLENS_STACKS=1),
-# and pass-through (OOMLENS_ENABLE=0).
+# with the trace file (OOMLENS_TRACE, its writer thread's formatting
+# included), and pass-through (OOMLENS_ENABLE=0).
 set -eu
 cd "$(dirname "$0")/.."
 scripts/setup.sh src/liboomlens.so tests/progs/cuda_prog tests/sim/libcuda.so.1 \
@@ -19,12 +20,15 @@ count() { # PAIRS [preload] [env...] -> total instructions
   rm -f "$out"
 }
 lib="$PWD/build/src/liboomlens.so"
-for mode in plain observe stacks passthrough; do
+trace=/tmp/oomlens-bench-$$.trace
+for mode in plain observe stacks trace passthrough; do
   case $mode in
     plain) a=$(count 1000); b=$(count 3000) ;;
     observe) a=$(count 1000 LD_PRELOAD="$lib"); b=$(count 3000 LD_PRELOAD="$lib") ;;
     stacks) a=$(count 1000 LD_PRELOAD="$lib" OOMLENS_STACKS=1)
             b=$(count 3000 LD_PRELOAD="$lib" OOMLENS_STACKS=1) ;;
+    trace) a=$(count 1000 LD_PRELOAD="$lib" OOMLENS_TRACE="$trace")
+           b=$(count 3000 LD_PRELOAD="$lib" OOMLENS_TRACE="$trace"); rm -f "$trace" ;;
     passthrough) a=$(count 1000 LD_PRELOAD="$lib" OOMLENS_ENABLE=0)
                  b=$(count 3000 LD_PRELOAD="$lib" OOMLENS_ENABLE=0) ;;
   esac
@@ -32,4 +36,5 @@ for mode in plain observe stacks passthrough; do
 done | awk '{per[$1]=$2; print "instructions per pair, " $1 ": " $2}
   END {print "oomlens adds per pair: observe " per["observe"]-per["plain"] \
              ", with stacks " per["stacks"]-per["plain"] \
+             ", with the trace file " per["trace"]-per["plain"] \
              ", pass-through " per["passthrough"]-per["plain"]}'
