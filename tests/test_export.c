@@ -347,6 +347,42 @@ START_TEST(rmm_gpt2_columns)
 }
 END_TEST
 
+/* ---- replay of our format ---------------------------------------------------- */
+
+static ol_json_t *replay_json(const char *trace, const char *args)
+{
+  char command[4 * PATH_MAX], err[256];
+  snprintf(command, sizeof command, "'%s' replay '%s' --json %s >'%s' 2>'%s'",
+           env("OOMLENS_TEST_CLI"), trace, args, out_path, err_path);
+  int status = system(command);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "replay %s failed", args);
+  ol_json_t *root = ol_json_parse_file(out_path, err, sizeof err);
+  ck_assert_msg(root, "%s", err);
+  return root;
+}
+
+/* Our trace replays as the CSV does, on the device size it names unless
+ * told otherwise, one device at a time if asked. */
+START_TEST(replay_reads_our_trace)
+{
+  const char *t = write_small();
+  ol_json_t *r = replay_json(t, "");
+  ck_assert_int_eq(ol_json_path_int64(r, "capacity", -1), 1073741824);
+  ck_assert_int_eq(ol_json_path_int64(r, "peak_allocated", -1), 3 * MiB + MiB / 2);
+  /* The recorded 8 GiB request cannot fit the 1 GiB device either: the
+   * replay stops there, at its 9th event, after 4 allocations. */
+  ck_assert_int_eq(ol_json_path_int64(r, "oom.size", -1), 8589934592ll);
+  ck_assert_int_eq(ol_json_path_int64(r, "events", -1), 9);
+  ck_assert_int_eq(ol_json_path_int64(r, "allocs", -1), 4);
+  ol_json_free(r);
+  r = replay_json(t, "--capacity 16G --device 1");
+  ck_assert_int_eq(ol_json_path_int64(r, "events", -1), 1);
+  ck_assert_int_eq(ol_json_path_int64(r, "peak_allocated", -1), 4096);
+  ck_assert_int_eq(ol_json_kind(ol_json_path(r, "oom")), OL_JSON_NULL);
+  ol_json_free(r);
+}
+END_TEST
+
 /* ---- the command ------------------------------------------------------------ */
 
 START_TEST(usage_and_input_errors)
@@ -416,6 +452,7 @@ static Suite *export_suite(void)
   tcase_add_test(formats, perfetto_small);
   tcase_add_test(formats, rmm_small);
   tcase_add_test(formats, rmm_gpt2_columns);
+  tcase_add_test(formats, replay_reads_our_trace);
   suite_add_tcase(s, formats);
   TCase *cli = tcase_create("command");
   tcase_add_checked_fixture(cli, setup, teardown);
