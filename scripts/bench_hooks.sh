@@ -7,7 +7,8 @@
 #    (OOMLENS_ENABLE=0), observe, native stacks (OOMLENS_STACKS=1); then a
 #    Python job (scripts/bench_pairs.py, ctypes) without the library,
 #    observe, native stacks only (OOMLENS_PYTHON_FRAMES=0), and stacks with
-#    Python frames.
+#    Python frames; and the C job with the trace file (OOMLENS_TRACE, its
+#    writer thread's formatting included).
 # 2. Wall-clock ns per pair (median of 20 batches) on tests/progs/null, a
 #    runtime whose calls cost next to nothing, so what remains is ours; a
 #    C program and the Python job, the same modes.
@@ -46,12 +47,13 @@ mode_env() { # MODE -> its environment
     observe) echo "LD_PRELOAD=$lib" ;;
     stacks) echo "LD_PRELOAD=$lib OOMLENS_STACKS=1 OOMLENS_PYTHON_FRAMES=0" ;;
     python) echo "LD_PRELOAD=$lib OOMLENS_STACKS=1" ;;
+    trace) echo "LD_PRELOAD=$lib OOMLENS_TRACE=/tmp/oomlens-bench-$$.trace" ;;
   esac
 }
 
 echo "== instructions per pair (callgrind, simulated CUDA)"
 {
-for mode in plain passthrough observe stacks; do
+for mode in plain passthrough observe stacks trace; do
   # shellcheck disable=SC2046
   a=$(count 1000 $(mode_env $mode)); b=$(count 3000 $(mode_env $mode))
   echo "C $mode $(( (b - a) / 2000 ))"
@@ -64,14 +66,15 @@ done
 } | awk '{per[$1 " " $2]=$3; print "  " $1 " job, " $2 ": " $3}
   END {print "  oomlens adds, C job: pass-through " per["C passthrough"]-per["C plain"] \
              ", observe " per["C observe"]-per["C plain"] \
-             ", native stacks " per["C stacks"]-per["C plain"];
+             ", native stacks " per["C stacks"]-per["C plain"] \
+             ", trace file " per["C trace"]-per["C plain"];
        print "  oomlens adds, Python job: observe " per["Python observe"]-per["Python plain"] \
              ", native stacks " per["Python stacks"]-per["Python plain"] \
              ", stacks with Python frames " per["Python python"]-per["Python plain"]}'
 
 echo "== wall-clock ns per pair (median of 20 batches, null runtime)"
 {
-for mode in plain passthrough observe stacks; do
+for mode in plain passthrough observe stacks trace; do
   # shellcheck disable=SC2046
   echo "C $mode $(env LD_LIBRARY_PATH="$null" $(mode_env $mode) build/tests/progs/null/null_pairs 200000)"
 done
@@ -87,3 +90,4 @@ done
        print "  oomlens adds, Python job: observe " per["Python observe"]-per["Python plain"] \
              " ns, native stacks " per["Python stacks"]-per["Python plain"] \
              " ns, stacks with Python frames " per["Python python"]-per["Python plain"] " ns"}'
+rm -f /tmp/oomlens-bench-*.trace

@@ -63,6 +63,7 @@ static void on_report_signal(int sig)
 static void end_with(int sig)
 {
   ol_metrics_stop(); /* the metrics file's last figures too */
+  ol_tracefile_close();
   ol_report_write_all(sig == SIGTERM ? "SIGTERM" : "SIGINT");
   signal(sig, SIG_DFL);
   kill(getpid(), sig);
@@ -75,10 +76,12 @@ static void *reporter_main(void *arg)
     while (sem_wait(&report_requests) != 0 && errno == EINTR)
       ;
     int sig = ending_signal;
-    if (sig)
+    if (sig) {
       end_with(sig);
-    else
+    } else {
+      ol_tracefile_flush();
       ol_report_write_all("signal");
+    }
   }
   return NULL;
 }
@@ -160,6 +163,7 @@ static void after_fork_in_child(void)
   ol_track_unlock();
   ol_track_reset();
   ol_metrics_forget();
+  ol_tracefile_forget();
   restore_default_signals();
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   start_lock = fresh;
@@ -179,6 +183,7 @@ static void start(void)
   if (ol_option_bool(OL_OPT_SIGNAL))
     install_report_signal();
   ol_metrics_start();
+  ol_tracefile_start();
   ol_log_verbose("observing CUDA allocations in pid %ld", (long)getpid());
   atomic_store(&state, ENABLED);
 }
@@ -206,6 +211,7 @@ void ol_lifecycle_at_exit(void)
     return;
   ol_report_wait(); /* a report begun on SIGUSR1 is never cut short */
   ol_metrics_stop();
+  ol_tracefile_close();
   if (!ol_track_seen_activity())
     return;
   if (ol_option_bool(OL_OPT_REPORT_AT_EXIT))

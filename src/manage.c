@@ -116,7 +116,7 @@ static void unmap_chunk(managed_t *m, uint64_t addr)
   HASH_DELETE(hh, m->handles, c);
   free(c);
   m->mapped -= m->backend.granularity;
-  ol_track_pool_mapped(m->device, -(int64_t)m->backend.granularity);
+  ol_track_pool_mapped(m->device, addr, -(int64_t)m->backend.granularity);
 }
 
 /* Blocks of a single-stream job return to the pool at once, so free memory
@@ -151,7 +151,7 @@ static int map_chunk(managed_t *m, uint64_t addr)
     return -1;
   }
   m->mapped += m->backend.granularity;
-  ol_track_pool_mapped(m->device, (int64_t)m->backend.granularity);
+  ol_track_pool_mapped(m->device, addr, (int64_t)m->backend.granularity);
   return 0;
 }
 

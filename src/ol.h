@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "cuda_abi.h"
+#include "trace_csv.h"
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
@@ -42,6 +43,7 @@ typedef enum ol_option {
   OL_OPT_METRICS_INTERVAL,
   OL_OPT_STACK_SAMPLE,
   OL_OPT_PYTHON_FRAMES,
+  OL_OPT_TRACE,
   OL_OPT_COUNT
 } ol_option_t;
 
@@ -278,7 +280,8 @@ void ol_track_vmm_unmap(uintptr_t addr, size_t size);
 void ol_track_va_reserve(uintptr_t addr, size_t size, int device);
 void ol_track_va_free(uintptr_t addr);
 void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes);
-void ol_track_pool_mapped(int device, int64_t delta); /* manage mode's reserved memory */
+/* manage mode's reserved memory: a chunk at addr mapped (delta > 0) or unmapped */
+void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta);
 int64_t ol_track_reserved_now(int device);
 void ol_track_pending(int device, int64_t delta);     /* freed, waiting for a fence */
 void ol_track_fence_wait(int device);
@@ -330,6 +333,7 @@ const char *ol_sites_key_bytes(const ol_sites_t *sites, int32_t id, size_t *len)
 const ol_site_figures_t *ol_sites_figures(const ol_sites_t *sites, int32_t id);
 bool ol_sites_set_label(ol_sites_t *sites, int32_t id, const char *text);
 const char *ol_sites_label(const ol_sites_t *sites, int32_t id); /* NULL: none */
+
 size_t ol_sites_top(const ol_sites_t *sites, ol_site_order_t order, int32_t *out, size_t max);
 
 /* ---- pyframes.c: the Python frames of the allocating thread ----------- */
@@ -369,10 +373,41 @@ int32_t ol_stacks_cached_site(int device, const ol_site_key_t *key); /* -1: not 
 void ol_stacks_cache_site(int device, const ol_site_key_t *key, int32_t site);
 void ol_stacks_forget_sites(void); /* site ids cached by threads are stale */
 void ol_stacks_label(const void *key, size_t len, ol_buf_t *out);
+/* A live site as one line of trace text: its Python frames (the label)
+ * then its native frames, innermost first, joined by ';' (no table needed:
+ * the trace writer's thread formats it). */
+void ol_stacks_key_text(const void *key, size_t len, const char *label, ol_buf_t *out);
 void ol_stacks_describe(const void *frame, char *out, size_t cap);
 /* A live site's frames as text (Python, then native), at most max. */
 size_t ol_stacks_site_frames(const ol_sites_t *sites, int32_t id, size_t max,
                              void (*visit)(const char *frame, void *arg), void *arg);
+
+/* ---- tracefile.c: OOMLENS_TRACE, every event into a file ---------------
+ * Events and sites are recorded under the tracker's lock, so they are in
+ * its order; a site is recorded the first time it is interned. */
+void ol_tracefile_start(void);           /* at start: opens OOMLENS_TRACE if set */
+int ol_tracefile_open(const char *path); /* 0, or -1 with a warning */
+bool ol_tracefile_on(void);
+/* A new site: its key, and the text of its Python frames (ol_stacks_label,
+ * made on the capturing thread; NULL: none). */
+void ol_tracefile_site(int device, int32_t site, const void *key, size_t len, const char *label);
+void ol_tracefile_event(ol_trace_action_t action, uint64_t addr, uint64_t size, uint64_t stream,
+                        int32_t site, int device);
+void ol_tracefile_flush(void);  /* all so far on disk (SIGUSR1) */
+void ol_tracefile_close(void);  /* all on disk, end line, closed (exit, SIGTERM) */
+void ol_tracefile_forget(void); /* a forked child drops its parent's trace */
+
+/* ---- progress.c: percent done on a terminal (replay, export) ---------- */
+typedef struct ol_progress {
+  const char *what;
+  bool on; /* stderr is a terminal */
+  int shown;
+  double last;
+} ol_progress_t;
+
+void ol_progress_start(ol_progress_t *p, const char *what);
+void ol_progress_show(double fraction, void *p); /* fits ol_export_options_t.progress */
+void ol_progress_end(ol_progress_t *p);
 
 /* ---- oom_live.c: the diagnosis at a live job's failed allocation ------ */
 void ol_oom_at_failure(int device, uint64_t request);

@@ -62,6 +62,9 @@ static option_t options[OL_OPT_COUNT] = {
   [OL_OPT_PYTHON_FRAMES] = {"OOMLENS_PYTHON_FRAMES", KIND_BOOL, "1",
                             "with OOMLENS_STACKS, name the Python lines (file:line:function) of "
                             "each call site when the job runs CPython 3.10-3.13", 0, NULL},
+  [OL_OPT_TRACE] = {"OOMLENS_TRACE", KIND_STRING, "",
+                    "write every allocation event to this file while the job runs "
+                    "(docs/trace-format.md); %p = pid, %r = rank; empty: no trace", 0, NULL},
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},

@@ -116,6 +116,7 @@ typedef struct replay {
   uint64_t capacity;
   ol_phases_t phases; /* iterations, from the live bytes the trace asked for */
   ol_replay_result_t *result;
+  const ol_replay_extras_t *extras;
 } replay_t;
 
 /* The same diagnosis a live job gets: a simulated device has no one else
@@ -280,7 +281,13 @@ static int run(replay_t *r, ol_trace_t *trace, const char *path, char *err, size
 {
   ol_trace_event_t ev;
   int got;
+  uint64_t read = 0;
+  const ol_replay_extras_t *x = r->extras;
   while ((got = ol_trace_next(trace, &ev, err, cap)) == 1) {
+    if (x->progress && ++read % 65536 == 0)
+      x->progress(ol_trace_progress(trace), x->progress_arg);
+    if (x->device >= 0 && ev.device != x->device)
+      continue;
     r->result->events++;
     int step = apply(r, &ev);
     if (step < 0) {
@@ -297,12 +304,20 @@ int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
                    const ol_policy_options_t *options, ol_replay_result_t *result,
                    char *err, size_t cap)
 {
+  ol_replay_extras_t all = {.device = -1};
+  return ol_replay_file_with(path, ops, options, &all, result, err, cap);
+}
+
+int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
+                        const ol_policy_options_t *options, const ol_replay_extras_t *extras,
+                        ol_replay_result_t *result, char *err, size_t cap)
+{
   memset(result, 0, sizeof *result);
   ol_set_error(err, cap, "%s", "");
   ol_trace_t *trace = ol_trace_open(path, err, cap);
   if (!trace)
     return -1;
-  replay_t r = {.ops = ops, .result = result, .capacity = options->capacity};
+  replay_t r = {.ops = ops, .result = result, .capacity = options->capacity, .extras = extras};
   result->sites = ol_sites_new(); /* NULL: the replay runs without sites */
   ol_phases_init(&r.phases);
   int rc = -1;
@@ -316,6 +331,8 @@ int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
     goto done;
   }
   rc = run(&r, trace, path, err, cap);
+  if (rc == 0 && extras->progress)
+    extras->progress(1.0, extras->progress_arg);
   if (rc == 0 && !result->oom)
     ops->stats(r.policy, &result->stats);
   else if (rc == 0)

@@ -56,4 +56,16 @@ int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
                    const ol_policy_options_t *options, ol_replay_result_t *result,
                    char *err, size_t err_cap);
 
+/* What the command line adds: one device of a trace that has several, and
+ * progress on a terminal. */
+typedef struct ol_replay_extras {
+  int device; /* only this device's events; -1: all */
+  void (*progress)(double fraction, void *arg); /* NULL: none */
+  void *progress_arg;
+} ol_replay_extras_t;
+
+int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
+                        const ol_policy_options_t *options, const ol_replay_extras_t *extras,
+                        ol_replay_result_t *result, char *err, size_t err_cap);
+
 #endif

@@ -203,3 +203,4 @@ size_t ol_sites_top(const ol_sites_t *s, ol_site_order_t order, int32_t *out, si
   }
   return n;
 }
+

@@ -276,6 +276,40 @@ void ol_stacks_label(const void *key, size_t len, ol_buf_t *out)
   }
 }
 
+static void key_text_frame(ol_buf_t *out, const char *frame, size_t n)
+{
+  size_t start = out->len;
+  ol_buf_printf(out, "%s%.*s", start ? ";" : "", (int)n, frame);
+  for (size_t i = start + (start ? 1 : 0); !out->failed && i < out->len; i++)
+    if (out->data[i] == ';')
+      out->data[i] = ':'; /* ';' separates frames */
+}
+
+void ol_stacks_key_text(const void *key, size_t len, const char *label, ol_buf_t *out)
+{
+  uintptr_t header = 0;
+  if (len >= sizeof header)
+    memcpy(&header, key, sizeof header);
+  size_t python = HEADER_PYTHON(header), native = HEADER_NATIVE(header);
+  if (header & HEADER_UNSAMPLED || len != (1 + 2 * python + native) * sizeof header) {
+    ol_buf_printf(out, "%s", header & HEADER_UNSAMPLED ? "(not sampled)" : "(unreadable key)");
+    return;
+  }
+  while (label && *label) {
+    const char *end = strchr(label, '\n');
+    size_t n = end ? (size_t)(end - label) : strlen(label);
+    key_text_frame(out, label, n);
+    label += n + (end ? 1 : 0);
+  }
+  for (size_t i = 0; i < native; i++) {
+    void *pc;
+    char where[256];
+    memcpy(&pc, (const char *)key + (1 + 2 * python + i) * sizeof header, sizeof pc);
+    ol_stacks_describe(pc, where, sizeof where);
+    key_text_frame(out, where, strlen(where));
+  }
+}
+
 /* "libfoo.so+0x1a2b function" for a return address; the address minus one
  * lies in the call instruction, so the function is the caller's. */
 void ol_stacks_describe(const void *frame, char *out, size_t cap)

@@ -1,8 +1,10 @@
-/* trace_csv.c: the streaming reader of CSV allocation traces (trace_csv.h).
- * zlib's gz* functions read gzip'd and plain files alike, so one path
- * serves both. Lines are cut out of a fixed buffer refilled by gzread:
- * memory stays constant however long the trace is, and the buffer never
- * holds more than a few lines' worth of bytes. */
+/* trace_csv.c: the streaming reader of allocation traces (trace_csv.h):
+ * PyTorch's CSV and oomlens's own format. zlib's gz* functions read
+ * gzip'd and plain files alike, so one path serves both. Lines are cut out
+ * of a fixed buffer refilled by gzread: memory stays constant however long
+ * the trace is, and the buffer never holds more than a few lines' worth of
+ * bytes. Our format's call sites are kept once each, by device and number,
+ * so that every event can hand out its frames text. */
 #include "trace_csv.h"
 #include "ol.h"
 
@@ -11,10 +13,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #define BUF_SIZE (4 * OL_TRACE_MAX_LINE)
 #define HEADER_COLUMNS "time_us,action,addr,size,stream,frames"
+#define OUR_MAGIC "# oomlens-trace "
+#define OUR_VERSION 1
+#define OUR_COLUMNS "time_us,action,addr,size,stream,site,device"
+#define MAX_SITES_PER_DEVICE (1u << 24)
+
+typedef struct site_text {
+  char *text;
+  size_t len;
+} site_text_t;
+
+typedef struct site_table {
+  site_text_t *sites; /* by number, defined in order 0, 1, 2, ... */
+  size_t count, cap;
+} site_table_t;
 
 struct ol_trace {
   gzFile file;
@@ -22,30 +39,14 @@ struct ol_trace {
   uint64_t line;     /* number of the line last handed out */
   size_t start, end; /* unread bytes are buf[start, end) */
   bool eof;
+  ol_trace_format_t format;
+  long pid;
+  uint64_t start_unix_us;
+  uint64_t file_size;
+  uint64_t capacity[OL_TRACE_MAX_DEVICES];
+  site_table_t sites[OL_TRACE_MAX_DEVICES];
   char buf[BUF_SIZE];
 };
-
-/* Names with their lengths, so that matching compares lengths first. */
-#define ACTION(name) {name, sizeof name - 1}
-static const struct {
-  const char *name;
-  size_t len;
-} actions[OL_TRACE_ACTION_COUNT] = {
-  [OL_TRACE_ALLOC] = ACTION("alloc"),
-  [OL_TRACE_FREE_REQUESTED] = ACTION("free_requested"),
-  [OL_TRACE_FREE_COMPLETED] = ACTION("free_completed"),
-  [OL_TRACE_SEGMENT_ALLOC] = ACTION("segment_alloc"),
-  [OL_TRACE_SEGMENT_FREE] = ACTION("segment_free"),
-  [OL_TRACE_SEGMENT_MAP] = ACTION("segment_map"),
-  [OL_TRACE_SEGMENT_UNMAP] = ACTION("segment_unmap"),
-  [OL_TRACE_OOM] = ACTION("oom"),
-};
-#undef ACTION
-
-const char *ol_trace_action_name(ol_trace_action_t action)
-{
-  return (unsigned)action < OL_TRACE_ACTION_COUNT ? actions[action].name : "?";
-}
 
 /* Moves the unread bytes to the front and reads more after them. */
 static int refill(ol_trace_t *t)
@@ -119,6 +120,44 @@ static bool is_csv_header(const char *line, size_t len)
   return len - i >= want && memcmp(line + i, HEADER_COLUMNS, want) == 0;
 }
 
+static bool starts_with(const char *line, size_t len, const char *prefix)
+{
+  size_t n = strlen(prefix);
+  return len >= n && memcmp(line, prefix, n) == 0;
+}
+
+/* "# oomlens-trace 1 pid=42 rank=0 start_unix_us=..." : the version must
+ * be ours; the key=value words we know are kept, others are skipped. */
+static bool parse_our_header(ol_trace_t *t, const char *line, size_t len, char *err, size_t cap)
+{
+  const char *p = line + strlen(OUR_MAGIC), *end = line + len;
+  unsigned long version = 0;
+  while (p < end && *p >= '0' && *p <= '9' && version < 1000)
+    version = version * 10 + (unsigned long)(*p++ - '0');
+  if (version != OUR_VERSION || (p < end && *p != ' ')) {
+    ol_set_error(err, cap, "%s:1: oomlens trace version not supported (this reader knows %d)",
+        t->path, OUR_VERSION);
+    return false;
+  }
+  while (p < end) {
+    while (p < end && *p == ' ')
+      p++;
+    const char *word = p;
+    while (p < end && *p != ' ')
+      p++;
+    char text[64];
+    size_t n = (size_t)(p - word) < sizeof text - 1 ? (size_t)(p - word) : sizeof text - 1;
+    memcpy(text, word, n);
+    text[n] = '\0';
+    unsigned long long value;
+    if (sscanf(text, "pid=%llu", &value) == 1)
+      t->pid = (long)value;
+    else if (sscanf(text, "start_unix_us=%llu", &value) == 1)
+      t->start_unix_us = value;
+  }
+  return true;
+}
+
 static ol_trace_t *fail_open(ol_trace_t *t)
 {
   ol_trace_close(t);
@@ -149,12 +188,50 @@ ol_trace_t *ol_trace_open(const char *path, char *err, size_t cap)
     ol_set_error(err, cap, "%s: empty file, not a trace", path);
     return fail_open(t);
   }
+  struct stat st;
+  if (stat(path, &st) == 0)
+    t->file_size = (uint64_t)st.st_size;
+  if (starts_with(line, len, OUR_MAGIC)) {
+    t->format = OL_TRACE_FORMAT_OOMLENS;
+    if (!parse_our_header(t, line, len, err, cap))
+      return fail_open(t);
+    return t;
+  }
   if (!is_csv_header(line, len)) {
-    ol_set_error(err, cap, "%s:1: unknown trace format (expected the header '# %s')", path,
-        HEADER_COLUMNS);
+    ol_set_error(err, cap, "%s:1: unknown trace format (expected the header '# %s' or '%s1')",
+        path, HEADER_COLUMNS, OUR_MAGIC);
     return fail_open(t);
   }
   return t;
+}
+
+ol_trace_format_t ol_trace_format(const ol_trace_t *t)
+{
+  return t->format;
+}
+
+long ol_trace_pid(const ol_trace_t *t)
+{
+  return t->pid;
+}
+
+uint64_t ol_trace_start_unix_us(const ol_trace_t *t)
+{
+  return t->start_unix_us;
+}
+
+uint64_t ol_trace_capacity(const ol_trace_t *t, int device)
+{
+  return device >= 0 && device < OL_TRACE_MAX_DEVICES ? t->capacity[device] : 0;
+}
+
+double ol_trace_progress(ol_trace_t *t)
+{
+  if (t->file_size == 0)
+    return 0;
+  z_off_t at = gzoffset(t->file);
+  double f = at > 0 ? (double)at / (double)t->file_size : 0;
+  return f > 1 ? 1 : f;
 }
 
 void ol_trace_close(ol_trace_t *t)
@@ -163,6 +240,11 @@ void ol_trace_close(ol_trace_t *t)
     return;
   if (t->file)
     gzclose(t->file);
+  for (int d = 0; d < OL_TRACE_MAX_DEVICES; d++) {
+    for (size_t i = 0; i < t->sites[d].count; i++)
+      free(t->sites[d].sites[i].text);
+    free(t->sites[d].sites);
+  }
   free(t->path);
   free(t);
 }
@@ -234,13 +316,7 @@ static bool parse_hex(field_t f, uint64_t *out)
 
 static bool parse_action(field_t f, ol_trace_action_t *out)
 {
-  for (int a = 0; a < OL_TRACE_ACTION_COUNT; a++) {
-    if (actions[a].len == f.n && memcmp(actions[a].name, f.p, f.n) == 0) {
-      *out = (ol_trace_action_t)a;
-      return true;
-    }
-  }
-  return false;
+  return ol_trace_action_parse(f.p, f.n, out);
 }
 
 /* Splits at the first five commas; the sixth field (frames) is the rest of
@@ -307,7 +383,177 @@ static int parse_event(ol_trace_t *t, const char *line, size_t len, ol_trace_eve
   ev->frames = f[5].p;
   ev->frames_len = f[5].n;
   ev->line = t->line;
+  ev->device = 0;
   return 1;
+}
+
+/* ---- oomlens's own format ---------------------------------------------- */
+
+/* Splits at every comma, at most max fields; the last field keeps any
+ * further commas. Returns how many fields were found. */
+static int split_n(const char *line, size_t len, field_t *fields, int max)
+{
+  const char *p = line, *end = line + len;
+  int count = 0;
+  while (count < max - 1) {
+    const char *comma = memchr(p, ',', (size_t)(end - p));
+    if (!comma)
+      break;
+    fields[count++] = (field_t){p, (size_t)(comma - p)};
+    p = comma + 1;
+  }
+  fields[count++] = (field_t){p, (size_t)(end - p)};
+  return count;
+}
+
+static bool parse_device(field_t f, int *out)
+{
+  uint64_t d;
+  if (!parse_decimal(f, &d) || d >= OL_TRACE_MAX_DEVICES)
+    return false;
+  *out = (int)d;
+  return true;
+}
+
+static bool add_site(site_table_t *table, field_t text)
+{
+  if (table->count == table->cap) {
+    size_t cap = table->cap ? table->cap * 2 : 64;
+    site_text_t *grown = realloc(table->sites, cap * sizeof *grown);
+    if (!grown)
+      return false;
+    table->sites = grown;
+    table->cap = cap;
+  }
+  char *copy = malloc(text.n + 1);
+  if (!copy)
+    return false;
+  memcpy(copy, text.p, text.n);
+  copy[text.n] = '\0';
+  table->sites[table->count++] = (site_text_t){copy, text.n};
+  return true;
+}
+
+/* "site,DEVICE,NUMBER,FRAMES": numbers go 0, 1, 2, ... per device. */
+static int parse_site_line(ol_trace_t *t, const char *line, size_t len, char *err, size_t cap)
+{
+  field_t f[4];
+  char tmp[40];
+  unsigned long long at = (unsigned long long)t->line;
+  int device;
+  uint64_t id;
+  if (split_n(line, len, f, 4) < 4) {
+    ol_set_error(err, cap, "%s:%llu: a site line is site,DEVICE,NUMBER,FRAMES", t->path, at);
+    return -1;
+  }
+  if (!parse_device(f[1], &device)) {
+    ol_set_error(err, cap, "%s:%llu: device '%s' is not a number below %d", t->path, at,
+        shown(f[1], tmp, sizeof tmp), OL_TRACE_MAX_DEVICES);
+    return -1;
+  }
+  site_table_t *table = &t->sites[device];
+  if (!parse_decimal(f[2], &id) || id != table->count || id >= MAX_SITES_PER_DEVICE) {
+    ol_set_error(err, cap, "%s:%llu: site '%s' out of order (device %d's next site is %zu)",
+        t->path, at, shown(f[2], tmp, sizeof tmp), device, table->count);
+    return -1;
+  }
+  if (!add_site(table, f[3])) {
+    ol_set_error(err, cap, "%s:%llu: out of host memory", t->path, at);
+    return -1;
+  }
+  return 0;
+}
+
+/* "device,DEVICE,CAPACITY" */
+static int parse_device_line(ol_trace_t *t, const char *line, size_t len, char *err, size_t cap)
+{
+  field_t f[4];
+  char tmp[40];
+  int device;
+  uint64_t bytes;
+  unsigned long long at = (unsigned long long)t->line;
+  if (split_n(line, len, f, 4) != 3) {
+    ol_set_error(err, cap, "%s:%llu: a device line is device,DEVICE,CAPACITY", t->path, at);
+    return -1;
+  }
+  if (!parse_device(f[1], &device) || !parse_decimal(f[2], &bytes)) {
+    ol_set_error(err, cap, "%s:%llu: bad device line (device '%s')", t->path, at,
+        shown(f[1], tmp, sizeof tmp));
+    return -1;
+  }
+  t->capacity[device] = bytes;
+  return 0;
+}
+
+/* The site column: empty for none, else a site defined earlier. */
+static int resolve_site(ol_trace_t *t, field_t f, int device, ol_trace_event_t *ev, char *err,
+                        size_t cap)
+{
+  char tmp[40];
+  uint64_t id;
+  ev->frames = "";
+  ev->frames_len = 0;
+  if (f.n == 0)
+    return 0;
+  const site_table_t *table = &t->sites[device];
+  if (!parse_decimal(f, &id) || id >= table->count) {
+    ol_set_error(err, cap, "%s:%llu: site '%s' of device %d is not defined", t->path,
+        (unsigned long long)t->line, shown(f, tmp, sizeof tmp), device);
+    return -1;
+  }
+  ev->frames = table->sites[id].text;
+  ev->frames_len = table->sites[id].len;
+  return 0;
+}
+
+/* "time_us,action,addr,size,stream,site,device" */
+static int parse_our_event(ol_trace_t *t, const char *line, size_t len, ol_trace_event_t *ev,
+                           char *err, size_t cap)
+{
+  field_t f[8];
+  char tmp[40];
+  unsigned long long at = (unsigned long long)t->line;
+  int count = split_n(line, len, f, 8);
+  if (count != 7) {
+    ol_set_error(err, cap, "%s:%llu: %d fields, expected 7 (%s)", t->path, at, count, OUR_COLUMNS);
+    return -1;
+  }
+  /* The first five columns are the CSV's, parsed as it parses them. */
+  static const char *const names[] = {"time_us", "action", "addr", "size", "stream"};
+  bool ok[5] = {
+    parse_decimal(f[0], &ev->time_us),
+    parse_action(f[1], &ev->action),
+    parse_hex(f[2], &ev->addr),
+    parse_decimal(f[3], &ev->size) && ev->size <= INT64_MAX,
+    parse_decimal(f[4], &ev->stream),
+  };
+  for (int i = 0; i < 5; i++) {
+    if (!ok[i]) {
+      ol_set_error(err, cap, "%s:%llu: bad %s '%s'", t->path, at, names[i],
+          shown(f[i], tmp, sizeof tmp));
+      return -1;
+    }
+  }
+  if (!parse_device(f[6], &ev->device)) {
+    ol_set_error(err, cap, "%s:%llu: device '%s' is not a number below %d", t->path, at,
+        shown(f[6], tmp, sizeof tmp), OL_TRACE_MAX_DEVICES);
+    return -1;
+  }
+  if (resolve_site(t, f[5], ev->device, ev, err, cap) < 0)
+    return -1;
+  ev->line = t->line;
+  return 1;
+}
+
+/* 1 an event, 0 a definition line (read on), -1 an error. */
+static int parse_our_line(ol_trace_t *t, const char *line, size_t len, ol_trace_event_t *ev,
+                          char *err, size_t cap)
+{
+  if (starts_with(line, len, "site,"))
+    return parse_site_line(t, line, len, err, cap);
+  if (starts_with(line, len, "device,"))
+    return parse_device_line(t, line, len, err, cap);
+  return parse_our_event(t, line, len, ev, err, cap);
 }
 
 int ol_trace_next(ol_trace_t *t, ol_trace_event_t *ev, char *err, size_t cap)
@@ -321,6 +567,10 @@ int ol_trace_next(ol_trace_t *t, ol_trace_event_t *ev, char *err, size_t cap)
     /* Blank lines and later '#' comments carry no event. */
     if (len == 0 || line[0] == '#')
       continue;
-    return parse_event(t, line, len, ev, err, cap);
+    if (t->format == OL_TRACE_FORMAT_CSV)
+      return parse_event(t, line, len, ev, err, cap);
+    int got_event = parse_our_line(t, line, len, ev, err, cap);
+    if (got_event != 0)
+      return got_event;
   }
 }

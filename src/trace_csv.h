@@ -1,13 +1,18 @@
 /* trace_csv.h: reading allocation traces one event at a time.
  *
- * The format today is the CSV PyTorch's recorder gives us (tests/data/README.md):
- * gzip'd or plain text, a `#` header line naming the columns
- *   time_us,action,addr,size,stream,frames
- * then one event a line. The reader keeps one line in memory whatever the
- * trace's length, so traces of tens of millions of events stream through in
- * constant memory. The first line decides the format; anything that is not
- * this CSV is refused as "unknown trace format", which is where the
- * project's own trace format will be told apart once it exists.
+ * Two formats, gzip'd or plain text, told apart by their first line:
+ * - the CSV PyTorch's recorder gives us (tests/data/README.md): a `#`
+ *   header line naming the columns
+ *     time_us,action,addr,size,stream,frames
+ *   then one event a line;
+ * - oomlens's own trace (OOMLENS_TRACE, docs/trace-format.md): a first
+ *   line `# oomlens-trace 1 ...`, call sites defined once and referred to
+ *   by number, a device column. Each event comes out with its frames text
+ *   and device, exactly as a CSV event does.
+ * The reader keeps one line in memory whatever the trace's length (plus
+ * each call site's text once), so traces of tens of millions of events
+ * stream through in constant memory. Anything else is refused as
+ * "unknown trace format".
  *
  * Every error message names the file and, for a bad line, its number:
  *   "t.csv.gz:7: bad action 'alloc2'" */
@@ -43,7 +48,16 @@ typedef struct ol_trace_event {
   const char *frames; /* not NUL-terminated; valid until the next call */
   size_t frames_len;
   uint64_t line;      /* in the file, counted from 1 (the header is line 1) */
+  int device;         /* CUDA device ordinal; 0 in the CSV, which has none */
 } ol_trace_event_t;
+
+typedef enum ol_trace_format {
+  OL_TRACE_FORMAT_CSV,     /* PyTorch's recorder, tests/data */
+  OL_TRACE_FORMAT_OOMLENS, /* ours, docs/trace-format.md */
+} ol_trace_format_t;
+
+/* The most devices our format names (device ordinals 0 to this - 1). */
+#define OL_TRACE_MAX_DEVICES 64
 
 typedef struct ol_trace ol_trace_t;
 
@@ -57,7 +71,21 @@ int ol_trace_next(ol_trace_t *trace, ol_trace_event_t *event, char *err, size_t 
 
 void ol_trace_close(ol_trace_t *trace); /* NULL is fine */
 
-/* "alloc", "free_completed", ...; "?" out of range. */
+ol_trace_format_t ol_trace_format(const ol_trace_t *trace);
+/* What our format's header and device lines say: the recording process's
+ * pid (0 unknown), when it started (microseconds since 1970, 0 unknown),
+ * and a device's capacity in bytes as seen by the job (0 unknown). */
+long ol_trace_pid(const ol_trace_t *trace);
+uint64_t ol_trace_start_unix_us(const ol_trace_t *trace);
+uint64_t ol_trace_capacity(const ol_trace_t *trace, int device);
+/* How far through the file reading has got, 0 to 1 (bytes of the file as
+ * stored, gzip'd or not); for progress displays. */
+double ol_trace_progress(ol_trace_t *trace);
+
+/* trace_actions.c (in the library too, which has no zlib):
+ * "alloc", "free_completed", ...; "?" out of range. */
 const char *ol_trace_action_name(ol_trace_action_t action);
+/* The action named by the n bytes at p; false if none. */
+bool ol_trace_action_parse(const char *p, size_t n, ol_trace_action_t *out);
 
 #endif

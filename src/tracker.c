@@ -6,7 +6,9 @@
  * microseconds in the driver, so an uncontended lock is noise, and it keeps
  * counts exact under many threads. Records come from a free list so the hot
  * path rarely mallocs; if bookkeeping ever runs out of memory, tracking stops
- * with one warning and the job goes on untouched. */
+ * with one warning and the job goes on untouched. With OOMLENS_TRACE, each
+ * change is also handed to the trace file (tracefile.c) here, under the
+ * same lock, so the trace's order is the tracker's. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -205,9 +207,44 @@ static int32_t site_for(int device, const ol_site_key_t *key, int32_t known)
     ol_stacks_label(key->words, len, &label);
     if (label.len && !label.failed)
       ol_sites_set_label(sites[d], id, label.data);
+    /* new: the trace defines it once, now */
+    ol_tracefile_site(d, id, key->words, len, label.len && !label.failed ? label.data : NULL);
     ol_buf_free(&label);
   }
   return id;
+}
+
+/* ---- the trace file's events ----------------------------------------- */
+
+static bool from_driver(ol_kind_t kind)
+{
+  return kind != OL_KIND_MANAGED; /* a block of its own, not carved from our pool */
+}
+
+/* A block the driver handed out is a segment holding one allocation. */
+static void trace_alloc(const record_t *rec)
+{
+  if (!ol_tracefile_on())
+    return;
+  if (from_driver((ol_kind_t)rec->kind))
+    ol_tracefile_event(OL_TRACE_SEGMENT_ALLOC, rec->key, rec->size, rec->stream, rec->site,
+                       rec->device);
+  ol_tracefile_event(OL_TRACE_ALLOC, rec->key, rec->size, rec->stream, rec->site, rec->device);
+}
+
+/* cudaFree waits for the device, and what we see of an asynchronous free
+ * is its request only: requested and completed are one moment here. */
+static void trace_free(const record_t *rec)
+{
+  if (!ol_tracefile_on())
+    return;
+  ol_tracefile_event(OL_TRACE_FREE_REQUESTED, rec->key, rec->size, rec->stream, rec->site,
+                     rec->device);
+  ol_tracefile_event(OL_TRACE_FREE_COMPLETED, rec->key, rec->size, rec->stream, rec->site,
+                     rec->device);
+  if (from_driver((ol_kind_t)rec->kind))
+    ol_tracefile_event(OL_TRACE_SEGMENT_FREE, rec->key, rec->size, rec->stream, rec->site,
+                       rec->device);
 }
 
 /* A block's bytes change hands at its site; when that change ended an
@@ -282,6 +319,7 @@ int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kin
   record_t *stale = take_record(&allocations, addr);
   if (stale) {
     uint64_t before = device_stats(stale->device)->phases.iterations;
+    trace_free(stale);
     count_block(device_stats(stale->device), stale->size, (ol_kind_t)stale->kind, -1);
     site_bytes(stale->device, stale->site, -(int64_t)stale->size, before);
     drop_record(stale);
@@ -291,6 +329,7 @@ int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kin
     rec->kind = (uint8_t)kind;
     rec->stream = stream;
     rec->site = site_for(device, key, site);
+    trace_alloc(rec);
     uint64_t before = dev->phases.iterations;
     count_block(dev, size, kind, +1);
     site_bytes(device, rec->site, (int64_t)size, before);
@@ -314,6 +353,7 @@ bool ol_track_free(uintptr_t addr, ol_kind_t kind)
     dev->driver_frees++;
   if (rec) {
     uint64_t before = dev->phases.iterations;
+    trace_free(rec);
     count_block(dev, rec->size, (ol_kind_t)rec->kind, -1);
     site_bytes(rec->device, rec->site, -(int64_t)rec->size, before);
     note_time(device, dev, now_ns());
@@ -346,6 +386,7 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
     ol_timeline_t *tl = timeline_of(device, now_ns());
     if (tl)
       ol_timeline_oom(tl, now_ns(), (int64_t)size);
+    ol_tracefile_event(OL_TRACE_OOM, 0, size, 0, -1, device);
   }
   end();
 }
@@ -393,13 +434,16 @@ void ol_track_vmm_map(uintptr_t addr, size_t size, uint64_t handle)
   int device = owner ? owner->device : 0;
   ol_device_stats_t *dev = device_stats(device);
   dev->vmm_maps++;
-  if (add_record(&mappings, addr, size, device))
+  if (add_record(&mappings, addr, size, device)) {
     ol_stat_update(&dev->vmm_mapped_bytes, (int64_t)size);
+    ol_tracefile_event(OL_TRACE_SEGMENT_MAP, addr, size, 0, -1, device);
+  }
   end();
 }
 
 static void unmap_record(record_t *rec)
 {
+  ol_tracefile_event(OL_TRACE_SEGMENT_UNMAP, rec->key, rec->size, 0, -1, rec->device);
   ol_stat_update(&device_stats(rec->device)->vmm_mapped_bytes, -(int64_t)rec->size);
   HASH_DELETE(hh, mappings, rec);
   drop_record(rec);
@@ -459,10 +503,12 @@ void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes)
 
 /* Manage mode: the pool mapped or unmapped chunks of device memory. Each
  * chunk counts as a segment of the large pool. */
-void ol_track_pool_mapped(int device, int64_t delta)
+void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta)
 {
   if (!begin())
     return;
+  ol_tracefile_event(delta > 0 ? OL_TRACE_SEGMENT_MAP : OL_TRACE_SEGMENT_UNMAP, addr,
+                     (uint64_t)(delta > 0 ? delta : -delta), 0, -1, device);
   ol_device_stats_t *dev = device_stats(device);
   size_t large = OL_SMALL_SIZE + 1; /* any size of the large pool */
   ol_stats_pool_update(dev->reserved_bytes, large, delta);

@@ -133,6 +133,33 @@ START_TEST(python_lines_at_the_peak)
 }
 END_TEST
 
+/* The trace file names a site once, with its Python lines first (the text
+ * made on the capturing thread travels with the key to the writer). */
+START_TEST(python_lines_in_the_trace_file)
+{
+  char trace[PATH_MAX + 32], env_trace[PATH_MAX + 64];
+  snprintf(trace, sizeof trace, "%s/py.trace", harness_dir());
+  snprintf(env_trace, sizeof env_trace, "OOMLENS_TRACE=%s", trace);
+  const char *env[] = {"OOMLENS_STACKS=1", env_trace, NULL};
+  harness_run_t run;
+  ol_json_free(run_python(pythons[0], "two_sites", env, &run));
+  char weights_line[128], text[4096];
+  snprintf(weights_line, sizeof weights_line, "py_sites.py:%d:", tagged_line("weights"));
+  FILE *f = fopen(trace, "r");
+  ck_assert_ptr_nonnull(f);
+  int sites = 0, weights = 0;
+  while (fgets(text, sizeof text, f))
+    if (strncmp(text, "site,", 5) == 0) {
+      sites++;
+      ck_assert_msg(strstr(text, ",py_sites.py:"), "site without Python frames first: %s", text);
+      weights += strstr(text, weights_line) != NULL;
+    }
+  fclose(f);
+  ck_assert_int_eq(sites, 2);
+  ck_assert_int_eq(weights, 1);
+}
+END_TEST
+
 /* Four Python threads and the main thread allocate at once: every stack
  * has its thread's frames; one site per line, exact counts. */
 START_TEST(python_threads_each_their_own_frames)
@@ -266,6 +293,8 @@ static Suite *pyframes_suite(void)
   tcase_add_loop_test(py, python_lines_at_the_peak, 0, python_count);
   tcase_add_loop_test(py, python_threads_each_their_own_frames, 0, python_count);
   tcase_add_test(py, python_frames_can_be_turned_off);
+  if (python_count > 0)
+    tcase_add_test(py, python_lines_in_the_trace_file);
   if (getenv("OOMLENS_TEST_PYTHON_OLD") && *getenv("OOMLENS_TEST_PYTHON_OLD"))
     tcase_add_test(py, unsupported_python_says_so);
   suite_add_tcase(s, py);

@@ -304,6 +304,154 @@ START_TEST(action_names)
 }
 END_TEST
 
+/* ---- oomlens's own format ------------------------------------------- */
+
+#define OUR_HEADER "# oomlens-trace 1 pid=4242 rank=3 start_unix_us=1700000000000000 stacks=1\n" \
+                   "# time_us,action,addr,size,stream,site,device\n"
+
+static const char our_text[] =
+  OUR_HEADER
+  "device,0,85899345920\n"
+  "site,0,0,a.py:1:f;b.py:2:g\n"
+  "10,segment_alloc,0x7f0000000000,2097152,0,0,0\n"
+  "11,alloc,0x7f0000000000,512,0,0,0\n"
+  "site,0,1,lib.so+0x10 fn, with a comma\n"
+  "device,1,1000\n"
+  "site,1,0,other.py:3:h\n"
+  "12,alloc,0x7e0000000000,1024,7,0,1\n"
+  "13,alloc,0x7f0000000200,512,0,1,0\n"
+  "# a comment\n"
+  "14,free_requested,0x7f0000000000,512,0,,0\n"
+  "15,oom,0x0,4096,0,,1\n"
+  "# end events=6\n";
+
+typedef struct {
+  uint64_t time_us;
+  ol_trace_action_t action;
+  uint64_t addr, size, stream;
+  const char *frames;
+  uint64_t line;
+  int device;
+} our_want_t;
+
+static const our_want_t our_events[] = {
+  {10, OL_TRACE_SEGMENT_ALLOC, 0x7f0000000000, 2097152, 0, "a.py:1:f;b.py:2:g", 5, 0},
+  {11, OL_TRACE_ALLOC, 0x7f0000000000, 512, 0, "a.py:1:f;b.py:2:g", 6, 0},
+  {12, OL_TRACE_ALLOC, 0x7e0000000000, 1024, 7, "other.py:3:h", 10, 1},
+  {13, OL_TRACE_ALLOC, 0x7f0000000200, 512, 0, "lib.so+0x10 fn, with a comma", 11, 0},
+  {14, OL_TRACE_FREE_REQUESTED, 0x7f0000000000, 512, 0, "", 13, 0},
+  {15, OL_TRACE_OOM, 0, 4096, 0, "", 14, 1},
+};
+
+/* Every event with its frames resolved from the site lines and its
+ * device; the header's and device lines' figures kept. */
+START_TEST(ours_good)
+{
+  for (int gz = 0; gz < 2; gz++) {
+    char err[256];
+    ol_trace_t *t = ol_trace_open(write_trace(our_text, gz), err, sizeof err);
+    ck_assert_msg(t != NULL, "%s", err);
+    ck_assert_int_eq(ol_trace_format(t), OL_TRACE_FORMAT_OOMLENS);
+    ck_assert_int_eq(ol_trace_pid(t), 4242);
+    ck_assert_uint_eq(ol_trace_start_unix_us(t), 1700000000000000ull);
+    ol_trace_event_t ev;
+    for (size_t i = 0; i < sizeof our_events / sizeof *our_events; i++) {
+      const our_want_t *w = &our_events[i];
+      ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 1);
+      ck_assert_uint_eq(ev.time_us, w->time_us);
+      ck_assert_int_eq(ev.action, w->action);
+      ck_assert_uint_eq(ev.addr, w->addr);
+      ck_assert_uint_eq(ev.size, w->size);
+      ck_assert_uint_eq(ev.stream, w->stream);
+      ck_assert_uint_eq(ev.frames_len, strlen(w->frames));
+      ck_assert(memcmp(ev.frames, w->frames, ev.frames_len) == 0);
+      ck_assert_uint_eq(ev.line, w->line);
+      ck_assert_int_eq(ev.device, w->device);
+    }
+    ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 0);
+    ck_assert_uint_eq(ol_trace_capacity(t, 0), 85899345920ull);
+    ck_assert_uint_eq(ol_trace_capacity(t, 1), 1000);
+    ck_assert_uint_eq(ol_trace_capacity(t, 2), 0);
+    ck_assert(ol_trace_progress(t) > 0.99);
+    ol_trace_close(t);
+  }
+}
+END_TEST
+
+START_TEST(csv_is_csv)
+{
+  char err[256];
+  ol_trace_t *t = ol_trace_open(write_trace(good_text, false), err, sizeof err);
+  ck_assert_ptr_nonnull(t);
+  ck_assert_int_eq(ol_trace_format(t), OL_TRACE_FORMAT_CSV);
+  ck_assert_int_eq(ol_trace_pid(t), 0);
+  ol_trace_event_t ev;
+  ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 1);
+  ck_assert_int_eq(ev.device, 0);
+  ol_trace_close(t);
+}
+END_TEST
+
+static const open_case_t our_open_cases[] = {
+  {"# oomlens-trace 2 pid=1\n", ":1: oomlens trace version not supported"},
+  {"# oomlens-trace x\n", ":1: oomlens trace version not supported"},
+  {"# oomlens-trace 10\n", ":1: oomlens trace version not supported"},
+};
+
+START_TEST(ours_open_table)
+{
+  const open_case_t *c = &our_open_cases[_i];
+  char err[256], want[600];
+  const char *p = write_trace(c->text, false);
+  ck_assert_ptr_null(ol_trace_open(p, err, sizeof err));
+  snprintf(want, sizeof want, "%s%s", p, c->message);
+  ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "case %d: '%s'", _i, err);
+}
+END_TEST
+
+/* Each bad line comes on line 5, after a site and an event that are good. */
+static const bad_case_t our_bad_cases[] = {
+  {"2,alloc,0x1,512,0,1,0", "site '1' of device 0 is not defined"},
+  {"2,alloc,0x1,512,0,0,1", "site '0' of device 1 is not defined"},
+  {"2,alloc,0x1,512,0,x,0", "site 'x' of device 0 is not defined"},
+  {"2,alloc,0x1,512,0,0,64", "device '64' is not a number below 64"},
+  {"2,alloc,0x1,512,0,0,", "device '' is not a number below 64"},
+  {"2,alloc,0x1,512,0,0", "6 fields, expected 7"},
+  {"2,alloc,0x1,512,0,0,0,extra", "8 fields, expected 7"},
+  {"2,allocate,0x1,512,0,,0", "bad action 'allocate'"},
+  {"x,alloc,0x1,512,0,,0", "bad time_us 'x'"},
+  {"2,alloc,1,512,0,,0", "bad addr '1'"},
+  {"2,alloc,0x1,9223372036854775808,0,,0", "bad size '9223372036854775808'"},
+  {"2,alloc,0x1,512,-1,,0", "bad stream '-1'"},
+  {"site,0,0,again", "site '0' out of order (device 0's next site is 1)"},
+  {"site,0,2,skipped one", "site '2' out of order (device 0's next site is 1)"},
+  {"site,99,0,x", "device '99' is not a number below 64"},
+  {"site,0,1", "a site line is site,DEVICE,NUMBER,FRAMES"},
+  {"device,0", "a device line is device,DEVICE,CAPACITY"},
+  {"device,0,12,3", "a device line is device,DEVICE,CAPACITY"},
+  {"device,x,12", "bad device line (device 'x')"},
+};
+
+START_TEST(ours_bad_table)
+{
+  const bad_case_t *c = &our_bad_cases[_i];
+  char text[512], err[512], want[700];
+  snprintf(text, sizeof text, OUR_HEADER "site,0,0,a.py:1:f\n1,alloc,0x1,512,0,0,0\n%s\n"
+           "4,alloc,0x2,512,0,,0\n", c->line);
+  for (int gz = 0; gz < 2; gz++) {
+    const char *p = write_trace(text, gz);
+    ol_trace_t *t = ol_trace_open(p, err, sizeof err);
+    ck_assert_msg(t != NULL, "%s", err);
+    ol_trace_event_t ev;
+    ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 1);
+    ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s:5: %s", p, c->message);
+    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "want '%s', got '%s'", want, err);
+    ol_trace_close(t);
+  }
+}
+END_TEST
+
 static Suite *trace_suite(void)
 {
   Suite *s = suite_create("trace_csv");
@@ -314,6 +462,8 @@ static Suite *trace_suite(void)
   tcase_add_test(good, header_only);
   tcase_add_test(good, long_trace);
   tcase_add_test(good, action_names);
+  tcase_add_test(good, ours_good);
+  tcase_add_test(good, csv_is_csv);
   suite_add_tcase(s, good);
   TCase *bad = tcase_create("malformed");
   tcase_add_checked_fixture(bad, setup, teardown);
@@ -322,6 +472,8 @@ static Suite *trace_suite(void)
   tcase_add_test(bad, line_bound);
   tcase_add_test(bad, missing_file);
   tcase_add_test(bad, truncated_gzip);
+  tcase_add_loop_test(bad, ours_open_table, 0, sizeof our_open_cases / sizeof *our_open_cases);
+  tcase_add_loop_test(bad, ours_bad_table, 0, sizeof our_bad_cases / sizeof *our_bad_cases);
   suite_add_tcase(s, bad);
   return s;
 }

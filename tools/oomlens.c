@@ -17,6 +17,7 @@ int ol_cmd_replay(int argc, char **argv); /* replay_cmd.c */
 int ol_cmd_estimate(int argc, char **argv); /* estimate_cmd.c */
 int ol_cmd_report(int argc, char **argv);   /* report_cmd.c */
 int ol_cmd_merge(int argc, char **argv);    /* merge_cmd.c */
+int ol_cmd_export(int argc, char **argv);   /* export_cmd.c */
 
 static void print_main_help(FILE *out)
 {
@@ -33,6 +34,9 @@ static void print_main_help(FILE *out)
           "  replay TRACE [--capacity SIZE] [--policy NAME] [--max-split-size SIZE] [--json]\n"
           "      run a recorded allocation trace through an allocator on a simulated\n"
           "      device: peak reserved memory, and whether and where it runs out\n"
+          "  export TRACE --format folded|memory-viz|perfetto|rmm-csv [-o OUT]\n"
+          "      write a trace as flame graph stacks, PyTorch's memory_viz snapshot,\n"
+          "      Perfetto/Chrome JSON or RMM's allocation log\n"
           "  estimate [--params N] [--batch B] [--seq L] [--hidden H] [--layers N] ...\n"
           "      pre-flight estimate of a training job's peak device memory, whether it\n"
           "      fits, the largest batch that does, and what would bring it down\n"
@@ -202,6 +206,7 @@ int main(int argc, char **argv)
   if (strcmp(command, "estimate") == 0) return ol_cmd_estimate(argc - 2, argv + 2);
   if (strcmp(command, "report") == 0) return ol_cmd_report(argc - 2, argv + 2);
   if (strcmp(command, "merge") == 0) return ol_cmd_merge(argc - 2, argv + 2);
+  if (strcmp(command, "export") == 0) return ol_cmd_export(argc - 2, argv + 2);
   fprintf(stderr, "oomlens: unknown command '%s' (see oomlens --help)\n", command);
   return EXIT_USAGE;
 }

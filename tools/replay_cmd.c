@@ -22,23 +22,28 @@ typedef struct replay_args {
   const char *policy;
   ol_policy_options_t options;
   bool json;
+  bool capacity_given;
+  int device; /* -1: all */
 } replay_args_t;
 
 static void print_help(FILE *out)
 {
   fprintf(out,
           "usage: oomlens replay TRACE [--capacity SIZE] [--policy NAME]\n"
-          "                      [--max-split-size SIZE] [--json]\n"
+          "                      [--max-split-size SIZE] [--device N] [--json]\n"
           "\n"
-          "Replays a recorded allocation trace (the CSV of PyTorch's recorder, gzip'd\n"
-          "or plain) through an allocator on a simulated device, and tells its peak\n"
-          "reserved memory and whether and where it runs out.\n"
+          "Replays a recorded allocation trace (oomlens's own, OOMLENS_TRACE, or the\n"
+          "CSV of PyTorch's recorder; gzip'd or plain) through an allocator on a\n"
+          "simulated device, and tells its peak reserved memory and whether and where\n"
+          "it runs out.\n"
           "\n"
-          "  --capacity SIZE        device memory (default 139.8 GiB = %" PRIu64 " bytes)\n"
+          "  --capacity SIZE        device memory (default: the device's size in an\n"
+          "                         oomlens trace, else 139.8 GiB = %" PRIu64 " bytes)\n"
           "  --policy NAME          oomlens (our allocator, the default), pytorch (a model\n"
           "                         of PyTorch's caching allocator) or pytorch-expandable\n"
           "                         (the same with expandable_segments:True)\n"
           "  --max-split-size SIZE  blocks at or above it are never split (default: none)\n"
+          "  --device N             only device N's events (default: all)\n"
           "  --json                 one JSON object on stdout\n"
           "\n"
           "SIZE is in bytes, or with a K, M, G or T suffix (powers of 1024).\n"
@@ -70,6 +75,15 @@ static int set_option(replay_args_t *a, const char *name, const char *value)
     a->policy = value;
     return 0;
   }
+  if (strcmp(name, "--device") == 0) {
+    char *end;
+    long d = strtol(value, &end, 10);
+    if (*value < '0' || *value > '9' || *end || d >= OL_TRACE_MAX_DEVICES)
+      return usage_error("bad device '%s' (0 to %d)", value, OL_TRACE_MAX_DEVICES - 1);
+    a->device = (int)d;
+    return 0;
+  }
+  a->capacity_given |= strcmp(name, "--capacity") == 0;
   uint64_t *size = strcmp(name, "--capacity") == 0 ? &a->options.capacity
                                                     : &a->options.max_split_size;
   if (!size_option(value, size))
@@ -80,14 +94,15 @@ static int set_option(replay_args_t *a, const char *name, const char *value)
 static bool takes_value(const char *name)
 {
   return strcmp(name, "--capacity") == 0 || strcmp(name, "--max-split-size") == 0 ||
-         strcmp(name, "--policy") == 0;
+         strcmp(name, "--policy") == 0 || strcmp(name, "--device") == 0;
 }
 
 /* 0 parsed, 1 help printed, EXIT_USAGE on a bad command line. Options take
  * their value as the next argument or after '=' (--capacity=8G). */
 static int parse_args(int argc, char **argv, replay_args_t *a)
 {
-  *a = (replay_args_t){.policy = "oomlens", .options.capacity = OL_REPLAY_DEFAULT_CAPACITY};
+  *a = (replay_args_t){.policy = "oomlens", .options.capacity = OL_REPLAY_DEFAULT_CAPACITY,
+                       .device = -1};
   for (int i = 0; i < argc; i++) {
     char name[32];
     const char *arg = argv[i];
@@ -262,6 +277,27 @@ static void print_text(const replay_args_t *a, const ol_replay_result_t *r)
   print_top_sites(r);
 }
 
+/* The device's size an oomlens trace names (before its first event on
+ * that device); 0 if it names none or cannot be read (the replay itself
+ * then reports why). */
+static uint64_t capacity_in_trace(const char *path, int device)
+{
+  char err[256];
+  ol_trace_t *t = ol_trace_open(path, err, sizeof err);
+  if (!t)
+    return 0;
+  ol_trace_event_t ev;
+  uint64_t capacity = 0;
+  int want = device < 0 ? 0 : device;
+  while (ol_trace_format(t) == OL_TRACE_FORMAT_OOMLENS && ol_trace_next(t, &ev, err, sizeof err) == 1)
+    if (ev.device == want) {
+      capacity = ol_trace_capacity(t, want);
+      break;
+    }
+  ol_trace_close(t);
+  return capacity;
+}
+
 int ol_cmd_replay(int argc, char **argv)
 {
   replay_args_t a;
@@ -271,9 +307,20 @@ int ol_cmd_replay(int argc, char **argv)
   const ol_policy_ops_t *ops = ol_policy_find(a.policy);
   if (!ops)
     return usage_error("unknown policy '%s' (oomlens, pytorch, pytorch-expandable)", a.policy);
+  if (!a.capacity_given) {
+    uint64_t named = capacity_in_trace(a.trace, a.device);
+    if (named)
+      a.options.capacity = named;
+  }
   ol_replay_result_t result;
   char err[512];
-  if (ol_replay_file(a.trace, ops, &a.options, &result, err, sizeof err) != 0) {
+  ol_progress_t progress;
+  ol_progress_start(&progress, "oomlens replay");
+  ol_replay_extras_t extras = {.device = a.device, .progress = ol_progress_show,
+                               .progress_arg = &progress};
+  int rc = ol_replay_file_with(a.trace, ops, &a.options, &extras, &result, err, sizeof err);
+  ol_progress_end(&progress);
+  if (rc != 0) {
     fprintf(stderr, "oomlens replay: %s\n", err);
     return strstr(err, "out of host memory") ? 1 : EXIT_USAGE;
   }

@@ -29,9 +29,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc;
     while ((rc = ol_trace_next(trace, &ev, err, sizeof err)) == 1) {
       /* What the reader promises its callers: lines only go forward, the
-       * action is one it names, the frames lie inside the line. */
+       * action is one it names, the device is in range, the frames lie in
+       * memory it owns. */
       if (ev.line <= last_line || ev.frames_len > OL_TRACE_MAX_LINE ||
-          (unsigned)ev.action >= OL_TRACE_ACTION_COUNT)
+          (unsigned)ev.action >= OL_TRACE_ACTION_COUNT ||
+          (unsigned)ev.device >= OL_TRACE_MAX_DEVICES)
         __builtin_trap();
       if (ev.frames_len)
         (void)*(volatile const char *)(ev.frames + ev.frames_len - 1);

@@ -1,0 +1,62 @@
+/* export.h: a trace (ours or PyTorch's CSV) turned into the formats people
+ * already view (`oomlens export`):
+ * - folded stacks (flamegraph.pl, speedscope): "frame;frame;frame bytes",
+ *   outermost frame first, by bytes live at the peak, allocated in total,
+ *   or still live at the end;
+ * - PyTorch's memory_viz snapshot: a pickle of {segments, device_traces}
+ *   as torch.cuda.memory._snapshot() returns it;
+ * - Chrome/Perfetto trace-event JSON: allocated and reserved bytes over
+ *   time per device, an instant event at each out-of-memory;
+ * - RAPIDS RMM's allocation log (Thread,Time,Action,Pointer,Size,Stream),
+ *   which RMM's replay benchmark reads.
+ * The trace is read once, streaming: memory grows with what is live and
+ * with the number of call sites, never with the trace's length. */
+#ifndef OL_EXPORT_H
+#define OL_EXPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum ol_export_format {
+  OL_EXPORT_FOLDED,
+  OL_EXPORT_MEMORY_VIZ,
+  OL_EXPORT_PERFETTO,
+  OL_EXPORT_RMM_CSV,
+  OL_EXPORT_FORMAT_COUNT
+} ol_export_format_t;
+
+typedef enum ol_export_by {
+  OL_EXPORT_BY_PEAK,   /* bytes live at the moment of peak allocated bytes */
+  OL_EXPORT_BY_TOTAL,  /* bytes allocated over the whole trace */
+  OL_EXPORT_BY_LEAKED, /* bytes still live at the end */
+} ol_export_by_t;
+
+typedef struct ol_export_options {
+  ol_export_format_t format;
+  ol_export_by_t by; /* folded only */
+  int device;        /* only this device's events; -1: all */
+  /* Called now and then with how far through the trace reading has got
+   * (0 to 1); NULL: none. */
+  void (*progress)(double fraction, void *arg);
+  void *progress_arg;
+} ol_export_options_t;
+
+typedef struct ol_export_result {
+  uint64_t events;     /* events read (of the device asked for) */
+  uint64_t written;    /* lines, entries or samples written */
+  int64_t peak;        /* peak allocated bytes */
+  uint64_t sites;      /* distinct call sites (frames texts) */
+} ol_export_result_t;
+
+/* "folded", "memory-viz", "perfetto", "rmm-csv"; false if none matches. */
+bool ol_export_format_parse(const char *name, ol_export_format_t *out);
+bool ol_export_by_parse(const char *name, ol_export_by_t *out);
+
+/* Exports the trace at path to out. 0 done; -1 with a one-line message in
+ * err (naming the file and line for a malformed trace; "out of host
+ * memory"; or a write error). */
+int ol_export_file(const char *path, FILE *out, const ol_export_options_t *options,
+                   ol_export_result_t *result, char *err, size_t err_cap);
+
+#endif

@@ -1,0 +1,470 @@
+/* test_export.c: `oomlens export` in each format, checked for content:
+ * a small trace of ours whose figures are known by construction, and the
+ * recorded GPT-2 trace against figures this test computes itself. The
+ * memory_viz pickle is loaded by python3's own pickle
+ * (tests/check_snapshot.py); the Perfetto JSON is parsed; the RMM log's
+ * columns are read back. */
+#include <check.h>
+#include <limits.h>
+#include <pty.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#include "check_run.h"
+#include "json.h"
+#include "trace_csv.h"
+
+#define MiB (1ll << 20)
+
+static char dir[] = "/tmp/ol_export_XXXXXX";
+static char path[PATH_MAX], out_path[PATH_MAX], err_path[PATH_MAX];
+
+static void setup(void)
+{
+  strcpy(dir, "/tmp/ol_export_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(out_path, sizeof out_path, "%s/out", dir);
+  snprintf(err_path, sizeof err_path, "%s/err", dir);
+}
+
+static void teardown(void)
+{
+  char command[PATH_MAX + 16];
+  snprintf(command, sizeof command, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(command), 0);
+}
+
+static const char *env(const char *name)
+{
+  const char *v = getenv(name);
+  ck_assert_msg(v && *v, "%s is not set (run with meson test)", name);
+  return v;
+}
+
+/* Two sites on device 0: weights (1 MiB, kept) and forward (2 MiB and
+ * 0.5 MiB live together at the peak of 3.5 MiB, then freed); 1 MiB with
+ * no frames; an out-of-memory; 4 KiB on device 1 outside any segment. */
+static const char small_trace[] =
+  "# oomlens-trace 1 pid=77 rank=0 start_unix_us=1700000000000000 stacks=1\n"
+  "# time_us,action,addr,size,stream,site,device\n"
+  "device,0,1073741824\n"
+  "site,0,0,model.py:10:weights;train.py:5:main\n"
+  "site,0,1,model.py:20:forward;train.py:7:main\n"
+  "10,segment_alloc,0x1000000,4194304,0,0,0\n"
+  "10,alloc,0x1000000,1048576,0,0,0\n"
+  "20,alloc,0x1100000,2097152,0,1,0\n"
+  "30,alloc,0x1300000,524288,0,1,0\n"
+  "40,free_requested,0x1100000,2097152,0,1,0\n"
+  "40,free_completed,0x1100000,2097152,0,1,0\n"
+  "50,alloc,0x1100000,1048576,0,,0\n"
+  "60,free_completed,0x1300000,524288,0,1,0\n"
+  "70,oom,0x0,8589934592,0,,0\n"
+  "device,1,0\n"
+  "80,alloc,0x2000000,4096,5,,1\n"
+  "# end events=11\n";
+
+static const char *write_small(void)
+{
+  snprintf(path, sizeof path, "%s/small.trace", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(small_trace, f);
+  fclose(f);
+  return path;
+}
+
+static const char *data(const char *name)
+{
+  static char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s/%s", env("OOMLENS_TEST_DATA"), name);
+  return p;
+}
+
+/* Runs `oomlens export TRACE ARGS -o OUT` with stderr in err_path; the
+ * exit status. */
+static int export_to(const char *trace, const char *args)
+{
+  char command[4 * PATH_MAX];
+  snprintf(command, sizeof command, "'%s' export '%s' %s -o '%s' 2>'%s'", env("OOMLENS_TEST_CLI"),
+           trace, args, out_path, err_path);
+  int status = system(command);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static char *slurp(const char *p)
+{
+  FILE *f = fopen(p, "rb");
+  ck_assert_msg(f, "cannot read %s", p);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *text = malloc((size_t)n + 1);
+  ck_assert_ptr_nonnull(text);
+  ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+  text[n] = '\0';
+  fclose(f);
+  return text;
+}
+
+static void expect_output(const char *trace, const char *args, const char *want)
+{
+  ck_assert_int_eq(export_to(trace, args), 0);
+  char *got = slurp(out_path);
+  ck_assert_msg(strcmp(got, want) == 0, "%s:\n%s\nwanted:\n%s", args, got, want);
+  free(got);
+}
+
+/* ---- folded ------------------------------------------------------------ */
+
+START_TEST(folded_small)
+{
+  const char *t = write_small();
+  expect_output(t, "--format folded",
+                "train.py:7:main;model.py:20:forward 2621440\n"
+                "train.py:5:main;model.py:10:weights 1048576\n");
+  expect_output(t, "--format folded --by total",
+                "train.py:7:main;model.py:20:forward 2621440\n"
+                "[no frames] 1052672\n"
+                "train.py:5:main;model.py:10:weights 1048576\n");
+  expect_output(t, "--format=folded --by=leaked",
+                "[no frames] 1052672\n"
+                "train.py:5:main;model.py:10:weights 1048576\n");
+  expect_output(t, "--format folded --by total --device 1", "[no frames] 4096\n");
+}
+END_TEST
+
+typedef struct live {
+  uint64_t addr, size;
+  UT_hash_handle hh;
+} live_t;
+
+/* The trace's own figures, computed here the simplest way. */
+static void oracle(const char *trace, int64_t *peak, int64_t *total, int64_t *leaked)
+{
+  char err[256];
+  ol_trace_t *t = ol_trace_open(trace, err, sizeof err);
+  ck_assert_msg(t, "%s", err);
+  live_t *table = NULL, *rec, *tmp;
+  int64_t now = 0;
+  *peak = *total = 0;
+  ol_trace_event_t ev;
+  while (ol_trace_next(t, &ev, err, sizeof err) == 1) {
+    if (ev.action == OL_TRACE_ALLOC && ev.size > 0) {
+      HASH_FIND(hh, table, &ev.addr, sizeof ev.addr, rec);
+      ck_assert_ptr_null(rec); /* the recorded traces never reuse a live address */
+      rec = malloc(sizeof *rec);
+      rec->addr = ev.addr;
+      rec->size = ev.size;
+      HASH_ADD(hh, table, addr, sizeof rec->addr, rec);
+      now += (int64_t)ev.size;
+      *total += (int64_t)ev.size;
+      *peak = now > *peak ? now : *peak;
+    } else if (ev.action == OL_TRACE_FREE_COMPLETED) {
+      HASH_FIND(hh, table, &ev.addr, sizeof ev.addr, rec);
+      if (rec) {
+        now -= (int64_t)rec->size;
+        HASH_DEL(table, rec);
+        free(rec);
+      }
+    }
+  }
+  *leaked = now;
+  HASH_ITER(hh, table, rec, tmp) {
+    HASH_DEL(table, rec);
+    free(rec);
+  }
+  ol_trace_close(t);
+}
+
+/* Sum of the folded file's byte counts; every line "stack bytes". */
+static int64_t folded_sum(void)
+{
+  FILE *f = fopen(out_path, "r");
+  ck_assert_ptr_nonnull(f);
+  char line[65536 + 64];
+  int64_t sum = 0;
+  while (fgets(line, sizeof line, f)) {
+    char *space = strrchr(line, ' ');
+    ck_assert_msg(space && space > line, "no count on '%s'", line);
+    sum += strtoll(space + 1, NULL, 10);
+  }
+  fclose(f);
+  return sum;
+}
+
+/* On a real recorded trace each folded view sums to the trace's figure;
+ * the peak is GPT-2's known peak (README). */
+START_TEST(folded_sums_on_gpt2)
+{
+  const char *t = data("gpt2.csv.gz");
+  int64_t peak, total, leaked;
+  oracle(t, &peak, &total, &leaked);
+  ck_assert_int_eq(peak, 25379906248ll);
+  ck_assert_int_eq(export_to(t, "--format folded"), 0);
+  ck_assert_int_eq(folded_sum(), peak);
+  ck_assert_int_eq(export_to(t, "--format folded --by total"), 0);
+  ck_assert_int_eq(folded_sum(), total);
+  ck_assert_int_eq(export_to(t, "--format folded --by leaked"), 0);
+  ck_assert_int_eq(folded_sum(), leaked);
+  char *text = slurp(out_path); /* outermost first: the script's own frame leads */
+  ck_assert_msg(strncmp(text, "workloads.py:", 13) == 0, "%.200s", text);
+  free(text);
+}
+END_TEST
+
+/* ---- memory_viz -------------------------------------------------------- */
+
+static void check_snapshot(const char *want)
+{
+  char command[3 * PATH_MAX], summary[512] = "";
+  snprintf(command, sizeof command, "python3 '%s' '%s' 2>&1", env("OOMLENS_TEST_CHECK_SNAPSHOT"),
+           out_path);
+  FILE *p = popen(command, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t n = fread(summary, 1, sizeof summary - 1, p);
+  summary[n] = '\0';
+  int status = pclose(p);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", summary);
+  ck_assert_msg(strcmp(summary, want) == 0, "got  %swant %s", summary, want);
+}
+
+START_TEST(memory_viz_small)
+{
+  ck_assert_int_eq(export_to(write_small(), "--format memory-viz"), 0);
+  /* One segment holding weights, the frameless block and a 2 MiB gap; the
+   * device-1 block in a segment of its own. */
+  check_snapshot("devices=2 entries=9,1 segments=2 blocks=4 active=2101248 reserved=4198400 "
+                 "allocs=5 ooms=1 frames=7\n");
+}
+END_TEST
+
+/* GPT-2's recorded run: the segments live at its end add up to the
+ * reserved peak PyTorch reported (tests/data/README.md). */
+START_TEST(memory_viz_gpt2)
+{
+  ck_assert_int_eq(export_to(data("gpt2.csv.gz"), "--format memory-viz"), 0);
+  check_snapshot("devices=1 entries=27291 segments=162 blocks=166 active=68157440 "
+                 "reserved=26254245888 allocs=9045 ooms=0 frames=11737\n");
+}
+END_TEST
+
+/* ---- Perfetto ------------------------------------------------------------ */
+
+START_TEST(perfetto_small)
+{
+  ck_assert_int_eq(export_to(write_small(), "--format perfetto"), 0);
+  char err[256];
+  ol_json_t *root = ol_json_parse_file(out_path, err, sizeof err);
+  ck_assert_msg(root, "%s", err);
+  const ol_json_t *events = ol_json_get(root, "traceEvents");
+  ck_assert_int_eq(ol_json_kind(events), OL_JSON_ARRAY);
+  int counters = 0, names = 0, ooms = 0;
+  int64_t max_allocated = 0, last_ts = -1;
+  for (size_t i = 0; i < ol_json_length(events); i++) {
+    const ol_json_t *e = ol_json_at(events, i);
+    const char *ph = ol_json_string(ol_json_get(e, "ph"));
+    if (strcmp(ph, "M") == 0) {
+      names++;
+    } else if (strcmp(ph, "C") == 0) {
+      counters++;
+      int64_t a = ol_json_path_int64(e, "args.allocated", -1), ts = ol_json_path_int64(e, "ts", -1);
+      ck_assert_int_ge(a, 0);
+      ck_assert_int_ge(ts, last_ts);
+      last_ts = ts;
+      max_allocated = a > max_allocated ? a : max_allocated;
+      if (ts == 10) /* segment and block at one moment: one sample, after both */
+        ck_assert_int_eq(ol_json_path_int64(e, "args.reserved", -1), 4194304);
+    } else if (strcmp(ph, "i") == 0) {
+      ooms++;
+      ck_assert_int_eq(ol_json_path_int64(e, "args.request", -1), 8589934592ll);
+      ck_assert_int_eq(ol_json_path_int64(e, "args.allocated", -1), 2 * MiB);
+      ck_assert_int_eq(ol_json_path_int64(e, "ts", -1), 70);
+    }
+  }
+  ck_assert_int_eq(names, 2);   /* cuda:0 and cuda:1 */
+  ck_assert_int_eq(counters, 7); /* moments 10, 20, 30, 40, 50, 60 and device 1's 80 */
+  ck_assert_int_eq(ooms, 1);
+  ck_assert_int_eq(max_allocated, 3 * MiB + MiB / 2);
+  ol_json_free(root);
+}
+END_TEST
+
+/* ---- RMM ------------------------------------------------------------------ */
+
+START_TEST(rmm_small)
+{
+  expect_output(write_small(), "--format rmm-csv",
+                "Thread,Time,Action,Pointer,Size,Stream\n"
+                "77,22:13:20.000010,allocate,0x1000000,1048576,0\n"
+                "77,22:13:20.000020,allocate,0x1100000,2097152,0\n"
+                "77,22:13:20.000030,allocate,0x1300000,524288,0\n"
+                "77,22:13:20.000040,free,0x1100000,2097152,0\n"
+                "77,22:13:20.000050,allocate,0x1100000,1048576,0\n"
+                "77,22:13:20.000060,free,0x1300000,524288,0\n"
+                "77,22:13:20.000080,allocate,0x2000000,4096,5\n");
+}
+END_TEST
+
+/* Every row has RMM's six columns; its own running sum reaches the peak. */
+START_TEST(rmm_gpt2_columns)
+{
+  const char *t = data("gpt2.csv.gz");
+  int64_t peak, total, leaked;
+  oracle(t, &peak, &total, &leaked);
+  ck_assert_int_eq(export_to(t, "--format rmm-csv"), 0);
+  FILE *f = fopen(out_path, "r");
+  ck_assert_ptr_nonnull(f);
+  char line[256];
+  ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+  ck_assert_str_eq(line, "Thread,Time,Action,Pointer,Size,Stream\n");
+  int64_t now = 0, high = 0;
+  long rows = 0;
+  while (fgets(line, sizeof line, f)) {
+    long thread;
+    unsigned hh, mm, ss, us;
+    char action[16];
+    unsigned long long pointer, size, stream;
+    int fields = sscanf(line, "%ld,%2u:%2u:%2u.%6u,%15[a-z],0x%llx,%llu,%llu", &thread, &hh, &mm,
+                        &ss, &us, action, &pointer, &size, &stream);
+    if (fields != 9 || hh > 23 || mm > 59 || ss > 59)
+      ck_abort_msg("row %ld: %s", rows, line);
+    if (strcmp(action, "allocate") == 0)
+      now += (int64_t)size;
+    else if (strcmp(action, "free") == 0)
+      now -= (int64_t)size;
+    else
+      ck_abort_msg("action %s", action);
+    high = now > high ? now : high;
+    rows++;
+  }
+  fclose(f);
+  ck_assert_int_eq(high, peak);
+  ck_assert_int_eq(now, leaked);
+}
+END_TEST
+
+/* ---- replay of our format ---------------------------------------------------- */
+
+static ol_json_t *replay_json(const char *trace, const char *args)
+{
+  char command[4 * PATH_MAX], err[256];
+  snprintf(command, sizeof command, "'%s' replay '%s' --json %s >'%s' 2>'%s'",
+           env("OOMLENS_TEST_CLI"), trace, args, out_path, err_path);
+  int status = system(command);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "replay %s failed", args);
+  ol_json_t *root = ol_json_parse_file(out_path, err, sizeof err);
+  ck_assert_msg(root, "%s", err);
+  return root;
+}
+
+/* Our trace replays as the CSV does, on the device size it names unless
+ * told otherwise, one device at a time if asked. */
+START_TEST(replay_reads_our_trace)
+{
+  const char *t = write_small();
+  ol_json_t *r = replay_json(t, "");
+  ck_assert_int_eq(ol_json_path_int64(r, "capacity", -1), 1073741824);
+  ck_assert_int_eq(ol_json_path_int64(r, "peak_allocated", -1), 3 * MiB + MiB / 2);
+  /* The recorded 8 GiB request cannot fit the 1 GiB device either: the
+   * replay stops there, at its 9th event, after 4 allocations. */
+  ck_assert_int_eq(ol_json_path_int64(r, "oom.size", -1), 8589934592ll);
+  ck_assert_int_eq(ol_json_path_int64(r, "events", -1), 9);
+  ck_assert_int_eq(ol_json_path_int64(r, "allocs", -1), 4);
+  ol_json_free(r);
+  r = replay_json(t, "--capacity 16G --device 1");
+  ck_assert_int_eq(ol_json_path_int64(r, "events", -1), 1);
+  ck_assert_int_eq(ol_json_path_int64(r, "peak_allocated", -1), 4096);
+  ck_assert_int_eq(ol_json_kind(ol_json_path(r, "oom")), OL_JSON_NULL);
+  ol_json_free(r);
+}
+END_TEST
+
+/* ---- the command ------------------------------------------------------------ */
+
+START_TEST(usage_and_input_errors)
+{
+  const char *t = write_small();
+  ck_assert_int_eq(export_to(t, "--format svg"), 2);
+  ck_assert_int_eq(export_to(t, ""), 2);
+  ck_assert_int_eq(export_to(t, "--format folded --by median"), 2);
+  ck_assert_int_eq(export_to(t, "--format folded --device 64"), 2);
+  /* A malformed line: named with its line, exit 2, no output left behind. */
+  FILE *f = fopen(path, "a");
+  fputs("90,alloc,0x1,1,0,9,0\n", f);
+  fclose(f);
+  ck_assert_int_eq(export_to(t, "--format folded"), 2);
+  char *err = slurp(err_path);
+  ck_assert_msg(strstr(err, "small.trace:18: site '9' of device 0 is not defined"), "%s", err);
+  free(err);
+  ck_assert_int_ne(access(out_path, F_OK), 0);
+}
+END_TEST
+
+/* Not a terminal: not a byte of progress on stderr. */
+START_TEST(quiet_when_not_a_terminal)
+{
+  ck_assert_int_eq(export_to(data("gpt2.csv.gz"), "--format perfetto"), 0);
+  char *err = slurp(err_path);
+  ck_assert_str_eq(err, "");
+  free(err);
+}
+END_TEST
+
+/* On a terminal the percentage is shown, then wiped. */
+START_TEST(progress_on_a_terminal)
+{
+  int master;
+  pid_t pid = forkpty(&master, NULL, NULL, NULL);
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    execl(env("OOMLENS_TEST_CLI"), "oomlens", "export", data("gpt2.csv.gz"), "--format", "folded",
+          "-o", out_path, (char *)NULL);
+    _exit(127);
+  }
+  char seen[4096];
+  size_t len = 0;
+  ssize_t n;
+  while (len < sizeof seen - 1 && (n = read(master, seen + len, sizeof seen - 1 - len)) > 0)
+    len += (size_t)n;
+  seen[len] = '\0';
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  close(master);
+  ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ck_assert_msg(strstr(seen, "oomlens export: 100%"), "%s", seen);
+}
+END_TEST
+
+static Suite *export_suite(void)
+{
+  Suite *s = suite_create("export");
+  TCase *formats = tcase_create("formats");
+  tcase_add_checked_fixture(formats, setup, teardown);
+  tcase_set_timeout(formats, 120);
+  tcase_add_test(formats, folded_small);
+  tcase_add_test(formats, folded_sums_on_gpt2);
+  tcase_add_test(formats, memory_viz_small);
+  tcase_add_test(formats, memory_viz_gpt2);
+  tcase_add_test(formats, perfetto_small);
+  tcase_add_test(formats, rmm_small);
+  tcase_add_test(formats, rmm_gpt2_columns);
+  tcase_add_test(formats, replay_reads_our_trace);
+  suite_add_tcase(s, formats);
+  TCase *cli = tcase_create("command");
+  tcase_add_checked_fixture(cli, setup, teardown);
+  tcase_set_timeout(cli, 60);
+  tcase_add_test(cli, usage_and_input_errors);
+  tcase_add_test(cli, quiet_when_not_a_terminal);
+  tcase_add_test(cli, progress_on_a_terminal);
+  suite_add_tcase(s, cli);
+  return s;
+}
+
+int main(void)
+{
+  return ol_run_suite(export_suite());
+}

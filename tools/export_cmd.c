@@ -1,0 +1,168 @@
+/* export_cmd.c: `oomlens export TRACE --format F [-o OUT]`, a trace (ours
+ * or PyTorch's CSV) in a format other tools view (src/export.h). Exit
+ * codes: 0 written; 2 for a usage or input error; 1 when the host runs
+ * out of memory or the output cannot be written. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "export.h"
+#include "ol.h"
+
+#define EXIT_USAGE 2
+
+int ol_cmd_export(int argc, char **argv);
+
+typedef struct export_args {
+  const char *trace;
+  const char *output; /* NULL: stdout */
+  ol_export_options_t options;
+  bool format_given;
+} export_args_t;
+
+static void print_help(FILE *out)
+{
+  fprintf(out,
+          "usage: oomlens export TRACE --format FORMAT [--by WHAT] [--device N] [-o OUT]\n"
+          "\n"
+          "Writes a recorded allocation trace (oomlens's own, OOMLENS_TRACE, or the CSV\n"
+          "of PyTorch's recorder; gzip'd or plain) in a format other tools view.\n"
+          "\n"
+          "  --format folded       flame graph stacks, \"frame;frame;frame bytes\" with the\n"
+          "                        outermost frame first (flamegraph.pl, speedscope)\n"
+          "  --format memory-viz   PyTorch's memory snapshot pickle: drop it on\n"
+          "                        https://pytorch.org/memory_viz\n"
+          "  --format perfetto     Chrome/Perfetto trace JSON: allocated and reserved\n"
+          "                        bytes over time per device, out-of-memory events\n"
+          "                        (https://ui.perfetto.dev, chrome://tracing)\n"
+          "  --format rmm-csv      RAPIDS RMM's allocation log (Thread,Time,Action,\n"
+          "                        Pointer,Size,Stream), for RMM's replay benchmark\n"
+          "  --by peak|total|leaked  folded: bytes live at the peak (default), allocated\n"
+          "                        in total, or still live at the end of the trace\n"
+          "  --device N            only device N's events (default: all)\n"
+          "  -o, --output OUT      write to OUT (default: standard output)\n"
+          "\n"
+          "Exit status: 0 when written, 2 for a usage or input error, 1 when the host\n"
+          "runs out of memory or the output cannot be written.\n");
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("oomlens export: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputs(" (see oomlens export --help)\n", stderr);
+  va_end(ap);
+  return EXIT_USAGE;
+}
+
+static int set_option(export_args_t *a, const char *name, const char *value)
+{
+  if (strcmp(name, "--format") == 0) {
+    if (!ol_export_format_parse(value, &a->options.format))
+      return usage_error("unknown format '%s' (folded, memory-viz, perfetto, rmm-csv)", value);
+    a->format_given = true;
+  } else if (strcmp(name, "--by") == 0) {
+    if (!ol_export_by_parse(value, &a->options.by))
+      return usage_error("--by takes peak, total or leaked, not '%s'", value);
+  } else if (strcmp(name, "--device") == 0) {
+    char *end;
+    long d = strtol(value, &end, 10);
+    if (*value < '0' || *value > '9' || *end || d >= OL_TRACE_MAX_DEVICES)
+      return usage_error("bad device '%s' (0 to %d)", value, OL_TRACE_MAX_DEVICES - 1);
+    a->options.device = (int)d;
+  } else {
+    a->output = value;
+  }
+  return 0;
+}
+
+static bool takes_value(const char *name)
+{
+  static const char *const names[] = {"--format", "--by", "--device", "-o", "--output"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (strcmp(name, names[i]) == 0)
+      return true;
+  return false;
+}
+
+/* 0 parsed, 1 help printed, EXIT_USAGE on a bad command line. */
+static int parse_args(int argc, char **argv, export_args_t *a)
+{
+  *a = (export_args_t){.options = {.device = -1}};
+  for (int i = 0; i < argc; i++) {
+    char name[32];
+    const char *arg = argv[i];
+    const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+    bool inline_value = ol_split_option(&arg, &value, name, sizeof name);
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+      print_help(stdout);
+      return 1;
+    } else if (takes_value(arg)) {
+      if (!value)
+        return usage_error("%s needs a value", arg);
+      i += !inline_value;
+      if (set_option(a, arg, value))
+        return EXIT_USAGE;
+    } else if (arg[0] == '-' && arg[1] != '\0') {
+      return usage_error("unknown option %s", argv[i]);
+    } else if (a->trace) {
+      return usage_error("more than one trace given ('%s')", arg);
+    } else {
+      a->trace = arg;
+    }
+  }
+  if (!a->trace)
+    return usage_error("no trace given");
+  if (!a->format_given)
+    return usage_error("no --format given");
+  return 0;
+}
+
+/* The output is opened only once the trace is known to open, so a bad
+ * trace never leaves an empty file behind; a failed export removes it. */
+int ol_cmd_export(int argc, char **argv)
+{
+  export_args_t a;
+  int parsed = parse_args(argc, argv, &a);
+  if (parsed)
+    return parsed == 1 ? 0 : parsed;
+  char err[512];
+  ol_trace_t *probe = ol_trace_open(a.trace, err, sizeof err);
+  if (!probe) {
+    fprintf(stderr, "oomlens export: %s\n", err);
+    return EXIT_USAGE;
+  }
+  ol_trace_close(probe);
+  FILE *out = a.output ? fopen(a.output, "wb") : stdout;
+  if (!out) {
+    perror(a.output);
+    return 1;
+  }
+  static char buffer[1 << 16];
+  setvbuf(out, buffer, _IOFBF, sizeof buffer);
+  ol_progress_t progress;
+  ol_progress_start(&progress, "oomlens export");
+  a.options.progress = ol_progress_show;
+  a.options.progress_arg = &progress;
+  ol_export_result_t result;
+  int rc = ol_export_file(a.trace, out, &a.options, &result, err, sizeof err);
+  ol_progress_end(&progress);
+  bool closed = !a.output || fclose(out) == 0;
+  if (rc == 0 && !closed) {
+    snprintf(err, sizeof err, "cannot write %s", a.output);
+    rc = -1;
+  }
+  if (rc != 0) {
+    fprintf(stderr, "oomlens export: %s\n", err);
+    if (a.output)
+      unlink(a.output);
+    bool input_error = !strstr(err, "out of host memory") && !strstr(err, "cannot write");
+    return input_error ? EXIT_USAGE : 1;
+  }
+  return 0;
+}
