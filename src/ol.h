@@ -382,6 +382,18 @@ void ol_stacks_describe(const void *frame, char *out, size_t cap);
 size_t ol_stacks_site_frames(const ol_sites_t *sites, int32_t id, size_t max,
                              void (*visit)(const char *frame, void *arg), void *arg);
 
+/* ---- site_groups.c: call sites grouped as a report shows them --------- */
+typedef struct ol_site_group {
+  int32_t id;          /* one of its sites, to name it */
+  int64_t bytes;       /* at the peak or in total, summed over its sites */
+  int64_t allocations;
+  int sites;           /* distinct stacks that look alike in their first frames */
+} ol_site_group_t;
+/* The max largest groups of sites sharing their first `frames` frames,
+ * largest first; -1 when host memory ran out (then list sites singly). */
+long ol_site_groups_top(const ol_sites_t *sites, ol_site_order_t order, size_t frames,
+                        ol_site_group_t *out, size_t max);
+
 /* ---- tracefile.c: OOMLENS_TRACE, every event into a file ---------------
  * Events and sites are recorded under the tracker's lock, so they are in
  * its order; a site is recorded the first time it is interned. */

@@ -179,11 +179,13 @@ static void oom_diagnosis(ol_buf_t *out, int device, const ol_device_stats_t *de
     ol_report_text_calls(out, dev, NULL, NULL);
 }
 
-static void site_frames_json(ol_buf_t *out, const ol_sites_t *sites, int32_t id)
+#define SITE_FRAMES_ALL (OL_STACK_MAX + OL_PY_FRAMES_MAX)
+
+static void site_frames_json(ol_buf_t *out, const ol_sites_t *sites, int32_t id, size_t frames)
 {
   joined_t j = {out, 0};
   ol_buf_printf(out, "[");
-  ol_stacks_site_frames(sites, id, OL_STACK_MAX + OL_PY_FRAMES_MAX, json_frame, &j);
+  ol_stacks_site_frames(sites, id, frames, json_frame, &j);
   ol_buf_printf(out, "]");
 }
 
@@ -258,29 +260,46 @@ void ol_report_text_site_figures(ol_buf_t *out, int64_t bytes, int64_t allocatio
   ol_buf_printf(out, "  %10s  %6lld allocs  ", text, (long long)allocations);
 }
 
+/* The largest sites as the report shows them: stacks alike in the frames
+ * shown are one entry (on PyTorch, one Python line reaches the allocator by
+ * several native paths); singly if grouping ran out of host memory. */
+static size_t top_groups(const ol_sites_t *sites, ol_site_order_t order, ol_site_group_t *out,
+                         size_t max)
+{
+  long n = ol_site_groups_top(sites, order, FRAMES_SHOWN, out, max);
+  if (n >= 0)
+    return (size_t)n;
+  int32_t top[SITES_SHOWN * 4];
+  size_t singly = ol_sites_top(sites, order, top, max < SITES_SHOWN * 4 ? max : SITES_SHOWN * 4);
+  for (size_t i = 0; i < singly; i++)
+    out[i] = (ol_site_group_t){top[i], figure_of(sites, top[i], order),
+                               ol_sites_figures(sites, top[i])->allocations, 1};
+  return singly;
+}
+
 static void text_site_list(ol_buf_t *out, const ol_sites_t *sites, ol_site_order_t order)
 {
-  int32_t top[SITES_SHOWN];
-  size_t n = ol_sites_top(sites, order, top, SITES_SHOWN);
+  ol_site_group_t top[SITES_SHOWN];
+  size_t n = top_groups(sites, order, top, SITES_SHOWN);
   ol_report_text_sites_title(out, order == OL_SITES_BY_TOTAL);
   for (size_t i = 0; i < n; i++) {
-    ol_report_text_site_figures(out, figure_of(sites, top[i], order),
-                                ol_sites_figures(sites, top[i])->allocations);
-    site_frames_text(out, sites, top[i]);
+    ol_report_text_site_figures(out, top[i].bytes, top[i].allocations);
+    site_frames_text(out, sites, top[i].id);
     ol_buf_printf(out, "\n");
   }
 }
 
+/* A group of several stacks is named by the frames they share. */
 static void json_site_list(ol_buf_t *out, const ol_sites_t *sites, ol_site_order_t order)
 {
-  int32_t top[SITES_SHOWN * 4];
-  size_t n = ol_sites_top(sites, order, top, SITES_SHOWN * 4);
+  ol_site_group_t top[SITES_SHOWN * 4];
+  size_t n = top_groups(sites, order, top, SITES_SHOWN * 4);
   ol_buf_printf(out, "\"%s\": [", order == OL_SITES_BY_TOTAL ? "by_total" : "at_peak");
   for (size_t i = 0; i < n; i++) {
-    const ol_site_figures_t *f = ol_sites_figures(sites, top[i]);
-    ol_buf_printf(out, "%s{\"bytes\": %lld, \"allocations\": %lld, \"frames\": ", i ? ", " : "",
-                  (long long)figure_of(sites, top[i], order), (long long)f->allocations);
-    site_frames_json(out, sites, top[i]);
+    ol_buf_printf(out, "%s{\"bytes\": %lld, \"allocations\": %lld, \"stacks\": %d, \"frames\": ",
+                  i ? ", " : "", (long long)top[i].bytes, (long long)top[i].allocations,
+                  top[i].sites);
+    site_frames_json(out, sites, top[i].id, top[i].sites > 1 ? FRAMES_SHOWN : SITE_FRAMES_ALL);
     ol_buf_printf(out, "}");
   }
   ol_buf_printf(out, "]");

@@ -222,6 +222,23 @@ START_TEST(call_sites_at_the_peak)
 }
 END_TEST
 
+/* Stacks alike in the frames a report shows are one entry, their bytes
+ * summed: two depths of recursion into one allocating function. */
+START_TEST(sites_alike_in_shown_frames_are_one)
+{
+  const char *env[] = {"OOMLENS_STACKS=1", "OOMLENS_STACK_DEPTH=24", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("nested_sites", env, &run);
+  ck_assert_uint_eq(ol_json_length(ol_json_path(r, DEV "sites.at_peak")), 1);
+  ck_assert_int_eq(harness_int(r, DEV "sites.at_peak[0].bytes"), 32 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "sites.at_peak[0].allocations"), 2);
+  ck_assert_int_eq(harness_int(r, DEV "sites.at_peak[0].stacks"), 2);
+  ck_assert_ptr_nonnull(strstr(ol_json_string(ol_json_path(r, DEV "sites.at_peak[0].frames[0]")),
+                               "cuda_prog_nested"));
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(no_sites_unless_asked)
 {
   harness_run_t run;
@@ -673,6 +690,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, call_sites_at_the_peak);
   tcase_add_test(paths, leak_names_the_growing_site);
   tcase_add_test(paths, no_sites_unless_asked);
+  tcase_add_test(paths, sites_alike_in_shown_frames_are_one);
   tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);
   tcase_add_test(paths, timeline_in_the_report);
   tcase_add_test(paths, report_command_prints_the_text_back);

@@ -425,6 +425,30 @@ static int two_sites(void)
   return 0;
 }
 
+/* One allocating function reached at two depths of recursion: two stacks
+ * that differ only below the frames a report shows (as one Python line
+ * reaches PyTorch's allocator through different operators). 16 MiB each,
+ * both live at the end. */
+__attribute__((noinline)) void *cuda_prog_nested(int depth);
+
+void *cuda_prog_nested(int depth)
+{
+  void *p = NULL;
+  if (depth > 0) {
+    p = cuda_prog_nested(depth - 1);
+    __asm__ volatile("" : : "r"(p) : "memory"); /* not a tail call: a frame per level */
+    return p;
+  }
+  CHECK(cudaMalloc(&p, 16 * MiB) == cudaSuccess);
+  return p;
+}
+
+static int nested_sites(void)
+{
+  void *a = cuda_prog_nested(8), *b = cuda_prog_nested(11);
+  return a && b ? 0 : 1;
+}
+
 /* For sampled stacks: 256 MiB, then 2000 x 64 KiB from one site, all
  * live at the end. */
 __attribute__((noinline)) void *cuda_prog_small(void);
@@ -525,6 +549,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "nodriver")) return no_driver();
   if (!strcmp(s, "capacity")) return smaller_device();
   if (!strcmp(s, "two_sites")) return two_sites();
+  if (!strcmp(s, "nested_sites")) return nested_sites();
   if (!strcmp(s, "sigterm")) return killed();
   if (!strcmp(s, "sampled")) return sampled();
   if (!strcmp(s, "oom_persistent")) return train_until_oom((size_t)2 << 30, 0, 0, 0);
