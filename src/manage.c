@@ -53,8 +53,17 @@ typedef struct stream_frees {
 typedef struct chunk_handle {
   uint64_t addr;
   uint64_t handle;
+  uint64_t retired_by; /* 0: in the pool's use; else the retirement that will unmap it */
   UT_hash_handle hh;
 } chunk_handle_t;
+
+/* Chunks the pool gave back, still mapped until the work queued before
+ * then has passed (events instead of a device synchronize per trim). */
+#define RETIREMENTS 16
+typedef struct retirement {
+  batch_t fence; /* events only */
+  uint64_t seq, addr, size;
+} retirement_t;
 
 typedef struct managed {
   pthread_mutex_t lock;
@@ -66,6 +75,13 @@ typedef struct managed {
   batch_t open;
   batch_t fences[FENCES];
   int fence_head, fence_count;
+  retirement_t retirements[RETIREMENTS];
+  int retire_head, retire_count;
+  uint64_t next_retirement;
+  /* Device memory behind the pool's chunks, retiring ones included, and
+   * the most the pool itself ever counted as mapped: retiring chunks may
+   * delay an unmap, never raise the device memory held past that. */
+  uint64_t physical, high_water;
   void *spare_events[2 * FENCES];
   int spare_count;
   /* Bytes mapped, handed out, and freed but waiting for a fence: what is
@@ -106,35 +122,132 @@ static void backend_unreserve(void *ctx, uint64_t base, uint64_t size)
   ol_prim_vmm_unreserve(base, size);
 }
 
-static void unmap_chunk(managed_t *m, uint64_t addr)
+static void release_chunk(managed_t *m, chunk_handle_t *c)
+{
+  ol_prim_vmm_unmap(c->addr, m->backend.granularity, c->handle);
+  ol_track_pool_mapped(m->device, c->addr, -(int64_t)m->backend.granularity);
+  m->physical -= m->backend.granularity;
+  HASH_DELETE(hh, m->handles, c);
+  free(c);
+}
+
+static chunk_handle_t *chunk_at(managed_t *m, uint64_t addr)
 {
   chunk_handle_t *c;
   HASH_FIND(hh, m->handles, &addr, sizeof addr, c);
-  if (!c)
-    return;
-  ol_prim_vmm_unmap(addr, m->backend.granularity, c->handle);
-  HASH_DELETE(hh, m->handles, c);
-  free(c);
-  m->mapped -= m->backend.granularity;
-  ol_track_pool_mapped(m->device, addr, -(int64_t)m->backend.granularity);
+  return c;
+}
+
+static bool record_fence(managed_t *m, batch_t *b, const stream_frees_t *only);
+static int fence_state(batch_t *b);
+static void put_event(managed_t *m, void *event);
+
+/* Unmaps the chunks of finished retirements, oldest first; with wait, waits
+ * for all of them (memory is short). */
+static void reap_retired(managed_t *m, bool wait)
+{
+  while (m->retire_count > 0) {
+    retirement_t *r = &m->retirements[m->retire_head];
+    int state = fence_state(&r->fence);
+    if (state == 0 && !wait)
+      return;
+    for (int i = 0; state == 0 && i < r->fence.event_count; i++)
+      if (ol_prim_event_wait(r->fence.events[i]) != 0)
+        state = -1; /* the events failed us: only a synchronize is safe */
+    if (state < 0 && ol_prim_device_synchronize() == 0)
+      ol_track_device_sync(m->device);
+    for (uint64_t at = r->addr; at < r->addr + r->size; at += m->backend.granularity) {
+      chunk_handle_t *c = chunk_at(m, at);
+      if (c && c->retired_by == r->seq)
+        release_chunk(m, c);
+    }
+    for (int i = 0; i < r->fence.event_count; i++)
+      put_event(m, r->fence.events[i]);
+    r->fence.event_count = 0;
+    m->retire_head = (m->retire_head + 1) % RETIREMENTS;
+    m->retire_count--;
+  }
 }
 
 /* Blocks of a single-stream job return to the pool at once, so free memory
- * may still be in use by queued work: wait for the device before taking
- * memory away (unmaps are rare once a job has settled). */
+ * may still be in use by queued work: the chunks stay mapped behind events
+ * after that work, and are unmapped once it has passed (or mapped back
+ * into use at no cost if the pool wants them first). False when no event
+ * can be recorded (a capture, another device current, no room). */
+static bool retire(managed_t *m, uint64_t addr, uint64_t size)
+{
+  reap_retired(m, false);
+  if (m->retire_count == RETIREMENTS || ol_streams_capturing() ||
+      ol_prim_current_device_driver() != m->device)
+    return false;
+  retirement_t *r = &m->retirements[(m->retire_head + m->retire_count) % RETIREMENTS];
+  r->fence.event_count = 0;
+  if (!record_fence(m, &r->fence, NULL)) {
+    for (int i = 0; i < r->fence.event_count; i++)
+      put_event(m, r->fence.events[i]);
+    r->fence.event_count = 0;
+    return false;
+  }
+  r->seq = ++m->next_retirement;
+  r->addr = addr;
+  r->size = size;
+  m->retire_count++;
+  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
+    chunk_handle_t *c = chunk_at(m, at);
+    if (c && !c->retired_by) {
+      c->retired_by = r->seq;
+      m->mapped -= m->backend.granularity;
+    }
+  }
+  return true;
+}
+
+/* During a capture nothing may wait for the device: the chunks stay
+ * mapped, out of the pool's count, until the pool maps them again. */
+#define PARKED UINT64_MAX
+
+static void park(managed_t *m, uint64_t addr, uint64_t size)
+{
+  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
+    chunk_handle_t *c = chunk_at(m, at);
+    if (c && !c->retired_by) {
+      c->retired_by = PARKED;
+      m->mapped -= m->backend.granularity;
+    }
+  }
+}
+
 static void backend_unmap(void *ctx, uint64_t addr, uint64_t size)
 {
   managed_t *m = ctx;
+  if (retire(m, addr, size))
+    return;
+  if (ol_streams_capturing()) {
+    park(m, addr, size);
+    return;
+  }
   if (ol_prim_device_synchronize() == 0)
     ol_track_device_sync(m->device);
-  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity)
-    unmap_chunk(m, at);
+  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
+    chunk_handle_t *c = chunk_at(m, at);
+    if (c && !c->retired_by)
+      m->mapped -= m->backend.granularity;
+    if (c)
+      release_chunk(m, c);
+  }
 }
 
-/* One handle per chunk, so that any chunk can be unmapped on its own. */
+/* One handle per chunk, so that any chunk can be unmapped on its own. A
+ * chunk still retiring is simply taken back. */
 static int map_chunk(managed_t *m, uint64_t addr)
 {
-  chunk_handle_t *c = malloc(sizeof *c);
+  chunk_handle_t *c = chunk_at(m, addr);
+  if (c && c->retired_by) {
+    c->retired_by = 0;
+    m->mapped += m->backend.granularity;
+    return 0;
+  }
+  c = calloc(1, sizeof *c);
   if (!c)
     return -1;
   int res = ol_prim_vmm_map(m->device, addr, m->backend.granularity, &c->handle);
@@ -151,15 +264,13 @@ static int map_chunk(managed_t *m, uint64_t addr)
     return -1;
   }
   m->mapped += m->backend.granularity;
+  m->physical += m->backend.granularity;
   ol_track_pool_mapped(m->device, addr, (int64_t)m->backend.granularity);
   return 0;
 }
 
-static int backend_map(void *ctx, uint64_t addr, uint64_t size)
+static int map_range(managed_t *m, uint64_t addr, uint64_t size)
 {
-  managed_t *m = ctx;
-  if (!ol_capacity_allows(m->device, size))
-    return -1; /* OOMLENS_CAPACITY: the smaller device is full */
   for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
     if (map_chunk(m, at) != 0) {
       backend_unmap(m, addr, at - addr);
@@ -167,6 +278,25 @@ static int backend_map(void *ctx, uint64_t addr, uint64_t size)
     }
   }
   return 0;
+}
+
+/* Retired chunks still hold device memory: when it is short (the driver or
+ * OOMLENS_CAPACITY says no), wait for them to go and try once more. */
+static int backend_map(void *ctx, uint64_t addr, uint64_t size)
+{
+  managed_t *m = ctx;
+  reap_retired(m, false);
+  uint64_t peak = m->mapped + size > m->high_water ? m->mapped + size : m->high_water;
+  if (m->physical + size > peak)
+    reap_retired(m, true); /* wait for the oldest work rather than hold more */
+  if (m->mapped + size > m->high_water)
+    m->high_water = m->mapped + size;
+  if (ol_capacity_allows(m->device, size) && map_range(m, addr, size) == 0)
+    return 0;
+  if (m->retire_count == 0)
+    return -1; /* OOMLENS_CAPACITY or the device: full */
+  reap_retired(m, true);
+  return ol_capacity_allows(m->device, size) ? map_range(m, addr, size) : -1;
 }
 
 /* ---- starting a device ------------------------------------------------- */

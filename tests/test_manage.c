@@ -155,7 +155,9 @@ START_TEST(no_unmap_under_running_kernel)
 {
   harness_run_t run;
   ol_json_t *r = run_managed("unmap_pending", NULL, &run);
-  ck_assert_int_ge(harness_int(r, DEV "calls.device_syncs"), 1);
+  /* The program checks the simulator saw no unmap under the kernel; the
+   * wait is for the events after it, not a device synchronize. */
+  ck_assert_int_eq(harness_int(r, DEV "calls.device_syncs"), 0);
   ol_json_free(r);
 }
 END_TEST

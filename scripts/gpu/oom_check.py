@@ -15,6 +15,9 @@ OUT = os.environ.get('OUT', '/tmp/oomlens-out')
 
 CASES = [('oom_params', '8G', 'persistent'), ('oom_activations', '12G', 'activations'),
          ('frag', '6G', 'fragmentation')]
+# OOMLENS_OOM_CASES=name:cap:expected,... picks others (e.g. frag:6656M:none).
+if os.environ.get('OOMLENS_OOM_CASES'):
+    CASES = [tuple(c.split(':')) for c in os.environ['OOMLENS_OOM_CASES'].split(',')]
 
 
 def run_case(name, cap, manage):
