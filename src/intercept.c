@@ -585,27 +585,52 @@ cudaError_t ol_on_cudaGetDriverEntryPointByVersion(const char *symbol, void **pf
   return err;
 }
 
-/* dlsym(RTLD_NEXT, ...) means "after the caller", and glibc finds the caller
- * from its return address, which is now ours. Walk the objects loaded after
- * the caller and take the first that defines the symbol itself. */
-static void *lookup_after(const void *caller, const char *name)
+/* The object that defines p, or NULL. */
+static struct link_map *owner_of(const void *p)
 {
   Dl_info info;
-  struct link_map *self = NULL;
-  if (!caller || !dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
+  struct link_map *owner = NULL;
+  if (!p || !dladdr1(p, &info, (void **)&owner, RTLD_DL_LINKMAP))
     return NULL;
+  return owner;
+}
+
+static bool loaded_after(const struct link_map *self, const struct link_map *other)
+{
+  for (const struct link_map *lm = self->l_next; lm; lm = lm->l_next)
+    if (lm == other)
+      return true;
+  return false;
+}
+
+/* dlsym(RTLD_NEXT, ...) means "after the caller", and glibc finds the caller
+ * from its return address, which is now ours. When the first definition of
+ * all lies after the caller, it is the answer; otherwise walk the objects
+ * loaded after the caller and take the first that defines the symbol
+ * itself. The first step also finds what only the dynamic linker defines:
+ * its handle answers no lookup (ASan's start-up asks RTLD_NEXT for
+ * _dl_get_tls_static_info and calls what it gets). */
+static void *lookup_after(const void *caller, const char *name)
+{
+  struct link_map *self = owner_of(caller);
+  if (!self)
+    return NULL;
+  void *first = ol_prim_dlsym(RTLD_DEFAULT, name);
+  struct link_map *first_owner = owner_of(first);
+  if (first_owner && loaded_after(self, first_owner))
+    return first;
   for (struct link_map *lm = self->l_next; lm; lm = lm->l_next) {
     /* A link map is not a handle: glibc builds the search list of an object
      * loaded at start-up only once it is dlopen()ed, and dlsym on the bare
      * map walks a NULL list (any dlsym(RTLD_NEXT) crashed the process).
-     * RTLD_NOLOAD hands out a real handle to what is already loaded. */
-    void *handle = lm->l_name && *lm->l_name ? dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+     * RTLD_NOLOAD hands out a real handle to what is already loaded.
+     * glibc's own dlopen: a sanitizer's wrapper may not work yet. */
+    void *handle = lm->l_name && *lm->l_name ? ol_prim_dlopen_loaded(lm->l_name) : NULL;
     if (!handle)
       continue;
     void *p = ol_prim_dlsym(handle, name);
-    dlclose(handle);
-    struct link_map *owner = NULL;
-    if (p && dladdr1(p, &info, (void **)&owner, RTLD_DL_LINKMAP) && owner == lm)
+    ol_prim_dlclose(handle);
+    if (p && owner_of(p) == lm)
       return p;
   }
   return NULL;
