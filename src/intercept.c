@@ -484,9 +484,11 @@ CUresult ol_on_cuStreamDestroy_v2(CUstream stream)
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (ol_lifecycle_enabled()) {
-    ol_streams_destroyed(stream);
+    /* Manage mode first, while the stream is still listed: the fence it
+     * records for memory freed before must cover this stream's work. */
     if (ol_manage_on())
       ol_manage_stream_destroyed(stream);
+    ol_streams_destroyed(stream);
   }
   return real(stream);
 }
