@@ -19,12 +19,15 @@
  *   for each epoch, so growth over time shows.
  *
  * usage: stress_prog [--threads=N] [--seconds=S | --ops=N] [--epochs=E]
- *                    [--seed=N] [--renew=PERCENT] [--log]
+ *                    [--seed=N] [--renew=PERCENT] [--log] [--spawn]
  * --ops is per thread and epoch. --log (one thread) prints every call's
  * result code, for comparing runs with and without the library. Under
- * SIMCU_FAIL_ALLOC an allocation may fail; the failure is counted and the
+ * --spawn: at the end, fork and exec a small run of this program (one
+ * thread, 50 steps), wait for it, and go on: its report must be its own.
+ * Under SIMCU_FAIL_ALLOC an allocation may fail; the failure is counted and the
  * step skipped. Exits 0 when every check held, 3 on the first that did not. */
 #include <malloc.h>
+#include <sys/wait.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -93,6 +96,7 @@ static struct {
   bool log;
   int renew_percent; /* of the steps, those that renew a stream */
   bool faults;       /* SIMCU_FAIL_ALLOC set: an allocation may fail */
+  bool spawn;
 } opt = {.threads = 32, .epochs = 4, .seconds = 0, .ops = 200, .seed = 1, .renew_percent = 2};
 
 static size_t granularity;
@@ -436,6 +440,8 @@ static void parse_args(int argc, char **argv)
       opt.seed = (unsigned)strtoul(a + 7, NULL, 10);
     else if (!strncmp(a, "--renew=", 8))
       opt.renew_percent = atoi(a + 8);
+    else if (!strcmp(a, "--spawn"))
+      opt.spawn = true;
     else if (!strcmp(a, "--log"))
       opt.log = true;
     else {
@@ -482,6 +488,22 @@ static void print_counts(const long long heap[], const long long rss[])
   printf("\n");
 }
 
+/* A job that starts a helper program (fork, then exec): the helper is a
+ * process of its own, with its own report. */
+static void spawn_helper(const char *self)
+{
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    execl(self, self, "--threads=1", "--ops=50", "--epochs=1", (char *)NULL);
+    _exit(127);
+  }
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  printf("spawned: %ld\n", (long)pid);
+}
+
 int main(int argc, char **argv)
 {
   static worker_t workers[MAX_THREADS];
@@ -509,6 +531,8 @@ int main(int argc, char **argv)
   }
   for (int i = 0; i < opt.threads; i++)
     CHECK(pthread_join(threads[i], NULL) == 0);
+  if (opt.spawn)
+    spawn_helper(argv[0]);
   print_counts(heap, rss);
   return 0;
 }
