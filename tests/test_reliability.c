@@ -55,9 +55,12 @@ static void read_counts(const char *out, counts_t *c)
 }
 
 /* The heap in use at every quiet point after the first (warm-up) stays
- * within a few KiB of the first: a leak of even 8 bytes a step would add
- * tens of KiB an epoch. */
-static void heap_flat(const char *out, long long epochs)
+ * within limit bytes of the second: a leak of 8 bytes a step would add
+ * 38 KiB an epoch here. Observe mode's heap does not move at all; manage
+ * mode's pool keeps a record per free block, which grows with its
+ * fragmentation before it levels off (scripts/stress.sh: 11 KiB over 9
+ * epochs of 240 s), hence a looser bound there. */
+static void heap_flat(const char *out, long long epochs, long long limit)
 {
   const char *line = strstr(out, "heap:");
   ck_assert_ptr_nonnull(line);
@@ -71,7 +74,7 @@ static void heap_flat(const char *out, long long epochs)
     if (e == 1)
       first = v;
     if (e > 1)
-      ck_assert_msg(v - first <= 16 * 1024, "heap grew from %lld to %lld by epoch %lld\n%s",
+      ck_assert_msg(v - first <= limit, "heap grew from %lld to %lld by epoch %lld\n%s",
                     first, v, e, out);
   }
 }
@@ -128,7 +131,7 @@ START_TEST(stress_observe_counts_exact)
   ck_assert_int_eq(harness_int(r, DEV "calls.driver_frees"), c.driver_frees);
   ck_assert_int_eq(harness_int(r, DEV "calls.failed_allocs"), 0);
   blocks_match(r, &c);
-  heap_flat(run.out, c.epochs);
+  heap_flat(run.out, c.epochs, 4096);
   ol_json_free(r);
 }
 END_TEST
@@ -146,7 +149,7 @@ START_TEST(stress_manage_counts_exact)
                    c.runtime_allocs + c.driver_allocs);
   ck_assert_int_gt(harness_int(r, DEV "calls.managed_allocs"), 0);
   blocks_match(r, &c);
-  heap_flat(run.out, c.epochs);
+  heap_flat(run.out, c.epochs, 128 * 1024);
   ol_json_free(r);
 }
 END_TEST
