@@ -495,9 +495,11 @@ CUresult ol_on_cuStreamDestroy_v2(CUstream stream)
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (ol_lifecycle_enabled()) {
-    ol_streams_destroyed(stream);
+    /* Manage mode first, while the stream is still listed: the fence it
+     * records for memory freed before must cover this stream's work. */
     if (ol_manage_on())
       ol_manage_stream_destroyed(stream);
+    ol_streams_destroyed(stream);
   }
   return real(stream);
 }
@@ -596,27 +598,81 @@ cudaError_t ol_on_cudaGetDriverEntryPointByVersion(const char *symbol, void **pf
   return err;
 }
 
-/* dlsym(RTLD_NEXT, ...) means "after the caller", and glibc finds the caller
- * from its return address, which is now ours. Walk the objects loaded after
- * the caller and take the first that defines the symbol itself. */
-static void *lookup_after(const void *caller, const char *name)
+/* The object that defines p, or NULL. */
+static struct link_map *owner_of(const void *p)
 {
   Dl_info info;
-  struct link_map *self = NULL;
-  if (!caller || !dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
+  struct link_map *owner = NULL;
+  if (!p || !dladdr1(p, &info, (void **)&owner, RTLD_DL_LINKMAP))
     return NULL;
+  return owner;
+}
+
+static bool loaded_after(const struct link_map *self, const struct link_map *other)
+{
+  for (const struct link_map *lm = self->l_next; lm; lm = lm->l_next)
+    if (lm == other)
+      return true;
+  return false;
+}
+
+/* The first definition of name in lm itself, or NULL. A link map is not a
+ * handle: glibc builds the search list of an object loaded at start-up only
+ * once it is dlopen()ed, and dlsym on the bare map walks a NULL list (any
+ * dlsym(RTLD_NEXT) crashed the process). RTLD_NOLOAD hands out a real
+ * handle to what is already loaded; glibc's own dlopen, because a
+ * sanitizer's wrapper may not work yet. The dynamic linker's handle
+ * answers no lookup at all: callers cover it another way. */
+static void *defined_in(struct link_map *lm, const char *name)
+{
+  void *handle = lm->l_name && *lm->l_name ? ol_prim_dlopen_loaded(lm->l_name) : NULL;
+  if (!handle)
+    return NULL;
+  void *p = ol_prim_dlsym(handle, name);
+  ol_prim_dlclose(handle);
+  return p && owner_of(p) == lm ? p : NULL;
+}
+
+/* Our own hook for a CUDA name we interpose, or NULL; no string function
+ * of libc until the name starts with "cu" (see lookup_after). */
+static void *our_hook(const char *name)
+{
+  if (!hook_table || name[0] != 'c' || name[1] != 'u')
+    return NULL;
+  int fn = ol_prim_fn_by_name(name);
+  return fn < 0 ? NULL : hook_table[fn];
+}
+
+/* dlsym(RTLD_NEXT, ...) means "after the caller", and glibc finds the caller
+ * from its return address, which is now ours. When the first definition of
+ * all lies after the caller, it is the answer. When the caller comes before
+ * us (ASan's runtime, which must come first; another interposer), the next
+ * definition is ours if we have one, else glibc's own RTLD_NEXT from here,
+ * which also searches the dynamic linker (ASan's start-up asks for
+ * __tls_get_addr and _dl_get_tls_static_info this way and calls what it
+ * gets). That path must not dlopen anything: ASan starts from the
+ * executable's preinit_array, before libc's own initialisation, and a
+ * dlopen() then runs libc's initialisation early, with no environment (the
+ * job's getenv() saw nothing), and calls libc functions that ASan has not
+ * yet wired. Objects between such a caller and us are not searched (a
+ * second preloaded definition there is missed). Otherwise walk the objects
+ * loaded after the caller for the first that defines it. */
+static void *lookup_after(const void *caller, const char *name)
+{
+  struct link_map *self = owner_of(caller), *ours = owner_of((const void *)lookup_after);
+  if (!self)
+    return NULL;
+  void *first = ol_prim_dlsym(RTLD_DEFAULT, name);
+  struct link_map *first_owner = owner_of(first);
+  if (first_owner && loaded_after(self, first_owner))
+    return first;
+  if (ours && loaded_after(self, ours)) {
+    void *hook = our_hook(name);
+    return hook ? hook : ol_prim_dlsym(RTLD_NEXT, name);
+  }
   for (struct link_map *lm = self->l_next; lm; lm = lm->l_next) {
-    /* A link map is not a handle: glibc builds the search list of an object
-     * loaded at start-up only once it is dlopen()ed, and dlsym on the bare
-     * map walks a NULL list (any dlsym(RTLD_NEXT) crashed the process).
-     * RTLD_NOLOAD hands out a real handle to what is already loaded. */
-    void *handle = lm->l_name && *lm->l_name ? dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
-    if (!handle)
-      continue;
-    void *p = ol_prim_dlsym(handle, name);
-    dlclose(handle);
-    struct link_map *owner = NULL;
-    if (p && dladdr1(p, &info, (void **)&owner, RTLD_DL_LINKMAP) && owner == lm)
+    void *p = defined_in(lm, name);
+    if (p)
       return p;
   }
   return NULL;

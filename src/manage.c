@@ -709,7 +709,12 @@ bool ol_manage_free_async(uint64_t addr, void *stream)
 }
 
 /* Before a stream goes away, what was freed on it goes behind an event on
- * it, and its slot is given up. */
+ * it, and its slot is given up. The batch of cudaFree'd blocks (and of
+ * stream-ordered frees that found no slot) is fenced now too: its fence
+ * would otherwise be recorded after the stream has left the list of
+ * non-blocking streams, and miss the work still queued on it (found by
+ * scripts/stress.sh: a check kernel on a destroyed stream read memory
+ * already handed out again). */
 void ol_manage_stream_destroyed(void *stream)
 {
   pthread_once(&init_once, init_locks);
@@ -718,6 +723,7 @@ void ol_manage_stream_destroyed(void *stream)
     if (m->state != ACTIVE)
       continue;
     pthread_mutex_lock(&m->lock);
+    close_batch(m);
     stream_frees_t *sf = stream_slot(m, stream, false);
     if (sf) {
       fence_batch(m, &sf->open, sf);

@@ -61,6 +61,8 @@ bool ol_split_option(const char **arg, const char **value, char *name, size_t ca
 
 /* ---- prim.c: the only code that calls into the real CUDA -------------- */
 void *ol_prim_dlsym(void *handle, const char *name); /* glibc's dlsym */
+void *ol_prim_dlopen_loaded(const char *path); /* glibc's dlopen, RTLD_NOLOAD */
+void ol_prim_dlclose(void *handle);            /* glibc's dlclose */
 void *ol_prim_real(ol_fn_t fn);                       /* NULL if unavailable */
 bool ol_prim_driver_available(void);
 bool ol_prim_opening_driver(void);

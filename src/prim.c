@@ -56,6 +56,8 @@ static cudaError_t (*_Atomic real_cudaGetDevice)(int *);
  * dlsym (and so our hook) before the table is complete. */
 static _Thread_local bool opening_driver;
 
+static void *find_versioned(const char *name);
+
 /* glibc 2.34 moved dlsym into libc with a new version; older glibc only has
  * the original one. Ask for each explicitly so we never find our own hook. */
 static dlsym_fn find_real_dlsym(void)
@@ -63,9 +65,7 @@ static dlsym_fn find_real_dlsym(void)
   dlsym_fn fn = atomic_load_explicit(&real_dlsym_fn, memory_order_acquire);
   if (fn)
     return fn;
-  static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
-  for (size_t i = 0; i < sizeof versions / sizeof *versions && !fn; i++)
-    fn = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+  fn = (dlsym_fn)find_versioned("dlsym");
   atomic_store_explicit(&real_dlsym_fn, fn, memory_order_release);
   return fn;
 }
@@ -74,6 +74,47 @@ void *ol_prim_dlsym(void *handle, const char *name)
 {
   dlsym_fn fn = find_real_dlsym();
   return fn ? fn(handle, name) : NULL;
+}
+
+/* glibc's own dlopen and dlclose, asked for by version: a sanitizer
+ * runtime preloaded before us defines unversioned ones, and their wrappers
+ * jump through a pointer that is still NULL while the runtime starts up and
+ * looks up its functions with dlsym(RTLD_NEXT), that is, through our hook
+ * (an ASan-built job died at start-up). dlvsym only matches the exact
+ * version, so it never finds such a wrapper. */
+typedef void *(*dlopen_fn)(const char *, int);
+typedef int (*dlclose_fn)(void *);
+
+static void *find_versioned(const char *name)
+{
+  static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+  void *fn = NULL;
+  for (size_t i = 0; i < sizeof versions / sizeof *versions && !fn; i++)
+    fn = dlvsym(RTLD_NEXT, name, versions[i]);
+  return fn;
+}
+
+void *ol_prim_dlopen_loaded(const char *path)
+{
+  static _Atomic(dlopen_fn) real_dlopen;
+  dlopen_fn fn = atomic_load_explicit(&real_dlopen, memory_order_acquire);
+  if (!fn) {
+    fn = (dlopen_fn)find_versioned("dlopen");
+    atomic_store_explicit(&real_dlopen, fn, memory_order_release);
+  }
+  return fn ? fn(path, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+}
+
+void ol_prim_dlclose(void *handle)
+{
+  static _Atomic(dlclose_fn) real_dlclose;
+  dlclose_fn fn = atomic_load_explicit(&real_dlclose, memory_order_acquire);
+  if (!fn) {
+    fn = (dlclose_fn)find_versioned("dlclose");
+    atomic_store_explicit(&real_dlclose, fn, memory_order_release);
+  }
+  if (fn && handle)
+    fn(handle);
 }
 
 static void open_driver(void)

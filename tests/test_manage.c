@@ -192,6 +192,14 @@ START_TEST(capacity_limits_the_pool)
 }
 END_TEST
 
+START_TEST(destroyed_stream_keeps_its_fence)
+{
+  const char *extra[] = {"OOMLENS_CAPACITY=256M", NULL};
+  harness_run_t run;
+  ol_json_free(run_managed("destroyed_stream", extra, &run));
+}
+END_TEST
+
 static Suite *manage_suite(void)
 {
   Suite *s = suite_create("manage");
@@ -212,6 +220,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, async_free_reused_at_once_on_its_stream);
   tcase_add_test(tc, async_free_waits_for_its_stream_elsewhere);
   tcase_add_test(tc, capacity_limits_the_pool);
+  tcase_add_test(tc, destroyed_stream_keeps_its_fence);
   suite_add_tcase(s, tc);
   return s;
 }

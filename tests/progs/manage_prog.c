@@ -298,6 +298,31 @@ static int async_other_stream(void)
   return 0;
 }
 
+/* Run with OOMLENS_CAPACITY=256M. A non-blocking stream still writing a
+ * block freed with cudaFree is destroyed: the block must not come back
+ * before that work is done, though the stream is gone (bug: the fence
+ * recorded after the destroy missed it, and the next request got the
+ * block while the kernel still wrote it). */
+static int destroyed_stream(void)
+{
+  cudaStream_t s;
+  block_t a = {0}, b = {0};
+  a.size = b.size = 160 * MiB; /* two do not fit in 256 MiB */
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaMalloc((void **)&a.p, a.size) == cudaSuccess);
+  CHECK(simcu_launch_fill((CUstream)s, (CUdeviceptr)a.p, 0xee, a.size, 1000000) == CUDA_SUCCESS);
+  CHECK(cudaFree(a.p) == cudaSuccess);
+  CHECK(cudaStreamDestroy(s) == cudaSuccess);
+  CHECK(cudaMalloc((void **)&b.p, b.size) == cudaSuccess);
+  fill(&b, 0x11);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  simcu_wait_idle();
+  CHECK(intact(&b));
+  CHECK(cudaFree(b.p) == cudaSuccess);
+  return 0;
+}
+
 /* Manage mode under OOMLENS_CAPACITY=256M: the pool stops growing at the
  * smaller device and the job gets an out-of-memory error, then memory back
  * once it frees. */
@@ -341,6 +366,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "async_same_stream")) return async_same_stream();
   if (!strcmp(s, "capacity")) return smaller_device();
   if (!strcmp(s, "async_other_stream")) return async_other_stream();
+  if (!strcmp(s, "destroyed_stream")) return destroyed_stream();
   fprintf(stderr, "manage_prog: unknown scenario %s\n", s);
   return 2;
 }

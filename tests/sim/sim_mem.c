@@ -154,7 +154,7 @@ static CUresult alloc_locked(int dev, size_t bytes, bool low32,
                              CUdeviceptr *dptr)
 {
     if (sim_alloc_call_fails())
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return sim_injected_error();
     long page = sysconf(_SC_PAGESIZE);
     if (bytes > SIZE_MAX - (size_t)page)
         return CUDA_ERROR_OUT_OF_MEMORY;

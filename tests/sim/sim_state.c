@@ -124,6 +124,9 @@ static void read_env(void)
     }
     sim.no_vmm = env_bool("SIMCU_NO_VMM", false);
     sim.fail_at = env_ulong("SIMCU_FAIL_ALLOC", 0, ULONG_MAX);
+    sim.fail_error = (CUresult)env_ulong("SIMCU_FAIL_ERROR", CUDA_ERROR_OUT_OF_MEMORY, 100000);
+    if (sim.fail_error == CUDA_SUCCESS)
+        sim.fail_error = CUDA_ERROR_OUT_OF_MEMORY;
     sim.driver_version =
         (int)env_ulong("SIMCU_DRIVER_VERSION", SIM_DRIVER_VERSION, 100000);
 }
@@ -296,6 +299,11 @@ bool sim_alloc_call_fails(void)
     return sim.fail_at != 0 && sim.alloc_calls == sim.fail_at;
 }
 
+CUresult sim_injected_error(void)
+{
+    return sim.fail_error;
+}
+
 /* ---- reset ---- */
 
 static void reset_locked(void)
@@ -370,6 +378,13 @@ void simcu_fail_alloc_at(unsigned long n)
 {
     sim_lock();
     sim.fail_at = n ? sim.alloc_calls + n : 0;
+    sim_unlock();
+}
+
+void simcu_fail_alloc_error(CUresult err)
+{
+    sim_lock();
+    sim.fail_error = err == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : err;
     sim_unlock();
 }
 

@@ -177,7 +177,7 @@ static CUresult handle_create(const CUmemAllocationProp *prop, size_t size,
                               CUmemGenericAllocationHandle *out)
 {
     if (sim_alloc_call_fails())
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return sim_injected_error();
     int dev = prop->location.id;
     CUresult r = sim_charge(dev, size);
     if (r)

@@ -41,6 +41,10 @@ void simcu_set_external(int dev, size_t bytes);
  * CUDA_ERROR_OUT_OF_MEMORY; 0 turns it off. SIMCU_FAIL_ALLOC=n does the
  * same counted from the start (or from simcu_reset). */
 void simcu_fail_alloc_at(unsigned long n);
+/* The error that picked call returns instead (a CUresult; 0 gives back the
+ * default, CUDA_ERROR_OUT_OF_MEMORY). SIMCU_FAIL_ERROR=code does the same
+ * from the start. */
+void simcu_fail_alloc_error(CUresult err);
 
 /* ---- what happened ---- */
 

@@ -97,7 +97,7 @@ static void scene(const char *name, const char *value)
 {
     static const char *const vars[] = {"SIMCU_DEVICES", "SIMCU_EXTERNAL",
                                        "SIMCU_NO_VMM", "SIMCU_FAIL_ALLOC",
-                                       "SIMCU_DRIVER_VERSION"};
+                                       "SIMCU_DRIVER_VERSION", "SIMCU_FAIL_ERROR"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
         unsetenv(vars[i]);
     setenv("SIMCU_CAPACITY", "1G", 1);
@@ -457,6 +457,24 @@ START_TEST(test_fail_alloc_env)
     CU_OK(cuMemFree(d));
     CU_OK(cuMemFree(e));
     CU_OK(cuMemRelease(h));
+    ck_assert_uint_eq(simcu_live_allocations(), 0);
+}
+END_TEST
+
+/* The injected failure can be another error than out of memory. */
+START_TEST(test_fail_alloc_other_error)
+{
+    scene("SIMCU_FAIL_ERROR", "999");
+    CUmemAllocationProp prop = vmm_prop(0);
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr a;
+    simcu_fail_alloc_at(1);
+    ck_assert_int_eq(cuMemAlloc(&a, 4096), CUDA_ERROR_UNKNOWN);
+    simcu_fail_alloc_at(1);
+    simcu_fail_alloc_error(CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cuMemCreate(&h, GRAN, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    CU_OK(cuMemAlloc(&a, 4096));
+    CU_OK(cuMemFree(a));
     ck_assert_uint_eq(simcu_live_allocations(), 0);
 }
 END_TEST
@@ -1581,6 +1599,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, test_mem_get_info);
     tcase_add_test(tc, test_external_memory);
     tcase_add_test(tc, test_fail_alloc_env);
+    tcase_add_test(tc, test_fail_alloc_other_error);
     tcase_add_test(tc, test_needs_init_and_context);
     tcase_add_test(tc, test_devices_and_contexts);
     tcase_add_loop_test(tc, test_capacity_parsing, 0, N_OF(size_cases));
