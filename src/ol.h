@@ -89,6 +89,11 @@ void ol_prim_event_destroy(void *event);
 int ol_prim_device_synchronize(void);
 int ol_prim_stream_idle(void *stream); /* 1 idle, 0 busy, -1 error */
 int ol_prim_mem_info(size_t *free_bytes, size_t *total_bytes); /* current device; 0 ok */
+typedef struct ol_gpu_process {
+  uint32_t pid;
+  int64_t bytes; /* -1: not available */
+} ol_gpu_process_t;
+int ol_prim_device_processes(int device, ol_gpu_process_t *out, int max); /* -1: no NVML */
 void *ol_prim_unwinder(void); /* libunwind's unw_backtrace, NULL without libunwind.so.8 */
 void *ol_prim_python_symbol(const char *name); /* from the loaded CPython, or NULL */
 uint64_t ol_prim_device_total_memory(int device); /* 0 if unknown */
@@ -155,6 +160,16 @@ typedef struct ol_oom_record {
   ol_oom_site_t holders[OL_OOM_SITES];
   int holder_count;
   ol_oom_site_t grower; /* bytes: growth since the first iteration; id -1: none */
+  /* Who holds the memory outside ours, per NVML (live jobs): other
+   * processes, largest first, and what this process holds in all (its
+   * context and libraries included); -1 unknown. */
+  struct {
+    uint32_t pid;
+    int64_t bytes;
+    char name[16];
+  } others[OL_OOM_SITES];
+  int other_count;
+  int64_t self_device_bytes;
 } ol_oom_record_t;
 
 /* Writes a site's name: text for the paragraph, or a JSON value. */

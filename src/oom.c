@@ -123,6 +123,24 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
                 percent > 0 ? (100 + percent - 1) / percent : 0);
 }
 
+/* Who holds what is outside ours, when NVML told: other processes, and
+ * this process's own context and libraries beyond its allocations. */
+static void explain_outside(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32];
+  for (int i = 0; i < r->other_count; i++) {
+    ol_buf_printf(out, i ? "; " : " Held by other processes: ");
+    ol_buf_printf(out, "pid %u%s%s%s ", r->others[i].pid, r->others[i].name[0] ? " (" : "",
+                  r->others[i].name, r->others[i].name[0] ? ")" : "");
+    ol_buf_printf(out, "%s", r->others[i].bytes >= 0 ? size_text(a, r->others[i].bytes) : "(size not given)");
+  }
+  if (r->other_count)
+    ol_buf_printf(out, ".");
+  if (r->self_device_bytes > r->reserved)
+    ol_buf_printf(out, " This process's own CUDA context and libraries hold %s beyond its "
+                  "allocations.", size_text(a, r->self_device_bytes - r->reserved));
+}
+
 static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
 {
   char a[32], b[32], d[32];
@@ -139,6 +157,7 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
                   "would fit without them. Free or move what else runs on the device.",
                   size_text(a, r->external), size_text(b, cap_of(r)),
                   size_text(d, r->reserved));
+    explain_outside(out, r);
     break;
   case OL_OOM_fragmentation:
     ol_buf_printf(out, "%s is reserved but free, yet the largest free block is %s: the free "
@@ -219,7 +238,14 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
     namer(out, r->holders[i].id, true, arg);
     ol_buf_printf(out, ", \"bytes\": %" PRId64 "}", r->holders[i].bytes);
   }
-  ol_buf_printf(out, "], \"growing_site\": ");
+  ol_buf_printf(out, "], \"external_holders\": [");
+  for (int i = 0; i < r->other_count; i++) {
+    ol_buf_printf(out, "%s{\"pid\": %u, \"name\": ", i ? ", " : "", r->others[i].pid);
+    ol_buf_json_string(out, r->others[i].name);
+    ol_buf_printf(out, ", \"bytes\": %" PRId64 "}", r->others[i].bytes);
+  }
+  ol_buf_printf(out, "], \"self_device_bytes\": %" PRId64 ", \"growing_site\": ",
+                r->self_device_bytes > 0 ? r->self_device_bytes : -1);
   if (namer && r->grower.id >= 0) {
     ol_buf_printf(out, "{\"site\": ");
     namer(out, r->grower.id, true, arg);
@@ -242,6 +268,8 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
   if (c != OL_OOM_external && c != OL_OOM_impossible && r->external > 0)
     ol_buf_printf(out, " Besides, %s of the device is held outside this process's allocations "
                   "(the CUDA context, libraries, other processes).", size_text(a, r->external));
+  if (c != OL_OOM_external && c != OL_OOM_impossible && r->external > 0)
+    explain_outside(out, r);
   explain_sites(out, r, c, namer, arg);
   if (r->segments_only)
     ol_buf_printf(out, " (oomlens saw the framework's cached segments, not its tensors: run "

@@ -6,8 +6,10 @@
  * mode, and so what others hold. Prints one paragraph on stderr (a few per
  * process: a framework may retry after releasing its cache, so the first
  * failures are often not the last word) and keeps the last for the report. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ol.h"
 
@@ -61,6 +63,48 @@ static void explain_now(ol_buf_t *out, int device, const ol_oom_record_t *r, ol_
     ol_oom_explain(out, r, cause, NULL, NULL);
 }
 
+/* A process's short name, as ps shows it; "" when /proc will not say. */
+static void process_name(uint32_t pid, char name[16])
+{
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%u/comm", pid);
+  name[0] = '\0';
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return;
+  if (fgets(name, 16, f))
+    name[strcspn(name, "\n")] = '\0';
+  fclose(f);
+}
+
+/* Who holds the device's memory besides our allocations, per NVML: this
+ * process in all (context and libraries included), the others largest
+ * first. Nothing when NVML is not there. */
+static void who_else_holds(int device, ol_oom_record_t *r)
+{
+  ol_gpu_process_t procs[64];
+  int n = ol_prim_device_processes(device, procs, 64);
+  uint32_t self = (uint32_t)getpid();
+  for (int i = 0; i < n; i++) {
+    if (procs[i].pid == self) {
+      r->self_device_bytes = procs[i].bytes;
+      continue;
+    }
+    int at = r->other_count < OL_OOM_SITES ? r->other_count++ : OL_OOM_SITES;
+    while (at > 0 && r->others[at - 1].bytes < procs[i].bytes) {
+      if (at < OL_OOM_SITES)
+        r->others[at] = r->others[at - 1];
+      at--;
+    }
+    if (at < OL_OOM_SITES) {
+      r->others[at].pid = procs[i].pid;
+      r->others[at].bytes = procs[i].bytes;
+    }
+  }
+  for (int i = 0; i < r->other_count; i++)
+    process_name(r->others[i].pid, r->others[i].name);
+}
+
 void ol_oom_at_failure(int device, uint64_t request)
 {
   ol_oom_record_t r = {.request = request, .free_reserved = -1, .largest_free_block = -1};
@@ -69,6 +113,8 @@ void ol_oom_at_failure(int device, uint64_t request)
   if (r.capacity == 0)
     return; /* nothing to compare with */
   ol_manage_free_blocks(device, &r.free_reserved, &r.largest_free_block);
+  if (r.external > 0)
+    who_else_holds(device, &r);
   r.segments_only = sees_segments_only();
   r.managed = ol_manage_on();
   ol_oom_class_t cause = ol_oom_classify(&r);

@@ -43,7 +43,8 @@ static CUresult (*real_cuCtxGetDevice)(CUdevice *);
   X(cuCtxSynchronize, CUresult, (void))                                                   \
   X(cuStreamQuery, CUresult, (CUstream))                                                  \
   X(cuCtxGetCurrent, CUresult, (CUcontext *))                                             \
-  X(cuDeviceTotalMem_v2, CUresult, (size_t *, CUdevice))
+  X(cuDeviceTotalMem_v2, CUresult, (size_t *, CUdevice))                                \
+  X(cuDeviceGetPCIBusId, CUresult, (char *, int, CUdevice))
 
 static struct {
 #define OL_HELPER_MEMBER(name, ret, params) ret(*name) params;
@@ -396,4 +397,56 @@ void *ol_prim_python_symbol(const char *name)
     }
   }
   return p;
+}
+
+/* ---- NVML: who holds a device's memory (at an out-of-memory only) ----- */
+
+/* NVML's ABI, from its documentation: the few calls used here. */
+typedef struct nvml_process_info {
+  unsigned int pid;
+  unsigned long long used_bytes;
+  unsigned int gpu_instance, compute_instance;
+} nvml_process_info_t;
+#define NVML_VALUE_NOT_AVAILABLE 0xffffffffffffffffull
+
+static struct {
+  int (*init)(void);
+  int (*by_bus_id)(const char *, void **);
+  int (*processes)(void *, unsigned int *, nvml_process_info_t *);
+} nvml;
+
+static void open_nvml(void)
+{
+  void *handle = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!handle)
+    return;
+  nvml.init = (int (*)(void))ol_prim_dlsym(handle, "nvmlInit_v2");
+  nvml.by_bus_id = (int (*)(const char *, void **))ol_prim_dlsym(
+    handle, "nvmlDeviceGetHandleByPciBusId_v2");
+  nvml.processes = (int (*)(void *, unsigned int *, nvml_process_info_t *))ol_prim_dlsym(
+    handle, "nvmlDeviceGetComputeRunningProcesses_v3");
+  if (!nvml.init || !nvml.by_bus_id || !nvml.processes || nvml.init() != 0)
+    nvml.processes = NULL;
+}
+
+/* The processes using the device and their memory, as NVML sees them (the
+ * pids may be another pid namespace's); -1 without NVML. The device is
+ * found by its PCI bus id, so CUDA_VISIBLE_DEVICES cannot mislead it. */
+int ol_prim_device_processes(int device, ol_gpu_process_t *out, int max)
+{
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  char bus[32];
+  void *handle;
+  nvml_process_info_t info[64];
+  unsigned int count = sizeof info / sizeof *info;
+  pthread_once(&once, open_nvml);
+  if (!nvml.processes || !helper.cuDeviceGetPCIBusId ||
+      helper.cuDeviceGetPCIBusId(bus, sizeof bus, device) != CUDA_SUCCESS ||
+      nvml.by_bus_id(bus, &handle) != 0 || nvml.processes(handle, &count, info) != 0)
+    return -1;
+  int n = 0;
+  for (unsigned int i = 0; i < count && n < max; i++)
+    out[n++] = (ol_gpu_process_t){
+      info[i].pid, info[i].used_bytes == NVML_VALUE_NOT_AVAILABLE ? -1 : (int64_t)info[i].used_bytes};
+  return n;
 }

@@ -5,6 +5,7 @@
  * format 1.0, without the timeline, still read) and strict about identity:
  * a file that is not an oomlens report, or of a newer format, is refused
  * with a message naming it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -72,6 +73,23 @@ static bool class_named(const char *name, ol_oom_class_t *out)
       return true;
     }
   return false;
+}
+
+/* Who held what was outside this process's allocations (NVML). */
+static void read_outside(const ol_json_t *oom, ol_oom_record_t *r)
+{
+  const ol_json_t *list = ol_json_get(oom, "external_holders");
+  size_t n = ol_json_length(list);
+  r->other_count = 0;
+  for (size_t i = 0; list && i < n && i < OL_OOM_SITES; i++) {
+    const ol_json_t *h = ol_json_at(list, (uint32_t)i);
+    const char *name = ol_json_string(ol_json_get(h, "name"));
+    r->others[i].pid = (uint32_t)int_at(h, "pid");
+    r->others[i].bytes = int_at(h, "bytes");
+    snprintf(r->others[i].name, sizeof r->others[i].name, "%s", name ? name : "");
+    r->other_count++;
+  }
+  r->self_device_bytes = int_at(oom, "self_device_bytes");
 }
 
 /* The record keeps site ids; here they index the report's own lists. */
@@ -147,6 +165,7 @@ static void read_oom(const ol_json_t *oom, ol_view_device_t *d)
   r->growth = int_at(oom, "growth_per_iteration");
   ol_json_bool(ol_json_get(oom, "segments_only"), &r->segments_only);
   read_oom_sites(oom, d);
+  read_outside(oom, r);
   d->advice = ol_json_string(ol_json_get(oom, "advice"));
   d->diagnosed = r->capacity > 0;
 }

@@ -174,6 +174,28 @@ START_TEST(live_oom_classes)
 }
 END_TEST
 
+/* Memory held outside the job: NVML (here the fake libnvidia-ml of
+ * tests/sim) names the other process and its bytes, largest first, in the
+ * paragraph and the JSON. */
+START_TEST(external_names_the_other_process)
+{
+  const char *env[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+                       "SIMCU_EXTERNAL=700M", "SIMNVML_PROCS=77:100M,4242:600M", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("oom_external", env, &run);
+  ck_assert_str_eq(ol_json_string(ol_json_path(r, DEV "oom.class")), "external");
+  ck_assert_uint_eq(ol_json_length(ol_json_path(r, DEV "oom.external_holders")), 2);
+  ck_assert_int_eq(harness_int(r, DEV "oom.external_holders[0].pid"), 4242);
+  ck_assert_int_eq(harness_int(r, DEV "oom.external_holders[0].bytes"), 600 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "oom.external_holders[1].pid"), 77);
+  /* This process per NVML: what the simulated driver counts as ours (no
+   * context of its own: the same as our reserved memory). */
+  ck_assert_int_eq(harness_int(r, DEV "oom.self_device_bytes"), harness_int(r, DEV "oom.reserved"));
+  ck_assert_msg(strstr(run.out, "Held by other processes: pid 4242"), "paragraph:\n%s", run.out);
+  ol_json_free(r);
+}
+END_TEST
+
 /* With call sites on, a leak's diagnosis names the site that grows (the
  * paragraph at the failure and the report's oom object), and the largest
  * holders at the failure. */
@@ -671,6 +693,9 @@ START_TEST(report_command_prints_the_text_back)
   const char *leak[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
                         "SIMCU_EXTERNAL=0", "OOMLENS_STACKS=1", NULL};
   same_text_back("oom_leak", leak);
+  const char *external[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+                            "SIMCU_EXTERNAL=700M", "SIMNVML_PROCS=4242:700M", NULL};
+  same_text_back("oom_external", external);
 }
 END_TEST
 
@@ -689,6 +714,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, capacity_makes_the_device_smaller);
   tcase_add_test(paths, call_sites_at_the_peak);
   tcase_add_test(paths, leak_names_the_growing_site);
+  tcase_add_test(paths, external_names_the_other_process);
   tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_test(paths, sites_alike_in_shown_frames_are_one);
   tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);

@@ -185,6 +185,20 @@ CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return total_mem(bytes, dev);
 }
 
+/* Device d sits on PCI bus 0x10 + d (sim_nvml.c finds it there). */
+CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    SIM_CALLED(cuDeviceGetPCIBusId);
+    sim_lock();
+    CUresult r = check_device(dev);
+    if (!r && (!pciBusId || len < 13))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (!r)
+        snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x10 + dev);
+    sim_unlock();
+    return r;
+}
+
 /* Legacy 32-bit ABI: clamps. */
 CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {

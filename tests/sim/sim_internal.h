@@ -54,6 +54,7 @@
     X(cuDeviceGetAttribute, "cuDeviceGetAttribute", 2000, 0) \
     X(cuDeviceTotalMem, "cuDeviceTotalMem", 2000, 0) \
     X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0) \
+    X(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", 4010, 0) \
     X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, 0) \
     X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 7000, 0) \
     X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0) \
