@@ -1540,6 +1540,11 @@ START_TEST(test_fork)
 {
     CUdeviceptr kept;
     CU_OK(cuMemAlloc(&kept, 64));
+    /* Start the worker thread and let it settle before the fork: a thread
+     * still starting up may hold the allocator's lock (ASan's, whose
+     * start-up allocates), which a forked child would then wait on forever. */
+    CU_OK(simcu_launch_sleep(0, 0));
+    CU_OK(cuCtxSynchronize());
     CU_OK(simcu_launch_sleep(0, 1000));
     fflush(NULL); /* the child exits through exit() */
     pid_t pid = fork();
