@@ -28,7 +28,8 @@ static void print_main_help(FILE *out)
           "`oomlens run --` and read the report it leaves behind.\n"
           "\n"
           "commands:\n"
-          "  run [--manage] [--capacity SIZE] [--report PATH] [--] CMD [ARGS...]\n"
+          "  run [--manage] [--capacity SIZE] [--report PATH] [--stacks] [--trace PATH]\n"
+          "      [--] CMD [ARGS...]\n"
           "      run CMD with liboomlens.so preloaded (appended to any LD_PRELOAD);\n"
           "      exits with CMD's exit status\n"
           "  replay TRACE [--capacity SIZE] [--policy NAME] [--max-split-size SIZE] [--json]\n"
@@ -56,7 +57,8 @@ static void print_main_help(FILE *out)
 
 static void print_run_help(FILE *out)
 {
-  fprintf(out, "usage: oomlens run [--manage] [--capacity SIZE] [--report PATH] [--] CMD [ARGS...]\n"
+  fprintf(out, "usage: oomlens run [--manage] [--capacity SIZE] [--report PATH] [--stacks]\n"
+               "                   [--trace PATH] [--] CMD [ARGS...]\n"
                "\n"
                "Runs CMD with liboomlens.so preloaded. The report is written when each\n"
                "process that used CUDA exits, and on SIGUSR1.\n"
@@ -67,6 +69,11 @@ static void print_run_help(FILE *out)
                "  --capacity SIZE make every device look SIZE large (e.g. 24G; sets\n"
                "                  OOMLENS_CAPACITY): does the job fit a smaller card?\n"
                "  --report PATH   where to write the report (sets OOMLENS_REPORT);\n"
+               "                  %%p is the pid, %%r the rank\n"
+               "  --stacks        record call sites: which code holds the memory at the\n"
+               "                  peak (sets OOMLENS_STACKS=1)\n"
+               "  --trace PATH    write every allocation event to PATH while the job runs,\n"
+               "                  for oomlens export and replay (sets OOMLENS_TRACE);\n"
                "                  %%p is the pid, %%r the rank\n");
 }
 
@@ -159,6 +166,16 @@ static int command_run(int argc, char **argv)
     }
     if (strcmp(argv[i], "--report") == 0 && i + 1 < argc) {
       setenv("OOMLENS_REPORT", argv[i + 1], 1);
+      i += 2;
+      continue;
+    }
+    if (strcmp(argv[i], "--stacks") == 0) {
+      setenv("OOMLENS_STACKS", "1", 1);
+      i++;
+      continue;
+    }
+    if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc && argv[i + 1][0]) {
+      setenv("OOMLENS_TRACE", argv[i + 1], 1);
       i += 2;
       continue;
     }
