@@ -458,7 +458,12 @@ static void handle(ex_t *x, const ol_trace_event_t *ev)
   bool known = update_state(x, ev, site, &freed);
   switch (x->options->format) {
   case OL_EXPORT_MEMORY_VIZ:
-    ol_viz_event(x, ev, site);
+    if (x->skip_events[ev->device] > 0) {
+      x->skip_events[ev->device]--; /* its state is kept, its entry is not */
+      x->result->left_out++;
+    } else {
+      ol_viz_event(x, ev, site);
+    }
     break;
   case OL_EXPORT_PERFETTO:
     perfetto_event(x, ev);
@@ -494,15 +499,52 @@ static bool end(ex_t *x)
   }
 }
 
+static void show_progress(const ex_t *x, double fraction, bool counting)
+{
+  const ol_export_options_t *o = x->options;
+  if (x->passes_two)
+    fraction = counting ? fraction / 2 : 0.5 + fraction / 2;
+  o->progress(fraction, o->progress_arg);
+}
+
+/* memory-viz's max_entries: each device's events are counted by reading
+ * the trace once first, so that the entries still stream out in one pass
+ * with memory that never grows with the trace (a ring of the last entries
+ * would hold max_entries of them per device). */
+static int count_entries(ex_t *x, const char *path, char *err, size_t cap)
+{
+  const ol_export_options_t *o = x->options;
+  ol_trace_t *t = ol_trace_open(path, err, cap);
+  if (!t)
+    return -1;
+  ol_trace_event_t ev;
+  int got;
+  uint64_t read = 0;
+  while ((got = ol_trace_next(t, &ev, err, cap)) == 1) {
+    if (o->progress && ++read % PROGRESS_EVERY == 0)
+      show_progress(x, ol_trace_progress(t), true);
+    if (o->device < 0 || ev.device == o->device)
+      x->device_events[ev.device]++;
+  }
+  ol_trace_close(t);
+  for (int d = 0; d < OL_TRACE_MAX_DEVICES; d++)
+    if (x->device_events[d] > o->max_entries)
+      x->skip_events[d] = x->device_events[d] - o->max_entries;
+  return got;
+}
+
 static int run(ex_t *x, const char *path, char *err, size_t cap)
 {
   ol_trace_event_t ev;
   int got;
   const ol_export_options_t *o = x->options;
   uint64_t read = 0;
+  x->passes_two = o->format == OL_EXPORT_MEMORY_VIZ && o->max_entries > 0;
+  if (x->passes_two && count_entries(x, path, err, cap) != 0)
+    return -1;
   while ((got = ol_trace_next(x->trace, &ev, err, cap)) == 1) {
     if (o->progress && ++read % PROGRESS_EVERY == 0)
-      o->progress(ol_trace_progress(x->trace), o->progress_arg);
+      show_progress(x, ol_trace_progress(x->trace), false);
     if (o->device >= 0 && ev.device != o->device)
       continue;
     x->result->events++;

@@ -36,6 +36,10 @@ typedef struct ol_export_options {
   ol_export_format_t format;
   ol_export_by_t by; /* folded only */
   int device;        /* only this device's events; -1: all */
+  /* memory-viz only: the trace entries of each device are the last this
+   * many (PyTorch's recorder's max_entries); 0: all. The segments are the
+   * end state either way. Costs a first pass that counts the entries. */
+  uint64_t max_entries;
   /* Called now and then with how far through the trace reading has got
    * (0 to 1); NULL: none. */
   void (*progress)(double fraction, void *arg);
@@ -45,6 +49,7 @@ typedef struct ol_export_options {
 typedef struct ol_export_result {
   uint64_t events;     /* events read (of the device asked for) */
   uint64_t written;    /* lines, entries or samples written */
+  uint64_t left_out;   /* memory-viz: entries before the last max_entries */
   int64_t peak;        /* peak allocated bytes */
   uint64_t sites;      /* distinct call sites (frames texts) */
 } ol_export_result_t;

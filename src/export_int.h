@@ -61,6 +61,10 @@ typedef struct ex {
   ex_site_t no_site; /* events without frames */
   ex_map_t blocks, segments;
   ex_device_t devices[OL_TRACE_MAX_DEVICES];
+  /* memory-viz with max_entries: each device's events counted by a first
+   * pass, and how many of them come before the entries kept. */
+  uint64_t device_events[OL_TRACE_MAX_DEVICES], skip_events[OL_TRACE_MAX_DEVICES];
+  bool passes_two; /* progress: the first pass is the first half */
   int64_t allocated; /* over the devices exported */
   uint64_t seq, peak_seq;
   ex_viz_t *viz;

@@ -174,11 +174,46 @@ static bool all_digits(const char *p, size_t n)
   return n > 0 && n < 10;
 }
 
-/* "file:line:function" (Python), else "module+0xoffset function"
- * (native: no line). */
+/* A native frame's " (file.c:42)" at the end of p: the file's extent and
+ * the line; false when it has none. */
+static bool source_suffix(const char *p, size_t n, const char **file, size_t *file_len, int *line)
+{
+  if (n < 6 || p[n - 1] != ')')
+    return false;
+  const char *colon = NULL, *open = NULL;
+  for (const char *c = p + n - 2; c > p && !open; c--) {
+    if (*c == ':' && !colon)
+      colon = c;
+    if (*c == '(' && c[-1] == ' ')
+      open = c;
+  }
+  if (!open || !colon || colon < open || !all_digits(colon + 1, (size_t)(p + n - 1 - colon - 1)))
+    return false;
+  *file = open + 1;
+  *file_len = (size_t)(colon - open - 1);
+  *line = atoi(colon + 1);
+  return *file_len > 0;
+}
+
+static void put_named_frame(ex_viz_t *v, const char *file, size_t file_len, int line,
+                            const char *name, size_t name_len)
+{
+  key(v, K_filename);
+  put_str(v, file, file_len);
+  key(v, K_line);
+  put_int(v, line);
+  key(v, K_name);
+  put_str(v, name, name_len);
+}
+
+/* "file:line:function" (Python), else "module+0xoffset function
+ * (file.c:42)" (native: the source line where debug info gave one, the
+ * module otherwise). */
 static void put_frame(ex_viz_t *v, const char *p, size_t n)
 {
-  const char *last = NULL, *before = NULL;
+  const char *last = NULL, *before = NULL, *file;
+  size_t file_len;
+  int line;
   for (const char *c = p; c < p + n; c++)
     if (*c == ':') {
       before = last;
@@ -186,22 +221,18 @@ static void put_frame(ex_viz_t *v, const char *p, size_t n)
     }
   op(v, OP_EMPTY_DICT);
   op(v, OP_MARK);
+  const char *space = memchr(p, ' ', n);
   if (before && all_digits(before + 1, (size_t)(last - before - 1))) {
-    key(v, K_filename);
-    put_str(v, p, (size_t)(before - p));
-    key(v, K_line);
-    put_int(v, atoi(before + 1));
-    key(v, K_name);
-    put_str(v, last + 1, (size_t)(p + n - last - 1));
+    put_named_frame(v, p, (size_t)(before - p), atoi(before + 1), last + 1,
+                    (size_t)(p + n - last - 1));
+  } else if (space && source_suffix(p, n, &file, &file_len, &line)) {
+    const char *name = file - 2 > space ? space + 1 : p; /* no function: the module */
+    size_t name_len = file - 2 > space ? (size_t)(file - 2 - name) : (size_t)(space - p);
+    put_named_frame(v, file, file_len, line, name, name_len);
   } else {
-    const char *space = memchr(p, ' ', n);
-    size_t file_len = space ? (size_t)(space - p) : n;
-    key(v, K_filename);
-    put_str(v, p, file_len);
-    key(v, K_line);
-    put_int(v, 0);
-    key(v, K_name);
-    put_str(v, space ? space + 1 : "", space ? (size_t)(p + n - space - 1) : 0);
+    size_t module_len = space ? (size_t)(space - p) : n;
+    put_named_frame(v, p, module_len, 0, space ? space + 1 : "",
+                    space ? (size_t)(p + n - space - 1) : 0);
   }
   op(v, OP_SETITEMS);
 }

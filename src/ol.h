@@ -44,6 +44,7 @@ typedef enum ol_option {
   OL_OPT_STACK_SAMPLE,
   OL_OPT_PYTHON_FRAMES,
   OL_OPT_TRACE,
+  OL_OPT_SOURCE_LINES,
   OL_OPT_COUNT
 } ol_option_t;
 
@@ -96,6 +97,7 @@ typedef struct ol_gpu_process {
 int ol_prim_device_processes(int device, ol_gpu_process_t *out, int max); /* -1: no NVML */
 void *ol_prim_unwinder(void); /* libunwind's unw_backtrace, NULL without libunwind.so.8 */
 void *ol_prim_python_symbol(const char *name); /* from the loaded CPython, or NULL */
+void *ol_prim_open_library(const char *soname); /* dlopen, local; NULL if absent */
 uint64_t ol_prim_device_total_memory(int device); /* 0 if unknown */
 bool ol_prim_has_context(void);                   /* a CUDA context is current */
 
@@ -394,10 +396,21 @@ void ol_stacks_label(const void *key, size_t len, ol_buf_t *out);
  * then its native frames, innermost first, joined by ';' (no table needed:
  * the trace writer's thread formats it). */
 void ol_stacks_key_text(const void *key, size_t len, const char *label, ol_buf_t *out);
+#define OL_FRAME_TEXT_MAX 512 /* a native frame's text, demangled name and line included */
 void ol_stacks_describe(const void *frame, char *out, size_t cap);
 /* A live site's frames as text (Python, then native), at most max. */
 size_t ol_stacks_site_frames(const ol_sites_t *sites, int32_t id, size_t max,
                              void (*visit)(const char *frame, void *arg), void *arg);
+
+/* ---- symbolize.c: source lines of native frames, at report time ------ */
+/* The source file (its base name) and line of the call at a return
+ * address, where the binary or its separate debug file has DWARF line
+ * info and libdw.so.1 can be opened; false otherwise (and always with
+ * OOMLENS_SOURCE_LINES=0). Not for the allocation hooks: it reads files. */
+bool ol_symbolize_line(const void *return_address, char *file, size_t cap, int *line);
+/* A C++ symbol demangled into out when libstdc++ is loaded; false leaves
+ * the name as it was. */
+bool ol_symbolize_demangle(const char *name, char *out, size_t cap);
 
 /* ---- site_groups.c: call sites grouped as a report shows them --------- */
 typedef struct ol_site_group {

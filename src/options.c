@@ -65,6 +65,9 @@ static option_t options[OL_OPT_COUNT] = {
   [OL_OPT_TRACE] = {"OOMLENS_TRACE", KIND_STRING, "",
                     "write every allocation event to this file while the job runs "
                     "(docs/trace-format.md); %p = pid, %r = rank; empty: no trace", 0, NULL},
+  [OL_OPT_SOURCE_LINES] = {"OOMLENS_SOURCE_LINES", KIND_BOOL, "1",
+                           "name the source file:line of native frames in reports and traces "
+                           "where the binaries carry debug info (needs libdw.so.1)", 0, NULL},
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},

@@ -381,6 +381,13 @@ void *ol_prim_unwinder(void)
   return lib ? ol_prim_dlsym(lib, "unw_backtrace") : NULL;
 }
 
+/* A helper library of our own (libdw for source lines), kept private to
+ * us: RTLD_LOCAL, so its symbols never resolve the job's. */
+void *ol_prim_open_library(const char *soname)
+{
+  return dlopen(soname, RTLD_LAZY | RTLD_LOCAL);
+}
+
 /* CPython's own symbols: global when the python executable links
  * libpython (or is it); an embedding program may have opened libpython
  * privately, so the usual names are also tried among what is loaded. */

@@ -303,14 +303,15 @@ void ol_stacks_key_text(const void *key, size_t len, const char *label, ol_buf_t
   }
   for (size_t i = 0; i < native; i++) {
     void *pc;
-    char where[256];
+    char where[OL_FRAME_TEXT_MAX];
     memcpy(&pc, (const char *)key + (1 + 2 * python + i) * sizeof header, sizeof pc);
     ol_stacks_describe(pc, where, sizeof where);
     key_text_frame(out, where, strlen(where));
   }
 }
 
-/* "libfoo.so+0x1a2b function" for a return address; the address minus one
+/* "libfoo.so+0x1a2b function (file.c:42)" for a return address, the
+ * file:line where debug info has it (symbolize.c); the address minus one
  * lies in the call instruction, so the function is the caller's. */
 void ol_stacks_describe(const void *frame, char *out, size_t cap)
 {
@@ -323,10 +324,13 @@ void ol_stacks_describe(const void *frame, char *out, size_t cap)
   const char *base = strrchr(info.dli_fname, '/');
   base = base ? base + 1 : info.dli_fname;
   unsigned long long offset = (unsigned long long)(pc - (uintptr_t)info.dli_fbase);
-  if (info.dli_sname)
-    snprintf(out, cap, "%s+0x%llx %s", *base ? base : "?", offset, info.dli_sname);
-  else
-    snprintf(out, cap, "%s+0x%llx", *base ? base : "?", offset);
+  char name[OL_FRAME_TEXT_MAX / 2] = "", file[128];
+  int line = 0;
+  if (info.dli_sname && !ol_symbolize_demangle(info.dli_sname, name, sizeof name))
+    snprintf(name, sizeof name, "%s", info.dli_sname);
+  int n = snprintf(out, cap, "%s+0x%llx%s%s", *base ? base : "?", offset, *name ? " " : "", name);
+  if (n >= 0 && (size_t)n < cap && ol_symbolize_line(frame, file, sizeof file, &line))
+    snprintf(out + n, cap - (size_t)n, " (%s:%d)", file, line);
 }
 
 /* A live site's frames as text, Python first (innermost first), then
@@ -361,7 +365,7 @@ size_t ol_stacks_site_frames(const ol_sites_t *sites, int32_t id, size_t max,
   }
   for (size_t i = 0; i < native && shown < max; i++, shown++) {
     void *pc;
-    char where[256];
+    char where[OL_FRAME_TEXT_MAX];
     memcpy(&pc, key + (1 + 2 * python + i) * sizeof header, sizeof pc);
     ol_stacks_describe(pc, where, sizeof where);
     visit(where, arg);

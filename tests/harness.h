@@ -13,7 +13,7 @@
 typedef struct harness_run {
   int status;  /* exit status, or 128 + signal */
   pid_t pid;
-  char out[8192]; /* stdout and stderr, as much as fits */
+  char out[16384]; /* stdout and stderr, as much as fits */
 } harness_run_t;
 
 const char *harness_dir(void); /* a fresh temporary folder per test */

@@ -23,9 +23,14 @@ START_TEST(help_lists_commands_and_options)
   harness_run_t run;
   cli(&run, NULL, (const char *[]){"--help", NULL});
   ck_assert_int_eq(run.status, 0);
-  ck_assert_ptr_nonnull(strstr(run.out, "run [--manage] [--capacity SIZE] [--report PATH] [--] CMD"));
+  ck_assert_ptr_nonnull(
+    strstr(run.out, "run [--manage] [--capacity SIZE] [--report PATH] [--stacks] [--trace PATH]"));
   ck_assert_ptr_nonnull(strstr(run.out, "OOMLENS_REPORT"));
   ck_assert_ptr_nonnull(strstr(run.out, "OOMLENS_ENABLE"));
+  cli(&run, NULL, (const char *[]){"run", "--help", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_ptr_nonnull(strstr(run.out, "--stacks "));
+  ck_assert_ptr_nonnull(strstr(run.out, "--trace PATH "));
 }
 END_TEST
 
@@ -50,6 +55,10 @@ START_TEST(usage_errors_exit_2)
   cli(&run, NULL, (const char *[]){"run", "--bogus", "--", "true", NULL});
   ck_assert_int_eq(run.status, 2);
   cli(&run, NULL, (const char *[]){"run", "--capacity", "lots", "--", "true", NULL});
+  ck_assert_int_eq(run.status, 2);
+  cli(&run, NULL, (const char *[]){"run", "--trace", NULL});
+  ck_assert_int_eq(run.status, 2);
+  cli(&run, NULL, (const char *[]){"run", "--trace", "", "--", "true", NULL});
   ck_assert_int_eq(run.status, 2);
 }
 END_TEST
@@ -103,6 +112,32 @@ START_TEST(run_job_writes_report)
 }
 END_TEST
 
+/* --stacks and --trace set the variables the library reads; a job run
+ * with both leaves a trace and a report with call sites. */
+START_TEST(run_stacks_and_trace_flags)
+{
+  harness_run_t run;
+  const char *unset[] = {"OOMLENS_STACKS=", "OOMLENS_TRACE=", NULL};
+  cli(&run, unset,
+      (const char *[]){"run", "--stacks", "--trace", "t.trace", "--", "sh", "-c",
+                       "echo \"[$OOMLENS_STACKS][$OOMLENS_TRACE]\"", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_ptr_nonnull(strstr(run.out, "[1][t.trace]"));
+  char trace[512];
+  snprintf(trace, sizeof trace, "%s/job-%%p.trace", harness_dir());
+  cli(&run, unset,
+      (const char *[]){"run", "--stacks", "--trace", trace, "--", harness_env("OOMLENS_TEST_PROG"),
+                       "two_sites", NULL});
+  ck_assert_msg(run.status == 0, "%s", run.out);
+  ck_assert_int_eq(harness_count_files(".trace"), 1);
+  ol_json_t *r = harness_report(run.pid); /* run execs the job: one pid */
+  ck_assert_msg(r, "no report:\n%s", run.out);
+  const char *frame = ol_json_string(ol_json_path(r, "devices[0].sites.at_peak[0].frames[0]"));
+  ck_assert_msg(frame && strstr(frame, "cuda_prog_weights"), "frame %s", frame);
+  ol_json_free(r);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
   Suite *s = suite_create("cli");
@@ -116,6 +151,7 @@ static Suite *cli_suite(void)
   tcase_add_test(tc, run_missing_command_is_127);
   tcase_add_test(tc, run_appends_to_ld_preload);
   tcase_add_test(tc, run_job_writes_report);
+  tcase_add_test(tc, run_stacks_and_trace_flags);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -252,6 +252,76 @@ START_TEST(memory_viz_gpt2)
 }
 END_TEST
 
+/* --max-entries N: each device's last N entries, the segments the same as
+ * with all of them. Device 0's last 3 of 9: the frameless alloc, the
+ * forward free and the oom. */
+START_TEST(memory_viz_last_entries)
+{
+  const char *t = write_small();
+  ck_assert_int_eq(export_to(t, "--format memory-viz --max-entries 3"), 0);
+  check_snapshot("devices=2 entries=3,1 segments=2 blocks=4 active=2101248 reserved=4198400 "
+                 "allocs=2 ooms=1 frames=1\n");
+  char *err = slurp(err_path);
+  ck_assert_msg(strstr(err, "kept the last 3 entries of each device, left out 6 earlier ones"),
+                "%s", err);
+  free(err);
+  ck_assert_int_eq(export_to(t, "--format memory-viz --max-entries=0"), 0);
+  check_snapshot("devices=2 entries=9,1 segments=2 blocks=4 active=2101248 reserved=4198400 "
+                 "allocs=5 ooms=1 frames=7\n");
+  ck_assert_int_eq(export_to(t, "--format memory-viz --max-entries 1 --device 0"), 0);
+  check_snapshot("devices=1 entries=1 segments=1 blocks=3 active=2097152 reserved=4194304 "
+                 "allocs=0 ooms=1 frames=0\n");
+  ck_assert_int_eq(export_to(t, "--format memory-viz --max-entries lots"), 2);
+  ck_assert_int_eq(export_to(t, "--format memory-viz --max-entries -1"), 2);
+}
+END_TEST
+
+/* GPT-2's run cut to its last 1000 entries: the segments at the end are
+ * those of the whole export (memory_viz_gpt2). */
+START_TEST(memory_viz_gpt2_last_entries)
+{
+  ck_assert_int_eq(export_to(data("gpt2.csv.gz"), "--format memory-viz --max-entries 1000"), 0);
+  char command[3 * PATH_MAX], summary[512] = "";
+  snprintf(command, sizeof command, "python3 '%s' '%s' 2>&1", env("OOMLENS_TEST_CHECK_SNAPSHOT"),
+           out_path);
+  FILE *p = popen(command, "r");
+  ck_assert_ptr_nonnull(p);
+  summary[fread(summary, 1, sizeof summary - 1, p)] = '\0';
+  ck_assert_int_eq(pclose(p), 0);
+  ck_assert_msg(strstr(summary, "devices=1 entries=1000 segments=162 blocks=166 active=68157440 "
+                                "reserved=26254245888 "), "%s", summary);
+}
+END_TEST
+
+/* Native frames with a source line ("module+0xoffset function (file:line)")
+ * become {filename: file, line, name: function} in memory_viz. */
+START_TEST(memory_viz_native_source_lines)
+{
+  snprintf(path, sizeof path, "%s/native.trace", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("# oomlens-trace 1 pid=77 rank=0 start_unix_us=1700000000000000 stacks=1\n"
+        "# time_us,action,addr,size,stream,site,device\n"
+        "device,0,1073741824\n"
+        "site,0,0,prog+0x3f12 weights (prog.c:405);libc.so.6+0x27249 (start.h:58);"
+        "prog+0x3490 _start\n"
+        "10,alloc,0x1000000,1048576,0,0,0\n", f);
+  fclose(f);
+  ck_assert_int_eq(export_to(path, "--format memory-viz"), 0);
+  char command[3 * PATH_MAX], got[512] = "";
+  snprintf(command, sizeof command,
+           "python3 -c 'import pickle,sys; s=pickle.load(open(sys.argv[1],\"rb\")); "
+           "print([tuple(f.values()) for f in s[\"device_traces\"][0][0][\"frames\"]])' '%s'",
+           out_path);
+  FILE *p = popen(command, "r");
+  ck_assert_ptr_nonnull(p);
+  got[fread(got, 1, sizeof got - 1, p)] = '\0';
+  ck_assert_int_eq(pclose(p), 0);
+  ck_assert_str_eq(got, "[('prog.c', 405, 'weights'), ('start.h', 58, 'libc.so.6+0x27249'), "
+                        "('prog+0x3490', 0, '_start')]\n");
+}
+END_TEST
+
 /* ---- Perfetto ------------------------------------------------------------ */
 
 START_TEST(perfetto_small)
@@ -449,6 +519,9 @@ static Suite *export_suite(void)
   tcase_add_test(formats, folded_sums_on_gpt2);
   tcase_add_test(formats, memory_viz_small);
   tcase_add_test(formats, memory_viz_gpt2);
+  tcase_add_test(formats, memory_viz_last_entries);
+  tcase_add_test(formats, memory_viz_gpt2_last_entries);
+  tcase_add_test(formats, memory_viz_native_source_lines);
   tcase_add_test(formats, perfetto_small);
   tcase_add_test(formats, rmm_small);
   tcase_add_test(formats, rmm_gpt2_columns);

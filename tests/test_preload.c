@@ -244,6 +244,55 @@ START_TEST(call_sites_at_the_peak)
 }
 END_TEST
 
+/* The number of the first line of the file at path holding needle. */
+static int line_of(const char *path, const char *needle)
+{
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f, "cannot read %s", path);
+  char text[512];
+  int line = 0, found = 0;
+  while (!found && fgets(text, sizeof text, f)) {
+    line++;
+    if (strstr(text, needle))
+      found = line;
+  }
+  fclose(f);
+  ck_assert_msg(found, "no \"%s\" in %s", needle, path);
+  return found;
+}
+
+/* cuda_prog is built with -g: each native frame of a call site names the
+ * source line of its call ("cuda_prog+0x3f12 cuda_prog_weights
+ * (cuda_prog.c:405)"), here the cudaMalloc in cuda_prog_weights. */
+START_TEST(call_sites_carry_source_lines)
+{
+  const char *env[] = {"OOMLENS_STACKS=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("two_sites", env, &run);
+  const char *frame = ol_json_string(ol_json_path(r, DEV "sites.at_peak[0].frames[0]"));
+  char expected[64];
+  snprintf(expected, sizeof expected, "cuda_prog_weights (cuda_prog.c:%d)",
+           line_of(harness_env("OOMLENS_TEST_PROG_SOURCE"), "96 * MiB) == cudaSuccess"));
+  ck_assert_msg(frame && strstr(frame, expected), "frame %s, expected %s", frame, expected);
+  ol_json_free(r);
+}
+END_TEST
+
+/* OOMLENS_SOURCE_LINES=0 (as without libdw.so.1): the frames are named as
+ * before, "module+0xoffset function" and nothing after. */
+START_TEST(no_source_lines_when_off)
+{
+  const char *env[] = {"OOMLENS_STACKS=1", "OOMLENS_SOURCE_LINES=0", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("two_sites", env, &run);
+  const char *frame = ol_json_string(ol_json_path(r, DEV "sites.at_peak[0].frames[0]"));
+  ck_assert_msg(frame && strncmp(frame, "cuda_prog+0x", 12) == 0, "frame %s", frame);
+  const char *name = strchr(frame, ' ');
+  ck_assert_msg(name && strcmp(name, " cuda_prog_weights") == 0, "frame %s", frame);
+  ol_json_free(r);
+}
+END_TEST
+
 /* Stacks alike in the frames a report shows are one entry, their bytes
  * summed: two depths of recursion into one allocating function. */
 START_TEST(sites_alike_in_shown_frames_are_one)
@@ -713,6 +762,8 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, out_of_memory_reaches_the_job);
   tcase_add_test(paths, capacity_makes_the_device_smaller);
   tcase_add_test(paths, call_sites_at_the_peak);
+  tcase_add_test(paths, call_sites_carry_source_lines);
+  tcase_add_test(paths, no_source_lines_when_off);
   tcase_add_test(paths, leak_names_the_growing_site);
   tcase_add_test(paths, external_names_the_other_process);
   tcase_add_test(paths, no_sites_unless_asked);

@@ -178,6 +178,9 @@ START_TEST(sites_written_once)
   ck_assert_int_ge(s.site_lines, 3); /* weights, activation, the others */
   ck_assert_int_le(s.site_lines, 6); /* at most one per allocation call */
   ck_assert_ptr_nonnull(strstr(s.weights_frames, "trace_prog_weights"));
+  /* trace_prog is built with -g: frames name their source line. */
+  ck_assert_msg(strstr(s.weights_frames, "trace_prog_weights (trace_prog.c:"), "%s",
+                s.weights_frames);
   ck_assert_ptr_nonnull(strstr(s.weights_frames, ";"));
   ck_assert_int_eq(s.activation_sites, 1);
   /* Allocations and their frees carry their site; oom and VMM have none. */

@@ -2,6 +2,7 @@
  * or PyTorch's CSV) in a format other tools view (src/export.h). Exit
  * codes: 0 written; 2 for a usage or input error; 1 when the host runs
  * out of memory or the output cannot be written. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,12 @@
 #include "ol.h"
 
 #define EXIT_USAGE 2
+/* memory-viz keeps each device's last million entries by default: the 10M
+ * events of docs/measurements.md's synthetic run made a 439 MiB pickle, too
+ * big for the viewer, which holds the whole file in the browser; a million
+ * entries is about 45 MiB, many training iterations of history. PyTorch's
+ * own guide records 100,000 (--max-entries 100000 for a quicker viewer). */
+#define DEFAULT_MAX_ENTRIES 1000000
 
 int ol_cmd_export(int argc, char **argv);
 
@@ -25,7 +32,8 @@ typedef struct export_args {
 static void print_help(FILE *out)
 {
   fprintf(out,
-          "usage: oomlens export TRACE --format FORMAT [--by WHAT] [--device N] [-o OUT]\n"
+          "usage: oomlens export TRACE --format FORMAT [--by WHAT] [--device N]\n"
+          "                      [--max-entries N] [-o OUT]\n"
           "\n"
           "Writes a recorded allocation trace (oomlens's own, OOMLENS_TRACE, or the CSV\n"
           "of PyTorch's recorder; gzip'd or plain) in a format other tools view.\n"
@@ -42,6 +50,9 @@ static void print_help(FILE *out)
           "  --by peak|total|leaked  folded: bytes live at the peak (default), allocated\n"
           "                        in total, or still live at the end of the trace\n"
           "  --device N            only device N's events (default: all)\n"
+          "  --max-entries N       memory-viz: only each device's last N trace entries\n"
+          "                        (default 1000000; 0: all); the segments still show\n"
+          "                        the memory at the end of the trace\n"
           "  -o, --output OUT      write to OUT (default: standard output)\n"
           "\n"
           "Exit status: 0 when written, 2 for a usage or input error, 1 when the host\n"
@@ -75,6 +86,12 @@ static int set_option(export_args_t *a, const char *name, const char *value)
     if (*value < '0' || *value > '9' || *end || d >= OL_TRACE_MAX_DEVICES)
       return usage_error("bad device '%s' (0 to %d)", value, OL_TRACE_MAX_DEVICES - 1);
     a->options.device = (int)d;
+  } else if (strcmp(name, "--max-entries") == 0) {
+    char *end;
+    unsigned long long n = strtoull(value, &end, 10);
+    if (*value < '0' || *value > '9' || *end || n == ULLONG_MAX)
+      return usage_error("--max-entries takes a count of entries (0: all), not '%s'", value);
+    a->options.max_entries = n;
   } else {
     a->output = value;
   }
@@ -83,7 +100,8 @@ static int set_option(export_args_t *a, const char *name, const char *value)
 
 static bool takes_value(const char *name)
 {
-  static const char *const names[] = {"--format", "--by", "--device", "-o", "--output"};
+  static const char *const names[] = {"--format", "--by", "--device", "--max-entries", "-o",
+                                      "--output"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
     if (strcmp(name, names[i]) == 0)
       return true;
@@ -93,7 +111,7 @@ static bool takes_value(const char *name)
 /* 0 parsed, 1 help printed, EXIT_USAGE on a bad command line. */
 static int parse_args(int argc, char **argv, export_args_t *a)
 {
-  *a = (export_args_t){.options = {.device = -1}};
+  *a = (export_args_t){.options = {.device = -1, .max_entries = DEFAULT_MAX_ENTRIES}};
   for (int i = 0; i < argc; i++) {
     char name[32];
     const char *arg = argv[i];
@@ -164,5 +182,9 @@ int ol_cmd_export(int argc, char **argv)
     bool input_error = !strstr(err, "out of host memory") && !strstr(err, "cannot write");
     return input_error ? EXIT_USAGE : 1;
   }
+  if (result.left_out)
+    fprintf(stderr, "oomlens export: kept the last %llu entries of each device, left out %llu "
+                    "earlier ones (--max-entries 0 keeps all)\n",
+            (unsigned long long)a.options.max_entries, (unsigned long long)result.left_out);
   return 0;
 }

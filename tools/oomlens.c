@@ -28,13 +28,15 @@ static void print_main_help(FILE *out)
           "`oomlens run --` and read the report it leaves behind.\n"
           "\n"
           "commands:\n"
-          "  run [--manage] [--capacity SIZE] [--report PATH] [--] CMD [ARGS...]\n"
+          "  run [--manage] [--capacity SIZE] [--report PATH] [--stacks] [--trace PATH]\n"
+          "      [--] CMD [ARGS...]\n"
           "      run CMD with liboomlens.so preloaded (appended to any LD_PRELOAD);\n"
           "      exits with CMD's exit status\n"
           "  replay TRACE [--capacity SIZE] [--policy NAME] [--max-split-size SIZE] [--json]\n"
           "      run a recorded allocation trace through an allocator on a simulated\n"
           "      device: peak reserved memory, and whether and where it runs out\n"
-          "  export TRACE --format folded|memory-viz|perfetto|rmm-csv [-o OUT]\n"
+          "  export TRACE --format folded|memory-viz|perfetto|rmm-csv [--max-entries N]\n"
+          "      [-o OUT]\n"
           "      write a trace as flame graph stacks, PyTorch's memory_viz snapshot,\n"
           "      Perfetto/Chrome JSON or RMM's allocation log\n"
           "  estimate [--params N] [--batch B] [--seq L] [--hidden H] [--layers N] ...\n"
@@ -56,7 +58,8 @@ static void print_main_help(FILE *out)
 
 static void print_run_help(FILE *out)
 {
-  fprintf(out, "usage: oomlens run [--manage] [--capacity SIZE] [--report PATH] [--] CMD [ARGS...]\n"
+  fprintf(out, "usage: oomlens run [--manage] [--capacity SIZE] [--report PATH] [--stacks]\n"
+               "                   [--trace PATH] [--] CMD [ARGS...]\n"
                "\n"
                "Runs CMD with liboomlens.so preloaded. The report is written when each\n"
                "process that used CUDA exits, and on SIGUSR1.\n"
@@ -67,6 +70,11 @@ static void print_run_help(FILE *out)
                "  --capacity SIZE make every device look SIZE large (e.g. 24G; sets\n"
                "                  OOMLENS_CAPACITY): does the job fit a smaller card?\n"
                "  --report PATH   where to write the report (sets OOMLENS_REPORT);\n"
+               "                  %%p is the pid, %%r the rank\n"
+               "  --stacks        record call sites: which code holds the memory at the\n"
+               "                  peak (sets OOMLENS_STACKS=1)\n"
+               "  --trace PATH    write every allocation event to PATH while the job runs,\n"
+               "                  for oomlens export and replay (sets OOMLENS_TRACE);\n"
                "                  %%p is the pid, %%r the rank\n");
 }
 
@@ -159,6 +167,16 @@ static int command_run(int argc, char **argv)
     }
     if (strcmp(argv[i], "--report") == 0 && i + 1 < argc) {
       setenv("OOMLENS_REPORT", argv[i + 1], 1);
+      i += 2;
+      continue;
+    }
+    if (strcmp(argv[i], "--stacks") == 0) {
+      setenv("OOMLENS_STACKS", "1", 1);
+      i++;
+      continue;
+    }
+    if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc && argv[i + 1][0]) {
+      setenv("OOMLENS_TRACE", argv[i + 1], 1);
       i += 2;
       continue;
     }
