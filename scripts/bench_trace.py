@@ -50,6 +50,7 @@ def main():
     runs = [("replay", [a.cli, "replay", a.trace])]
     for fmt in ("folded", "memory-viz", "perfetto", "rmm-csv"):
         runs.append(("export " + fmt, [a.cli, "export", a.trace, "--format", fmt]))
+    runs.append(("report --html", [a.cli, "report", a.trace, "--html", "-"]))
     for name, argv in runs:
         seconds, rss = measure(argv, out)
         print("%-18s %6.1f s  peak RSS %7.1f MiB  output %7.1f MiB"
