@@ -46,9 +46,34 @@ def run_case(name, cap, manage):
                 stderr_tail=None if oom else p.stderr[-2500:])
 
 
+HOG = r'''
+import sys, time, torch
+x = torch.empty(int(sys.argv[1]), dtype=torch.uint8, device='cuda')
+torch.cuda.synchronize()
+print('holding', flush=True)
+time.sleep(600)
+'''
+
+
+def start_hog():
+    """OOMLENS_OOM_HOG=GiB: another process holding that much of the device
+    while the cases run (memory held elsewhere, named by NVML)."""
+    gib = float(os.environ.get('OOMLENS_OOM_HOG', '0'))
+    if gib <= 0:
+        return None
+    env = dict(os.environ)
+    env.pop('LD_PRELOAD', None)
+    hog = subprocess.Popen([sys.executable, '-c', HOG, str(int(gib * 2**30))], env=env,
+                           stdout=subprocess.PIPE, text=True)
+    hog.stdout.readline()
+    print(f'another process (pid {hog.pid}) holds {gib} GiB of the device', flush=True)
+    return hog
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     rows = []
+    hog = start_hog()
     modes = [m == 'manage' for m in os.environ.get('OOMLENS_OOM_MODES', 'manage,observe').split(',')]
     for name, cap, expected in CASES:
         for manage in modes:
@@ -60,6 +85,8 @@ def main():
             for l in r['stderr_lines']:
                 print('   ', l)
             rows.append(r)
+    if hog:
+        hog.kill()
     with open(os.path.join(OUT, 'oom_results.json'), 'w') as f:
         json.dump(rows, f, indent=1)
 
