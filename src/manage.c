@@ -142,6 +142,26 @@ static bool record_fence(managed_t *m, batch_t *b, const stream_frees_t *only);
 static int fence_state(batch_t *b);
 static void put_event(managed_t *m, void *event);
 
+static void return_events(managed_t *m, batch_t *fence)
+{
+  for (int i = 0; i < fence->event_count; i++)
+    put_event(m, fence->events[i]);
+  fence->event_count = 0;
+}
+
+/* The chunks of a range leave the pool's count; `by` says what unmaps them
+ * (a retirement, or nothing while parked). */
+static void mark_retired(managed_t *m, uint64_t addr, uint64_t size, uint64_t by)
+{
+  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
+    chunk_handle_t *c = chunk_at(m, at);
+    if (c && !c->retired_by) {
+      c->retired_by = by;
+      m->mapped -= m->backend.granularity;
+    }
+  }
+}
+
 /* Unmaps the chunks of finished retirements, oldest first; with wait, waits
  * for all of them (memory is short). */
 static void reap_retired(managed_t *m, bool wait)
@@ -161,9 +181,7 @@ static void reap_retired(managed_t *m, bool wait)
       if (c && c->retired_by == r->seq)
         release_chunk(m, c);
     }
-    for (int i = 0; i < r->fence.event_count; i++)
-      put_event(m, r->fence.events[i]);
-    r->fence.event_count = 0;
+    return_events(m, &r->fence);
     m->retire_head = (m->retire_head + 1) % RETIREMENTS;
     m->retire_count--;
   }
@@ -183,22 +201,14 @@ static bool retire(managed_t *m, uint64_t addr, uint64_t size)
   retirement_t *r = &m->retirements[(m->retire_head + m->retire_count) % RETIREMENTS];
   r->fence.event_count = 0;
   if (!record_fence(m, &r->fence, NULL)) {
-    for (int i = 0; i < r->fence.event_count; i++)
-      put_event(m, r->fence.events[i]);
-    r->fence.event_count = 0;
+    return_events(m, &r->fence);
     return false;
   }
   r->seq = ++m->next_retirement;
   r->addr = addr;
   r->size = size;
   m->retire_count++;
-  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
-    chunk_handle_t *c = chunk_at(m, at);
-    if (c && !c->retired_by) {
-      c->retired_by = r->seq;
-      m->mapped -= m->backend.granularity;
-    }
-  }
+  mark_retired(m, addr, size, r->seq);
   return true;
 }
 
@@ -206,24 +216,13 @@ static bool retire(managed_t *m, uint64_t addr, uint64_t size)
  * mapped, out of the pool's count, until the pool maps them again. */
 #define PARKED UINT64_MAX
 
-static void park(managed_t *m, uint64_t addr, uint64_t size)
-{
-  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
-    chunk_handle_t *c = chunk_at(m, at);
-    if (c && !c->retired_by) {
-      c->retired_by = PARKED;
-      m->mapped -= m->backend.granularity;
-    }
-  }
-}
-
 static void backend_unmap(void *ctx, uint64_t addr, uint64_t size)
 {
   managed_t *m = ctx;
   if (retire(m, addr, size))
     return;
   if (ol_streams_capturing()) {
-    park(m, addr, size);
+    mark_retired(m, addr, size, PARKED);
     return;
   }
   if (ol_prim_device_synchronize() == 0)
