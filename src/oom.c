@@ -208,8 +208,8 @@ void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites)
   }
 }
 
-/* "Held at the failure by A (3.00 GiB), B (1.00 GiB)"; for a leak, the site
- * that grew first, since that is the line to fix. */
+/* "Held at the failure by A (3.00 GiB), B (1.00 GiB)"; for a leak, first
+ * the site that grew most across iterations, since that is the line to fix. */
 static void explain_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                           ol_site_namer_t namer, void *arg)
 {
@@ -265,11 +265,11 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 size_text(a, (int64_t)r->request), size_text(b, cap_of(r)),
                 size_text(d, r->reserved), size_text(e, r->allocated));
   advise(out, r, c);
-  if (c != OL_OOM_external && c != OL_OOM_impossible && r->external > 0)
+  if (c != OL_OOM_external && c != OL_OOM_impossible && r->external > 0) {
     ol_buf_printf(out, " Besides, %s of the device is held outside this process's allocations "
                   "(the CUDA context, libraries, other processes).", size_text(a, r->external));
-  if (c != OL_OOM_external && c != OL_OOM_impossible && r->external > 0)
     explain_outside(out, r);
+  }
   explain_sites(out, r, c, namer, arg);
   if (r->segments_only)
     ol_buf_printf(out, " (oomlens saw the framework's cached segments, not its tensors: run "
