@@ -45,7 +45,7 @@ def steady(r):
 def main():
     os.makedirs(OUT, exist_ok=True)
     runs = {'off': [], 'on': []}
-    for i in range(2):
+    for i in range(int(os.environ.get('OOMLENS_STACKS_ROUNDS', '2'))):
         runs['off'].append(run(f'off{i}', {'OOMLENS_STACKS': '0'}))
         runs['on'].append(run(f'on{i}', {'OOMLENS_STACKS': '1'}))
     steps = {k: [s for r in v if r['result'] for s in r['result']['step_s'][2:]] for k, v in runs.items()}
