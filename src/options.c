@@ -78,6 +78,7 @@ static option_t options[OL_OPT_COUNT] = {
 };
 
 static pthread_once_t options_once = PTHREAD_ONCE_INIT;
+static atomic_bool options_loaded;
 
 bool ol_parse_bool(const char *text, bool *out)
 {
@@ -197,6 +198,15 @@ static void load_all(void)
 {
   for (int i = 0; i < OL_OPT_COUNT; i++)
     load_option(&options[i]);
+  atomic_store_explicit(&options_loaded, true, memory_order_release);
+}
+
+/* Options are read on every allocation (stacks on? manage mode?): once
+ * loaded, a flag read instead of pthread_once's call. */
+static void ensure_loaded(void)
+{
+  if (!atomic_load_explicit(&options_loaded, memory_order_acquire))
+    pthread_once(&options_once, load_all);
 }
 
 void ol_options_reload(void)
@@ -206,25 +216,25 @@ void ol_options_reload(void)
 
 bool ol_option_bool(ol_option_t opt)
 {
-  pthread_once(&options_once, load_all);
+  ensure_loaded();
   return options[opt].value != 0;
 }
 
 uint64_t ol_option_size(ol_option_t opt)
 {
-  pthread_once(&options_once, load_all);
+  ensure_loaded();
   return (uint64_t)options[opt].value;
 }
 
 uint64_t ol_option_millis(ol_option_t opt)
 {
-  pthread_once(&options_once, load_all);
+  ensure_loaded();
   return (uint64_t)options[opt].value;
 }
 
 const char *ol_option_text(ol_option_t opt)
 {
-  pthread_once(&options_once, load_all);
+  ensure_loaded();
   return options[opt].text;
 }
 

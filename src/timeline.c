@@ -6,9 +6,9 @@
  * full, neighbours are merged pairwise (each keeping the larger value) and
  * the width doubles: a job of seconds and one of weeks both fit in
  * OL_TIMELINE_POINTS points, and since merging keeps maxima the peak is
- * always in the timeline exactly. A note costs a division and two
- * compares, except at a halving (OL_TIMELINE_POINTS steps, a few dozen
- * times in a job's life). Out-of-memory moments are kept beside it: the
+ * always in the timeline exactly. A note within the last bucket costs a
+ * multiply and a few compares, one in a new bucket a division, except at a
+ * halving (OL_TIMELINE_POINTS steps, a few dozen times in a job's life). Out-of-memory moments are kept beside it: the
  * first ones, and the latest always in the last slot. */
 #include <inttypes.h>
 
@@ -42,6 +42,8 @@ static void halve(ol_timeline_t *tl)
 static uint32_t bucket_of(ol_timeline_t *tl, uint64_t t)
 {
   uint64_t since = t > tl->start_ns ? t - tl->start_ns : 0;
+  if (tl->count > 0 && since < (uint64_t)tl->count * tl->width_ns)
+    return tl->count - 1; /* the usual case, without a division */
   while (since / tl->width_ns >= OL_TIMELINE_POINTS)
     halve(tl);
   uint32_t idx = (uint32_t)(since / tl->width_ns);
