@@ -5,7 +5,10 @@
 
 #include "check_run.h"
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "ol.h"
 
@@ -181,6 +184,57 @@ START_TEST(exact_under_sixteen_threads)
 }
 END_TEST
 
+static void *no_calloc(size_t count, size_t size)
+{
+  (void)count;
+  (void)size;
+  return NULL;
+}
+
+/* What stderr held while fn ran. */
+static void capture_stderr(void (*fn)(void), char *out, size_t cap)
+{
+  FILE *tmp = tmpfile();
+  ck_assert_ptr_nonnull(tmp);
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  dup2(fileno(tmp), STDERR_FILENO);
+  fn();
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  rewind(tmp);
+  size_t n = fread(out, 1, cap - 1, tmp);
+  out[n] = '\0';
+  fclose(tmp);
+}
+
+static void allocate_without_host_memory(void)
+{
+  ol_track_alloc(0x1000, 4096, 0, OL_KIND_RUNTIME, 0); /* held before memory ran out */
+  ol_records_calloc = no_calloc;
+  for (uintptr_t i = 0; i < 300; i++) /* past what the first table holds */
+    ol_track_alloc(0x100000 + i * 4096, 4096, 0, OL_KIND_RUNTIME, 0);
+  ol_track_free(0x1000, OL_KIND_RUNTIME);
+  ol_records_calloc = calloc;
+}
+
+/* The record table cannot grow: one warning, tracking stops, nothing
+ * crashes, and what was counted before stays as it was. */
+START_TEST(no_host_memory_stops_tracking_with_one_warning)
+{
+  char err[4096];
+  capture_stderr(allocate_without_host_memory, err, sizeof err);
+  const char *first = strstr(err, "tracking stops");
+  ck_assert_ptr_nonnull(first);
+  ck_assert_ptr_null(strstr(first + 1, "tracking stops"));
+  const ol_device_stats_t *d = take(0);
+  ck_assert(snap.tracking_failed);
+  ck_assert_int_eq(d->allocation[OL_POOL_ALL].allocated, 192); /* the first table's fill */
+  ck_assert_int_eq(d->runtime_frees, 0); /* after the failure, nothing more is counted */
+  ck_assert_int_eq(snap.live_records, 192);
+}
+END_TEST
+
 static Suite *tracker_suite(void)
 {
   Suite *s = suite_create("tracker");
@@ -194,6 +248,7 @@ static Suite *tracker_suite(void)
   tcase_add_test(counts, vmm_is_reserved_memory);
   tcase_add_test(counts, origins_split_reserved_memory);
   tcase_add_test(counts, reset_forgets_everything);
+  tcase_add_test(counts, no_host_memory_stops_tracking_with_one_warning);
   suite_add_tcase(s, counts);
   TCase *threads = tcase_create("threads");
   tcase_add_checked_fixture(threads, reset, NULL);
