@@ -47,8 +47,25 @@ typedef enum ol_option {
   OL_OPT_COUNT
 } ol_option_t;
 
-bool ol_option_bool(ol_option_t opt);
-uint64_t ol_option_size(ol_option_t opt);
+/* Options are read on every allocation (stacks on? manage mode?), so the
+ * two readers are inline: once loaded, a flag and a load. */
+extern long long ol_option_values[OL_OPT_COUNT];
+extern atomic_bool ol_options_ready;
+void ol_options_load(void); /* once, from the environment */
+
+static inline bool ol_option_bool(ol_option_t opt)
+{
+  if (!atomic_load_explicit(&ol_options_ready, memory_order_acquire))
+    ol_options_load();
+  return ol_option_values[opt] != 0;
+}
+
+static inline uint64_t ol_option_size(ol_option_t opt)
+{
+  if (!atomic_load_explicit(&ol_options_ready, memory_order_acquire))
+    ol_options_load();
+  return (uint64_t)ol_option_values[opt];
+}
 const char *ol_option_text(ol_option_t opt);
 uint64_t ol_option_millis(ol_option_t opt); /* durations */
 bool ol_parse_seconds(const char *text, uint64_t *millis);
@@ -567,6 +584,9 @@ typedef struct ol_timeline {
 
 void ol_timeline_init(ol_timeline_t *tl, uint64_t now_ns, double now_unix);
 void ol_timeline_note(ol_timeline_t *tl, uint64_t t_ns, int64_t allocated, int64_t reserved);
+/* A note known to come before bound_ns, if that alone places it; else false. */
+bool ol_timeline_note_before(ol_timeline_t *tl, uint64_t bound_ns, int64_t allocated,
+                             int64_t reserved);
 void ol_timeline_oom(ol_timeline_t *tl, uint64_t t_ns, int64_t request);
 double ol_timeline_seconds(const ol_timeline_t *tl, uint64_t t_ns); /* since the start */
 void ol_timeline_json(ol_buf_t *out, const ol_timeline_t *tl);
@@ -621,6 +641,9 @@ void ol_records_free(ol_records_t *t);
 /* A new record for key (zeroed, site -1), valid until the next add or take;
  * NULL when the host has no memory for the table to grow. */
 ol_record_t *ol_records_add(ol_records_t *t, uint64_t key);
+/* The same, but a record already held for key is replaced in place (the
+ * slot reused) after being copied to *old, with *replaced set. */
+ol_record_t *ol_records_put(ol_records_t *t, uint64_t key, ol_record_t *old, bool *replaced);
 ol_record_t *ol_records_find(ol_records_t *t, uint64_t key);
 bool ol_records_take(ol_records_t *t, uint64_t key, ol_record_t *out); /* false: none */
 /* Takes every record with first <= key < end, handing each to taken. */

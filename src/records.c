@@ -10,7 +10,8 @@
  * slow down with churn. Key 0 marks an empty slot; a record whose key is 0
  * lives in a slot of its own beside the array. The same key may be added
  * twice (the second is found after the first is taken), as the tracker's
- * old table allowed. The table grows (doubles) at 3/4 full; if the host has
+ * old table allowed; or put, which replaces a record of the same key in the
+ * one probe (an allocation at an address still live). The table grows (doubles) at 3/4 full; if the host has
  * no memory for that, the add fails and the table stays as it was. It
  * never shrinks: what it holds is bounded by the most blocks ever live at
  * once. Not thread-safe: the tracker's lock guards it. */
@@ -70,12 +71,16 @@ static bool rehash(ol_records_t *t, size_t slots)
   return true;
 }
 
-static bool room_for_one_more(ol_records_t *t)
+static bool __attribute__((noinline)) grow(ol_records_t *t)
 {
   size_t cap = capacity_of(t);
-  if (4 * (t->in_slots + 1) <= 3 * cap)
-    return true;
   return rehash(t, cap ? 2 * cap : FIRST_SLOTS);
+}
+
+/* At most 3/4 full after the add; an empty table (no slots) has no room. */
+static inline bool room_for_one_more(ol_records_t *t)
+{
+  return (t->slots && 4 * (t->in_slots + 1) <= 3 * (t->mask + 1)) || grow(t);
 }
 
 ol_record_t *ol_records_add(ol_records_t *t, uint64_t key)
@@ -93,6 +98,36 @@ ol_record_t *ol_records_add(ol_records_t *t, uint64_t key)
     while (t->slots[i].key != 0)
       i = (i + 1) & t->mask;
     t->in_slots++;
+    rec = &t->slots[i];
+  }
+  *rec = (ol_record_t){.key = key, .site = -1};
+  return rec;
+}
+
+ol_record_t *ol_records_put(ol_records_t *t, uint64_t key, ol_record_t *old, bool *replaced)
+{
+  ol_record_t *rec;
+  *replaced = false;
+  if (key == 0) {
+    if (t->zero_used) {
+      *old = t->zero;
+      *replaced = true;
+    }
+    t->zero_used = true;
+    rec = &t->zero;
+  } else {
+    if (!room_for_one_more(t))
+      return NULL;
+    size_t i = home_of(t, key);
+    for (; t->slots[i].key != 0; i = (i + 1) & t->mask) {
+      if (t->slots[i].key == key) {
+        *old = t->slots[i];
+        *replaced = true;
+        break;
+      }
+    }
+    if (!*replaced)
+      t->in_slots++;
     rec = &t->slots[i];
   }
   *rec = (ol_record_t){.key = key, .site = -1};

@@ -212,8 +212,10 @@ void ol_tracefile_site(int device, int32_t site, const void *key, size_t len, co
   if (rec) {
     *rec = (site_rec_t){.type = REC_SITE, .device = (int16_t)clamp_device(device), .site = site,
                         .len = (uint32_t)len, .label_len = (uint32_t)label_len};
-    memcpy(rec + 1, key, len);
-    memcpy((char *)(rec + 1) + len, label, label_len);
+    if (len) /* NULL with a length of 0 is still undefined for memcpy (UBSan) */
+      memcpy(rec + 1, key, len);
+    if (label_len)
+      memcpy((char *)(rec + 1) + len, label, label_len);
   }
   pthread_mutex_unlock(&tf.lock);
 }

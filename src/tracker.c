@@ -41,6 +41,28 @@ static uint64_t now_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The coarse clock (the precise one at the last tick, read without the
+ * TSC: 8-13 ns against 44 on the build VM), plus a margin no later than the
+ * precise clock can be: two of its ticks. */
+static uint64_t coarse_margin_ns(void)
+{
+  static uint64_t margin_ns; /* under the tracker's lock */
+  struct timespec ts;
+  if (!margin_ns)
+    margin_ns = clock_getres(CLOCK_MONOTONIC_COARSE, &ts) == 0
+                  ? 2 * ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) + 1
+                  : UINT64_MAX / 2; /* no coarse clock: never used */
+  return margin_ns;
+}
+
+static uint64_t coarse_bound_ns(void)
+{
+  struct timespec ts;
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+    return UINT64_MAX;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + coarse_margin_ns();
+}
+
 static double wall_now(void)
 {
   struct timespec ts;
@@ -56,7 +78,7 @@ static void stop_tracking(const char *why)
 
 /* Device ordinals outside what we keep counters for are folded into the last
  * slot rather than dropped, so totals stay right. */
-static ol_device_stats_t *device_stats(int device)
+static int device_index(int device)
 {
   if (device < 0)
     device = 0;
@@ -64,7 +86,12 @@ static ol_device_stats_t *device_stats(int device)
     device = OL_MAX_DEVICES - 1;
   if (device >= device_count)
     device_count = device + 1;
-  return &devices[device];
+  return device;
+}
+
+static ol_device_stats_t *device_stats(int device)
+{
+  return &devices[device_index(device)];
 }
 
 /* The new record, valid until the table's next change; NULL (and tracking
@@ -121,17 +148,17 @@ static ol_origin_t origin_of(ol_kind_t kind)
 
 /* A block from the driver is its own segment of reserved memory; a block
  * from our pool is carved out of memory the pool already counts. Growing
- * and shrinking are written apart: only growth can make a peak. */
+ * and shrinking are written apart: only growth can make a peak. What we
+ * see of a block is all of it, so active and requested bytes and active
+ * blocks always equal allocated bytes and blocks: they are kept once and
+ * copied into snapshots (mirror_equal_stats). */
 static void count_block_added(ol_device_stats_t *dev, size_t size, ol_kind_t kind)
 {
   int pool = ol_stats_pool_of(size);
   int64_t bytes = (int64_t)size;
   pool_grow(dev->allocated_bytes, pool, bytes);
   ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
-  pool_grow(dev->active_bytes, pool, bytes);
-  pool_grow(dev->requested_bytes, pool, bytes);
   pool_grow(dev->allocation, pool, 1);
-  pool_grow(dev->active, pool, 1);
   if (kind == OL_KIND_MANAGED)
     return;
   ol_stat_grow(&dev->origin_bytes[origin_of(kind)], bytes);
@@ -145,10 +172,7 @@ static void count_block_removed(ol_device_stats_t *dev, size_t size, ol_kind_t k
   int64_t bytes = (int64_t)size;
   pool_shrink(dev->allocated_bytes, pool, bytes);
   ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
-  pool_shrink(dev->active_bytes, pool, bytes);
-  pool_shrink(dev->requested_bytes, pool, bytes);
   pool_shrink(dev->allocation, pool, 1);
-  pool_shrink(dev->active, pool, 1);
   if (kind == OL_KIND_MANAGED)
     return;
   ol_stat_shrink(&dev->origin_bytes[origin_of(kind)], bytes);
@@ -219,15 +243,15 @@ static void trace_free(const record_t *rec)
 }
 
 /* A block's bytes change hands at its site; when that change ended an
- * iteration (a valley of the live bytes, phases.c), the sites take note. */
-static void site_bytes(int device, int32_t site, int64_t delta, uint64_t iterations_before)
+ * iteration (a valley of the live bytes, phases.c), the sites take note.
+ * d is a device index (clamped). */
+static void site_bytes(int d, int32_t site, int64_t delta, uint64_t iterations_before)
 {
-  int d = clamp_device(device);
   if (!sites[d])
     return;
   if (site >= 0)
     ol_sites_add(sites[d], site, delta);
-  if (device_stats(device)->phases.iterations != iterations_before)
+  if (devices[d].phases.iterations != iterations_before)
     ol_sites_mark_valley(sites[d]);
 }
 
@@ -235,12 +259,13 @@ static void site_bytes(int device, int32_t site, int64_t delta, uint64_t iterati
  * peak has grown past the last mark by 1/256 of itself (at least 1 MiB),
  * so the walk over all sites stays rare; the figures are those of a moment
  * within that margin of the true peak. */
-static void mark_site_peak(int device, const ol_device_stats_t *dev)
+static void mark_site_peak(int d, const ol_device_stats_t *dev)
 {
-  int d = clamp_device(device);
+  if (!sites[d])
+    return;
   int64_t now = dev->allocated_bytes[OL_POOL_ALL].current;
   int64_t margin = now / 256 > (1 << 20) ? now / 256 : (1 << 20);
-  if (!sites[d] || now < dev->allocated_bytes[OL_POOL_ALL].peak || now < sites_marked[d] + margin)
+  if (now < dev->allocated_bytes[OL_POOL_ALL].peak || now < sites_marked[d] + margin)
     return;
   ol_sites_mark_peak(sites[d]);
   sites_marked[d] = now;
@@ -248,9 +273,8 @@ static void mark_site_peak(int device, const ol_device_stats_t *dev)
 
 /* The device's timeline, made on its first event (one malloc per device);
  * NULL, with one warning, if there is no memory for it: the rest goes on. */
-static ol_timeline_t *timeline_of(int device, uint64_t t)
+static ol_timeline_t *__attribute__((noinline)) new_timeline(int d, uint64_t t)
 {
-  int d = clamp_device(device);
   if (!timelines[d]) {
     timelines[d] = malloc(sizeof *timelines[d]);
     if (!timelines[d]) {
@@ -262,12 +286,43 @@ static ol_timeline_t *timeline_of(int device, uint64_t t)
   return timelines[d];
 }
 
-static void note_time(int device, const ol_device_stats_t *dev, uint64_t t)
+static ol_timeline_t *timeline_of(int d, uint64_t t)
 {
-  ol_timeline_t *tl = timeline_of(device, t);
+  return timelines[d] ? timelines[d] : new_timeline(d, t);
+}
+
+static void note_time(int d, const ol_device_stats_t *dev, uint64_t t)
+{
+  ol_timeline_t *tl = timeline_of(d, t);
   if (tl)
     ol_timeline_note(tl, t, dev->allocated_bytes[OL_POOL_ALL].current,
                      dev->reserved_bytes[OL_POOL_ALL].current);
+}
+
+/* The same for an allocation or a free, now. A precise clock read is the
+ * largest cost of an event on a VM (44 ns on the build VM); once buckets
+ * are wider than the coarse clock's margin (after some seconds of a job),
+ * the coarse clock alone usually shows the event falls in the last bucket,
+ * and then (no new peak) the precise time changes nothing the timeline
+ * keeps. Before that, the coarse clock is not read at all. */
+static void note_now(int d, const ol_device_stats_t *dev)
+{
+  ol_timeline_t *tl = timelines[d];
+  if (!tl || tl->width_ns <= coarse_margin_ns() ||
+      !ol_timeline_note_before(tl, coarse_bound_ns(), dev->allocated_bytes[OL_POOL_ALL].current,
+                               dev->reserved_bytes[OL_POOL_ALL].current))
+    note_time(d, dev, now_ns());
+}
+
+/* The old block at an address allocated again: its free went by a path we
+ * do not see; count it as gone rather than keep a phantom. */
+static void forget_stale(const record_t *stale)
+{
+  int d = device_index(stale->device);
+  uint64_t before = devices[d].phases.iterations;
+  trace_free(stale);
+  count_block_removed(&devices[d], stale->size, (ol_kind_t)stale->kind);
+  site_bytes(d, stale->site, -(int64_t)stale->size, before);
 }
 
 void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream)
@@ -280,36 +335,35 @@ int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kin
 {
   if (!begin())
     return -1;
-  ol_device_stats_t *dev = device_stats(device);
+  int d = device_index(device);
+  ol_device_stats_t *dev = &devices[d];
   if (kind == OL_KIND_MANAGED)
     dev->managed_allocs++;
   else if (is_runtime(kind))
     dev->runtime_allocs++;
   else
     dev->driver_allocs++;
-  /* The same address live twice means its free went by a path we do not
-   * see; count the old block as gone rather than keep a phantom. */
   record_t stale;
-  if (ol_records_take(&allocations, addr, &stale)) {
-    uint64_t before = device_stats(stale.device)->phases.iterations;
-    trace_free(&stale);
-    count_block_removed(device_stats(stale.device), stale.size, (ol_kind_t)stale.kind);
-    site_bytes(stale.device, stale.site, -(int64_t)stale.size, before);
+  bool replaced;
+  record_t *rec = ol_records_put(&allocations, addr, &stale, &replaced);
+  if (!rec) {
+    stop_tracking("out of host memory for bookkeeping");
+    end();
+    return -1;
   }
-  record_t *rec = add_record(&allocations, addr, size, device);
-  int32_t site_used = -1;
-  if (rec) {
-    uint64_t t = now_ns();
-    rec->kind = (uint8_t)kind;
-    rec->stream = stream;
-    rec->site = site_used = site_for(device, key, site);
-    trace_alloc(rec);
-    uint64_t before = dev->phases.iterations;
-    count_block_added(dev, size, kind);
-    site_bytes(device, site_used, (int64_t)size, before);
-    mark_site_peak(device, dev);
-    note_time(device, dev, t);
-  }
+  if (replaced)
+    forget_stale(&stale);
+  rec->size = size;
+  rec->device = device;
+  rec->kind = (uint8_t)kind;
+  rec->stream = stream;
+  int32_t site_used = rec->site = site_for(device, key, site);
+  trace_alloc(rec);
+  uint64_t before = dev->phases.iterations;
+  count_block_added(dev, size, kind);
+  site_bytes(d, site_used, (int64_t)size, before);
+  mark_site_peak(d, dev);
+  note_now(d, dev);
   end();
   return site_used;
 }
@@ -320,8 +374,8 @@ bool ol_track_free(uintptr_t addr, ol_kind_t kind)
     return false;
   record_t rec;
   bool known = ol_records_take(&allocations, addr, &rec);
-  int device = known ? rec.device : 0;
-  ol_device_stats_t *dev = device_stats(device);
+  int d = device_index(known ? rec.device : 0);
+  ol_device_stats_t *dev = &devices[d];
   if (is_runtime(kind))
     dev->runtime_frees++;
   else
@@ -330,8 +384,8 @@ bool ol_track_free(uintptr_t addr, ol_kind_t kind)
     uint64_t before = dev->phases.iterations;
     trace_free(&rec);
     count_block_removed(dev, rec.size, (ol_kind_t)rec.kind);
-    site_bytes(rec.device, rec.site, -(int64_t)rec.size, before);
-    note_time(device, dev, now_ns());
+    site_bytes(d, rec.site, -(int64_t)rec.size, before);
+    note_now(d, dev);
   } else {
     dev->unknown_frees++;
   }
@@ -357,7 +411,7 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
     dev->last_oom_unix = wall_now();
     if (dev->first_oom_unix == 0)
       dev->first_oom_unix = dev->last_oom_unix;
-    ol_timeline_t *tl = timeline_of(device, now_ns());
+    ol_timeline_t *tl = timeline_of(clamp_device(device), now_ns());
     if (tl)
       ol_timeline_oom(tl, now_ns(), (int64_t)size);
     ol_tracefile_event(OL_TRACE_OOM, 0, size, 0, -1, device);
@@ -377,7 +431,7 @@ void ol_track_vmm_create(uint64_t handle, size_t size, int device)
     ol_stats_pool_update(dev->reserved_bytes, size, (int64_t)size);
     ol_stats_pool_update(dev->segment, size, 1);
     ol_stat_update(&dev->origin_bytes[OL_ORIGIN_vmm], (int64_t)size);
-    note_time(device, dev, now_ns());
+    note_time(clamp_device(device), dev, now_ns());
   }
   end();
 }
@@ -394,7 +448,7 @@ void ol_track_vmm_release(uint64_t handle)
     ol_stats_pool_update(dev->reserved_bytes, rec.size, -(int64_t)rec.size);
     ol_stats_pool_update(dev->segment, rec.size, -1);
     ol_stat_update(&dev->origin_bytes[OL_ORIGIN_vmm], -(int64_t)rec.size);
-    note_time(rec.device, dev, now_ns());
+    note_time(clamp_device(rec.device), dev, now_ns());
   }
   end();
 }
@@ -479,7 +533,7 @@ void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta)
   ol_stats_pool_update(dev->reserved_bytes, large, delta);
   ol_stats_pool_update(dev->segment, large, delta > 0 ? 1 : -1);
   ol_stat_update(&dev->origin_bytes[OL_ORIGIN_pool], delta);
-  note_time(device, dev, now_ns());
+  note_time(clamp_device(device), dev, now_ns());
   end();
 }
 
@@ -564,11 +618,20 @@ bool ol_track_seen_activity(void)
   return atomic_load_explicit(&seen_activity, memory_order_relaxed);
 }
 
+static void mirror_equal_stats(ol_device_stats_t *dev)
+{
+  memcpy(dev->active_bytes, dev->allocated_bytes, sizeof dev->active_bytes);
+  memcpy(dev->requested_bytes, dev->allocated_bytes, sizeof dev->requested_bytes);
+  memcpy(dev->active, dev->allocation, sizeof dev->active);
+}
+
 void ol_track_snapshot(ol_snapshot_t *out)
 {
   ol_lock(&lock);
   out->device_count = device_count;
   memcpy(out->devices, devices, sizeof devices);
+  for (int d = 0; d < OL_MAX_DEVICES; d++)
+    mirror_equal_stats(&out->devices[d]);
   out->live_records = (int64_t)ol_records_count(&allocations);
   out->tracking_failed = failed;
   ol_unlock(&lock);

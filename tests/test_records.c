@@ -181,6 +181,35 @@ START_TEST(take_range_takes_exactly_the_range)
 }
 END_TEST
 
+/* An allocation at an address still held: the old record comes back and
+ * its slot is reused, so the table holds one record for the key. */
+START_TEST(put_replaces_a_record_of_the_same_key)
+{
+  bool replaced;
+  ol_record_t old;
+  for (uint64_t k = 1; k <= 500; k++)
+    add(k * 4096);
+  ol_record_t *rec = ol_records_put(&table, 77 * 4096, &old, &replaced);
+  ck_assert(replaced);
+  ck_assert_uint_eq(old.size, size_of_key(77 * 4096));
+  ck_assert_int_eq(rec->site, -1);
+  rec->size = 5;
+  ck_assert_uint_eq(ol_records_count(&table), 500);
+  ck_assert_uint_eq(ol_records_find(&table, 77 * 4096)->size, 5);
+  ck_assert_ptr_nonnull(ol_records_put(&table, 501 * 4096, &old, &replaced));
+  ck_assert(!replaced);
+  ck_assert_uint_eq(ol_records_count(&table), 501);
+  ck_assert_ptr_nonnull(ol_records_put(&table, 0, &old, &replaced));
+  ck_assert(!replaced);
+  ck_assert_ptr_nonnull(ol_records_put(&table, 0, &old, &replaced));
+  ck_assert(replaced);
+  ck_assert_uint_eq(ol_records_count(&table), 502);
+  ol_record_t taken;
+  ck_assert(ol_records_take(&table, 77 * 4096, &taken));
+  ck_assert(!ol_records_take(&table, 77 * 4096, &taken)); /* one record, not two */
+}
+END_TEST
+
 /* ---- no host memory -------------------------------------------------- */
 
 static int callocs_left;
@@ -224,6 +253,7 @@ static Suite *records_suite(void)
   tcase_add_test(tc, one_cluster_wrapping_the_end);
   tcase_add_test(tc, key_zero_has_its_own_slot);
   tcase_add_test(tc, take_range_takes_exactly_the_range);
+  tcase_add_test(tc, put_replaces_a_record_of_the_same_key);
   tcase_add_test(tc, no_memory_to_grow_fails_the_add_and_keeps_the_table);
   suite_add_tcase(s, tc);
   return s;

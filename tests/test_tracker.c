@@ -184,6 +184,27 @@ START_TEST(exact_under_sixteen_threads)
 }
 END_TEST
 
+/* Active and requested bytes and active blocks are kept once, as the
+ * allocated ones (all we see of a block is all of it), and must read the
+ * same in every pool and column. */
+START_TEST(active_and_requested_read_as_allocated)
+{
+  for (uintptr_t i = 0; i < 50; i++)
+    ol_track_alloc(0x100000 + i * (4u << 20), i % 2 ? 4096 : (2u << 20), 0, OL_KIND_RUNTIME, 0);
+  for (uintptr_t i = 0; i < 50; i += 3)
+    ol_track_free(0x100000 + i * (4u << 20), OL_KIND_RUNTIME);
+  const ol_device_stats_t *d = take(0);
+  for (int pool = 0; pool < OL_POOL_COUNT; pool++) {
+    ck_assert_mem_eq(&d->active_bytes[pool], &d->allocated_bytes[pool], sizeof(ol_stat_t));
+    ck_assert_mem_eq(&d->requested_bytes[pool], &d->allocated_bytes[pool], sizeof(ol_stat_t));
+    ck_assert_mem_eq(&d->active[pool], &d->allocation[pool], sizeof(ol_stat_t));
+  }
+  ck_assert_int_eq(d->active[OL_POOL_ALL].current, 50 - 17);
+  ck_assert_int_eq(d->active_bytes[OL_POOL_SMALL].peak, 25 * 4096);
+  ck_assert_int_eq(d->requested_bytes[OL_POOL_LARGE].freed, 9ll * (2 << 20));
+}
+END_TEST
+
 static void *no_calloc(size_t count, size_t size)
 {
   (void)count;
@@ -249,6 +270,7 @@ static Suite *tracker_suite(void)
   tcase_add_test(counts, origins_split_reserved_memory);
   tcase_add_test(counts, reset_forgets_everything);
   tcase_add_test(counts, no_host_memory_stops_tracking_with_one_warning);
+  tcase_add_test(counts, active_and_requested_read_as_allocated);
   suite_add_tcase(s, counts);
   TCase *threads = tcase_create("threads");
   tcase_add_checked_fixture(threads, reset, NULL);
