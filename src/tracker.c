@@ -7,9 +7,9 @@
  * counts exact under many threads. Records live in open-addressed tables
  * (records.c), so the hot path does not malloc; if a table cannot grow for
  * want of host memory, tracking stops with one warning and the job goes on
- * untouched. With OOMLENS_TRACE, each
- * change is also handed to the trace file (tracefile.c) here, under the
- * same lock, so the trace's order is the tracker's. */
+ * untouched. With OOMLENS_TRACE, each change is also handed to the trace
+ * file (tracefile.c) here, under the same lock, so the trace's order is the
+ * tracker's. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
