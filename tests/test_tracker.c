@@ -5,6 +5,7 @@
 
 #include "check_run.h"
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +257,38 @@ START_TEST(no_host_memory_stops_tracking_with_one_warning)
 }
 END_TEST
 
+/* The tracker's lock (lock.c) under contention: more threads than cores
+ * take it many times, so some spin and some sleep in the kernel, and a
+ * non-atomic counter it guards comes out exact. */
+static ol_lock_t counter_lock = OL_LOCK_INIT;
+static long guarded_counter;
+
+static void *count_under_lock(void *unused)
+{
+  (void)unused;
+  for (int i = 0; i < 200000; i++) {
+    ol_lock(&counter_lock);
+    long seen = guarded_counter;
+    if (i % 1000 == 0)
+      sched_yield(); /* held across a yield: the others must wait, some asleep */
+    guarded_counter = seen + 1;
+    ol_unlock(&counter_lock);
+  }
+  return NULL;
+}
+
+START_TEST(lock_excludes_under_contention)
+{
+  pthread_t threads[8];
+  for (int t = 0; t < 8; t++)
+    pthread_create(&threads[t], NULL, count_under_lock, NULL);
+  for (int t = 0; t < 8; t++)
+    pthread_join(threads[t], NULL);
+  ck_assert_int_eq(guarded_counter, 8 * 200000);
+  ck_assert_int_eq(atomic_load(&counter_lock.word), 0); /* free, no sleeper left marked */
+}
+END_TEST
+
 static Suite *tracker_suite(void)
 {
   Suite *s = suite_create("tracker");
@@ -276,6 +309,7 @@ static Suite *tracker_suite(void)
   tcase_add_checked_fixture(threads, reset, NULL);
   tcase_set_timeout(threads, 60);
   tcase_add_test(threads, exact_under_sixteen_threads);
+  tcase_add_test(threads, lock_excludes_under_contention);
   suite_add_tcase(s, threads);
   return s;
 }
