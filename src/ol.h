@@ -48,8 +48,25 @@ typedef enum ol_option {
   OL_OPT_COUNT
 } ol_option_t;
 
-bool ol_option_bool(ol_option_t opt);
-uint64_t ol_option_size(ol_option_t opt);
+/* Options are read on every allocation (stacks on? manage mode?), so the
+ * two readers are inline: once loaded, a flag and a load. */
+extern long long ol_option_values[OL_OPT_COUNT];
+extern atomic_bool ol_options_ready;
+void ol_options_load(void); /* once, from the environment */
+
+static inline bool ol_option_bool(ol_option_t opt)
+{
+  if (!atomic_load_explicit(&ol_options_ready, memory_order_acquire))
+    ol_options_load();
+  return ol_option_values[opt] != 0;
+}
+
+static inline uint64_t ol_option_size(ol_option_t opt)
+{
+  if (!atomic_load_explicit(&ol_options_ready, memory_order_acquire))
+    ol_options_load();
+  return (uint64_t)ol_option_values[opt];
+}
 const char *ol_option_text(ol_option_t opt);
 uint64_t ol_option_millis(ol_option_t opt); /* durations */
 bool ol_parse_seconds(const char *text, uint64_t *millis);
@@ -187,7 +204,7 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c, ol_s
 /* Fills r->holders and r->grower from a sites table (NULL: none). */
 void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites);
 
-/* ---- stats.c: PyTorch-shaped counters ---------------------------------- */
+/* ---- PyTorch-shaped counters (inline here, once stats.c) -------------- */
 typedef struct ol_stat {
   int64_t current, peak, allocated, freed;
 } ol_stat_t;
@@ -261,8 +278,41 @@ typedef struct ol_device_stats {
   double first_oom_unix, last_oom_unix;      /* wall clock of the OOMs, 0 if none */
 } ol_device_stats_t;
 
-void ol_stat_update(ol_stat_t *stat, int64_t delta);
-void ol_stats_pool_update(ol_stat_t stat[OL_POOL_COUNT], size_t size, int64_t delta);
+/* Inline: the tracker updates a dozen of these per allocation. */
+static inline void ol_stat_grow(ol_stat_t *stat, int64_t bytes) /* bytes >= 0 */
+{
+  stat->current += bytes;
+  stat->allocated += bytes;
+  if (stat->current > stat->peak)
+    stat->peak = stat->current;
+}
+
+static inline void ol_stat_shrink(ol_stat_t *stat, int64_t bytes) /* bytes >= 0 */
+{
+  stat->current -= bytes;
+  stat->freed += bytes;
+}
+
+static inline void ol_stat_update(ol_stat_t *stat, int64_t delta)
+{
+  if (delta > 0)
+    ol_stat_grow(stat, delta);
+  else
+    ol_stat_shrink(stat, -delta);
+}
+
+/* Every counter has an "all" row plus the pool the size falls in, split at
+ * PyTorch's small-pool limit so our table reads like theirs. */
+static inline int ol_stats_pool_of(size_t size)
+{
+  return size <= OL_SMALL_SIZE ? OL_POOL_SMALL : OL_POOL_LARGE;
+}
+
+static inline void ol_stats_pool_update(ol_stat_t stat[OL_POOL_COUNT], size_t size, int64_t delta)
+{
+  ol_stat_update(&stat[OL_POOL_ALL], delta);
+  ol_stat_update(&stat[ol_stats_pool_of(size)], delta);
+}
 
 /* ---- tracker.c: observe mode's record of what is live ------------------ */
 typedef enum ol_kind {
@@ -562,11 +612,72 @@ typedef struct ol_timeline {
 
 void ol_timeline_init(ol_timeline_t *tl, uint64_t now_ns, double now_unix);
 void ol_timeline_note(ol_timeline_t *tl, uint64_t t_ns, int64_t allocated, int64_t reserved);
+/* A note known to come before bound_ns, if that alone places it; else false. */
+bool ol_timeline_note_before(ol_timeline_t *tl, uint64_t bound_ns, int64_t allocated,
+                             int64_t reserved);
 void ol_timeline_oom(ol_timeline_t *tl, uint64_t t_ns, int64_t request);
 double ol_timeline_seconds(const ol_timeline_t *tl, uint64_t t_ns); /* since the start */
 void ol_timeline_json(ol_buf_t *out, const ol_timeline_t *tl);
 /* tracker.c: a copy of the device's timeline; false if it has none. */
 bool ol_track_timeline(int device, ol_timeline_t *out);
+
+/* ---- lock.c: a mutex of one futex word, its fast paths inline -------- */
+typedef struct ol_lock {
+  atomic_int word; /* 0 free, 1 held, 2 held with sleepers */
+} ol_lock_t;
+#define OL_LOCK_INIT {0}
+
+void ol_lock_wait(ol_lock_t *l); /* contended: spin, then sleep */
+void ol_lock_wake(ol_lock_t *l);
+
+static inline void ol_lock(ol_lock_t *l)
+{
+  int expected = 0;
+  if (!atomic_compare_exchange_strong_explicit(&l->word, &expected, 1, memory_order_acquire,
+                                               memory_order_relaxed))
+    ol_lock_wait(l);
+}
+
+static inline void ol_unlock(ol_lock_t *l)
+{
+  if (atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2)
+    ol_lock_wake(l);
+}
+
+/* ---- records.c: the tracker's tables of live blocks, by key ----------- */
+typedef struct ol_record {
+  uint64_t key; /* device address, or VMM handle */
+  uint64_t size;
+  uint64_t stream;
+  int32_t device;
+  int32_t site; /* call site in the device's table, -1 none */
+  uint8_t kind; /* ol_kind_t */
+} ol_record_t;
+
+typedef struct ol_records { /* all zero is an empty table */
+  ol_record_t *slots;       /* open addressing; key 0 marks an empty slot */
+  size_t mask;              /* slots - 1 (a power of two) */
+  unsigned shift;           /* 64 - log2(slots): a key's home is its hash >> shift */
+  size_t in_slots;
+  bool zero_used;           /* the record of key 0 lives here, not in slots */
+  ol_record_t zero;
+} ol_records_t;
+
+extern void *(*ol_records_calloc)(size_t count, size_t size); /* calloc; tests swap it */
+void ol_records_init(ol_records_t *t);
+void ol_records_free(ol_records_t *t);
+/* A new record for key (zeroed, site -1), valid until the next add or take;
+ * NULL when the host has no memory for the table to grow. */
+ol_record_t *ol_records_add(ol_records_t *t, uint64_t key);
+/* The same, but a record already held for key is replaced in place (the
+ * slot reused) after being copied to *old, with *replaced set. */
+ol_record_t *ol_records_put(ol_records_t *t, uint64_t key, ol_record_t *old, bool *replaced);
+ol_record_t *ol_records_find(ol_records_t *t, uint64_t key);
+bool ol_records_take(ol_records_t *t, uint64_t key, ol_record_t *out); /* false: none */
+/* Takes every record with first <= key < end, handing each to taken. */
+size_t ol_records_take_range(ol_records_t *t, uint64_t first, uint64_t end,
+                             void (*taken)(const ol_record_t *rec, void *arg), void *arg);
+size_t ol_records_count(const ol_records_t *t);
 
 /* ---- metrics.c: OOMLENS_METRICS, a Prometheus textfile kept current ---- */
 void ol_metrics_start(void);       /* at start, when OOMLENS_METRICS is set */

@@ -81,6 +81,8 @@ static option_t options[OL_OPT_COUNT] = {
 };
 
 static pthread_once_t options_once = PTHREAD_ONCE_INIT;
+long long ol_option_values[OL_OPT_COUNT]; /* each option's value, for ol.h's inline readers */
+atomic_bool ol_options_ready;
 
 bool ol_parse_bool(const char *text, bool *out)
 {
@@ -198,8 +200,16 @@ static void load_option(option_t *opt)
 
 static void load_all(void)
 {
-  for (int i = 0; i < OL_OPT_COUNT; i++)
+  for (int i = 0; i < OL_OPT_COUNT; i++) {
     load_option(&options[i]);
+    ol_option_values[i] = options[i].value;
+  }
+  atomic_store_explicit(&ol_options_ready, true, memory_order_release);
+}
+
+void ol_options_load(void)
+{
+  pthread_once(&options_once, load_all);
 }
 
 void ol_options_reload(void)
@@ -207,27 +217,21 @@ void ol_options_reload(void)
   load_all();
 }
 
-bool ol_option_bool(ol_option_t opt)
+static void ensure_loaded(void)
 {
-  pthread_once(&options_once, load_all);
-  return options[opt].value != 0;
-}
-
-uint64_t ol_option_size(ol_option_t opt)
-{
-  pthread_once(&options_once, load_all);
-  return (uint64_t)options[opt].value;
+  if (!atomic_load_explicit(&ol_options_ready, memory_order_acquire))
+    ol_options_load();
 }
 
 uint64_t ol_option_millis(ol_option_t opt)
 {
-  pthread_once(&options_once, load_all);
+  ensure_loaded();
   return (uint64_t)options[opt].value;
 }
 
 const char *ol_option_text(ol_option_t opt)
 {
-  pthread_once(&options_once, load_all);
+  ensure_loaded();
   return options[opt].text;
 }
 

@@ -6,9 +6,9 @@
  * full, neighbours are merged pairwise (each keeping the larger value) and
  * the width doubles: a job of seconds and one of weeks both fit in
  * OL_TIMELINE_POINTS points, and since merging keeps maxima the peak is
- * always in the timeline exactly. A note costs a division and two
- * compares, except at a halving (OL_TIMELINE_POINTS steps, a few dozen
- * times in a job's life). Out-of-memory moments are kept beside it: the
+ * always in the timeline exactly. A note within the last bucket costs a
+ * multiply and a few compares, one in a new bucket a division, except at a
+ * halving (OL_TIMELINE_POINTS steps, a few dozen times in a job's life). Out-of-memory moments are kept beside it: the
  * first ones, and the latest always in the last slot. */
 #include <inttypes.h>
 
@@ -48,13 +48,23 @@ static uint32_t bucket_of(ol_timeline_t *tl, uint64_t t)
   return tl->count > 0 && idx < tl->count - 1 ? tl->count - 1 : idx;
 }
 
-void ol_timeline_note(ol_timeline_t *tl, uint64_t t, int64_t allocated, int64_t reserved)
+/* A note in a bucket after the last one: buckets skipped hold the level
+ * carried over. Rare next to notes within the last bucket. */
+static void __attribute__((noinline)) note_new_bucket(ol_timeline_t *tl, uint64_t t)
 {
   uint32_t idx = bucket_of(tl, t);
   for (; tl->count <= idx; tl->count++) {
     tl->allocated[tl->count] = tl->allocated_now;
     tl->reserved[tl->count] = tl->reserved_now;
   }
+}
+
+void ol_timeline_note(ol_timeline_t *tl, uint64_t t, int64_t allocated, int64_t reserved)
+{
+  uint64_t since = t > tl->start_ns ? t - tl->start_ns : 0;
+  if (tl->count == 0 || since >= (uint64_t)tl->count * tl->width_ns)
+    note_new_bucket(tl, t);
+  uint32_t idx = tl->count - 1;
   tl->allocated[idx] = larger(tl->allocated[idx], allocated);
   tl->reserved[idx] = larger(tl->reserved[idx], reserved);
   tl->allocated_now = allocated;
@@ -67,6 +77,25 @@ void ol_timeline_note(ol_timeline_t *tl, uint64_t t, int64_t allocated, int64_t 
     tl->peak_reserved = reserved;
     tl->peak_reserved_ns = t;
   }
+}
+
+/* The hot path's note, made without the precise time when it is not needed:
+ * bound_ns is a time the note is known to come before. When that is still
+ * inside the last bucket and the note makes no new peak (whose moment is
+ * kept exactly), the note belongs to the last bucket whatever its precise
+ * time; false leaves the note to ol_timeline_note. */
+bool ol_timeline_note_before(ol_timeline_t *tl, uint64_t bound_ns, int64_t allocated,
+                             int64_t reserved)
+{
+  if (tl->count == 0 || allocated > tl->peak_allocated || reserved > tl->peak_reserved ||
+      bound_ns >= tl->start_ns + (uint64_t)tl->count * tl->width_ns)
+    return false;
+  uint32_t idx = tl->count - 1;
+  tl->allocated[idx] = larger(tl->allocated[idx], allocated);
+  tl->reserved[idx] = larger(tl->reserved[idx], reserved);
+  tl->allocated_now = allocated;
+  tl->reserved_now = reserved;
+  return true;
 }
 
 void ol_timeline_oom(ol_timeline_t *tl, uint64_t t, int64_t request)

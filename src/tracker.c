@@ -2,51 +2,28 @@
  *
  * Owns the tables of what is live (allocations, VMM physical handles, their
  * mappings, reserved address ranges) and the per-device counters derived from
- * them. One mutex guards all of it: the calls we record cost tens of
+ * them. One lock guards all of it: the calls we record cost tens of
  * microseconds in the driver, so an uncontended lock is noise, and it keeps
- * counts exact under many threads. Records come from a free list so the hot
- * path rarely mallocs; if bookkeeping ever runs out of memory, tracking stops
- * with one warning and the job goes on untouched. With OOMLENS_TRACE, each
- * change is also handed to the trace file (tracefile.c) here, under the
- * same lock, so the trace's order is the tracker's. */
-#include <pthread.h>
+ * counts exact under many threads. Records live in open-addressed tables
+ * (records.c), so the hot path does not malloc; if a table cannot grow for
+ * want of host memory, tracking stops with one warning and the job goes on
+ * untouched. With OOMLENS_TRACE, each change is also handed to the trace
+ * file (tracefile.c) here, under the same lock, so the trace's order is the
+ * tracker's. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(obj) (hash_out_of_memory = true)
-static bool hash_out_of_memory;
-#include <uthash.h>
-
 #include "ol.h"
 
-typedef struct record {
-  uint64_t key; /* device address, or VMM handle */
-  uint64_t size;
-  uint64_t stream;
-  uint64_t time_ns;
-  int32_t device;
-  int32_t site; /* call site in the device's table, -1 none */
-  uint8_t kind;
-  UT_hash_handle hh;
-} record_t;
+typedef ol_record_t record_t;
 
-#define RECORDS_PER_CHUNK 1024
-
-typedef struct chunk {
-  struct chunk *next;
-  record_t records[RECORDS_PER_CHUNK];
-} chunk_t;
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static record_t *allocations; /* by address */
-static record_t *handles;     /* VMM physical memory, by handle */
-static record_t *mappings;    /* VMM mappings, by address */
-static record_t *ranges;      /* reserved address ranges, by address */
-static record_t *free_records;
-static chunk_t *chunks;
+static ol_lock_t lock = OL_LOCK_INIT; /* lock.c: cheaper than a pthread mutex */
+static ol_records_t allocations; /* by address */
+static ol_records_t handles;     /* VMM physical memory, by handle */
+static ol_records_t mappings;    /* VMM mappings, by address */
+static ol_records_t ranges;      /* reserved address ranges, by address */
 static int device_count;
 static ol_device_stats_t devices[OL_MAX_DEVICES];
 static ol_sites_t *sites[OL_MAX_DEVICES];     /* call sites, when stacks are on */
@@ -64,6 +41,28 @@ static uint64_t now_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The coarse clock (the precise one at the last tick, read without the
+ * TSC: 8-13 ns against 44 on the build VM), plus a margin no later than the
+ * precise clock can be: two of its ticks. */
+static uint64_t coarse_margin_ns(void)
+{
+  static uint64_t margin_ns; /* under the tracker's lock */
+  struct timespec ts;
+  if (!margin_ns)
+    margin_ns = clock_getres(CLOCK_MONOTONIC_COARSE, &ts) == 0
+                  ? 2 * ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) + 1
+                  : UINT64_MAX / 2; /* no coarse clock: never used */
+  return margin_ns;
+}
+
+static uint64_t coarse_bound_ns(void)
+{
+  struct timespec ts;
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+    return UINT64_MAX;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + coarse_margin_ns();
+}
+
 static double wall_now(void)
 {
   struct timespec ts;
@@ -77,34 +76,9 @@ static void stop_tracking(const char *why)
   ol_log_warn_once(&warned_failure, "%s; tracking stops, the job continues unobserved", why);
 }
 
-static record_t *new_record(void)
-{
-  if (!free_records) {
-    chunk_t *chunk = malloc(sizeof *chunk);
-    if (!chunk)
-      return NULL;
-    chunk->next = chunks;
-    chunks = chunk;
-    for (int i = 0; i < RECORDS_PER_CHUNK; i++) {
-      chunk->records[i].hh.next = free_records;
-      free_records = &chunk->records[i];
-    }
-  }
-  record_t *rec = free_records;
-  free_records = rec->hh.next;
-  memset(rec, 0, sizeof *rec);
-  return rec;
-}
-
-static void drop_record(record_t *rec)
-{
-  rec->hh.next = free_records;
-  free_records = rec;
-}
-
 /* Device ordinals outside what we keep counters for are folded into the last
  * slot rather than dropped, so totals stay right. */
-static ol_device_stats_t *device_stats(int device)
+static int device_index(int device)
 {
   if (device < 0)
     device = 0;
@@ -112,44 +86,33 @@ static ol_device_stats_t *device_stats(int device)
     device = OL_MAX_DEVICES - 1;
   if (device >= device_count)
     device_count = device + 1;
-  return &devices[device];
+  return device;
 }
 
-static record_t *add_record(record_t **table, uint64_t key, uint64_t size, int device)
+static ol_device_stats_t *device_stats(int device)
 {
-  record_t *rec = new_record();
+  return &devices[device_index(device)];
+}
+
+/* The new record, valid until the table's next change; NULL (and tracking
+ * stops) when the host has no memory for the table to grow. */
+static record_t *add_record(ol_records_t *table, uint64_t key, uint64_t size, int device)
+{
+  record_t *rec = ol_records_add(table, key);
   if (!rec) {
     stop_tracking("out of host memory for bookkeeping");
     return NULL;
   }
-  rec->key = key;
   rec->size = size;
   rec->device = device;
-  rec->time_ns = now_ns();
-  hash_out_of_memory = false;
-  HASH_ADD(hh, *table, key, sizeof rec->key, rec);
-  if (hash_out_of_memory) {
-    drop_record(rec);
-    stop_tracking("out of host memory for bookkeeping");
-    return NULL;
-  }
-  return rec;
-}
-
-static record_t *take_record(record_t **table, uint64_t key)
-{
-  record_t *rec;
-  HASH_FIND(hh, *table, &key, sizeof key, rec);
-  if (rec)
-    HASH_DELETE(hh, *table, rec);
   return rec;
 }
 
 static bool begin(void)
 {
-  pthread_mutex_lock(&lock);
+  ol_lock(&lock);
   if (failed) {
-    pthread_mutex_unlock(&lock);
+    ol_unlock(&lock);
     return false;
   }
   atomic_store_explicit(&seen_activity, true, memory_order_relaxed);
@@ -158,7 +121,7 @@ static bool begin(void)
 
 static void end(void)
 {
-  pthread_mutex_unlock(&lock);
+  ol_unlock(&lock);
 }
 
 static bool is_runtime(ol_kind_t kind)
@@ -166,23 +129,55 @@ static bool is_runtime(ol_kind_t kind)
   return kind == OL_KIND_RUNTIME || kind == OL_KIND_RUNTIME_ASYNC;
 }
 
-/* A block from the driver is its own segment of reserved memory; a block
- * from our pool is carved out of memory the pool already counts. */
-static void count_block(ol_device_stats_t *dev, size_t size, ol_kind_t kind, int64_t sign)
+static inline void pool_grow(ol_stat_t stat[OL_POOL_COUNT], int pool, int64_t n)
 {
-  int64_t bytes = sign * (int64_t)size;
-  ol_stats_pool_update(dev->allocated_bytes, size, bytes);
+  ol_stat_grow(&stat[OL_POOL_ALL], n);
+  ol_stat_grow(&stat[pool], n);
+}
+
+static inline void pool_shrink(ol_stat_t stat[OL_POOL_COUNT], int pool, int64_t n)
+{
+  ol_stat_shrink(&stat[OL_POOL_ALL], n);
+  ol_stat_shrink(&stat[pool], n);
+}
+
+static ol_origin_t origin_of(ol_kind_t kind)
+{
+  return is_runtime(kind) ? OL_ORIGIN_runtime : OL_ORIGIN_driver;
+}
+
+/* A block from the driver is its own segment of reserved memory; a block
+ * from our pool is carved out of memory the pool already counts. Growing
+ * and shrinking are written apart: only growth can make a peak. What we
+ * see of a block is all of it, so active and requested bytes and active
+ * blocks always equal allocated bytes and blocks: they are kept once and
+ * copied into snapshots (mirror_equal_stats). */
+static void count_block_added(ol_device_stats_t *dev, size_t size, ol_kind_t kind)
+{
+  int pool = ol_stats_pool_of(size);
+  int64_t bytes = (int64_t)size;
+  pool_grow(dev->allocated_bytes, pool, bytes);
   ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
-  ol_stats_pool_update(dev->active_bytes, size, bytes);
-  ol_stats_pool_update(dev->requested_bytes, size, bytes);
-  ol_stats_pool_update(dev->allocation, size, sign);
-  ol_stats_pool_update(dev->active, size, sign);
+  pool_grow(dev->allocation, pool, 1);
   if (kind == OL_KIND_MANAGED)
     return;
-  ol_stat_update(&dev->origin_bytes[is_runtime(kind) ? OL_ORIGIN_runtime : OL_ORIGIN_driver],
-                 bytes);
-  ol_stats_pool_update(dev->reserved_bytes, size, bytes);
-  ol_stats_pool_update(dev->segment, size, sign);
+  ol_stat_grow(&dev->origin_bytes[origin_of(kind)], bytes);
+  pool_grow(dev->reserved_bytes, pool, bytes);
+  pool_grow(dev->segment, pool, 1);
+}
+
+static void count_block_removed(ol_device_stats_t *dev, size_t size, ol_kind_t kind)
+{
+  int pool = ol_stats_pool_of(size);
+  int64_t bytes = (int64_t)size;
+  pool_shrink(dev->allocated_bytes, pool, bytes);
+  ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
+  pool_shrink(dev->allocation, pool, 1);
+  if (kind == OL_KIND_MANAGED)
+    return;
+  ol_stat_shrink(&dev->origin_bytes[origin_of(kind)], bytes);
+  pool_shrink(dev->reserved_bytes, pool, bytes);
+  pool_shrink(dev->segment, pool, 1);
 }
 
 static int clamp_device(int device)
@@ -248,13 +243,15 @@ static void trace_free(const record_t *rec)
 }
 
 /* A block's bytes change hands at its site; when that change ended an
- * iteration (a valley of the live bytes, phases.c), the sites take note. */
-static void site_bytes(int device, int32_t site, int64_t delta, uint64_t iterations_before)
+ * iteration (a valley of the live bytes, phases.c), the sites take note.
+ * d is a device index (clamped). */
+static void site_bytes(int d, int32_t site, int64_t delta, uint64_t iterations_before)
 {
-  int d = clamp_device(device);
-  if (site >= 0 && sites[d])
+  if (!sites[d])
+    return;
+  if (site >= 0)
     ol_sites_add(sites[d], site, delta);
-  if (sites[d] && device_stats(device)->phases.iterations != iterations_before)
+  if (devices[d].phases.iterations != iterations_before)
     ol_sites_mark_valley(sites[d]);
 }
 
@@ -262,12 +259,13 @@ static void site_bytes(int device, int32_t site, int64_t delta, uint64_t iterati
  * peak has grown past the last mark by 1/256 of itself (at least 1 MiB),
  * so the walk over all sites stays rare; the figures are those of a moment
  * within that margin of the true peak. */
-static void mark_site_peak(int device, const ol_device_stats_t *dev)
+static void mark_site_peak(int d, const ol_device_stats_t *dev)
 {
-  int d = clamp_device(device);
+  if (!sites[d])
+    return;
   int64_t now = dev->allocated_bytes[OL_POOL_ALL].current;
   int64_t margin = now / 256 > (1 << 20) ? now / 256 : (1 << 20);
-  if (!sites[d] || now < dev->allocated_bytes[OL_POOL_ALL].peak || now < sites_marked[d] + margin)
+  if (now < dev->allocated_bytes[OL_POOL_ALL].peak || now < sites_marked[d] + margin)
     return;
   ol_sites_mark_peak(sites[d]);
   sites_marked[d] = now;
@@ -275,9 +273,8 @@ static void mark_site_peak(int device, const ol_device_stats_t *dev)
 
 /* The device's timeline, made on its first event (one malloc per device);
  * NULL, with one warning, if there is no memory for it: the rest goes on. */
-static ol_timeline_t *timeline_of(int device, uint64_t t)
+static ol_timeline_t *__attribute__((noinline)) new_timeline(int d, uint64_t t)
 {
-  int d = clamp_device(device);
   if (!timelines[d]) {
     timelines[d] = malloc(sizeof *timelines[d]);
     if (!timelines[d]) {
@@ -289,12 +286,43 @@ static ol_timeline_t *timeline_of(int device, uint64_t t)
   return timelines[d];
 }
 
-static void note_time(int device, const ol_device_stats_t *dev, uint64_t t)
+static ol_timeline_t *timeline_of(int d, uint64_t t)
 {
-  ol_timeline_t *tl = timeline_of(device, t);
+  return timelines[d] ? timelines[d] : new_timeline(d, t);
+}
+
+static void note_time(int d, const ol_device_stats_t *dev, uint64_t t)
+{
+  ol_timeline_t *tl = timeline_of(d, t);
   if (tl)
     ol_timeline_note(tl, t, dev->allocated_bytes[OL_POOL_ALL].current,
                      dev->reserved_bytes[OL_POOL_ALL].current);
+}
+
+/* The same for an allocation or a free, now. A precise clock read is the
+ * largest cost of an event on a VM (44 ns on the build VM); once buckets
+ * are wider than the coarse clock's margin (after some seconds of a job),
+ * the coarse clock alone usually shows the event falls in the last bucket,
+ * and then (no new peak) the precise time changes nothing the timeline
+ * keeps. Before that, the coarse clock is not read at all. */
+static void note_now(int d, const ol_device_stats_t *dev)
+{
+  ol_timeline_t *tl = timelines[d];
+  if (!tl || tl->width_ns <= coarse_margin_ns() ||
+      !ol_timeline_note_before(tl, coarse_bound_ns(), dev->allocated_bytes[OL_POOL_ALL].current,
+                               dev->reserved_bytes[OL_POOL_ALL].current))
+    note_time(d, dev, now_ns());
+}
+
+/* The old block at an address allocated again: its free went by a path we
+ * do not see; count it as gone rather than keep a phantom. */
+static void forget_stale(const record_t *stale)
+{
+  int d = device_index(stale->device);
+  uint64_t before = devices[d].phases.iterations;
+  trace_free(stale);
+  count_block_removed(&devices[d], stale->size, (ol_kind_t)stale->kind);
+  site_bytes(d, stale->site, -(int64_t)stale->size, before);
 }
 
 void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream)
@@ -307,62 +335,62 @@ int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kin
 {
   if (!begin())
     return -1;
-  ol_device_stats_t *dev = device_stats(device);
+  int d = device_index(device);
+  ol_device_stats_t *dev = &devices[d];
   if (kind == OL_KIND_MANAGED)
     dev->managed_allocs++;
   else if (is_runtime(kind))
     dev->runtime_allocs++;
   else
     dev->driver_allocs++;
-  /* The same address live twice means its free went by a path we do not
-   * see; count the old block as gone rather than keep a phantom. */
-  record_t *stale = take_record(&allocations, addr);
-  if (stale) {
-    uint64_t before = device_stats(stale->device)->phases.iterations;
-    trace_free(stale);
-    count_block(device_stats(stale->device), stale->size, (ol_kind_t)stale->kind, -1);
-    site_bytes(stale->device, stale->site, -(int64_t)stale->size, before);
-    drop_record(stale);
+  record_t stale;
+  bool replaced;
+  record_t *rec = ol_records_put(&allocations, addr, &stale, &replaced);
+  if (!rec) {
+    stop_tracking("out of host memory for bookkeeping");
+    end();
+    return -1;
   }
-  record_t *rec = add_record(&allocations, addr, size, device);
-  if (rec) {
-    rec->kind = (uint8_t)kind;
-    rec->stream = stream;
-    rec->site = site_for(device, key, site);
-    trace_alloc(rec);
-    uint64_t before = dev->phases.iterations;
-    count_block(dev, size, kind, +1);
-    site_bytes(device, rec->site, (int64_t)size, before);
-    mark_site_peak(device, dev);
-    note_time(device, dev, rec->time_ns);
-  }
+  if (replaced)
+    forget_stale(&stale);
+  rec->size = size;
+  rec->device = device;
+  rec->kind = (uint8_t)kind;
+  rec->stream = stream;
+  int32_t site_used = rec->site = site_for(device, key, site);
+  trace_alloc(rec);
+  uint64_t before = dev->phases.iterations;
+  count_block_added(dev, size, kind);
+  site_bytes(d, site_used, (int64_t)size, before);
+  mark_site_peak(d, dev);
+  note_now(d, dev);
   end();
-  return rec ? rec->site : -1;
+  return site_used;
 }
 
 bool ol_track_free(uintptr_t addr, ol_kind_t kind)
 {
   if (!begin())
     return false;
-  record_t *rec = take_record(&allocations, addr);
-  int device = rec ? rec->device : 0;
-  ol_device_stats_t *dev = device_stats(device);
+  record_t rec;
+  bool known = ol_records_take(&allocations, addr, &rec);
+  int d = device_index(known ? rec.device : 0);
+  ol_device_stats_t *dev = &devices[d];
   if (is_runtime(kind))
     dev->runtime_frees++;
   else
     dev->driver_frees++;
-  if (rec) {
+  if (known) {
     uint64_t before = dev->phases.iterations;
-    trace_free(rec);
-    count_block(dev, rec->size, (ol_kind_t)rec->kind, -1);
-    site_bytes(rec->device, rec->site, -(int64_t)rec->size, before);
-    note_time(device, dev, now_ns());
-    drop_record(rec);
+    trace_free(&rec);
+    count_block_removed(dev, rec.size, (ol_kind_t)rec.kind);
+    site_bytes(d, rec.site, -(int64_t)rec.size, before);
+    note_now(d, dev);
   } else {
     dev->unknown_frees++;
   }
   end();
-  return rec != NULL;
+  return known;
 }
 
 void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory)
@@ -383,7 +411,7 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
     dev->last_oom_unix = wall_now();
     if (dev->first_oom_unix == 0)
       dev->first_oom_unix = dev->last_oom_unix;
-    ol_timeline_t *tl = timeline_of(device, now_ns());
+    ol_timeline_t *tl = timeline_of(clamp_device(device), now_ns());
     if (tl)
       ol_timeline_oom(tl, now_ns(), (int64_t)size);
     ol_tracefile_event(OL_TRACE_OOM, 0, size, 0, -1, device);
@@ -403,7 +431,7 @@ void ol_track_vmm_create(uint64_t handle, size_t size, int device)
     ol_stats_pool_update(dev->reserved_bytes, size, (int64_t)size);
     ol_stats_pool_update(dev->segment, size, 1);
     ol_stat_update(&dev->origin_bytes[OL_ORIGIN_vmm], (int64_t)size);
-    note_time(device, dev, now_ns());
+    note_time(clamp_device(device), dev, now_ns());
   }
   end();
 }
@@ -412,15 +440,15 @@ void ol_track_vmm_release(uint64_t handle)
 {
   if (!begin())
     return;
-  record_t *rec = take_record(&handles, handle);
-  ol_device_stats_t *dev = device_stats(rec ? rec->device : 0);
+  record_t rec;
+  bool known = ol_records_take(&handles, handle, &rec);
+  ol_device_stats_t *dev = device_stats(known ? rec.device : 0);
   dev->vmm_releases++;
-  if (rec) {
-    ol_stats_pool_update(dev->reserved_bytes, rec->size, -(int64_t)rec->size);
-    ol_stats_pool_update(dev->segment, rec->size, -1);
-    ol_stat_update(&dev->origin_bytes[OL_ORIGIN_vmm], -(int64_t)rec->size);
-    note_time(rec->device, dev, now_ns());
-    drop_record(rec);
+  if (known) {
+    ol_stats_pool_update(dev->reserved_bytes, rec.size, -(int64_t)rec.size);
+    ol_stats_pool_update(dev->segment, rec.size, -1);
+    ol_stat_update(&dev->origin_bytes[OL_ORIGIN_vmm], -(int64_t)rec.size);
+    note_time(clamp_device(rec.device), dev, now_ns());
   }
   end();
 }
@@ -429,8 +457,7 @@ void ol_track_vmm_map(uintptr_t addr, size_t size, uint64_t handle)
 {
   if (!begin())
     return;
-  record_t *owner;
-  HASH_FIND(hh, handles, &handle, sizeof handle, owner);
+  const record_t *owner = ol_records_find(&handles, handle);
   int device = owner ? owner->device : 0;
   ol_device_stats_t *dev = device_stats(device);
   dev->vmm_maps++;
@@ -441,12 +468,11 @@ void ol_track_vmm_map(uintptr_t addr, size_t size, uint64_t handle)
   end();
 }
 
-static void unmap_record(record_t *rec)
+static void unmapped(const record_t *rec, void *unused)
 {
+  (void)unused;
   ol_tracefile_event(OL_TRACE_SEGMENT_UNMAP, rec->key, rec->size, 0, -1, rec->device);
   ol_stat_update(&device_stats(rec->device)->vmm_mapped_bytes, -(int64_t)rec->size);
-  HASH_DELETE(hh, mappings, rec);
-  drop_record(rec);
 }
 
 /* cuMemUnmap may cover several mappings at once; the usual case (one mapping
@@ -455,18 +481,13 @@ void ol_track_vmm_unmap(uintptr_t addr, size_t size)
 {
   if (!begin())
     return;
-  record_t *rec;
-  uint64_t key = addr;
-  HASH_FIND(hh, mappings, &key, sizeof key, rec);
-  device_stats(rec ? rec->device : 0)->vmm_unmaps++;
-  if (rec && rec->size == size) {
-    unmap_record(rec);
-  } else {
-    record_t *tmp;
-    HASH_ITER(hh, mappings, rec, tmp)
-      if (rec->key >= addr && rec->key < addr + size)
-        unmap_record(rec);
-  }
+  const record_t *found = ol_records_find(&mappings, addr);
+  device_stats(found ? found->device : 0)->vmm_unmaps++;
+  record_t rec;
+  if (found && found->size == size && ol_records_take(&mappings, addr, &rec))
+    unmapped(&rec, NULL);
+  else
+    ol_records_take_range(&mappings, addr, addr + size, unmapped, NULL);
   end();
 }
 
@@ -483,11 +504,9 @@ void ol_track_va_free(uintptr_t addr)
 {
   if (!begin())
     return;
-  record_t *rec = take_record(&ranges, addr);
-  if (rec) {
-    ol_stat_update(&device_stats(rec->device)->va_reserved_bytes, -(int64_t)rec->size);
-    drop_record(rec);
-  }
+  record_t rec;
+  if (ol_records_take(&ranges, addr, &rec))
+    ol_stat_update(&device_stats(rec.device)->va_reserved_bytes, -(int64_t)rec.size);
   end();
 }
 
@@ -514,13 +533,13 @@ void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta)
   ol_stats_pool_update(dev->reserved_bytes, large, delta);
   ol_stats_pool_update(dev->segment, large, delta > 0 ? 1 : -1);
   ol_stat_update(&dev->origin_bytes[OL_ORIGIN_pool], delta);
-  note_time(device, dev, now_ns());
+  note_time(clamp_device(device), dev, now_ns());
   end();
 }
 
 void ol_track_oom_figures(int device, ol_oom_record_t *record)
 {
-  pthread_mutex_lock(&lock);
+  ol_lock(&lock);
   ol_device_stats_t *dev = device_stats(device);
   record->allocated = dev->allocated_bytes[OL_POOL_ALL].current;
   record->reserved = dev->reserved_bytes[OL_POOL_ALL].current;
@@ -528,48 +547,48 @@ void ol_track_oom_figures(int device, ol_oom_record_t *record)
   record->growth = ol_phases_growth(&dev->phases);
   record->iterations = dev->phases.iterations;
   ol_oom_note_sites(record, sites[clamp_device(device)]);
-  pthread_mutex_unlock(&lock);
+  ol_unlock(&lock);
 }
 
 void ol_track_oom_diagnosis(int device, const ol_oom_record_t *record, ol_oom_class_t cause)
 {
-  pthread_mutex_lock(&lock);
+  ol_lock(&lock);
   ol_device_stats_t *dev = device_stats(device);
   dev->last_oom = *record;
   dev->last_oom_class = cause;
   if (cause < OL_OOM_CLASS_COUNT)
     dev->ooms_by_class[cause]++;
-  pthread_mutex_unlock(&lock);
+  ol_unlock(&lock);
 }
 
 bool ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg), void *arg)
 {
-  pthread_mutex_lock(&lock);
+  ol_lock(&lock);
   int d = clamp_device(device);
   bool some = sites[d] != NULL;
   if (some)
     visit(sites[d], arg);
-  pthread_mutex_unlock(&lock);
+  ol_unlock(&lock);
   return some;
 }
 
 bool ol_track_timeline(int device, ol_timeline_t *out)
 {
-  pthread_mutex_lock(&lock);
+  ol_lock(&lock);
   int d = clamp_device(device);
   bool have = timelines[d] != NULL;
   if (have)
     *out = *timelines[d];
-  pthread_mutex_unlock(&lock);
+  ol_unlock(&lock);
   return have;
 }
 
 int64_t ol_track_reserved_now(int device)
 {
-  pthread_mutex_lock(&lock);
+  ol_lock(&lock);
   int64_t bytes = device >= 0 && device < device_count
                     ? devices[device].reserved_bytes[OL_POOL_ALL].current : 0;
-  pthread_mutex_unlock(&lock);
+  ol_unlock(&lock);
   return bytes;
 }
 
@@ -599,30 +618,33 @@ bool ol_track_seen_activity(void)
   return atomic_load_explicit(&seen_activity, memory_order_relaxed);
 }
 
+static void mirror_equal_stats(ol_device_stats_t *dev)
+{
+  memcpy(dev->active_bytes, dev->allocated_bytes, sizeof dev->active_bytes);
+  memcpy(dev->requested_bytes, dev->allocated_bytes, sizeof dev->requested_bytes);
+  memcpy(dev->active, dev->allocation, sizeof dev->active);
+}
+
 void ol_track_snapshot(ol_snapshot_t *out)
 {
-  pthread_mutex_lock(&lock);
+  ol_lock(&lock);
   out->device_count = device_count;
   memcpy(out->devices, devices, sizeof devices);
-  out->live_records = (int64_t)HASH_COUNT(allocations);
+  for (int d = 0; d < OL_MAX_DEVICES; d++)
+    mirror_equal_stats(&out->devices[d]);
+  out->live_records = (int64_t)ol_records_count(&allocations);
   out->tracking_failed = failed;
-  pthread_mutex_unlock(&lock);
+  ol_unlock(&lock);
 }
 
 /* Forget everything: a forked child starts with no device memory of its own. */
 void ol_track_reset(void)
 {
-  pthread_mutex_lock(&lock);
-  HASH_CLEAR(hh, allocations);
-  HASH_CLEAR(hh, handles);
-  HASH_CLEAR(hh, mappings);
-  HASH_CLEAR(hh, ranges);
-  while (chunks) {
-    chunk_t *next = chunks->next;
-    free(chunks);
-    chunks = next;
-  }
-  free_records = NULL;
+  ol_lock(&lock);
+  ol_records_free(&allocations);
+  ol_records_free(&handles);
+  ol_records_free(&mappings);
+  ol_records_free(&ranges);
   memset(devices, 0, sizeof devices);
   for (int d = 0; d < OL_MAX_DEVICES; d++) {
     ol_sites_free(sites[d]);
@@ -635,15 +657,15 @@ void ol_track_reset(void)
   device_count = 0;
   failed = false;
   atomic_store(&seen_activity, false);
-  pthread_mutex_unlock(&lock);
+  ol_unlock(&lock);
 }
 
 void ol_track_lock(void)
 {
-  pthread_mutex_lock(&lock);
+  ol_lock(&lock);
 }
 
 void ol_track_unlock(void)
 {
-  pthread_mutex_unlock(&lock);
+  ol_unlock(&lock);
 }

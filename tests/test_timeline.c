@@ -128,6 +128,29 @@ START_TEST(tracker_timeline_matches_counters)
 }
 END_TEST
 
+/* The tracker's note without the precise time: only inside the last
+ * bucket and without a new peak, and then the same as a precise note. */
+START_TEST(note_before_only_when_the_bucket_is_certain)
+{
+  ol_timeline_t precise;
+  ol_timeline_init(&tl, 0, 1.5e9);
+  ck_assert(!ol_timeline_note_before(&tl, 10, 100, 100)); /* no bucket yet */
+  tl.width_ns = 1000 * US;                                /* as after some halvings */
+  ol_timeline_note(&tl, 10 * US, 500, 800);               /* bucket 0: [0, 1 ms) */
+  ol_timeline_note(&tl, 20 * US, 100, 800);
+  precise = tl;
+  ck_assert(ol_timeline_note_before(&tl, 900 * US, 300, 700)); /* surely in bucket 0 */
+  ol_timeline_note(&precise, 600 * US, 300, 700);
+  ck_assert_mem_eq(&tl, &precise, sizeof tl);
+  ck_assert_int_eq(tl.allocated_now, 300);
+  ck_assert(!ol_timeline_note_before(&tl, 1000 * US, 200, 700)); /* may be bucket 1 */
+  ck_assert(!ol_timeline_note_before(&tl, 900 * US, 501, 700));  /* a new peak: its moment */
+  ck_assert(!ol_timeline_note_before(&tl, 900 * US, 100, 801));
+  ck_assert_mem_eq(&tl, &precise, sizeof tl); /* refusals change nothing */
+  ck_assert_uint_eq(tl.count, 1);
+}
+END_TEST
+
 static Suite *timeline_suite(void)
 {
   Suite *s = suite_create("timeline");
@@ -137,6 +160,7 @@ static Suite *timeline_suite(void)
   tcase_add_test(t, first_and_last_ooms_kept);
   tcase_add_test(t, json_reads_back);
   tcase_add_test(t, tracker_timeline_matches_counters);
+  tcase_add_test(t, note_before_only_when_the_bucket_is_certain);
   suite_add_tcase(s, t);
   return s;
 }

@@ -5,7 +5,11 @@
 
 #include "check_run.h"
 #include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "ol.h"
 
@@ -181,6 +185,110 @@ START_TEST(exact_under_sixteen_threads)
 }
 END_TEST
 
+/* Active and requested bytes and active blocks are kept once, as the
+ * allocated ones (all we see of a block is all of it), and must read the
+ * same in every pool and column. */
+START_TEST(active_and_requested_read_as_allocated)
+{
+  for (uintptr_t i = 0; i < 50; i++)
+    ol_track_alloc(0x100000 + i * (4u << 20), i % 2 ? 4096 : (2u << 20), 0, OL_KIND_RUNTIME, 0);
+  for (uintptr_t i = 0; i < 50; i += 3)
+    ol_track_free(0x100000 + i * (4u << 20), OL_KIND_RUNTIME);
+  const ol_device_stats_t *d = take(0);
+  for (int pool = 0; pool < OL_POOL_COUNT; pool++) {
+    ck_assert_mem_eq(&d->active_bytes[pool], &d->allocated_bytes[pool], sizeof(ol_stat_t));
+    ck_assert_mem_eq(&d->requested_bytes[pool], &d->allocated_bytes[pool], sizeof(ol_stat_t));
+    ck_assert_mem_eq(&d->active[pool], &d->allocation[pool], sizeof(ol_stat_t));
+  }
+  ck_assert_int_eq(d->active[OL_POOL_ALL].current, 50 - 17);
+  ck_assert_int_eq(d->active_bytes[OL_POOL_SMALL].peak, 25 * 4096);
+  ck_assert_int_eq(d->requested_bytes[OL_POOL_LARGE].freed, 9ll * (2 << 20));
+}
+END_TEST
+
+static void *no_calloc(size_t count, size_t size)
+{
+  (void)count;
+  (void)size;
+  return NULL;
+}
+
+/* What stderr held while fn ran. */
+static void capture_stderr(void (*fn)(void), char *out, size_t cap)
+{
+  FILE *tmp = tmpfile();
+  ck_assert_ptr_nonnull(tmp);
+  fflush(stderr);
+  int saved = dup(STDERR_FILENO);
+  dup2(fileno(tmp), STDERR_FILENO);
+  fn();
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  rewind(tmp);
+  size_t n = fread(out, 1, cap - 1, tmp);
+  out[n] = '\0';
+  fclose(tmp);
+}
+
+static void allocate_without_host_memory(void)
+{
+  ol_track_alloc(0x1000, 4096, 0, OL_KIND_RUNTIME, 0); /* held before memory ran out */
+  ol_records_calloc = no_calloc;
+  for (uintptr_t i = 0; i < 300; i++) /* past what the first table holds */
+    ol_track_alloc(0x100000 + i * 4096, 4096, 0, OL_KIND_RUNTIME, 0);
+  ol_track_free(0x1000, OL_KIND_RUNTIME);
+  ol_records_calloc = calloc;
+}
+
+/* The record table cannot grow: one warning, tracking stops, nothing
+ * crashes, and what was counted before stays as it was. */
+START_TEST(no_host_memory_stops_tracking_with_one_warning)
+{
+  char err[4096];
+  capture_stderr(allocate_without_host_memory, err, sizeof err);
+  const char *first = strstr(err, "tracking stops");
+  ck_assert_ptr_nonnull(first);
+  ck_assert_ptr_null(strstr(first + 1, "tracking stops"));
+  const ol_device_stats_t *d = take(0);
+  ck_assert(snap.tracking_failed);
+  ck_assert_int_eq(d->allocation[OL_POOL_ALL].allocated, 192); /* the first table's fill */
+  ck_assert_int_eq(d->runtime_frees, 0); /* after the failure, nothing more is counted */
+  ck_assert_int_eq(snap.live_records, 192);
+}
+END_TEST
+
+/* The tracker's lock (lock.c) under contention: more threads than cores
+ * take it many times, so some spin and some sleep in the kernel, and a
+ * non-atomic counter it guards comes out exact. */
+static ol_lock_t counter_lock = OL_LOCK_INIT;
+static long guarded_counter;
+
+static void *count_under_lock(void *unused)
+{
+  (void)unused;
+  for (int i = 0; i < 200000; i++) {
+    ol_lock(&counter_lock);
+    long seen = guarded_counter;
+    if (i % 1000 == 0)
+      sched_yield(); /* held across a yield: the others must wait, some asleep */
+    guarded_counter = seen + 1;
+    ol_unlock(&counter_lock);
+  }
+  return NULL;
+}
+
+START_TEST(lock_excludes_under_contention)
+{
+  pthread_t threads[8];
+  for (int t = 0; t < 8; t++)
+    pthread_create(&threads[t], NULL, count_under_lock, NULL);
+  for (int t = 0; t < 8; t++)
+    pthread_join(threads[t], NULL);
+  ck_assert_int_eq(guarded_counter, 8 * 200000);
+  ck_assert_int_eq(atomic_load(&counter_lock.word), 0); /* free, no sleeper left marked */
+}
+END_TEST
+
 static Suite *tracker_suite(void)
 {
   Suite *s = suite_create("tracker");
@@ -194,11 +302,14 @@ static Suite *tracker_suite(void)
   tcase_add_test(counts, vmm_is_reserved_memory);
   tcase_add_test(counts, origins_split_reserved_memory);
   tcase_add_test(counts, reset_forgets_everything);
+  tcase_add_test(counts, no_host_memory_stops_tracking_with_one_warning);
+  tcase_add_test(counts, active_and_requested_read_as_allocated);
   suite_add_tcase(s, counts);
   TCase *threads = tcase_create("threads");
   tcase_add_checked_fixture(threads, reset, NULL);
   tcase_set_timeout(threads, 60);
   tcase_add_test(threads, exact_under_sixteen_threads);
+  tcase_add_test(threads, lock_excludes_under_contention);
   suite_add_tcase(s, threads);
   return s;
 }
