@@ -101,103 +101,41 @@ static void free_sites(ex_t *x)
   }
 }
 
-/* ---- live things by address: open addressing, backward-shift deletion -- */
+/* ---- the live state, event by event ------------------------------------ */
 
-static size_t hash_of(uint64_t key)
+/* The block at addr leaves; false when none was live there. */
+static bool release_block(ex_t *x, uint64_t addr, uint64_t *size)
 {
-  key ^= key >> 30;
-  key *= UINT64_C(0xbf58476d1ce4e5b9);
-  key ^= key >> 27;
-  key *= UINT64_C(0x94d049bb133111eb);
-  key ^= key >> 31;
-  return (size_t)key;
-}
-
-static bool map_init(ex_map_t *m, size_t capacity)
-{
-  m->slots = calloc(capacity, sizeof *m->slots);
-  m->mask = capacity - 1;
-  m->count = 0;
-  return m->slots != NULL;
-}
-
-static ex_live_t *map_find(const ex_map_t *m, uint64_t key)
-{
-  for (size_t i = hash_of(key) & m->mask;; i = (i + 1) & m->mask) {
-    if (!m->slots[i].used)
-      return NULL;
-    if (m->slots[i].key == key)
-      return &m->slots[i];
-  }
-}
-
-static void map_place(ex_map_t *m, ex_live_t entry)
-{
-  size_t i = hash_of(entry.key) & m->mask;
-  while (m->slots[i].used)
-    i = (i + 1) & m->mask;
-  m->slots[i] = entry;
-}
-
-static bool map_insert(ex_map_t *m, ex_live_t entry)
-{
-  if ((m->count + 1) * 2 > m->mask + 1) {
-    ex_map_t bigger;
-    if (!map_init(&bigger, (m->mask + 1) * 2))
-      return false;
-    for (size_t i = 0; i <= m->mask; i++)
-      if (m->slots[i].used)
-        map_place(&bigger, m->slots[i]);
-    bigger.count = m->count;
-    free(m->slots);
-    *m = bigger;
-  }
-  entry.used = true;
-  map_place(m, entry);
-  m->count++;
+  ol_record_t b;
+  if (!ol_records_take(&x->blocks, addr, &b))
+    return false;
+  site_change(x, ex_site_of(&b), -(int64_t)b.size);
+  x->devices[b.device].allocated -= (int64_t)b.size;
+  x->allocated -= (int64_t)b.size;
+  if (size)
+    *size = b.size;
   return true;
 }
 
-static void map_remove(ex_map_t *m, ex_live_t *slot)
+/* A record of what is live at addr (an earlier one there replaced). */
+static ol_record_t *note_live(ol_records_t *t, const ol_trace_event_t *ev, ex_site_t *site,
+                              bool mapped)
 {
-  size_t hole = (size_t)(slot - m->slots);
-  for (size_t i = (hole + 1) & m->mask; m->slots[i].used; i = (i + 1) & m->mask) {
-    size_t home = hash_of(m->slots[i].key) & m->mask;
-    bool stays = hole < i ? (home > hole && home <= i) : (home > hole || home <= i);
-    if (!stays) {
-      m->slots[hole] = m->slots[i];
-      hole = i;
-    }
+  ol_record_t *rec = ol_records_add(t, ev->addr);
+  if (rec) {
+    rec->size = ev->size;
+    rec->stream = ev->stream;
+    rec->device = ev->device;
+    rec->value = (uintptr_t)site;
+    rec->kind = mapped;
   }
-  m->slots[hole].used = false;
-  m->count--;
-}
-
-void ol_ex_each_live(const ex_map_t *m, void (*visit)(const ex_live_t *live, void *arg), void *arg)
-{
-  for (size_t i = 0; i <= m->mask; i++)
-    if (m->slots[i].used)
-      visit(&m->slots[i], arg);
-}
-
-/* ---- the live state, event by event ------------------------------------ */
-
-static void release_block(ex_t *x, ex_live_t *b)
-{
-  site_change(x, b->site, -(int64_t)b->size);
-  x->devices[b->device].allocated -= (int64_t)b->size;
-  x->allocated -= (int64_t)b->size;
-  map_remove(&x->blocks, b);
+  return rec;
 }
 
 static void on_alloc(ex_t *x, const ol_trace_event_t *ev, ex_site_t *site)
 {
-  ex_live_t *old = map_find(&x->blocks, ev->addr);
-  if (old) /* never freed in the trace: gone now */
-    release_block(x, old);
-  ex_live_t b = {.key = ev->addr, .size = ev->size, .stream = ev->stream, .site = site,
-                 .device = ev->device};
-  if (!map_insert(&x->blocks, b)) {
+  release_block(x, ev->addr, NULL); /* never freed in the trace: gone now */
+  if (!note_live(&x->blocks, ev, site, false)) {
     x->failed = true;
     return;
   }
@@ -215,42 +153,31 @@ static void on_segment(ex_t *x, const ol_trace_event_t *ev, ex_site_t *site, boo
   ex_device_t *d = &x->devices[ev->device];
   d->has_segments = true;
   d->reserved += (int64_t)ev->size;
-  ex_live_t s = {.key = ev->addr, .size = ev->size, .stream = ev->stream, .site = site,
-                 .device = ev->device, .mapped = mapped};
-  ex_live_t *old = map_find(&x->segments, ev->addr);
-  if (old)
-    map_remove(&x->segments, old);
-  if (!map_insert(&x->segments, s))
+  ol_record_t old;
+  ol_records_take(&x->segments, ev->addr, &old);
+  if (!note_live(&x->segments, ev, site, mapped))
     x->failed = true;
 }
 
 static void on_segment_gone(ex_t *x, const ol_trace_event_t *ev)
 {
   ex_device_t *d = &x->devices[ev->device];
-  ex_live_t *s = map_find(&x->segments, ev->addr);
-  int64_t size = s ? (int64_t)s->size : (int64_t)ev->size;
+  ol_record_t s;
+  int64_t size = ol_records_take(&x->segments, ev->addr, &s) ? (int64_t)s.size : (int64_t)ev->size;
   d->reserved = d->reserved > size ? d->reserved - size : 0;
-  if (s)
-    map_remove(&x->segments, s);
 }
 
 /* Returns whether a free_completed met a block we knew (RMM's log only
  * frees what it allocated). */
 static bool update_state(ex_t *x, const ol_trace_event_t *ev, ex_site_t *site, uint64_t *freed)
 {
-  ex_live_t *b;
   switch (ev->action) {
   case OL_TRACE_ALLOC:
     if (ev->size > 0)
       on_alloc(x, ev, site);
     return true;
   case OL_TRACE_FREE_COMPLETED:
-    b = map_find(&x->blocks, ev->addr);
-    if (!b)
-      return false;
-    *freed = b->size;
-    release_block(x, b);
-    return true;
+    return release_block(x, ev->addr, freed);
   case OL_TRACE_SEGMENT_ALLOC:
   case OL_TRACE_SEGMENT_MAP:
     on_segment(x, ev, site, ev->action == OL_TRACE_SEGMENT_MAP);
@@ -567,7 +494,9 @@ int ol_export_file(const char *path, FILE *out, const ol_export_options_t *optio
   if (!x.trace)
     return -1;
   int rc = -1;
-  if (!map_init(&x.blocks, 1024) || !map_init(&x.segments, 256) || !begin(&x)) {
+  ol_records_init(&x.blocks); /* tables grow as blocks and segments go live */
+  ol_records_init(&x.segments);
+  if (!begin(&x)) {
     ol_set_error(err, cap, "%s: out of host memory", path);
     goto done;
   }
@@ -584,8 +513,8 @@ int ol_export_file(const char *path, FILE *out, const ol_export_options_t *optio
   }
 done:
   ol_viz_free(&x);
-  free(x.blocks.slots);
-  free(x.segments.slots);
+  ol_records_free(&x.blocks);
+  ol_records_free(&x.segments);
   free_sites(&x);
   ol_trace_close(x.trace);
   return rc;

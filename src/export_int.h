@@ -11,6 +11,7 @@
 #include <uthash.h>
 
 #include "export.h"
+#include "ol.h"
 #include "trace_csv.h"
 
 /* A distinct frames text, with what the folded output needs. */
@@ -23,19 +24,19 @@ typedef struct ex_site {
   UT_hash_handle hh;
 } ex_site_t;
 
-/* Something live: an allocation, or a segment of reserved memory. */
-typedef struct ex_live {
-  uint64_t key; /* address */
-  uint64_t size, stream;
-  ex_site_t *site;
-  int32_t device;
-  bool used, mapped; /* mapped: a VMM mapping (an expandable segment) */
-} ex_live_t;
+/* Something live, an allocation or a segment of reserved memory, is a
+ * record of the tracker's table (records.c) by address: size, stream and
+ * device as there; its site (an ex_site_t) in value; kind 1 for a VMM
+ * mapping (an expandable segment). */
+static inline ex_site_t *ex_site_of(const ol_record_t *live)
+{
+  return (ex_site_t *)(uintptr_t)live->value;
+}
 
-typedef struct ex_map {
-  ex_live_t *slots;
-  size_t mask, count;
-} ex_map_t;
+static inline bool ex_mapped(const ol_record_t *live)
+{
+  return live->kind != 0;
+}
 
 typedef struct ex_device {
   bool seen, has_segments;
@@ -59,7 +60,7 @@ typedef struct ex {
   ol_trace_t *trace;
   ex_site_t *sites;
   ex_site_t no_site; /* events without frames */
-  ex_map_t blocks, segments;
+  ol_records_t blocks, segments;
   ex_device_t devices[OL_TRACE_MAX_DEVICES];
   /* memory-viz with max_entries: each device's events counted by a first
    * pass, and how many of them come before the entries kept. */
@@ -80,7 +81,5 @@ bool ol_viz_end(ex_t *x);
 void ol_viz_free(ex_t *x); /* whatever the viz writer still holds */
 
 /* export.c, for export_viz.c: visits what is live. */
-void ol_ex_each_live(const ex_map_t *map, void (*visit)(const ex_live_t *live, void *arg),
-                     void *arg);
 
 #endif

@@ -328,11 +328,11 @@ void ol_viz_event(ex_t *x, const ol_trace_event_t *ev, ex_site_t *site)
 /* ---- the segments at the end -------------------------------------------- */
 
 typedef struct live_list {
-  ex_live_t *items;
+  ol_record_t *items;
   size_t count;
 } live_list_t;
 
-static void collect(const ex_live_t *live, void *arg)
+static void collect(const ol_record_t *live, void *arg)
 {
   live_list_t *list = arg;
   list->items[list->count++] = *live;
@@ -340,25 +340,26 @@ static void collect(const ex_live_t *live, void *arg)
 
 static int by_place(const void *a, const void *b)
 {
-  const ex_live_t *x = a, *y = b;
+  const ol_record_t *x = a, *y = b;
   if (x->device != y->device)
     return x->device < y->device ? -1 : 1;
   return x->key < y->key ? -1 : x->key > y->key;
 }
 
-static bool sorted_live(const ex_map_t *map, live_list_t *out)
+static bool sorted_live(const ol_records_t *map, live_list_t *out)
 {
   out->count = 0;
-  out->items = malloc((map->count ? map->count : 1) * sizeof *out->items);
+  size_t live = ol_records_count(map);
+  out->items = malloc((live ? live : 1) * sizeof *out->items);
   if (!out->items)
     return false;
-  ol_ex_each_live(map, collect, out);
+  ol_records_each(map, collect, out);
   qsort(out->items, out->count, sizeof *out->items, by_place);
   return true;
 }
 
 /* The segment holding block b, or -1: the last one starting at or before it. */
-static long holder(const live_list_t *segs, const ex_live_t *b)
+static long holder(const live_list_t *segs, const ol_record_t *b)
 {
   size_t lo = 0, hi = segs->count;
   while (lo < hi) {
@@ -370,7 +371,7 @@ static long holder(const live_list_t *segs, const ex_live_t *b)
   }
   if (lo == 0)
     return -1;
-  const ex_live_t *s = &segs->items[lo - 1];
+  const ol_record_t *s = &segs->items[lo - 1];
   bool inside = s->device == b->device && b->key - s->key < s->size;
   return inside ? (long)(lo - 1) : -1;
 }
@@ -398,7 +399,7 @@ static void put_block(ex_t *x, uint64_t addr, uint64_t size, ex_site_t *site)
 }
 
 /* Blocks [first, last) lie in seg, by address; the gaps are inactive. */
-static void put_segment(ex_t *x, const ex_live_t *seg, const ex_live_t *blocks, size_t count)
+static void put_segment(ex_t *x, const ol_record_t *seg, const ol_record_t *blocks, size_t count)
 {
   ex_viz_t *v = x->viz;
   uint64_t used = 0;
@@ -427,9 +428,9 @@ static void put_segment(ex_t *x, const ex_live_t *seg, const ex_live_t *blocks, 
   put_int(v, 0);
   op(v, OP_TUPLE2);
   key(v, K_is_expandable);
-  op(v, seg->mapped ? OP_NEWTRUE : OP_NEWFALSE);
+  op(v, ex_mapped(seg) ? OP_NEWTRUE : OP_NEWFALSE);
   key(v, K_frames);
-  put_frames(v, seg->site);
+  put_frames(v, ex_site_of(seg));
   key(v, K_blocks);
   op(v, OP_EMPTY_LIST);
   op(v, OP_MARK);
@@ -437,7 +438,7 @@ static void put_segment(ex_t *x, const ex_live_t *seg, const ex_live_t *blocks, 
   for (size_t i = 0; i < count; i++) {
     if (blocks[i].key > at)
       put_block(x, at, blocks[i].key - at, NULL);
-    put_block(x, blocks[i].key, blocks[i].size, blocks[i].site);
+    put_block(x, blocks[i].key, blocks[i].size, ex_site_of(&blocks[i]));
     if (blocks[i].key + blocks[i].size > at)
       at = blocks[i].key + blocks[i].size;
   }

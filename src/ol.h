@@ -652,6 +652,7 @@ typedef struct ol_record {
   int32_t device;
   int32_t site; /* call site in the device's table, -1 none */
   uint8_t kind; /* ol_kind_t */
+  uint64_t value; /* a table's other users keep their own here (replay: the policy's address) */
 } ol_record_t;
 
 typedef struct ol_records { /* all zero is an empty table */
@@ -678,6 +679,10 @@ bool ol_records_take(ol_records_t *t, uint64_t key, ol_record_t *out); /* false:
 size_t ol_records_take_range(ol_records_t *t, uint64_t first, uint64_t end,
                              void (*taken)(const ol_record_t *rec, void *arg), void *arg);
 size_t ol_records_count(const ol_records_t *t);
+/* Visits every record, in no particular order; the table must not change
+ * meanwhile. */
+void ol_records_each(const ol_records_t *t, void (*visit)(const ol_record_t *rec, void *arg),
+                     void *arg);
 
 /* ---- metrics.c: OOMLENS_METRICS, a Prometheus textfile kept current ---- */
 void ol_metrics_start(void);       /* at start, when OOMLENS_METRICS is set */

@@ -223,3 +223,13 @@ size_t ol_records_count(const ol_records_t *t)
 {
   return t->in_slots + (t->zero_used ? 1 : 0);
 }
+
+void ol_records_each(const ol_records_t *t, void (*visit)(const ol_record_t *rec, void *arg),
+                     void *arg)
+{
+  if (t->zero_used)
+    visit(&t->zero, arg);
+  for (size_t i = 0; t->slots && i <= t->mask; i++)
+    if (t->slots[i].key != 0)
+      visit(&t->slots[i], arg);
+}

@@ -1,8 +1,7 @@
 /* replay.c: drives a policy with a trace's tensor-level events (replay.h).
- * A trace address maps to the policy's address through an open-addressing
- * table (linear probing, deletion by backward shift) that grows only with
- * the number of live tensors, so a replay does no per-event host
- * allocation and runs in memory proportional to what is live, never to the
+ * A trace address maps to the policy's address through the tracker's table
+ * of live blocks (records.c: open addressing, no allocation per entry), so
+ * a replay runs in memory proportional to what is live, never to the
  * trace's length. */
 #include "replay.h"
 #include "ol.h"
@@ -14,104 +13,12 @@
 
 #include "trace_csv.h"
 
-typedef struct slot {
-  uint64_t key;  /* the trace's address */
-  uint64_t addr; /* the policy's address */
-  uint64_t size; /* bytes the trace asked for */
-  int32_t site;  /* where it was asked for, -1 unknown */
-  bool used;
-} slot_t;
-
-typedef struct addr_map {
-  slot_t *slots;
-  size_t mask, count; /* capacity - 1 (a power of two), live entries */
-} addr_map_t;
-
-static size_t hash_of(uint64_t key)
-{
-  /* splitmix64's finaliser: addresses differ in a few middle bits only. */
-  key ^= key >> 30;
-  key *= UINT64_C(0xbf58476d1ce4e5b9);
-  key ^= key >> 27;
-  key *= UINT64_C(0x94d049bb133111eb);
-  key ^= key >> 31;
-  return (size_t)key;
-}
-
-static slot_t *map_find(const addr_map_t *map, uint64_t key)
-{
-  for (size_t i = hash_of(key) & map->mask;; i = (i + 1) & map->mask) {
-    if (!map->slots[i].used)
-      return NULL;
-    if (map->slots[i].key == key)
-      return &map->slots[i];
-  }
-}
-
-static void map_place(addr_map_t *map, slot_t entry)
-{
-  size_t i = hash_of(entry.key) & map->mask;
-  while (map->slots[i].used)
-    i = (i + 1) & map->mask;
-  map->slots[i] = entry;
-}
-
-static bool map_init(addr_map_t *map, size_t capacity)
-{
-  map->slots = calloc(capacity, sizeof *map->slots);
-  map->mask = capacity - 1;
-  map->count = 0;
-  return map->slots != NULL;
-}
-
-/* Keeps the table at most half full. */
-static bool map_grow(addr_map_t *map)
-{
-  addr_map_t bigger;
-  if (!map_init(&bigger, (map->mask + 1) * 2))
-    return false;
-  for (size_t i = 0; i <= map->mask; i++)
-    if (map->slots[i].used)
-      map_place(&bigger, map->slots[i]);
-  bigger.count = map->count;
-  free(map->slots);
-  *map = bigger;
-  return true;
-}
-
-static bool map_insert(addr_map_t *map, uint64_t key, uint64_t addr, uint64_t size, int32_t site)
-{
-  if ((map->count + 1) * 2 > map->mask + 1 && !map_grow(map))
-    return false;
-  map_place(map, (slot_t){.key = key, .addr = addr, .size = size, .site = site, .used = true});
-  map->count++;
-  return true;
-}
-
-/* Backward-shift deletion: later entries of the same run move up so that
- * lookups never need tombstones. */
-static void map_remove(addr_map_t *map, slot_t *slot)
-{
-  size_t hole = (size_t)(slot - map->slots);
-  for (size_t i = (hole + 1) & map->mask; map->slots[i].used; i = (i + 1) & map->mask) {
-    size_t home = hash_of(map->slots[i].key) & map->mask;
-    /* The entry at i may fill the hole if its home is not in (hole, i]. */
-    bool stays = hole < i ? (home > hole && home <= i) : (home > hole || home <= i);
-    if (!stays) {
-      map->slots[hole] = map->slots[i];
-      hole = i;
-    }
-  }
-  map->slots[hole].used = false;
-  map->count--;
-}
-
 /* ---- the replay -------------------------------------------------------- */
 
 typedef struct replay {
   const ol_policy_ops_t *ops;
   ol_policy_t *policy;
-  addr_map_t live;
+  ol_records_t live; /* by the trace's address; value: the policy's address */
   int64_t requested;
   uint64_t capacity;
   ol_phases_t phases; /* iterations, from the live bytes the trace asked for */
@@ -191,16 +98,20 @@ static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
   diagnose(r, &res->oom_at);
 }
 
-/* An earlier tensor still mapped at this trace address was never freed in
- * the trace; it is released so the two cannot be confused. */
-static void forget(replay_t *r, slot_t *slot)
+/* A tensor the trace let go of (or, at an address allocated again, one it
+ * never freed: released so that the two cannot be confused). False when
+ * nothing is live at that address. */
+static bool forget(replay_t *r, uint64_t trace_addr)
 {
-  r->ops->free(r->policy, slot->addr);
-  r->requested -= (int64_t)slot->size;
+  ol_record_t gone;
+  if (!ol_records_take(&r->live, trace_addr, &gone))
+    return false;
+  r->ops->free(r->policy, gone.value);
+  r->requested -= (int64_t)gone.size;
   if (r->result->sites)
-    ol_sites_add(r->result->sites, slot->site, -(int64_t)slot->size);
+    ol_sites_add(r->result->sites, gone.site, -(int64_t)gone.size);
   note_live(r);
-  map_remove(&r->live, slot);
+  return true;
 }
 
 /* 1 served, 0 out of device memory, -1 out of host memory. */
@@ -210,15 +121,17 @@ static int on_alloc(replay_t *r, const ol_trace_event_t *ev)
     r->result->zero_allocs++;
     return 1;
   }
-  slot_t *old = map_find(&r->live, ev->addr);
-  if (old)
-    forget(r, old);
+  forget(r, ev->addr);
   uint64_t addr;
   if (r->ops->alloc(r->policy, ev->size, ev->stream, &addr) != 0)
     return 0;
   int32_t site = site_of(r, ev);
-  if (!map_insert(&r->live, ev->addr, addr, ev->size, site))
+  ol_record_t *rec = ol_records_add(&r->live, ev->addr);
+  if (!rec)
     return -1;
+  rec->value = addr;
+  rec->size = ev->size;
+  rec->site = site;
   r->result->allocs++;
   r->requested += (int64_t)ev->size;
   if (r->result->sites)
@@ -231,13 +144,10 @@ static int on_alloc(replay_t *r, const ol_trace_event_t *ev)
 
 static void on_free(replay_t *r, const ol_trace_event_t *ev)
 {
-  slot_t *slot = map_find(&r->live, ev->addr);
-  if (!slot) {
+  if (forget(r, ev->addr))
+    r->result->frees++;
+  else
     r->result->unknown_frees++;
-    return;
-  }
-  forget(r, slot);
-  r->result->frees++;
 }
 
 /* The recorded run failed here: the policy gets the same request. */
@@ -321,10 +231,7 @@ int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
   result->sites = ol_sites_new(); /* NULL: the replay runs without sites */
   ol_phases_init(&r.phases);
   int rc = -1;
-  if (!map_init(&r.live, 1024)) {
-    ol_set_error(err, cap, "%s: out of host memory", path);
-    goto done;
-  }
+  ol_records_init(&r.live);
   r.policy = ops->create(options);
   if (!r.policy) {
     ol_set_error(err, cap, "%s: cannot create the %s policy: out of host memory", path, ops->name);
@@ -342,7 +249,7 @@ done:
     ol_replay_result_free(result);
   if (r.policy)
     ops->destroy(r.policy);
-  free(r.live.slots);
+  ol_records_free(&r.live);
   ol_trace_close(trace);
   return rc < 0 ? -1 : 0;
 }

@@ -158,6 +158,39 @@ START_TEST(key_zero_has_its_own_slot)
 }
 END_TEST
 
+/* Every record once, key 0's included, after growth and removals. */
+static void sum_seen(const ol_record_t *rec, void *arg)
+{
+  uint64_t *sums = arg;
+  sums[0]++;
+  sums[1] += rec->key;
+  ck_assert_uint_eq(rec->size, size_of_key(rec->key));
+}
+
+START_TEST(each_visits_every_record_once)
+{
+  uint64_t want[2] = {0, 0};
+  add(0);
+  want[0]++;
+  for (uint64_t k = 4096; k < 4096 + 5000 * 512; k += 512) {
+    add(k);
+    want[0]++;
+    want[1] += k;
+  }
+  ol_record_t rec;
+  for (uint64_t k = 4096; k < 4096 + 5000 * 512; k += 7 * 512) {
+    ck_assert(ol_records_take(&table, k, &rec));
+    want[0]--;
+    want[1] -= k;
+  }
+  uint64_t seen[2] = {0, 0};
+  ol_records_each(&table, sum_seen, seen);
+  ck_assert_uint_eq(seen[0], want[0]);
+  ck_assert_uint_eq(seen[1], want[1]);
+  ck_assert_uint_eq(seen[0], ol_records_count(&table));
+}
+END_TEST
+
 static void count_taken(const ol_record_t *rec, void *arg)
 {
   ck_assert_uint_ge(rec->key, 1000);
@@ -253,6 +286,7 @@ static Suite *records_suite(void)
   tcase_add_test(tc, one_cluster_wrapping_the_end);
   tcase_add_test(tc, key_zero_has_its_own_slot);
   tcase_add_test(tc, take_range_takes_exactly_the_range);
+  tcase_add_test(tc, each_visits_every_record_once);
   tcase_add_test(tc, put_replaces_a_record_of_the_same_key);
   tcase_add_test(tc, no_memory_to_grow_fails_the_add_and_keeps_the_table);
   suite_add_tcase(s, tc);
