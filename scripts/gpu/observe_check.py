@@ -73,7 +73,10 @@ def steps_after_warmup(result):
 def torch_checks():
     rows = []
     async_peak_alloc = None
+    wanted = os.environ.get('OOMLENS_OBSERVE_CONFIGS')  # e.g. "default,expandable"
     for name, env, figure, origin in CONFIGS:
+        if wanted and name not in wanted.split(','):
+            continue
         cmd = [sys.executable, WORKLOADS, 'gpt2', '--steps', str(STEPS)]
         runs = [run(cmd, env, preload, f'{name}-{i}-{"ours" if preload else "base"}')
                 for i, preload in enumerate([False, True, False, True])]
@@ -170,8 +173,9 @@ def framework_checks():
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch_rows = torch_checks()
-    pairs = pair_cost()
-    fw_rows = framework_checks()
+    quick = os.environ.get('OOMLENS_OBSERVE_TORCH_ONLY') == '1'  # skip ctypes pairs, CuPy, JAX
+    pairs = [] if quick else pair_cost()
+    fw_rows = [] if quick else framework_checks()
     with open(os.path.join(OUT, 'results.json'), 'w') as f:
         json.dump(dict(torch=torch_rows, pairs=pairs, frameworks=fw_rows), f, indent=1)
     lines = ['| config | PyTorch figure | PyTorch peak | oomlens peak (origin) | diff (B) | '
