@@ -303,13 +303,16 @@ static int async_other_stream(void)
  * before that work is done, though the stream is gone (bug: the fence
  * recorded after the destroy missed it, and the next request got the
  * block while the kernel still wrote it). */
-static int destroyed_stream(void)
+static int destroyed_stream_of(size_t size, int kept_blocks)
 {
   cudaStream_t s;
   block_t a = {0}, b = {0};
-  a.size = b.size = 160 * MiB; /* two do not fit in 256 MiB */
+  void *kept[8];
+  a.size = b.size = size;
   CHECK(cudaFree(NULL) == cudaSuccess);
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  for (int i = 0; i < kept_blocks; i++)
+    CHECK(cudaMalloc(&kept[i], size) == cudaSuccess);
   CHECK(cudaMalloc((void **)&a.p, a.size) == cudaSuccess);
   CHECK(simcu_launch_fill((CUstream)s, (CUdeviceptr)a.p, 0xee, a.size, 1000000) == CUDA_SUCCESS);
   CHECK(cudaFree(a.p) == cudaSuccess);
@@ -320,7 +323,18 @@ static int destroyed_stream(void)
   simcu_wait_idle();
   CHECK(intact(&b));
   CHECK(cudaFree(b.p) == cudaSuccess);
+  for (int i = 0; i < kept_blocks; i++)
+    CHECK(cudaFree(kept[i]) == cudaSuccess);
   return 0;
+}
+
+/* A large block closes its batch at once (fenced while the stream still
+ * exists); a small one waits in the open batch, which the destroy must
+ * fence before the stream leaves the list. 256 MiB of device: the second
+ * request can only have the first one's memory. */
+static int destroyed_stream(void)
+{
+  return destroyed_stream_of(160 * MiB, 0) || destroyed_stream_of(32 * MiB, 7);
 }
 
 /* Manage mode under OOMLENS_CAPACITY=256M: the pool stops growing at the
