@@ -3,7 +3,6 @@
  * codes: 0 written; 2 for a usage or input error; 1 when the host runs
  * out of memory or the output cannot be written. */
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +10,10 @@
 
 #include "export.h"
 #include "ol.h"
+#include "trace_args.h"
 
-#define EXIT_USAGE 2
+#define EXIT_USAGE OL_EXIT_USAGE
+#define usage_error(...) ol_trace_cmd_usage("export", __VA_ARGS__)
 /* memory-viz keeps each device's last million entries by default: the 10M
  * events of docs/measurements.md's synthetic run made a 439 MiB pickle, too
  * big for the viewer, which holds the whole file in the browser; a million
@@ -59,20 +60,9 @@ static void print_help(FILE *out)
           "runs out of memory or the output cannot be written.\n");
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
+static int set_option(void *args, const char *name, const char *value)
 {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("oomlens export: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputs(" (see oomlens export --help)\n", stderr);
-  va_end(ap);
-  return EXIT_USAGE;
-}
-
-static int set_option(export_args_t *a, const char *name, const char *value)
-{
+  export_args_t *a = args;
   if (strcmp(name, "--format") == 0) {
     if (!ol_export_format_parse(value, &a->options.format))
       return usage_error("unknown format '%s' (folded, memory-viz, perfetto, rmm-csv)", value);
@@ -81,11 +71,7 @@ static int set_option(export_args_t *a, const char *name, const char *value)
     if (!ol_export_by_parse(value, &a->options.by))
       return usage_error("--by takes peak, total or leaked, not '%s'", value);
   } else if (strcmp(name, "--device") == 0) {
-    char *end;
-    long d = strtol(value, &end, 10);
-    if (*value < '0' || *value > '9' || *end || d >= OL_TRACE_MAX_DEVICES)
-      return usage_error("bad device '%s' (0 to %d)", value, OL_TRACE_MAX_DEVICES - 1);
-    a->options.device = (int)d;
+    return ol_trace_cmd_device("export", value, &a->options.device);
   } else if (strcmp(name, "--max-entries") == 0) {
     char *end;
     unsigned long long n = strtoull(value, &end, 10);
@@ -98,47 +84,18 @@ static int set_option(export_args_t *a, const char *name, const char *value)
   return 0;
 }
 
-static bool takes_value(const char *name)
-{
-  static const char *const names[] = {"--format", "--by", "--device", "--max-entries", "-o",
-                                      "--output"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (strcmp(name, names[i]) == 0)
-      return true;
-  return false;
-}
+static const char *const valued[] = {"--format", "--by", "--device", "--max-entries", "-o",
+                                     "--output", NULL};
 
 /* 0 parsed, 1 help printed, EXIT_USAGE on a bad command line. */
 static int parse_args(int argc, char **argv, export_args_t *a)
 {
+  static const ol_trace_cmd_t cmd = {"export", print_help, valued, NULL, set_option};
   *a = (export_args_t){.options = {.device = -1, .max_entries = DEFAULT_MAX_ENTRIES}};
-  for (int i = 0; i < argc; i++) {
-    char name[32];
-    const char *arg = argv[i];
-    const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-    bool inline_value = ol_split_option(&arg, &value, name, sizeof name);
-    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-      print_help(stdout);
-      return 1;
-    } else if (takes_value(arg)) {
-      if (!value)
-        return usage_error("%s needs a value", arg);
-      i += !inline_value;
-      if (set_option(a, arg, value))
-        return EXIT_USAGE;
-    } else if (arg[0] == '-' && arg[1] != '\0') {
-      return usage_error("unknown option %s", argv[i]);
-    } else if (a->trace) {
-      return usage_error("more than one trace given ('%s')", arg);
-    } else {
-      a->trace = arg;
-    }
-  }
-  if (!a->trace)
-    return usage_error("no trace given");
-  if (!a->format_given)
+  int rc = ol_trace_cmd_parse(&cmd, argc, argv, a, &a->trace);
+  if (rc == 0 && !a->format_given)
     return usage_error("no --format given");
-  return 0;
+  return rc;
 }
 
 /* The output is opened only once the trace is known to open, so a bad

@@ -4,7 +4,6 @@
  * memory is an answer, not a failure), 2 for a usage or input error, 1 when
  * the host itself runs out of memory. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +11,10 @@
 #include "ol.h"
 #include "policy.h"
 #include "replay.h"
+#include "trace_args.h"
 
-#define EXIT_USAGE 2
+#define EXIT_USAGE OL_EXIT_USAGE
+#define usage_error(...) ol_trace_cmd_usage("replay", __VA_ARGS__)
 
 int ol_cmd_replay(int argc, char **argv);
 
@@ -51,38 +52,25 @@ static void print_help(FILE *out)
           OL_REPLAY_DEFAULT_CAPACITY);
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("oomlens replay: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputs(" (see oomlens replay --help)\n", stderr);
-  va_end(ap);
-  return EXIT_USAGE;
-}
-
 static bool size_option(const char *text, uint64_t *out)
 {
   return ol_parse_size(text, out) && *out <= INT64_MAX;
 }
 
 /* Sets the option NAME (with its leading dashes) to value. 0 or EXIT_USAGE. */
-static int set_option(replay_args_t *a, const char *name, const char *value)
+static int set_option(void *args, const char *name, const char *value)
 {
+  replay_args_t *a = args;
+  if (strcmp(name, "--json") == 0) {
+    a->json = true;
+    return 0;
+  }
   if (strcmp(name, "--policy") == 0) {
     a->policy = value;
     return 0;
   }
-  if (strcmp(name, "--device") == 0) {
-    char *end;
-    long d = strtol(value, &end, 10);
-    if (*value < '0' || *value > '9' || *end || d >= OL_TRACE_MAX_DEVICES)
-      return usage_error("bad device '%s' (0 to %d)", value, OL_TRACE_MAX_DEVICES - 1);
-    a->device = (int)d;
-    return 0;
-  }
+  if (strcmp(name, "--device") == 0)
+    return ol_trace_cmd_device("replay", value, &a->device);
   a->capacity_given |= strcmp(name, "--capacity") == 0;
   uint64_t *size = strcmp(name, "--capacity") == 0 ? &a->options.capacity
                                                     : &a->options.max_split_size;
@@ -91,47 +79,20 @@ static int set_option(replay_args_t *a, const char *name, const char *value)
   return 0;
 }
 
-static bool takes_value(const char *name)
-{
-  return strcmp(name, "--capacity") == 0 || strcmp(name, "--max-split-size") == 0 ||
-         strcmp(name, "--policy") == 0 || strcmp(name, "--device") == 0;
-}
+static const char *const valued[] = {"--capacity", "--max-split-size", "--policy", "--device",
+                                     NULL};
+static const char *const flags[] = {"--json", NULL};
 
-/* 0 parsed, 1 help printed, EXIT_USAGE on a bad command line. Options take
- * their value as the next argument or after '=' (--capacity=8G). */
+/* 0 parsed, 1 help printed, EXIT_USAGE on a bad command line. */
 static int parse_args(int argc, char **argv, replay_args_t *a)
 {
+  static const ol_trace_cmd_t cmd = {"replay", print_help, valued, flags, set_option};
   *a = (replay_args_t){.policy = "oomlens", .options.capacity = OL_REPLAY_DEFAULT_CAPACITY,
                        .device = -1};
-  for (int i = 0; i < argc; i++) {
-    char name[32];
-    const char *arg = argv[i];
-    const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-    bool inline_value = ol_split_option(&arg, &value, name, sizeof name);
-    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-      print_help(stdout);
-      return 1;
-    } else if (strcmp(arg, "--json") == 0 && !inline_value) {
-      a->json = true;
-    } else if (takes_value(arg)) {
-      if (!value)
-        return usage_error("%s needs a value", arg);
-      i += !inline_value;
-      if (set_option(a, arg, value))
-        return EXIT_USAGE;
-    } else if (arg[0] == '-' && arg[1] != '\0') {
-      return usage_error("unknown option %s", argv[i]);
-    } else if (a->trace) {
-      return usage_error("more than one trace given ('%s')", arg);
-    } else {
-      a->trace = arg;
-    }
-  }
-  if (!a->trace)
-    return usage_error("no trace given");
-  if (a->options.capacity == 0)
+  int rc = ol_trace_cmd_parse(&cmd, argc, argv, a, &a->trace);
+  if (rc == 0 && a->options.capacity == 0)
     return usage_error("--capacity must be more than 0");
-  return 0;
+  return rc;
 }
 
 static double ratio_of(const ol_replay_result_t *r)
