@@ -1,6 +1,6 @@
 #!/bin/sh
 # check_pyframes_layout.sh [PYTHON...]: compares the structure offsets that
-# src/pyframes.c reads (its layouts[] table) with what the compiler finds
+# src/lib/pyframes.c reads (its layouts[] table) with what the compiler finds
 # in each interpreter's own headers (internal ones included). Without
 # arguments, every CPython 3.10-3.13 tests/find_pythons.sh finds. Exit 1 on
 # any difference; prints one line per version checked.
@@ -67,7 +67,7 @@ for py in "$@"; do
     continue
   fi
   want=$("$work/probe")
-  if grep -qF "  $want" "$root/src/pyframes.c"; then
+  if grep -qF "  $want" "$root/src/lib/pyframes.c"; then
     echo "CPython $version: layout matches its headers: $want"
   else
     echo "CPython $version: MISMATCH, headers say $want" >&2

@@ -33,14 +33,14 @@ out=build-fuzz
 mkdir -p "$out"
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-  -Isrc -Iinclude -isystem $cuda_headers"
+  -Isrc/core -Isrc/analyze -Iinclude"
 
 # Each target links only the sources of what it reads.
 sources_of() {
   case "$1" in
-    trace_csv) echo "src/trace_csv.c src/buffer.c src/log.c src/options.c -lz" ;;
-    json) echo "src/json.c src/buffer.c src/log.c src/options.c" ;;
-    options) echo "src/options.c src/buffer.c src/log.c" ;;
+    trace_csv) echo "src/analyze/trace_csv.c src/core/trace_actions.c src/core/buffer.c src/core/log.c src/core/options.c -lz" ;;
+    json) echo "src/analyze/json.c src/core/buffer.c src/core/log.c src/core/options.c" ;;
+    options) echo "src/core/options.c src/core/buffer.c src/core/log.c" ;;
     *) echo "fuzz: unknown target $1" >&2; exit 2 ;;
   esac
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "estimate.h"
-#include "ol.h"
+#include "core.h"
 
 #define EXIT_USAGE 2
 #define GIB (1024.0 * 1024.0 * 1024.0)

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "export.h"
-#include "ol.h"
+#include "trace_csv.h"
+#include "core.h"
+#include "progress.h"
 #include "trace_args.h"
 
 #define EXIT_USAGE OL_EXIT_USAGE

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ol.h"
+#include "core.h"
 
 #define EXIT_USAGE 2
 

@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ol.h"
+#include "core.h"
+#include "progress.h"
 #include "policy.h"
 #include "replay.h"
+#include "trace_csv.h"
 #include "trace_args.h"
 
 #define EXIT_USAGE OL_EXIT_USAGE

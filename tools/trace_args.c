@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ol.h"
+#include "core.h"
 
 int ol_trace_cmd_usage(const char *name, const char *fmt, ...)
 {

@@ -1,0 +1,71 @@
+/* replay.h: running a recorded trace through an allocation policy on a
+ * simulated device (`oomlens replay`, the model checks, the benchmarks).
+ *
+ * Only the tensor-level events drive the policy: `alloc` allocates,
+ * `free_completed` frees (trace addresses are mapped to the policy's), and
+ * `oom`, the request that failed in the recorded run, is tried as an
+ * allocation and released at once if it succeeds. The first allocation the
+ * policy cannot serve is the replay's out-of-memory: the replay stops
+ * there. Other events are counted and skipped. */
+#ifndef OL_REPLAY_H
+#define OL_REPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+#include "policy.h"
+
+/* 139.8 GiB, an H200's usable memory: 139.8 * 2^30 = 150109106995.2, rounded down. */
+#define OL_REPLAY_DEFAULT_CAPACITY UINT64_C(150109106995)
+
+typedef struct ol_replay_oom {
+  uint64_t event_index; /* among the trace's events, from 0 */
+  uint64_t line;        /* in the trace file */
+  uint64_t size;        /* the request that failed */
+  bool recorded;        /* it was the trace's own `oom` event */
+  ol_policy_stats_t stats; /* the policy's state when it failed */
+  ol_oom_record_t record;  /* what the diagnosis saw */
+  ol_oom_class_t cause;    /* and concluded */
+} ol_replay_oom_t;
+
+typedef struct ol_replay_result {
+  uint64_t events;        /* events read (all actions), up to the OOM if any */
+  uint64_t allocs, frees; /* served by the policy */
+  uint64_t unknown_frees; /* free_completed of an address never allocated: skipped */
+  uint64_t zero_allocs;   /* alloc of 0 bytes: nothing to allocate */
+  uint64_t trace_ooms;    /* `oom` events met */
+  int64_t peak_requested; /* peak of the live bytes the trace asked for */
+  ol_policy_stats_t stats;  /* the policy's at the end (or at the OOM) */
+  bool oom;
+  ol_replay_oom_t oom_at; /* set when oom */
+  /* The trace's call sites (its frames strings): bytes live at the peak of
+   * requested bytes, per site; NULL if host memory ran out for them. */
+  ol_sites_t *sites;
+} ol_replay_result_t;
+
+/* Frees what a replay result holds (its sites). */
+void ol_replay_result_free(ol_replay_result_t *result);
+
+/* Replays the trace at path through ops on a device with the given options.
+ * 0: it ran (out of memory or not, see result->oom). -1: the trace could
+ * not be read or is malformed, or the policy could not be created; a
+ * one-line message naming the file (and line) is in err. */
+int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
+                   const ol_policy_options_t *options, ol_replay_result_t *result,
+                   char *err, size_t err_cap);
+
+/* What the command line adds: one device of a trace that has several, and
+ * progress on a terminal. */
+typedef struct ol_replay_extras {
+  int device; /* only this device's events; -1: all */
+  void (*progress)(double fraction, void *arg); /* NULL: none */
+  void *progress_arg;
+} ol_replay_extras_t;
+
+int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
+                        const ol_policy_options_t *options, const ol_replay_extras_t *extras,
+                        ol_replay_result_t *result, char *err, size_t err_cap);
+
+#endif

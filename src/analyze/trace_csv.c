@@ -1,0 +1,576 @@
+/* trace_csv.c: the streaming reader of allocation traces (trace_csv.h):
+ * PyTorch's CSV and oomlens's own format. zlib's gz* functions read
+ * gzip'd and plain files alike, so one path serves both. Lines are cut out
+ * of a fixed buffer refilled by gzread: memory stays constant however long
+ * the trace is, and the buffer never holds more than a few lines' worth of
+ * bytes. Our format's call sites are kept once each, by device and number,
+ * so that every event can hand out its frames text. */
+#include "trace_csv.h"
+#include "core.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#define BUF_SIZE (4 * OL_TRACE_MAX_LINE)
+#define HEADER_COLUMNS "time_us,action,addr,size,stream,frames"
+#define OUR_MAGIC "# oomlens-trace "
+#define OUR_VERSION 1
+#define OUR_COLUMNS "time_us,action,addr,size,stream,site,device"
+#define MAX_SITES_PER_DEVICE (1u << 24)
+
+typedef struct site_text {
+  char *text;
+  size_t len;
+} site_text_t;
+
+typedef struct site_table {
+  site_text_t *sites; /* by number, defined in order 0, 1, 2, ... */
+  size_t count, cap;
+} site_table_t;
+
+struct ol_trace {
+  gzFile file;
+  char *path;
+  uint64_t line;     /* number of the line last handed out */
+  size_t start, end; /* unread bytes are buf[start, end) */
+  bool eof;
+  ol_trace_format_t format;
+  long pid;
+  uint64_t start_unix_us;
+  uint64_t file_size;
+  uint64_t capacity[OL_TRACE_MAX_DEVICES];
+  site_table_t sites[OL_TRACE_MAX_DEVICES];
+  char buf[BUF_SIZE];
+};
+
+/* Moves the unread bytes to the front and reads more after them. */
+static int refill(ol_trace_t *t)
+{
+  if (t->start > 0) {
+    memmove(t->buf, t->buf + t->start, t->end - t->start);
+    t->end -= t->start;
+    t->start = 0;
+  }
+  int n = gzread(t->file, t->buf + t->end, (unsigned)(BUF_SIZE - t->end));
+  if (n < 0)
+    return -1;
+  if (n == 0) {
+    /* zlib reports a gzip stream cut short only here, as Z_BUF_ERROR. */
+    int errnum;
+    gzerror(t->file, &errnum);
+    if (errnum != Z_OK)
+      return -1;
+    t->eof = true;
+  }
+  t->end += (size_t)n;
+  return 0;
+}
+
+/* The next line without its newline (and without a '\r' before it).
+ * 1: *line and *len set; 0: end of file; -1: error, message in err. */
+static int next_line(ol_trace_t *t, const char **line, size_t *len, char *err, size_t cap)
+{
+  for (;;) {
+    char *nl = memchr(t->buf + t->start, '\n', t->end - t->start);
+    size_t have = nl ? (size_t)(nl - (t->buf + t->start)) : t->end - t->start;
+    if (have > OL_TRACE_MAX_LINE) {
+      ol_set_error(err, cap, "%s:%llu: line longer than %d bytes", t->path,
+          (unsigned long long)t->line + 1, OL_TRACE_MAX_LINE);
+      return -1;
+    }
+    if (nl || (t->eof && have > 0)) {
+      *line = t->buf + t->start;
+      *len = have;
+      t->start += have + (nl != NULL);
+      t->line++;
+      if (*len > 0 && (*line)[*len - 1] == '\r')
+        (*len)--;
+      return 1;
+    }
+    if (t->eof)
+      return 0;
+    if (refill(t) < 0) {
+      int errnum;
+      const char *what = gzerror(t->file, &errnum);
+      /* zlib's message starts with the path, which ours already gives. */
+      size_t plen = strlen(t->path);
+      if (strncmp(what, t->path, plen) == 0 && strncmp(what + plen, ": ", 2) == 0)
+        what += plen + 2;
+      ol_set_error(err, cap, "%s:%llu: cannot read: %s", t->path, (unsigned long long)t->line + 1,
+          errnum == Z_ERRNO ? strerror(errno) : what);
+      return -1;
+    }
+  }
+}
+
+/* The header names our columns, possibly after spaces: "# time_us,...". */
+static bool is_csv_header(const char *line, size_t len)
+{
+  if (len == 0 || line[0] != '#')
+    return false;
+  size_t i = 1;
+  while (i < len && (line[i] == ' ' || line[i] == '\t'))
+    i++;
+  size_t want = strlen(HEADER_COLUMNS);
+  return len - i >= want && memcmp(line + i, HEADER_COLUMNS, want) == 0;
+}
+
+static bool starts_with(const char *line, size_t len, const char *prefix)
+{
+  size_t n = strlen(prefix);
+  return len >= n && memcmp(line, prefix, n) == 0;
+}
+
+/* "# oomlens-trace 1 pid=42 rank=0 start_unix_us=..." : the version must
+ * be ours; the key=value words we know are kept, others are skipped. */
+static bool parse_our_header(ol_trace_t *t, const char *line, size_t len, char *err, size_t cap)
+{
+  const char *p = line + strlen(OUR_MAGIC), *end = line + len;
+  unsigned long version = 0;
+  while (p < end && *p >= '0' && *p <= '9' && version < 1000)
+    version = version * 10 + (unsigned long)(*p++ - '0');
+  if (version != OUR_VERSION || (p < end && *p != ' ')) {
+    ol_set_error(err, cap, "%s:1: oomlens trace version not supported (this reader knows %d)",
+        t->path, OUR_VERSION);
+    return false;
+  }
+  while (p < end) {
+    while (p < end && *p == ' ')
+      p++;
+    const char *word = p;
+    while (p < end && *p != ' ')
+      p++;
+    char text[64];
+    size_t n = (size_t)(p - word) < sizeof text - 1 ? (size_t)(p - word) : sizeof text - 1;
+    memcpy(text, word, n);
+    text[n] = '\0';
+    unsigned long long value;
+    if (sscanf(text, "pid=%llu", &value) == 1)
+      t->pid = (long)value;
+    else if (sscanf(text, "start_unix_us=%llu", &value) == 1)
+      t->start_unix_us = value;
+  }
+  return true;
+}
+
+static ol_trace_t *fail_open(ol_trace_t *t)
+{
+  ol_trace_close(t);
+  return NULL;
+}
+
+ol_trace_t *ol_trace_open(const char *path, char *err, size_t cap)
+{
+  ol_set_error(err, cap, "%s", "");
+  ol_trace_t *t = calloc(1, sizeof *t);
+  if (!t || !(t->path = strdup(path))) {
+    ol_set_error(err, cap, "%s: out of host memory", path);
+    free(t);
+    return NULL;
+  }
+  errno = 0; /* gzopen fails without errno only when zlib runs out of memory */
+  t->file = gzopen(path, "rb");
+  if (!t->file) {
+    ol_set_error(err, cap, "cannot open %s: %s", path, errno ? strerror(errno) : "out of host memory");
+    return fail_open(t);
+  }
+  const char *line;
+  size_t len;
+  int got = next_line(t, &line, &len, err, cap);
+  if (got < 0)
+    return fail_open(t);
+  if (got == 0) {
+    ol_set_error(err, cap, "%s: empty file, not a trace", path);
+    return fail_open(t);
+  }
+  struct stat st;
+  if (stat(path, &st) == 0)
+    t->file_size = (uint64_t)st.st_size;
+  if (starts_with(line, len, OUR_MAGIC)) {
+    t->format = OL_TRACE_FORMAT_OOMLENS;
+    if (!parse_our_header(t, line, len, err, cap))
+      return fail_open(t);
+    return t;
+  }
+  if (!is_csv_header(line, len)) {
+    ol_set_error(err, cap, "%s:1: unknown trace format (expected the header '# %s' or '%s1')",
+        path, HEADER_COLUMNS, OUR_MAGIC);
+    return fail_open(t);
+  }
+  return t;
+}
+
+ol_trace_format_t ol_trace_format(const ol_trace_t *t)
+{
+  return t->format;
+}
+
+long ol_trace_pid(const ol_trace_t *t)
+{
+  return t->pid;
+}
+
+uint64_t ol_trace_start_unix_us(const ol_trace_t *t)
+{
+  return t->start_unix_us;
+}
+
+uint64_t ol_trace_capacity(const ol_trace_t *t, int device)
+{
+  return device >= 0 && device < OL_TRACE_MAX_DEVICES ? t->capacity[device] : 0;
+}
+
+double ol_trace_progress(ol_trace_t *t)
+{
+  if (t->file_size == 0)
+    return 0;
+  z_off_t at = gzoffset(t->file);
+  double f = at > 0 ? (double)at / (double)t->file_size : 0;
+  return f > 1 ? 1 : f;
+}
+
+void ol_trace_close(ol_trace_t *t)
+{
+  if (!t)
+    return;
+  if (t->file)
+    gzclose(t->file);
+  for (int d = 0; d < OL_TRACE_MAX_DEVICES; d++) {
+    for (size_t i = 0; i < t->sites[d].count; i++)
+      free(t->sites[d].sites[i].text);
+    free(t->sites[d].sites);
+  }
+  free(t->path);
+  free(t);
+}
+
+/* ---- fields ---------------------------------------------------------- */
+
+typedef struct field {
+  const char *p;
+  size_t n;
+} field_t;
+
+/* Up to 19 digits cannot overflow, so only a 20-digit number is checked. */
+static bool parse_decimal(field_t f, uint64_t *out)
+{
+  if (f.n == 0 || f.n > 20)
+    return false;
+  uint64_t v = 0;
+  size_t fast = f.n < 19 ? f.n : 19;
+  for (size_t i = 0; i < fast; i++) {
+    unsigned d = (unsigned)((unsigned char)f.p[i] - '0');
+    if (d > 9)
+      return false;
+    v = v * 10 + d;
+  }
+  if (f.n == 20) {
+    unsigned d = (unsigned)((unsigned char)f.p[19] - '0');
+    if (d > 9 || v > (UINT64_MAX - d) / 10)
+      return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+static bool all_digits(field_t f)
+{
+  for (size_t i = 0; i < f.n; i++)
+    if ((unsigned)((unsigned char)f.p[i] - '0') > 9)
+      return false;
+  return f.n > 0;
+}
+
+static int hex_digit(char c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+/* "0x" then 1 to 16 hex digits. */
+static bool parse_hex(field_t f, uint64_t *out)
+{
+  if (f.n < 3 || f.p[0] != '0' || (f.p[1] != 'x' && f.p[1] != 'X') || f.n - 2 > 16)
+    return false;
+  uint64_t v = 0;
+  for (size_t i = 2; i < f.n; i++) {
+    int d = hex_digit(f.p[i]);
+    if (d < 0)
+      return false;
+    v = v << 4 | (uint64_t)d;
+  }
+  *out = v;
+  return true;
+}
+
+static bool parse_action(field_t f, ol_trace_action_t *out)
+{
+  return ol_trace_action_parse(f.p, f.n, out);
+}
+
+/* Splits at the first five commas; the sixth field (frames) is the rest of
+ * the line, commas and all. Returns how many fields were found. */
+static int split_fields(const char *line, size_t len, field_t fields[6])
+{
+  const char *p = line, *end = line + len;
+  for (int count = 0; count < 5; count++) {
+    const char *comma = memchr(p, ',', (size_t)(end - p));
+    if (!comma)
+      return count + 1;
+    fields[count] = (field_t){p, (size_t)(comma - p)};
+    p = comma + 1;
+  }
+  fields[5] = (field_t){p, (size_t)(end - p)};
+  return 6;
+}
+
+/* A shortened copy of a field for messages, so a huge field cannot flood them. */
+static const char *shown(field_t f, char *out, size_t cap)
+{
+  size_t n = f.n < cap - 4 ? f.n : cap - 4;
+  for (size_t i = 0; i < n; i++)
+    out[i] = (f.p[i] >= 32 && f.p[i] < 127) ? f.p[i] : '?';
+  strcpy(out + n, f.n > n ? "..." : "");
+  return out;
+}
+
+static int parse_event(ol_trace_t *t, const char *line, size_t len, ol_trace_event_t *ev,
+                       char *err, size_t cap)
+{
+  field_t f[6];
+  char tmp[40];
+  unsigned long long at = (unsigned long long)t->line;
+  int count = split_fields(line, len, f);
+  if (count < 6) {
+    ol_set_error(err, cap, "%s:%llu: missing fields: %d of 6 (%s)", t->path, at, count, HEADER_COLUMNS);
+    return -1;
+  }
+  if (!parse_decimal(f[0], &ev->time_us)) {
+    ol_set_error(err, cap, "%s:%llu: time_us '%s' is not a decimal number", t->path, at,
+        shown(f[0], tmp, sizeof tmp));
+    return -1;
+  }
+  if (!parse_action(f[1], &ev->action)) {
+    ol_set_error(err, cap, "%s:%llu: bad action '%s'", t->path, at, shown(f[1], tmp, sizeof tmp));
+    return -1;
+  }
+  if (!parse_hex(f[2], &ev->addr)) {
+    ol_set_error(err, cap, "%s:%llu: addr '%s' is not a hex address (0x...)", t->path, at,
+        shown(f[2], tmp, sizeof tmp));
+    return -1;
+  }
+  if (!parse_decimal(f[3], &ev->size) || ev->size > INT64_MAX) {
+    ol_set_error(err, cap, "%s:%llu: size '%s' %s", t->path, at, shown(f[3], tmp, sizeof tmp),
+        all_digits(f[3]) ? "overflows (more than 2^63-1 bytes)" : "is not a decimal number");
+    return -1;
+  }
+  if (!parse_decimal(f[4], &ev->stream)) {
+    ol_set_error(err, cap, "%s:%llu: stream '%s' is not a decimal number", t->path, at,
+        shown(f[4], tmp, sizeof tmp));
+    return -1;
+  }
+  ev->frames = f[5].p;
+  ev->frames_len = f[5].n;
+  ev->line = t->line;
+  ev->device = 0;
+  return 1;
+}
+
+/* ---- oomlens's own format ---------------------------------------------- */
+
+/* Splits at every comma, at most max fields; the last field keeps any
+ * further commas. Returns how many fields were found. */
+static int split_n(const char *line, size_t len, field_t *fields, int max)
+{
+  const char *p = line, *end = line + len;
+  int count = 0;
+  while (count < max - 1) {
+    const char *comma = memchr(p, ',', (size_t)(end - p));
+    if (!comma)
+      break;
+    fields[count++] = (field_t){p, (size_t)(comma - p)};
+    p = comma + 1;
+  }
+  fields[count++] = (field_t){p, (size_t)(end - p)};
+  return count;
+}
+
+static bool parse_device(field_t f, int *out)
+{
+  uint64_t d;
+  if (!parse_decimal(f, &d) || d >= OL_TRACE_MAX_DEVICES)
+    return false;
+  *out = (int)d;
+  return true;
+}
+
+static bool add_site(site_table_t *table, field_t text)
+{
+  if (table->count == table->cap) {
+    size_t cap = table->cap ? table->cap * 2 : 64;
+    site_text_t *grown = realloc(table->sites, cap * sizeof *grown);
+    if (!grown)
+      return false;
+    table->sites = grown;
+    table->cap = cap;
+  }
+  char *copy = malloc(text.n + 1);
+  if (!copy)
+    return false;
+  memcpy(copy, text.p, text.n);
+  copy[text.n] = '\0';
+  table->sites[table->count++] = (site_text_t){copy, text.n};
+  return true;
+}
+
+/* "site,DEVICE,NUMBER,FRAMES": numbers go 0, 1, 2, ... per device. */
+static int parse_site_line(ol_trace_t *t, const char *line, size_t len, char *err, size_t cap)
+{
+  field_t f[4];
+  char tmp[40];
+  unsigned long long at = (unsigned long long)t->line;
+  int device;
+  uint64_t id;
+  if (split_n(line, len, f, 4) < 4) {
+    ol_set_error(err, cap, "%s:%llu: a site line is site,DEVICE,NUMBER,FRAMES", t->path, at);
+    return -1;
+  }
+  if (!parse_device(f[1], &device)) {
+    ol_set_error(err, cap, "%s:%llu: device '%s' is not a number below %d", t->path, at,
+        shown(f[1], tmp, sizeof tmp), OL_TRACE_MAX_DEVICES);
+    return -1;
+  }
+  site_table_t *table = &t->sites[device];
+  if (!parse_decimal(f[2], &id) || id != table->count || id >= MAX_SITES_PER_DEVICE) {
+    ol_set_error(err, cap, "%s:%llu: site '%s' out of order (device %d's next site is %zu)",
+        t->path, at, shown(f[2], tmp, sizeof tmp), device, table->count);
+    return -1;
+  }
+  if (!add_site(table, f[3])) {
+    ol_set_error(err, cap, "%s:%llu: out of host memory", t->path, at);
+    return -1;
+  }
+  return 0;
+}
+
+/* "device,DEVICE,CAPACITY" */
+static int parse_device_line(ol_trace_t *t, const char *line, size_t len, char *err, size_t cap)
+{
+  field_t f[4];
+  char tmp[40];
+  int device;
+  uint64_t bytes;
+  unsigned long long at = (unsigned long long)t->line;
+  if (split_n(line, len, f, 4) != 3) {
+    ol_set_error(err, cap, "%s:%llu: a device line is device,DEVICE,CAPACITY", t->path, at);
+    return -1;
+  }
+  if (!parse_device(f[1], &device) || !parse_decimal(f[2], &bytes)) {
+    ol_set_error(err, cap, "%s:%llu: bad device line (device '%s')", t->path, at,
+        shown(f[1], tmp, sizeof tmp));
+    return -1;
+  }
+  t->capacity[device] = bytes;
+  return 0;
+}
+
+/* The site column: empty for none, else a site defined earlier. */
+static int resolve_site(ol_trace_t *t, field_t f, int device, ol_trace_event_t *ev, char *err,
+                        size_t cap)
+{
+  char tmp[40];
+  uint64_t id;
+  ev->frames = "";
+  ev->frames_len = 0;
+  if (f.n == 0)
+    return 0;
+  const site_table_t *table = &t->sites[device];
+  if (!parse_decimal(f, &id) || id >= table->count) {
+    ol_set_error(err, cap, "%s:%llu: site '%s' of device %d is not defined", t->path,
+        (unsigned long long)t->line, shown(f, tmp, sizeof tmp), device);
+    return -1;
+  }
+  ev->frames = table->sites[id].text;
+  ev->frames_len = table->sites[id].len;
+  return 0;
+}
+
+/* "time_us,action,addr,size,stream,site,device" */
+static int parse_our_event(ol_trace_t *t, const char *line, size_t len, ol_trace_event_t *ev,
+                           char *err, size_t cap)
+{
+  field_t f[8];
+  char tmp[40];
+  unsigned long long at = (unsigned long long)t->line;
+  int count = split_n(line, len, f, 8);
+  if (count != 7) {
+    ol_set_error(err, cap, "%s:%llu: %d fields, expected 7 (%s)", t->path, at, count, OUR_COLUMNS);
+    return -1;
+  }
+  /* The first five columns are the CSV's, parsed as it parses them. */
+  static const char *const names[] = {"time_us", "action", "addr", "size", "stream"};
+  bool ok[5] = {
+    parse_decimal(f[0], &ev->time_us),
+    parse_action(f[1], &ev->action),
+    parse_hex(f[2], &ev->addr),
+    parse_decimal(f[3], &ev->size) && ev->size <= INT64_MAX,
+    parse_decimal(f[4], &ev->stream),
+  };
+  for (int i = 0; i < 5; i++) {
+    if (!ok[i]) {
+      ol_set_error(err, cap, "%s:%llu: bad %s '%s'", t->path, at, names[i],
+          shown(f[i], tmp, sizeof tmp));
+      return -1;
+    }
+  }
+  if (!parse_device(f[6], &ev->device)) {
+    ol_set_error(err, cap, "%s:%llu: device '%s' is not a number below %d", t->path, at,
+        shown(f[6], tmp, sizeof tmp), OL_TRACE_MAX_DEVICES);
+    return -1;
+  }
+  if (resolve_site(t, f[5], ev->device, ev, err, cap) < 0)
+    return -1;
+  ev->line = t->line;
+  return 1;
+}
+
+/* 1 an event, 0 a definition line (read on), -1 an error. */
+static int parse_our_line(ol_trace_t *t, const char *line, size_t len, ol_trace_event_t *ev,
+                          char *err, size_t cap)
+{
+  if (starts_with(line, len, "site,"))
+    return parse_site_line(t, line, len, err, cap);
+  if (starts_with(line, len, "device,"))
+    return parse_device_line(t, line, len, err, cap);
+  return parse_our_event(t, line, len, ev, err, cap);
+}
+
+int ol_trace_next(ol_trace_t *t, ol_trace_event_t *ev, char *err, size_t cap)
+{
+  for (;;) {
+    const char *line;
+    size_t len;
+    int got = next_line(t, &line, &len, err, cap);
+    if (got <= 0)
+      return got;
+    /* Blank lines and later '#' comments carry no event. */
+    if (len == 0 || line[0] == '#')
+      continue;
+    if (t->format == OL_TRACE_FORMAT_CSV)
+      return parse_event(t, line, len, ev, err, cap);
+    int got_event = parse_our_line(t, line, len, ev, err, cap);
+    if (got_event != 0)
+      return got_event;
+  }
+}

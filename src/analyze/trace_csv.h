@@ -1,0 +1,62 @@
+/* trace_csv.h: reading allocation traces one event at a time.
+ *
+ * Two formats, gzip'd or plain text, told apart by their first line:
+ * - the CSV PyTorch's recorder gives us (tests/data/README.md): a `#`
+ *   header line naming the columns
+ *     time_us,action,addr,size,stream,frames
+ *   then one event a line;
+ * - oomlens's own trace (OOMLENS_TRACE, docs/trace-format.md): a first
+ *   line `# oomlens-trace 1 ...`, call sites defined once and referred to
+ *   by number, a device column. Each event comes out with its frames text
+ *   and device, exactly as a CSV event does.
+ * The reader keeps one line in memory whatever the trace's length (plus
+ * each call site's text once), so traces of tens of millions of events
+ * stream through in constant memory. Anything else is refused as
+ * "unknown trace format".
+ *
+ * Every error message names the file and, for a bad line, its number:
+ *   "t.csv.gz:7: bad action 'alloc2'" */
+#ifndef OL_TRACE_CSV_H
+#define OL_TRACE_CSV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h" /* the events' vocabulary */
+
+/* Longest line accepted, newline excluded. Frames are four Python frames,
+ * far below this; a longer line is a broken file, not a trace. */
+#define OL_TRACE_MAX_LINE 65536
+
+
+typedef enum ol_trace_format {
+  OL_TRACE_FORMAT_CSV,     /* PyTorch's recorder, tests/data */
+  OL_TRACE_FORMAT_OOMLENS, /* ours, docs/trace-format.md */
+} ol_trace_format_t;
+
+
+typedef struct ol_trace ol_trace_t;
+
+/* Opens a trace and reads its header. NULL with a message in err when the
+ * file cannot be opened, is empty, or is not a trace we know. */
+ol_trace_t *ol_trace_open(const char *path, char *err, size_t err_cap);
+
+/* 1 and *event filled; 0 at the end of the trace; -1 with a message in err
+ * for a malformed line or a read error (the trace is unusable after that). */
+int ol_trace_next(ol_trace_t *trace, ol_trace_event_t *event, char *err, size_t err_cap);
+
+void ol_trace_close(ol_trace_t *trace); /* NULL is fine */
+
+ol_trace_format_t ol_trace_format(const ol_trace_t *trace);
+/* What our format's header and device lines say: the recording process's
+ * pid (0 unknown), when it started (microseconds since 1970, 0 unknown),
+ * and a device's capacity in bytes as seen by the job (0 unknown). */
+long ol_trace_pid(const ol_trace_t *trace);
+uint64_t ol_trace_start_unix_us(const ol_trace_t *trace);
+uint64_t ol_trace_capacity(const ol_trace_t *trace, int device);
+/* How far through the file reading has got, 0 to 1 (bytes of the file as
+ * stored, gzip'd or not); for progress displays. */
+double ol_trace_progress(ol_trace_t *trace);
+
+#endif

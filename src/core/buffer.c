@@ -1,0 +1,101 @@
+/* buffer.c: growable text for reports. An allocation failure marks the
+ * buffer failed instead of aborting, and the writer then refuses to publish
+ * a half-written report. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+static bool reserve(ol_buf_t *buf, size_t extra)
+{
+  if (buf->failed)
+    return false;
+  if (buf->len + extra + 1 <= buf->cap)
+    return true;
+  size_t cap = buf->cap ? buf->cap : 4096;
+  while (cap < buf->len + extra + 1)
+    cap *= 2;
+  char *data = realloc(buf->data, cap);
+  if (!data) {
+    buf->failed = true;
+    return false;
+  }
+  buf->data = data;
+  buf->cap = cap;
+  return true;
+}
+
+void ol_buf_printf(ol_buf_t *buf, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0 || !reserve(buf, (size_t)n))
+    return;
+  va_start(ap, fmt);
+  vsnprintf(buf->data + buf->len, buf->cap - buf->len, fmt, ap);
+  va_end(ap);
+  buf->len += (size_t)n;
+}
+
+void ol_buf_json_string(ol_buf_t *buf, const char *text)
+{
+  ol_buf_printf(buf, "\"");
+  for (const unsigned char *c = (const unsigned char *)text; c && *c; c++) {
+    if (*c == '"' || *c == '\\')
+      ol_buf_printf(buf, "\\%c", *c);
+    else if (*c < 0x20 || *c == 0x7f)
+      ol_buf_printf(buf, "\\u%04x", *c);
+    else
+      ol_buf_printf(buf, "%c", *c);
+  }
+  ol_buf_printf(buf, "\"");
+}
+
+void ol_buf_free(ol_buf_t *buf)
+{
+  free(buf->data);
+  memset(buf, 0, sizeof *buf);
+}
+
+void ol_set_error(char *err, size_t cap, const char *fmt, ...)
+{
+  if (!err || cap == 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, cap, fmt, ap);
+  va_end(ap);
+}
+
+void ol_format_bytes(char *out, size_t cap, int64_t bytes)
+{
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = (double)bytes;
+  size_t unit = 0;
+  while (unit + 1 < sizeof units / sizeof *units && (value >= 1024.0 || value <= -1024.0)) {
+    value /= 1024.0;
+    unit++;
+  }
+  if (unit == 0)
+    snprintf(out, cap, "%lld B", (long long)bytes);
+  else
+    snprintf(out, cap, "%.2f %s", value, units[unit]);
+}
+
+/* The one way frames are joined, in text and in JSON. */
+void ol_frame_join_text(const char *frame, void *join)
+{
+  ol_frame_join_t *j = join;
+  ol_buf_printf(j->out, "%s%s", j->count++ ? OL_FRAME_SEP : "", frame);
+}
+
+void ol_frame_join_json(const char *frame, void *join)
+{
+  ol_frame_join_t *j = join;
+  ol_buf_printf(j->out, "%s", j->count++ ? ", " : "");
+  ol_buf_json_string(j->out, frame);
+}

@@ -1,0 +1,533 @@
+/* core.h: the pure core of oomlens, shared by the preloaded library
+ * (src/lib) and the offline analysers (src/analyze): options, logging,
+ * text buffers and errors, the PyTorch-shaped counters, live-block tables,
+ * call sites, iterations, the timeline, the out-of-memory classifier, the
+ * trace's vocabulary and the report's text. Plain C11 and POSIX: nothing
+ * here may include a CUDA header (the build compiles src/core without
+ * them), nor call into src/lib. Listed under the file that defines it. */
+#ifndef OL_CORE_H
+#define OL_CORE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define OL_VERSION_TEXT "0.1.0"
+#define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
+#define OL_REPORT_MINOR 1   /* fields added without breaking readers of OL_REPORT_FORMAT */
+#define OL_MAX_DEVICES 64
+#define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
+
+/* ---- log.c ---------------------------------------------------------- */
+void ol_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ol_log_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ol_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ol_log_warn_once(atomic_bool *said, const char *fmt, ...)
+  __attribute__((format(printf, 2, 3)));
+
+/* ---- options.c ------------------------------------------------------ */
+typedef enum ol_option {
+  OL_OPT_ENABLE,
+  OL_OPT_REPORT,
+  OL_OPT_JSON,
+  OL_OPT_REPORT_AT_EXIT,
+  OL_OPT_SIGNAL,
+  OL_OPT_VERBOSE,
+  OL_OPT_MANAGE,
+  OL_OPT_MAX_SPLIT_SIZE,
+  OL_OPT_POOL_TRIM,
+  OL_OPT_CAPACITY,
+  OL_OPT_STACKS,
+  OL_OPT_STACK_DEPTH,
+  OL_OPT_METRICS,
+  OL_OPT_METRICS_INTERVAL,
+  OL_OPT_STACK_SAMPLE,
+  OL_OPT_PYTHON_FRAMES,
+  OL_OPT_TRACE,
+  OL_OPT_SOURCE_LINES,
+  OL_OPT_COUNT
+} ol_option_t;
+
+/* Options are read on every allocation (stacks on? manage mode?), so the
+ * two readers are inline: once loaded, a flag and a load. */
+extern long long ol_option_values[OL_OPT_COUNT];
+extern atomic_bool ol_options_ready;
+void ol_options_load(void); /* once, from the environment */
+
+static inline bool ol_option_bool(ol_option_t opt)
+{
+  if (!atomic_load_explicit(&ol_options_ready, memory_order_acquire))
+    ol_options_load();
+  return ol_option_values[opt] != 0;
+}
+
+static inline uint64_t ol_option_size(ol_option_t opt)
+{
+  if (!atomic_load_explicit(&ol_options_ready, memory_order_acquire))
+    ol_options_load();
+  return (uint64_t)ol_option_values[opt];
+}
+const char *ol_option_text(ol_option_t opt);
+uint64_t ol_option_millis(ol_option_t opt); /* durations */
+bool ol_parse_seconds(const char *text, uint64_t *millis);
+void ol_options_reload(void); /* tests and the fork child */
+void ol_options_print(FILE *out);
+bool ol_options_defaults_valid(void);
+bool ol_parse_bool(const char *text, bool *out);
+bool ol_parse_size(const char *text, uint64_t *out);
+bool ol_split_option(const char **arg, const char **value, char *name, size_t cap);
+
+/* ---- buffer.c: growable text for reports ------------------------------ */
+typedef struct ol_buf {
+  char *data;
+  size_t len, cap;
+  bool failed; /* an allocation failed: the text is incomplete */
+} ol_buf_t;
+
+void ol_buf_printf(ol_buf_t *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ol_buf_json_string(ol_buf_t *buf, const char *text);
+void ol_buf_free(ol_buf_t *buf);
+/* Writes a message into a caller's error buffer; err may be NULL, cap 0. */
+void ol_set_error(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- lock.c: a mutex of one futex word, its fast paths inline -------- */
+typedef struct ol_lock {
+  atomic_int word; /* 0 free, 1 held, 2 held with sleepers */
+} ol_lock_t;
+#define OL_LOCK_INIT {0}
+
+void ol_lock_wait(ol_lock_t *l); /* contended: spin, then sleep */
+void ol_lock_wake(ol_lock_t *l);
+
+static inline void ol_lock(ol_lock_t *l)
+{
+  int expected = 0;
+  if (!atomic_compare_exchange_strong_explicit(&l->word, &expected, 1, memory_order_acquire,
+                                               memory_order_relaxed))
+    ol_lock_wait(l);
+}
+
+static inline void ol_unlock(ol_lock_t *l)
+{
+  if (atomic_exchange_explicit(&l->word, 0, memory_order_release) == 2)
+    ol_lock_wake(l);
+}
+
+/* ---- records.c: the tracker's tables of live blocks, by key ----------- */
+typedef struct ol_record {
+  uint64_t key; /* device address, or VMM handle */
+  uint64_t size;
+  uint64_t stream;
+  int32_t device;
+  int32_t site; /* call site in the device's table, -1 none */
+  uint8_t kind; /* ol_kind_t */
+  uint64_t value; /* a table's other users keep their own here (replay: the policy's address) */
+} ol_record_t;
+
+typedef struct ol_records { /* all zero is an empty table */
+  ol_record_t *slots;       /* open addressing; key 0 marks an empty slot */
+  size_t mask;              /* slots - 1 (a power of two) */
+  unsigned shift;           /* 64 - log2(slots): a key's home is its hash >> shift */
+  size_t in_slots;
+  bool zero_used;           /* the record of key 0 lives here, not in slots */
+  ol_record_t zero;
+} ol_records_t;
+
+extern void *(*ol_records_calloc)(size_t count, size_t size); /* calloc; tests swap it */
+void ol_records_init(ol_records_t *t);
+void ol_records_free(ol_records_t *t);
+/* A new record for key (zeroed, site -1), valid until the next add or take;
+ * NULL when the host has no memory for the table to grow. */
+ol_record_t *ol_records_add(ol_records_t *t, uint64_t key);
+/* The same, but a record already held for key is replaced in place (the
+ * slot reused) after being copied to *old, with *replaced set. */
+ol_record_t *ol_records_put(ol_records_t *t, uint64_t key, ol_record_t *old, bool *replaced);
+ol_record_t *ol_records_find(ol_records_t *t, uint64_t key);
+bool ol_records_take(ol_records_t *t, uint64_t key, ol_record_t *out); /* false: none */
+/* Takes every record with first <= key < end, handing each to taken. */
+size_t ol_records_take_range(ol_records_t *t, uint64_t first, uint64_t end,
+                             void (*taken)(const ol_record_t *rec, void *arg), void *arg);
+size_t ol_records_count(const ol_records_t *t);
+/* Visits every record, in no particular order; the table must not change
+ * meanwhile. */
+void ol_records_each(const ol_records_t *t, void (*visit)(const ol_record_t *rec, void *arg),
+                     void *arg);
+
+typedef struct ol_sites ol_sites_t; /* sites.c, below */
+
+/* ---- phases.c: iterations found in the allocation stream ------------- */
+#define OL_PHASE_VALLEYS 8
+typedef struct ol_phases { /* all zero is a valid start */
+  bool falling;
+  int64_t extreme;  /* highest since the last valley, or lowest since the last peak */
+  int64_t highest;  /* highest total ever seen */
+  uint64_t iterations;
+  int64_t valleys[OL_PHASE_VALLEYS]; /* persistent bytes after the last iterations */
+} ol_phases_t;
+
+void ol_phases_init(ol_phases_t *p);
+void ol_phases_note(ol_phases_t *p, int64_t allocated);
+int64_t ol_phases_persistent(const ol_phases_t *p);
+int64_t ol_phases_growth(const ol_phases_t *p);
+
+/* ---- oom.c: why an allocation failed, and what to change -------------- */
+#define OL_OOM_CLASSES(X)                                                        \
+  X(impossible, "the request alone is larger than the device")                  \
+  X(external, "memory held outside this process's allocations")                 \
+  X(fragmentation, "enough free reserved memory, but no block large enough")    \
+  X(leak, "memory that outlives iterations grows iteration after iteration")    \
+  X(persistent, "weights, gradients and optimizer state do not fit")            \
+  X(activations, "memory that lives within one iteration does not fit")
+
+typedef enum ol_oom_class {
+#define OL_OOM_ENUM(name, what) OL_OOM_##name,
+  OL_OOM_CLASSES(OL_OOM_ENUM)
+#undef OL_OOM_ENUM
+  OL_OOM_CLASS_COUNT
+} ol_oom_class_t;
+
+#define OL_OOM_SITES 3
+typedef struct ol_oom_site {
+  int32_t id;
+  int64_t bytes;
+} ol_oom_site_t;
+
+typedef struct ol_oom_record {
+  uint64_t request;
+  uint64_t capacity;
+  int64_t device_free;        /* what the device had free, -1 unknown */
+  int64_t allocated;          /* this process, live bytes handed out */
+  int64_t reserved;           /* this process, device memory held */
+  int64_t free_reserved;      /* reserved but not allocated, -1 unknown */
+  int64_t largest_free_block; /* largest block that could be handed out, -1 unknown */
+  int64_t external;           /* capacity - free - reserved: others' memory */
+  int64_t persistent;         /* what outlives iterations */
+  int64_t growth;             /* persistent growth per iteration */
+  uint64_t iterations;
+  bool segments_only; /* we saw the framework's segments, not its tensors */
+  bool managed;       /* our pool served the tensors (manage mode, replay's oomlens) */
+  /* Call sites (ids in the sites table of whoever filled the record), when
+   * stacks or trace frames are known: the largest holders at the failure,
+   * and the one whose memory grew most across iterations. */
+  ol_oom_site_t holders[OL_OOM_SITES];
+  int holder_count;
+  ol_oom_site_t grower; /* bytes: growth since the first iteration; id -1: none */
+  /* Who holds the memory outside ours, per NVML (live jobs): other
+   * processes, largest first, and what this process holds in all (its
+   * context and libraries included); -1 unknown. */
+  struct {
+    uint32_t pid;
+    int64_t bytes;
+    char name[16];
+  } others[OL_OOM_SITES];
+  int other_count;
+  int64_t self_device_bytes;
+} ol_oom_record_t;
+
+/* Writes a site's name: text for the paragraph, or a JSON value. */
+typedef void (*ol_site_namer_t)(ol_buf_t *out, int32_t id, bool json, void *arg);
+
+ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r);
+const char *ol_oom_class_name(ol_oom_class_t c);
+const char *ol_oom_class_meaning(ol_oom_class_t c);
+void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c, ol_site_namer_t namer,
+                    void *arg); /* namer NULL: no sites named */
+void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c, ol_site_namer_t namer,
+                 void *arg);
+/* Fills r->holders and r->grower from a sites table (NULL: none). */
+void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites);
+
+/* ---- PyTorch-shaped counters (inline here, once stats.c) -------------- */
+typedef struct ol_stat {
+  int64_t current, peak, allocated, freed;
+} ol_stat_t;
+
+enum { OL_POOL_ALL, OL_POOL_LARGE, OL_POOL_SMALL, OL_POOL_COUNT };
+
+/* Where device memory came from. PyTorch's own figures cover only what its
+ * allocator asked for (runtime calls, or VMM under expandable segments);
+ * libraries and CUDA itself also call the driver directly. */
+#define OL_ORIGINS(X)                                                        \
+  X(runtime, "cudaMalloc, cudaMallocAsync (the framework's allocator)")      \
+  X(driver, "cuMemAlloc called directly (libraries, CUDA internals, CuPy)")  \
+  X(vmm, "cuMemCreate physical memory (expandable segments, JAX)")           \
+  X(pool, "oomlens's pool (manage mode)")
+
+typedef enum ol_origin {
+#define OL_ORIGIN_ENUM(name, what) OL_ORIGIN_##name,
+  OL_ORIGINS(OL_ORIGIN_ENUM)
+#undef OL_ORIGIN_ENUM
+  OL_ORIGIN_COUNT
+} ol_origin_t;
+
+/* X(field, row title in the summary, is a byte count) in PyTorch's order. */
+#define OL_STAT_FIELDS(X)                               \
+  X(allocated_bytes, "Allocated memory", true)          \
+  X(active_bytes, "Active memory", true)                \
+  X(requested_bytes, "Requested memory", true)          \
+  X(reserved_bytes, "GPU reserved memory", true)        \
+  X(inactive_split_bytes, "Non-releasable memory", true)\
+  X(allocation, "Allocations", false)                   \
+  X(active, "Active allocs", false)                     \
+  X(segment, "GPU reserved segments", false)            \
+  X(inactive_split, "Non-releasable allocs", false)
+
+/* Calls seen, per device: X(field, what it counts). */
+#define OL_CALL_FIELDS(X)                                            \
+  X(runtime_allocs, "cudaMalloc and cudaMallocAsync calls the driver served") \
+  X(runtime_frees, "cudaFree and cudaFreeAsync calls")               \
+  X(driver_allocs, "cuMemAlloc and cuMemAllocAsync calls from outside the runtime") \
+  X(driver_frees, "cuMemFree and cuMemFreeAsync calls from outside the runtime")    \
+  X(vmm_creates, "cuMemCreate calls")                                \
+  X(vmm_releases, "cuMemRelease calls")                              \
+  X(vmm_maps, "cuMemMap calls")                                      \
+  X(vmm_unmaps, "cuMemUnmap calls")                                  \
+  X(failed_allocs, "allocations the driver refused")                 \
+  X(managed_allocs, "manage mode: requests oomlens's pool served")   \
+  X(manage_fallbacks, "manage mode: requests left to the CUDA driver") \
+  X(fence_waits, "manage mode: waits for freed memory to become safe") \
+  X(device_syncs, "manage mode: device-wide synchronizations")       \
+  X(unknown_frees, "frees of memory allocated before oomlens saw it")
+
+typedef struct ol_device_stats {
+#define OL_STAT_MEMBER(field, title, bytes) ol_stat_t field[OL_POOL_COUNT];
+  OL_STAT_FIELDS(OL_STAT_MEMBER)
+#undef OL_STAT_MEMBER
+  ol_stat_t oversize_allocations, oversize_segments;
+  ol_stat_t vmm_mapped_bytes;  /* VMM physical memory mapped into address space */
+  ol_stat_t va_reserved_bytes; /* address space reserved (no memory behind it) */
+  ol_stat_t origin_bytes[OL_ORIGIN_COUNT]; /* reserved memory by where it came from */
+  ol_stat_t pending_bytes; /* manage mode: freed, not yet safe to hand out */
+#define OL_CALL_MEMBER(field, what) int64_t field;
+  OL_CALL_FIELDS(OL_CALL_MEMBER)
+#undef OL_CALL_MEMBER
+  int64_t num_ooms;
+  int64_t last_oom_request;
+  ol_phases_t phases;      /* iterations in this device's allocated bytes */
+  ol_oom_record_t last_oom; /* the diagnosis of the last out-of-memory */
+  ol_oom_class_t last_oom_class;
+  int64_t mem_free, mem_total; /* last cuMemGetInfo answer seen, 0 if none */
+  int64_t ooms_by_class[OL_OOM_CLASS_COUNT]; /* diagnosed out-of-memory errors */
+  double first_oom_unix, last_oom_unix;      /* wall clock of the OOMs, 0 if none */
+} ol_device_stats_t;
+
+/* Inline: the tracker updates a dozen of these per allocation. */
+static inline void ol_stat_grow(ol_stat_t *stat, int64_t bytes) /* bytes >= 0 */
+{
+  stat->current += bytes;
+  stat->allocated += bytes;
+  if (stat->current > stat->peak)
+    stat->peak = stat->current;
+}
+
+static inline void ol_stat_shrink(ol_stat_t *stat, int64_t bytes) /* bytes >= 0 */
+{
+  stat->current -= bytes;
+  stat->freed += bytes;
+}
+
+static inline void ol_stat_update(ol_stat_t *stat, int64_t delta)
+{
+  if (delta > 0)
+    ol_stat_grow(stat, delta);
+  else
+    ol_stat_shrink(stat, -delta);
+}
+
+/* Every counter has an "all" row plus the pool the size falls in, split at
+ * PyTorch's small-pool limit so our table reads like theirs. */
+static inline int ol_stats_pool_of(size_t size)
+{
+  return size <= OL_SMALL_SIZE ? OL_POOL_SMALL : OL_POOL_LARGE;
+}
+
+static inline void ol_stats_pool_update(ol_stat_t stat[OL_POOL_COUNT], size_t size, int64_t delta)
+{
+  ol_stat_update(&stat[OL_POOL_ALL], delta);
+  ol_stat_update(&stat[ol_stats_pool_of(size)], delta);
+}
+
+typedef struct ol_snapshot {
+  int device_count; /* highest device seen + 1 */
+  ol_device_stats_t devices[OL_MAX_DEVICES];
+  int64_t live_records;
+  bool tracking_failed;
+} ol_snapshot_t;
+
+/* ---- sites.c: call sites and the bytes they hold -------------------- */
+typedef struct ol_site_figures {
+  int32_t id;
+  int64_t allocations, current, peak, at_peak, total;
+  int64_t first_valley, last_valley; /* live at the first and the last iteration's end */
+  bool valley_seen;
+} ol_site_figures_t;
+typedef enum {
+  OL_SITES_BY_AT_PEAK,
+  OL_SITES_BY_TOTAL,
+  OL_SITES_BY_CURRENT, /* who holds memory now (at an out-of-memory) */
+  OL_SITES_BY_GROWTH   /* last_valley - first_valley: what grows across iterations */
+} ol_site_order_t;
+
+ol_sites_t *ol_sites_new(void);
+void ol_sites_free(ol_sites_t *sites);
+int32_t ol_sites_intern(ol_sites_t *sites, const char *key, size_t len); /* -1: no memory */
+void ol_sites_add(ol_sites_t *sites, int32_t id, int64_t delta);
+void ol_sites_mark_peak(ol_sites_t *sites); /* the process is at a new peak */
+void ol_sites_mark_valley(ol_sites_t *sites); /* an iteration just ended */
+size_t ol_sites_count(const ol_sites_t *sites);
+const char *ol_sites_key(const ol_sites_t *sites, int32_t id);
+const char *ol_sites_key_bytes(const ol_sites_t *sites, int32_t id, size_t *len);
+const ol_site_figures_t *ol_sites_figures(const ol_sites_t *sites, int32_t id);
+bool ol_sites_set_label(ol_sites_t *sites, int32_t id, const char *text);
+const char *ol_sites_label(const ol_sites_t *sites, int32_t id); /* NULL: none */
+
+size_t ol_sites_top(const ol_sites_t *sites, ol_site_order_t order, int32_t *out, size_t max);
+
+/* A site's frames as text, innermost first, at most max, each handed to
+ * visit; returns how many. Who made the table knows what its keys are: the
+ * library's are stacks (lib/stacks.c), a trace's are frames text. */
+typedef void (*ol_frame_visit_fn)(const char *frame, void *arg);
+typedef size_t (*ol_site_frames_fn)(const ol_sites_t *sites, int32_t id, size_t max,
+                                    ol_frame_visit_fn visit, void *arg);
+/* A trace's site keys: frames joined by ';' (trace_csv.h). */
+size_t ol_sites_text_frames(const ol_sites_t *sites, int32_t id, size_t max,
+                            ol_frame_visit_fn visit, void *arg);
+
+/* Frames joined as every report shows them: "inner < outer < ..." in text,
+ * a list of strings in JSON. Visitors for an ol_site_frames_fn. */
+#define OL_FRAME_SEP " < "
+typedef struct ol_frame_join {
+  ol_buf_t *out;
+  size_t count; /* frames joined so far */
+} ol_frame_join_t;
+void ol_frame_join_text(const char *frame, void *join);
+void ol_frame_join_json(const char *frame, void *join);
+
+/* ---- site_groups.c: call sites grouped as a report shows them --------- */
+typedef struct ol_site_group {
+  int32_t id;          /* one of its sites, to name it */
+  int64_t bytes;       /* at the peak or in total, summed over its sites */
+  int64_t allocations;
+  int sites;           /* distinct stacks that look alike in their first frames */
+} ol_site_group_t;
+/* The max largest groups of sites sharing their first `frames` frames,
+ * largest first; -1 when host memory ran out (then list sites singly). */
+long ol_site_groups_top(const ol_sites_t *sites, ol_site_order_t order, size_t frames,
+                        ol_site_frames_fn frames_of, ol_site_group_t *out, size_t max);
+
+/* ---- timeline.c: memory over time, bounded ---------------------------- */
+#define OL_TIMELINE_POINTS 1024
+#define OL_TIMELINE_OOMS 16
+#define OL_TIMELINE_FIRST_WIDTH_NS 1000u /* doubles as the job goes on */
+
+typedef struct ol_timeline_oom {
+  uint64_t t_ns;
+  int64_t request;
+} ol_timeline_oom_t;
+
+typedef struct ol_timeline {
+  uint64_t start_ns;  /* monotonic clock at the first point */
+  double start_unix;  /* wall clock then */
+  uint64_t width_ns;  /* each point covers this long */
+  uint32_t count;     /* points in use */
+  uint32_t oom_count; /* out-of-memory errors seen (ooms[] keeps the first, and the last) */
+  int64_t allocated_now, reserved_now;
+  int64_t peak_allocated, peak_reserved;
+  uint64_t peak_allocated_ns, peak_reserved_ns;
+  int64_t allocated[OL_TIMELINE_POINTS]; /* highest in each point's span */
+  int64_t reserved[OL_TIMELINE_POINTS];
+  ol_timeline_oom_t ooms[OL_TIMELINE_OOMS];
+} ol_timeline_t;
+
+void ol_timeline_init(ol_timeline_t *tl, uint64_t now_ns, double now_unix);
+void ol_timeline_note(ol_timeline_t *tl, uint64_t t_ns, int64_t allocated, int64_t reserved);
+/* A note known to come before bound_ns, if that alone places it; else false. */
+bool ol_timeline_note_before(ol_timeline_t *tl, uint64_t bound_ns, int64_t allocated,
+                             int64_t reserved);
+void ol_timeline_oom(ol_timeline_t *tl, uint64_t t_ns, int64_t request);
+double ol_timeline_seconds(const ol_timeline_t *tl, uint64_t t_ns); /* since the start */
+void ol_timeline_json(ol_buf_t *out, const ol_timeline_t *tl);
+/* ---- what a report says of call sites (filled by pyframes.c, read back
+ * from a JSON report by `oomlens report`) ------------------------------ */
+typedef struct ol_pyframes_status {
+  const char *state;   /* ok, off, none (no CPython), unsupported, unreadable */
+  const char *version; /* "3.11.7", or "" */
+  uint64_t with_python, without_python; /* allocations captured with / without frames */
+} ol_pyframes_status_t;
+
+/* ---- report.c: memory_summary text and JSON ---------------------------- */
+typedef struct ol_report_context {
+  const char *reason; /* "exit", "signal", "request" */
+  long pid;
+  const char *rank;
+  const char *command;
+  double time_unix;
+} ol_report_context_t;
+#define OL_REPORT_SITES_SHOWN 5  /* call sites in each list of the text report */
+#define OL_REPORT_FRAMES_SHOWN 6 /* frames of each */
+/* The text report's pieces, for `oomlens report` to print a JSON report
+ * back exactly as the library wrote it. */
+typedef struct ol_report_stacks {
+  bool native;     /* libunwind found */
+  uint64_t sample; /* OOMLENS_STACK_SAMPLE, 0: every allocation */
+  ol_pyframes_status_t py;
+} ol_report_stacks_t;
+void ol_report_text_stacks_note(ol_buf_t *out, const ol_report_stacks_t *stacks);
+/* stacks NULL: call sites were off, no note. */
+void ol_report_text_header(ol_buf_t *out, const ol_report_context_t *ctx, const char *version,
+                           const char *mode, bool tracking_failed, int device_count,
+                           const ol_report_stacks_t *stacks);
+void ol_report_text_device(ol_buf_t *out, int device, const ol_device_stats_t *dev);
+void ol_report_text_origins(ol_buf_t *out, const ol_device_stats_t *dev);
+void ol_report_text_sites_title(ol_buf_t *out, bool by_total);
+void ol_report_text_site_figures(ol_buf_t *out, int64_t bytes, int64_t allocations);
+/* namer NULL: the out-of-memory paragraph names no sites. */
+void ol_report_text_calls(ol_buf_t *out, const ol_device_stats_t *dev, ol_site_namer_t namer,
+                          void *arg);
+void ol_format_bytes(char *out, size_t cap, int64_t bytes);
+/* ---- report_file.c: where reports go, written whole or not at all ------ */
+const char *ol_rank_text(void);
+int ol_expand_path(const char *pattern, long pid, const char *rank, char *out, size_t cap);
+int ol_json_path_for(const char *text_path, char *out, size_t cap);
+int ol_write_file_atomic(const char *path, const char *data, size_t len);
+int ol_write_file_atomic_quiet(const char *path, const char *data, size_t len); /* 0 or errno */
+
+
+/* ---- trace_actions.c: the trace's vocabulary, an event as read
+ * (analyze/trace_csv.c) or written (lib/tracefile.c) ------------------ */
+typedef enum ol_trace_action {
+  OL_TRACE_ALLOC,          /* a tensor-level allocation */
+  OL_TRACE_FREE_REQUESTED, /* the program let go; streams may still use it */
+  OL_TRACE_FREE_COMPLETED, /* the memory may be handed out again */
+  OL_TRACE_SEGMENT_ALLOC,  /* PyTorch's cache asked cudaMalloc for a segment */
+  OL_TRACE_SEGMENT_FREE,
+  OL_TRACE_SEGMENT_MAP,    /* expandable segments: pages mapped / unmapped */
+  OL_TRACE_SEGMENT_UNMAP,
+  OL_TRACE_OOM,            /* the request that failed in the recorded run */
+  OL_TRACE_ACTION_COUNT
+} ol_trace_action_t;
+
+typedef struct ol_trace_event {
+  uint64_t time_us;
+  ol_trace_action_t action;
+  uint64_t addr;
+  uint64_t size;
+  uint64_t stream;
+  const char *frames; /* not NUL-terminated; valid until the next call */
+  size_t frames_len;
+  uint64_t line;      /* in the file, counted from 1 (the header is line 1) */
+  int device;         /* CUDA device ordinal; 0 in the CSV, which has none */
+} ol_trace_event_t;
+
+/* The most devices our format names (device ordinals 0 to this - 1). */
+#define OL_TRACE_MAX_DEVICES 64
+
+/* In the library too, which has no zlib:
+ * "alloc", "free_completed", ...; "?" out of range. */
+const char *ol_trace_action_name(ol_trace_action_t action);
+/* The action named by the n bytes at p; false if none. */
+bool ol_trace_action_parse(const char *p, size_t n, ol_trace_action_t *out);
+
+#endif

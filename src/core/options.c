@@ -1,0 +1,267 @@
+/* options.c: the OOMLENS_* environment variables, one table with defaults.
+ *
+ * Read once, lazily, on first use. A value that does not parse gives one
+ * warning line naming the variable and the default kept: a typo in a
+ * variable must never take the user's job down. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core.h"
+
+typedef enum { KIND_BOOL, KIND_STRING, KIND_SIZE, KIND_SECONDS } option_kind_t;
+
+typedef struct option {
+  const char *name;
+  option_kind_t kind;
+  const char *default_text;
+  const char *help;
+  long long value;  /* bool, size, and seconds (in milliseconds) */
+  const char *text; /* string, or the raw text of the others */
+} option_t;
+
+static option_t options[OL_OPT_COUNT] = {
+  [OL_OPT_ENABLE] = {"OOMLENS_ENABLE", KIND_BOOL, "1",
+                     "0 passes every call straight through and records nothing", 0, NULL},
+  [OL_OPT_REPORT] = {"OOMLENS_REPORT", KIND_STRING, "oomlens-%p.txt",
+                     "text report path; %p = pid, %r = rank (RANK, else LOCAL_RANK, else 0), %% = %",
+                     0, NULL},
+  [OL_OPT_JSON] = {"OOMLENS_JSON", KIND_BOOL, "1",
+                   "also write the JSON report beside the text one (.txt replaced by .json)", 0,
+                   NULL},
+  [OL_OPT_REPORT_AT_EXIT] = {"OOMLENS_REPORT_AT_EXIT", KIND_BOOL, "1",
+                             "write the reports when a process that used CUDA exits", 0, NULL},
+  [OL_OPT_SIGNAL] = {"OOMLENS_SIGNAL", KIND_BOOL, "1",
+                     "SIGUSR1 writes the reports without stopping the job", 0, NULL},
+  [OL_OPT_VERBOSE] = {"OOMLENS_VERBOSE", KIND_BOOL, "0",
+                      "explain on stderr what is intercepted and why", 0, NULL},
+  [OL_OPT_MANAGE] = {"OOMLENS_MANAGE", KIND_BOOL, "0",
+                     "1 serves cudaMalloc/cuMemAlloc from oomlens's pool (oomlens run --manage)",
+                     0, NULL},
+  [OL_OPT_MAX_SPLIT_SIZE] = {"OOMLENS_MAX_SPLIT_SIZE", KIND_SIZE, "0",
+                             "manage mode: free blocks this large or larger are never split "
+                             "(0: no limit; K/M/G suffixes)", 0, NULL},
+  [OL_OPT_CAPACITY] = {"OOMLENS_CAPACITY", KIND_SIZE, "0",
+                       "make each device look this small (memory queries included) to see "
+                       "whether a job fits a smaller card; 0: off (oomlens run --capacity)",
+                       0, NULL},
+  [OL_OPT_STACKS] = {"OOMLENS_STACKS", KIND_BOOL, "0",
+                     "record the native call stack of each allocation (needs libunwind.so.8) "
+                     "and report the call sites that held memory at the peak", 0, NULL},
+  [OL_OPT_STACK_DEPTH] = {"OOMLENS_STACK_DEPTH", KIND_SIZE, "16",
+                          "frames kept per call site (at most 64)", 0, NULL},
+  [OL_OPT_STACK_SAMPLE] = {"OOMLENS_STACK_SAMPLE", KIND_SIZE, "0",
+                           "take stacks for a sample: on average one every this many bytes, "
+                           "large allocations almost always (K/M/G; 0: every allocation); the "
+                           "rest is counted under one \"not sampled\" site", 0, NULL},
+  [OL_OPT_PYTHON_FRAMES] = {"OOMLENS_PYTHON_FRAMES", KIND_BOOL, "1",
+                            "with OOMLENS_STACKS, name the Python lines (file:line:function) of "
+                            "each call site when the job runs CPython 3.10-3.13", 0, NULL},
+  [OL_OPT_TRACE] = {"OOMLENS_TRACE", KIND_STRING, "",
+                    "write every allocation event to this file while the job runs "
+                    "(docs/trace-format.md); %p = pid, %r = rank; empty: no trace", 0, NULL},
+  [OL_OPT_SOURCE_LINES] = {"OOMLENS_SOURCE_LINES", KIND_BOOL, "1",
+                           "name the source file:line of native frames in reports and traces "
+                           "where the binaries carry debug info (needs libdw.so.1)", 0, NULL},
+  [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
+                        "manage mode: unmap free memory to keep reserved near peak allocated "
+                        "(0: never, trading memory for no remapping)", 0, NULL},
+  [OL_OPT_METRICS] = {"OOMLENS_METRICS", KIND_STRING, "",
+                      "keep this file current in the Prometheus text format (node exporter's "
+                      "textfile collector: name it *.prom); %p, %r as in OOMLENS_REPORT; "
+                      "empty: off", 0, NULL},
+  [OL_OPT_METRICS_INTERVAL] = {"OOMLENS_METRICS_INTERVAL", KIND_SECONDS, "5",
+                               "seconds between rewrites of OOMLENS_METRICS (0.1 to 86400; "
+                               "a ms suffix for milliseconds)", 0, NULL},
+};
+
+static pthread_once_t options_once = PTHREAD_ONCE_INIT;
+long long ol_option_values[OL_OPT_COUNT]; /* each option's value, for ol.h's inline readers */
+atomic_bool ol_options_ready;
+
+bool ol_parse_bool(const char *text, bool *out)
+{
+  static const char *const yes[] = {"1", "true", "yes", "on"};
+  static const char *const no[] = {"0", "false", "no", "off"};
+  for (size_t i = 0; i < 4; i++) {
+    if (strcasecmp(text, yes[i]) == 0) {
+      *out = true;
+      return true;
+    }
+    if (strcasecmp(text, no[i]) == 0) {
+      *out = false;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Sizes: a decimal count of bytes, optionally followed by K, M, G or T
+ * (powers of 1024, an optional trailing "iB" or "B"); overflow is an error. */
+bool ol_parse_size(const char *text, uint64_t *out)
+{
+  if (!text || *text < '0' || *text > '9')
+    return false;
+  errno = 0;
+  char *end;
+  unsigned long long n = strtoull(text, &end, 10);
+  if (errno == ERANGE)
+    return false;
+  unsigned shift = 0;
+  switch (*end) {
+  case 'k': case 'K': shift = 10; end++; break;
+  case 'm': case 'M': shift = 20; end++; break;
+  case 'g': case 'G': shift = 30; end++; break;
+  case 't': case 'T': shift = 40; end++; break;
+  default: break;
+  }
+  if (shift && (strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0))
+    end += strlen(end);
+  else if (!shift && strcasecmp(end, "b") == 0)
+    end++;
+  if (*end != '\0')
+    return false;
+  if (shift && n > (UINT64_MAX >> shift))
+    return false;
+  *out = (uint64_t)n << shift;
+  return true;
+}
+
+/* Durations: seconds as a decimal number ("5", "0.5", "2s") or whole
+ * milliseconds ("250ms"), from 0.1 s to a day: a shorter interval would
+ * make our thread busy, not the figures better. */
+bool ol_parse_seconds(const char *text, uint64_t *millis)
+{
+  if (!text || *text < '0' || *text > '9')
+    return false;
+  char *end;
+  errno = 0;
+  double value = strtod(text, &end);
+  if (errno == ERANGE)
+    return false;
+  if (strcmp(end, "ms") == 0)
+    value /= 1000.0;
+  else if (strcmp(end, "s") != 0 && *end != '\0')
+    return false;
+  if (!(value >= 0.1 && value <= 86400.0))
+    return false;
+  *millis = (uint64_t)(value * 1000.0 + 0.5);
+  return true;
+}
+
+static bool parse_value(option_t *opt, const char *text)
+{
+  bool b;
+  uint64_t size;
+  switch (opt->kind) {
+  case KIND_BOOL:
+    if (!ol_parse_bool(text, &b))
+      return false;
+    opt->value = b;
+    return true;
+  case KIND_SIZE:
+    if (!ol_parse_size(text, &size) || size > LLONG_MAX)
+      return false;
+    opt->value = (long long)size;
+    return true;
+  case KIND_SECONDS:
+    if (!ol_parse_seconds(text, &size))
+      return false;
+    opt->value = (long long)size;
+    return true;
+  case KIND_STRING:
+    /* Only a string whose default is empty may be set empty (off). */
+    return *text != '\0' || *opt->default_text == '\0';
+  }
+  return false;
+}
+
+static void load_option(option_t *opt)
+{
+  bool ok = parse_value(opt, opt->default_text);
+  (void)ok; /* defaults are ours and always parse; the tests check it */
+  opt->text = opt->default_text;
+  const char *env = getenv(opt->name);
+  if (!env)
+    return;
+  if (parse_value(opt, env)) {
+    opt->text = env;
+    return;
+  }
+  parse_value(opt, opt->default_text);
+  ol_log_warn("%s=\"%.64s\" is not valid; using the default %s", opt->name, env,
+              opt->default_text);
+}
+
+static void load_all(void)
+{
+  for (int i = 0; i < OL_OPT_COUNT; i++) {
+    load_option(&options[i]);
+    ol_option_values[i] = options[i].value;
+  }
+  atomic_store_explicit(&ol_options_ready, true, memory_order_release);
+}
+
+void ol_options_load(void)
+{
+  pthread_once(&options_once, load_all);
+}
+
+void ol_options_reload(void)
+{
+  load_all();
+}
+
+static void ensure_loaded(void)
+{
+  if (!atomic_load_explicit(&ol_options_ready, memory_order_acquire))
+    ol_options_load();
+}
+
+uint64_t ol_option_millis(ol_option_t opt)
+{
+  ensure_loaded();
+  return (uint64_t)options[opt].value;
+}
+
+const char *ol_option_text(ol_option_t opt)
+{
+  ensure_loaded();
+  return options[opt].text;
+}
+
+void ol_options_print(FILE *out)
+{
+  for (int i = 0; i < OL_OPT_COUNT; i++)
+    fprintf(out, "  %-24s default %-16s %s\n", options[i].name,
+            *options[i].default_text ? options[i].default_text : "(empty)", options[i].help);
+}
+
+bool ol_options_defaults_valid(void)
+{
+  for (int i = 0; i < OL_OPT_COUNT; i++) {
+    option_t copy = options[i];
+    if (!parse_value(&copy, copy.default_text))
+      return false;
+  }
+  return true;
+}
+
+/* Command lines take "--name value" and "--name=value": splits the second
+ * form into name (copied into the caller's buffer) and value. False, and
+ * nothing changed, for anything else. */
+bool ol_split_option(const char **arg, const char **value, char *name, size_t cap)
+{
+  const char *a = *arg, *eq = strchr(a, '=');
+  if (a[0] != '-' || a[1] != '-' || !eq || (size_t)(eq - a) >= cap)
+    return false;
+  snprintf(name, cap, "%.*s", (int)(eq - a), a);
+  *arg = name;
+  *value = eq + 1;
+  return true;
+}

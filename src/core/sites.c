@@ -1,0 +1,228 @@
+/* sites.c: call sites and the bytes they hold.
+ *
+ * A site is any byte string that names where memory was asked for: the
+ * Python frames of a recorded trace, or a native stack. Each is interned
+ * once; per site we keep live bytes now, at its own peak, at the moment of
+ * the process's peak (copied when a new peak is marked), and in total.
+ * "Who held the memory at the peak" is then the at-peak column, and it sums
+ * to the peak exactly, because every byte live at that moment belongs to
+ * one site. A site may carry a label: text made when it was first seen. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (index_full = true)
+static _Thread_local bool index_full;
+#include <uthash.h>
+
+#include "core.h"
+
+typedef struct site {
+  char *key;
+  size_t len;
+  char *label; /* text made when the site was first seen, or NULL */
+  ol_site_figures_t figures;
+  UT_hash_handle hh;
+} site_t;
+
+struct ol_sites {
+  site_t **all;  /* by id */
+  size_t count, cap;
+  site_t *index; /* by key */
+};
+
+ol_sites_t *ol_sites_new(void)
+{
+  return calloc(1, sizeof(ol_sites_t));
+}
+
+void ol_sites_free(ol_sites_t *s)
+{
+  if (!s)
+    return;
+  HASH_CLEAR(hh, s->index);
+  for (size_t i = 0; i < s->count; i++) {
+    free(s->all[i]->key);
+    free(s->all[i]->label);
+    free(s->all[i]);
+  }
+  free(s->all);
+  free(s);
+}
+
+static bool grow(ol_sites_t *s)
+{
+  if (s->count < s->cap)
+    return true;
+  size_t cap = s->cap ? s->cap * 2 : 64;
+  site_t **all = realloc(s->all, cap * sizeof *all);
+  if (!all)
+    return false;
+  s->all = all;
+  s->cap = cap;
+  return true;
+}
+
+int32_t ol_sites_intern(ol_sites_t *s, const char *key, size_t len)
+{
+  site_t *found;
+  HASH_FIND(hh, s->index, key, len, found);
+  if (found)
+    return (int32_t)(found->figures.id);
+  if (s->count >= INT32_MAX || !grow(s))
+    return -1;
+  site_t *site = calloc(1, sizeof *site);
+  char *copy = malloc(len + 1);
+  if (!site || !copy) {
+    free(site);
+    free(copy);
+    return -1;
+  }
+  memcpy(copy, key, len);
+  copy[len] = '\0';
+  site->key = copy;
+  site->len = len;
+  site->figures.id = (int32_t)s->count;
+  index_full = false;
+  HASH_ADD_KEYPTR(hh, s->index, site->key, site->len, site);
+  if (index_full) {
+    free(copy);
+    free(site);
+    return -1;
+  }
+  s->all[s->count++] = site;
+  return site->figures.id;
+}
+
+void ol_sites_add(ol_sites_t *s, int32_t id, int64_t delta)
+{
+  if (id < 0 || (size_t)id >= s->count)
+    return;
+  ol_site_figures_t *f = &s->all[id]->figures;
+  f->current += delta;
+  if (delta > 0) {
+    f->total += delta;
+    f->allocations++;
+  }
+  if (f->current > f->peak)
+    f->peak = f->current;
+}
+
+void ol_sites_mark_peak(ol_sites_t *s)
+{
+  for (size_t i = 0; i < s->count; i++)
+    s->all[i]->figures.at_peak = s->all[i]->figures.current;
+}
+
+/* Iterations end at valleys of the live bytes (phases.c): what a site holds
+ * at the first and at the latest valley tells whether its memory outlives
+ * iterations and grows with them, the mark of a leak. */
+void ol_sites_mark_valley(ol_sites_t *s)
+{
+  for (size_t i = 0; s && i < s->count; i++) {
+    ol_site_figures_t *f = &s->all[i]->figures;
+    if (!f->valley_seen) {
+      f->first_valley = f->current;
+      f->valley_seen = true;
+    }
+    f->last_valley = f->current;
+  }
+}
+
+size_t ol_sites_count(const ol_sites_t *s)
+{
+  return s ? s->count : 0;
+}
+
+const char *ol_sites_key(const ol_sites_t *s, int32_t id)
+{
+  return id >= 0 && (size_t)id < s->count ? s->all[id]->key : "";
+}
+
+const char *ol_sites_key_bytes(const ol_sites_t *s, int32_t id, size_t *len)
+{
+  bool valid = id >= 0 && (size_t)id < s->count;
+  *len = valid ? s->all[id]->len : 0;
+  return valid ? s->all[id]->key : "";
+}
+
+/* Keeps a copy of text that names the site (a live site's Python frames,
+ * which cannot be read back from its key later). false: no memory. */
+bool ol_sites_set_label(ol_sites_t *s, int32_t id, const char *text)
+{
+  if (id < 0 || (size_t)id >= s->count)
+    return false;
+  char *copy = strdup(text);
+  if (!copy)
+    return false;
+  free(s->all[id]->label);
+  s->all[id]->label = copy;
+  return true;
+}
+
+const char *ol_sites_label(const ol_sites_t *s, int32_t id)
+{
+  return id >= 0 && (size_t)id < s->count ? s->all[id]->label : NULL;
+}
+
+const ol_site_figures_t *ol_sites_figures(const ol_sites_t *s, int32_t id)
+{
+  return id >= 0 && (size_t)id < s->count ? &s->all[id]->figures : NULL;
+}
+
+static int64_t value_of(const ol_sites_t *s, int32_t id, ol_site_order_t order)
+{
+  const ol_site_figures_t *f = &s->all[id]->figures;
+  switch (order) {
+  case OL_SITES_BY_TOTAL: return f->total;
+  case OL_SITES_BY_CURRENT: return f->current;
+  case OL_SITES_BY_GROWTH: return f->valley_seen ? f->last_valley - f->first_valley : 0;
+  case OL_SITES_BY_AT_PEAK:
+  default: return f->at_peak;
+  }
+}
+
+/* The sites with the largest figure, largest first; sites whose figure is
+ * 0 are left out. Insertion into a short sorted list: max is small. */
+size_t ol_sites_top(const ol_sites_t *s, ol_site_order_t order, int32_t *out, size_t max)
+{
+  size_t n = 0;
+  for (size_t i = 0; s && i < s->count; i++) {
+    int64_t v = value_of(s, (int32_t)i, order);
+    if (v <= 0)
+      continue;
+    size_t at = n < max ? n++ : max;
+    while (at > 0 && value_of(s, out[at - 1], order) < v) {
+      if (at < max)
+        out[at] = out[at - 1];
+      at--;
+    }
+    if (at < max)
+      out[at] = (int32_t)i;
+  }
+  return n;
+}
+
+
+/* A trace's site: its key is the frames text, innermost first, ';' between
+ * frames (what PyTorch's recorder and our trace writer both give). */
+size_t ol_sites_text_frames(const ol_sites_t *s, int32_t id, size_t max, ol_frame_visit_fn visit,
+                            void *arg)
+{
+  size_t len, n = 0;
+  const char *key = ol_sites_key_bytes(s, id, &len);
+  if (!key)
+    return 0;
+  const char *end = key + len;
+  for (const char *c = key; c < end && n < max; n++) {
+    const char *semi = memchr(c, ';', (size_t)(end - c));
+    size_t k = semi ? (size_t)(semi - c) : (size_t)(end - c);
+    char frame[512];
+    snprintf(frame, sizeof frame, "%.*s", (int)(k < sizeof frame ? k : sizeof frame - 1), c);
+    visit(frame, arg);
+    c += k + (semi != NULL);
+  }
+  return n;
+}

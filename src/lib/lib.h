@@ -1,0 +1,175 @@
+/* lib.h: the preloaded library's modules (src/lib), on top of core.h.
+ * Only src/lib includes this; the offline tools never link it (a test
+ * checks tools/oomlens for its symbols). What calls the real CUDA is
+ * prim.h's, and what the exported hooks do is hooks.h's. */
+#ifndef OL_LIB_H
+#define OL_LIB_H
+
+#include "core.h"
+
+typedef struct ol_site_key ol_site_key_t; /* stacks.c, below */
+
+/* ---- tracker.c: observe mode's record of what is live ------------------ */
+typedef enum ol_kind {
+  OL_KIND_RUNTIME,       /* cudaMalloc */
+  OL_KIND_RUNTIME_ASYNC, /* cudaMallocAsync */
+  OL_KIND_DRIVER,        /* cuMemAlloc called directly */
+  OL_KIND_DRIVER_ASYNC,  /* cuMemAllocAsync called directly */
+  OL_KIND_VMM,           /* cuMemCreate */
+  OL_KIND_MANAGED,       /* served by our pool: allocated, not reserved */
+} ol_kind_t;
+
+
+void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream);
+/* The same, with its call site: site (>= 0) if the caller knows its id,
+ * else the key to intern (NULL: none). Returns the site id used, or -1. */
+int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind,
+                          uintptr_t stream, const ol_site_key_t *key, int32_t site);
+/* The device's call sites (for reports: copied under the lock by the caller). */
+bool ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg), void *arg); /* false: no sites */
+bool ol_track_free(uintptr_t addr, ol_kind_t kind);
+void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory);
+void ol_track_oom_figures(int device, ol_oom_record_t *record); /* ours: allocated, reserved, phases */
+void ol_track_oom_diagnosis(int device, const ol_oom_record_t *record, ol_oom_class_t cause);
+void ol_track_vmm_create(uint64_t handle, size_t size, int device);
+void ol_track_vmm_release(uint64_t handle);
+void ol_track_vmm_map(uintptr_t addr, size_t size, uint64_t handle);
+void ol_track_vmm_unmap(uintptr_t addr, size_t size);
+void ol_track_va_reserve(uintptr_t addr, size_t size, int device);
+void ol_track_va_free(uintptr_t addr);
+void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes);
+/* manage mode's reserved memory: a chunk at addr mapped (delta > 0) or unmapped */
+void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta);
+int64_t ol_track_reserved_now(int device);
+void ol_track_pending(int device, int64_t delta);     /* freed, waiting for a fence */
+void ol_track_fence_wait(int device);
+void ol_track_device_sync(int device);
+void ol_track_manage_fallback(int device);
+bool ol_track_seen_activity(void);
+void ol_track_snapshot(ol_snapshot_t *out);
+void ol_track_reset(void);
+void ol_track_lock(void);
+void ol_track_unlock(void);
+
+/* tracker.c: a copy of the device's timeline; false if it has none. */
+bool ol_track_timeline(int device, ol_timeline_t *out);
+
+
+/* ---- streams.c: non-blocking streams and captures in progress ---------- */
+void ol_streams_created(void *stream, unsigned int flags);
+void ol_streams_destroyed(void *stream);
+int ol_streams_nonblocking(void **out, int max);
+void ol_streams_capture_began(void *stream);
+void ol_streams_capture_ended(void *stream);
+bool ol_streams_capturing(void);
+bool ol_streams_single(void); /* no stream but the defaults: no driver call */
+bool ol_streams_quiet(void);  /* ... or every other stream idle: queries each */
+
+/* ---- capacity.c: OOMLENS_CAPACITY, a smaller device ------------------- */
+bool ol_capacity_allows(int device, uint64_t size);
+void ol_capacity_clamp(int device, size_t *free_bytes, size_t *total_bytes);
+
+/* ---- pyframes.c: the Python frames of the allocating thread ----------- */
+
+/* Up to max frames as (code object, where) word pairs: the innermost and
+ * the first of the job's own code; 0 without Python on this thread. */
+int ol_pyframes_capture(uintptr_t *pairs, int max);
+/* "file:line:function"; only on the capturing thread, during its hook. */
+void ol_pyframes_describe(uintptr_t code, uint64_t where, char *out, size_t cap);
+void ol_pyframes_status(ol_pyframes_status_t *out);
+bool ol_pyframes_in_interpreter(uintptr_t pc); /* a native frame inside CPython */
+
+/* ---- stacks.c: call stacks, as call-site keys ------------------------- */
+#define OL_STACK_MAX 64
+#define OL_PY_FRAMES_MAX 4
+/* A live call site's key: a header word (Python frame count in bits 0-15,
+ * native count in 16-31, bit 32 "not sampled"), two words per Python frame
+ * (code object, first line << 32 | code unit), then native return
+ * addresses, innermost first. Its bytes are what ol_sites_intern gets. */
+#define OL_SITE_WORDS (1 + 2 * OL_PY_FRAMES_MAX + OL_STACK_MAX)
+struct ol_site_key {
+  uintptr_t words[OL_SITE_WORDS];
+  size_t count; /* words used */
+  uint64_t hash;
+};
+
+bool ol_stacks_on(void);
+bool ol_stacks_native_available(void);
+int ol_stacks_capture(void **frames, int max);
+void ol_stacks_site_key(size_t size, ol_site_key_t *key); /* sampling decided here */
+int32_t ol_stacks_cached_site(int device, const ol_site_key_t *key); /* -1: not cached */
+void ol_stacks_cache_site(int device, const ol_site_key_t *key, int32_t site);
+void ol_stacks_forget_sites(void); /* site ids cached by threads are stale */
+void ol_stacks_label(const void *key, size_t len, ol_buf_t *out);
+/* A live site as one line of trace text: its Python frames (the label)
+ * then its native frames, innermost first, joined by ';' (no table needed:
+ * the trace writer's thread formats it). */
+void ol_stacks_key_text(const void *key, size_t len, const char *label, ol_buf_t *out);
+#define OL_FRAME_TEXT_MAX 512 /* a native frame's text, demangled name and line included */
+void ol_stacks_describe(const void *frame, char *out, size_t cap);
+/* A live site's frames as text (Python, then native), at most max. */
+size_t ol_stacks_site_frames(const ol_sites_t *sites, int32_t id, size_t max,
+                             void (*visit)(const char *frame, void *arg), void *arg);
+
+/* ---- symbolize.c: source lines of native frames, at report time ------ */
+/* The source file (its base name) and line of the call at a return
+ * address, where the binary or its separate debug file has DWARF line
+ * info and libdw.so.1 can be opened; false otherwise (and always with
+ * OOMLENS_SOURCE_LINES=0). Not for the allocation hooks: it reads files. */
+bool ol_symbolize_line(const void *return_address, char *file, size_t cap, int *line);
+/* A C++ symbol demangled into out when libstdc++ is loaded; false leaves
+ * the name as it was. */
+bool ol_symbolize_demangle(const char *name, char *out, size_t cap);
+
+/* ---- tracefile.c: OOMLENS_TRACE, every event into a file ---------------
+ * Events and sites are recorded under the tracker's lock, so they are in
+ * its order; a site is recorded the first time it is interned. */
+void ol_tracefile_start(void);           /* at start: opens OOMLENS_TRACE if set */
+int ol_tracefile_open(const char *path); /* 0, or -1 with a warning */
+bool ol_tracefile_on(void);
+/* A new site: its key, and the text of its Python frames (ol_stacks_label,
+ * made on the capturing thread; NULL: none). */
+void ol_tracefile_site(int device, int32_t site, const void *key, size_t len, const char *label);
+void ol_tracefile_event(ol_trace_action_t action, uint64_t addr, uint64_t size, uint64_t stream,
+                        int32_t site, int device);
+void ol_tracefile_flush(void);  /* all so far on disk (SIGUSR1) */
+void ol_tracefile_close(void);  /* all on disk, end line, closed (exit, SIGTERM) */
+void ol_tracefile_forget(void); /* a forked child drops its parent's trace */
+
+/* ---- oom_live.c: the diagnosis at a live job's failed allocation ------ */
+void ol_oom_at_failure(int device, uint64_t request);
+
+/* ---- manage.c: our pool serves the requests -------------------------- */
+bool ol_manage_on(void);
+bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr);
+bool ol_manage_free(uint64_t addr);
+bool ol_manage_alloc_async(int device, uint64_t size, void *stream, uint64_t *addr);
+bool ol_manage_free_async(uint64_t addr, void *stream);
+void ol_manage_stream_destroyed(void *stream);
+bool ol_manage_free_blocks(int device, int64_t *free_reserved, int64_t *largest);
+
+/* ---- lifecycle.c: start, fork, signals, exit --------------------------- */
+bool ol_lifecycle_enabled(void); /* starts oomlens on first call */
+bool ol_lifecycle_forked_child(void);
+void ol_lifecycle_at_exit(void);
+
+/* ---- report.c: the live report, written at exit, at a signal, on request */
+
+void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx);
+void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx);
+/* A native site named by its frames (an ol_site_namer_t; arg: the sites table). */
+void ol_report_site_name(ol_buf_t *out, int32_t id, bool json, void *sites);
+void ol_report_stacks_now(ol_report_stacks_t *stacks);
+int ol_report_write_all(const char *reason); /* 0 when every file was written */
+void ol_report_wait(void);                   /* until no report is being written */
+
+/* ---- metrics.c: OOMLENS_METRICS, a Prometheus textfile kept current ---- */
+void ol_metrics_start(void);       /* at start, when OOMLENS_METRICS is set */
+void ol_metrics_stop(void);        /* at exit: the final write */
+void ol_metrics_forget(void);      /* a forked child: no thread, nothing held */
+void ol_metrics_text(ol_buf_t *out, const ol_snapshot_t *snap, long pid, const char *rank);
+int ol_metrics_path_for(const char *pattern, long pid, const char *rank, bool child, char *out,
+                        size_t cap);
+
+
+#endif

@@ -1,0 +1,759 @@
+/* manage.c: manage mode, where oomlens's pool serves cudaMalloc/cuMemAlloc.
+ *
+ * Owns, per device: the pool (pool.c) on a backend of real VMM calls, and
+ * the frees waiting until the device can no longer touch their memory.
+ * cudaFree promises that: it synchronizes the device. Doing that on every
+ * free is what makes PyTorch without its cache 2.5-3.7x slower, so freed
+ * blocks wait in a batch instead; a closed batch carries a fence (an event
+ * on the legacy default stream, which waits for every blocking stream, plus
+ * one on each non-blocking stream) and its blocks return to the pool once
+ * the fence has passed. Only when the pool cannot serve a request do we
+ * wait for fences. During a graph capture nothing is recorded or waited
+ * for, and new requests go to the real driver. Any failure of ours hands
+ * the request to the real driver: never fail what it would have served. */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (handle_table_full = true)
+static _Thread_local bool handle_table_full;
+#include <uthash.h>
+
+#include "lib.h"
+#include "prim.h"
+#include "pool.h"
+
+#define BATCH_BYTES (64ull << 20) /* close a batch at this much freed memory */
+#define BATCH_BLOCKS 256          /* ... or this many blocks */
+#define FENCES 32                 /* batches in flight per device */
+#define FENCE_STREAMS 64          /* non-blocking streams a fence covers */
+
+enum { UNTRIED, ACTIVE, UNAVAILABLE };
+
+typedef struct batch {
+  uint64_t *blocks;
+  size_t count, cap;
+  uint64_t bytes;
+  void *events[1 + FENCE_STREAMS];
+  int event_count;
+} batch_t;
+
+/* Blocks freed with cudaFreeAsync on one stream: reusable at once by the
+ * next allocation on that same stream (stream order protects them), by
+ * others only once the stream has passed them. */
+typedef struct stream_frees {
+  bool used;
+  void *stream;
+  batch_t open;
+} stream_frees_t;
+
+#define STREAMS_KEPT 16
+
+typedef struct chunk_handle {
+  uint64_t addr;
+  uint64_t handle;
+  uint64_t retired_by; /* 0: in the pool's use; else the retirement that will unmap it */
+  UT_hash_handle hh;
+} chunk_handle_t;
+
+/* Chunks the pool gave back, still mapped until the work queued before
+ * then has passed (events instead of a device synchronize per trim). */
+#define RETIREMENTS 16
+typedef struct retirement {
+  batch_t fence; /* events only */
+  uint64_t seq, addr, size;
+} retirement_t;
+
+typedef struct managed {
+  pthread_mutex_t lock;
+  atomic_int state; /* read without the lock by frees looking for their owner */
+  int device;
+  ol_pool_t *pool;
+  ol_backend_t backend;
+  chunk_handle_t *handles;
+  batch_t open;
+  batch_t fences[FENCES];
+  int fence_head, fence_count;
+  retirement_t retirements[RETIREMENTS];
+  int retire_head, retire_count;
+  uint64_t next_retirement;
+  /* Device memory behind the pool's chunks, retiring ones included, and
+   * the most the pool itself ever counted as mapped: retiring chunks may
+   * delay an unmap, never raise the device memory held past that. */
+  uint64_t physical, high_water;
+  void *spare_events[2 * FENCES];
+  int spare_count;
+  /* Bytes mapped, handed out, and freed but waiting for a fence: what is
+   * free right now is mapped - live - pending, known without asking the
+   * pool (its own statistics walk every block). */
+  uint64_t mapped, live, pending;
+  stream_frees_t streams[STREAMS_KEPT];
+} managed_t;
+
+static managed_t devices[OL_MAX_DEVICES];
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static atomic_bool warned_unavailable, warned_failure;
+
+static void init_locks(void)
+{
+  for (int d = 0; d < OL_MAX_DEVICES; d++) {
+    pthread_mutex_init(&devices[d].lock, NULL);
+    devices[d].device = d;
+  }
+}
+
+bool ol_manage_on(void)
+{
+  return ol_option_bool(OL_OPT_MANAGE);
+}
+
+/* ---- the backend: 2 MiB chunks of real device memory ------------------ */
+
+static int backend_reserve(void *ctx, uint64_t size, uint64_t *base)
+{
+  managed_t *m = ctx;
+  return ol_prim_vmm_reserve(size, m->backend.granularity, base);
+}
+
+static void backend_unreserve(void *ctx, uint64_t base, uint64_t size)
+{
+  (void)ctx;
+  ol_prim_vmm_unreserve(base, size);
+}
+
+static void release_chunk(managed_t *m, chunk_handle_t *c)
+{
+  ol_prim_vmm_unmap(c->addr, m->backend.granularity, c->handle);
+  ol_track_pool_mapped(m->device, c->addr, -(int64_t)m->backend.granularity);
+  m->physical -= m->backend.granularity;
+  HASH_DELETE(hh, m->handles, c);
+  free(c);
+}
+
+static chunk_handle_t *chunk_at(managed_t *m, uint64_t addr)
+{
+  chunk_handle_t *c;
+  HASH_FIND(hh, m->handles, &addr, sizeof addr, c);
+  return c;
+}
+
+static bool record_fence(managed_t *m, batch_t *b, const stream_frees_t *only);
+static int fence_state(batch_t *b);
+static void put_event(managed_t *m, void *event);
+
+static void return_events(managed_t *m, batch_t *fence)
+{
+  for (int i = 0; i < fence->event_count; i++)
+    put_event(m, fence->events[i]);
+  fence->event_count = 0;
+}
+
+/* The chunks of a range leave the pool's count; `by` says what unmaps them
+ * (a retirement, or nothing while parked). */
+static void mark_retired(managed_t *m, uint64_t addr, uint64_t size, uint64_t by)
+{
+  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
+    chunk_handle_t *c = chunk_at(m, at);
+    if (c && !c->retired_by) {
+      c->retired_by = by;
+      m->mapped -= m->backend.granularity;
+    }
+  }
+}
+
+/* Unmaps the chunks of finished retirements, oldest first; with wait, waits
+ * for all of them (memory is short). */
+static void reap_retired(managed_t *m, bool wait)
+{
+  while (m->retire_count > 0) {
+    retirement_t *r = &m->retirements[m->retire_head];
+    int state = fence_state(&r->fence);
+    if (state == 0 && !wait)
+      return;
+    for (int i = 0; state == 0 && i < r->fence.event_count; i++)
+      if (ol_prim_event_wait(r->fence.events[i]) != 0)
+        state = -1; /* the events failed us: only a synchronize is safe */
+    if (state < 0 && ol_prim_device_synchronize() == 0)
+      ol_track_device_sync(m->device);
+    for (uint64_t at = r->addr; at < r->addr + r->size; at += m->backend.granularity) {
+      chunk_handle_t *c = chunk_at(m, at);
+      if (c && c->retired_by == r->seq)
+        release_chunk(m, c);
+    }
+    return_events(m, &r->fence);
+    m->retire_head = (m->retire_head + 1) % RETIREMENTS;
+    m->retire_count--;
+  }
+}
+
+/* Blocks of a single-stream job return to the pool at once, so free memory
+ * may still be in use by queued work: the chunks stay mapped behind events
+ * after that work, and are unmapped once it has passed (or mapped back
+ * into use at no cost if the pool wants them first). False when no event
+ * can be recorded (a capture, another device current, no room). */
+static bool retire(managed_t *m, uint64_t addr, uint64_t size)
+{
+  reap_retired(m, false);
+  if (m->retire_count == RETIREMENTS || ol_streams_capturing() ||
+      ol_prim_current_device_driver() != m->device)
+    return false;
+  retirement_t *r = &m->retirements[(m->retire_head + m->retire_count) % RETIREMENTS];
+  r->fence.event_count = 0;
+  if (!record_fence(m, &r->fence, NULL)) {
+    return_events(m, &r->fence);
+    return false;
+  }
+  r->seq = ++m->next_retirement;
+  r->addr = addr;
+  r->size = size;
+  m->retire_count++;
+  mark_retired(m, addr, size, r->seq);
+  return true;
+}
+
+/* During a capture nothing may wait for the device: the chunks stay
+ * mapped, out of the pool's count, until the pool maps them again. */
+#define PARKED UINT64_MAX
+
+static void backend_unmap(void *ctx, uint64_t addr, uint64_t size)
+{
+  managed_t *m = ctx;
+  if (retire(m, addr, size))
+    return;
+  if (ol_streams_capturing()) {
+    mark_retired(m, addr, size, PARKED);
+    return;
+  }
+  if (ol_prim_device_synchronize() == 0)
+    ol_track_device_sync(m->device);
+  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
+    chunk_handle_t *c = chunk_at(m, at);
+    if (c && !c->retired_by)
+      m->mapped -= m->backend.granularity;
+    if (c)
+      release_chunk(m, c);
+  }
+}
+
+/* One handle per chunk, so that any chunk can be unmapped on its own. A
+ * chunk still retiring is simply taken back. */
+static int map_chunk(managed_t *m, uint64_t addr)
+{
+  chunk_handle_t *c = chunk_at(m, addr);
+  if (c && c->retired_by) {
+    c->retired_by = 0;
+    m->mapped += m->backend.granularity;
+    return 0;
+  }
+  c = calloc(1, sizeof *c);
+  if (!c)
+    return -1;
+  int res = ol_prim_vmm_map(m->device, addr, m->backend.granularity, &c->handle);
+  if (res != 0) {
+    free(c);
+    return -1;
+  }
+  c->addr = addr;
+  handle_table_full = false;
+  HASH_ADD(hh, m->handles, addr, sizeof c->addr, c);
+  if (handle_table_full) {
+    ol_prim_vmm_unmap(addr, m->backend.granularity, c->handle);
+    free(c);
+    return -1;
+  }
+  m->mapped += m->backend.granularity;
+  m->physical += m->backend.granularity;
+  ol_track_pool_mapped(m->device, addr, (int64_t)m->backend.granularity);
+  return 0;
+}
+
+static int map_range(managed_t *m, uint64_t addr, uint64_t size)
+{
+  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
+    if (map_chunk(m, at) != 0) {
+      backend_unmap(m, addr, at - addr);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Retired chunks still hold device memory: when it is short (the driver or
+ * OOMLENS_CAPACITY says no), wait for them to go and try once more. */
+static int backend_map(void *ctx, uint64_t addr, uint64_t size)
+{
+  managed_t *m = ctx;
+  reap_retired(m, false);
+  uint64_t peak = m->mapped + size > m->high_water ? m->mapped + size : m->high_water;
+  if (m->physical + size > peak)
+    reap_retired(m, true); /* wait for the oldest work rather than hold more */
+  if (m->mapped + size > m->high_water)
+    m->high_water = m->mapped + size;
+  if (ol_capacity_allows(m->device, size) && map_range(m, addr, size) == 0)
+    return 0;
+  if (m->retire_count == 0)
+    return -1; /* OOMLENS_CAPACITY or the device: full */
+  reap_retired(m, true);
+  return ol_capacity_allows(m->device, size) ? map_range(m, addr, size) : -1;
+}
+
+/* ---- starting a device ------------------------------------------------- */
+
+static void give_up(managed_t *m, const char *why)
+{
+  m->state = UNAVAILABLE;
+  ol_log_warn_once(&warned_unavailable, "manage mode off on device %d (%s); the CUDA driver "
+                   "serves its allocations", m->device, why);
+}
+
+static void start_device(managed_t *m)
+{
+  uint64_t granularity = ol_prim_vmm_granularity(m->device);
+  uint64_t total = ol_prim_device_total_memory(m->device);
+  if (!granularity || !total)
+    return give_up(m, "no virtual memory management");
+  m->backend = (ol_backend_t){m, granularity, backend_reserve, backend_unreserve, backend_map,
+                              backend_unmap};
+  /* Address space costs nothing: reserve twice the device, so that holes
+   * left by long-lived blocks never make the pool run out of addresses
+   * before the device runs out of memory. */
+  uint64_t space = (total * 2 + granularity - 1) / granularity * granularity;
+  ol_pool_config_t config = {space, ol_option_size(OL_OPT_MAX_SPLIT_SIZE), NULL,
+                             !ol_option_bool(OL_OPT_POOL_TRIM)};
+  m->pool = ol_pool_create(&m->backend, &config);
+  if (!m->pool)
+    return give_up(m, "cannot reserve address space");
+  m->state = ACTIVE;
+  ol_log_verbose("manage mode on device %d: %llu bytes of address space, %llu-byte chunks",
+                 m->device, (unsigned long long)space, (unsigned long long)granularity);
+}
+
+/* ---- fences ------------------------------------------------------------ */
+static bool single_stream(void);
+static stream_frees_t *stream_slot(managed_t *m, void *stream, bool create);
+static bool take_from_stream(managed_t *m, stream_frees_t *sf, uint64_t size, uint64_t *addr);
+
+static void *take_event(managed_t *m)
+{
+  return m->spare_count ? m->spare_events[--m->spare_count] : ol_prim_event_create();
+}
+
+static void put_event(managed_t *m, void *event)
+{
+  if (m->spare_count < (int)(sizeof m->spare_events / sizeof *m->spare_events))
+    m->spare_events[m->spare_count++] = event;
+  else
+    ol_prim_event_destroy(event);
+}
+
+/* Events after everything enqueued so far on every stream that could use
+ * the memory. False when that cannot be done (then only a synchronize is
+ * safe). */
+static bool record_fence(managed_t *m, batch_t *b, const stream_frees_t *only)
+{
+  void *streams[FENCE_STREAMS];
+  int n = only ? 0 : ol_streams_nonblocking(streams, FENCE_STREAMS);
+  if (n < 0)
+    return false;
+  b->event_count = 0;
+  for (int i = -1; i < n; i++) {
+    void *event = take_event(m);
+    void *first = only ? only->stream : (void *)CU_STREAM_LEGACY;
+    void *stream = i < 0 ? first : streams[i];
+    if (!event)
+      return false;
+    b->events[b->event_count++] = event;
+    if (ol_prim_event_record(event, stream) != 0)
+      return false;
+  }
+  return true;
+}
+
+static void release_batch(managed_t *m, batch_t *b)
+{
+  for (size_t i = 0; i < b->count; i++)
+    ol_pool_free(m->pool, b->blocks[i]);
+  for (int i = 0; i < b->event_count; i++)
+    put_event(m, b->events[i]);
+  ol_track_pending(m->device, -(int64_t)b->bytes);
+  m->pending -= b->bytes;
+  b->count = 0;
+  b->bytes = 0;
+  b->event_count = 0;
+}
+
+static int fence_state(batch_t *b)
+{
+  for (int i = 0; i < b->event_count; i++) {
+    int done = ol_prim_event_done(b->events[i]);
+    if (done != 1)
+      return done;
+  }
+  return 1;
+}
+
+/* Returns the blocks of every fence that has passed to the pool. */
+static void reclaim(managed_t *m)
+{
+  while (m->fence_count > 0) {
+    batch_t *b = &m->fences[m->fence_head];
+    int state = fence_state(b);
+    if (state == 0)
+      return;
+    if (state < 0 && ol_prim_device_synchronize() != 0)
+      return; /* keep the memory rather than risk it */
+    release_batch(m, b);
+    m->fence_head = (m->fence_head + 1) % FENCES;
+    m->fence_count--;
+  }
+}
+
+static bool wait_oldest(managed_t *m)
+{
+  if (m->fence_count == 0)
+    return false;
+  batch_t *b = &m->fences[m->fence_head];
+  for (int i = 0; i < b->event_count; i++)
+    if (ol_prim_event_wait(b->events[i]) != 0 && ol_prim_device_synchronize() != 0)
+      return false;
+  ol_track_fence_wait(m->device);
+  reclaim(m);
+  return true;
+}
+
+/* Moves a batch of freed blocks behind a fence: events after all work that
+ * could still touch them (every stream; or, for stream-ordered frees, the
+ * stream they were freed on). Only from a thread whose current device is
+ * this one (events belong to its context), never during capture. */
+static void fence_batch(managed_t *m, batch_t *open, const stream_frees_t *only)
+{
+  if (open->count == 0 || ol_streams_capturing() ||
+      ol_prim_current_device_driver() != m->device)
+    return;
+  if (m->fence_count == FENCES)
+    wait_oldest(m);
+  batch_t *slot = &m->fences[(m->fence_head + m->fence_count) % FENCES];
+  batch_t swap = *slot;
+  *slot = *open;
+  *open = swap;
+  open->count = open->bytes = 0;
+  open->event_count = 0;
+  m->fence_count++;
+  if (!record_fence(m, slot, only)) {
+    if (ol_prim_device_synchronize() == 0) {
+      ol_track_device_sync(m->device);
+      for (int i = 0; i < slot->event_count; i++)
+        put_event(m, slot->events[i]);
+      slot->event_count = 0; /* an empty fence has passed */
+    }
+  }
+  reclaim(m);
+}
+
+/* A batch of frees made while other streams exist. If every one of them is
+ * idle now, all work they were given before these frees has finished, and
+ * the default stream orders the rest: the blocks go back at once. One round
+ * of stream queries then serves the whole batch instead of every free. */
+static void close_batch(managed_t *m)
+{
+  if (m->open.count == 0)
+    return;
+  if (ol_streams_quiet()) {
+    release_batch(m, &m->open);
+    return;
+  }
+  fence_batch(m, &m->open, NULL);
+}
+
+static void close_stream_batches(managed_t *m)
+{
+  for (int i = 0; i < STREAMS_KEPT; i++)
+    if (m->streams[i].used)
+      fence_batch(m, &m->streams[i].open, &m->streams[i]);
+}
+
+static bool append(batch_t *b, uint64_t addr, uint64_t size)
+{
+  if (b->count == b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 64;
+    uint64_t *blocks = realloc(b->blocks, cap * sizeof *blocks);
+    if (!blocks)
+      return false;
+    b->blocks = blocks;
+    b->cap = cap;
+  }
+  b->blocks[b->count++] = addr;
+  b->bytes += size;
+  return true;
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static managed_t *device_for_alloc(int device)
+{
+  if (device < 0 || device >= OL_MAX_DEVICES || !ol_prim_has_context())
+    return NULL;
+  pthread_once(&init_once, init_locks);
+  return &devices[device];
+}
+
+/* The device runs behind the CPU, so memory freed a moment ago is still
+ * waiting for its fence. Rather than grow the pool past it (reserving the
+ * job's whole run-ahead twice), wait for the oldest fences while what waits
+ * could serve the request and what is free cannot. The device keeps working
+ * through the queue meanwhile; only the CPU's lead shrinks. */
+static void wait_instead_of_growing(managed_t *m, uint64_t size)
+{
+  uint64_t need = (size + 511) / 512 * 512;
+  while (m->mapped - m->live - m->pending < need && m->pending >= need) {
+    close_batch(m);
+    close_stream_batches(m);
+    if (!wait_oldest(m))
+      return;
+  }
+}
+
+static bool take(managed_t *m, uint64_t size, uint64_t *addr)
+{
+  if (ol_pool_alloc(m->pool, size, addr) != 0)
+    return false;
+  m->live += ol_pool_block_size(m->pool, *addr);
+  return true;
+}
+
+static bool serve(managed_t *m, uint64_t size, uint64_t *addr)
+{
+  reclaim(m);
+  wait_instead_of_growing(m, size);
+  if (take(m, size, addr))
+    return true;
+  close_batch(m);
+  close_stream_batches(m);
+  while (m->fence_count > 0) {
+    if (!wait_oldest(m))
+      break;
+    if (take(m, size, addr))
+      return true;
+  }
+  return false;
+}
+
+/* Serves a request from the device's pool; with a stream (stream-ordered
+ * requests), first from what was freed on that stream. */
+static bool alloc_on(int device, uint64_t size, bool ordered, void *stream, uint64_t *addr)
+{
+  managed_t *m = device_for_alloc(device);
+  bool served = false;
+  if (m && size > 0 && !ol_streams_capturing()) {
+    pthread_mutex_lock(&m->lock);
+    if (m->state == UNTRIED)
+      start_device(m);
+    if (m->state == ACTIVE) {
+      stream_frees_t *sf = ordered ? stream_slot(m, stream, false) : NULL;
+      served = (sf && take_from_stream(m, sf, size, addr)) || serve(m, size, addr);
+    }
+    pthread_mutex_unlock(&m->lock);
+  }
+  if (!served && size > 0) /* the driver answers an empty request itself */
+    ol_track_manage_fallback(device);
+  return served;
+}
+
+bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr)
+{
+  return alloc_on(device, size, false, NULL, addr);
+}
+
+/* While all work is in the legacy default stream's order (no other stream
+ * exists, see ol_streams_single), work that touches a block after its reuse
+ * is queued behind the work before its free: the block can go back to the
+ * pool at once, as PyTorch's caching allocator does. Otherwise it joins the
+ * open batch, which close_batch releases at once when the other streams are
+ * idle, or puts behind a fence. */
+static bool single_stream(void)
+{
+  return ol_streams_single();
+}
+
+/* True when addr was ours: it now waits for its fence. False: not ours,
+ * the real driver must free it. */
+/* The device whose pool holds addr, locked, with the block's size; NULL
+ * when no pool of ours does. */
+static managed_t *owner_locked(uint64_t addr, uint64_t *size)
+{
+  if (addr == 0)
+    return NULL;
+  pthread_once(&init_once, init_locks);
+  for (int d = 0; d < OL_MAX_DEVICES; d++) {
+    managed_t *m = &devices[d];
+    if (m->state != ACTIVE)
+      continue;
+    pthread_mutex_lock(&m->lock);
+    *size = ol_pool_owns(m->pool, addr) ? ol_pool_block_size(m->pool, addr) : 0;
+    if (*size)
+      return m;
+    pthread_mutex_unlock(&m->lock);
+  }
+  return NULL;
+}
+
+/* Adds a freed block to a batch; on a host allocation failure, waits for
+ * the device instead so the block can go back at once. */
+static void hold(managed_t *m, batch_t *b, uint64_t addr, uint64_t size)
+{
+  m->live -= size;
+  if (!append(b, addr, size)) {
+    ol_log_warn_once(&warned_failure, "out of host memory for pending frees; "
+                     "synchronizing the device instead");
+    if (ol_prim_device_synchronize() == 0)
+      ol_pool_free(m->pool, addr);
+    return;
+  }
+  m->pending += size;
+  ol_track_pending(m->device, (int64_t)size);
+}
+
+static bool batch_full(const batch_t *b)
+{
+  return b->bytes >= BATCH_BYTES || b->count >= BATCH_BLOCKS;
+}
+
+bool ol_manage_free(uint64_t addr)
+{
+  uint64_t size;
+  managed_t *m = owner_locked(addr, &size);
+  if (!m)
+    return false;
+  if (single_stream()) {
+    m->live -= size;
+    ol_pool_free(m->pool, addr);
+  } else {
+    hold(m, &m->open, addr, size);
+    if (batch_full(&m->open))
+      close_batch(m);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return true;
+}
+
+/* ---- stream-ordered requests (cudaMallocAsync, cudaFreeAsync) --------- */
+
+static stream_frees_t *stream_slot(managed_t *m, void *stream, bool create)
+{
+  stream_frees_t *empty = NULL;
+  for (int i = 0; i < STREAMS_KEPT; i++) {
+    if (m->streams[i].used && m->streams[i].stream == stream)
+      return &m->streams[i];
+    if (!m->streams[i].used && !empty)
+      empty = &m->streams[i];
+  }
+  if (!create || !empty)
+    return NULL;
+  empty->used = true;
+  empty->stream = stream;
+  return empty;
+}
+
+/* A block freed on this stream that fits the request without wasting more
+ * than an eighth (plus a chunk): taken whole, as the pool cut it. */
+static bool take_from_stream(managed_t *m, stream_frees_t *sf, uint64_t size, uint64_t *addr)
+{
+  uint64_t need = (size + 511) / 512 * 512, best_size = UINT64_MAX;
+  size_t best = SIZE_MAX;
+  for (size_t i = 0; i < sf->open.count; i++) {
+    uint64_t have = ol_pool_block_size(m->pool, sf->open.blocks[i]);
+    if (have >= need && have <= need + need / 8 + m->backend.granularity && have < best_size) {
+      best = i;
+      best_size = have;
+    }
+  }
+  if (best == SIZE_MAX)
+    return false;
+  *addr = sf->open.blocks[best];
+  sf->open.blocks[best] = sf->open.blocks[--sf->open.count];
+  sf->open.bytes -= best_size;
+  m->pending -= best_size;
+  m->live += best_size;
+  ol_track_pending(m->device, -(int64_t)best_size);
+  return true;
+}
+
+bool ol_manage_alloc_async(int device, uint64_t size, void *stream, uint64_t *addr)
+{
+  return alloc_on(device, size, true, stream, addr);
+}
+
+/* cudaFreeAsync: the memory is free once the work queued on the stream
+ * before the call is done. The same stream may reuse it at once; the block
+ * goes back to the pool behind an event on that stream. */
+bool ol_manage_free_async(uint64_t addr, void *stream)
+{
+  uint64_t size;
+  managed_t *m = owner_locked(addr, &size);
+  if (!m)
+    return false;
+  stream_frees_t *sf = ol_streams_capturing() ? NULL : stream_slot(m, stream, true);
+  if (!sf) { /* no slot left: fence it like a cudaFree */
+    hold(m, &m->open, addr, size);
+    if (batch_full(&m->open))
+      close_batch(m);
+  } else {
+    hold(m, &sf->open, addr, size);
+    if (batch_full(&sf->open))
+      fence_batch(m, &sf->open, sf);
+  }
+  pthread_mutex_unlock(&m->lock);
+  return true;
+}
+
+/* Before a stream goes away, what was freed on it goes behind an event on
+ * it, and its slot is given up. The batch of cudaFree'd blocks (and of
+ * stream-ordered frees that found no slot) is fenced now too: its fence
+ * would otherwise be recorded after the stream has left the list of
+ * non-blocking streams, and miss the work still queued on it (found by
+ * scripts/stress.sh: a check kernel on a destroyed stream read memory
+ * already handed out again). */
+void ol_manage_stream_destroyed(void *stream)
+{
+  pthread_once(&init_once, init_locks);
+  for (int d = 0; d < OL_MAX_DEVICES; d++) {
+    managed_t *m = &devices[d];
+    if (m->state != ACTIVE)
+      continue;
+    pthread_mutex_lock(&m->lock);
+    close_batch(m);
+    stream_frees_t *sf = stream_slot(m, stream, false);
+    if (sf) {
+      fence_batch(m, &sf->open, sf);
+      /* Not fenced (another device is current, or a capture runs): the
+       * blocks wait with the cudaFree ones, fenced on every stream. */
+      for (size_t i = 0; i < sf->open.count; i++)
+        if (!append(&m->open, sf->open.blocks[i], ol_pool_block_size(m->pool, sf->open.blocks[i])))
+          break;
+      sf->open.count = sf->open.bytes = 0;
+      sf->used = false;
+    }
+    pthread_mutex_unlock(&m->lock);
+  }
+}
+
+/* For the OOM diagnosis: the pool's free memory and its largest block.
+ * False when the device has no pool of ours. */
+bool ol_manage_free_blocks(int device, int64_t *free_reserved, int64_t *largest)
+{
+  if (device < 0 || device >= OL_MAX_DEVICES || !ol_manage_on())
+    return false;
+  pthread_once(&init_once, init_locks);
+  managed_t *m = &devices[device];
+  if (m->state != ACTIVE)
+    return false;
+  ol_policy_stats_t st;
+  pthread_mutex_lock(&m->lock);
+  ol_pool_stats(m->pool, &st);
+  pthread_mutex_unlock(&m->lock);
+  *free_reserved = st.free_reserved;
+  *largest = st.largest_free_block;
+  return true;
+}

@@ -1,0 +1,460 @@
+/* prim.c: the primitive layer, the only code that finds and calls into the
+ * real CUDA libraries and the real dlsym.
+ *
+ * Contract: every function here is safe to call from any thread at any time,
+ * never aborts, and reports "not available" with NULL or -1. libcuda.so.1 is
+ * opened at run time (never linked), so a machine without a GPU simply gets
+ * NULL and the hooks pass through. The runtime's functions are found with
+ * RTLD_NEXT, the definition our preloaded copy hides. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "lib.h"
+#include "prim.h"
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+static _Atomic(dlsym_fn) real_dlsym_fn;
+static void *_Atomic real_fns[OL_FN_COUNT];
+static const char *const fn_names[OL_FN_COUNT] = {
+#define OL_FN_NAME(name, ret, params, args) #name,
+  OL_INTERPOSED_FNS(OL_FN_NAME)
+#undef OL_FN_NAME
+};
+
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+static void *libcuda_handle;
+static CUresult (*real_cuCtxGetDevice)(CUdevice *);
+
+/* Driver functions oomlens calls for its own work (manage mode) but does not
+ * interpose: found once, with the interposed ones, by their ABI names. */
+#define OL_HELPER_FNS(X)                                                                  \
+  X(cuMemSetAccess, CUresult, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))     \
+  X(cuMemGetAllocationGranularity, CUresult,                                              \
+    (size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))             \
+  X(cuDeviceGetAttribute, CUresult, (int *, CUdevice_attribute, CUdevice))               \
+  X(cuEventCreate, CUresult, (CUevent *, unsigned int))                                   \
+  X(cuEventRecord, CUresult, (CUevent, CUstream))                                         \
+  X(cuEventQuery, CUresult, (CUevent))                                                    \
+  X(cuEventSynchronize, CUresult, (CUevent))                                              \
+  X(cuEventDestroy_v2, CUresult, (CUevent))                                               \
+  X(cuCtxSynchronize, CUresult, (void))                                                   \
+  X(cuStreamQuery, CUresult, (CUstream))                                                  \
+  X(cuCtxGetCurrent, CUresult, (CUcontext *))                                             \
+  X(cuDeviceTotalMem_v2, CUresult, (size_t *, CUdevice))                                \
+  X(cuDeviceGetPCIBusId, CUresult, (char *, int, CUdevice))
+
+static struct {
+#define OL_HELPER_MEMBER(name, ret, params) ret(*name) params;
+  OL_HELPER_FNS(OL_HELPER_MEMBER)
+#undef OL_HELPER_MEMBER
+} helper;
+static cudaError_t (*_Atomic real_cudaGetDevice)(int *);
+
+/* True on the thread that is opening libcuda, whose constructors may call
+ * dlsym (and so our hook) before the table is complete. */
+static _Thread_local bool opening_driver;
+
+static void *find_versioned(const char *name);
+
+/* glibc 2.34 moved dlsym into libc with a new version; older glibc only has
+ * the original one. Ask for each explicitly so we never find our own hook. */
+static dlsym_fn find_real_dlsym(void)
+{
+  dlsym_fn fn = atomic_load_explicit(&real_dlsym_fn, memory_order_acquire);
+  if (fn)
+    return fn;
+  fn = (dlsym_fn)find_versioned("dlsym");
+  atomic_store_explicit(&real_dlsym_fn, fn, memory_order_release);
+  return fn;
+}
+
+void *ol_prim_dlsym(void *handle, const char *name)
+{
+  dlsym_fn fn = find_real_dlsym();
+  return fn ? fn(handle, name) : NULL;
+}
+
+/* glibc's own dlopen and dlclose, asked for by version: a sanitizer
+ * runtime preloaded before us defines unversioned ones, and their wrappers
+ * jump through a pointer that is still NULL while the runtime starts up and
+ * looks up its functions with dlsym(RTLD_NEXT), that is, through our hook
+ * (an ASan-built job died at start-up). dlvsym only matches the exact
+ * version, so it never finds such a wrapper. */
+typedef void *(*dlopen_fn)(const char *, int);
+typedef int (*dlclose_fn)(void *);
+
+static void *find_versioned(const char *name)
+{
+  static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+  void *fn = NULL;
+  for (size_t i = 0; i < sizeof versions / sizeof *versions && !fn; i++)
+    fn = dlvsym(RTLD_NEXT, name, versions[i]);
+  return fn;
+}
+
+void *ol_prim_dlopen_loaded(const char *path)
+{
+  static _Atomic(dlopen_fn) real_dlopen;
+  dlopen_fn fn = atomic_load_explicit(&real_dlopen, memory_order_acquire);
+  if (!fn) {
+    fn = (dlopen_fn)find_versioned("dlopen");
+    atomic_store_explicit(&real_dlopen, fn, memory_order_release);
+  }
+  return fn ? fn(path, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+}
+
+void ol_prim_dlclose(void *handle)
+{
+  static _Atomic(dlclose_fn) real_dlclose;
+  dlclose_fn fn = atomic_load_explicit(&real_dlclose, memory_order_acquire);
+  if (!fn) {
+    fn = (dlclose_fn)find_versioned("dlclose");
+    atomic_store_explicit(&real_dlclose, fn, memory_order_release);
+  }
+  if (fn && handle)
+    fn(handle);
+}
+
+static void open_driver(void)
+{
+  opening_driver = true;
+  void *handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!handle)
+    handle = dlopen("libcuda.so.1", RTLD_LAZY);
+  if (handle) {
+    for (int fn = 0; fn < OL_FN_FIRST_RUNTIME; fn++)
+      atomic_store(&real_fns[fn], ol_prim_dlsym(handle, fn_names[fn]));
+    real_cuCtxGetDevice = (CUresult(*)(CUdevice *))ol_prim_dlsym(handle, "cuCtxGetDevice");
+#define OL_HELPER_FIND(name, ret, params) helper.name = (ret(*) params)ol_prim_dlsym(handle, #name);
+    OL_HELPER_FNS(OL_HELPER_FIND)
+#undef OL_HELPER_FIND
+  }
+  libcuda_handle = handle;
+  opening_driver = false;
+}
+
+bool ol_prim_opening_driver(void)
+{
+  return opening_driver;
+}
+
+bool ol_prim_driver_available(void)
+{
+  if (opening_driver)
+    return false;
+  pthread_once(&driver_once, open_driver);
+  return libcuda_handle != NULL;
+}
+
+/* A runtime opened with RTLD_LOCAL is not in the global scope that
+ * RTLD_NEXT searches; it is still loaded under one of these names. */
+static void *find_runtime_symbol(const char *name)
+{
+  static const char *const runtimes[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
+  void *p = ol_prim_dlsym(RTLD_NEXT, name);
+  for (size_t i = 0; !p && i < sizeof runtimes / sizeof *runtimes; i++) {
+    void *handle = dlopen(runtimes[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (handle) {
+      p = ol_prim_dlsym(handle, name);
+      dlclose(handle);
+    }
+  }
+  return p;
+}
+
+/* Runtime functions are looked up again while missing: libcudart may be
+ * loaded after our first call (Python imports torch late). */
+static void *resolve_runtime(ol_fn_t fn)
+{
+  void *p = find_runtime_symbol(fn_names[fn]);
+  if (p)
+    atomic_store_explicit(&real_fns[fn], p, memory_order_release);
+  return p;
+}
+
+void *ol_prim_real(ol_fn_t fn)
+{
+  void *p = atomic_load_explicit(&real_fns[fn], memory_order_acquire);
+  if (p)
+    return p;
+  if (fn >= OL_FN_FIRST_RUNTIME)
+    return resolve_runtime(fn);
+  if (!ol_prim_driver_available())
+    return NULL;
+  return atomic_load_explicit(&real_fns[fn], memory_order_acquire);
+}
+
+const char *ol_prim_name(ol_fn_t fn)
+{
+  return fn >= 0 && fn < OL_FN_COUNT ? fn_names[fn] : "?";
+}
+
+int ol_prim_fn_by_name(const char *name)
+{
+  for (int fn = 0; fn < OL_FN_COUNT; fn++)
+    if (strcmp(fn_names[fn], name) == 0)
+      return fn;
+  return -1;
+}
+
+int ol_prim_fn_of(const void *p)
+{
+  if (!p)
+    return -1;
+  for (int fn = 0; fn < OL_FN_COUNT; fn++)
+    if (ol_prim_real((ol_fn_t)fn) == p)
+      return fn;
+  return -1;
+}
+
+int ol_prim_current_device_driver(void)
+{
+  CUdevice dev;
+  if (!ol_prim_driver_available() || !real_cuCtxGetDevice)
+    return 0;
+  return real_cuCtxGetDevice(&dev) == CUDA_SUCCESS ? (int)dev : 0;
+}
+
+int ol_prim_current_device_runtime(void)
+{
+  cudaError_t (*get)(int *) = atomic_load(&real_cudaGetDevice);
+  if (!get) {
+    get = (cudaError_t(*)(int *))find_runtime_symbol("cudaGetDevice");
+    atomic_store(&real_cudaGetDevice, get);
+  }
+  int dev = 0;
+  if (!get || get(&dev) != cudaSuccess)
+    return 0;
+  return dev;
+}
+
+/* ---- for manage mode: VMM and events, calling the real driver directly so
+ * that our own memory never shows up as the job's in observe counters ----- */
+
+static CUmemAllocationProp device_prop(int device)
+{
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+
+/* 0 when the device cannot do virtual memory management (or we cannot). */
+uint64_t ol_prim_vmm_granularity(int device)
+{
+  int supported = 0;
+  size_t granularity = 0;
+  if (!ol_prim_driver_available() || !helper.cuDeviceGetAttribute ||
+      !helper.cuMemGetAllocationGranularity || !helper.cuMemSetAccess ||
+      !OL_REAL(cuMemCreate) || !OL_REAL(cuMemMap) || !OL_REAL(cuMemUnmap) ||
+      !OL_REAL(cuMemRelease) || !OL_REAL(cuMemAddressReserve) || !OL_REAL(cuMemAddressFree))
+    return 0;
+  if (helper.cuDeviceGetAttribute(&supported,
+                                  CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                  (CUdevice)device) != CUDA_SUCCESS || !supported)
+    return 0;
+  CUmemAllocationProp prop = device_prop(device);
+  if (helper.cuMemGetAllocationGranularity(&granularity, &prop,
+                                           CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS)
+    return 0;
+  return granularity;
+}
+
+int ol_prim_vmm_reserve(uint64_t size, uint64_t alignment, uint64_t *base)
+{
+  CUdeviceptr ptr = 0;
+  if (OL_REAL(cuMemAddressReserve)(&ptr, size, alignment, 0, 0) != CUDA_SUCCESS)
+    return -1;
+  *base = (uint64_t)ptr;
+  return 0;
+}
+
+void ol_prim_vmm_unreserve(uint64_t base, uint64_t size)
+{
+  OL_REAL(cuMemAddressFree)((CUdeviceptr)base, size);
+}
+
+/* Physical memory behind [addr, addr+size), readable and writable from the
+ * device. All or nothing: a failure undoes what was done. */
+int ol_prim_vmm_map(int device, uint64_t addr, uint64_t size, uint64_t *handle_out)
+{
+  CUmemAllocationProp prop = device_prop(device);
+  CUmemGenericAllocationHandle handle;
+  CUresult res = OL_REAL(cuMemCreate)(&handle, size, &prop, 0);
+  if (res != CUDA_SUCCESS)
+    return res == CUDA_ERROR_OUT_OF_MEMORY ? -1 : -2;
+  if (OL_REAL(cuMemMap)((CUdeviceptr)addr, size, 0, handle, 0) != CUDA_SUCCESS) {
+    OL_REAL(cuMemRelease)(handle);
+    return -2;
+  }
+  CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, device},
+                            CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  if (helper.cuMemSetAccess((CUdeviceptr)addr, size, &access, 1) != CUDA_SUCCESS) {
+    OL_REAL(cuMemUnmap)((CUdeviceptr)addr, size);
+    OL_REAL(cuMemRelease)(handle);
+    return -2;
+  }
+  *handle_out = (uint64_t)handle;
+  return 0;
+}
+
+void ol_prim_vmm_unmap(uint64_t addr, uint64_t size, uint64_t handle)
+{
+  OL_REAL(cuMemUnmap)((CUdeviceptr)addr, size);
+  OL_REAL(cuMemRelease)((CUmemGenericAllocationHandle)handle);
+}
+
+void *ol_prim_event_create(void)
+{
+  CUevent event = NULL;
+  if (!helper.cuEventCreate || helper.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+    return NULL;
+  return event;
+}
+
+int ol_prim_event_record(void *event, void *stream)
+{
+  return helper.cuEventRecord((CUevent)event, (CUstream)stream) == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* 1: the work before the event is done; 0: not yet; -1: error. */
+int ol_prim_event_done(void *event)
+{
+  CUresult res = helper.cuEventQuery((CUevent)event);
+  return res == CUDA_SUCCESS ? 1 : res == CUDA_ERROR_NOT_READY ? 0 : -1;
+}
+
+int ol_prim_event_wait(void *event)
+{
+  return helper.cuEventSynchronize((CUevent)event) == CUDA_SUCCESS ? 0 : -1;
+}
+
+void ol_prim_event_destroy(void *event)
+{
+  if (event)
+    helper.cuEventDestroy_v2((CUevent)event);
+}
+
+int ol_prim_device_synchronize(void)
+{
+  return helper.cuCtxSynchronize && helper.cuCtxSynchronize() == CUDA_SUCCESS ? 0 : -1;
+}
+
+uint64_t ol_prim_device_total_memory(int device)
+{
+  size_t bytes = 0;
+  if (!ol_prim_driver_available() || !helper.cuDeviceTotalMem_v2 ||
+      helper.cuDeviceTotalMem_v2(&bytes, (CUdevice)device) != CUDA_SUCCESS)
+    return 0;
+  return bytes;
+}
+
+bool ol_prim_has_context(void)
+{
+  CUcontext ctx = NULL;
+  return ol_prim_driver_available() && helper.cuCtxGetCurrent &&
+         helper.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != NULL;
+}
+
+int ol_prim_stream_idle(void *stream)
+{
+  if (!helper.cuStreamQuery)
+    return -1;
+  CUresult res = helper.cuStreamQuery((CUstream)stream);
+  return res == CUDA_SUCCESS ? 1 : res == CUDA_ERROR_NOT_READY ? 0 : -1;
+}
+
+int ol_prim_mem_info(size_t *free_bytes, size_t *total_bytes)
+{
+  ol_pfn_cuMemGetInfo_v2 info = OL_REAL(cuMemGetInfo_v2);
+  return info && info(free_bytes, total_bytes) == CUDA_SUCCESS ? 0 : -1;
+}
+
+void *ol_prim_unwinder(void)
+{
+  void *lib = dlopen("libunwind.so.8", RTLD_LAZY | RTLD_LOCAL);
+  return lib ? ol_prim_dlsym(lib, "unw_backtrace") : NULL;
+}
+
+/* A helper library of our own (libdw for source lines), kept private to
+ * us: RTLD_LOCAL, so its symbols never resolve the job's. */
+void *ol_prim_open_library(const char *soname)
+{
+  return dlopen(soname, RTLD_LAZY | RTLD_LOCAL);
+}
+
+/* CPython's own symbols: global when the python executable links
+ * libpython (or is it); an embedding program may have opened libpython
+ * privately, so the usual names are also tried among what is loaded. */
+void *ol_prim_python_symbol(const char *name)
+{
+  static const char *const libraries[] = {"libpython3.13.so.1.0", "libpython3.12.so.1.0",
+                                          "libpython3.11.so.1.0", "libpython3.10.so.1.0"};
+  void *p = ol_prim_dlsym(RTLD_DEFAULT, name);
+  for (size_t i = 0; !p && i < sizeof libraries / sizeof *libraries; i++) {
+    void *handle = dlopen(libraries[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (handle) {
+      p = ol_prim_dlsym(handle, name);
+      dlclose(handle);
+    }
+  }
+  return p;
+}
+
+/* ---- NVML: who holds a device's memory (at an out-of-memory only) ----- */
+
+/* NVML's ABI, from its documentation: the few calls used here. */
+typedef struct nvml_process_info {
+  unsigned int pid;
+  unsigned long long used_bytes;
+  unsigned int gpu_instance, compute_instance;
+} nvml_process_info_t;
+#define NVML_VALUE_NOT_AVAILABLE 0xffffffffffffffffull
+
+static struct {
+  int (*init)(void);
+  int (*by_bus_id)(const char *, void **);
+  int (*processes)(void *, unsigned int *, nvml_process_info_t *);
+} nvml;
+
+static void open_nvml(void)
+{
+  void *handle = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!handle)
+    return;
+  nvml.init = (int (*)(void))ol_prim_dlsym(handle, "nvmlInit_v2");
+  nvml.by_bus_id = (int (*)(const char *, void **))ol_prim_dlsym(
+    handle, "nvmlDeviceGetHandleByPciBusId_v2");
+  nvml.processes = (int (*)(void *, unsigned int *, nvml_process_info_t *))ol_prim_dlsym(
+    handle, "nvmlDeviceGetComputeRunningProcesses_v3");
+  if (!nvml.init || !nvml.by_bus_id || !nvml.processes || nvml.init() != 0)
+    nvml.processes = NULL;
+}
+
+/* The processes using the device and their memory, as NVML sees them (the
+ * pids may be another pid namespace's); -1 without NVML. The device is
+ * found by its PCI bus id, so CUDA_VISIBLE_DEVICES cannot mislead it. */
+int ol_prim_device_processes(int device, ol_gpu_process_t *out, int max)
+{
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  char bus[32];
+  void *handle;
+  nvml_process_info_t info[64];
+  unsigned int count = sizeof info / sizeof *info;
+  pthread_once(&once, open_nvml);
+  if (!nvml.processes || !helper.cuDeviceGetPCIBusId ||
+      helper.cuDeviceGetPCIBusId(bus, sizeof bus, device) != CUDA_SUCCESS ||
+      nvml.by_bus_id(bus, &handle) != 0 || nvml.processes(handle, &count, info) != 0)
+    return -1;
+  int n = 0;
+  for (unsigned int i = 0; i < count && n < max; i++)
+    out[n++] = (ol_gpu_process_t){
+      info[i].pid, info[i].used_bytes == NVML_VALUE_NOT_AVAILABLE ? -1 : (int64_t)info[i].used_bytes};
+  return n;
+}

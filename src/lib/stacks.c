@@ -1,0 +1,375 @@
+/* stacks.c: call stacks, as call-site keys.
+ *
+ * Where did the job ask for this memory? At each allocation the hook takes
+ * the thread's Python frames (pyframes.c) and its native stack: libunwind
+ * (opened at run time, so a machine without it just has no native frames)
+ * walks it, frames inside oomlens itself are dropped so a site starts at
+ * the caller, and the depth is bounded (OOMLENS_STACK_DEPTH), because
+ * unwinding is the cost of a profiler. The key holds raw values only: code
+ * objects and return addresses. Python frames become text when a site is
+ * first seen (ol_stacks_label, on the capturing thread); native frames are
+ * named only when a report is written.
+ *
+ * Two things keep the cost down. OOMLENS_STACK_SAMPLE takes stacks for a
+ * byte-weighted sample (tcmalloc's scheme: a countdown of bytes drawn from
+ * an exponential distribution), so big allocations, which make the peak,
+ * are nearly always taken and small ones rarely; the rest are counted,
+ * exactly, under one "not sampled" site, so a device's sites still sum to
+ * its peak. And a per-thread cache maps a key seen before to its site id,
+ * so a repeated stack skips the interning under the tracker's lock. */
+#include <dlfcn.h>
+#include <link.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib.h"
+#include "prim.h"
+
+#define MAX_SEGMENTS 8
+#define CACHE_SLOTS 128
+#define HEADER_PYTHON(h) ((size_t)((h) & 0xffff))
+#define HEADER_NATIVE(h) ((size_t)((h) >> 16 & 0xffff))
+#define HEADER_UNSAMPLED ((uintptr_t)1 << 32)
+
+typedef struct range {
+  uintptr_t lo, hi;
+} range_t;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int (*backtrace_fn)(void **, int);
+static range_t own[MAX_SEGMENTS];
+static int own_count;
+static pthread_key_t cache_key;
+static bool cache_key_ok;
+static atomic_uint generation = 1; /* bumped when the tracker forgets its sites */
+static atomic_uint_fast64_t seed_counter;
+
+/* Per thread: the sampling countdown and its random state, and the cache
+ * of keys already interned (allocated on first use). */
+typedef struct cache_slot {
+  uint64_t hash;
+  unsigned generation;
+  int32_t device, site;
+  uint32_t words;
+  uintptr_t key[OL_SITE_WORDS];
+} cache_slot_t;
+
+typedef struct thread_state {
+  int64_t until_sample; /* bytes */
+  uint64_t random;
+  cache_slot_t *cache;
+  bool cache_failed;
+} thread_state_t;
+
+static _Thread_local thread_state_t thread;
+
+/* Our own executable segments, to tell our frames from the job's. */
+static int find_own(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void)size;
+  uintptr_t probe = (uintptr_t)arg;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+    if (ph->p_type == PT_LOAD && probe >= lo && probe < hi) {
+      for (int j = 0; j < info->dlpi_phnum && own_count < MAX_SEGMENTS; j++) {
+        const ElfW(Phdr) *seg = &info->dlpi_phdr[j];
+        if (seg->p_type == PT_LOAD && (seg->p_flags & PF_X))
+          own[own_count++] = (range_t){info->dlpi_addr + seg->p_vaddr,
+                                       info->dlpi_addr + seg->p_vaddr + seg->p_memsz};
+      }
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* At thread exit; a later destructor that allocates finds no cache. */
+static void drop_cache(void *cache)
+{
+  free(cache);
+  thread.cache = NULL;
+  thread.cache_failed = true;
+}
+
+static void start(void)
+{
+  backtrace_fn = (int (*)(void **, int))ol_prim_unwinder();
+  dl_iterate_phdr(find_own, (void *)(uintptr_t)&start);
+  if (!backtrace_fn)
+    ol_log_verbose("no libunwind.so.8: no native frames in call sites");
+  cache_key_ok = pthread_key_create(&cache_key, drop_cache) == 0;
+}
+
+static bool ours(uintptr_t pc)
+{
+  for (int i = 0; i < own_count; i++)
+    if (pc >= own[i].lo && pc < own[i].hi)
+      return true;
+  return false;
+}
+
+bool ol_stacks_on(void)
+{
+  return ol_option_bool(OL_OPT_STACKS);
+}
+
+bool ol_stacks_native_available(void)
+{
+  pthread_once(&once, start);
+  return backtrace_fn != NULL;
+}
+
+/* The caller's frames, innermost first, at most max; 0 when stacks are off
+ * or cannot be taken. */
+int ol_stacks_capture(void **frames, int max)
+{
+  void *raw[OL_STACK_MAX + 16];
+  pthread_once(&once, start);
+  if (!backtrace_fn)
+    return 0;
+  int depth = (int)ol_option_size(OL_OPT_STACK_DEPTH);
+  if (depth > max)
+    depth = max;
+  int n = backtrace_fn(raw, depth + 16 < (int)(sizeof raw / sizeof *raw) ? depth + 16
+                                                                      : (int)(sizeof raw / sizeof *raw));
+  int first = 0;
+  while (first < n && ours((uintptr_t)raw[first]))
+    first++;
+  int kept = n - first < depth ? n - first : depth;
+  memcpy(frames, raw + first, (size_t)(kept > 0 ? kept : 0) * sizeof *frames);
+  return kept > 0 ? kept : 0;
+}
+
+/* ---- sampling ------------------------------------------------------------ */
+
+static uint64_t next_random(void)
+{
+  if (!thread.random) /* seeded per thread, never 0 */
+    thread.random = ((uintptr_t)&thread ^ (atomic_fetch_add(&seed_counter, 1) << 40)) | 1;
+  uint64_t x = thread.random;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  thread.random = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* Bytes until the next sample: exponential with the given mean, so each
+ * byte is equally likely to be the sampled one (no aliasing with loops). */
+static int64_t draw_interval(uint64_t mean)
+{
+  double u = ((double)(next_random() >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
+  double bytes = -log(u) * (double)mean;
+  return bytes > 9e18 ? INT64_MAX : (int64_t)bytes + 1;
+}
+
+/* Whether this allocation's stack is taken (always, without sampling). */
+static bool sampled(size_t size)
+{
+  uint64_t mean = ol_option_size(OL_OPT_STACK_SAMPLE);
+  if (mean == 0)
+    return true;
+  thread.until_sample -= (int64_t)(size < INT64_MAX ? size : INT64_MAX);
+  if (thread.until_sample > 0)
+    return false;
+  thread.until_sample = draw_interval(mean);
+  return true;
+}
+
+/* ---- keys ---------------------------------------------------------------- */
+
+static uint64_t hash_words(const uintptr_t *w, size_t n)
+{
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < n; i++) {
+    h ^= w[i];
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  return h;
+}
+
+void ol_stacks_site_key(size_t size, ol_site_key_t *key)
+{
+  if (!sampled(size)) {
+    key->words[0] = HEADER_UNSAMPLED;
+    key->count = 1;
+  } else {
+    int python = ol_pyframes_capture(key->words + 1, OL_PY_FRAMES_MAX);
+    uintptr_t *pcs = key->words + 1 + 2 * python;
+    int native = ol_stacks_capture((void **)pcs, OL_STACK_MAX);
+    for (int i = 0; python > 0 && i < native; i++)
+      if (ol_pyframes_in_interpreter(pcs[i]))
+        native = i; /* the Python frames say the rest */
+    key->words[0] = (uintptr_t)python | (uintptr_t)native << 16;
+    key->count = 1 + 2 * (size_t)python + (size_t)native;
+  }
+  key->hash = hash_words(key->words, key->count);
+}
+
+/* ---- the per-thread cache of interned keys -------------------------------- */
+
+static cache_slot_t *slot_for(const ol_site_key_t *key)
+{
+  if (!thread.cache && !thread.cache_failed) {
+    pthread_once(&once, start);
+    thread.cache = cache_key_ok ? calloc(CACHE_SLOTS, sizeof *thread.cache) : NULL;
+    thread.cache_failed = !thread.cache || pthread_setspecific(cache_key, thread.cache) != 0;
+    if (thread.cache_failed) {
+      free(thread.cache);
+      thread.cache = NULL;
+    }
+  }
+  return thread.cache ? &thread.cache[key->hash % CACHE_SLOTS] : NULL;
+}
+
+int32_t ol_stacks_cached_site(int device, const ol_site_key_t *key)
+{
+  const cache_slot_t *slot = slot_for(key);
+  if (!slot || slot->hash != key->hash || slot->device != device || slot->words != key->count ||
+      slot->generation != atomic_load_explicit(&generation, memory_order_relaxed) ||
+      memcmp(slot->key, key->words, key->count * sizeof *key->words) != 0)
+    return -1;
+  return slot->site;
+}
+
+void ol_stacks_cache_site(int device, const ol_site_key_t *key, int32_t site)
+{
+  cache_slot_t *slot = slot_for(key);
+  if (!slot || site < 0)
+    return;
+  slot->hash = key->hash;
+  slot->generation = atomic_load_explicit(&generation, memory_order_relaxed);
+  slot->device = device;
+  slot->site = site;
+  slot->words = (uint32_t)key->count;
+  memcpy(slot->key, key->words, key->count * sizeof *key->words);
+}
+
+void ol_stacks_forget_sites(void)
+{
+  atomic_fetch_add(&generation, 1);
+}
+
+/* ---- text ---------------------------------------------------------------- */
+
+/* The Python frames of a key, one "file:line:function" a line. Only on the
+ * thread that captured the key, inside its hook (the code objects are
+ * alive then); empty when the key has no Python frames. */
+void ol_stacks_label(const void *key, size_t len, ol_buf_t *out)
+{
+  uintptr_t header, pair[2];
+  if (len < sizeof header)
+    return;
+  memcpy(&header, key, sizeof header);
+  size_t python = HEADER_PYTHON(header);
+  if (header & HEADER_UNSAMPLED || (1 + 2 * python) * sizeof header > len)
+    return;
+  for (size_t i = 0; i < python; i++) {
+    char where[640];
+    memcpy(pair, (const char *)key + (1 + 2 * i) * sizeof header, sizeof pair);
+    ol_pyframes_describe(pair[0], pair[1], where, sizeof where);
+    ol_buf_printf(out, "%s\n", where);
+  }
+}
+
+static void key_text_frame(ol_buf_t *out, const char *frame, size_t n)
+{
+  size_t start = out->len;
+  ol_buf_printf(out, "%s%.*s", start ? ";" : "", (int)n, frame);
+  for (size_t i = start + (start ? 1 : 0); !out->failed && i < out->len; i++)
+    if (out->data[i] == ';')
+      out->data[i] = ':'; /* ';' separates frames */
+}
+
+void ol_stacks_key_text(const void *key, size_t len, const char *label, ol_buf_t *out)
+{
+  uintptr_t header = 0;
+  if (len >= sizeof header)
+    memcpy(&header, key, sizeof header);
+  size_t python = HEADER_PYTHON(header), native = HEADER_NATIVE(header);
+  if (header & HEADER_UNSAMPLED || len != (1 + 2 * python + native) * sizeof header) {
+    ol_buf_printf(out, "%s", header & HEADER_UNSAMPLED ? "(not sampled)" : "(unreadable key)");
+    return;
+  }
+  while (label && *label) {
+    const char *end = strchr(label, '\n');
+    size_t n = end ? (size_t)(end - label) : strlen(label);
+    key_text_frame(out, label, n);
+    label += n + (end ? 1 : 0);
+  }
+  for (size_t i = 0; i < native; i++) {
+    void *pc;
+    char where[OL_FRAME_TEXT_MAX];
+    memcpy(&pc, (const char *)key + (1 + 2 * python + i) * sizeof header, sizeof pc);
+    ol_stacks_describe(pc, where, sizeof where);
+    key_text_frame(out, where, strlen(where));
+  }
+}
+
+/* "libfoo.so+0x1a2b function (file.c:42)" for a return address, the
+ * file:line where debug info has it (symbolize.c); the address minus one
+ * lies in the call instruction, so the function is the caller's. */
+void ol_stacks_describe(const void *frame, char *out, size_t cap)
+{
+  Dl_info info;
+  uintptr_t pc = (uintptr_t)frame - 1;
+  if (!dladdr((void *)pc, &info) || !info.dli_fname) {
+    snprintf(out, cap, "0x%llx", (unsigned long long)(uintptr_t)frame);
+    return;
+  }
+  const char *base = strrchr(info.dli_fname, '/');
+  base = base ? base + 1 : info.dli_fname;
+  unsigned long long offset = (unsigned long long)(pc - (uintptr_t)info.dli_fbase);
+  char name[OL_FRAME_TEXT_MAX / 2] = "", file[128];
+  int line = 0;
+  if (info.dli_sname && !ol_symbolize_demangle(info.dli_sname, name, sizeof name))
+    snprintf(name, sizeof name, "%s", info.dli_sname);
+  int n = snprintf(out, cap, "%s+0x%llx%s%s", *base ? base : "?", offset, *name ? " " : "", name);
+  if (n >= 0 && (size_t)n < cap && ol_symbolize_line(frame, file, sizeof file, &line))
+    snprintf(out + n, cap - (size_t)n, " (%s:%d)", file, line);
+}
+
+/* A live site's frames as text, Python first (innermost first), then
+ * native, at most max in all; visit gets each. Buckets get one line. */
+size_t ol_stacks_site_frames(const ol_sites_t *sites, int32_t id, size_t max,
+                             void (*visit)(const char *frame, void *arg), void *arg)
+{
+  size_t len, shown = 0;
+  const char *key = ol_sites_key_bytes(sites, id, &len);
+  uintptr_t header = 0;
+  if (len >= sizeof header)
+    memcpy(&header, key, sizeof header);
+  size_t python = HEADER_PYTHON(header), native = HEADER_NATIVE(header);
+  if (header & HEADER_UNSAMPLED || len != (1 + 2 * python + native) * sizeof header) {
+    visit(header & HEADER_UNSAMPLED ? "(not sampled: OOMLENS_STACK_SAMPLE)" : "(unreadable key)",
+          arg);
+    return 1;
+  }
+  if (python + native == 0) {
+    visit("(no call stack)", arg);
+    return 1;
+  }
+  const char *label = ol_sites_label(sites, id);
+  while (label && *label && shown < max) {
+    const char *end = strchr(label, '\n');
+    size_t n = end ? (size_t)(end - label) : strlen(label);
+    char line[640];
+    snprintf(line, sizeof line, "%.*s", (int)n, label);
+    visit(line, arg);
+    shown++;
+    label += n + (end ? 1 : 0);
+  }
+  for (size_t i = 0; i < native && shown < max; i++, shown++) {
+    void *pc;
+    char where[OL_FRAME_TEXT_MAX];
+    memcpy(&pc, key + (1 + 2 * python + i) * sizeof header, sizeof pc);
+    ol_stacks_describe(pc, where, sizeof where);
+    visit(where, arg);
+  }
+  return shown;
+}

@@ -1,0 +1,590 @@
+/* tracefile.c: OOMLENS_TRACE, every allocation event written to a file
+ * while the job runs (docs/trace-format.md).
+ *
+ * The hook side only copies a small binary record into the chunk being
+ * filled, under the tracker's lock (so events are in the tracker's order)
+ * and our own short mutex: no formatting, no system call. A writer thread
+ * of ours turns full chunks into text lines and writes them; it also
+ * hands in a partly filled chunk once a second, so a quiet job's trace is
+ * on disk within a second. A call site is defined once, before the first
+ * event that refers to it: the hook copies its key bytes the first time
+ * the tracker interns it, and the writer names its frames (dladdr) with no
+ * lock of the tracker held.
+ *
+ * Memory is bounded: CHUNKS chunks, allocated when the trace opens. When
+ * every chunk is full and the writer cannot free one within STALL_MS, or
+ * a write fails, tracing stops with one warning and the job goes on; the
+ * file keeps what was written and ends with a line saying it is
+ * incomplete. At exit and on SIGTERM/SIGINT the trace is closed (all
+ * written, then an end line); SIGUSR1 writes out everything so far. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib.h"
+#include "prim.h"
+
+#define CHUNK_BYTES (256u * 1024)
+#define CHUNKS 16                 /* 4 MiB in all */
+#define STALL_MS 200              /* the longest a hook waits for a chunk */
+#define PERIOD_MS 1000            /* a partly filled chunk goes out after this */
+#define WAIT_MS 10000             /* flush and close wait at most this long */
+#define MAX_KEY (CHUNK_BYTES / 4) /* longer site keys are cut (never in practice) */
+#define OUT_BYTES (64u * 1024)
+
+enum { REC_EVENT = 1, REC_SITE, REC_DEVICE };
+
+typedef struct event_rec {
+  uint8_t type, action;
+  int16_t device;
+  int32_t site;
+  uint64_t time_us, addr, size, stream;
+} event_rec_t;
+
+typedef struct site_rec { /* followed by len key bytes, then label_len label bytes, padded to 8 */
+  uint8_t type;
+  int16_t device;
+  int32_t site;
+  uint32_t len;
+  uint32_t label_len;
+} site_rec_t;
+
+typedef struct device_rec {
+  uint8_t type;
+  int16_t device;
+  uint64_t capacity;
+} device_rec_t;
+
+typedef struct chunk {
+  size_t used;
+  char data[CHUNK_BYTES];
+} chunk_t;
+
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t writer_wake; /* a chunk is full, or a flush or close is asked */
+  pthread_cond_t done;        /* a chunk was written, or the file closed */
+  atomic_bool on;             /* events are taken */
+  bool open, closing, closed;
+  int fd;
+  char path[PATH_MAX];
+  chunk_t *chunks[CHUNKS];
+  int filling;           /* chunk being filled, -1 none */
+  int spare[CHUNKS], spare_count;
+  int full[CHUNKS], full_head, full_count;
+  uint64_t handed, written; /* chunks given to the writer, and written by it */
+  uint64_t start_ns;
+  uint64_t events;
+  bool device_seen[OL_MAX_DEVICES];
+  const char *stopped; /* why tracing stopped early, NULL if it did not */
+} tf = {
+  .lock = PTHREAD_MUTEX_INITIALIZER,
+  .writer_wake = PTHREAD_COND_INITIALIZER,
+  .done = PTHREAD_COND_INITIALIZER,
+  .fd = -1,
+  .filling = -1,
+};
+
+static atomic_bool warned;
+
+static uint64_t monotonic_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static struct timespec deadline_in(unsigned ms)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (long)(ms % 1000) * 1000000;
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  return ts;
+}
+
+bool ol_tracefile_on(void)
+{
+  return atomic_load_explicit(&tf.on, memory_order_relaxed);
+}
+
+/* Tracing stops; the job goes on. Called with tf.lock held. */
+static void stop_tracing(const char *why)
+{
+  atomic_store(&tf.on, false);
+  if (!tf.stopped)
+    tf.stopped = why;
+  ol_log_warn_once(&warned, "trace %s: %s; tracing stops, the job continues", tf.path, why);
+}
+
+/* ---- the hook side ----------------------------------------------------- */
+
+static void hand_over(void)
+{
+  if (tf.filling < 0 || tf.chunks[tf.filling]->used == 0)
+    return;
+  tf.full[(tf.full_head + tf.full_count) % CHUNKS] = tf.filling;
+  tf.full_count++;
+  tf.handed++;
+  tf.filling = -1;
+  pthread_cond_signal(&tf.writer_wake);
+}
+
+/* A spare chunk to fill, waiting at most STALL_MS for the writer. */
+static bool take_spare(void)
+{
+  struct timespec until = deadline_in(STALL_MS);
+  while (tf.spare_count == 0 && atomic_load(&tf.on)) {
+    if (pthread_cond_timedwait(&tf.done, &tf.lock, &until) == ETIMEDOUT) {
+      if (tf.spare_count == 0)
+        stop_tracing("the disk cannot keep up with the job's allocations");
+      break;
+    }
+  }
+  if (tf.spare_count == 0 || !atomic_load(&tf.on))
+    return false;
+  tf.filling = tf.spare[--tf.spare_count];
+  tf.chunks[tf.filling]->used = 0;
+  return true;
+}
+
+/* Room for n bytes in the chunk being filled; NULL when tracing stopped. */
+static void *reserve(size_t n)
+{
+  n = (n + 7) & ~(size_t)7;
+  chunk_t *c = tf.filling >= 0 ? tf.chunks[tf.filling] : NULL;
+  if (!c || c->used + n > CHUNK_BYTES) {
+    hand_over();
+    if (!take_spare())
+      return NULL;
+    c = tf.chunks[tf.filling];
+  }
+  void *at = c->data + c->used;
+  c->used += n;
+  return at;
+}
+
+static int clamp_device(int device)
+{
+  return device < 0 ? 0 : device >= OL_MAX_DEVICES ? OL_MAX_DEVICES - 1 : device;
+}
+
+/* The device's size as the job sees it (OOMLENS_CAPACITY included). */
+static uint64_t device_capacity(int device)
+{
+  uint64_t total = ol_prim_device_total_memory(device);
+  uint64_t cap = ol_option_size(OL_OPT_CAPACITY);
+  return cap && (total == 0 || cap < total) ? cap : total;
+}
+
+static void note_device(int device)
+{
+  if (tf.device_seen[device])
+    return;
+  device_rec_t *rec = reserve(sizeof *rec);
+  if (!rec)
+    return;
+  tf.device_seen[device] = true;
+  *rec = (device_rec_t){.type = REC_DEVICE, .device = (int16_t)device,
+                        .capacity = device_capacity(device)};
+}
+
+void ol_tracefile_site(int device, int32_t site, const void *key, size_t len, const char *label)
+{
+  if (!ol_tracefile_on() || site < 0)
+    return;
+  size_t label_len = label ? strlen(label) : 0;
+  if (len > MAX_KEY)
+    len = 0; /* cut keys would misread: the site is written without frames */
+  if (label_len > MAX_KEY)
+    label_len = MAX_KEY;
+  pthread_mutex_lock(&tf.lock);
+  site_rec_t *rec = atomic_load(&tf.on) ? reserve(sizeof *rec + len + label_len) : NULL;
+  if (rec) {
+    *rec = (site_rec_t){.type = REC_SITE, .device = (int16_t)clamp_device(device), .site = site,
+                        .len = (uint32_t)len, .label_len = (uint32_t)label_len};
+    if (len) /* key and label may be NULL when empty: memcpy must not see them */
+      memcpy(rec + 1, key, len);
+    if (label_len)
+      memcpy((char *)(rec + 1) + len, label, label_len);
+  }
+  pthread_mutex_unlock(&tf.lock);
+}
+
+void ol_tracefile_event(ol_trace_action_t action, uint64_t addr, uint64_t size, uint64_t stream,
+                        int32_t site, int device)
+{
+  if (!ol_tracefile_on())
+    return;
+  uint64_t now = monotonic_ns();
+  device = clamp_device(device);
+  pthread_mutex_lock(&tf.lock);
+  if (atomic_load(&tf.on))
+    note_device(device);
+  event_rec_t *rec = atomic_load(&tf.on) ? reserve(sizeof *rec) : NULL;
+  if (rec) {
+    *rec = (event_rec_t){.type = REC_EVENT, .action = (uint8_t)action, .device = (int16_t)device,
+                         .site = site, .time_us = (now - tf.start_ns) / 1000, .addr = addr,
+                         .size = size, .stream = stream};
+    tf.events++;
+  }
+  pthread_mutex_unlock(&tf.lock);
+}
+
+/* ---- the writer thread ------------------------------------------------- */
+
+typedef struct out {
+  size_t len;
+  bool failed;
+  char data[OUT_BYTES];
+} out_t;
+
+static void write_out(out_t *o)
+{
+  const char *p = o->data;
+  size_t left = o->len;
+  while (left > 0 && !o->failed) {
+    ssize_t n = write(tf.fd, p, left);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      const char *why = n < 0 ? strerror(errno) : "nothing written";
+      pthread_mutex_lock(&tf.lock);
+      stop_tracing(why);
+      pthread_mutex_unlock(&tf.lock);
+      o->failed = true;
+      break;
+    }
+    p += n;
+    left -= (size_t)n;
+  }
+  o->len = 0;
+}
+
+static void put(out_t *o, const char *text, size_t n)
+{
+  while (n > 0) {
+    if (o->len == OUT_BYTES)
+      write_out(o);
+    size_t room = OUT_BYTES - o->len, take = n < room ? n : room;
+    memcpy(o->data + o->len, text, take);
+    o->len += take;
+    text += take;
+    n -= take;
+  }
+}
+
+/* Decimal or hex digits of v, then sep: the writer's whole formatting. */
+static void put_number(out_t *o, uint64_t v, bool hex, char sep)
+{
+  char digits[24];
+  int n = sizeof digits;
+  digits[--n] = sep;
+  unsigned base = hex ? 16 : 10;
+  do {
+    digits[--n] = "0123456789abcdef"[v % base];
+    v /= base;
+  } while (v);
+  if (hex) {
+    digits[--n] = 'x';
+    digits[--n] = '0';
+  }
+  put(o, digits + n, sizeof digits - (size_t)n);
+}
+
+static void put_text(out_t *o, const char *text)
+{
+  put(o, text, strlen(text));
+}
+
+static void format_event(out_t *o, const event_rec_t *r)
+{
+  put_number(o, r->time_us, false, ',');
+  put_text(o, ol_trace_action_name((ol_trace_action_t)r->action));
+  put(o, ",", 1);
+  put_number(o, r->addr, true, ',');
+  put_number(o, r->size, false, ',');
+  put_number(o, r->stream, false, ',');
+  if (r->site >= 0)
+    put_number(o, (uint64_t)r->site, false, ',');
+  else
+    put(o, ",", 1);
+  put_number(o, (uint64_t)r->device, false, '\n');
+}
+
+/* A site's frames, named now; a line break inside a name would end the
+ * line, so control characters become '?'. */
+static void format_site(out_t *o, const site_rec_t *r)
+{
+  ol_buf_t text = {0};
+  char *label = strndup((const char *)(r + 1) + r->len, r->label_len);
+  ol_stacks_key_text(r + 1, r->len, label, &text);
+  free(label);
+  for (size_t i = 0; i < text.len; i++)
+    if ((unsigned char)text.data[i] < 0x20)
+      text.data[i] = '?';
+  put_text(o, "site,");
+  put_number(o, (uint64_t)r->device, false, ',');
+  put_number(o, (uint64_t)r->site, false, ',');
+  if (text.len)
+    put(o, text.data, text.len);
+  put(o, "\n", 1);
+  ol_buf_free(&text);
+}
+
+static void format_chunk(out_t *o, const chunk_t *c)
+{
+  size_t at = 0;
+  while (at < c->used) {
+    const char *p = c->data + at;
+    size_t n;
+    if (*p == REC_EVENT) {
+      format_event(o, (const event_rec_t *)p);
+      n = sizeof(event_rec_t);
+    } else if (*p == REC_SITE) {
+      const site_rec_t *s = (const site_rec_t *)p;
+      format_site(o, s);
+      n = sizeof *s + s->len + s->label_len;
+    } else {
+      const device_rec_t *d = (const device_rec_t *)p;
+      put_text(o, "device,");
+      put_number(o, (uint64_t)d->device, false, ',');
+      put_number(o, d->capacity, false, '\n');
+      n = sizeof *d;
+    }
+    at += (n + 7) & ~(size_t)7;
+  }
+}
+
+static void write_end(out_t *o)
+{
+  char line[160];
+  snprintf(line, sizeof line, "# end events=%llu%s%s\n", (unsigned long long)tf.events,
+           tf.stopped ? " incomplete: " : "", tf.stopped ? tf.stopped : "");
+  put_text(o, line);
+  write_out(o);
+  close(tf.fd);
+  tf.fd = -1;
+}
+
+/* Called with tf.lock held; returns with it held. */
+static void write_chunk(out_t *o, int index)
+{
+  pthread_mutex_unlock(&tf.lock);
+  if (!o->failed) { /* what was taken is written, even after tracing stopped */
+    format_chunk(o, tf.chunks[index]);
+    write_out(o);
+  }
+  pthread_mutex_lock(&tf.lock);
+  tf.spare[tf.spare_count++] = index;
+  tf.written++;
+  pthread_cond_broadcast(&tf.done);
+}
+
+static void *writer_main(void *arg)
+{
+  out_t *o = arg;
+  pthread_mutex_lock(&tf.lock);
+  for (;;) {
+    if (tf.full_count > 0) {
+      int index = tf.full[tf.full_head];
+      tf.full_head = (tf.full_head + 1) % CHUNKS;
+      tf.full_count--;
+      write_chunk(o, index);
+      continue;
+    }
+    if (tf.closing)
+      break;
+    struct timespec until = deadline_in(PERIOD_MS);
+    if (pthread_cond_timedwait(&tf.writer_wake, &tf.lock, &until) == ETIMEDOUT)
+      hand_over(); /* a quiet job's events reach the disk too */
+  }
+  pthread_mutex_unlock(&tf.lock); /* a failed write takes it to stop tracing */
+  write_end(o);
+  pthread_mutex_lock(&tf.lock);
+  tf.closed = true;
+  pthread_cond_broadcast(&tf.done);
+  pthread_mutex_unlock(&tf.lock);
+  free(o);
+  return NULL;
+}
+
+/* ---- opening, flushing, closing --------------------------------------- */
+
+static bool start_writer(void)
+{
+  out_t *o = malloc(sizeof *o);
+  if (!o)
+    return false;
+  o->len = 0;
+  o->failed = false;
+  sigset_t all, old;
+  pthread_attr_t attr;
+  pthread_t thread;
+  sigfillset(&all);
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int err = pthread_create(&thread, &attr, writer_main, o);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (err)
+    free(o);
+  return err == 0;
+}
+
+static void free_chunks(void)
+{
+  for (int i = 0; i < CHUNKS; i++) {
+    free(tf.chunks[i]);
+    tf.chunks[i] = NULL;
+  }
+}
+
+static bool allocate_chunks(void)
+{
+  tf.spare_count = 0;
+  for (int i = 0; i < CHUNKS; i++) {
+    if (!(tf.chunks[i] = malloc(sizeof(chunk_t)))) {
+      free_chunks();
+      return false;
+    }
+    tf.spare[tf.spare_count++] = i;
+  }
+  return true;
+}
+
+static bool write_header(int fd)
+{
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  char header[256];
+  int n = snprintf(header, sizeof header,
+                   "# oomlens-trace 1 pid=%ld rank=%s start_unix_us=%llu stacks=%d\n"
+                   "# time_us,action,addr,size,stream,site,device\n",
+                   (long)getpid(), ol_rank_text(),
+                   (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000,
+                   ol_stacks_on() ? 1 : 0);
+  return n > 0 && write(fd, header, (size_t)n) == n;
+}
+
+int ol_tracefile_open(const char *path)
+{
+  pthread_mutex_lock(&tf.lock);
+  int rc = -1;
+  if (tf.open) {
+    pthread_mutex_unlock(&tf.lock);
+    return -1;
+  }
+  snprintf(tf.path, sizeof tf.path, "%s", path);
+  tf.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (tf.fd < 0) {
+    ol_log_warn("cannot create the trace %s: %s; no trace is written", path, strerror(errno));
+  } else if (!write_header(tf.fd) || !allocate_chunks()) {
+    ol_log_warn("cannot start the trace %s: %s; no trace is written", path, strerror(errno));
+  } else {
+    tf.start_ns = monotonic_ns();
+    tf.open = true;
+    atomic_store(&tf.on, true);
+    if (start_writer()) {
+      rc = 0;
+    } else {
+      atomic_store(&tf.on, false);
+      tf.open = false;
+      free_chunks();
+      ol_log_warn("cannot start the trace writer thread; no trace is written");
+    }
+  }
+  if (rc != 0 && tf.fd >= 0) {
+    close(tf.fd);
+    tf.fd = -1;
+  }
+  pthread_mutex_unlock(&tf.lock);
+  return rc;
+}
+
+/* OOMLENS_TRACE's pattern; a forked child's own name if it has no %p. */
+void ol_tracefile_start(void)
+{
+  const char *pattern = ol_option_text(OL_OPT_TRACE);
+  if (!pattern || !*pattern)
+    return;
+  char path[PATH_MAX];
+  if (ol_expand_path(pattern, (long)getpid(), ol_rank_text(), path, sizeof path) != 0) {
+    ol_log_warn("trace path from OOMLENS_TRACE is too long; no trace is written");
+    return;
+  }
+  if (ol_lifecycle_forked_child() && !strstr(pattern, "%p")) {
+    size_t len = strlen(path);
+    if (snprintf(path + len, sizeof path - len, ".%ld", (long)getpid()) >= (int)(sizeof path - len))
+      return;
+  }
+  ol_tracefile_open(path);
+}
+
+/* Waits (tf.lock held) until the writer has written everything handed
+ * over so far, or closed the file, or WAIT_MS went by. */
+static void wait_written(bool for_close)
+{
+  uint64_t target = tf.handed;
+  struct timespec until = deadline_in(WAIT_MS);
+  while (for_close ? !tf.closed : tf.written < target && !tf.closed)
+    if (pthread_cond_timedwait(&tf.done, &tf.lock, &until) == ETIMEDOUT)
+      break;
+}
+
+void ol_tracefile_flush(void)
+{
+  pthread_mutex_lock(&tf.lock);
+  if (tf.open && !tf.closing) {
+    hand_over();
+    wait_written(false);
+  }
+  pthread_mutex_unlock(&tf.lock);
+}
+
+void ol_tracefile_close(void)
+{
+  pthread_mutex_lock(&tf.lock);
+  if (tf.open && !tf.closing) {
+    atomic_store(&tf.on, false); /* events after this one are not the trace's */
+    hand_over();
+    tf.closing = true;
+    pthread_cond_signal(&tf.writer_wake);
+    wait_written(true);
+  }
+  pthread_mutex_unlock(&tf.lock);
+}
+
+/* A forked child: the parent's trace and writer are not ours. The parent
+ * writes what it had buffered; the child starts its own trace if it uses
+ * CUDA. The writer may have held our lock at the fork: a fresh one. */
+void ol_tracefile_forget(void)
+{
+  pthread_mutex_t fresh_lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
+  tf.lock = fresh_lock;
+  tf.writer_wake = fresh_cond;
+  tf.done = fresh_cond;
+  if (tf.fd >= 0)
+    close(tf.fd);
+  free_chunks();
+  atomic_store(&tf.on, false);
+  tf.fd = -1;
+  tf.open = tf.closing = tf.closed = false;
+  tf.filling = -1;
+  tf.spare_count = tf.full_count = tf.full_head = 0;
+  tf.handed = tf.written = tf.events = 0;
+  tf.stopped = NULL;
+  memset(tf.device_seen, 0, sizeof tf.device_seen);
+}

@@ -1,0 +1,403 @@
+/* test_trace_file.c: OOMLENS_TRACE end to end. Programs of tests/progs run
+ * under liboomlens.so on the simulated CUDA; their traces are read back
+ * with the trace reader: every event present, each call site defined
+ * once, the trace replays to the report's own peak, and the file is whole
+ * after SIGTERM, SIGUSR1 and fork. The writer's failure paths (a full
+ * disk, a disk that cannot keep up) run in-process, in a child each. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check_run.h"
+#include "harness.h"
+#include "lib.h"
+#include "policy.h"
+#include "replay.h"
+#include "trace_csv.h"
+
+#define MiB (1ll << 20)
+
+typedef struct trace_summary {
+  int actions[OL_TRACE_ACTION_COUNT];
+  int events, events_with_frames, site_lines, distinct_sites, device_lines;
+  uint64_t end_events; /* from the "# end events=N" line, 0 if none */
+  bool ends_with_end_line;
+  char weights_frames[1024], activation_frames[1024];
+  int activation_sites; /* distinct frames texts of the activation allocs */
+} trace_summary_t;
+
+static void trace_path(pid_t pid, char *out, size_t cap)
+{
+  snprintf(out, cap, "%s/t-%ld.trace", harness_dir(), (long)pid);
+}
+
+/* The raw lines: site and device definitions, and the end line. */
+static void scan_lines(const char *path, trace_summary_t *s)
+{
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f, "no trace %s", path);
+  char line[8192], seen[64][1024];
+  int seen_count = 0;
+  while (fgets(line, sizeof line, f)) {
+    s->ends_with_end_line = strncmp(line, "# end events=", 13) == 0;
+    if (s->ends_with_end_line)
+      s->end_events = strtoull(line + 13, NULL, 10);
+    if (strncmp(line, "device,", 7) == 0)
+      s->device_lines++;
+    if (strncmp(line, "site,", 5) != 0)
+      continue;
+    s->site_lines++;
+    const char *text = strchr(strchr(line + 5, ',') + 1, ',') + 1;
+    bool again = false;
+    for (int i = 0; i < seen_count; i++)
+      again |= strcmp(seen[i], text) == 0;
+    ck_assert_msg(!again, "site defined twice: %s", text);
+    if (seen_count < 64)
+      snprintf(seen[seen_count++], sizeof seen[0], "%s", text);
+  }
+  fclose(f);
+}
+
+static void summarize(const char *path, trace_summary_t *s)
+{
+  memset(s, 0, sizeof *s);
+  scan_lines(path, s);
+  char err[512], last_activation[1024] = "";
+  ol_trace_t *t = ol_trace_open(path, err, sizeof err);
+  ck_assert_msg(t, "%s", err);
+  ck_assert_int_eq(ol_trace_format(t), OL_TRACE_FORMAT_OOMLENS);
+  ol_trace_event_t ev;
+  int got;
+  while ((got = ol_trace_next(t, &ev, err, sizeof err)) == 1) {
+    s->events++;
+    s->actions[ev.action]++;
+    s->events_with_frames += ev.frames_len > 0;
+    if (ev.action != OL_TRACE_ALLOC || ev.frames_len == 0)
+      continue;
+    char frames[1024];
+    snprintf(frames, sizeof frames, "%.*s", (int)ev.frames_len, ev.frames);
+    if (strstr(frames, "trace_prog_weights"))
+      snprintf(s->weights_frames, sizeof s->weights_frames, "%s", frames);
+    if (strstr(frames, "trace_prog_activation") && strcmp(frames, last_activation) != 0) {
+      s->activation_sites++;
+      snprintf(last_activation, sizeof last_activation, "%s", frames);
+      snprintf(s->activation_frames, sizeof s->activation_frames, "%s", frames);
+    }
+  }
+  ck_assert_msg(got == 0, "%s", err);
+  ol_trace_close(t);
+}
+
+static int64_t replayed_peak(const char *path)
+{
+  ol_policy_options_t options = {.capacity = 1ull << 40};
+  ol_replay_result_t result;
+  char err[512];
+  ck_assert_msg(ol_replay_file(path, ol_policy_find("oomlens"), &options, &result, err,
+                               sizeof err) == 0, "%s", err);
+  int64_t peak = result.peak_requested;
+  ol_replay_result_free(&result);
+  return peak;
+}
+
+static void run_prog(harness_run_t *run, const char *const env_extra[], const char *const argv[])
+{
+  char trace_env[PATH_MAX + 32];
+  snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s/t-%%p.trace", harness_dir());
+  const char *env[8] = {trace_env};
+  for (int i = 0; env_extra && env_extra[i] && i < 6; i++)
+    env[i + 1] = env_extra[i];
+  harness_exec(run, true, env, argv);
+}
+
+/* The mixed scenario's events (tests/progs/trace_prog.c), and a replay of
+ * its trace reaching the report's own peak. */
+static void check_mixed(const trace_summary_t *s, pid_t pid, const char *path)
+{
+  ck_assert_int_eq(s->actions[OL_TRACE_ALLOC], 6);
+  ck_assert_int_eq(s->actions[OL_TRACE_SEGMENT_ALLOC], 6);
+  ck_assert_int_eq(s->actions[OL_TRACE_FREE_REQUESTED], 5);
+  ck_assert_int_eq(s->actions[OL_TRACE_FREE_COMPLETED], 5);
+  ck_assert_int_eq(s->actions[OL_TRACE_SEGMENT_FREE], 5);
+  ck_assert_int_eq(s->actions[OL_TRACE_OOM], 1);
+  ck_assert_int_eq(s->actions[OL_TRACE_SEGMENT_MAP], 1);
+  ck_assert_int_eq(s->actions[OL_TRACE_SEGMENT_UNMAP], 1);
+  ck_assert_int_eq(s->events, 30);
+  ck_assert(s->ends_with_end_line);
+  ck_assert_uint_eq(s->end_events, 30);
+  ck_assert_int_eq(s->device_lines, 1);
+  ol_json_t *r = harness_report(pid);
+  ck_assert_ptr_nonnull(r);
+  int64_t peak = harness_int(r, "devices[0].stats.allocated_bytes.all.peak");
+  ck_assert_int_eq(peak, 88 * MiB);
+  ck_assert_int_eq(replayed_peak(path), peak);
+  ol_json_free(r);
+}
+
+START_TEST(every_event_without_stacks)
+{
+  const char *argv[] = {harness_env("OOMLENS_TEST_TRACE_PROG"), "mixed", NULL};
+  harness_run_t run;
+  run_prog(&run, NULL, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  char path[PATH_MAX];
+  trace_path(run.pid, path, sizeof path);
+  trace_summary_t s;
+  summarize(path, &s);
+  check_mixed(&s, run.pid, path);
+  ck_assert_int_eq(s.site_lines, 0);
+  ck_assert_int_eq(s.events_with_frames, 0);
+}
+END_TEST
+
+/* With stacks on, each site is defined once, before its first use, and
+ * the three activations share one. */
+START_TEST(sites_written_once)
+{
+  const char *env[] = {"OOMLENS_STACKS=1", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_TRACE_PROG"), "mixed", NULL};
+  harness_run_t run;
+  run_prog(&run, env, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  char path[PATH_MAX];
+  trace_path(run.pid, path, sizeof path);
+  trace_summary_t s;
+  summarize(path, &s);
+  check_mixed(&s, run.pid, path);
+  ck_assert_int_ge(s.site_lines, 3); /* weights, activation, the others */
+  ck_assert_int_le(s.site_lines, 6); /* at most one per allocation call */
+  ck_assert_ptr_nonnull(strstr(s.weights_frames, "trace_prog_weights"));
+  /* trace_prog is built with -g: frames name their source line. */
+  ck_assert_msg(strstr(s.weights_frames, "trace_prog_weights (trace_prog.c:"), "%s",
+                s.weights_frames);
+  ck_assert_ptr_nonnull(strstr(s.weights_frames, ";"));
+  ck_assert_int_eq(s.activation_sites, 1);
+  /* Allocations and their frees carry their site; oom and VMM have none. */
+  ck_assert_int_eq(s.events_with_frames, 6 * 2 + 5 * 3);
+}
+END_TEST
+
+/* A job ended by SIGTERM while a thread still allocates: the trace ends
+ * with its end line, every line reads, the count matches. */
+START_TEST(sigterm_leaves_complete_trace)
+{
+  const char *argv[] = {harness_env("OOMLENS_TEST_TRACE_PROG"), "sigterm", NULL};
+  harness_run_t run;
+  run_prog(&run, NULL, argv);
+  ck_assert_msg(run.status == 128 + SIGTERM, "exit %d:\n%s", run.status, run.out);
+  char path[PATH_MAX];
+  trace_path(run.pid, path, sizeof path);
+  trace_summary_t s;
+  summarize(path, &s);
+  ck_assert(s.ends_with_end_line);
+  ck_assert_uint_eq(s.end_events, (uint64_t)s.events);
+  ck_assert_int_ge(s.actions[OL_TRACE_ALLOC], 2001);
+  ck_assert_int_ge(replayed_peak(path), 18 * MiB);
+}
+END_TEST
+
+START_TEST(usr1_puts_trace_on_disk)
+{
+  char report[PATH_MAX + 32], trace[PATH_MAX + 32], report_env[PATH_MAX + 64],
+    trace_env[PATH_MAX + 64];
+  snprintf(report, sizeof report, "%s/usr1.txt", harness_dir());
+  snprintf(trace, sizeof trace, "%s/usr1.trace", harness_dir());
+  snprintf(report_env, sizeof report_env, "OOMLENS_REPORT=%s", report);
+  snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s", trace);
+  const char *env[] = {report_env, trace_env, "OOMLENS_REPORT_AT_EXIT=0", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_TRACE_PROG"), "usr1", report, trace, NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  trace_summary_t s;
+  summarize(trace, &s);
+  ck_assert(s.ends_with_end_line);
+  ck_assert_int_eq(s.actions[OL_TRACE_ALLOC], 2);
+  ck_assert_int_eq(s.actions[OL_TRACE_FREE_COMPLETED], 1);
+}
+END_TEST
+
+/* The forked child writes its own trace, with only its own allocation. */
+START_TEST(forked_child_has_its_own_trace)
+{
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "fork", NULL};
+  harness_run_t run;
+  run_prog(&run, NULL, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  ck_assert_int_eq(harness_count_files(".trace"), 2);
+  char path[PATH_MAX];
+  trace_path(run.pid, path, sizeof path);
+  ck_assert_int_eq(replayed_peak(path), 3 * MiB);
+  trace_summary_t s;
+  summarize(path, &s);
+  ck_assert_int_eq(s.actions[OL_TRACE_ALLOC], 1);
+}
+END_TEST
+
+START_TEST(unwritable_trace_does_not_hurt_job)
+{
+  const char *env[] = {"OOMLENS_TRACE=/nonexistent/dir/t.trace", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_TRACE_PROG"), "mixed", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  ck_assert_ptr_nonnull(strstr(run.out, "oomlens: warning: cannot create the trace"));
+  ol_json_t *r = harness_report(run.pid);
+  ck_assert_ptr_nonnull(r); /* the report is written all the same */
+  ol_json_free(r);
+}
+END_TEST
+
+/* ---- the writer's failure paths, in-process (each in a child) --------- */
+
+static int in_child(int (*body)(void))
+{
+  fflush(NULL);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0)
+    _exit(body());
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A file that stops growing (a full disk): tracing stops, calls go on. */
+static int full_disk(void)
+{
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/full.trace", harness_dir());
+  struct rlimit limit = {1 << 20, 1 << 20};
+  signal(SIGXFSZ, SIG_IGN);
+  if (setrlimit(RLIMIT_FSIZE, &limit) != 0 || ol_tracefile_open(path) != 0)
+    return 10;
+  for (int i = 0; i < 2000000 && ol_tracefile_on(); i++) {
+    ol_tracefile_event(OL_TRACE_ALLOC, (uint64_t)i << 9, 512, 0, -1, 0);
+    if (i % 100000 == 0)
+      ol_tracefile_flush();
+  }
+  if (ol_tracefile_on())
+    return 11; /* 2M events are far more than 1 MiB of text */
+  ol_tracefile_event(OL_TRACE_ALLOC, 1, 1, 0, -1, 0); /* ignored, no harm */
+  ol_tracefile_close();
+  struct stat st;
+  return stat(path, &st) == 0 && st.st_size <= (1 << 20) ? 0 : 12;
+}
+
+START_TEST(full_disk_stops_tracing)
+{
+  ck_assert_int_eq(in_child(full_disk), 0);
+}
+END_TEST
+
+static int reader_fd = -1;
+static char drained_tail[256];
+
+/* Reads the pipe to its end once asked, keeping the last bytes. */
+static void *drain(void *arg)
+{
+  (void)arg;
+  char buf[65536];
+  ssize_t n;
+  int flags = fcntl(reader_fd, F_GETFL);
+  fcntl(reader_fd, F_SETFL, flags & ~O_NONBLOCK);
+  size_t kept = 0;
+  while ((n = read(reader_fd, buf, sizeof buf)) > 0) {
+    size_t take = (size_t)n < sizeof drained_tail - 1 ? (size_t)n : sizeof drained_tail - 1;
+    memmove(drained_tail, buf + n - take, take);
+    kept = take;
+  }
+  drained_tail[kept] = '\0';
+  return NULL;
+}
+
+static double seconds(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A reader that never reads (a disk that cannot keep up): no call waits
+ * long, tracing stops, and the end line says why. */
+static int slow_disk(void)
+{
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/slow.fifo", harness_dir());
+  if (mkfifo(path, 0600) != 0 || (reader_fd = open(path, O_RDONLY | O_NONBLOCK)) < 0)
+    return 10;
+  if (ol_tracefile_open(path) != 0)
+    return 11;
+  double longest = 0;
+  for (int i = 0; i < 5000000 && ol_tracefile_on(); i++) {
+    double t0 = seconds();
+    ol_tracefile_event(OL_TRACE_ALLOC, (uint64_t)i << 9, 512, 0, -1, 0);
+    double took = seconds() - t0;
+    longest = took > longest ? took : longest;
+  }
+  if (ol_tracefile_on())
+    return 12;
+  if (longest > 2.0)
+    return 13; /* the bound is 0.2 s; a loaded machine gets slack */
+  pthread_t t;
+  pthread_create(&t, NULL, drain, NULL);
+  ol_tracefile_close();
+  pthread_join(t, NULL);
+  return strstr(drained_tail, "incomplete: the disk cannot keep up") ? 0 : 14;
+}
+
+START_TEST(slow_disk_stops_tracing)
+{
+  ck_assert_int_eq(in_child(slow_disk), 0);
+}
+END_TEST
+
+static int dev_full_at_open(void)
+{
+  return ol_tracefile_open("/dev/full") == -1 && !ol_tracefile_on() ? 0 : 1;
+}
+
+START_TEST(unwritable_header_means_no_trace)
+{
+  ck_assert_int_eq(in_child(dev_full_at_open), 0);
+}
+END_TEST
+
+static Suite *trace_file_suite(void)
+{
+  Suite *s = suite_create("trace_file");
+  TCase *job = tcase_create("job");
+  tcase_add_checked_fixture(job, harness_setup, harness_teardown);
+  tcase_set_timeout(job, 60);
+  tcase_add_test(job, every_event_without_stacks);
+  tcase_add_test(job, sites_written_once);
+  tcase_add_test(job, sigterm_leaves_complete_trace);
+  tcase_add_test(job, usr1_puts_trace_on_disk);
+  tcase_add_test(job, forked_child_has_its_own_trace);
+  tcase_add_test(job, unwritable_trace_does_not_hurt_job);
+  suite_add_tcase(s, job);
+  TCase *writer = tcase_create("writer");
+  tcase_add_checked_fixture(writer, harness_setup, harness_teardown);
+  tcase_set_timeout(writer, 60);
+  tcase_add_test(writer, full_disk_stops_tracing);
+  tcase_add_test(writer, slow_disk_stops_tracing);
+  tcase_add_test(writer, unwritable_header_means_no_trace);
+  suite_add_tcase(s, writer);
+  return s;
+}
+
+int main(void)
+{
+  return ol_run_suite(trace_file_suite());
+}

@@ -1,0 +1,263 @@
+/* test_oom.c: the out-of-memory diagnosis: iterations found in allocation
+ * streams, each class from a record built by hand, and the three recorded
+ * OOM traces replayed at their caps. */
+#include <check.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "core.h"
+#include "replay.h"
+
+#define GiB (1ll << 30)
+#define MiB (1ll << 20)
+
+/* A training loop: persistent P, then each step climbs by A and falls back. */
+static void train(ol_phases_t *p, int64_t persistent, int64_t activations, int steps,
+                  int64_t leak_per_step)
+{
+  for (int64_t b = 0; b <= persistent; b += 64 * MiB)
+    ol_phases_note(p, b);
+  for (int s = 0; s < steps; s++) {
+    int64_t base = persistent + s * leak_per_step;
+    for (int64_t a = 0; a <= activations; a += 32 * MiB)
+      ol_phases_note(p, base + a);
+    for (int64_t a = activations; a >= 0; a -= 32 * MiB)
+      ol_phases_note(p, base + a);
+  }
+  ol_phases_note(p, persistent + steps * leak_per_step + activations / 2); /* next step rising */
+}
+
+START_TEST(iterations_and_persistent_memory)
+{
+  ol_phases_t p;
+  ol_phases_init(&p);
+  train(&p, 2 * GiB, 6 * GiB, 5, 0);
+  ck_assert_uint_eq(p.iterations, 5);
+  ck_assert_int_eq(ol_phases_persistent(&p), 2 * GiB);
+  ck_assert_int_eq(ol_phases_growth(&p), 0);
+}
+END_TEST
+
+START_TEST(growing_valleys_are_growth)
+{
+  ol_phases_t p;
+  ol_phases_init(&p);
+  train(&p, 2 * GiB, 4 * GiB, 6, 256 * MiB);
+  ck_assert_uint_eq(p.iterations, 6);
+  ck_assert_int_eq(ol_phases_growth(&p), 256 * MiB);
+}
+END_TEST
+
+START_TEST(no_iteration_while_only_growing)
+{
+  ol_phases_t p;
+  ol_phases_init(&p);
+  for (int64_t b = 0; b < 8 * GiB; b += 100 * MiB)
+    ol_phases_note(&p, b);
+  ck_assert_uint_eq(p.iterations, 0);
+  ck_assert_int_eq(ol_phases_persistent(&p), 0);
+}
+END_TEST
+
+START_TEST(small_churn_is_not_an_iteration)
+{
+  ol_phases_t p;
+  ol_phases_init(&p);
+  for (int i = 0; i < 1000; i++)
+    ol_phases_note(&p, 10 * GiB + (i % 2) * 100 * MiB);
+  ck_assert_uint_eq(p.iterations, 0);
+}
+END_TEST
+
+typedef struct {
+  const char *what;
+  ol_oom_record_t record;
+  ol_oom_class_t expected;
+} class_case_t;
+
+#define BASE .capacity = 16 * GiB, .device_free = 0
+#define NO_BLOCKS .free_reserved = -1, .largest_free_block = -1 /* not known */
+
+static const class_case_t class_cases[] = {
+  {"request larger than the device", {BASE, NO_BLOCKS, .request = 20 * GiB, .reserved = 1 * GiB},
+   OL_OOM_impossible},
+  {"free memory in pieces",
+   {BASE, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 13 * GiB,
+    .free_reserved = 2 * GiB, .largest_free_block = 512 * MiB, .iterations = 4,
+    .persistent = 3 * GiB}, OL_OOM_fragmentation},
+  {"another process holds most of the device",
+   {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 6 * GiB, .allocated = 6 * GiB, .external = 9 * GiB,
+    .iterations = 3, .persistent = 2 * GiB}, OL_OOM_external},
+  {"what outlives iterations grows",
+   {BASE, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB, .iterations = 8,
+    .persistent = 12 * GiB, .growth = 1 * GiB}, OL_OOM_leak},
+  {"weights alone, no iteration yet",
+   {BASE, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
+    .iterations = 0},
+   OL_OOM_persistent},
+  {"state fills the device after iterations",
+   {BASE, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB, .iterations = 5,
+    .persistent = 14 * GiB}, OL_OOM_persistent},
+  {"the iteration's own memory",
+   {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB, .iterations = 3,
+    .persistent = 3 * GiB}, OL_OOM_activations},
+  /* Seen on the H200 (docs/measurements.md): oom_params under --capacity 8G;
+   * the CUDA context's 527 MiB outweighed a 64 MiB request, but the weights
+   * would not fit without it either. */
+  {"the CUDA context on a small device while weights are built",
+   {.capacity = 8 * GiB, .device_free = 0, NO_BLOCKS, .request = 64 * MiB,
+    .reserved = 7640 * MiB, .allocated = 7640 * MiB, .external = 527 * MiB, .iterations = 0},
+   OL_OOM_persistent},
+  {"small external share is not the cause",
+   {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB, .external = 512 * MiB,
+    .iterations = 3, .persistent = 3 * GiB}, OL_OOM_activations},
+};
+
+START_TEST(each_class_from_its_record)
+{
+  const class_case_t *c = &class_cases[_i];
+  ol_oom_class_t got = ol_oom_classify(&c->record);
+  ck_assert_msg(got == c->expected, "%s: got %s, expected %s", c->what, ol_oom_class_name(got),
+                ol_oom_class_name(c->expected));
+  ol_buf_t text = {0}, json = {0};
+  ol_oom_explain(&text, &c->record, got, NULL, NULL);
+  ol_oom_json(&json, &c->record, got, NULL, NULL);
+  ck_assert_ptr_nonnull(strstr(text.data, ol_oom_class_name(got)));
+  ck_assert_ptr_nonnull(strstr(json.data, "\"advice\": \""));
+  ol_buf_free(&text);
+  ol_buf_free(&json);
+}
+END_TEST
+
+typedef struct {
+  const char *trace, *policy;
+  uint64_t capacity;
+  ol_oom_class_t expected;
+} trace_case_t;
+
+/* The causes are known by construction (tests/data/README.md). */
+static const trace_case_t trace_cases[] = {
+  {"oom_params.csv.gz", "pytorch", 8ull << 30, OL_OOM_persistent},
+  {"oom_params.csv.gz", "oomlens", 8ull << 30, OL_OOM_persistent},
+  {"oom_activations.csv.gz", "pytorch", 12ull << 30, OL_OOM_activations},
+  {"oom_activations.csv.gz", "oomlens", 12ull << 30, OL_OOM_activations},
+  {"frag.csv.gz", "pytorch", 6ull << 30, OL_OOM_fragmentation},
+};
+
+START_TEST(recorded_ooms_at_their_caps)
+{
+  const trace_case_t *c = &trace_cases[_i];
+  char path[PATH_MAX], err[256];
+  snprintf(path, sizeof path, "%s/%s", OL_TEST_DATA_DIR, c->trace);
+  ol_policy_options_t options = {.capacity = c->capacity};
+  ol_replay_result_t result;
+  ck_assert_int_eq(ol_replay_file(path, ol_policy_find(c->policy), &options, &result, err,
+                                  sizeof err), 0);
+  ck_assert_msg(result.oom, "%s under %s did not run out", c->trace, c->policy);
+  ck_assert_msg(result.oom_at.cause == c->expected, "%s under %s: %s, expected %s", c->trace,
+                c->policy, ol_oom_class_name(result.oom_at.cause),
+                ol_oom_class_name(c->expected));
+  /* The largest holders at the failure, largest first, within what was
+   * allocated; the traces name the job's frames. */
+  const ol_oom_record_t *r = &result.oom_at.record;
+  ck_assert_int_gt(r->holder_count, 0);
+  int64_t held = 0;
+  for (int i = 0; i < r->holder_count; i++) {
+    ck_assert(i == 0 || r->holders[i].bytes <= r->holders[i - 1].bytes);
+    ck_assert_ptr_nonnull(strstr(ol_sites_key(result.sites, r->holders[i].id), "workloads.py:"));
+    held += r->holders[i].bytes;
+  }
+  ck_assert_int_le(held, r->allocated);
+  ol_replay_result_free(&result);
+}
+END_TEST
+
+/* Who held the peak: every byte live at the peak belongs to one site, so
+ * the sites' at-peak bytes sum to the peak exactly. */
+static const char *const sited_traces[] = {"gpt2.csv.gz", "resnet50.csv.gz", "frag.csv.gz",
+                                           "oom_activations.csv.gz"};
+
+START_TEST(peak_sites_sum_to_the_peak)
+{
+  char path[PATH_MAX], err[256];
+  snprintf(path, sizeof path, "%s/%s", OL_TEST_DATA_DIR, sited_traces[_i]);
+  ol_policy_options_t options = {.capacity = 150109106995ull};
+  ol_replay_result_t result;
+  ck_assert_int_eq(ol_replay_file(path, ol_policy_find("oomlens"), &options, &result, err,
+                                  sizeof err), 0);
+  ck_assert_ptr_nonnull(result.sites);
+  size_t n = ol_sites_count(result.sites);
+  int64_t sum = 0;
+  for (size_t i = 0; i < n; i++)
+    sum += ol_sites_figures(result.sites, (int32_t)i)->at_peak;
+  ck_assert_int_eq(sum, result.peak_requested);
+  int32_t top[1];
+  ck_assert_uint_eq(ol_sites_top(result.sites, OL_SITES_BY_AT_PEAK, top, 1), 1);
+  if (strcmp(sited_traces[_i], "gpt2.csv.gz") == 0) /* GELU activations, 7.88 GiB */
+    ck_assert_ptr_nonnull(strstr(ol_sites_key(result.sites, top[0]), "activations.py:66:forward"));
+  ol_replay_result_free(&result);
+}
+END_TEST
+
+START_TEST(sites_table_orders_and_interns)
+{
+  ol_sites_t *s = ol_sites_new();
+  int32_t a = ol_sites_intern(s, "a.py:1:f", 8), b = ol_sites_intern(s, "b.py:2:g", 8);
+  ck_assert_int_eq(ol_sites_intern(s, "a.py:1:f", 8), a);
+  ck_assert_int_ne(a, b);
+  ol_sites_add(s, a, 100);
+  ol_sites_add(s, b, 300);
+  ol_sites_mark_peak(s);
+  ol_sites_add(s, b, -300);
+  ol_sites_add(s, a, 1000);
+  int32_t top[2];
+  ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_AT_PEAK, top, 2), 2);
+  ck_assert_int_eq(top[0], b);
+  ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_TOTAL, top, 2), 2);
+  ck_assert_int_eq(top[0], a);
+  ck_assert_int_eq(ol_sites_figures(s, a)->peak, 1100);
+  ck_assert_int_eq(ol_sites_figures(s, b)->allocations, 1);
+  /* Now a holds 1100, b nothing; across two iterations a grows by 500. */
+  ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_CURRENT, top, 2), 1);
+  ck_assert_int_eq(top[0], a);
+  ol_sites_mark_valley(s);
+  ol_sites_add(s, a, 500);
+  ol_sites_add(s, b, 50);
+  ol_sites_mark_valley(s);
+  ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_GROWTH, top, 2), 2);
+  ck_assert_int_eq(top[0], a);
+  ck_assert_int_eq(ol_sites_figures(s, a)->last_valley - ol_sites_figures(s, a)->first_valley, 500);
+  ol_sites_free(s);
+}
+END_TEST
+
+static Suite *oom_suite(void)
+{
+  Suite *s = suite_create("oom");
+  TCase *phases = tcase_create("phases");
+  tcase_add_test(phases, iterations_and_persistent_memory);
+  tcase_add_test(phases, growing_valleys_are_growth);
+  tcase_add_test(phases, no_iteration_while_only_growing);
+  tcase_add_test(phases, small_churn_is_not_an_iteration);
+  suite_add_tcase(s, phases);
+  TCase *classes = tcase_create("classes");
+  tcase_add_loop_test(classes, each_class_from_its_record, 0,
+                      sizeof class_cases / sizeof *class_cases);
+  suite_add_tcase(s, classes);
+  TCase *traces = tcase_create("traces");
+  tcase_set_timeout(traces, 60);
+  tcase_add_loop_test(traces, recorded_ooms_at_their_caps, 0,
+                      sizeof trace_cases / sizeof *trace_cases);
+  tcase_add_loop_test(traces, peak_sites_sum_to_the_peak, 0,
+                      sizeof sited_traces / sizeof *sited_traces);
+  tcase_add_test(traces, sites_table_orders_and_interns);
+  suite_add_tcase(s, traces);
+  return s;
+}
+
+int main(void)
+{
+  return ol_run_suite(oom_suite());
+}

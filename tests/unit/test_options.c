@@ -1,0 +1,142 @@
+/* test_options.c: the OOMLENS_* table: value parsers, defaults, and a bad
+ * value keeping the default with a warning instead of failing. */
+#include <check.h>
+
+#include "check_run.h"
+#include <stdlib.h>
+
+#include "core.h"
+
+typedef struct {
+  const char *text;
+  bool ok;
+  uint64_t value;
+} size_case_t;
+
+static const size_case_t size_cases[] = {
+  {"0", true, 0},
+  {"512", true, 512},
+  {"512B", true, 512},
+  {"1K", true, 1024},
+  {"1k", true, 1024},
+  {"2M", true, 2u << 20},
+  {"24G", true, 24ull << 30},
+  {"24GiB", true, 24ull << 30},
+  {"24GB", true, 24ull << 30},
+  {"1T", true, 1ull << 40},
+  {"18446744073709551615", true, UINT64_MAX},
+  {"18446744073709551616", false, 0},
+  {"16777216T", false, 0}, /* 2^64: overflows after the shift */
+  {"", false, 0},
+  {"G", false, 0},
+  {"-1", false, 0},
+  {" 1", false, 0},
+  {"1 G", false, 0},
+  {"1.5G", false, 0},
+  {"1X", false, 0},
+  {"1GG", false, 0},
+  {"0x10", false, 0},
+};
+
+START_TEST(parse_size_table)
+{
+  const size_case_t *c = &size_cases[_i];
+  uint64_t value = 12345;
+  ck_assert_msg(ol_parse_size(c->text, &value) == c->ok, "'%s'", c->text);
+  if (c->ok)
+    ck_assert_uint_eq(value, c->value);
+}
+END_TEST
+
+typedef struct {
+  const char *text;
+  bool ok, value;
+} bool_case_t;
+
+static const bool_case_t bool_cases[] = {
+  {"1", true, true},     {"true", true, true}, {"YES", true, true}, {"on", true, true},
+  {"0", true, false},    {"false", true, false}, {"No", true, false}, {"off", true, false},
+  {"", false, false},    {"2", false, false},  {"tru", false, false}, {"yes ", false, false},
+};
+
+START_TEST(parse_bool_table)
+{
+  const bool_case_t *c = &bool_cases[_i];
+  bool value = !c->value;
+  ck_assert_msg(ol_parse_bool(c->text, &value) == c->ok, "'%s'", c->text);
+  if (c->ok)
+    ck_assert(value == c->value);
+}
+END_TEST
+
+static const size_case_t seconds_cases[] = { /* value in milliseconds */
+  {"5", true, 5000},   {"0.5", true, 500},  {"2s", true, 2000},  {"250ms", true, 250},
+  {"0.1", true, 100},  {"86400", true, 86400000},
+  {"0", false, 0},     {"0.05", false, 0},  {"99ms", false, 0},  {"86401", false, 0},
+  {"", false, 0},      {"-1", false, 0},    {"5 s", false, 0},   {"5m", false, 0},
+  {"nan", false, 0},   {"inf", false, 0},   {"1e999", false, 0},
+};
+
+START_TEST(parse_seconds_table)
+{
+  const size_case_t *c = &seconds_cases[_i];
+  uint64_t value = 12345;
+  ck_assert_msg(ol_parse_seconds(c->text, &value) == c->ok, "'%s'", c->text);
+  ck_assert_uint_eq(value, c->ok ? c->value : 12345);
+}
+END_TEST
+
+START_TEST(defaults_parse)
+{
+  ck_assert(ol_options_defaults_valid());
+}
+END_TEST
+
+START_TEST(env_overrides_default)
+{
+  setenv("OOMLENS_JSON", "off", 1);
+  setenv("OOMLENS_REPORT", "/tmp/x-%p.txt", 1);
+  ol_options_reload();
+  ck_assert(!ol_option_bool(OL_OPT_JSON));
+  ck_assert_str_eq(ol_option_text(OL_OPT_REPORT), "/tmp/x-%p.txt");
+  unsetenv("OOMLENS_JSON");
+  unsetenv("OOMLENS_REPORT");
+  ol_options_reload();
+  ck_assert(ol_option_bool(OL_OPT_JSON));
+  ck_assert_str_eq(ol_option_text(OL_OPT_REPORT), "oomlens-%p.txt");
+}
+END_TEST
+
+START_TEST(bad_value_keeps_default)
+{
+  setenv("OOMLENS_ENABLE", "maybe", 1);
+  setenv("OOMLENS_REPORT", "", 1);
+  ol_options_reload();
+  ck_assert(ol_option_bool(OL_OPT_ENABLE));
+  ck_assert_str_eq(ol_option_text(OL_OPT_REPORT), "oomlens-%p.txt");
+  unsetenv("OOMLENS_ENABLE");
+  unsetenv("OOMLENS_REPORT");
+  ol_options_reload();
+}
+END_TEST
+
+static Suite *options_suite(void)
+{
+  Suite *s = suite_create("options");
+  TCase *parsers = tcase_create("parsers");
+  tcase_add_loop_test(parsers, parse_size_table, 0, sizeof size_cases / sizeof *size_cases);
+  tcase_add_loop_test(parsers, parse_bool_table, 0, sizeof bool_cases / sizeof *bool_cases);
+  tcase_add_loop_test(parsers, parse_seconds_table, 0, sizeof seconds_cases / sizeof *seconds_cases);
+  suite_add_tcase(s, parsers);
+  TCase *table = tcase_create("table");
+  tcase_add_test(table, defaults_parse);
+  tcase_add_test(table, env_overrides_default);
+  tcase_add_test(table, bad_value_keeps_default);
+  suite_add_tcase(s, table);
+  return s;
+}
+
+int main(void)
+{
+  return ol_run_suite(options_suite());
+}

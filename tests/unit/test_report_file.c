@@ -1,0 +1,202 @@
+/* test_report_file.c: report paths (%p, %r, %%) and the atomic writer:
+ * whole or nothing, mode 0600, never through a planted link. */
+#include <check.h>
+
+#include "check_run.h"
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core.h"
+
+static char dir[PATH_MAX];
+
+static void make_dir(void)
+{
+  snprintf(dir, sizeof dir, "/tmp/oomlens-test-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void remove_dir(void)
+{
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char path[PATH_MAX * 2];
+  while (d && (e = readdir(d))) {
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  if (d)
+    closedir(d);
+  rmdir(dir);
+}
+
+static int count_entries(void)
+{
+  int n = 0;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    n += e->d_name[0] != '.';
+  if (d)
+    closedir(d);
+  return n;
+}
+
+static char *slurp(const char *path)
+{
+  static char text[4096];
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return NULL;
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  return text;
+}
+
+typedef struct {
+  const char *pattern, *rank, *expected;
+} path_case_t;
+
+static const path_case_t path_cases[] = {
+  {"oomlens-%p.txt", "0", "oomlens-4242.txt"},
+  {"r%r-p%p", "3", "r3-p4242"},
+  {"100%%", "0", "100%"},
+  {"a%xb", "0", "a%xb"},
+  {"trailing%", "0", "trailing%"},
+  {"%p%p", "0", "42424242"},
+  {"", "0", ""},
+};
+
+START_TEST(expand_table)
+{
+  const path_case_t *c = &path_cases[_i];
+  char out[256];
+  ck_assert_int_eq(ol_expand_path(c->pattern, 4242, c->rank, out, sizeof out), 0);
+  ck_assert_str_eq(out, c->expected);
+}
+END_TEST
+
+START_TEST(expand_too_long)
+{
+  char out[8];
+  ck_assert_int_eq(ol_expand_path("abcdefgh", 1, "0", out, sizeof out), -1);
+  ck_assert_int_eq(ol_expand_path("abc%p", 123456, "0", out, sizeof out), -1);
+  ck_assert_int_eq(ol_expand_path("abc%p", 1234, "0", out, sizeof out), 0);
+  ck_assert_str_eq(out, "abc1234");
+}
+END_TEST
+
+START_TEST(json_beside_text)
+{
+  char out[64];
+  ck_assert_int_eq(ol_json_path_for("a/report.txt", out, sizeof out), 0);
+  ck_assert_str_eq(out, "a/report.json");
+  ck_assert_int_eq(ol_json_path_for("report", out, sizeof out), 0);
+  ck_assert_str_eq(out, "report.json");
+  ck_assert_int_eq(ol_json_path_for(".txt", out, sizeof out), 0);
+  ck_assert_str_eq(out, ".json");
+}
+END_TEST
+
+START_TEST(rank_from_environment)
+{
+  unsetenv("RANK");
+  unsetenv("LOCAL_RANK");
+  ck_assert_str_eq(ol_rank_text(), "0");
+  setenv("LOCAL_RANK", "5", 1);
+  ck_assert_str_eq(ol_rank_text(), "5");
+  setenv("RANK", "12", 1);
+  ck_assert_str_eq(ol_rank_text(), "12");
+  setenv("RANK", "../../etc", 1); /* unsafe: falls back to LOCAL_RANK */
+  ck_assert_str_eq(ol_rank_text(), "5");
+  unsetenv("RANK");
+  unsetenv("LOCAL_RANK");
+}
+END_TEST
+
+START_TEST(atomic_write_whole_and_private)
+{
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/report.txt", dir);
+  ck_assert_int_eq(ol_write_file_atomic(path, "first\n", 6), 0);
+  ck_assert_int_eq(ol_write_file_atomic(path, "second\n", 7), 0);
+  ck_assert_str_eq(slurp(path), "second\n");
+  struct stat st;
+  ck_assert_int_eq(stat(path, &st), 0);
+  ck_assert_int_eq(st.st_mode & 0777, 0600);
+  ck_assert_int_eq(count_entries(), 1); /* no temporary file left behind */
+}
+END_TEST
+
+START_TEST(planted_link_not_followed)
+{
+  char victim[PATH_MAX + 16], path[PATH_MAX + 16];
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  snprintf(path, sizeof path, "%s/report.txt", dir);
+  FILE *f = fopen(victim, "w");
+  fputs("precious\n", f);
+  fclose(f);
+  ck_assert_int_eq(symlink(victim, path), 0);
+  ck_assert_int_eq(ol_write_file_atomic(path, "report\n", 7), 0);
+  ck_assert_str_eq(slurp(victim), "precious\n");
+  struct stat st;
+  ck_assert_int_eq(lstat(path, &st), 0);
+  ck_assert(S_ISREG(st.st_mode));
+  ck_assert_str_eq(slurp(path), "report\n");
+}
+END_TEST
+
+START_TEST(missing_directory_fails_cleanly)
+{
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/no/such/dir/report.txt", dir);
+  ck_assert_int_eq(ol_write_file_atomic(path, "x", 1), -1);
+  ck_assert_int_eq(count_entries(), 0);
+}
+END_TEST
+
+START_TEST(read_only_directory_refused)
+{
+  chmod(dir, 0500);
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/report.txt", dir);
+  int result = ol_write_file_atomic(path, "x", 1);
+  chmod(dir, 0700);
+  if (geteuid() != 0) /* root may write anyway */
+    ck_assert_int_eq(result, -1);
+  ck_assert_int_le(count_entries(), result == 0 ? 1 : 0);
+}
+END_TEST
+
+static Suite *report_file_suite(void)
+{
+  Suite *s = suite_create("report_file");
+  TCase *paths = tcase_create("paths");
+  tcase_add_loop_test(paths, expand_table, 0, sizeof path_cases / sizeof *path_cases);
+  tcase_add_test(paths, expand_too_long);
+  tcase_add_test(paths, json_beside_text);
+  tcase_add_test(paths, rank_from_environment);
+  suite_add_tcase(s, paths);
+  TCase *writer = tcase_create("writer");
+  tcase_add_checked_fixture(writer, make_dir, remove_dir);
+  tcase_add_test(writer, atomic_write_whole_and_private);
+  tcase_add_test(writer, planted_link_not_followed);
+  tcase_add_test(writer, missing_directory_fails_cleanly);
+  tcase_add_test(writer, read_only_directory_refused);
+  suite_add_tcase(s, writer);
+  return s;
+}
+
+int main(void)
+{
+  return ol_run_suite(report_file_suite());
+}
