@@ -490,6 +490,8 @@ void ol_format_bytes(char *out, size_t cap, int64_t bytes);
 /* ---- report_file.c: where reports go, written whole or not at all ------ */
 const char *ol_rank_text(void);
 int ol_expand_path(const char *pattern, long pid, const char *rank, char *out, size_t cap);
+int ol_output_path(const char *pattern, long pid, const char *rank, bool forked_child,
+                   const char *keep_ext, char *out, size_t cap);
 int ol_json_path_for(const char *text_path, char *out, size_t cap);
 int ol_write_file_atomic(const char *path, const char *data, size_t len);
 int ol_write_file_atomic_quiet(const char *path, const char *data, size_t len); /* 0 or errno */

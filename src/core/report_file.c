@@ -67,6 +67,26 @@ int ol_expand_path(const char *pattern, long pid, const char *rank, char *out, s
   return 0;
 }
 
+/* Where a process writes a file named by an OOMLENS_* pattern. A forked
+ * child must never write over its parent's file: when the pattern has no
+ * %p, the child's pid is added, before keep_ext if the name ends with it
+ * (x.prom -> x.<pid>.prom, still a file the collector reads), else at the
+ * end (x.txt -> x.txt.<pid>). 0, or -1 when the path does not fit. */
+int ol_output_path(const char *pattern, long pid, const char *rank, bool forked_child,
+                   const char *keep_ext, char *out, size_t cap)
+{
+  if (ol_expand_path(pattern, pid, rank, out, cap) != 0)
+    return -1;
+  if (!forked_child || strstr(pattern, "%p"))
+    return 0;
+  size_t len = strlen(out), ext = keep_ext ? strlen(keep_ext) : 0;
+  size_t stem = ext && len >= ext && strcmp(out + len - ext, keep_ext) == 0 ? len - ext : len;
+  char tail[32];
+  snprintf(tail, sizeof tail, "%s", out + stem);
+  int n = snprintf(out + stem, cap - stem, ".%ld%s", pid, tail);
+  return n < 0 || (size_t)n >= cap - stem ? -1 : 0;
+}
+
 /* The JSON report sits beside the text one: x.txt gives x.json, anything
  * else gets .json appended. */
 int ol_json_path_for(const char *text_path, char *out, size_t cap)

@@ -151,6 +151,11 @@ bool ol_manage_free_blocks(int device, int64_t *free_reserved, int64_t *largest)
 /* ---- lifecycle.c: start, fork, signals, exit --------------------------- */
 bool ol_lifecycle_enabled(void); /* starts oomlens on first call */
 bool ol_lifecycle_forked_child(void);
+/* A detached thread of ours, every signal blocked in it; false if none. */
+bool ol_lifecycle_start_thread(void *(*main_fn)(void *), void *arg);
+/* A file named by an OOMLENS_* pattern for this process: %p, %r, and a
+ * forked child's own name (ol_output_path); 0, or -1 if too long. */
+int ol_lifecycle_output_path(const char *pattern, const char *keep_ext, char *out, size_t cap);
 void ol_lifecycle_at_exit(void);
 
 /* ---- report.c: the live report, written at exit, at a signal, on request */
@@ -168,8 +173,6 @@ void ol_metrics_start(void);       /* at start, when OOMLENS_METRICS is set */
 void ol_metrics_stop(void);        /* at exit: the final write */
 void ol_metrics_forget(void);      /* a forked child: no thread, nothing held */
 void ol_metrics_text(ol_buf_t *out, const ol_snapshot_t *snap, long pid, const char *rank);
-int ol_metrics_path_for(const char *pattern, long pid, const char *rank, bool child, char *out,
-                        size_t cap);
 
 
 #endif

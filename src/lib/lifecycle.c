@@ -86,9 +86,11 @@ static void *reporter_main(void *arg)
   return NULL;
 }
 
-static bool start_reporter(void)
+/* Our threads (reporter, trace writer, metrics) block every signal, so a
+ * signal meant for the job is never delivered to one of ours; detached,
+ * since nobody joins them. */
+bool ol_lifecycle_start_thread(void *(*main_fn)(void *), void *arg)
 {
-  reporter_pid = getpid();
   sigset_t all, old;
   pthread_t thread;
   pthread_attr_t attr;
@@ -96,10 +98,22 @@ static bool start_reporter(void)
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  int err = pthread_create(&thread, &attr, reporter_main, NULL);
+  int err = pthread_create(&thread, &attr, main_fn, arg);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
   return err == 0;
+}
+
+int ol_lifecycle_output_path(const char *pattern, const char *keep_ext, char *out, size_t cap)
+{
+  return ol_output_path(pattern, (long)getpid(), ol_rank_text(), ol_lifecycle_forked_child(),
+                        keep_ext, out, cap);
+}
+
+static bool start_reporter(void)
+{
+  reporter_pid = getpid();
+  return ol_lifecycle_start_thread(reporter_main, NULL);
 }
 
 /* SIGUSR1 is ours only if the job left it at its default (which would kill

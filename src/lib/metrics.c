@@ -118,23 +118,6 @@ void ol_metrics_text(ol_buf_t *out, const ol_snapshot_t *snap, long pid, const c
   oom_counts(out, snap, pid, rank);
 }
 
-/* x.prom in a forked child that did not ask for %p becomes x.<pid>.prom:
- * never the parent's file, and still a .prom the collector reads. */
-int ol_metrics_path_for(const char *pattern, long pid, const char *rank, bool child, char *out,
-                        size_t cap)
-{
-  if (ol_expand_path(pattern, pid, rank, out, cap) != 0)
-    return -1;
-  if (!child || strstr(pattern, "%p"))
-    return 0;
-  size_t len = strlen(out);
-  size_t stem = len >= 5 && strcmp(out + len - 5, ".prom") == 0 ? len - 5 : len;
-  char tail[8];
-  snprintf(tail, sizeof tail, "%s", out + stem);
-  int n = snprintf(out + stem, cap - stem, ".%ld%s", pid, tail);
-  return n < 0 || (size_t)n >= cap - stem ? -1 : 0;
-}
-
 static void write_now(void)
 {
   ol_snapshot_t *snap = malloc(sizeof *snap);
@@ -191,17 +174,7 @@ static bool start_thread(void)
   pthread_condattr_destroy(&cattr);
   if (err != 0)
     return false;
-  sigset_t all, old;
-  pthread_t thread;
-  pthread_attr_t attr;
-  sigfillset(&all);
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  err = pthread_create(&thread, &attr, metrics_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&attr);
-  return err == 0;
+  return ol_lifecycle_start_thread(metrics_main, NULL);
 }
 
 void ol_metrics_start(void)
@@ -209,8 +182,8 @@ void ol_metrics_start(void)
   const char *pattern = ol_option_text(OL_OPT_METRICS);
   if (!pattern || !*pattern || running)
     return;
-  if (ol_metrics_path_for(pattern, (long)getpid(), ol_rank_text(), ol_lifecycle_forked_child(),
-                          path, sizeof path) != 0) {
+  /* x.prom in a forked child without %p becomes x.<pid>.prom */
+  if (ol_lifecycle_output_path(pattern, ".prom", path, sizeof path) != 0) {
     ol_log_warn("OOMLENS_METRICS path is too long; no metrics written");
     return;
   }

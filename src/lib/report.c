@@ -335,14 +335,8 @@ static int publish(const char *path, ol_buf_t *buf)
 static int report_paths(char *text_path, char *json_path, size_t cap)
 {
   const char *pattern = ol_option_text(OL_OPT_REPORT);
-  if (ol_expand_path(pattern, (long)getpid(), ol_rank_text(), text_path, cap) != 0)
+  if (ol_lifecycle_output_path(pattern, NULL, text_path, cap) != 0)
     return -1;
-  /* A forked child must never replace its parent's report. */
-  if (ol_lifecycle_forked_child() && !strstr(pattern, "%p")) {
-    size_t len = strlen(text_path);
-    if (snprintf(text_path + len, cap - len, ".%ld", (long)getpid()) >= (int)(cap - len))
-      return -1;
-  }
   return ol_json_path_for(text_path, json_path, cap);
 }
 

@@ -428,19 +428,10 @@ static bool start_writer(void)
     return false;
   o->len = 0;
   o->failed = false;
-  sigset_t all, old;
-  pthread_attr_t attr;
-  pthread_t thread;
-  sigfillset(&all);
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int err = pthread_create(&thread, &attr, writer_main, o);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&attr);
-  if (err)
+  bool started = ol_lifecycle_start_thread(writer_main, o);
+  if (!started)
     free(o);
-  return err == 0;
+  return started;
 }
 
 static void free_chunks(void)
@@ -520,14 +511,9 @@ void ol_tracefile_start(void)
   if (!pattern || !*pattern)
     return;
   char path[PATH_MAX];
-  if (ol_expand_path(pattern, (long)getpid(), ol_rank_text(), path, sizeof path) != 0) {
+  if (ol_lifecycle_output_path(pattern, NULL, path, sizeof path) != 0) {
     ol_log_warn("trace path from OOMLENS_TRACE is too long; no trace is written");
     return;
-  }
-  if (ol_lifecycle_forked_child() && !strstr(pattern, "%p")) {
-    size_t len = strlen(path);
-    if (snprintf(path + len, sizeof path - len, ".%ld", (long)getpid()) >= (int)(sizeof path - len))
-      return;
   }
   ol_tracefile_open(path);
 }

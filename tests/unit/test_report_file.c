@@ -95,6 +95,27 @@ START_TEST(expand_too_long)
 }
 END_TEST
 
+/* The one rule for every file a process writes (report, trace, metrics):
+ * a forked child never takes its parent's name. */
+START_TEST(forked_child_gets_its_own_name)
+{
+  char out[64];
+  ck_assert_int_eq(ol_output_path("r.txt", 77, "0", false, NULL, out, sizeof out), 0);
+  ck_assert_str_eq(out, "r.txt");
+  ck_assert_int_eq(ol_output_path("r.txt", 77, "0", true, NULL, out, sizeof out), 0);
+  ck_assert_str_eq(out, "r.txt.77");
+  ck_assert_int_eq(ol_output_path("m-%r.prom", 77, "3", true, ".prom", out, sizeof out), 0);
+  ck_assert_str_eq(out, "m-3.77.prom");
+  ck_assert_int_eq(ol_output_path("m.txt", 77, "0", true, ".prom", out, sizeof out), 0);
+  ck_assert_str_eq(out, "m.txt.77");
+  ck_assert_int_eq(ol_output_path("r-%p.txt", 77, "0", true, NULL, out, sizeof out), 0);
+  ck_assert_str_eq(out, "r-77.txt"); /* %p already tells them apart */
+  char small[8];
+  ck_assert_int_eq(ol_output_path("abcde", 77, "0", false, NULL, small, sizeof small), 0);
+  ck_assert_int_eq(ol_output_path("abcde", 77, "0", true, NULL, small, sizeof small), -1);
+}
+END_TEST
+
 START_TEST(json_beside_text)
 {
   char out[64];
@@ -184,6 +205,7 @@ static Suite *report_file_suite(void)
   tcase_add_loop_test(paths, expand_table, 0, sizeof path_cases / sizeof *path_cases);
   tcase_add_test(paths, expand_too_long);
   tcase_add_test(paths, json_beside_text);
+  tcase_add_test(paths, forked_child_gets_its_own_name);
   tcase_add_test(paths, rank_from_environment);
   suite_add_tcase(s, paths);
   TCase *writer = tcase_create("writer");
