@@ -229,34 +229,34 @@ static uint64_t workspace_bytes(const ol_estimate_input_t *in)
   return in->gpus > 1 ? MULTI_GPU_EXTERNAL_BYTES : CONTEXT_BYTES + DIRECT_DRIVER_BYTES;
 }
 
-static bool check_input(const ol_estimate_input_t *in, char *err, size_t cap)
+static bool check_input(const ol_estimate_input_t *in, ol_error_t *err)
 {
   if (!in->params && !has_shape(in)) {
-    ol_set_error(err, cap, "give --params, or the shape (--hidden, --layers, --seq)");
+    ol_fail(err, OL_EXIT_USAGE, "give --params, or the shape (--hidden, --layers, --seq)");
     return false;
   }
   if (in->batch == 0 || in->gpus == 0 || in->capacity == 0) {
-    ol_set_error(err, cap, "batch, gpus and capacity must be at least 1");
+    ol_fail(err, OL_EXIT_USAGE, "batch, gpus and capacity must be at least 1");
     return false;
   }
   if (!(in->headroom >= 0 && in->headroom < 1)) {
-    ol_set_error(err, cap, "headroom must be at least 0 and less than 1");
+    ol_fail(err, OL_EXIT_USAGE, "headroom must be at least 0 and less than 1");
     return false;
   }
   if (in->zero > 3) {
-    ol_set_error(err, cap, "ZeRO stage must be 0, 1, 2 or 3");
+    ol_fail(err, OL_EXIT_USAGE, "ZeRO stage must be 0, 1, 2 or 3");
     return false;
   }
   if (in->eager_attention && has_shape(in) && !in->heads) {
-    ol_set_error(err, cap, "eager attention needs --heads");
+    ol_fail(err, OL_EXIT_USAGE, "eager attention needs --heads");
     return false;
   }
   if ((in->from_peak != 0) != (in->at_batch != 0)) {
-    ol_set_error(err, cap, "--from-peak and --at-batch go together");
+    ol_fail(err, OL_EXIT_USAGE, "--from-peak and --at-batch go together");
     return false;
   }
   if (in->from_peak && in->measured_per_sample) {
-    ol_set_error(err, cap, "give --measured-per-sample or --from-peak, not both");
+    ol_fail(err, OL_EXIT_USAGE, "give --measured-per-sample or --from-peak, not both");
     return false;
   }
   return true;
@@ -264,7 +264,7 @@ static bool check_input(const ol_estimate_input_t *in, char *err, size_t cap)
 
 /* Measured figures replace the model's. false if a peak leaves nothing
  * per sample once persistent memory is taken out. */
-static bool calibrate(const ol_estimate_input_t *in, ol_estimate_t *e, char *err, size_t cap)
+static bool calibrate(const ol_estimate_input_t *in, ol_estimate_t *e, ol_error_t *err)
 {
   if (in->measured_persistent) {
     e->persistent = in->measured_persistent;
@@ -274,7 +274,7 @@ static bool calibrate(const ol_estimate_input_t *in, ol_estimate_t *e, char *err
     e->per_sample = in->measured_per_sample;
   } else if (in->from_peak) {
     if (in->from_peak <= e->persistent) {
-      ol_set_error(err, cap, "--from-peak %llu is not above the persistent %llu bytes",
+      ol_fail(err, OL_EXIT_USAGE, "--from-peak %llu is not above the persistent %llu bytes",
                    (unsigned long long)in->from_peak, (unsigned long long)e->persistent);
       return false;
     }
@@ -306,15 +306,15 @@ static void totals(const ol_estimate_input_t *in, ol_estimate_t *e)
     e->max_batch = (e->usable - fixed) / e->per_sample;
 }
 
-bool ol_estimate(const ol_estimate_input_t *in, ol_estimate_t *out, char *err, size_t err_cap)
+bool ol_estimate(const ol_estimate_input_t *in, ol_estimate_t *out, ol_error_t *err)
 {
   *out = (ol_estimate_t){0};
-  if (!check_input(in, err, err_cap))
+  if (!check_input(in, err))
     return false;
   uint64_t params = in->params ? in->params : shape_params(in);
   persistent_terms(in, params, out);
   activation_terms(in, out);
-  if (!calibrate(in, out, err, err_cap))
+  if (!calibrate(in, out, err))
     return false;
   totals(in, out);
   return true;
@@ -337,14 +337,14 @@ static bool estimate_changed(const ol_estimate_input_t *in, const ol_estimate_t 
                              ol_estimate_input_t alt, ol_estimate_t *out)
 {
   if (!base->calibrated_persistent && !base->calibrated_per_sample)
-    return ol_estimate(&alt, out, NULL, 0);
+    return ol_estimate(&alt, out, NULL);
   ol_estimate_input_t model_in = *in, model_alt = alt;
   model_in.measured_persistent = model_in.measured_per_sample = 0;
   model_in.from_peak = model_in.at_batch = 0;
   model_alt.measured_persistent = model_alt.measured_per_sample = 0;
   model_alt.from_peak = model_alt.at_batch = 0;
   ol_estimate_t m_base, m_alt;
-  if (!ol_estimate(&model_in, &m_base, NULL, 0) || !ol_estimate(&model_alt, &m_alt, NULL, 0))
+  if (!ol_estimate(&model_in, &m_base, NULL) || !ol_estimate(&model_alt, &m_alt, NULL))
     return false;
   if (base->calibrated_per_sample && !m_base.activations_known && alt.precision != in->precision)
     return false; /* without a shape the model cannot say how activations move */
@@ -352,7 +352,7 @@ static bool estimate_changed(const ol_estimate_input_t *in, const ol_estimate_t 
   alt.measured_persistent = scale(base->persistent, m_alt.persistent, m_base.persistent);
   if (base->calibrated_per_sample)
     alt.measured_per_sample = scale(base->per_sample, m_alt.per_sample, m_base.per_sample);
-  return ol_estimate(&alt, out, NULL, 0);
+  return ol_estimate(&alt, out, NULL);
 }
 
 static void add_advice(ol_estimate_advice_t *advice, size_t *n, const char *what,
@@ -667,26 +667,25 @@ static bool set_choice(ol_estimate_input_t *in, const char *name, const char *va
 }
 
 /* Applies one "--name value". 0, or -1 with a message. */
-static int set_option(ol_estimate_input_t *in, const char *name, const char *value, char *err,
-                      size_t cap)
+static int set_option(ol_estimate_input_t *in, const char *name, const char *value,
+                      ol_error_t *err)
 {
   bool ok = false;
   const count_flag_t *f = number_flag(name);
   if (f)
     ok = set_number(in, f, value);
   else if (!set_choice(in, name, value, &ok)) {
-    ol_set_error(err, cap, "unknown option %s", name);
+    ol_fail(err, OL_EXIT_USAGE, "unknown option %s", name);
     return -1;
   }
   if (!ok) {
-    ol_set_error(err, cap, "bad value '%s' for %s", value, name);
+    ol_fail(err, OL_EXIT_USAGE, "bad value '%s' for %s", value, name);
     return -1;
   }
   return 0;
 }
 
-int ol_estimate_parse_args(int argc, char **argv, ol_estimate_args_t *args, char *err,
-                           size_t err_cap)
+int ol_estimate_parse_args(int argc, char **argv, ol_estimate_args_t *args, ol_error_t *err)
 {
   *args = (ol_estimate_args_t){0};
   ol_estimate_defaults(&args->in);
@@ -708,19 +707,19 @@ int ol_estimate_parse_args(int argc, char **argv, ol_estimate_args_t *args, char
       continue;
     }
     if (strncmp(arg, "--", 2) != 0) {
-      ol_set_error(err, err_cap, "unexpected argument '%s'", arg);
+      ol_fail(err, OL_EXIT_USAGE, "unexpected argument '%s'", arg);
       return -1;
     }
     if (!known_option(arg)) {
-      ol_set_error(err, err_cap, "unknown option %s", arg);
+      ol_fail(err, OL_EXIT_USAGE, "unknown option %s", arg);
       return -1;
     }
     if (!value) {
-      ol_set_error(err, err_cap, "%s needs a value", arg);
+      ol_fail(err, OL_EXIT_USAGE, "%s needs a value", arg);
       return -1;
     }
     i += !inline_value;
-    if (set_option(&args->in, arg, value, err, err_cap))
+    if (set_option(&args->in, arg, value, err))
       return -1;
   }
   return 0;

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct ol_error ol_error_t; /* ol.h */
+
 typedef enum ol_precision {
   OL_PREC_FP32,
   OL_PREC_FP16,
@@ -68,10 +70,11 @@ typedef struct ol_estimate {
  * 139.8 GiB (the H200 here), 20% headroom. */
 void ol_estimate_defaults(ol_estimate_input_t *in);
 
-/* Fills out from in. false with a one-line message in err when the input
- * cannot give an estimate (no parameter count and no shape, headroom out of
- * range, a calibration larger than its peak...). */
-bool ol_estimate(const ol_estimate_input_t *in, ol_estimate_t *out, char *err, size_t err_cap);
+/* Fills out from in. false with the error in err (status OL_EXIT_USAGE;
+ * NULL: not wanted) when the input cannot give an estimate (no parameter
+ * count and no shape, headroom out of range, a calibration larger than its
+ * peak...). */
+bool ol_estimate(const ol_estimate_input_t *in, ol_estimate_t *out, ol_error_t *err);
 
 /* One line of advice: a change the field guides suggest, and where it
  * would bring the estimate. */
@@ -109,9 +112,8 @@ typedef struct ol_estimate_args {
   bool help;
 } ol_estimate_args_t;
 
-/* 0 parsed (or --help seen: args->help), -1 with a message in err on a bad
+/* 0 parsed (or --help seen: args->help), -1 with the error in err on a bad
  * command line. Options take their value as the next word or after '='. */
-int ol_estimate_parse_args(int argc, char **argv, ol_estimate_args_t *args, char *err,
-                           size_t err_cap);
+int ol_estimate_parse_args(int argc, char **argv, ol_estimate_args_t *args, ol_error_t *err);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "estimate.h"
+#include "ol.h"
 
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
@@ -16,8 +17,8 @@
 static ol_estimate_t run(const ol_estimate_input_t *in)
 {
   ol_estimate_t e;
-  char err[128];
-  ck_assert_msg(ol_estimate(in, &e, err, sizeof err), "%s", err);
+  ol_error_t err;
+  ck_assert_msg(ol_estimate(in, &e, &err), "%s", err.text);
   return e;
 }
 
@@ -289,9 +290,10 @@ START_TEST(from_peak_gives_per_sample)
   ck_assert(e.calibrated_per_sample && !e.calibrated_persistent);
   ck_assert_uint_eq(e.per_sample, 1000);
   in.from_peak = model.persistent; /* nothing left per sample */
-  char err[128];
-  ck_assert(!ol_estimate(&in, &e, err, sizeof err));
-  ck_assert_ptr_nonnull(strstr(err, "--from-peak"));
+  ol_error_t err;
+  ck_assert(!ol_estimate(&in, &e, &err));
+  ck_assert_ptr_nonnull(strstr(err.text, "--from-peak"));
+  ck_assert_int_eq(err.status, OL_EXIT_USAGE);
 }
 END_TEST
 
@@ -360,7 +362,7 @@ START_TEST(parse_bytes_table)
 }
 END_TEST
 
-static int parse(const char *line, ol_estimate_args_t *a, char *err, size_t cap)
+static int parse(const char *line, ol_estimate_args_t *a, ol_error_t *err)
 {
   char copy[512];
   char *argv[32];
@@ -368,18 +370,18 @@ static int parse(const char *line, ol_estimate_args_t *a, char *err, size_t cap)
   snprintf(copy, sizeof copy, "%s", line);
   for (char *w = strtok(copy, " "); w && argc < 32; w = strtok(NULL, " "))
     argv[argc++] = w;
-  return ol_estimate_parse_args(argc, argv, a, err, cap);
+  return ol_estimate_parse_args(argc, argv, a, err);
 }
 
 START_TEST(parse_args_full_line)
 {
   ol_estimate_args_t a;
-  char err[128] = "";
+  ol_error_t err;
   ck_assert_int_eq(parse("--params 124M --batch=16 --seq 1024 --hidden 768 --layers 12 "
                          "--heads 12 --vocab 50257 --precision fp32 --optimizer adam8bit "
                          "--checkpointing full --attention eager --gelu eager --zero 2 "
                          "--gpus 8 --capacity 24G --headroom 30% --json",
-                         &a, err, sizeof err),
+                         &a, &err),
                    0);
   ck_assert_uint_eq(a.in.params, 124000000);
   ck_assert_uint_eq(a.in.batch, 16);
@@ -390,7 +392,7 @@ START_TEST(parse_args_full_line)
   ck_assert_uint_eq(a.in.gpus, 8);
   ck_assert_uint_eq(a.in.capacity, 24 * GIB);
   ck_assert(a.in.headroom > 0.299 && a.in.headroom < 0.301);
-  ck_assert(parse("--help", &a, err, sizeof err) == 0 && a.help);
+  ck_assert(parse("--help", &a, &err) == 0 && a.help);
 }
 END_TEST
 
@@ -416,9 +418,10 @@ START_TEST(parse_args_errors)
 {
   const bad_case_t *c = &bad_cases[_i];
   ol_estimate_args_t a;
-  char err[128] = "";
-  ck_assert_int_eq(parse(c->line, &a, err, sizeof err), -1);
-  ck_assert_msg(strstr(err, c->message), "'%s' gave '%s'", c->line, err);
+  ol_error_t err;
+  ck_assert_int_eq(parse(c->line, &a, &err), -1);
+  ck_assert_msg(strstr(err.text, c->message), "'%s' gave '%s'", c->line, err.text);
+  ck_assert_int_eq(err.status, OL_EXIT_USAGE);
 }
 END_TEST
 
@@ -437,10 +440,11 @@ START_TEST(estimate_input_errors)
   for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
     ol_estimate_args_t a;
     ol_estimate_t e;
-    char err[128] = "";
-    ck_assert_int_eq(parse(lines[i], &a, err, sizeof err), 0);
-    ck_assert_msg(!ol_estimate(&a.in, &e, err, sizeof err), "'%s' estimated", lines[i]);
-    ck_assert_msg(err[0] != '\0', "'%s' gave no message", lines[i]);
+    ol_error_t err;
+    ck_assert_int_eq(parse(lines[i], &a, &err), 0);
+    ck_assert_msg(!ol_estimate(&a.in, &e, &err), "'%s' estimated", lines[i]);
+    ck_assert_msg(err.text[0] != '\0', "'%s' gave no message", lines[i]);
+    ck_assert_int_eq(err.status, OL_EXIT_USAGE);
   }
 }
 END_TEST

@@ -16,6 +16,7 @@
 
 #include "check_run.h"
 #include "json.h"
+#include "ol.h"
 #include "trace_csv.h"
 
 #define MiB (1ll << 20)
@@ -145,14 +146,14 @@ typedef struct live {
 /* The trace's own figures, computed here the simplest way. */
 static void oracle(const char *trace, int64_t *peak, int64_t *total, int64_t *leaked)
 {
-  char err[256];
-  ol_trace_t *t = ol_trace_open(trace, err, sizeof err);
-  ck_assert_msg(t, "%s", err);
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(trace, &err);
+  ck_assert_msg(t, "%s", err.text);
   live_t *table = NULL, *rec, *tmp;
   int64_t now = 0;
   *peak = *total = 0;
   ol_trace_event_t ev;
-  while (ol_trace_next(t, &ev, err, sizeof err) == 1) {
+  while (ol_trace_next(t, &ev, &err) == 1) {
     if (ev.action == OL_TRACE_ALLOC && ev.size > 0) {
       HASH_FIND(hh, table, &ev.addr, sizeof ev.addr, rec);
       ck_assert_ptr_null(rec); /* the recorded traces never reuse a live address */
@@ -327,9 +328,9 @@ END_TEST
 START_TEST(perfetto_small)
 {
   ck_assert_int_eq(export_to(write_small(), "--format perfetto"), 0);
-  char err[256];
-  ol_json_t *root = ol_json_parse_file(out_path, err, sizeof err);
-  ck_assert_msg(root, "%s", err);
+  ol_error_t err;
+  ol_json_t *root = ol_json_parse_file(out_path, &err);
+  ck_assert_msg(root, "%s", err.text);
   const ol_json_t *events = ol_json_get(root, "traceEvents");
   ck_assert_int_eq(ol_json_kind(events), OL_JSON_ARRAY);
   int counters = 0, names = 0, ooms = 0;
@@ -421,13 +422,14 @@ END_TEST
 
 static ol_json_t *replay_json(const char *trace, const char *args)
 {
-  char command[4 * PATH_MAX], err[256];
+  char command[4 * PATH_MAX];
+  ol_error_t err;
   snprintf(command, sizeof command, "'%s' replay '%s' --json %s >'%s' 2>'%s'",
            env("OOMLENS_TEST_CLI"), trace, args, out_path, err_path);
   int status = system(command);
   ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "replay %s failed", args);
-  ol_json_t *root = ol_json_parse_file(out_path, err, sizeof err);
-  ck_assert_msg(root, "%s", err);
+  ol_json_t *root = ol_json_parse_file(out_path, &err);
+  ck_assert_msg(root, "%s", err.text);
   return root;
 }
 

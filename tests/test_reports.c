@@ -273,10 +273,11 @@ END_TEST
  * what `oomlens replay` finds for the same trace (4831838208 bytes). */
 START_TEST(report_from_a_trace)
 {
-  char path[PATH_MAX], err[256];
+  char path[PATH_MAX];
+  ol_error_t err;
   snprintf(path, sizeof path, "%s/oom_activations.csv.gz", harness_env("OOMLENS_TEST_DATA"));
   ol_view_t v;
-  ck_assert_msg(ol_view_load(&v, path, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(ol_view_load(&v, path, &err) == 0, "%s", err.text);
   const ol_view_device_t *d = &v.devices[0];
   ck_assert_int_eq(d->stats.allocated_bytes[OL_POOL_ALL].peak, 12482133056ll);
   ck_assert_int_gt(d->stats.reserved_bytes[OL_POOL_ALL].peak, 12482133056ll);

@@ -187,19 +187,19 @@ static void print_json(const ol_estimate_input_t *in, const ol_estimate_t *e,
 int ol_cmd_estimate(int argc, char **argv)
 {
   ol_estimate_args_t args;
-  char err[256];
-  if (ol_estimate_parse_args(argc, argv, &args, err, sizeof err)) {
-    fprintf(stderr, "oomlens estimate: %s (see oomlens estimate --help)\n", err);
-    return EXIT_USAGE;
+  ol_error_t err;
+  if (ol_estimate_parse_args(argc, argv, &args, &err)) {
+    fprintf(stderr, "oomlens estimate: %s (see oomlens estimate --help)\n", err.text);
+    return err.status;
   }
   if (args.help) {
     print_help(stdout);
     return 0;
   }
   ol_estimate_t e;
-  if (!ol_estimate(&args.in, &e, err, sizeof err)) {
-    fprintf(stderr, "oomlens estimate: %s (see oomlens estimate --help)\n", err);
-    return EXIT_USAGE;
+  if (!ol_estimate(&args.in, &e, &err)) {
+    fprintf(stderr, "oomlens estimate: %s (see oomlens estimate --help)\n", err.text);
+    return err.status;
   }
   ol_estimate_advice_t advice[OL_ESTIMATE_MAX_ADVICE];
   size_t n = e.fits ? 0 : ol_estimate_advise(&args.in, &e, advice);

@@ -106,11 +106,11 @@ int ol_cmd_export(int argc, char **argv)
   int parsed = parse_args(argc, argv, &a);
   if (parsed)
     return parsed == 1 ? 0 : parsed;
-  char err[512];
-  ol_trace_t *probe = ol_trace_open(a.trace, err, sizeof err);
+  ol_error_t err;
+  ol_trace_t *probe = ol_trace_open(a.trace, &err);
   if (!probe) {
-    fprintf(stderr, "oomlens export: %s\n", err);
-    return EXIT_USAGE;
+    fprintf(stderr, "oomlens export: %s\n", err.text);
+    return err.status;
   }
   ol_trace_close(probe);
   FILE *out = a.output ? fopen(a.output, "wb") : stdout;
@@ -125,19 +125,18 @@ int ol_cmd_export(int argc, char **argv)
   a.options.progress = ol_progress_show;
   a.options.progress_arg = &progress;
   ol_export_result_t result;
-  int rc = ol_export_file(a.trace, out, &a.options, &result, err, sizeof err);
+  int rc = ol_export_file(a.trace, out, &a.options, &result, &err);
   ol_progress_end(&progress);
   bool closed = !a.output || fclose(out) == 0;
   if (rc == 0 && !closed) {
-    snprintf(err, sizeof err, "cannot write %s", a.output);
+    ol_fail(&err, OL_EXIT_FAILURE, "cannot write %s", a.output);
     rc = -1;
   }
   if (rc != 0) {
-    fprintf(stderr, "oomlens export: %s\n", err);
+    fprintf(stderr, "oomlens export: %s\n", err.text);
     if (a.output)
       unlink(a.output);
-    bool input_error = !strstr(err, "out of host memory") && !strstr(err, "cannot write");
-    return input_error ? EXIT_USAGE : 1;
+    return err.status;
   }
   if (result.left_out)
     fprintf(stderr, "oomlens export: kept the last %llu entries of each device, left out %llu "

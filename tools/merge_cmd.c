@@ -36,7 +36,7 @@ int ol_cmd_merge(int argc, char **argv)
   if (!views)
     return 1;
   for (int i = 0; i < argc && status == 0; i++) {
-    char err[600];
+    ol_error_t err;
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       print_help(stdout);
       status = -1;
@@ -45,9 +45,9 @@ int ol_cmd_merge(int argc, char **argv)
     } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
       fprintf(stderr, "oomlens merge: unknown option %s (see oomlens merge --help)\n", argv[i]);
       status = EXIT_USAGE;
-    } else if (ol_view_load_json(&views[count], argv[i], err, sizeof err) != 0) {
-      fprintf(stderr, "oomlens merge: %s\n", err);
-      status = EXIT_USAGE;
+    } else if (ol_view_load_json(&views[count], argv[i], &err) != 0) {
+      fprintf(stderr, "oomlens merge: %s\n", err.text);
+      status = err.status;
     } else {
       count++;
     }

@@ -243,14 +243,14 @@ static void print_text(const replay_args_t *a, const ol_replay_result_t *r)
  * then reports why). */
 static uint64_t capacity_in_trace(const char *path, int device)
 {
-  char err[256];
-  ol_trace_t *t = ol_trace_open(path, err, sizeof err);
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(path, &err);
   if (!t)
     return 0;
   ol_trace_event_t ev;
   uint64_t capacity = 0;
   int want = device < 0 ? 0 : device;
-  while (ol_trace_format(t) == OL_TRACE_FORMAT_OOMLENS && ol_trace_next(t, &ev, err, sizeof err) == 1)
+  while (ol_trace_format(t) == OL_TRACE_FORMAT_OOMLENS && ol_trace_next(t, &ev, &err) == 1)
     if (ev.device == want) {
       capacity = ol_trace_capacity(t, want);
       break;
@@ -274,16 +274,16 @@ int ol_cmd_replay(int argc, char **argv)
       a.options.capacity = named;
   }
   ol_replay_result_t result;
-  char err[512];
+  ol_error_t err;
   ol_progress_t progress;
   ol_progress_start(&progress, "oomlens replay");
   ol_replay_extras_t extras = {.device = a.device, .progress = ol_progress_show,
                                .progress_arg = &progress};
-  int rc = ol_replay_file_with(a.trace, ops, &a.options, &extras, &result, err, sizeof err);
+  int rc = ol_replay_file_with(a.trace, ops, &a.options, &extras, &result, &err);
   ol_progress_end(&progress);
   if (rc != 0) {
-    fprintf(stderr, "oomlens replay: %s\n", err);
-    return strstr(err, "out of host memory") ? 1 : EXIT_USAGE;
+    fprintf(stderr, "oomlens replay: %s\n", err.text);
+    return err.status;
   }
   if (a.json)
     print_json(&a, &result);

@@ -80,10 +80,10 @@ int ol_cmd_report(int argc, char **argv)
     return EXIT_USAGE;
   }
   ol_view_t view;
-  char err[600];
-  if (ol_view_load(&view, file, err, sizeof err) != 0) {
-    fprintf(stderr, "oomlens report: %s\n", err);
-    return EXIT_USAGE;
+  ol_error_t err;
+  if (ol_view_load(&view, file, &err) != 0) {
+    fprintf(stderr, "oomlens report: %s\n", err.text);
+    return err.status;
   }
   ol_buf_t out = {0};
   if (html)
