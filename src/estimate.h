@@ -2,7 +2,8 @@
  * peak device memory from its shape (parameters, batch, sequence, hidden
  * size, layers, precision, optimizer, checkpointing, ZeRO), optionally
  * calibrated from one measurement. The model and its derivation are in the
- * comment at the top of estimate.c. Pure arithmetic: no CUDA, no I/O. */
+ * comment at the top of estimate.c. Pure arithmetic: no CUDA, no I/O, no
+ * command line (tools/estimate_cmd.c parses that). */
 #ifndef OL_ESTIMATE_H
 #define OL_ESTIMATE_H
 
@@ -94,26 +95,7 @@ typedef struct ol_estimate_advice {
 size_t ol_estimate_advise(const ol_estimate_input_t *in, const ol_estimate_t *base,
                           ol_estimate_advice_t *advice);
 
-/* Parses a count: digits with an optional fraction and a K, M or B suffix
- * (thousands, millions, billions): "124M", "1.5B", "7000000000". */
-bool ol_estimate_parse_count(const char *text, uint64_t *out);
-
-/* Parses a byte size: what ol_parse_size takes, plus a fraction before a
- * K/M/G/T suffix ("139.8G"). */
-bool ol_estimate_parse_bytes(const char *text, uint64_t *out);
-
 const char *ol_precision_name(ol_precision_t p);
 const char *ol_optimizer_name(ol_optimizer_t o);
-
-/* Command-line arguments of `oomlens estimate` (the words after it). */
-typedef struct ol_estimate_args {
-  ol_estimate_input_t in;
-  bool json;
-  bool help;
-} ol_estimate_args_t;
-
-/* 0 parsed (or --help seen: args->help), -1 with the error in err on a bad
- * command line. Options take their value as the next word or after '='. */
-int ol_estimate_parse_args(int argc, char **argv, ol_estimate_args_t *args, ol_error_t *err);
 
 #endif

@@ -75,7 +75,6 @@ void ol_options_print(FILE *out);
 bool ol_options_defaults_valid(void);
 bool ol_parse_bool(const char *text, bool *out);
 bool ol_parse_size(const char *text, uint64_t *out);
-bool ol_split_option(const char **arg, const char **value, char *name, size_t cap);
 
 /* ---- prim.c: the only code that calls into the real CUDA -------------- */
 void *ol_prim_dlsym(void *handle, const char *name); /* glibc's dlsym */

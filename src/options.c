@@ -302,17 +302,3 @@ bool ol_options_defaults_valid(void)
   }
   return true;
 }
-
-/* Command lines take "--name value" and "--name=value": splits the second
- * form into name (copied into the caller's buffer) and value. False, and
- * nothing changed, for anything else. */
-bool ol_split_option(const char **arg, const char **value, char *name, size_t cap)
-{
-  const char *a = *arg, *eq = strchr(a, '=');
-  if (a[0] != '-' || a[1] != '-' || !eq || (size_t)(eq - a) >= cap)
-    return false;
-  snprintf(name, cap, "%.*s", (int)(eq - a), a);
-  *arg = name;
-  *value = eq + 1;
-  return true;
-}

@@ -1,6 +1,6 @@
 /* test_estimate.c: `oomlens estimate`'s model on hand-computed cases, ZeRO,
  * checkpointing, the largest batch, calibration, the GPT-2 trace's measured
- * peak, and the parsing of its command line. */
+ * peak, and the parsing of its command line (tools/estimate_cmd.c). */
 #include <check.h>
 
 #include "check_run.h"
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commands.h" /* tools/: estimate's command line */
 #include "estimate.h"
 #include "ol.h"
 
@@ -292,7 +293,7 @@ START_TEST(from_peak_gives_per_sample)
   in.from_peak = model.persistent; /* nothing left per sample */
   ol_error_t err;
   ck_assert(!ol_estimate(&in, &e, &err));
-  ck_assert_ptr_nonnull(strstr(err.text, "--from-peak"));
+  ck_assert_ptr_nonnull(strstr(err.text, "measured peak")); /* the model names no flags */
   ck_assert_int_eq(err.status, OL_EXIT_USAGE);
 }
 END_TEST
@@ -320,7 +321,7 @@ START_TEST(advice_when_it_does_not_fit)
 }
 END_TEST
 
-/* ---- parsing ------------------------------------------------------------ */
+/* ---- parsing (tools/estimate_cmd.c; sizes are ol_parse_size's) --------- */
 
 typedef struct {
   const char *text;
@@ -356,7 +357,7 @@ START_TEST(parse_bytes_table)
 {
   const count_case_t *c = &bytes_cases[_i];
   uint64_t v = 0;
-  ck_assert_msg(ol_estimate_parse_bytes(c->text, &v) == c->ok, "'%s'", c->text);
+  ck_assert_msg(ol_parse_size(c->text, &v) == c->ok, "'%s'", c->text);
   if (c->ok)
     ck_assert_uint_eq(v, c->value);
 }
@@ -396,6 +397,25 @@ START_TEST(parse_args_full_line)
 }
 END_TEST
 
+/* The one size grammar, and values after '=', as every command has them. */
+START_TEST(parse_args_sizes_and_equals)
+{
+  ol_estimate_args_t a;
+  ol_error_t err;
+  ck_assert_int_eq(parse("--params=1.5B --capacity=1.5G --from-peak 0.5G --at-batch=2 "
+                         "--headroom=25% --precision=fp16 --offload",
+                         &a, &err),
+                   0);
+  ck_assert_uint_eq(a.in.params, 1500000000);
+  ck_assert_uint_eq(a.in.capacity, 3 * GIB / 2);
+  ck_assert_uint_eq(a.in.from_peak, GIB / 2);
+  ck_assert_uint_eq(a.in.at_batch, 2);
+  ck_assert(a.in.headroom > 0.249 && a.in.headroom < 0.251);
+  ck_assert_int_eq(a.in.precision, OL_PREC_FP16);
+  ck_assert(a.in.offload && !a.json);
+}
+END_TEST
+
 typedef struct {
   const char *line;
   const char *message; /* a piece of the error */
@@ -412,6 +432,9 @@ static const bad_case_t bad_cases[] = {
   {"--frobnicate 1", "unknown option"},
   {"--frobnicate", "unknown option"},
   {"gpt2", "unexpected argument"},
+  {"--capacity=1.5", "bad value '1.5' for --capacity"},
+  {"--json=1", "unknown option --json=1"},
+  {"--gelu=", "bad value '' for --gelu: expected fused or eager"},
 };
 
 START_TEST(parse_args_errors)
@@ -480,6 +503,7 @@ static Suite *estimate_suite(void)
   tcase_add_loop_test(parsing, parse_count_table, 0, sizeof count_cases / sizeof *count_cases);
   tcase_add_loop_test(parsing, parse_bytes_table, 0, sizeof bytes_cases / sizeof *bytes_cases);
   tcase_add_test(parsing, parse_args_full_line);
+  tcase_add_test(parsing, parse_args_sizes_and_equals);
   tcase_add_loop_test(parsing, parse_args_errors, 0, sizeof bad_cases / sizeof *bad_cases);
   tcase_add_test(parsing, estimate_input_errors);
   suite_add_tcase(s, parsing);

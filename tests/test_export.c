@@ -476,6 +476,41 @@ START_TEST(usage_and_input_errors)
 }
 END_TEST
 
+/* The exit status is the error's: 1 for our own failure (the output cannot
+ * be written), 2 for a bad input file, whatever the messages say (a trace
+ * named "cannot write" is still a bad input file). */
+START_TEST(status_from_the_error)
+{
+  const char *t = write_small();
+  char command[4 * PATH_MAX];
+  snprintf(command, sizeof command,
+           "'%s' export '%s' --format=folded --output='%s/no/dir/x' 2>'%s'",
+           env("OOMLENS_TEST_CLI"), t, dir, err_path);
+  int status = system(command);
+  ck_assert(WIFEXITED(status));
+  ck_assert_int_eq(WEXITSTATUS(status), 1);
+  char *err = slurp(err_path);
+  ck_assert_msg(strstr(err, "oomlens export: cannot write "), "%s", err);
+  free(err);
+  char named[PATH_MAX];
+  snprintf(named, sizeof named, "%s/cannot write.trace", dir);
+  FILE *f = fopen(named, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(small_trace, f);
+  fputs("90,alloc,0x1,1,0,9,0\n", f);
+  fclose(f);
+  ck_assert_int_eq(export_to(named, "--format=perfetto --device=0"), 2);
+  err = slurp(err_path);
+  ck_assert_msg(strstr(err, "cannot write.trace:18: site '9' of device 0 is not defined"), "%s",
+                err);
+  free(err);
+  ck_assert_int_eq(export_to(t, "--format=perfetto --max-entries=x"), 2);
+  err = slurp(err_path);
+  ck_assert_msg(strstr(err, "bad value 'x' for --max-entries"), "%s", err);
+  free(err);
+}
+END_TEST
+
 /* Not a terminal: not a byte of progress on stderr. */
 START_TEST(quiet_when_not_a_terminal)
 {
@@ -533,6 +568,7 @@ static Suite *export_suite(void)
   tcase_add_checked_fixture(cli, setup, teardown);
   tcase_set_timeout(cli, 60);
   tcase_add_test(cli, usage_and_input_errors);
+  tcase_add_test(cli, status_from_the_error);
   tcase_add_test(cli, quiet_when_not_a_terminal);
   tcase_add_test(cli, progress_on_a_terminal);
   suite_add_tcase(s, cli);

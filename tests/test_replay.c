@@ -367,6 +367,10 @@ static const usage_case_t usage_cases[] = {
   {{"a", "--json=1"}, 2, "unknown option --json=1"},
   {{"a", "--capacity="}, 2, "bad size '' for --capacity"},
   {{"a", "--max-split-size=1Q"}, 2, "bad size '1Q' for --max-split-size"},
+  {{"a", "--capacity=1.5"}, 2, "bad size '1.5' for --capacity"}, /* a fraction of a byte */
+  {{"a", "--device=64"}, 2, "bad device '64' for --device: expected 0 to 63"},
+  {{"a", "--policy="}, 2, "bad value '' for --policy"},
+  {{"--", "--json"}, 2, "cannot open --json"}, /* after --, an operand */
 };
 
 START_TEST(cli_usage)
