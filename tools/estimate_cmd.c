@@ -1,21 +1,24 @@
 /* estimate_cmd.c: `oomlens estimate`, the pre-flight estimate of a training
  * job's peak device memory (src/estimate.c holds the model): the
  * breakdown, whether it fits with the headroom, the largest batch that does,
- * and the field guides' remedies re-estimated when it does not. Exit codes:
- * 0 when an estimate was given (not fitting is an answer), 2 for a usage or
- * input error. */
+ * and the field guides' remedies re-estimated when it does not; and its
+ * command line, parsed here into the model's input. Exit codes: 0 when an
+ * estimate was given (not fitting is an answer), 2 for a usage or input
+ * error. */
+#include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
+#include "commands.h"
 #include "estimate.h"
 #include "core.h"
 
-#define EXIT_USAGE 2
 #define GIB (1024.0 * 1024.0 * 1024.0)
-
-int ol_cmd_estimate(int argc, char **argv);
 
 static void print_help(FILE *out)
 {
@@ -184,22 +187,210 @@ static void print_json(const ol_estimate_input_t *in, const ol_estimate_t *e,
   ol_buf_free(&b);
 }
 
+/* ---- the command line ------------------------------------------------------ */
+
+/* Digits with an optional fraction, then the rest in *end. */
+static bool parse_decimal(const char *text, double *value, const char **end)
+{
+  if (!isdigit((unsigned char)text[0]))
+    return false;
+  const char *p = text;
+  while (isdigit((unsigned char)*p))
+    p++;
+  if (*p == '.') {
+    p++;
+    if (!isdigit((unsigned char)*p))
+      return false;
+    while (isdigit((unsigned char)*p))
+      p++;
+  }
+  errno = 0;
+  *value = strtod(text, NULL);
+  *end = p;
+  return errno == 0 && isfinite(*value);
+}
+
+/* value * multiplier as a whole number that fits in 63 bits. */
+static bool whole(double value, double multiplier, uint64_t *out)
+{
+  double v = value * multiplier;
+  if (v >= 9.2e18)
+    return false;
+  double rounded = floor(v + 0.5);
+  if (fabs(v - rounded) > 1e-6 * (v > 1 ? v : 1))
+    return false; /* "1.5" items, "0.3K": not a whole count */
+  *out = (uint64_t)rounded;
+  return true;
+}
+
+bool ol_estimate_parse_count(const char *text, uint64_t *out)
+{
+  double value;
+  const char *end;
+  if (!text || !parse_decimal(text, &value, &end))
+    return false;
+  double multiplier = 1;
+  switch (*end) {
+  case 'k': case 'K': multiplier = 1e3; end++; break;
+  case 'm': case 'M': multiplier = 1e6; end++; break;
+  case 'b': case 'B': multiplier = 1e9; end++; break;
+  default: break;
+  }
+  return *end == '\0' && whole(value, multiplier, out);
+}
+
+static bool parse_count(const char *text, void *field, const void *data)
+{
+  return ol_estimate_parse_count(text, field);
+}
+
+static bool parse_precision(const char *text, void *field, const void *data)
+{
+  for (int p = 0; p < OL_PREC_COUNT; p++)
+    if (strcmp(text, ol_precision_name((ol_precision_t)p)) == 0) {
+      *(ol_precision_t *)field = (ol_precision_t)p;
+      return true;
+    }
+  return false;
+}
+
+static bool parse_optimizer(const char *text, void *field, const void *data)
+{
+  for (int o = 0; o < OL_OPTIM_COUNT; o++)
+    if (strcmp(text, ol_optimizer_name((ol_optimizer_t)o)) == 0) {
+      *(ol_optimizer_t *)field = (ol_optimizer_t)o;
+      return true;
+    }
+  return false;
+}
+
+/* One of two words (data: their names, off first) into a bool. */
+static bool parse_either(const char *text, void *field, const void *data)
+{
+  const char *const *names = data;
+  for (int i = 0; i < 2; i++)
+    if (strcmp(text, names[i]) == 0) {
+      *(bool *)field = i;
+      return true;
+    }
+  return false;
+}
+
+static bool parse_zero(const char *text, void *field, const void *data)
+{
+  if (text[0] < '0' || text[0] > '3' || text[1])
+    return false;
+  *(unsigned *)field = (unsigned)(text[0] - '0');
+  return true;
+}
+
+/* A fraction kept free: "0.2" or "20%", at least 0 and below 1. */
+static bool parse_headroom(const char *text, void *field, const void *data)
+{
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end == text || errno)
+    return false;
+  if (*end == '%') {
+    v /= 100;
+    end++;
+  }
+  if (*end || !(v >= 0 && v < 1))
+    return false;
+  *(double *)field = v;
+  return true;
+}
+
+/* Every bad value reads "bad value '...' for --flag". */
+static const ol_arg_type_t count_type = {
+  "value", "expected a count, with K, M or B for thousands, millions, billions", parse_count};
+static const ol_arg_type_t bytes_type = {
+  "value", "expected bytes or a K, M, G, T size (powers of 1024) such as 24G or 139.8G",
+  ol_arg_parse_size};
+static const ol_arg_type_t precision_type = {
+  "value", "expected fp32, fp16, bf16, mixed-bf16 or mixed-fp16", parse_precision};
+static const ol_arg_type_t optimizer_type = {
+  "value", "expected sgd, momentum, adam, adamw or adam8bit", parse_optimizer};
+static const ol_arg_type_t either_type = {"value", NULL, parse_either};
+static const ol_arg_type_t zero_type = {"value", "expected 0, 1, 2 or 3", parse_zero};
+static const ol_arg_type_t headroom_type = {
+  "value", "expected a fraction below 1, such as 0.2 or 20%", parse_headroom};
+
+static const char *const checkpoint_names[] = {"none", "full"};
+static const char *const attention_names[] = {"flash", "eager"};
+static const char *const gelu_names[] = {"fused", "eager"};
+
+#define IN(name, type, field) OL_VALUE(name, type, ol_estimate_args_t, in.field)
+#define EITHER(name, field, names, expect)                                                      \
+  {name, NULL, &either_type, offsetof(ol_estimate_args_t, in.field), names, expect}
+static const ol_opt_t opts[] = {
+  IN("--params", &count_type, params),
+  IN("--batch", &count_type, batch),
+  IN("--seq", &count_type, seq),
+  IN("--hidden", &count_type, hidden),
+  IN("--layers", &count_type, layers),
+  IN("--heads", &count_type, heads),
+  IN("--vocab", &count_type, vocab),
+  IN("--gpus", &count_type, gpus),
+  IN("--at-batch", &count_type, at_batch),
+  IN("--capacity", &bytes_type, capacity),
+  IN("--measured-persistent", &bytes_type, measured_persistent),
+  IN("--measured-per-sample", &bytes_type, measured_per_sample),
+  IN("--from-peak", &bytes_type, from_peak),
+  IN("--precision", &precision_type, precision),
+  IN("--optimizer", &optimizer_type, optimizer),
+  EITHER("--checkpointing", checkpointing, checkpoint_names, "expected none or full"),
+  EITHER("--attention", eager_attention, attention_names, "expected flash or eager"),
+  EITHER("--gelu", eager_gelu, gelu_names, "expected fused or eager"),
+  IN("--zero", &zero_type, zero),
+  IN("--headroom", &headroom_type, headroom),
+  OL_FLAG("--offload", ol_estimate_args_t, in.offload),
+  OL_FLAG("--json", ol_estimate_args_t, json),
+  {0},
+};
+#undef IN
+#undef EITHER
+
+static const ol_cmd_t estimate_cmd = {"estimate", opts, print_help, false};
+
+int ol_estimate_parse_args(int argc, char **argv, ol_estimate_args_t *args, ol_error_t *err)
+{
+  *args = (ol_estimate_args_t){0};
+  ol_estimate_defaults(&args->in);
+  int n;
+  switch (ol_args_parse(&estimate_cmd, argc, argv, args, &n, err)) {
+  case OL_ARGS_HELP:
+    args->help = true;
+    return 0;
+  case OL_ARGS_BAD:
+    return -1;
+  case OL_ARGS_OK:
+    break;
+  }
+  if (n > 0) {
+    ol_fail(err, OL_EXIT_USAGE, "unexpected argument '%s'", argv[0]);
+    return -1;
+  }
+  return 0;
+}
+
 int ol_cmd_estimate(int argc, char **argv)
 {
   ol_estimate_args_t args;
-  char err[256];
-  if (ol_estimate_parse_args(argc, argv, &args, err, sizeof err)) {
-    fprintf(stderr, "oomlens estimate: %s (see oomlens estimate --help)\n", err);
-    return EXIT_USAGE;
+  ol_error_t err;
+  if (ol_estimate_parse_args(argc, argv, &args, &err)) {
+    ol_args_usage("estimate", "%s", err.text);
+    return err.status;
   }
   if (args.help) {
     print_help(stdout);
     return 0;
   }
   ol_estimate_t e;
-  if (!ol_estimate(&args.in, &e, err, sizeof err)) {
-    fprintf(stderr, "oomlens estimate: %s (see oomlens estimate --help)\n", err);
-    return EXIT_USAGE;
+  if (!ol_estimate(&args.in, &e, &err)) {
+    ol_args_usage("estimate", "%s", err.text);
+    return err.status;
   }
   ol_estimate_advice_t advice[OL_ESTIMATE_MAX_ADVICE];
   size_t n = e.fits ? 0 : ol_estimate_advise(&args.in, &e, advice);

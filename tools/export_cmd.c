@@ -2,20 +2,20 @@
  * or PyTorch's CSV) in a format other tools view (src/export.h). Exit
  * codes: 0 written; 2 for a usage or input error; 1 when the host runs
  * out of memory or the output cannot be written. */
-#include <limits.h>
+#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
+#include "commands.h"
 #include "export.h"
-#include "trace_csv.h"
 #include "core.h"
 #include "progress.h"
-#include "trace_args.h"
+#include "trace_csv.h"
 
-#define EXIT_USAGE OL_EXIT_USAGE
-#define usage_error(...) ol_trace_cmd_usage("export", __VA_ARGS__)
 /* memory-viz keeps each device's last million entries by default: the 10M
  * events of docs/measurements.md's synthetic run made a 439 MiB pickle, too
  * big for the viewer, which holds the whole file in the browser; a million
@@ -23,13 +23,10 @@
  * own guide records 100,000 (--max-entries 100000 for a quicker viewer). */
 #define DEFAULT_MAX_ENTRIES 1000000
 
-int ol_cmd_export(int argc, char **argv);
-
 typedef struct export_args {
   const char *trace;
   const char *output; /* NULL: stdout */
   ol_export_options_t options;
-  bool format_given;
 } export_args_t;
 
 static void print_help(FILE *out)
@@ -62,42 +59,51 @@ static void print_help(FILE *out)
           "runs out of memory or the output cannot be written.\n");
 }
 
-static int set_option(void *args, const char *name, const char *value)
+static bool parse_format(const char *text, void *field, const void *data)
 {
-  export_args_t *a = args;
-  if (strcmp(name, "--format") == 0) {
-    if (!ol_export_format_parse(value, &a->options.format))
-      return usage_error("unknown format '%s' (folded, memory-viz, perfetto, rmm-csv)", value);
-    a->format_given = true;
-  } else if (strcmp(name, "--by") == 0) {
-    if (!ol_export_by_parse(value, &a->options.by))
-      return usage_error("--by takes peak, total or leaked, not '%s'", value);
-  } else if (strcmp(name, "--device") == 0) {
-    return ol_trace_cmd_device("export", value, &a->options.device);
-  } else if (strcmp(name, "--max-entries") == 0) {
-    char *end;
-    unsigned long long n = strtoull(value, &end, 10);
-    if (*value < '0' || *value > '9' || *end || n == ULLONG_MAX)
-      return usage_error("--max-entries takes a count of entries (0: all), not '%s'", value);
-    a->options.max_entries = n;
-  } else {
-    a->output = value;
-  }
-  return 0;
+  return ol_export_format_parse(text, field);
 }
 
-static const char *const valued[] = {"--format", "--by", "--device", "--max-entries", "-o",
-                                     "--output", NULL};
-
-/* 0 parsed, 1 help printed, EXIT_USAGE on a bad command line. */
-static int parse_args(int argc, char **argv, export_args_t *a)
+static bool parse_by(const char *text, void *field, const void *data)
 {
-  static const ol_trace_cmd_t cmd = {"export", print_help, valued, NULL, set_option};
-  *a = (export_args_t){.options = {.device = -1, .max_entries = DEFAULT_MAX_ENTRIES}};
-  int rc = ol_trace_cmd_parse(&cmd, argc, argv, a, &a->trace);
-  if (rc == 0 && !a->format_given)
-    return usage_error("no --format given");
-  return rc;
+  return ol_export_by_parse(text, field);
+}
+
+static const ol_arg_type_t format_type = {
+  "format", "expected folded, memory-viz, perfetto or rmm-csv", parse_format};
+static const ol_arg_type_t by_type = {"value", "expected peak, total or leaked", parse_by};
+
+static const ol_opt_t opts[] = {
+  OL_VALUE("--format", &format_type, export_args_t, options.format),
+  OL_VALUE("--by", &by_type, export_args_t, options.by),
+  OL_VALUE("--device", &ol_arg_device, export_args_t, options.device),
+  {"--max-entries", NULL, &ol_arg_uint, offsetof(export_args_t, options.max_entries), NULL,
+   "expected a count of entries (0: all)"},
+  {"--output", "-o", &ol_arg_text, offsetof(export_args_t, output), NULL, NULL},
+  {0},
+};
+
+/* true parsed; false: return *status (help printed, or a usage error said). */
+static bool parse_args(int argc, char **argv, export_args_t *a, int *status)
+{
+  static const ol_cmd_t cmd = {"export", opts, print_help, false};
+  const ol_export_format_t unset = OL_EXPORT_FORMAT_COUNT; /* tells --format given */
+  *a = (export_args_t){.options = {.format = unset, .device = -1,
+                                   .max_entries = DEFAULT_MAX_ENTRIES}};
+  int n;
+  if (!ol_args_take(&cmd, argc, argv, a, &n, status))
+    return false;
+  if (n != 1) {
+    *status = n == 0 ? ol_args_usage("export", "no trace given")
+                     : ol_args_usage("export", "more than one trace given ('%s')", argv[1]);
+    return false;
+  }
+  a->trace = argv[0];
+  if (a->options.format == unset) {
+    *status = ol_args_usage("export", "no --format given");
+    return false;
+  }
+  return true;
 }
 
 /* The output is opened only once the trace is known to open, so a bad
@@ -105,20 +111,18 @@ static int parse_args(int argc, char **argv, export_args_t *a)
 int ol_cmd_export(int argc, char **argv)
 {
   export_args_t a;
-  int parsed = parse_args(argc, argv, &a);
-  if (parsed)
-    return parsed == 1 ? 0 : parsed;
-  char err[512];
-  ol_trace_t *probe = ol_trace_open(a.trace, err, sizeof err);
-  if (!probe) {
-    fprintf(stderr, "oomlens export: %s\n", err);
-    return EXIT_USAGE;
-  }
+  int status;
+  if (!parse_args(argc, argv, &a, &status))
+    return status;
+  ol_error_t err;
+  ol_trace_t *probe = ol_trace_open(a.trace, &err);
+  if (!probe)
+    return ol_args_fail("export", &err);
   ol_trace_close(probe);
   FILE *out = a.output ? fopen(a.output, "wb") : stdout;
   if (!out) {
-    perror(a.output);
-    return 1;
+    ol_fail(&err, OL_EXIT_FAILURE, "cannot write %s: %s", a.output, strerror(errno));
+    return ol_args_fail("export", &err);
   }
   static char buffer[1 << 16];
   setvbuf(out, buffer, _IOFBF, sizeof buffer);
@@ -127,19 +131,17 @@ int ol_cmd_export(int argc, char **argv)
   a.options.progress = ol_progress_show;
   a.options.progress_arg = &progress;
   ol_export_result_t result;
-  int rc = ol_export_file(a.trace, out, &a.options, &result, err, sizeof err);
+  int rc = ol_export_file(a.trace, out, &a.options, &result, &err);
   ol_progress_end(&progress);
   bool closed = !a.output || fclose(out) == 0;
   if (rc == 0 && !closed) {
-    snprintf(err, sizeof err, "cannot write %s", a.output);
+    ol_fail(&err, OL_EXIT_FAILURE, "cannot write %s: %s", a.output, strerror(errno));
     rc = -1;
   }
   if (rc != 0) {
-    fprintf(stderr, "oomlens export: %s\n", err);
     if (a.output)
       unlink(a.output);
-    bool input_error = !strstr(err, "out of host memory") && !strstr(err, "cannot write");
-    return input_error ? EXIT_USAGE : 1;
+    return ol_args_fail("export", &err);
   }
   if (result.left_out)
     fprintf(stderr, "oomlens export: kept the last %llu entries of each device, left out %llu "

@@ -1,15 +1,23 @@
 /* merge_cmd.c: `oomlens merge REPORT...`: the JSON reports of several
  * ranks side by side (merge.c). Exit codes: 0 done, 2 for a usage error or
- * any file that cannot be read or is not an oomlens report. */
+ * any file that cannot be read or is not an oomlens report, 1 when memory
+ * runs out or the table cannot be written. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
+#include "commands.h"
 #include "report_view.h"
 
-#define EXIT_USAGE 2
+typedef struct merge_args {
+  bool json;
+} merge_args_t;
 
-int ol_cmd_merge(int argc, char **argv);
+static const ol_opt_t opts[] = {
+  OL_FLAG("--json", merge_args_t, json),
+  {0},
+};
 
 static void print_help(FILE *out)
 {
@@ -27,47 +35,40 @@ static void print_help(FILE *out)
           "Exit status: 0 done, 2 for a usage error or a file that is not a report.\n");
 }
 
+/* Every report read before any is printed: one bad file, no half table. */
 int ol_cmd_merge(int argc, char **argv)
 {
-  bool json = false;
-  ol_view_t *views = calloc((size_t)argc + 1, sizeof *views);
-  size_t count = 0;
-  int status = 0;
-  if (!views)
-    return 1;
-  for (int i = 0; i < argc && status == 0; i++) {
-    char err[600];
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      print_help(stdout);
-      status = -1;
-    } else if (!strcmp(argv[i], "--json")) {
-      json = true;
-    } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-      fprintf(stderr, "oomlens merge: unknown option %s (see oomlens merge --help)\n", argv[i]);
-      status = EXIT_USAGE;
-    } else if (ol_view_load_json(&views[count], argv[i], err, sizeof err) != 0) {
-      fprintf(stderr, "oomlens merge: %s\n", err);
-      status = EXIT_USAGE;
-    } else {
-      count++;
-    }
+  static const ol_cmd_t cmd = {"merge", opts, print_help, false};
+  merge_args_t a = {0};
+  int n, status;
+  if (!ol_args_take(&cmd, argc, argv, &a, &n, &status))
+    return status;
+  if (n == 0)
+    return ol_args_usage("merge", "no reports given");
+  ol_view_t *views = calloc((size_t)n, sizeof *views);
+  if (!views) {
+    fprintf(stderr, "oomlens merge: out of memory\n");
+    return OL_EXIT_FAILURE;
   }
-  if (status == 0 && count == 0) {
-    fprintf(stderr, "oomlens merge: no reports given (see oomlens merge --help)\n");
-    status = EXIT_USAGE;
-  }
-  if (status == 0) {
+  int count = 0;
+  ol_error_t err;
+  while (count < n && ol_view_load_json(&views[count], argv[count], &err) == 0)
+    count++;
+  status = count < n ? ol_args_fail("merge", &err) : OL_EXIT_OK;
+  if (status == OL_EXIT_OK) {
     ol_buf_t out = {0};
-    if (json)
-      ol_merge_json(&out, views, count);
+    if (a.json)
+      ol_merge_json(&out, views, (size_t)count);
     else
-      ol_merge_text(&out, views, count);
-    if (out.failed || fwrite(out.data, 1, out.len, stdout) != out.len || fflush(stdout) != 0)
-      status = 1;
+      ol_merge_text(&out, views, (size_t)count);
+    if (out.failed || fwrite(out.data, 1, out.len, stdout) != out.len || fflush(stdout) != 0) {
+      fprintf(stderr, "oomlens merge: %s\n", out.failed ? "out of memory" : "cannot write");
+      status = OL_EXIT_FAILURE;
+    }
     ol_buf_free(&out);
   }
-  for (size_t i = 0; i < count; i++)
+  for (int i = 0; i < count; i++)
     ol_view_free(&views[i]);
   free(views);
-  return status < 0 ? 0 : status;
+  return status;
 }

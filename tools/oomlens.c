@@ -1,7 +1,8 @@
 /* oomlens.c: the command line. `oomlens run -- CMD` starts a job with the
  * library preloaded; later commands (report, replay, merge) read what the
- * library wrote. Exit codes: the job's own for run; 2 for a usage error;
- * 126/127 when the command cannot be run, as a shell does. */
+ * library wrote. Every command parses its words with args.c. Exit codes:
+ * the job's own for run; 2 for a usage error; 1 when oomlens itself
+ * fails; 126/127 when the command cannot be run, as a shell does. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -9,15 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
+#include "commands.h"
 #include "core.h"
-
-#define EXIT_USAGE 2
-
-int ol_cmd_replay(int argc, char **argv); /* replay_cmd.c */
-int ol_cmd_estimate(int argc, char **argv); /* estimate_cmd.c */
-int ol_cmd_report(int argc, char **argv);   /* report_cmd.c */
-int ol_cmd_merge(int argc, char **argv);    /* merge_cmd.c */
-int ol_cmd_export(int argc, char **argv);   /* export_cmd.c */
 
 static void print_main_help(FILE *out)
 {
@@ -49,6 +44,10 @@ static void print_main_help(FILE *out)
           "      the reports of several ranks side by side: peaks, OOMs, which rank\n"
           "      ran out first, how unequal they were\n"
           "\n"
+          "Every option takes its value as the next word or after '=' (--capacity=24G);\n"
+          "-- ends the options; COMMAND --help lists its own. A SIZE is bytes, or a number\n"
+          "with K, M, G or T (powers of 1024), a fraction too: 512M, 24G, 1.5G, 0.5T.\n"
+          "\n"
           "environment (read by the library in the job; bad values warn and keep the default):\n");
   ol_options_print(out);
   fprintf(out,
@@ -67,8 +66,8 @@ static void print_run_help(FILE *out)
                "  --manage        oomlens's allocator serves device memory (sets\n"
                "                  OOMLENS_MANAGE=1 and PYTORCH_NO_CUDA_MEMORY_CACHING=1,\n"
                "                  so that every PyTorch tensor reaches it)\n"
-               "  --capacity SIZE make every device look SIZE large (e.g. 24G; sets\n"
-               "                  OOMLENS_CAPACITY): does the job fit a smaller card?\n"
+               "  --capacity SIZE make every device look SIZE large (e.g. 24G or 1.5G;\n"
+               "                  sets OOMLENS_CAPACITY): does the job fit a smaller card?\n"
                "  --report PATH   where to write the report (sets OOMLENS_REPORT);\n"
                "                  %%p is the pid, %%r the rank\n"
                "  --stacks        record call sites: which code holds the memory at the\n"
@@ -136,95 +135,118 @@ static bool add_preload(const char *library)
   return ok;
 }
 
+typedef struct run_args {
+  bool manage, stacks;
+  const char *capacity, *report, *trace;
+} run_args_t;
+
+/* A size kept as written, for OOMLENS_CAPACITY: the library reads it with
+ * the same ol_parse_size. */
+static bool parse_size_text(const char *text, void *field, const void *data)
+{
+  uint64_t bytes;
+  if (!ol_arg_parse_size(text, &bytes, NULL) || bytes == 0)
+    return false;
+  *(const char **)field = text;
+  return true;
+}
+
+static const ol_arg_type_t size_text = {"size", "expected a size above 0 such as 24G or 1.5G",
+                                        parse_size_text};
+
+static const ol_opt_t run_opts[] = {
+  OL_FLAG("--manage", run_args_t, manage),
+  OL_VALUE("--capacity", &size_text, run_args_t, capacity),
+  OL_VALUE("--report", &ol_arg_text, run_args_t, report),
+  OL_FLAG("--stacks", run_args_t, stacks),
+  OL_VALUE("--trace", &ol_arg_text, run_args_t, trace),
+  {0},
+};
+
+/* The options become the variables the library reads. false if the
+ * environment cannot hold them (out of memory). */
+static bool set_run_env(const run_args_t *a)
+{
+  bool ok = true;
+  if (a->manage) {
+    /* Our pool serves every tensor only if PyTorch's cache is off. */
+    ok &= setenv("OOMLENS_MANAGE", "1", 1) == 0;
+    ok &= setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 1) == 0;
+  }
+  if (a->capacity)
+    ok &= setenv("OOMLENS_CAPACITY", a->capacity, 1) == 0;
+  if (a->report)
+    ok &= setenv("OOMLENS_REPORT", a->report, 1) == 0;
+  if (a->stacks)
+    ok &= setenv("OOMLENS_STACKS", "1", 1) == 0;
+  if (a->trace)
+    ok &= setenv("OOMLENS_TRACE", a->trace, 1) == 0;
+  return ok;
+}
+
 static int command_run(int argc, char **argv)
 {
-  int i = 0;
-  while (i < argc && argv[i][0] == '-') {
-    if (strcmp(argv[i], "--") == 0) {
-      i++;
-      break;
-    }
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      print_run_help(stdout);
-      return 0;
-    }
-    if (strcmp(argv[i], "--manage") == 0) {
-      /* Our pool serves every tensor only if PyTorch's cache is off. */
-      setenv("OOMLENS_MANAGE", "1", 1);
-      setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 1);
-      i++;
-      continue;
-    }
-    if (strcmp(argv[i], "--capacity") == 0 && i + 1 < argc) {
-      uint64_t bytes;
-      if (!ol_parse_size(argv[i + 1], &bytes) || bytes == 0) {
-        fprintf(stderr, "oomlens run: --capacity %s: expected a size such as 24G\n", argv[i + 1]);
-        return EXIT_USAGE;
-      }
-      setenv("OOMLENS_CAPACITY", argv[i + 1], 1);
-      i += 2;
-      continue;
-    }
-    if (strcmp(argv[i], "--report") == 0 && i + 1 < argc) {
-      setenv("OOMLENS_REPORT", argv[i + 1], 1);
-      i += 2;
-      continue;
-    }
-    if (strcmp(argv[i], "--stacks") == 0) {
-      setenv("OOMLENS_STACKS", "1", 1);
-      i++;
-      continue;
-    }
-    if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc && argv[i + 1][0]) {
-      setenv("OOMLENS_TRACE", argv[i + 1], 1);
-      i += 2;
-      continue;
-    }
-    fprintf(stderr, "oomlens run: unknown option %s\n", argv[i]);
-    print_run_help(stderr);
-    return EXIT_USAGE;
-  }
-  if (i >= argc) {
-    fprintf(stderr, "oomlens run: no command given\n");
-    print_run_help(stderr);
-    return EXIT_USAGE;
-  }
+  static const ol_cmd_t cmd = {"run", run_opts, print_run_help, true};
+  run_args_t a = {0};
+  int n, status;
+  if (!ol_args_take(&cmd, argc, argv, &a, &n, &status))
+    return status;
+  if (n == 0)
+    return ol_args_usage("run", "no command given");
   char library[PATH_MAX];
   if (!find_library(library, sizeof library))
-    return EXIT_USAGE;
-  if (!add_preload(library)) {
-    fprintf(stderr, "oomlens run: cannot set LD_PRELOAD\n");
-    return EXIT_USAGE;
+    return OL_EXIT_USAGE;
+  if (!set_run_env(&a) || !add_preload(library)) {
+    fprintf(stderr, "oomlens run: cannot set the environment (LD_PRELOAD, OOMLENS_*)\n");
+    return OL_EXIT_FAILURE;
   }
-  execvp(argv[i], argv + i);
+  execvp(argv[0], argv);
   int err = errno;
-  fprintf(stderr, "oomlens run: %s: %s\n", argv[i], strerror(err));
+  fprintf(stderr, "oomlens run: %s: %s\n", argv[0], strerror(err));
   return err == ENOENT ? 127 : 126;
 }
 
+typedef struct main_args {
+  bool version;
+} main_args_t;
+
+static const ol_opt_t main_opts[] = {
+  OL_FLAG("--version", main_args_t, version),
+  {0},
+};
+
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+} commands[] = {
+  {"run", command_run},         {"replay", ol_cmd_replay}, {"estimate", ol_cmd_estimate},
+  {"report", ol_cmd_report},    {"merge", ol_cmd_merge},   {"export", ol_cmd_export},
+};
+
 int main(int argc, char **argv)
 {
+  static const ol_cmd_t cmd = {"", main_opts, print_main_help, true};
   if (argc < 2) {
     print_main_help(stderr);
-    return EXIT_USAGE;
+    return OL_EXIT_USAGE;
   }
-  const char *command = argv[1];
-  if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0 ||
-      strcmp(command, "help") == 0) {
-    print_main_help(stdout);
-    return 0;
-  }
-  if (strcmp(command, "--version") == 0) {
+  main_args_t a = {0};
+  int n, status;
+  if (!ol_args_take(&cmd, argc - 1, argv + 1, &a, &n, &status))
+    return status;
+  if (a.version) {
     printf("oomlens %s\n", OL_VERSION_TEXT);
     return 0;
   }
-  if (strcmp(command, "run") == 0)
-    return command_run(argc - 2, argv + 2);
-  if (strcmp(command, "replay") == 0) return ol_cmd_replay(argc - 2, argv + 2);
-  if (strcmp(command, "estimate") == 0) return ol_cmd_estimate(argc - 2, argv + 2);
-  if (strcmp(command, "report") == 0) return ol_cmd_report(argc - 2, argv + 2);
-  if (strcmp(command, "merge") == 0) return ol_cmd_merge(argc - 2, argv + 2);
-  if (strcmp(command, "export") == 0) return ol_cmd_export(argc - 2, argv + 2);
-  fprintf(stderr, "oomlens: unknown command '%s' (see oomlens --help)\n", command);
-  return EXIT_USAGE;
+  if (n == 0)
+    return ol_args_usage("", "no command given");
+  const char *command = argv[1]; /* the operands are at argv + 1 now */
+  if (strcmp(command, "help") == 0) {
+    print_main_help(stdout);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+    if (strcmp(command, commands[i].name) == 0)
+      return commands[i].run(n - 1, argv + 2);
+  return ol_args_usage("", "unknown command '%s'", command);
 }

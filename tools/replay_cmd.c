@@ -8,17 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
+#include "commands.h"
 #include "core.h"
 #include "progress.h"
+#include "trace_csv.h"
 #include "policy.h"
 #include "replay.h"
-#include "trace_csv.h"
-#include "trace_args.h"
-
-#define EXIT_USAGE OL_EXIT_USAGE
-#define usage_error(...) ol_trace_cmd_usage("replay", __VA_ARGS__)
-
-int ol_cmd_replay(int argc, char **argv);
 
 typedef struct replay_args {
   const char *trace;
@@ -49,52 +45,44 @@ static void print_help(FILE *out)
           "  --device N             only device N's events (default: all)\n"
           "  --json                 one JSON object on stdout\n"
           "\n"
-          "SIZE is in bytes, or with a K, M, G or T suffix (powers of 1024).\n"
+          "SIZE is in bytes, or with a K, M, G or T suffix (powers of 1024), which may\n"
+          "follow a fraction (1.5G). Options take their value after '=' too.\n"
           "Exit status: 0 when it ran (out of memory or not), 2 for a usage or input error.\n",
           OL_REPLAY_DEFAULT_CAPACITY);
 }
 
-static bool size_option(const char *text, uint64_t *out)
-{
-  return ol_parse_size(text, out) && *out <= INT64_MAX;
-}
+static const ol_opt_t opts[] = {
+  OL_VALUE("--capacity", &ol_arg_size, replay_args_t, options.capacity),
+  OL_VALUE("--max-split-size", &ol_arg_size, replay_args_t, options.max_split_size),
+  OL_VALUE("--policy", &ol_arg_text, replay_args_t, policy),
+  OL_VALUE("--device", &ol_arg_device, replay_args_t, device),
+  OL_FLAG("--json", replay_args_t, json),
+  {0},
+};
 
-/* Sets the option NAME (with its leading dashes) to value. 0 or EXIT_USAGE. */
-static int set_option(void *args, const char *name, const char *value)
+/* true parsed; false: return *status (help printed, or a usage error said). */
+static bool parse_args(int argc, char **argv, replay_args_t *a, int *status)
 {
-  replay_args_t *a = args;
-  if (strcmp(name, "--json") == 0) {
-    a->json = true;
-    return 0;
+  static const ol_cmd_t cmd = {"replay", opts, print_help, false};
+  const uint64_t unset = UINT64_MAX; /* tells a --capacity given from none */
+  *a = (replay_args_t){.policy = "oomlens", .options.capacity = unset, .device = -1};
+  int n;
+  if (!ol_args_take(&cmd, argc, argv, a, &n, status))
+    return false;
+  if (n != 1) {
+    *status = n == 0 ? ol_args_usage("replay", "no trace given")
+                     : ol_args_usage("replay", "more than one trace given ('%s')", argv[1]);
+    return false;
   }
-  if (strcmp(name, "--policy") == 0) {
-    a->policy = value;
-    return 0;
+  a->trace = argv[0];
+  a->capacity_given = a->options.capacity != unset;
+  if (!a->capacity_given)
+    a->options.capacity = OL_REPLAY_DEFAULT_CAPACITY;
+  if (a->options.capacity == 0) {
+    *status = ol_args_usage("replay", "--capacity must be more than 0");
+    return false;
   }
-  if (strcmp(name, "--device") == 0)
-    return ol_trace_cmd_device("replay", value, &a->device);
-  a->capacity_given |= strcmp(name, "--capacity") == 0;
-  uint64_t *size = strcmp(name, "--capacity") == 0 ? &a->options.capacity
-                                                    : &a->options.max_split_size;
-  if (!size_option(value, size))
-    return usage_error("bad size '%s' for %s", value, name);
-  return 0;
-}
-
-static const char *const valued[] = {"--capacity", "--max-split-size", "--policy", "--device",
-                                     NULL};
-static const char *const flags[] = {"--json", NULL};
-
-/* 0 parsed, 1 help printed, EXIT_USAGE on a bad command line. */
-static int parse_args(int argc, char **argv, replay_args_t *a)
-{
-  static const ol_trace_cmd_t cmd = {"replay", print_help, valued, flags, set_option};
-  *a = (replay_args_t){.policy = "oomlens", .options.capacity = OL_REPLAY_DEFAULT_CAPACITY,
-                       .device = -1};
-  int rc = ol_trace_cmd_parse(&cmd, argc, argv, a, &a->trace);
-  if (rc == 0 && a->options.capacity == 0)
-    return usage_error("--capacity must be more than 0");
-  return rc;
+  return true;
 }
 
 static double ratio_of(const ol_replay_result_t *r)
@@ -134,7 +122,7 @@ static void name_site(ol_buf_t *out, int32_t id, bool json, void *sites)
     ol_buf_printf(out, "%s", frames);
 }
 
-static void print_json(const replay_args_t *a, const ol_replay_result_t *r)
+static int print_json(const replay_args_t *a, const ol_replay_result_t *r)
 {
   ol_buf_t out = {0};
   ol_buf_printf(&out, "{\"trace\": ");
@@ -168,12 +156,15 @@ static void print_json(const replay_args_t *a, const ol_replay_result_t *r)
   }
   print_peak_sites(&out, r->sites);
   ol_buf_printf(&out, "}\n");
+  int status = OL_EXIT_OK;
   if (out.failed) {
     fputs("oomlens replay: out of host memory\n", stderr);
+    status = OL_EXIT_FAILURE;
   } else {
     fwrite(out.data, 1, out.len, stdout);
   }
   ol_buf_free(&out);
+  return status;
 }
 
 static const char *bytes_text(int64_t bytes, char *buf, size_t cap)
@@ -245,14 +236,14 @@ static void print_text(const replay_args_t *a, const ol_replay_result_t *r)
  * then reports why). */
 static uint64_t capacity_in_trace(const char *path, int device)
 {
-  char err[256];
-  ol_trace_t *t = ol_trace_open(path, err, sizeof err);
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(path, &err);
   if (!t)
     return 0;
   ol_trace_event_t ev;
   uint64_t capacity = 0;
   int want = device < 0 ? 0 : device;
-  while (ol_trace_format(t) == OL_TRACE_FORMAT_OOMLENS && ol_trace_next(t, &ev, err, sizeof err) == 1)
+  while (ol_trace_format(t) == OL_TRACE_FORMAT_OOMLENS && ol_trace_next(t, &ev, &err) == 1)
     if (ev.device == want) {
       capacity = ol_trace_capacity(t, want);
       break;
@@ -264,33 +255,33 @@ static uint64_t capacity_in_trace(const char *path, int device)
 int ol_cmd_replay(int argc, char **argv)
 {
   replay_args_t a;
-  int parsed = parse_args(argc, argv, &a);
-  if (parsed)
-    return parsed == 1 ? 0 : parsed;
+  int status;
+  if (!parse_args(argc, argv, &a, &status))
+    return status;
   const ol_policy_ops_t *ops = ol_policy_find(a.policy);
   if (!ops)
-    return usage_error("unknown policy '%s' (oomlens, pytorch, pytorch-expandable)", a.policy);
+    return ol_args_usage("replay", "unknown policy '%s' (oomlens, pytorch, pytorch-expandable)",
+                         a.policy);
   if (!a.capacity_given) {
     uint64_t named = capacity_in_trace(a.trace, a.device);
     if (named)
       a.options.capacity = named;
   }
   ol_replay_result_t result;
-  char err[512];
+  ol_error_t err;
   ol_progress_t progress;
   ol_progress_start(&progress, "oomlens replay");
   ol_replay_extras_t extras = {.device = a.device, .progress = ol_progress_show,
                                .progress_arg = &progress};
-  int rc = ol_replay_file_with(a.trace, ops, &a.options, &extras, &result, err, sizeof err);
+  int rc = ol_replay_file_with(a.trace, ops, &a.options, &extras, &result, &err);
   ol_progress_end(&progress);
-  if (rc != 0) {
-    fprintf(stderr, "oomlens replay: %s\n", err);
-    return strstr(err, "out of host memory") ? 1 : EXIT_USAGE;
-  }
+  if (rc != 0)
+    return ol_args_fail("replay", &err);
+  status = OL_EXIT_OK;
   if (a.json)
-    print_json(&a, &result);
+    status = print_json(&a, &result);
   else
     print_text(&a, &result);
   ol_replay_result_free(&result);
-  return 0;
+  return status;
 }

@@ -3,14 +3,23 @@
  * into one self-contained HTML page. Exit codes: 0 done, 2 for a usage
  * error or a file that cannot be read or is not ours, 1 when the page
  * cannot be written. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "args.h"
+#include "commands.h"
 #include "report_view.h"
 
-#define EXIT_USAGE 2
+typedef struct report_args {
+  const char *html; /* NULL: the text report on stdout */
+} report_args_t;
 
-int ol_cmd_report(int argc, char **argv);
+static const ol_opt_t opts[] = {
+  {"--html", NULL, &ol_arg_text, offsetof(report_args_t, html), NULL,
+   "expected a file name (- for stdout)"},
+  {0},
+};
 
 static void print_help(FILE *out)
 {
@@ -30,67 +39,46 @@ static void print_help(FILE *out)
 
 static int write_out(const char *path, const ol_buf_t *buf)
 {
+  ol_error_t err;
   if (buf->failed) {
-    fprintf(stderr, "oomlens report: out of memory\n");
-    return 1;
+    ol_fail(&err, OL_EXIT_FAILURE, "out of memory");
+    return ol_args_fail("report", &err);
   }
   bool to_stdout = strcmp(path, "-") == 0;
   FILE *f = to_stdout ? stdout : fopen(path, "w");
-  if (!f) {
-    perror(path);
-    return 1;
-  }
-  bool ok = fwrite(buf->data, 1, buf->len, f) == buf->len;
-  ok &= to_stdout ? fflush(f) == 0 : fclose(f) == 0;
+  bool ok = f && fwrite(buf->data, 1, buf->len, f) == buf->len;
+  if (f)
+    ok &= to_stdout ? fflush(f) == 0 : fclose(f) == 0;
   if (!ok) {
-    fprintf(stderr, "oomlens report: cannot write %s\n", path);
-    return 1;
+    ol_fail(&err, OL_EXIT_FAILURE, "cannot write %s: %s", path, strerror(errno));
+    return ol_args_fail("report", &err);
   }
-  return 0;
+  return OL_EXIT_OK;
 }
 
 int ol_cmd_report(int argc, char **argv)
 {
-  const char *file = NULL, *html = NULL;
-  for (int i = 0; i < argc; i++) {
-    const char *arg = argv[i], *value = NULL;
-    char name[32];
-    bool split = ol_split_option(&arg, &value, name, sizeof name);
-    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-      print_help(stdout);
-      return 0;
-    } else if (!strcmp(arg, "--html")) {
-      if (!split && i + 1 >= argc) {
-        fprintf(stderr, "oomlens report: --html needs a file name\n");
-        return EXIT_USAGE;
-      }
-      html = split ? value : argv[++i];
-    } else if (arg[0] == '-' && arg[1] != '\0') {
-      fprintf(stderr, "oomlens report: unknown option %s (see oomlens report --help)\n", arg);
-      return EXIT_USAGE;
-    } else if (file) {
-      fprintf(stderr, "oomlens report: one FILE only (oomlens merge reads several)\n");
-      return EXIT_USAGE;
-    } else {
-      file = arg;
-    }
-  }
-  if (!file) {
+  static const ol_cmd_t cmd = {"report", opts, print_help, false};
+  report_args_t a = {0};
+  int n, status;
+  if (!ol_args_take(&cmd, argc, argv, &a, &n, &status))
+    return status;
+  if (n == 0) {
     print_help(stderr);
-    return EXIT_USAGE;
+    return OL_EXIT_USAGE;
   }
+  if (n > 1)
+    return ol_args_usage("report", "one FILE only (oomlens merge reads several)");
   ol_view_t view;
-  char err[600];
-  if (ol_view_load(&view, file, err, sizeof err) != 0) {
-    fprintf(stderr, "oomlens report: %s\n", err);
-    return EXIT_USAGE;
-  }
+  ol_error_t err;
+  if (ol_view_load(&view, argv[0], &err) != 0)
+    return ol_args_fail("report", &err);
   ol_buf_t out = {0};
-  if (html)
+  if (a.html)
     ol_view_html(&out, &view);
   else
     ol_view_text(&out, &view);
-  int status = write_out(html ? html : "-", &out);
+  status = write_out(a.html ? a.html : "-", &out);
   ol_buf_free(&out);
   ol_view_free(&view);
   return status;

@@ -1,6 +1,8 @@
 /* estimate.c: the memory model behind `oomlens estimate`, its calibration
- * from a measurement, the field guides' remedies re-estimated, and the
- * parsing of its command line (here, not in tools/, so the tests reach it).
+ * from a measurement, and the field guides' remedies re-estimated. Pure:
+ * an input struct in, figures out; the command line that fills the input
+ * is tools/estimate_cmd.c's, and the messages here name the inputs by
+ * what they are, not by a flag.
  *
  * The model. Peak device memory of one training step on one GPU:
  *
@@ -72,12 +74,8 @@
  * above, the gradients counted at the peak being most of it. */
 #include "estimate.h"
 
-#include <ctype.h>
-#include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core.h"
 #include "replay.h" /* OL_REPLAY_DEFAULT_CAPACITY: the H200's usable memory */
@@ -229,42 +227,31 @@ static uint64_t workspace_bytes(const ol_estimate_input_t *in)
   return in->gpus > 1 ? MULTI_GPU_EXTERNAL_BYTES : CONTEXT_BYTES + DIRECT_DRIVER_BYTES;
 }
 
-static bool check_input(const ol_estimate_input_t *in, char *err, size_t cap)
+static bool check_input(const ol_estimate_input_t *in, ol_error_t *err)
 {
-  if (!in->params && !has_shape(in)) {
-    ol_set_error(err, cap, "give --params, or the shape (--hidden, --layers, --seq)");
-    return false;
-  }
-  if (in->batch == 0 || in->gpus == 0 || in->capacity == 0) {
-    ol_set_error(err, cap, "batch, gpus and capacity must be at least 1");
-    return false;
-  }
-  if (!(in->headroom >= 0 && in->headroom < 1)) {
-    ol_set_error(err, cap, "headroom must be at least 0 and less than 1");
-    return false;
-  }
-  if (in->zero > 3) {
-    ol_set_error(err, cap, "ZeRO stage must be 0, 1, 2 or 3");
-    return false;
-  }
-  if (in->eager_attention && has_shape(in) && !in->heads) {
-    ol_set_error(err, cap, "eager attention needs --heads");
-    return false;
-  }
-  if ((in->from_peak != 0) != (in->at_batch != 0)) {
-    ol_set_error(err, cap, "--from-peak and --at-batch go together");
-    return false;
-  }
-  if (in->from_peak && in->measured_per_sample) {
-    ol_set_error(err, cap, "give --measured-per-sample or --from-peak, not both");
-    return false;
-  }
-  return true;
+  const char *problem = NULL;
+  if (!in->params && !has_shape(in))
+    problem = "give the parameter count, or the shape (hidden size, layers, sequence length)";
+  else if (in->batch == 0 || in->gpus == 0 || in->capacity == 0)
+    problem = "batch, gpus and capacity must be at least 1";
+  else if (!(in->headroom >= 0 && in->headroom < 1))
+    problem = "headroom must be at least 0 and less than 1";
+  else if (in->zero > 3)
+    problem = "ZeRO stage must be 0, 1, 2 or 3";
+  else if (in->eager_attention && has_shape(in) && !in->heads)
+    problem = "eager attention needs the number of heads";
+  else if ((in->from_peak != 0) != (in->at_batch != 0))
+    problem = "a measured peak and the batch it was measured at go together";
+  else if (in->from_peak && in->measured_per_sample)
+    problem = "give the measured per-sample bytes or a measured peak, not both";
+  if (problem)
+    ol_fail(err, OL_EXIT_USAGE, "%s", problem);
+  return problem == NULL;
 }
 
 /* Measured figures replace the model's. false if a peak leaves nothing
  * per sample once persistent memory is taken out. */
-static bool calibrate(const ol_estimate_input_t *in, ol_estimate_t *e, char *err, size_t cap)
+static bool calibrate(const ol_estimate_input_t *in, ol_estimate_t *e, ol_error_t *err)
 {
   if (in->measured_persistent) {
     e->persistent = in->measured_persistent;
@@ -274,8 +261,8 @@ static bool calibrate(const ol_estimate_input_t *in, ol_estimate_t *e, char *err
     e->per_sample = in->measured_per_sample;
   } else if (in->from_peak) {
     if (in->from_peak <= e->persistent) {
-      ol_set_error(err, cap, "--from-peak %llu is not above the persistent %llu bytes",
-                   (unsigned long long)in->from_peak, (unsigned long long)e->persistent);
+      ol_fail(err, OL_EXIT_USAGE, "the measured peak %llu is not above the persistent %llu bytes",
+              (unsigned long long)in->from_peak, (unsigned long long)e->persistent);
       return false;
     }
     e->per_sample = (in->from_peak - e->persistent) / in->at_batch;
@@ -306,15 +293,15 @@ static void totals(const ol_estimate_input_t *in, ol_estimate_t *e)
     e->max_batch = (e->usable - fixed) / e->per_sample;
 }
 
-bool ol_estimate(const ol_estimate_input_t *in, ol_estimate_t *out, char *err, size_t err_cap)
+bool ol_estimate(const ol_estimate_input_t *in, ol_estimate_t *out, ol_error_t *err)
 {
   *out = (ol_estimate_t){0};
-  if (!check_input(in, err, err_cap))
+  if (!check_input(in, err))
     return false;
   uint64_t params = in->params ? in->params : shape_params(in);
   persistent_terms(in, params, out);
   activation_terms(in, out);
-  if (!calibrate(in, out, err, err_cap))
+  if (!calibrate(in, out, err))
     return false;
   totals(in, out);
   return true;
@@ -337,14 +324,14 @@ static bool estimate_changed(const ol_estimate_input_t *in, const ol_estimate_t 
                              ol_estimate_input_t alt, ol_estimate_t *out)
 {
   if (!base->calibrated_persistent && !base->calibrated_per_sample)
-    return ol_estimate(&alt, out, NULL, 0);
+    return ol_estimate(&alt, out, NULL);
   ol_estimate_input_t model_in = *in, model_alt = alt;
   model_in.measured_persistent = model_in.measured_per_sample = 0;
   model_in.from_peak = model_in.at_batch = 0;
   model_alt.measured_persistent = model_alt.measured_per_sample = 0;
   model_alt.from_peak = model_alt.at_batch = 0;
   ol_estimate_t m_base, m_alt;
-  if (!ol_estimate(&model_in, &m_base, NULL, 0) || !ol_estimate(&model_alt, &m_alt, NULL, 0))
+  if (!ol_estimate(&model_in, &m_base, NULL) || !ol_estimate(&model_alt, &m_alt, NULL))
     return false;
   if (base->calibrated_per_sample && !m_base.activations_known && alt.precision != in->precision)
     return false; /* without a shape the model cannot say how activations move */
@@ -352,7 +339,7 @@ static bool estimate_changed(const ol_estimate_input_t *in, const ol_estimate_t 
   alt.measured_persistent = scale(base->persistent, m_alt.persistent, m_base.persistent);
   if (base->calibrated_per_sample)
     alt.measured_per_sample = scale(base->per_sample, m_alt.per_sample, m_base.per_sample);
-  return ol_estimate(&alt, out, NULL, 0);
+  return ol_estimate(&alt, out, NULL);
 }
 
 static void add_advice(ol_estimate_advice_t *advice, size_t *n, const char *what,
@@ -470,258 +457,4 @@ size_t ol_estimate_advise(const ol_estimate_input_t *in, const ol_estimate_t *ba
                &n);
   }
   return n;
-}
-
-/* ---- parsing ----------------------------------------------------------- */
-
-/* Digits with an optional fraction, then the rest in *end. */
-static bool parse_decimal(const char *text, double *value, const char **end)
-{
-  if (!isdigit((unsigned char)text[0]))
-    return false;
-  const char *p = text;
-  while (isdigit((unsigned char)*p))
-    p++;
-  if (*p == '.') {
-    p++;
-    if (!isdigit((unsigned char)*p))
-      return false;
-    while (isdigit((unsigned char)*p))
-      p++;
-  }
-  errno = 0;
-  *value = strtod(text, NULL);
-  *end = p;
-  return errno == 0 && isfinite(*value);
-}
-
-/* value * multiplier as a whole number that fits in 63 bits. */
-static bool whole(double value, double multiplier, uint64_t *out)
-{
-  double v = value * multiplier;
-  if (v >= 9.2e18)
-    return false;
-  double rounded = floor(v + 0.5);
-  if (fabs(v - rounded) > 1e-6 * (v > 1 ? v : 1))
-    return false; /* "1.5" items, "0.3K": not a whole count */
-  *out = (uint64_t)rounded;
-  return true;
-}
-
-bool ol_estimate_parse_count(const char *text, uint64_t *out)
-{
-  double value;
-  const char *end;
-  if (!text || !parse_decimal(text, &value, &end))
-    return false;
-  double multiplier = 1;
-  switch (*end) {
-  case 'k': case 'K': multiplier = 1e3; end++; break;
-  case 'm': case 'M': multiplier = 1e6; end++; break;
-  case 'b': case 'B': multiplier = 1e9; end++; break;
-  default: break;
-  }
-  return *end == '\0' && whole(value, multiplier, out);
-}
-
-bool ol_estimate_parse_bytes(const char *text, uint64_t *out)
-{
-  if (!text)
-    return false;
-  if (ol_parse_size(text, out))
-    return true;
-  double value;
-  const char *end;
-  if (!parse_decimal(text, &value, &end))
-    return false;
-  static const char suffixes[] = "KMGT";
-  const char *s = *end ? strchr(suffixes, toupper((unsigned char)*end)) : NULL;
-  if (!s)
-    return false;
-  end++;
-  if (*end && strcasecmp(end, "ib") != 0 && strcasecmp(end, "b") != 0)
-    return false;
-  double v = ldexp(value, 10 * (int)(s - suffixes + 1));
-  if (v >= 9.2e18)
-    return false;
-  *out = (uint64_t)floor(v + 0.5);
-  return true;
-}
-
-static bool parse_name(const char *text, const char *const *names, int count, int *out)
-{
-  for (int i = 0; i < count; i++) {
-    if (strcmp(text, names[i]) == 0) {
-      *out = i;
-      return true;
-    }
-  }
-  return false;
-}
-
-static bool parse_headroom(const char *text, double *out)
-{
-  char *end;
-  errno = 0;
-  double v = strtod(text, &end);
-  if (end == text || errno)
-    return false;
-  if (*end == '%') {
-    v /= 100;
-    end++;
-  }
-  if (*end || !(v >= 0 && v < 1))
-    return false;
-  *out = v;
-  return true;
-}
-
-typedef enum { ARG_COUNT, ARG_BYTES, ARG_OTHER } arg_kind_t;
-
-typedef struct count_flag {
-  const char *name;
-  arg_kind_t kind;
-  size_t offset; /* of the uint64_t in ol_estimate_input_t */
-} count_flag_t;
-
-#define FLAG(name, kind, field) {name, kind, offsetof(ol_estimate_input_t, field)}
-static const count_flag_t number_flags[] = {
-  FLAG("--params", ARG_COUNT, params),
-  FLAG("--batch", ARG_COUNT, batch),
-  FLAG("--seq", ARG_COUNT, seq),
-  FLAG("--hidden", ARG_COUNT, hidden),
-  FLAG("--layers", ARG_COUNT, layers),
-  FLAG("--heads", ARG_COUNT, heads),
-  FLAG("--vocab", ARG_COUNT, vocab),
-  FLAG("--gpus", ARG_COUNT, gpus),
-  FLAG("--at-batch", ARG_COUNT, at_batch),
-  FLAG("--capacity", ARG_BYTES, capacity),
-  FLAG("--measured-persistent", ARG_BYTES, measured_persistent),
-  FLAG("--measured-per-sample", ARG_BYTES, measured_per_sample),
-  FLAG("--from-peak", ARG_BYTES, from_peak),
-};
-#undef FLAG
-
-static const count_flag_t *number_flag(const char *name)
-{
-  for (size_t i = 0; i < sizeof number_flags / sizeof *number_flags; i++)
-    if (strcmp(name, number_flags[i].name) == 0)
-      return &number_flags[i];
-  return NULL;
-}
-
-static bool set_number(ol_estimate_input_t *in, const count_flag_t *f, const char *value)
-{
-  uint64_t v;
-  bool ok = f->kind == ARG_COUNT ? ol_estimate_parse_count(value, &v)
-                                 : ol_estimate_parse_bytes(value, &v);
-  if (!ok)
-    return false;
-  *(uint64_t *)((char *)in + f->offset) = v;
-  return true;
-}
-
-static const char *const checkpoint_names[] = {"none", "full"};
-static const char *const attention_names[] = {"flash", "eager"};
-static const char *const gelu_names[] = {"fused", "eager"};
-static const char *const zero_names[] = {"0", "1", "2", "3"};
-
-static const char *const choice_flags[] = {"--precision", "--optimizer", "--checkpointing",
-                                           "--attention", "--gelu", "--zero", "--headroom"};
-
-static bool known_option(const char *name)
-{
-  int unused;
-  return number_flag(name) ||
-         parse_name(name, choice_flags, sizeof choice_flags / sizeof *choice_flags, &unused);
-}
-
-/* The options that take a word from a list. true if name is one. */
-static bool set_choice(ol_estimate_input_t *in, const char *name, const char *value, bool *ok)
-{
-  int v = 0;
-  if (strcmp(name, "--precision") == 0) {
-    *ok = parse_name(value, precision_names, OL_PREC_COUNT, &v);
-    in->precision = (ol_precision_t)v;
-  } else if (strcmp(name, "--optimizer") == 0) {
-    *ok = parse_name(value, optimizer_names, OL_OPTIM_COUNT, &v);
-    in->optimizer = (ol_optimizer_t)v;
-  } else if (strcmp(name, "--checkpointing") == 0) {
-    *ok = parse_name(value, checkpoint_names, 2, &v);
-    in->checkpointing = v;
-  } else if (strcmp(name, "--attention") == 0) {
-    *ok = parse_name(value, attention_names, 2, &v);
-    in->eager_attention = v;
-  } else if (strcmp(name, "--gelu") == 0) {
-    *ok = parse_name(value, gelu_names, 2, &v);
-    in->eager_gelu = v;
-  } else if (strcmp(name, "--zero") == 0) {
-    *ok = parse_name(value, zero_names, 4, &v);
-    in->zero = (unsigned)v;
-  } else if (strcmp(name, "--headroom") == 0) {
-    *ok = parse_headroom(value, &in->headroom);
-  } else {
-    return false;
-  }
-  return true;
-}
-
-/* Applies one "--name value". 0, or -1 with a message. */
-static int set_option(ol_estimate_input_t *in, const char *name, const char *value, char *err,
-                      size_t cap)
-{
-  bool ok = false;
-  const count_flag_t *f = number_flag(name);
-  if (f)
-    ok = set_number(in, f, value);
-  else if (!set_choice(in, name, value, &ok)) {
-    ol_set_error(err, cap, "unknown option %s", name);
-    return -1;
-  }
-  if (!ok) {
-    ol_set_error(err, cap, "bad value '%s' for %s", value, name);
-    return -1;
-  }
-  return 0;
-}
-
-int ol_estimate_parse_args(int argc, char **argv, ol_estimate_args_t *args, char *err,
-                           size_t err_cap)
-{
-  *args = (ol_estimate_args_t){0};
-  ol_estimate_defaults(&args->in);
-  for (int i = 0; i < argc; i++) {
-    char name[48];
-    const char *arg = argv[i];
-    const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-    bool inline_value = ol_split_option(&arg, &value, name, sizeof name);
-    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-      args->help = true;
-      return 0;
-    }
-    if (strcmp(arg, "--json") == 0 && !inline_value) {
-      args->json = true;
-      continue;
-    }
-    if (strcmp(arg, "--offload") == 0 && !inline_value) {
-      args->in.offload = true;
-      continue;
-    }
-    if (strncmp(arg, "--", 2) != 0) {
-      ol_set_error(err, err_cap, "unexpected argument '%s'", arg);
-      return -1;
-    }
-    if (!known_option(arg)) {
-      ol_set_error(err, err_cap, "unknown option %s", arg);
-      return -1;
-    }
-    if (!value) {
-      ol_set_error(err, err_cap, "%s needs a value", arg);
-      return -1;
-    }
-    i += !inline_value;
-    if (set_option(&args->in, arg, value, err, err_cap))
-      return -1;
-  }
-  return 0;
 }

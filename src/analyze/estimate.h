@@ -2,13 +2,16 @@
  * peak device memory from its shape (parameters, batch, sequence, hidden
  * size, layers, precision, optimizer, checkpointing, ZeRO), optionally
  * calibrated from one measurement. The model and its derivation are in the
- * comment at the top of estimate.c. Pure arithmetic: no CUDA, no I/O. */
+ * comment at the top of estimate.c. Pure arithmetic: no CUDA, no I/O, no
+ * command line (tools/estimate_cmd.c parses that). */
 #ifndef OL_ESTIMATE_H
 #define OL_ESTIMATE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+typedef struct ol_error ol_error_t; /* ol.h */
 
 typedef enum ol_precision {
   OL_PREC_FP32,
@@ -68,10 +71,11 @@ typedef struct ol_estimate {
  * 139.8 GiB (the H200 here), 20% headroom. */
 void ol_estimate_defaults(ol_estimate_input_t *in);
 
-/* Fills out from in. false with a one-line message in err when the input
- * cannot give an estimate (no parameter count and no shape, headroom out of
- * range, a calibration larger than its peak...). */
-bool ol_estimate(const ol_estimate_input_t *in, ol_estimate_t *out, char *err, size_t err_cap);
+/* Fills out from in. false with the error in err (status OL_EXIT_USAGE;
+ * NULL: not wanted) when the input cannot give an estimate (no parameter
+ * count and no shape, headroom out of range, a calibration larger than its
+ * peak...). */
+bool ol_estimate(const ol_estimate_input_t *in, ol_estimate_t *out, ol_error_t *err);
 
 /* One line of advice: a change the field guides suggest, and where it
  * would bring the estimate. */
@@ -91,27 +95,7 @@ typedef struct ol_estimate_advice {
 size_t ol_estimate_advise(const ol_estimate_input_t *in, const ol_estimate_t *base,
                           ol_estimate_advice_t *advice);
 
-/* Parses a count: digits with an optional fraction and a K, M or B suffix
- * (thousands, millions, billions): "124M", "1.5B", "7000000000". */
-bool ol_estimate_parse_count(const char *text, uint64_t *out);
-
-/* Parses a byte size: what ol_parse_size takes, plus a fraction before a
- * K/M/G/T suffix ("139.8G"). */
-bool ol_estimate_parse_bytes(const char *text, uint64_t *out);
-
 const char *ol_precision_name(ol_precision_t p);
 const char *ol_optimizer_name(ol_optimizer_t o);
-
-/* Command-line arguments of `oomlens estimate` (the words after it). */
-typedef struct ol_estimate_args {
-  ol_estimate_input_t in;
-  bool json;
-  bool help;
-} ol_estimate_args_t;
-
-/* 0 parsed (or --help seen: args->help), -1 with a message in err on a bad
- * command line. Options take their value as the next word or after '='. */
-int ol_estimate_parse_args(int argc, char **argv, ol_estimate_args_t *args, char *err,
-                           size_t err_cap);
 
 #endif

@@ -438,16 +438,16 @@ static void show_progress(const ex_t *x, double fraction, bool counting)
  * the trace once first, so that the entries still stream out in one pass
  * with memory that never grows with the trace (a ring of the last entries
  * would hold max_entries of them per device). */
-static int count_entries(ex_t *x, const char *path, char *err, size_t cap)
+static int count_entries(ex_t *x, const char *path, ol_error_t *err)
 {
   const ol_export_options_t *o = x->options;
-  ol_trace_t *t = ol_trace_open(path, err, cap);
+  ol_trace_t *t = ol_trace_open(path, err);
   if (!t)
     return -1;
   ol_trace_event_t ev;
   int got;
   uint64_t read = 0;
-  while ((got = ol_trace_next(t, &ev, err, cap)) == 1) {
+  while ((got = ol_trace_next(t, &ev, err)) == 1) {
     if (o->progress && ++read % PROGRESS_EVERY == 0)
       show_progress(x, ol_trace_progress(t), true);
     if (o->device < 0 || ev.device == o->device)
@@ -460,16 +460,16 @@ static int count_entries(ex_t *x, const char *path, char *err, size_t cap)
   return got;
 }
 
-static int run(ex_t *x, const char *path, char *err, size_t cap)
+static int run(ex_t *x, const char *path, ol_error_t *err)
 {
   ol_trace_event_t ev;
   int got;
   const ol_export_options_t *o = x->options;
   uint64_t read = 0;
   x->passes_two = o->format == OL_EXPORT_MEMORY_VIZ && o->max_entries > 0;
-  if (x->passes_two && count_entries(x, path, err, cap) != 0)
+  if (x->passes_two && count_entries(x, path, err) != 0)
     return -1;
-  while ((got = ol_trace_next(x->trace, &ev, err, cap)) == 1) {
+  while ((got = ol_trace_next(x->trace, &ev, err)) == 1) {
     if (o->progress && ++read % PROGRESS_EVERY == 0)
       show_progress(x, ol_trace_progress(x->trace), false);
     if (o->device >= 0 && ev.device != o->device)
@@ -477,7 +477,8 @@ static int run(ex_t *x, const char *path, char *err, size_t cap)
     x->result->events++;
     handle(x, &ev);
     if (x->failed) {
-      ol_set_error(err, cap, "%s:%llu: out of host memory", path, (unsigned long long)ev.line);
+      ol_fail(err, OL_EXIT_FAILURE, "%s:%llu: out of host memory", path,
+              (unsigned long long)ev.line);
       return -1;
     }
   }
@@ -485,30 +486,30 @@ static int run(ex_t *x, const char *path, char *err, size_t cap)
 }
 
 int ol_export_file(const char *path, FILE *out, const ol_export_options_t *options,
-                   ol_export_result_t *result, char *err, size_t cap)
+                   ol_export_result_t *result, ol_error_t *err)
 {
   memset(result, 0, sizeof *result);
-  ol_set_error(err, cap, "%s", "");
+  ol_error_clear(err);
   ex_t x = {.out = out, .options = options, .result = result};
-  x.trace = ol_trace_open(path, err, cap);
+  x.trace = ol_trace_open(path, err);
   if (!x.trace)
     return -1;
   int rc = -1;
   ol_records_init(&x.blocks); /* tables grow as blocks and segments go live */
   ol_records_init(&x.segments);
   if (!begin(&x)) {
-    ol_set_error(err, cap, "%s: out of host memory", path);
+    ol_fail(err, OL_EXIT_FAILURE, "%s: out of host memory", path);
     goto done;
   }
-  rc = run(&x, path, err, cap);
+  rc = run(&x, path, err);
   if (rc == 0 && !end(&x)) {
-    ol_set_error(err, cap, "%s: out of host memory", path);
+    ol_fail(err, OL_EXIT_FAILURE, "%s: out of host memory", path);
     rc = -1;
   }
   if (rc == 0 && options->progress)
     options->progress(1.0, options->progress_arg);
   if (rc == 0 && (fflush(out) != 0 || ferror(out))) {
-    ol_set_error(err, cap, "cannot write the export: %s", "write error");
+    ol_fail(err, OL_EXIT_FAILURE, "cannot write the export: %s", "write error");
     rc = -1;
   }
 done:

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+typedef struct ol_error ol_error_t; /* ol.h */
+
 typedef enum ol_export_format {
   OL_EXPORT_FOLDED,
   OL_EXPORT_MEMORY_VIZ,
@@ -58,10 +60,10 @@ typedef struct ol_export_result {
 bool ol_export_format_parse(const char *name, ol_export_format_t *out);
 bool ol_export_by_parse(const char *name, ol_export_by_t *out);
 
-/* Exports the trace at path to out. 0 done; -1 with a one-line message in
- * err (naming the file and line for a malformed trace; "out of host
- * memory"; or a write error). */
+/* Exports the trace at path to out. 0 done; -1 with the error in err: a
+ * malformed trace, named with its line (OL_EXIT_USAGE), or host memory
+ * running out or a write error (OL_EXIT_FAILURE). */
 int ol_export_file(const char *path, FILE *out, const ol_export_options_t *options,
-                   ol_export_result_t *result, char *err, size_t err_cap);
+                   ol_export_result_t *result, ol_error_t *err);
 
 #endif

@@ -171,7 +171,21 @@ typedef struct parser {
   locale_t c_locale; /* for strtod_l, made on first use */
   char *err;
   size_t err_cap;
+  bool no_memory; /* the error is ours: an allocation failed */
 } parser_t;
+
+/* ol_json_parse's message into the caller's buffer (NULL or cap 0: none). */
+static void say(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void say(char *err, size_t cap, const char *fmt, ...)
+{
+  if (!err || cap == 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, cap, fmt, ap);
+  va_end(ap);
+}
 
 /* Columns count characters: UTF-8 continuation bytes do not start one. The
  * bytes before an error position are always valid UTF-8, since invalid
@@ -205,13 +219,14 @@ static bool fail(parser_t *ps, const unsigned char *at, const char *fmt, ...)
   va_end(ap);
   size_t line, col;
   position(ps, at, &line, &col);
-  ol_set_error(ps->err, ps->err_cap, "line %zu, column %zu: %s", line, col, msg);
+  say(ps->err, ps->err_cap, "line %zu, column %zu: %s", line, col, msg);
   return false;
 }
 
 static bool out_of_memory(parser_t *ps)
 {
-  ol_set_error(ps->err, ps->err_cap, "out of memory");
+  ps->no_memory = true;
+  say(ps->err, ps->err_cap, "out of memory");
   return false;
 }
 
@@ -728,11 +743,13 @@ static bool parse_document(parser_t *ps)
   return true;
 }
 
-ol_json_t *ol_json_parse(const char *text, size_t len, char *err, size_t err_cap)
+/* ol_json_parse, and whether a failure was ours (out of memory). */
+static ol_json_t *parse_text(const char *text, size_t len, char *err, size_t err_cap,
+                             bool *no_memory)
 {
-  ol_set_error(err, err_cap, "%s", "");
+  say(err, err_cap, "%s", "");
   if (!text && len) {
-    ol_set_error(err, err_cap, "no input text");
+    say(err, err_cap, "no input text");
     return NULL;
   }
   static const char empty[1] = "";
@@ -740,6 +757,7 @@ ol_json_t *ol_json_parse(const char *text, size_t len, char *err, size_t err_cap
   parser_t ps = {.start = start, .p = start, .end = start + len, .err = err, .err_cap = err_cap};
   ps.doc = xmalloc(sizeof *ps.doc);
   if (!ps.doc) {
+    *no_memory = true;
     out_of_memory(&ps);
     return NULL;
   }
@@ -749,6 +767,7 @@ ol_json_t *ol_json_parse(const char *text, size_t len, char *err, size_t err_cap
   free(ps.scratch);
   if (ps.c_locale)
     freelocale(ps.c_locale);
+  *no_memory = ps.no_memory;
   if (!ok) {
     doc_free(ps.doc);
     return NULL;
@@ -757,24 +776,29 @@ ol_json_t *ol_json_parse(const char *text, size_t len, char *err, size_t err_cap
   return &ps.doc->root;
 }
 
+ol_json_t *ol_json_parse(const char *text, size_t len, char *err, size_t err_cap)
+{
+  bool no_memory = false;
+  return parse_text(text, len, err, err_cap, &no_memory);
+}
+
 /* ---- files -------------------------------------------------------------- */
 
-static bool too_big(const char *path, char *err, size_t err_cap)
+static bool too_big(const char *path, ol_error_t *err)
 {
-  ol_set_error(err, err_cap, "%s is over the %zu MiB limit", path, OL_JSON_MAX_FILE >> 20);
+  ol_fail(err, OL_EXIT_USAGE, "%s is over the %zu MiB limit", path, OL_JSON_MAX_FILE >> 20);
   return false;
 }
 
 /* Reads at most OL_JSON_MAX_FILE bytes, growing the buffer as it goes so
  * that pipes and /proc files, whose size stat does not know, work too. */
-static bool read_fd(int fd, const char *path, char **out, size_t *out_len, char *err,
-                    size_t err_cap)
+static bool read_fd(int fd, const char *path, char **out, size_t *out_len, ol_error_t *err)
 {
   struct stat st;
   size_t cap = 4096;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
     if ((uint64_t)st.st_size > OL_JSON_MAX_FILE)
-      return too_big(path, err, err_cap);
+      return too_big(path, err);
     cap = (size_t)st.st_size + 1; /* + 1: EOF shows without growing */
   }
   char *buf = xmalloc(cap);
@@ -791,7 +815,7 @@ static bool read_fd(int fd, const char *path, char **out, size_t *out_len, char 
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0) {
-      ol_set_error(err, err_cap, "cannot read %s: %s", path, strerror(errno));
+      ol_fail(err, OL_EXIT_USAGE, "cannot read %s: %s", path, strerror(errno));
       free(buf);
       return false;
     }
@@ -803,37 +827,38 @@ static bool read_fd(int fd, const char *path, char **out, size_t *out_len, char 
     len += (size_t)n;
     if (len > OL_JSON_MAX_FILE) {
       free(buf);
-      return too_big(path, err, err_cap);
+      return too_big(path, err);
     }
   }
   free(buf);
-  ol_set_error(err, err_cap, "%s: out of memory", path);
+  ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
   return false;
 }
 
-ol_json_t *ol_json_parse_file(const char *path, char *err, size_t err_cap)
+ol_json_t *ol_json_parse_file(const char *path, ol_error_t *err)
 {
-  ol_set_error(err, err_cap, "%s", "");
+  ol_error_clear(err);
   if (!path) {
-    ol_set_error(err, err_cap, "no file path");
+    ol_fail(err, OL_EXIT_USAGE, "no file path");
     return NULL;
   }
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    ol_set_error(err, err_cap, "cannot open %s: %s", path, strerror(errno));
+    ol_fail(err, OL_EXIT_USAGE, "cannot open %s: %s", path, strerror(errno));
     return NULL;
   }
   char *text = NULL;
   size_t len = 0;
-  bool ok = read_fd(fd, path, &text, &len, err, err_cap);
+  bool ok = read_fd(fd, path, &text, &len, err);
   close(fd);
   if (!ok)
     return NULL;
   char msg[256];
-  ol_json_t *root = ol_json_parse(text, len, msg, sizeof msg);
+  bool no_memory = false;
+  ol_json_t *root = parse_text(text, len, msg, sizeof msg, &no_memory);
   free(text);
   if (!root)
-    ol_set_error(err, err_cap, "%s: %s", path, msg);
+    ol_fail(err, no_memory ? OL_EXIT_FAILURE : OL_EXIT_USAGE, "%s: %s", path, msg);
   return root;
 }
 

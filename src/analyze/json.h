@@ -23,6 +23,7 @@
 #define OL_JSON_MAX_FILE ((size_t)256 << 20)   /* ol_json_parse_file refuses bigger */
 
 typedef struct ol_json ol_json_t;
+typedef struct ol_error ol_error_t; /* ol.h */
 
 typedef enum ol_json_kind {
   OL_JSON_NONE = 0, /* no node: what ol_json_kind(NULL) gives, never in a tree */
@@ -43,10 +44,12 @@ typedef enum ol_json_kind {
  * On success err holds "". Duplicate keys are kept; lookups find the first. */
 ol_json_t *ol_json_parse(const char *text, size_t len, char *err, size_t err_cap);
 
-/* Reads and parses a whole file. Messages name the path: "cannot open P:
- * <strerror>", "cannot read P: <strerror>", "P is over the 256 MiB limit",
- * "P: line L, column C: ...". */
-ol_json_t *ol_json_parse_file(const char *path, char *err, size_t err_cap);
+/* Reads and parses a whole file, for the command line: NULL with the error
+ * in err (NULL: none wanted), whose messages name the path: "cannot open
+ * P: <strerror>", "cannot read P: <strerror>", "P is over the 256 MiB
+ * limit", "P: line L, column C: ..." (status OL_EXIT_USAGE: a bad input
+ * file), "P: out of memory" (OL_EXIT_FAILURE). On success err is cleared. */
+ol_json_t *ol_json_parse_file(const char *path, ol_error_t *err);
 
 /* Frees the tree of a root from ol_json_parse*(); NULL is fine. Passing a
  * node that is not a root does nothing. */

@@ -187,13 +187,13 @@ static int apply(replay_t *r, const ol_trace_event_t *ev)
   return served;
 }
 
-static int run(replay_t *r, ol_trace_t *trace, const char *path, char *err, size_t cap)
+static int run(replay_t *r, ol_trace_t *trace, const char *path, ol_error_t *err)
 {
   ol_trace_event_t ev;
   int got;
   uint64_t read = 0;
   const ol_replay_extras_t *x = r->extras;
-  while ((got = ol_trace_next(trace, &ev, err, cap)) == 1) {
+  while ((got = ol_trace_next(trace, &ev, err)) == 1) {
     if (x->progress && ++read % 65536 == 0)
       x->progress(ol_trace_progress(trace), x->progress_arg);
     if (x->device >= 0 && ev.device != x->device)
@@ -201,7 +201,8 @@ static int run(replay_t *r, ol_trace_t *trace, const char *path, char *err, size
     r->result->events++;
     int step = apply(r, &ev);
     if (step < 0) {
-      ol_set_error(err, cap, "%s:%llu: out of host memory", path, (unsigned long long)ev.line);
+      ol_fail(err, OL_EXIT_FAILURE, "%s:%llu: out of host memory", path,
+              (unsigned long long)ev.line);
       return -1;
     }
     if (step == 0)
@@ -212,19 +213,19 @@ static int run(replay_t *r, ol_trace_t *trace, const char *path, char *err, size
 
 int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
                    const ol_policy_options_t *options, ol_replay_result_t *result,
-                   char *err, size_t cap)
+                   ol_error_t *err)
 {
   ol_replay_extras_t all = {.device = -1};
-  return ol_replay_file_with(path, ops, options, &all, result, err, cap);
+  return ol_replay_file_with(path, ops, options, &all, result, err);
 }
 
 int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
                         const ol_policy_options_t *options, const ol_replay_extras_t *extras,
-                        ol_replay_result_t *result, char *err, size_t cap)
+                        ol_replay_result_t *result, ol_error_t *err)
 {
   memset(result, 0, sizeof *result);
-  ol_set_error(err, cap, "%s", "");
-  ol_trace_t *trace = ol_trace_open(path, err, cap);
+  ol_error_clear(err);
+  ol_trace_t *trace = ol_trace_open(path, err);
   if (!trace)
     return -1;
   replay_t r = {.ops = ops, .result = result, .capacity = options->capacity, .extras = extras};
@@ -234,10 +235,11 @@ int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
   ol_records_init(&r.live);
   r.policy = ops->create(options);
   if (!r.policy) {
-    ol_set_error(err, cap, "%s: cannot create the %s policy: out of host memory", path, ops->name);
+    ol_fail(err, OL_EXIT_FAILURE, "%s: cannot create the %s policy: out of host memory", path,
+            ops->name);
     goto done;
   }
-  rc = run(&r, trace, path, err, cap);
+  rc = run(&r, trace, path, err);
   if (rc == 0 && extras->progress)
     extras->progress(1.0, extras->progress_arg);
   if (rc == 0 && !result->oom)

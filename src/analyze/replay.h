@@ -50,11 +50,12 @@ void ol_replay_result_free(ol_replay_result_t *result);
 
 /* Replays the trace at path through ops on a device with the given options.
  * 0: it ran (out of memory or not, see result->oom). -1: the trace could
- * not be read or is malformed, or the policy could not be created; a
- * one-line message naming the file (and line) is in err. */
+ * not be read or is malformed (err->status OL_EXIT_USAGE), or host memory
+ * ran out (OL_EXIT_FAILURE); a one-line message naming the file (and
+ * line) is in err->text. */
 int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
                    const ol_policy_options_t *options, ol_replay_result_t *result,
-                   char *err, size_t err_cap);
+                   ol_error_t *err);
 
 /* What the command line adds: one device of a trace that has several, and
  * progress on a terminal. */
@@ -66,6 +67,6 @@ typedef struct ol_replay_extras {
 
 int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
                         const ol_policy_options_t *options, const ol_replay_extras_t *extras,
-                        ol_replay_result_t *result, char *err, size_t err_cap);
+                        ol_replay_result_t *result, ol_error_t *err);
 
 #endif

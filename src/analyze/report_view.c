@@ -220,17 +220,17 @@ static const char *text_or(const ol_json_t *root, const char *key, const char *f
   return s ? s : fallback;
 }
 
-static int identify(const ol_json_t *root, const char *path, ol_view_t *v, char *err, size_t cap)
+static int identify(const ol_json_t *root, const char *path, ol_view_t *v, ol_error_t *err)
 {
   int64_t format;
   if (!ol_json_int64(ol_json_get(root, "oomlens_report"), &format) ||
       ol_json_kind(ol_json_get(root, "devices")) != OL_JSON_ARRAY) {
-    ol_set_error(err, cap, "%s: not an oomlens report (no \"oomlens_report\" format number "
+    ol_fail(err, OL_EXIT_USAGE, "%s: not an oomlens report (no \"oomlens_report\" format number "
                  "and \"devices\" list)", path);
     return -1;
   }
   if (format != OL_REPORT_FORMAT) {
-    ol_set_error(err, cap, "%s: report format %lld; this oomlens reads format %d", path,
+    ol_fail(err, OL_EXIT_USAGE, "%s: report format %lld; this oomlens reads format %d", path,
                  (long long)format, OL_REPORT_FORMAT);
     return -1;
   }
@@ -239,16 +239,13 @@ static int identify(const ol_json_t *root, const char *path, ol_view_t *v, char 
   return 0;
 }
 
-int ol_view_load_json(ol_view_t *v, const char *path, char *err, size_t cap)
+int ol_view_load_json(ol_view_t *v, const char *path, ol_error_t *err)
 {
   memset(v, 0, sizeof *v);
-  char msg[512];
-  v->root = ol_json_parse_file(path, msg, sizeof msg);
-  if (!v->root) {
-    ol_set_error(err, cap, "%s", msg);
+  v->root = ol_json_parse_file(path, err);
+  if (!v->root)
     return -1;
-  }
-  if (identify(v->root, path, v, err, cap) != 0) {
+  if (identify(v->root, path, v, err) != 0) {
     ol_view_free(v);
     return -1;
   }
@@ -266,7 +263,7 @@ int ol_view_load_json(ol_view_t *v, const char *path, char *err, size_t cap)
   v->device_count = (int)ol_json_length(devices);
   v->devices = v->device_count ? calloc((size_t)v->device_count, sizeof *v->devices) : NULL;
   if (v->device_count && !v->devices) {
-    ol_set_error(err, cap, "%s: out of memory", path);
+    ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
     ol_view_free(v);
     return -1;
   }
@@ -424,16 +421,16 @@ static void trace_sites(ol_view_t *v, trace_state_t *st)
   v->devices[0].by_total = ol_json_get(v->trace_sites, "by_total");
 }
 
-int ol_view_load_trace(ol_view_t *v, const char *path, char *err, size_t cap)
+int ol_view_load_trace(ol_view_t *v, const char *path, ol_error_t *err)
 {
   memset(v, 0, sizeof *v);
-  ol_trace_t *trace = ol_trace_open(path, err, cap);
+  ol_trace_t *trace = ol_trace_open(path, err);
   if (!trace)
     return -1;
   v->devices = calloc(1, sizeof *v->devices);
   if (!v->devices) {
     ol_trace_close(trace);
-    ol_set_error(err, cap, "%s: out of memory", path);
+    ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
     return -1;
   }
   v->device_count = 1;
@@ -447,7 +444,7 @@ int ol_view_load_trace(ol_view_t *v, const char *path, char *err, size_t cap)
   ol_trace_event_t e;
   trace_state_t st = {.dev = &v->devices[0], .sites = ol_sites_new()};
   int got;
-  while ((got = ol_trace_next(trace, &e, err, cap)) == 1)
+  while ((got = ol_trace_next(trace, &e, err)) == 1)
     trace_event(&st, &e);
   ol_trace_close(trace);
   trace_sites(v, &st);
@@ -460,7 +457,7 @@ int ol_view_load_trace(ol_view_t *v, const char *path, char *err, size_t cap)
   return 0;
 }
 
-int ol_view_load(ol_view_t *v, const char *path, char *err, size_t cap)
+int ol_view_load(ol_view_t *v, const char *path, ol_error_t *err)
 {
   FILE *f = fopen(path, "rb");
   int first = f ? fgetc(f) : EOF;
@@ -468,8 +465,8 @@ int ol_view_load(ol_view_t *v, const char *path, char *err, size_t cap)
     first = fgetc(f);
   if (f)
     fclose(f);
-  return first == '{' ? ol_view_load_json(v, path, err, cap)
-                      : ol_view_load_trace(v, path, err, cap);
+  return first == '{' ? ol_view_load_json(v, path, err)
+                      : ol_view_load_trace(v, path, err);
 }
 
 void ol_view_free(ol_view_t *v)

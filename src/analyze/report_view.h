@@ -45,13 +45,14 @@ typedef struct ol_view {
  * the ol_view_device_t): ids 0.. are oom.sites, then oom.growing_site. */
 void ol_view_site_name(ol_buf_t *out, int32_t id, bool json, void *device);
 
-/* 0, or -1 with a one-line message naming the file: it cannot be read, is
- * not JSON, or is not an oomlens report. */
-int ol_view_load_json(ol_view_t *view, const char *path, char *err, size_t cap);
+/* 0, or -1 with the error in err, naming the file: it cannot be read, is
+ * not JSON, or is not an oomlens report (OL_EXIT_USAGE); host memory ran
+ * out (OL_EXIT_FAILURE). */
+int ol_view_load_json(ol_view_t *view, const char *path, ol_error_t *err);
 /* A trace (trace_csv.h): one device, timeline from its events. */
-int ol_view_load_trace(ol_view_t *view, const char *path, char *err, size_t cap);
+int ol_view_load_trace(ol_view_t *view, const char *path, ol_error_t *err);
 /* Either: a file whose first byte is '{' is a JSON report. */
-int ol_view_load(ol_view_t *view, const char *path, char *err, size_t cap);
+int ol_view_load(ol_view_t *view, const char *path, ol_error_t *err);
 void ol_view_free(ol_view_t *view);
 
 /* The text report, as the library writes it. */

@@ -73,13 +73,13 @@ static int refill(ol_trace_t *t)
 
 /* The next line without its newline (and without a '\r' before it).
  * 1: *line and *len set; 0: end of file; -1: error, message in err. */
-static int next_line(ol_trace_t *t, const char **line, size_t *len, char *err, size_t cap)
+static int next_line(ol_trace_t *t, const char **line, size_t *len, ol_error_t *err)
 {
   for (;;) {
     char *nl = memchr(t->buf + t->start, '\n', t->end - t->start);
     size_t have = nl ? (size_t)(nl - (t->buf + t->start)) : t->end - t->start;
     if (have > OL_TRACE_MAX_LINE) {
-      ol_set_error(err, cap, "%s:%llu: line longer than %d bytes", t->path,
+      ol_fail(err, OL_EXIT_USAGE, "%s:%llu: line longer than %d bytes", t->path,
           (unsigned long long)t->line + 1, OL_TRACE_MAX_LINE);
       return -1;
     }
@@ -101,8 +101,9 @@ static int next_line(ol_trace_t *t, const char **line, size_t *len, char *err, s
       size_t plen = strlen(t->path);
       if (strncmp(what, t->path, plen) == 0 && strncmp(what + plen, ": ", 2) == 0)
         what += plen + 2;
-      ol_set_error(err, cap, "%s:%llu: cannot read: %s", t->path, (unsigned long long)t->line + 1,
-          errnum == Z_ERRNO ? strerror(errno) : what);
+      ol_fail(err, errnum == Z_MEM_ERROR ? OL_EXIT_FAILURE : OL_EXIT_USAGE,
+              "%s:%llu: cannot read: %s", t->path, (unsigned long long)t->line + 1,
+              errnum == Z_ERRNO ? strerror(errno) : what);
       return -1;
     }
   }
@@ -128,14 +129,14 @@ static bool starts_with(const char *line, size_t len, const char *prefix)
 
 /* "# oomlens-trace 1 pid=42 rank=0 start_unix_us=..." : the version must
  * be ours; the key=value words we know are kept, others are skipped. */
-static bool parse_our_header(ol_trace_t *t, const char *line, size_t len, char *err, size_t cap)
+static bool parse_our_header(ol_trace_t *t, const char *line, size_t len, ol_error_t *err)
 {
   const char *p = line + strlen(OUR_MAGIC), *end = line + len;
   unsigned long version = 0;
   while (p < end && *p >= '0' && *p <= '9' && version < 1000)
     version = version * 10 + (unsigned long)(*p++ - '0');
   if (version != OUR_VERSION || (p < end && *p != ' ')) {
-    ol_set_error(err, cap, "%s:1: oomlens trace version not supported (this reader knows %d)",
+    ol_fail(err, OL_EXIT_USAGE, "%s:1: oomlens trace version not supported (this reader knows %d)",
         t->path, OUR_VERSION);
     return false;
   }
@@ -164,28 +165,29 @@ static ol_trace_t *fail_open(ol_trace_t *t)
   return NULL;
 }
 
-ol_trace_t *ol_trace_open(const char *path, char *err, size_t cap)
+ol_trace_t *ol_trace_open(const char *path, ol_error_t *err)
 {
-  ol_set_error(err, cap, "%s", "");
+  ol_error_clear(err);
   ol_trace_t *t = calloc(1, sizeof *t);
   if (!t || !(t->path = strdup(path))) {
-    ol_set_error(err, cap, "%s: out of host memory", path);
+    ol_fail(err, OL_EXIT_FAILURE, "%s: out of host memory", path);
     free(t);
     return NULL;
   }
   errno = 0; /* gzopen fails without errno only when zlib runs out of memory */
   t->file = gzopen(path, "rb");
   if (!t->file) {
-    ol_set_error(err, cap, "cannot open %s: %s", path, errno ? strerror(errno) : "out of host memory");
+    ol_fail(err, errno ? OL_EXIT_USAGE : OL_EXIT_FAILURE, "cannot open %s: %s", path,
+            errno ? strerror(errno) : "out of host memory");
     return fail_open(t);
   }
   const char *line;
   size_t len;
-  int got = next_line(t, &line, &len, err, cap);
+  int got = next_line(t, &line, &len, err);
   if (got < 0)
     return fail_open(t);
   if (got == 0) {
-    ol_set_error(err, cap, "%s: empty file, not a trace", path);
+    ol_fail(err, OL_EXIT_USAGE, "%s: empty file, not a trace", path);
     return fail_open(t);
   }
   struct stat st;
@@ -193,12 +195,12 @@ ol_trace_t *ol_trace_open(const char *path, char *err, size_t cap)
     t->file_size = (uint64_t)st.st_size;
   if (starts_with(line, len, OUR_MAGIC)) {
     t->format = OL_TRACE_FORMAT_OOMLENS;
-    if (!parse_our_header(t, line, len, err, cap))
+    if (!parse_our_header(t, line, len, err))
       return fail_open(t);
     return t;
   }
   if (!is_csv_header(line, len)) {
-    ol_set_error(err, cap, "%s:1: unknown trace format (expected the header '# %s' or '%s1')",
+    ol_fail(err, OL_EXIT_USAGE, "%s:1: unknown trace format (expected the header '# %s' or '%s1')",
         path, HEADER_COLUMNS, OUR_MAGIC);
     return fail_open(t);
   }
@@ -346,37 +348,39 @@ static const char *shown(field_t f, char *out, size_t cap)
 }
 
 static int parse_event(ol_trace_t *t, const char *line, size_t len, ol_trace_event_t *ev,
-                       char *err, size_t cap)
+                       ol_error_t *err)
 {
   field_t f[6];
   char tmp[40];
   unsigned long long at = (unsigned long long)t->line;
   int count = split_fields(line, len, f);
   if (count < 6) {
-    ol_set_error(err, cap, "%s:%llu: missing fields: %d of 6 (%s)", t->path, at, count, HEADER_COLUMNS);
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: missing fields: %d of 6 (%s)", t->path, at, count,
+            HEADER_COLUMNS);
     return -1;
   }
   if (!parse_decimal(f[0], &ev->time_us)) {
-    ol_set_error(err, cap, "%s:%llu: time_us '%s' is not a decimal number", t->path, at,
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: time_us '%s' is not a decimal number", t->path, at,
         shown(f[0], tmp, sizeof tmp));
     return -1;
   }
   if (!parse_action(f[1], &ev->action)) {
-    ol_set_error(err, cap, "%s:%llu: bad action '%s'", t->path, at, shown(f[1], tmp, sizeof tmp));
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: bad action '%s'", t->path, at,
+            shown(f[1], tmp, sizeof tmp));
     return -1;
   }
   if (!parse_hex(f[2], &ev->addr)) {
-    ol_set_error(err, cap, "%s:%llu: addr '%s' is not a hex address (0x...)", t->path, at,
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: addr '%s' is not a hex address (0x...)", t->path, at,
         shown(f[2], tmp, sizeof tmp));
     return -1;
   }
   if (!parse_decimal(f[3], &ev->size) || ev->size > INT64_MAX) {
-    ol_set_error(err, cap, "%s:%llu: size '%s' %s", t->path, at, shown(f[3], tmp, sizeof tmp),
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: size '%s' %s", t->path, at, shown(f[3], tmp, sizeof tmp),
         all_digits(f[3]) ? "overflows (more than 2^63-1 bytes)" : "is not a decimal number");
     return -1;
   }
   if (!parse_decimal(f[4], &ev->stream)) {
-    ol_set_error(err, cap, "%s:%llu: stream '%s' is not a decimal number", t->path, at,
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: stream '%s' is not a decimal number", t->path, at,
         shown(f[4], tmp, sizeof tmp));
     return -1;
   }
@@ -435,7 +439,7 @@ static bool add_site(site_table_t *table, field_t text)
 }
 
 /* "site,DEVICE,NUMBER,FRAMES": numbers go 0, 1, 2, ... per device. */
-static int parse_site_line(ol_trace_t *t, const char *line, size_t len, char *err, size_t cap)
+static int parse_site_line(ol_trace_t *t, const char *line, size_t len, ol_error_t *err)
 {
   field_t f[4];
   char tmp[40];
@@ -443,29 +447,29 @@ static int parse_site_line(ol_trace_t *t, const char *line, size_t len, char *er
   int device;
   uint64_t id;
   if (split_n(line, len, f, 4) < 4) {
-    ol_set_error(err, cap, "%s:%llu: a site line is site,DEVICE,NUMBER,FRAMES", t->path, at);
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: a site line is site,DEVICE,NUMBER,FRAMES", t->path, at);
     return -1;
   }
   if (!parse_device(f[1], &device)) {
-    ol_set_error(err, cap, "%s:%llu: device '%s' is not a number below %d", t->path, at,
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: device '%s' is not a number below %d", t->path, at,
         shown(f[1], tmp, sizeof tmp), OL_TRACE_MAX_DEVICES);
     return -1;
   }
   site_table_t *table = &t->sites[device];
   if (!parse_decimal(f[2], &id) || id != table->count || id >= MAX_SITES_PER_DEVICE) {
-    ol_set_error(err, cap, "%s:%llu: site '%s' out of order (device %d's next site is %zu)",
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: site '%s' out of order (device %d's next site is %zu)",
         t->path, at, shown(f[2], tmp, sizeof tmp), device, table->count);
     return -1;
   }
   if (!add_site(table, f[3])) {
-    ol_set_error(err, cap, "%s:%llu: out of host memory", t->path, at);
+    ol_fail(err, OL_EXIT_FAILURE, "%s:%llu: out of host memory", t->path, at);
     return -1;
   }
   return 0;
 }
 
 /* "device,DEVICE,CAPACITY" */
-static int parse_device_line(ol_trace_t *t, const char *line, size_t len, char *err, size_t cap)
+static int parse_device_line(ol_trace_t *t, const char *line, size_t len, ol_error_t *err)
 {
   field_t f[4];
   char tmp[40];
@@ -473,11 +477,11 @@ static int parse_device_line(ol_trace_t *t, const char *line, size_t len, char *
   uint64_t bytes;
   unsigned long long at = (unsigned long long)t->line;
   if (split_n(line, len, f, 4) != 3) {
-    ol_set_error(err, cap, "%s:%llu: a device line is device,DEVICE,CAPACITY", t->path, at);
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: a device line is device,DEVICE,CAPACITY", t->path, at);
     return -1;
   }
   if (!parse_device(f[1], &device) || !parse_decimal(f[2], &bytes)) {
-    ol_set_error(err, cap, "%s:%llu: bad device line (device '%s')", t->path, at,
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: bad device line (device '%s')", t->path, at,
         shown(f[1], tmp, sizeof tmp));
     return -1;
   }
@@ -486,8 +490,7 @@ static int parse_device_line(ol_trace_t *t, const char *line, size_t len, char *
 }
 
 /* The site column: empty for none, else a site defined earlier. */
-static int resolve_site(ol_trace_t *t, field_t f, int device, ol_trace_event_t *ev, char *err,
-                        size_t cap)
+static int resolve_site(ol_trace_t *t, field_t f, int device, ol_trace_event_t *ev, ol_error_t *err)
 {
   char tmp[40];
   uint64_t id;
@@ -497,7 +500,7 @@ static int resolve_site(ol_trace_t *t, field_t f, int device, ol_trace_event_t *
     return 0;
   const site_table_t *table = &t->sites[device];
   if (!parse_decimal(f, &id) || id >= table->count) {
-    ol_set_error(err, cap, "%s:%llu: site '%s' of device %d is not defined", t->path,
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: site '%s' of device %d is not defined", t->path,
         (unsigned long long)t->line, shown(f, tmp, sizeof tmp), device);
     return -1;
   }
@@ -508,14 +511,15 @@ static int resolve_site(ol_trace_t *t, field_t f, int device, ol_trace_event_t *
 
 /* "time_us,action,addr,size,stream,site,device" */
 static int parse_our_event(ol_trace_t *t, const char *line, size_t len, ol_trace_event_t *ev,
-                           char *err, size_t cap)
+                           ol_error_t *err)
 {
   field_t f[8];
   char tmp[40];
   unsigned long long at = (unsigned long long)t->line;
   int count = split_n(line, len, f, 8);
   if (count != 7) {
-    ol_set_error(err, cap, "%s:%llu: %d fields, expected 7 (%s)", t->path, at, count, OUR_COLUMNS);
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: %d fields, expected 7 (%s)", t->path, at, count,
+            OUR_COLUMNS);
     return -1;
   }
   /* The first five columns are the CSV's, parsed as it parses them. */
@@ -529,17 +533,17 @@ static int parse_our_event(ol_trace_t *t, const char *line, size_t len, ol_trace
   };
   for (int i = 0; i < 5; i++) {
     if (!ok[i]) {
-      ol_set_error(err, cap, "%s:%llu: bad %s '%s'", t->path, at, names[i],
+      ol_fail(err, OL_EXIT_USAGE, "%s:%llu: bad %s '%s'", t->path, at, names[i],
           shown(f[i], tmp, sizeof tmp));
       return -1;
     }
   }
   if (!parse_device(f[6], &ev->device)) {
-    ol_set_error(err, cap, "%s:%llu: device '%s' is not a number below %d", t->path, at,
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: device '%s' is not a number below %d", t->path, at,
         shown(f[6], tmp, sizeof tmp), OL_TRACE_MAX_DEVICES);
     return -1;
   }
-  if (resolve_site(t, f[5], ev->device, ev, err, cap) < 0)
+  if (resolve_site(t, f[5], ev->device, ev, err) < 0)
     return -1;
   ev->line = t->line;
   return 1;
@@ -547,29 +551,29 @@ static int parse_our_event(ol_trace_t *t, const char *line, size_t len, ol_trace
 
 /* 1 an event, 0 a definition line (read on), -1 an error. */
 static int parse_our_line(ol_trace_t *t, const char *line, size_t len, ol_trace_event_t *ev,
-                          char *err, size_t cap)
+                          ol_error_t *err)
 {
   if (starts_with(line, len, "site,"))
-    return parse_site_line(t, line, len, err, cap);
+    return parse_site_line(t, line, len, err);
   if (starts_with(line, len, "device,"))
-    return parse_device_line(t, line, len, err, cap);
-  return parse_our_event(t, line, len, ev, err, cap);
+    return parse_device_line(t, line, len, err);
+  return parse_our_event(t, line, len, ev, err);
 }
 
-int ol_trace_next(ol_trace_t *t, ol_trace_event_t *ev, char *err, size_t cap)
+int ol_trace_next(ol_trace_t *t, ol_trace_event_t *ev, ol_error_t *err)
 {
   for (;;) {
     const char *line;
     size_t len;
-    int got = next_line(t, &line, &len, err, cap);
+    int got = next_line(t, &line, &len, err);
     if (got <= 0)
       return got;
     /* Blank lines and later '#' comments carry no event. */
     if (len == 0 || line[0] == '#')
       continue;
     if (t->format == OL_TRACE_FORMAT_CSV)
-      return parse_event(t, line, len, ev, err, cap);
-    int got_event = parse_our_line(t, line, len, ev, err, cap);
+      return parse_event(t, line, len, ev, err);
+    int got_event = parse_our_line(t, line, len, ev, err);
     if (got_event != 0)
       return got_event;
   }

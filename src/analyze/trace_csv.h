@@ -15,7 +15,9 @@
  * "unknown trace format".
  *
  * Every error message names the file and, for a bad line, its number:
- *   "t.csv.gz:7: bad action 'alloc2'" */
+ *   "t.csv.gz:7: bad action 'alloc2'"
+ * and carries OL_EXIT_USAGE (a bad input file), or OL_EXIT_FAILURE when
+ * the host ran out of memory reading it. */
 #ifndef OL_TRACE_CSV_H
 #define OL_TRACE_CSV_H
 
@@ -38,13 +40,13 @@ typedef enum ol_trace_format {
 
 typedef struct ol_trace ol_trace_t;
 
-/* Opens a trace and reads its header. NULL with a message in err when the
+/* Opens a trace and reads its header. NULL with the error in err when the
  * file cannot be opened, is empty, or is not a trace we know. */
-ol_trace_t *ol_trace_open(const char *path, char *err, size_t err_cap);
+ol_trace_t *ol_trace_open(const char *path, ol_error_t *err);
 
-/* 1 and *event filled; 0 at the end of the trace; -1 with a message in err
+/* 1 and *event filled; 0 at the end of the trace; -1 with the error in err
  * for a malformed line or a read error (the trace is unusable after that). */
-int ol_trace_next(ol_trace_t *trace, ol_trace_event_t *event, char *err, size_t err_cap);
+int ol_trace_next(ol_trace_t *trace, ol_trace_event_t *event, ol_error_t *err);
 
 void ol_trace_close(ol_trace_t *trace); /* NULL is fine */
 

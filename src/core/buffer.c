@@ -1,6 +1,7 @@
 /* buffer.c: growable text for reports. An allocation failure marks the
  * buffer failed instead of aborting, and the writer then refuses to publish
- * a half-written report. */
+ * a half-written report. Also the offline code's error (ol_error_t): a
+ * message and the exit status it calls for. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,13 +62,14 @@ void ol_buf_free(ol_buf_t *buf)
   memset(buf, 0, sizeof *buf);
 }
 
-void ol_set_error(char *err, size_t cap, const char *fmt, ...)
+void ol_fail(ol_error_t *err, int status, const char *fmt, ...)
 {
-  if (!err || cap == 0)
+  if (!err)
     return;
+  err->status = status;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(err, cap, fmt, ap);
+  vsnprintf(err->text, sizeof err->text, fmt, ap);
   va_end(ap);
 }
 
@@ -98,4 +100,12 @@ void ol_frame_join_json(const char *frame, void *join)
   ol_frame_join_t *j = join;
   ol_buf_printf(j->out, "%s", j->count++ ? ", " : "");
   ol_buf_json_string(j->out, frame);
+}
+
+void ol_error_clear(ol_error_t *err)
+{
+  if (err) {
+    err->status = OL_EXIT_OK;
+    err->text[0] = '\0';
+  }
 }

@@ -77,7 +77,6 @@ void ol_options_print(FILE *out);
 bool ol_options_defaults_valid(void);
 bool ol_parse_bool(const char *text, bool *out);
 bool ol_parse_size(const char *text, uint64_t *out);
-bool ol_split_option(const char **arg, const char **value, char *name, size_t cap);
 
 /* ---- buffer.c: growable text for reports ------------------------------ */
 typedef struct ol_buf {
@@ -89,8 +88,23 @@ typedef struct ol_buf {
 void ol_buf_printf(ol_buf_t *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ol_buf_json_string(ol_buf_t *buf, const char *text);
 void ol_buf_free(ol_buf_t *buf);
-/* Writes a message into a caller's error buffer; err may be NULL, cap 0. */
-void ol_set_error(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Exit statuses, one definition for the whole project. The offline code
+ * hands its errors back as an ol_error_t carrying one of them, and the
+ * command line exits with it: never chosen by reading the message. */
+#define OL_EXIT_OK 0
+#define OL_EXIT_FAILURE 1 /* our own failure: out of host memory, cannot write the output */
+#define OL_EXIT_USAGE 2   /* a bad command line or a bad input file */
+
+typedef struct ol_error {
+  int status;     /* OL_EXIT_*: what the error calls for */
+  char text[512]; /* one line, naming the file (and line) or the option */
+} ol_error_t;
+
+/* Sets *err to status and the formatted message (cut short if need be);
+ * err may be NULL, when no one wants the message. */
+void ol_fail(ol_error_t *err, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* No error: status OL_EXIT_OK, empty text; NULL is fine. */
+void ol_error_clear(ol_error_t *err);
 
 /* ---- lock.c: a mutex of one futex word, its fast paths inline -------- */
 typedef struct ol_lock {

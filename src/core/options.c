@@ -101,34 +101,85 @@ bool ol_parse_bool(const char *text, bool *out)
   return false;
 }
 
-/* Sizes: a decimal count of bytes, optionally followed by K, M, G or T
- * (powers of 1024, an optional trailing "iB" or "B"); overflow is an error. */
+/* Digits at *p as a number, *p moved past them; false on overflow. */
+static bool take_digits(const char **p, uint64_t *out)
+{
+  uint64_t n = 0;
+  for (; **p >= '0' && **p <= '9'; (*p)++) {
+    unsigned d = (unsigned)(**p - '0');
+    if (n > (UINT64_MAX - d) / 10)
+      return false;
+    n = n * 10 + d;
+  }
+  *out = n;
+  return true;
+}
+
+/* round(0.DIGITS * 2^shift), exactly: the fraction's digits (at most 18
+ * count, far below a byte even of a T) by long division. */
+static uint64_t fraction_bytes(const char *digits, size_t len, unsigned shift)
+{
+  uint64_t num = 0, den = 1;
+  for (size_t i = 0; i < len && i < 18; i++) {
+    num = num * 10 + (uint64_t)(digits[i] - '0');
+    den *= 10;
+  }
+  uint64_t q = 0;
+  for (unsigned i = 0; i < shift; i++) { /* num < den <= 1e18: 2 * num fits */
+    num *= 2;
+    q = q * 2 + (num >= den);
+    if (num >= den)
+      num -= den;
+  }
+  return q + (2 * num >= den);
+}
+
+/* Sizes, the one grammar of every size in oomlens (OOMLENS_* variables and
+ * command-line flags alike): a decimal count of bytes ("100", "512B"), or a
+ * number with K, M, G or T (powers of 1024, any case), which may have a
+ * fraction ("1.5G", "0.5T", "139.8G", rounded to the nearest byte), and an
+ * optional trailing "B" or "iB". Empty, negative, overflowing, a fraction
+ * of a byte, spaces and trailing junk are errors. */
 bool ol_parse_size(const char *text, uint64_t *out)
 {
   if (!text || *text < '0' || *text > '9')
     return false;
-  errno = 0;
-  char *end;
-  unsigned long long n = strtoull(text, &end, 10);
-  if (errno == ERANGE)
+  const char *p = text;
+  uint64_t whole;
+  if (!take_digits(&p, &whole))
     return false;
+  const char *fraction = NULL;
+  size_t fraction_len = 0;
+  if (*p == '.') {
+    fraction = ++p;
+    while (*p >= '0' && *p <= '9')
+      p++;
+    fraction_len = (size_t)(p - fraction);
+    if (fraction_len == 0)
+      return false;
+  }
   unsigned shift = 0;
-  switch (*end) {
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
-  case 't': case 'T': shift = 40; end++; break;
+  switch (*p) {
+  case 'k': case 'K': shift = 10; break;
+  case 'm': case 'M': shift = 20; break;
+  case 'g': case 'G': shift = 30; break;
+  case 't': case 'T': shift = 40; break;
   default: break;
   }
-  if (shift && (strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0))
-    end += strlen(end);
-  else if (!shift && strcasecmp(end, "b") == 0)
-    end++;
-  if (*end != '\0')
+  p += shift != 0;
+  if (shift && strcasecmp(p, "ib") == 0)
+    p += 2;
+  else if (strcasecmp(p, "b") == 0)
+    p++;
+  if (*p != '\0' || (fraction && !shift))
     return false;
-  if (shift && n > (UINT64_MAX >> shift))
+  if (shift && whole > (UINT64_MAX >> shift))
     return false;
-  *out = (uint64_t)n << shift;
+  uint64_t bytes = whole << shift;
+  uint64_t part = fraction ? fraction_bytes(fraction, fraction_len, shift) : 0;
+  if (part > UINT64_MAX - bytes)
+    return false;
+  *out = bytes + part;
   return true;
 }
 
@@ -249,19 +300,5 @@ bool ol_options_defaults_valid(void)
     if (!parse_value(&copy, copy.default_text))
       return false;
   }
-  return true;
-}
-
-/* Command lines take "--name value" and "--name=value": splits the second
- * form into name (copied into the caller's buffer) and value. False, and
- * nothing changed, for anything else. */
-bool ol_split_option(const char **arg, const char **value, char *name, size_t cap)
-{
-  const char *a = *arg, *eq = strchr(a, '=');
-  if (a[0] != '-' || a[1] != '-' || !eq || (size_t)(eq - a) >= cap)
-    return false;
-  snprintf(name, cap, "%.*s", (int)(eq - a), a);
-  *arg = name;
-  *value = eq + 1;
   return true;
 }

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core.h"
 #include "trace_csv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -20,14 +21,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     close(fd);
     return 0;
   }
-  char path[64], err[256];
+  char path[64];
+  ol_error_t err;
   snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  ol_trace_t *trace = ol_trace_open(path, err, sizeof err);
+  ol_trace_t *trace = ol_trace_open(path, &err);
   if (trace) {
     ol_trace_event_t ev;
     uint64_t last_line = 1;
     int rc;
-    while ((rc = ol_trace_next(trace, &ev, err, sizeof err)) == 1) {
+    while ((rc = ol_trace_next(trace, &ev, &err)) == 1) {
       /* What the reader promises its callers: lines only go forward, the
        * action is one it names, the device is in range, the frames lie in
        * memory it owns. */

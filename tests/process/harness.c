@@ -95,12 +95,13 @@ void harness_play_trace(harness_run_t *run, const char *name, const char *const 
 
 ol_json_t *harness_report(pid_t pid)
 {
-  char path[PATH_MAX + 32], err[256];
+  char path[PATH_MAX + 32];
+  ol_error_t err;
   snprintf(path, sizeof path, "%s/r-%ld.json", dir, (long)pid);
   if (access(path, F_OK) != 0)
     return NULL;
-  ol_json_t *root = ol_json_parse_file(path, err, sizeof err);
-  ck_assert_msg(root, "report %s does not parse: %s", path, err);
+  ol_json_t *root = ol_json_parse_file(path, &err);
+  ck_assert_msg(root, "report %s does not parse: %s", path, err.text);
   return root;
 }
 

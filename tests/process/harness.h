@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "json.h"
+#include "core.h"
 
 typedef struct harness_run {
   int status;  /* exit status, or 128 + signal */

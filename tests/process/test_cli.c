@@ -138,6 +138,58 @@ START_TEST(run_stacks_and_trace_flags)
 }
 END_TEST
 
+/* --capacity takes the one size grammar (fractions too) and passes the
+ * size on as written: the library reads OOMLENS_CAPACITY with the same
+ * parser. Every option takes its value after '=' as well. */
+START_TEST(run_capacity_and_equals_values)
+{
+  harness_run_t run;
+  const char *unset[] = {"OOMLENS_CAPACITY=", "OOMLENS_TRACE=", "OOMLENS_REPORT=", NULL};
+  const char *echo = "echo \"[$OOMLENS_CAPACITY][$OOMLENS_TRACE][$OOMLENS_REPORT]\"";
+  cli(&run, unset, (const char *[]){"run", "--capacity", "1.5G", "--", "sh", "-c", echo, NULL});
+  ck_assert_msg(run.status == 0, "%s", run.out);
+  ck_assert_ptr_nonnull(strstr(run.out, "[1.5G][][]"));
+  cli(&run, unset,
+      (const char *[]){"run", "--capacity=0.5T", "--trace=t.trace", "--report=r-%p.txt", "sh",
+                       "-c", echo, NULL});
+  ck_assert_msg(run.status == 0, "%s", run.out);
+  ck_assert_ptr_nonnull(strstr(run.out, "[0.5T][t.trace][r-%p.txt]"));
+  /* The job's own options are its own: options end at the command. */
+  cli(&run, unset, (const char *[]){"run", "sh", "-c", "echo \"[$0]\"", "--capacity", NULL});
+  ck_assert_msg(run.status == 0, "%s", run.out);
+  ck_assert_ptr_nonnull(strstr(run.out, "[--capacity]"));
+}
+END_TEST
+
+/* One line naming the option, exit status 2. */
+START_TEST(run_usage_messages)
+{
+  static const struct {
+    const char *args[6];
+    const char *message;
+  } cases[] = {
+    {{"run", "--bogus", "--", "true"},
+     "oomlens run: unknown option --bogus (see oomlens run --help)"},
+    {{"run", "--capacity"}, "oomlens run: --capacity needs a value"},
+    {{"run", "--capacity", "1.5", "--", "true"}, "bad size '1.5' for --capacity"},
+    {{"run", "--capacity=0", "--", "true"}, "bad size '0' for --capacity"},
+    {{"run", "--capacity=2Q", "--", "true"}, "bad size '2Q' for --capacity"},
+    {{"run", "--trace="}, "bad value '' for --trace"},
+    {{"run", "--stacks=1", "--", "true"}, "unknown option --stacks=1"},
+    {{"run", "--"}, "oomlens run: no command given"},
+    {{"--bogus"}, "oomlens: unknown option --bogus (see oomlens --help)"},
+    {{"frobnicate"}, "oomlens: unknown command 'frobnicate'"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    harness_run_t run;
+    cli(&run, NULL, cases[i].args);
+    ck_assert_msg(run.status == 2, "%s: exit %d", cases[i].message, run.status);
+    ck_assert_msg(strstr(run.out, cases[i].message), "want '%s' in '%s'", cases[i].message,
+                  run.out);
+  }
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
   Suite *s = suite_create("cli");
@@ -152,6 +204,8 @@ static Suite *cli_suite(void)
   tcase_add_test(tc, run_appends_to_ld_preload);
   tcase_add_test(tc, run_job_writes_report);
   tcase_add_test(tc, run_stacks_and_trace_flags);
+  tcase_add_test(tc, run_capacity_and_equals_values);
+  tcase_add_test(tc, run_usage_messages);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -340,10 +340,11 @@ START_TEST(forked_child_never_overwrites_parent)
   harness_run_t run;
   harness_exec(&run, true, env, argv);
   ck_assert_int_eq(run.status, 0);
-  char err[256], json[PATH_MAX + 32];
+  char json[PATH_MAX + 32];
+  ol_error_t err;
   snprintf(json, sizeof json, "%s/fixed.json", harness_dir());
-  ol_json_t *parent = ol_json_parse_file(json, err, sizeof err);
-  ck_assert_msg(parent, "%s", err);
+  ol_json_t *parent = ol_json_parse_file(json, &err);
+  ck_assert_msg(parent, "%s", err.text);
   ck_assert_int_eq(harness_int(parent, "pid"), run.pid);
   ck_assert_int_eq(harness_int(parent, STAT("allocated_bytes.all.peak")), 3 * MiB);
   ol_json_free(parent);
@@ -353,7 +354,8 @@ END_TEST
 
 START_TEST(signal_writes_report_and_job_continues)
 {
-  char path[PATH_MAX + 32], err[256];
+  char path[PATH_MAX + 32];
+  ol_error_t err;
   const char *env[] = {"OOMLENS_REPORT_AT_EXIT=0", NULL};
   harness_run_t run;
   /* The program waits for its own report to appear after raising SIGUSR1;
@@ -366,8 +368,8 @@ START_TEST(signal_writes_report_and_job_continues)
   harness_exec(&run, true, env2, argv);
   ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
   snprintf(path, sizeof path, "%s/signal.json", harness_dir());
-  ol_json_t *r = ol_json_parse_file(path, err, sizeof err);
-  ck_assert_msg(r, "%s", err);
+  ol_json_t *r = ol_json_parse_file(path, &err);
+  ck_assert_msg(r, "%s", err.text);
   ck_assert_str_eq(ol_json_string(ol_json_path(r, "reason")), "signal");
   ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.current")), 5 * MiB);
   ol_json_free(r);

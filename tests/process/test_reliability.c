@@ -288,10 +288,11 @@ START_TEST(format_directives_stay_text)
   ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
   ck_assert_msg(strstr(run.out, "OOMLENS_STACK_DEPTH=\"%n%s%x%s\""), "%s", run.out);
   ck_assert_msg(strstr(run.out, "OOMLENS_JSON=\"%n%n%n%s\""), "%s", run.out);
-  char path[PATH_MAX + 64], err[256];
+  char path[PATH_MAX + 64];
+  ol_error_t err;
   snprintf(path, sizeof path, "%s/r%%n%%s%%x%%d-%ld.json", harness_dir(), (long)run.pid);
-  ol_json_t *r = ol_json_parse_file(path, err, sizeof err);
-  ck_assert_msg(r, "%s: %s\n%s", path, err, run.out);
+  ol_json_t *r = ol_json_parse_file(path, &err);
+  ck_assert_msg(r, "%s: %s\n%s", path, err.text, run.out);
   const char *command = ol_json_string(ol_json_path(r, "command"));
   ck_assert_msg(command && strstr(command, "runtime %n%s%x%n%s%s"), "command: %s", command);
   ol_json_free(r);

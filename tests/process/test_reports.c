@@ -210,6 +210,30 @@ START_TEST(usage_errors)
 }
 END_TEST
 
+/* --html=OUT as well as --html OUT; a page that cannot be written is our
+ * own failure (exit 1), a file that is not a report the input's (exit 2). */
+START_TEST(html_equals_and_status)
+{
+  char out[PATH_MAX + 32], arg[PATH_MAX + 40];
+  snprintf(out, sizeof out, "%s/eq.html", harness_dir());
+  snprintf(arg, sizeof arg, "--html=%s", out);
+  harness_run_t run;
+  cli(&run, (const char *[]){"report", arg, fixture("rank1.json"), NULL});
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  ck_assert_int_eq(access(out, F_OK), 0);
+  snprintf(arg, sizeof arg, "--html=%s/no/dir/x.html", harness_dir());
+  cli(&run, (const char *[]){"report", fixture("rank1.json"), arg, NULL});
+  ck_assert_msg(run.status == 1, "exit %d:\n%s", run.status, run.out);
+  ck_assert_ptr_nonnull(strstr(run.out, "oomlens report: cannot write "));
+  cli(&run, (const char *[]){"report", "--html=", fixture("rank1.json"), NULL});
+  ck_assert_int_eq(run.status, 2);
+  ck_assert_ptr_nonnull(strstr(run.out, "bad value '' for --html"));
+  cli(&run, (const char *[]){"merge", "--json=yes", fixture("rank1.json"), NULL});
+  ck_assert_int_eq(run.status, 2);
+  ck_assert_ptr_nonnull(strstr(run.out, "unknown option --json=yes"));
+}
+END_TEST
+
 /* Rank 2 ran out 0.25 s before rank 1 (the fixtures' first_oom_time_unix);
  * rank 0 peaked at 144 MiB, the others at 1 GiB. */
 START_TEST(merge_table)
@@ -273,10 +297,11 @@ END_TEST
  * what `oomlens replay` finds for the same trace (4831838208 bytes). */
 START_TEST(report_from_a_trace)
 {
-  char path[PATH_MAX], err[256];
+  char path[PATH_MAX];
+  ol_error_t err;
   snprintf(path, sizeof path, "%s/oom_activations.csv.gz", harness_env("OOMLENS_TEST_DATA"));
   ol_view_t v;
-  ck_assert_msg(ol_view_load(&v, path, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(ol_view_load(&v, path, &err) == 0, "%s", err.text);
   const ol_view_device_t *d = &v.devices[0];
   ck_assert_int_eq(d->stats.allocated_bytes[OL_POOL_ALL].peak, 12482133056ll);
   ck_assert_int_gt(d->stats.reserved_bytes[OL_POOL_ALL].peak, 12482133056ll);
@@ -493,6 +518,7 @@ static Suite *reports_suite(void)
   tcase_add_test(report, format_1_0_still_reads);
   tcase_add_loop_test(report, not_ours_exits_2, 0, sizeof bad_files / sizeof *bad_files);
   tcase_add_test(report, usage_errors);
+  tcase_add_test(report, html_equals_and_status);
   tcase_add_test(report, report_from_a_trace);
   suite_add_tcase(s, report);
   TCase *merge = tcase_create("merge");

@@ -73,13 +73,14 @@ static void summarize(const char *path, trace_summary_t *s)
 {
   memset(s, 0, sizeof *s);
   scan_lines(path, s);
-  char err[512], last_activation[1024] = "";
-  ol_trace_t *t = ol_trace_open(path, err, sizeof err);
-  ck_assert_msg(t, "%s", err);
+  char last_activation[1024] = "";
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(path, &err);
+  ck_assert_msg(t, "%s", err.text);
   ck_assert_int_eq(ol_trace_format(t), OL_TRACE_FORMAT_OOMLENS);
   ol_trace_event_t ev;
   int got;
-  while ((got = ol_trace_next(t, &ev, err, sizeof err)) == 1) {
+  while ((got = ol_trace_next(t, &ev, &err)) == 1) {
     s->events++;
     s->actions[ev.action]++;
     s->events_with_frames += ev.frames_len > 0;
@@ -95,7 +96,7 @@ static void summarize(const char *path, trace_summary_t *s)
       snprintf(s->activation_frames, sizeof s->activation_frames, "%s", frames);
     }
   }
-  ck_assert_msg(got == 0, "%s", err);
+  ck_assert_msg(got == 0, "%s", err.text);
   ol_trace_close(t);
 }
 
@@ -103,9 +104,9 @@ static int64_t replayed_peak(const char *path)
 {
   ol_policy_options_t options = {.capacity = 1ull << 40};
   ol_replay_result_t result;
-  char err[512];
-  ck_assert_msg(ol_replay_file(path, ol_policy_find("oomlens"), &options, &result, err,
-                               sizeof err) == 0, "%s", err);
+  ol_error_t err;
+  ck_assert_msg(ol_replay_file(path, ol_policy_find("oomlens"), &options, &result, &err) == 0,
+                "%s", err.text);
   int64_t peak = result.peak_requested;
   ol_replay_result_free(&result);
   return peak;

@@ -1,6 +1,6 @@
 /* test_estimate.c: `oomlens estimate`'s model on hand-computed cases, ZeRO,
  * checkpointing, the largest batch, calibration, the GPT-2 trace's measured
- * peak, and the parsing of its command line. */
+ * peak, and the parsing of its command line (tools/estimate_cmd.c). */
 #include <check.h>
 
 #include "check_run.h"
@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commands.h" /* tools/: estimate's command line */
 #include "estimate.h"
+#include "core.h"
 
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
@@ -16,8 +18,8 @@
 static ol_estimate_t run(const ol_estimate_input_t *in)
 {
   ol_estimate_t e;
-  char err[128];
-  ck_assert_msg(ol_estimate(in, &e, err, sizeof err), "%s", err);
+  ol_error_t err;
+  ck_assert_msg(ol_estimate(in, &e, &err), "%s", err.text);
   return e;
 }
 
@@ -289,9 +291,10 @@ START_TEST(from_peak_gives_per_sample)
   ck_assert(e.calibrated_per_sample && !e.calibrated_persistent);
   ck_assert_uint_eq(e.per_sample, 1000);
   in.from_peak = model.persistent; /* nothing left per sample */
-  char err[128];
-  ck_assert(!ol_estimate(&in, &e, err, sizeof err));
-  ck_assert_ptr_nonnull(strstr(err, "--from-peak"));
+  ol_error_t err;
+  ck_assert(!ol_estimate(&in, &e, &err));
+  ck_assert_ptr_nonnull(strstr(err.text, "measured peak")); /* the model names no flags */
+  ck_assert_int_eq(err.status, OL_EXIT_USAGE);
 }
 END_TEST
 
@@ -318,7 +321,7 @@ START_TEST(advice_when_it_does_not_fit)
 }
 END_TEST
 
-/* ---- parsing ------------------------------------------------------------ */
+/* ---- parsing (tools/estimate_cmd.c; sizes are ol_parse_size's) --------- */
 
 typedef struct {
   const char *text;
@@ -354,13 +357,13 @@ START_TEST(parse_bytes_table)
 {
   const count_case_t *c = &bytes_cases[_i];
   uint64_t v = 0;
-  ck_assert_msg(ol_estimate_parse_bytes(c->text, &v) == c->ok, "'%s'", c->text);
+  ck_assert_msg(ol_parse_size(c->text, &v) == c->ok, "'%s'", c->text);
   if (c->ok)
     ck_assert_uint_eq(v, c->value);
 }
 END_TEST
 
-static int parse(const char *line, ol_estimate_args_t *a, char *err, size_t cap)
+static int parse(const char *line, ol_estimate_args_t *a, ol_error_t *err)
 {
   char copy[512];
   char *argv[32];
@@ -368,18 +371,18 @@ static int parse(const char *line, ol_estimate_args_t *a, char *err, size_t cap)
   snprintf(copy, sizeof copy, "%s", line);
   for (char *w = strtok(copy, " "); w && argc < 32; w = strtok(NULL, " "))
     argv[argc++] = w;
-  return ol_estimate_parse_args(argc, argv, a, err, cap);
+  return ol_estimate_parse_args(argc, argv, a, err);
 }
 
 START_TEST(parse_args_full_line)
 {
   ol_estimate_args_t a;
-  char err[128] = "";
+  ol_error_t err;
   ck_assert_int_eq(parse("--params 124M --batch=16 --seq 1024 --hidden 768 --layers 12 "
                          "--heads 12 --vocab 50257 --precision fp32 --optimizer adam8bit "
                          "--checkpointing full --attention eager --gelu eager --zero 2 "
                          "--gpus 8 --capacity 24G --headroom 30% --json",
-                         &a, err, sizeof err),
+                         &a, &err),
                    0);
   ck_assert_uint_eq(a.in.params, 124000000);
   ck_assert_uint_eq(a.in.batch, 16);
@@ -390,7 +393,26 @@ START_TEST(parse_args_full_line)
   ck_assert_uint_eq(a.in.gpus, 8);
   ck_assert_uint_eq(a.in.capacity, 24 * GIB);
   ck_assert(a.in.headroom > 0.299 && a.in.headroom < 0.301);
-  ck_assert(parse("--help", &a, err, sizeof err) == 0 && a.help);
+  ck_assert(parse("--help", &a, &err) == 0 && a.help);
+}
+END_TEST
+
+/* The one size grammar, and values after '=', as every command has them. */
+START_TEST(parse_args_sizes_and_equals)
+{
+  ol_estimate_args_t a;
+  ol_error_t err;
+  ck_assert_int_eq(parse("--params=1.5B --capacity=1.5G --from-peak 0.5G --at-batch=2 "
+                         "--headroom=25% --precision=fp16 --offload",
+                         &a, &err),
+                   0);
+  ck_assert_uint_eq(a.in.params, 1500000000);
+  ck_assert_uint_eq(a.in.capacity, 3 * GIB / 2);
+  ck_assert_uint_eq(a.in.from_peak, GIB / 2);
+  ck_assert_uint_eq(a.in.at_batch, 2);
+  ck_assert(a.in.headroom > 0.249 && a.in.headroom < 0.251);
+  ck_assert_int_eq(a.in.precision, OL_PREC_FP16);
+  ck_assert(a.in.offload && !a.json);
 }
 END_TEST
 
@@ -410,15 +432,19 @@ static const bad_case_t bad_cases[] = {
   {"--frobnicate 1", "unknown option"},
   {"--frobnicate", "unknown option"},
   {"gpt2", "unexpected argument"},
+  {"--capacity=1.5", "bad value '1.5' for --capacity"},
+  {"--json=1", "unknown option --json=1"},
+  {"--gelu=", "bad value '' for --gelu: expected fused or eager"},
 };
 
 START_TEST(parse_args_errors)
 {
   const bad_case_t *c = &bad_cases[_i];
   ol_estimate_args_t a;
-  char err[128] = "";
-  ck_assert_int_eq(parse(c->line, &a, err, sizeof err), -1);
-  ck_assert_msg(strstr(err, c->message), "'%s' gave '%s'", c->line, err);
+  ol_error_t err;
+  ck_assert_int_eq(parse(c->line, &a, &err), -1);
+  ck_assert_msg(strstr(err.text, c->message), "'%s' gave '%s'", c->line, err.text);
+  ck_assert_int_eq(err.status, OL_EXIT_USAGE);
 }
 END_TEST
 
@@ -437,10 +463,11 @@ START_TEST(estimate_input_errors)
   for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
     ol_estimate_args_t a;
     ol_estimate_t e;
-    char err[128] = "";
-    ck_assert_int_eq(parse(lines[i], &a, err, sizeof err), 0);
-    ck_assert_msg(!ol_estimate(&a.in, &e, err, sizeof err), "'%s' estimated", lines[i]);
-    ck_assert_msg(err[0] != '\0', "'%s' gave no message", lines[i]);
+    ol_error_t err;
+    ck_assert_int_eq(parse(lines[i], &a, &err), 0);
+    ck_assert_msg(!ol_estimate(&a.in, &e, &err), "'%s' estimated", lines[i]);
+    ck_assert_msg(err.text[0] != '\0', "'%s' gave no message", lines[i]);
+    ck_assert_int_eq(err.status, OL_EXIT_USAGE);
   }
 }
 END_TEST
@@ -476,6 +503,7 @@ static Suite *estimate_suite(void)
   tcase_add_loop_test(parsing, parse_count_table, 0, sizeof count_cases / sizeof *count_cases);
   tcase_add_loop_test(parsing, parse_bytes_table, 0, sizeof bytes_cases / sizeof *bytes_cases);
   tcase_add_test(parsing, parse_args_full_line);
+  tcase_add_test(parsing, parse_args_sizes_and_equals);
   tcase_add_loop_test(parsing, parse_args_errors, 0, sizeof bad_cases / sizeof *bad_cases);
   tcase_add_test(parsing, estimate_input_errors);
   suite_add_tcase(s, parsing);

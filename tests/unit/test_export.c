@@ -16,6 +16,7 @@
 
 #include "check_run.h"
 #include "json.h"
+#include "core.h"
 #include "trace_csv.h"
 
 #define MiB (1ll << 20)
@@ -145,14 +146,14 @@ typedef struct live {
 /* The trace's own figures, computed here the simplest way. */
 static void oracle(const char *trace, int64_t *peak, int64_t *total, int64_t *leaked)
 {
-  char err[256];
-  ol_trace_t *t = ol_trace_open(trace, err, sizeof err);
-  ck_assert_msg(t, "%s", err);
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(trace, &err);
+  ck_assert_msg(t, "%s", err.text);
   live_t *table = NULL, *rec, *tmp;
   int64_t now = 0;
   *peak = *total = 0;
   ol_trace_event_t ev;
-  while (ol_trace_next(t, &ev, err, sizeof err) == 1) {
+  while (ol_trace_next(t, &ev, &err) == 1) {
     if (ev.action == OL_TRACE_ALLOC && ev.size > 0) {
       HASH_FIND(hh, table, &ev.addr, sizeof ev.addr, rec);
       ck_assert_ptr_null(rec); /* the recorded traces never reuse a live address */
@@ -327,9 +328,9 @@ END_TEST
 START_TEST(perfetto_small)
 {
   ck_assert_int_eq(export_to(write_small(), "--format perfetto"), 0);
-  char err[256];
-  ol_json_t *root = ol_json_parse_file(out_path, err, sizeof err);
-  ck_assert_msg(root, "%s", err);
+  ol_error_t err;
+  ol_json_t *root = ol_json_parse_file(out_path, &err);
+  ck_assert_msg(root, "%s", err.text);
   const ol_json_t *events = ol_json_get(root, "traceEvents");
   ck_assert_int_eq(ol_json_kind(events), OL_JSON_ARRAY);
   int counters = 0, names = 0, ooms = 0;
@@ -421,13 +422,14 @@ END_TEST
 
 static ol_json_t *replay_json(const char *trace, const char *args)
 {
-  char command[4 * PATH_MAX], err[256];
+  char command[4 * PATH_MAX];
+  ol_error_t err;
   snprintf(command, sizeof command, "'%s' replay '%s' --json %s >'%s' 2>'%s'",
            env("OOMLENS_TEST_CLI"), trace, args, out_path, err_path);
   int status = system(command);
   ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "replay %s failed", args);
-  ol_json_t *root = ol_json_parse_file(out_path, err, sizeof err);
-  ck_assert_msg(root, "%s", err);
+  ol_json_t *root = ol_json_parse_file(out_path, &err);
+  ck_assert_msg(root, "%s", err.text);
   return root;
 }
 
@@ -471,6 +473,41 @@ START_TEST(usage_and_input_errors)
   ck_assert_msg(strstr(err, "small.trace:18: site '9' of device 0 is not defined"), "%s", err);
   free(err);
   ck_assert_int_ne(access(out_path, F_OK), 0);
+}
+END_TEST
+
+/* The exit status is the error's: 1 for our own failure (the output cannot
+ * be written), 2 for a bad input file, whatever the messages say (a trace
+ * named "cannot write" is still a bad input file). */
+START_TEST(status_from_the_error)
+{
+  const char *t = write_small();
+  char command[4 * PATH_MAX];
+  snprintf(command, sizeof command,
+           "'%s' export '%s' --format=folded --output='%s/no/dir/x' 2>'%s'",
+           env("OOMLENS_TEST_CLI"), t, dir, err_path);
+  int status = system(command);
+  ck_assert(WIFEXITED(status));
+  ck_assert_int_eq(WEXITSTATUS(status), 1);
+  char *err = slurp(err_path);
+  ck_assert_msg(strstr(err, "oomlens export: cannot write "), "%s", err);
+  free(err);
+  char named[PATH_MAX];
+  snprintf(named, sizeof named, "%s/cannot write.trace", dir);
+  FILE *f = fopen(named, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(small_trace, f);
+  fputs("90,alloc,0x1,1,0,9,0\n", f);
+  fclose(f);
+  ck_assert_int_eq(export_to(named, "--format=perfetto --device=0"), 2);
+  err = slurp(err_path);
+  ck_assert_msg(strstr(err, "cannot write.trace:18: site '9' of device 0 is not defined"), "%s",
+                err);
+  free(err);
+  ck_assert_int_eq(export_to(t, "--format=perfetto --max-entries=x"), 2);
+  err = slurp(err_path);
+  ck_assert_msg(strstr(err, "bad value 'x' for --max-entries"), "%s", err);
+  free(err);
 }
 END_TEST
 
@@ -531,6 +568,7 @@ static Suite *export_suite(void)
   tcase_add_checked_fixture(cli, setup, teardown);
   tcase_set_timeout(cli, 60);
   tcase_add_test(cli, usage_and_input_errors);
+  tcase_add_test(cli, status_from_the_error);
   tcase_add_test(cli, quiet_when_not_a_terminal);
   tcase_add_test(cli, progress_on_a_terminal);
   suite_add_tcase(s, cli);

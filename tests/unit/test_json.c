@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "core.h"
 
 #ifndef OL_JSON_DATA_DIR
 #define OL_JSON_DATA_DIR "tests/json_data"
@@ -494,10 +495,11 @@ END_TEST
 
 START_TEST(file_report_fixture)
 {
-  char err[ERR_CAP];
-  ol_json_t *root = ol_json_parse_file(OL_JSON_DATA_DIR "/report.json", err, sizeof err);
-  ck_assert_msg(root != NULL, "%s", err);
-  ck_assert_str_eq(err, "");
+  ol_error_t err;
+  ol_json_t *root = ol_json_parse_file(OL_JSON_DATA_DIR "/report.json", &err);
+  ck_assert_msg(root != NULL, "%s", err.text);
+  ck_assert_str_eq(err.text, "");
+  ck_assert_int_eq(err.status, OL_EXIT_OK);
   ck_assert_int_eq(ol_json_path_int64(root, "oomlens_report", 0), 1);
   ck_assert_int_eq(ol_json_path_int64(root, "devices[0].stats.allocated_bytes.all.peak", 0),
                    INT64_MAX);
@@ -515,28 +517,30 @@ END_TEST
 
 START_TEST(file_truncated_fixture)
 {
-  char err[ERR_CAP];
-  ck_assert_ptr_null(ol_json_parse_file(OL_JSON_DATA_DIR "/truncated.json", err, sizeof err));
-  ck_assert_str_eq(err, OL_JSON_DATA_DIR
+  ol_error_t err;
+  ck_assert_ptr_null(ol_json_parse_file(OL_JSON_DATA_DIR "/truncated.json", &err));
+  ck_assert_str_eq(err.text, OL_JSON_DATA_DIR
                    "/truncated.json: line 5, column 1: expected a string key, found end of input");
+  ck_assert_int_eq(err.status, OL_EXIT_USAGE); /* a bad input file */
 }
 END_TEST
 
 START_TEST(file_missing)
 {
-  char err[ERR_CAP];
-  ck_assert_ptr_null(ol_json_parse_file("/nonexistent/oomlens.json", err, sizeof err));
-  ck_assert_str_eq(err, "cannot open /nonexistent/oomlens.json: No such file or directory");
-  ck_assert_ptr_null(ol_json_parse_file(NULL, err, sizeof err));
-  ck_assert_str_eq(err, "no file path");
+  ol_error_t err;
+  ck_assert_ptr_null(ol_json_parse_file("/nonexistent/oomlens.json", &err));
+  ck_assert_str_eq(err.text, "cannot open /nonexistent/oomlens.json: No such file or directory");
+  ck_assert_int_eq(err.status, OL_EXIT_USAGE);
+  ck_assert_ptr_null(ol_json_parse_file(NULL, &err));
+  ck_assert_str_eq(err.text, "no file path");
 }
 END_TEST
 
 START_TEST(file_directory)
 {
-  char err[ERR_CAP];
-  ck_assert_ptr_null(ol_json_parse_file("/", err, sizeof err));
-  ck_assert_str_eq(err, "cannot read /: Is a directory");
+  ol_error_t err;
+  ck_assert_ptr_null(ol_json_parse_file("/", &err));
+  ck_assert_str_eq(err.text, "cannot read /: Is a directory");
 }
 END_TEST
 
@@ -549,9 +553,9 @@ START_TEST(file_temporary)
   const char text[] = "{\"bytes\": [9223372036854775807, -9223372036854775808]}\n";
   ck_assert_int_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
   close(fd);
-  char err[ERR_CAP];
-  ol_json_t *root = ol_json_parse_file(path, err, sizeof err);
-  ck_assert_msg(root != NULL, "%s", err);
+  ol_error_t err;
+  ol_json_t *root = ol_json_parse_file(path, &err);
+  ck_assert_msg(root != NULL, "%s", err.text);
   ck_assert_int_eq(ol_json_path_int64(root, "bytes[0]", 0), INT64_MAX);
   ck_assert_int_eq(ol_json_path_int64(root, "bytes[1]", 0), INT64_MIN);
   ol_json_free(root);
@@ -567,10 +571,11 @@ START_TEST(file_too_big)
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(ftruncate(fd, (off_t)OL_JSON_MAX_FILE + 1), 0);
   close(fd);
-  char err[ERR_CAP], expect[ERR_CAP];
-  ck_assert_ptr_null(ol_json_parse_file(path, err, sizeof err));
+  char expect[ERR_CAP];
+  ol_error_t err;
+  ck_assert_ptr_null(ol_json_parse_file(path, &err));
   snprintf(expect, sizeof expect, "%s is over the 256 MiB limit", path);
-  ck_assert_str_eq(err, expect);
+  ck_assert_str_eq(err.text, expect);
   unlink(path);
 }
 END_TEST
@@ -612,13 +617,15 @@ END_TEST
 
 START_TEST(oom_file)
 {
-  char err[ERR_CAP];
+  ol_error_t err;
   ol_json_fail_allocation(1); /* the read buffer */
-  ck_assert_ptr_null(ol_json_parse_file(OL_JSON_DATA_DIR "/report.json", err, sizeof err));
-  ck_assert_str_eq(err, OL_JSON_DATA_DIR "/report.json: out of memory");
+  ck_assert_ptr_null(ol_json_parse_file(OL_JSON_DATA_DIR "/report.json", &err));
+  ck_assert_str_eq(err.text, OL_JSON_DATA_DIR "/report.json: out of memory");
+  ck_assert_int_eq(err.status, OL_EXIT_FAILURE); /* ours, not the file's */
   ol_json_fail_allocation(2); /* the document */
-  ck_assert_ptr_null(ol_json_parse_file(OL_JSON_DATA_DIR "/report.json", err, sizeof err));
-  ck_assert_str_eq(err, OL_JSON_DATA_DIR "/report.json: out of memory");
+  ck_assert_ptr_null(ol_json_parse_file(OL_JSON_DATA_DIR "/report.json", &err));
+  ck_assert_str_eq(err.text, OL_JSON_DATA_DIR "/report.json: out of memory");
+  ck_assert_int_eq(err.status, OL_EXIT_FAILURE);
   ol_json_fail_allocation(0);
 }
 END_TEST

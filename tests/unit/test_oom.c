@@ -149,12 +149,12 @@ static const trace_case_t trace_cases[] = {
 START_TEST(recorded_ooms_at_their_caps)
 {
   const trace_case_t *c = &trace_cases[_i];
-  char path[PATH_MAX], err[256];
+  char path[PATH_MAX];
+  ol_error_t err;
   snprintf(path, sizeof path, "%s/%s", OL_TEST_DATA_DIR, c->trace);
   ol_policy_options_t options = {.capacity = c->capacity};
   ol_replay_result_t result;
-  ck_assert_int_eq(ol_replay_file(path, ol_policy_find(c->policy), &options, &result, err,
-                                  sizeof err), 0);
+  ck_assert_int_eq(ol_replay_file(path, ol_policy_find(c->policy), &options, &result, &err), 0);
   ck_assert_msg(result.oom, "%s under %s did not run out", c->trace, c->policy);
   ck_assert_msg(result.oom_at.cause == c->expected, "%s under %s: %s, expected %s", c->trace,
                 c->policy, ol_oom_class_name(result.oom_at.cause),
@@ -181,12 +181,12 @@ static const char *const sited_traces[] = {"gpt2.csv.gz", "resnet50.csv.gz", "fr
 
 START_TEST(peak_sites_sum_to_the_peak)
 {
-  char path[PATH_MAX], err[256];
+  char path[PATH_MAX];
+  ol_error_t err;
   snprintf(path, sizeof path, "%s/%s", OL_TEST_DATA_DIR, sited_traces[_i]);
   ol_policy_options_t options = {.capacity = 150109106995ull};
   ol_replay_result_t result;
-  ck_assert_int_eq(ol_replay_file(path, ol_policy_find("oomlens"), &options, &result, err,
-                                  sizeof err), 0);
+  ck_assert_int_eq(ol_replay_file(path, ol_policy_find("oomlens"), &options, &result, &err), 0);
   ck_assert_ptr_nonnull(result.sites);
   size_t n = ol_sites_count(result.sites);
   int64_t sum = 0;

@@ -32,10 +32,42 @@ static const size_case_t size_cases[] = {
   {"-1", false, 0},
   {" 1", false, 0},
   {"1 G", false, 0},
-  {"1.5G", false, 0},
   {"1X", false, 0},
   {"1GG", false, 0},
   {"0x10", false, 0},
+  /* Fractions, with a unit (the one size grammar of the CLI and the
+   * variables alike): rounded to the nearest byte. */
+  {"1.5G", true, 3ull << 29},
+  {"1.5g", true, 3ull << 29},
+  {"0.5T", true, 1ull << 39},
+  {"0.5K", true, 512},
+  {"1.5GiB", true, 3ull << 29},
+  {"1.25MB", true, 5ull << 18},
+  {"139.8G", true, 150109106995ull}, /* 150109106995.2: OL_REPLAY_DEFAULT_CAPACITY */
+  {"0.3K", true, 307},               /* 307.2 */
+  {"0.0009765625K", true, 1},
+  {"0.0001K", true, 0},              /* 0.1024 rounds to 0 */
+  {"1.000000000000000000001K", true, 1024}, /* digits past 18 ignored */
+  {"16777215.999999T", true, 0xffffffffffef3908ull}, /* just under 2^64 */
+  {"16777215.99999999999999T", false, 0}, /* rounds up to 2^64 */
+  {"17179869184G", false, 0},        /* 2^64 */
+  {"1.5", false, 0},                 /* a fraction of a byte */
+  {"1.5B", false, 0},
+  {"1.", false, 0},
+  {"1.G", false, 0},
+  {".5G", false, 0},
+  {"1..5G", false, 0},
+  {"1.5.5G", false, 0},
+  {"-1.5G", false, 0},
+  {"+1G", false, 0},
+  {"1.5G ", false, 0},
+  {"1.5 G", false, 0},
+  {"1e3", false, 0},
+  {"1.5Gx", false, 0},
+  {"1.5GiBB", false, 0},
+  {"512iB", false, 0},
+  {"1 ", false, 0},
+  {"1\t", false, 0},
 };
 
 START_TEST(parse_size_table)
@@ -107,6 +139,20 @@ START_TEST(env_overrides_default)
 }
 END_TEST
 
+/* OOMLENS_CAPACITY takes what `oomlens run --capacity` takes. */
+START_TEST(env_size_with_fraction)
+{
+  setenv("OOMLENS_CAPACITY", "1.5G", 1);
+  ol_options_reload();
+  ck_assert_uint_eq(ol_option_size(OL_OPT_CAPACITY), 3ull << 29);
+  setenv("OOMLENS_CAPACITY", "1.5", 1); /* a fraction of a byte: warned, default kept */
+  ol_options_reload();
+  ck_assert_uint_eq(ol_option_size(OL_OPT_CAPACITY), 0);
+  unsetenv("OOMLENS_CAPACITY");
+  ol_options_reload();
+}
+END_TEST
+
 START_TEST(bad_value_keeps_default)
 {
   setenv("OOMLENS_ENABLE", "maybe", 1);
@@ -131,6 +177,7 @@ static Suite *options_suite(void)
   TCase *table = tcase_create("table");
   tcase_add_test(table, defaults_parse);
   tcase_add_test(table, env_overrides_default);
+  tcase_add_test(table, env_size_with_fraction);
   tcase_add_test(table, bad_value_keeps_default);
   suite_add_tcase(s, table);
   return s;

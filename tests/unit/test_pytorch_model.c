@@ -439,11 +439,12 @@ static const truth_t truths[] = {
 
 static ol_replay_result_t replay(const char *name, const ol_policy_ops_t *which, uint64_t cap)
 {
-  char p[512], err[512];
+  char p[512];
+  ol_error_t err;
   data_path(p, sizeof p, name);
   ol_policy_options_t options = {.capacity = cap};
   ol_replay_result_t r;
-  ck_assert_msg(ol_replay_file(p, which, &options, &r, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(ol_replay_file(p, which, &options, &r, &err) == 0, "%s", err.text);
   ol_replay_result_free(&r); /* call sites are test_oom's and test_replay's business */
   return r;
 }
@@ -541,16 +542,17 @@ static const lockstep_t lockstep_cases[] = {
 START_TEST(segments_match_trace)
 {
   const lockstep_t *c = &lockstep_cases[_i];
-  char p[512], err[512];
+  char p[512];
+  ol_error_t err;
   data_path(p, sizeof p, c->name);
   open_model(&ol_policy_pytorch, c->cap, 0);
-  ol_trace_t *t = ol_trace_open(p, err, sizeof err);
-  ck_assert_msg(t != NULL, "%s", err);
+  ol_trace_t *t = ol_trace_open(p, &err);
+  ck_assert_msg(t != NULL, "%s", err.text);
   static uint64_t keys[MAX_LIVE], addrs[MAX_LIVE];
   int live = 0;
   int64_t bytes = 0, count = 0, checked = 0;
   ol_trace_event_t ev;
-  while (ol_trace_next(t, &ev, err, sizeof err) == 1 && ev.action != OL_TRACE_OOM) {
+  while (ol_trace_next(t, &ev, &err) == 1 && ev.action != OL_TRACE_OOM) {
     if (ev.action == OL_TRACE_SEGMENT_ALLOC || ev.action == OL_TRACE_SEGMENT_FREE) {
       int sign = ev.action == OL_TRACE_SEGMENT_ALLOC ? 1 : -1;
       bytes += sign * (int64_t)ev.size;

@@ -44,20 +44,20 @@ static const char *write_trace(const char *text)
   return path;
 }
 
-static ol_replay_result_t run_text(const char *text, uint64_t capacity, int want_rc, char *err,
-                                   size_t cap)
+static ol_replay_result_t run_text(const char *text, uint64_t capacity, int want_rc,
+                                   ol_error_t *err)
 {
   ol_policy_options_t options = {.capacity = capacity};
   ol_replay_result_t r;
-  int rc = ol_replay_file(write_trace(text), &ol_policy_pytorch, &options, &r, err, cap);
-  ck_assert_msg(rc == want_rc, "rc %d: %s", rc, err);
+  int rc = ol_replay_file(write_trace(text), &ol_policy_pytorch, &options, &r, err);
+  ck_assert_msg(rc == want_rc, "rc %d: %s", rc, err->text);
   ol_replay_result_free(&r); /* these tests do not look at call sites */
   return r;
 }
 
 START_TEST(maps_addresses_and_counts)
 {
-  char err[256];
+  ol_error_t err;
   ol_replay_result_t r = run_text(HEADER
                                   "1,alloc,0xa000,1048576,0,\n"
                                   "2,alloc,0xb000,1048576,0,\n"
@@ -67,7 +67,7 @@ START_TEST(maps_addresses_and_counts)
                                   "6,segment_alloc,0x1,2097152,0,\n"
                                   "7,alloc,0xc000,1048576,0,\n"
                                   "8,alloc,0x0,0,0,\n",
-                                  GiB, 0, err, sizeof err);
+                                  GiB, 0, &err);
   ck_assert_uint_eq(r.events, 8);
   ck_assert_uint_eq(r.allocs, 3);
   ck_assert_uint_eq(r.frees, 1);
@@ -84,12 +84,12 @@ END_TEST
 /* The recorded run's failed request is tried, and released when served. */
 START_TEST(trace_oom_served_and_released)
 {
-  char err[256];
+  ol_error_t err;
   ol_replay_result_t r = run_text(HEADER
                                   "1,alloc,0xa000,31457280,0,\n"
                                   "2,oom,0x0,31457280,0,\n"
                                   "3,alloc,0xb000,31457280,0,\n",
-                                  GiB, 0, err, sizeof err);
+                                  GiB, 0, &err);
   ck_assert(!r.oom);
   ck_assert_uint_eq(r.trace_ooms, 1);
   ck_assert_int_eq(r.stats.allocated, (int64_t)(60 * MiB));
@@ -100,13 +100,13 @@ END_TEST
 
 START_TEST(stops_at_first_oom)
 {
-  char err[256];
+  ol_error_t err;
   ol_replay_result_t r = run_text(HEADER
                                   "1,alloc,0xa000,31457280,0,\n"
                                   "# a comment\n"
                                   "2,alloc,0xb000,41943040,0,\n"
                                   "3,alloc,0xc000,512,0,\n",
-                                  64 * MiB, 0, err, sizeof err);
+                                  64 * MiB, 0, &err);
   ck_assert(r.oom);
   ck_assert(!r.oom_at.recorded);
   ck_assert_uint_eq(r.oom_at.event_index, 1);
@@ -120,9 +120,11 @@ END_TEST
 
 START_TEST(malformed_is_an_error)
 {
-  char err[512];
-  run_text(HEADER "1,alloc,0xa000,512,0,\n2,alloc,0xzz,512,0,\n", GiB, -1, err, sizeof err);
-  ck_assert_msg(strstr(err, "t.csv:3: addr '0xzz' is not a hex address") != NULL, "%s", err);
+  ol_error_t err;
+  run_text(HEADER "1,alloc,0xa000,512,0,\n2,alloc,0xzz,512,0,\n", GiB, -1, &err);
+  ck_assert_msg(strstr(err.text, "t.csv:3: addr '0xzz' is not a hex address") != NULL, "%s",
+                err.text);
+  ck_assert_int_eq(err.status, OL_EXIT_USAGE); /* a bad input file, not our failure */
 }
 END_TEST
 
@@ -313,6 +315,38 @@ START_TEST(cli_malformed)
 }
 END_TEST
 
+/* Sizes with fractions and every option's value after '='. */
+START_TEST(cli_equals_and_fractions)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){data("frag.csv.gz"), "--capacity=1.5G", "--max-split-size=0.5M",
+                             "--policy=pytorch", "--device=0", "--json", NULL});
+  ck_assert_msg(run.status == 0, "%d: %s", run.status, run.err);
+  ol_json_t *root = parse_out(&run);
+  ck_assert_int_eq(ol_json_path_int64(root, "capacity", -1), 3 * (int64_t)GiB / 2);
+  ck_assert_int_eq(ol_json_path_int64(root, "max_split_size", -1), 512 << 10);
+  ol_json_free(root);
+}
+END_TEST
+
+/* The exit status is the error's, never read from its text: a malformed
+ * trace whose name says "out of host memory" is still a bad input file. */
+START_TEST(cli_status_from_the_error)
+{
+  char named[600];
+  snprintf(named, sizeof named, "%s/out of host memory.csv", dir);
+  FILE *f = fopen(named, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(HEADER "1,alloc,0xzz,512,0,\n", f);
+  fclose(f);
+  cli_run_t run;
+  cli(&run, (const char *[]){named, NULL});
+  unlink(named);
+  ck_assert_int_eq(run.status, 2);
+  ck_assert_msg(strstr(run.err, "out of host memory.csv:2: addr '0xzz'"), "%s", run.err);
+}
+END_TEST
+
 typedef struct {
   const char *args[4];
   int status;
@@ -333,6 +367,10 @@ static const usage_case_t usage_cases[] = {
   {{"a", "--json=1"}, 2, "unknown option --json=1"},
   {{"a", "--capacity="}, 2, "bad size '' for --capacity"},
   {{"a", "--max-split-size=1Q"}, 2, "bad size '1Q' for --max-split-size"},
+  {{"a", "--capacity=1.5"}, 2, "bad size '1.5' for --capacity"}, /* a fraction of a byte */
+  {{"a", "--device=64"}, 2, "bad device '64' for --device: expected 0 to 63"},
+  {{"a", "--policy="}, 2, "bad value '' for --policy"},
+  {{"--", "--json"}, 2, "cannot open --json"}, /* after --, an operand */
 };
 
 START_TEST(cli_usage)
@@ -364,6 +402,8 @@ static Suite *replay_suite(void)
   tcase_add_test(cmd, cli_policies);
   tcase_add_test(cmd, cli_default_policy);
   tcase_add_test(cmd, cli_text);
+  tcase_add_test(cmd, cli_equals_and_fractions);
+  tcase_add_test(cmd, cli_status_from_the_error);
   tcase_add_loop_test(cmd, cli_malformed, 0, sizeof bad_files / sizeof *bad_files);
   tcase_add_loop_test(cmd, cli_usage, 0, sizeof usage_cases / sizeof *usage_cases);
   suite_add_tcase(s, cmd);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "core.h"
 #include "trace_csv.h"
 
 #define HEADER "# time_us,action,addr,size,stream,frames\n"
@@ -82,14 +83,14 @@ static const want_t good_events[] = {
 
 static void check_good(bool gz)
 {
-  char err[256];
-  ol_trace_t *t = ol_trace_open(write_trace(good_text, gz), err, sizeof err);
-  ck_assert_msg(t != NULL, "%s", err);
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(write_trace(good_text, gz), &err);
+  ck_assert_msg(t != NULL, "%s", err.text);
   ol_trace_event_t ev;
   size_t n = sizeof good_events / sizeof *good_events;
   for (size_t i = 0; i < n; i++) {
     const want_t *w = &good_events[i];
-    ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 1);
+    ck_assert_int_eq(ol_trace_next(t, &ev, &err), 1);
     ck_assert_uint_eq(ev.time_us, w->time_us);
     ck_assert_int_eq(ev.action, w->action);
     ck_assert_uint_eq(ev.addr, w->addr);
@@ -99,8 +100,8 @@ static void check_good(bool gz)
     ck_assert(memcmp(ev.frames, w->frames, ev.frames_len) == 0);
     ck_assert_uint_eq(ev.line, w->line);
   }
-  ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 0);
-  ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 0);
+  ck_assert_int_eq(ol_trace_next(t, &ev, &err), 0);
+  ck_assert_int_eq(ol_trace_next(t, &ev, &err), 0);
   ol_trace_close(t);
 }
 
@@ -118,12 +119,12 @@ END_TEST
 
 START_TEST(header_only)
 {
-  char err[256];
+  ol_error_t err;
   for (int gz = 0; gz < 2; gz++) {
-    ol_trace_t *t = ol_trace_open(write_trace(HEADER, gz), err, sizeof err);
-    ck_assert_msg(t != NULL, "%s", err);
+    ol_trace_t *t = ol_trace_open(write_trace(HEADER, gz), &err);
+    ck_assert_msg(t != NULL, "%s", err.text);
     ol_trace_event_t ev;
-    ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 0);
+    ck_assert_int_eq(ol_trace_next(t, &ev, &err), 0);
     ol_trace_close(t);
   }
 }
@@ -146,11 +147,14 @@ START_TEST(open_table)
 {
   const open_case_t *c = &open_cases[_i];
   for (int gz = 0; gz < 2; gz++) {
-    char err[256], want[600];
+    char want[600];
+    ol_error_t err;
     const char *p = write_trace(c->text, gz);
-    ck_assert_ptr_null(ol_trace_open(p, err, sizeof err));
+    ck_assert_ptr_null(ol_trace_open(p, &err));
     snprintf(want, sizeof want, "%s%s", p, c->message);
-    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "case %d gz %d: '%s'", _i, gz, err);
+    ck_assert_msg(strncmp(err.text, want, strlen(want)) == 0, "case %d gz %d: '%s'", _i, gz,
+                  err.text);
+    ck_assert_int_eq(err.status, OL_EXIT_USAGE); /* a bad input file */
   }
 }
 END_TEST
@@ -188,17 +192,20 @@ static const bad_case_t bad_cases[] = {
 START_TEST(bad_table)
 {
   const bad_case_t *c = &bad_cases[_i];
-  char text[512], err[512], want[700];
+  char text[512], want[700];
+  ol_error_t err;
   snprintf(text, sizeof text, HEADER "1,alloc,0x1,512,0,\n%s\n4,alloc,0x2,512,0,\n", c->line);
   for (int gz = 0; gz < 2; gz++) {
     const char *p = write_trace(text, gz);
-    ol_trace_t *t = ol_trace_open(p, err, sizeof err);
-    ck_assert_msg(t != NULL, "%s", err);
+    ol_trace_t *t = ol_trace_open(p, &err);
+    ck_assert_msg(t != NULL, "%s", err.text);
     ol_trace_event_t ev;
-    ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 1);
-    ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), -1);
+    ck_assert_int_eq(ol_trace_next(t, &ev, &err), 1);
+    ck_assert_int_eq(ol_trace_next(t, &ev, &err), -1);
     snprintf(want, sizeof want, "%s:3: %s", p, c->message);
-    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "want '%s', got '%s'", want, err);
+    ck_assert_msg(strncmp(err.text, want, strlen(want)) == 0, "want '%s', got '%s'", want,
+                  err.text);
+    ck_assert_int_eq(err.status, OL_EXIT_USAGE);
     ol_trace_close(t);
   }
 }
@@ -209,7 +216,8 @@ START_TEST(line_bound)
 {
   const char *prefix = "1,alloc,0x1,512,0,";
   size_t size = strlen(HEADER) + 2 * (OL_TRACE_MAX_LINE + 2) + 8;
-  char *text = malloc(size), err[256];
+  char *text = malloc(size);
+  ol_error_t err;
   ck_assert_ptr_nonnull(text);
   for (int over = 0; over < 2; over++) {
     size_t len = OL_TRACE_MAX_LINE + (size_t)over;
@@ -218,16 +226,17 @@ START_TEST(line_bound)
     memset(line, 'f', len);
     memcpy(line, prefix, strlen(prefix));
     strcpy(line + len, "\n");
-    ol_trace_t *t = ol_trace_open(write_trace(text, true), err, sizeof err);
+    ol_trace_t *t = ol_trace_open(write_trace(text, true), &err);
     ck_assert_ptr_nonnull(t);
     ol_trace_event_t ev;
-    int got = ol_trace_next(t, &ev, err, sizeof err);
+    int got = ol_trace_next(t, &ev, &err);
     if (!over) {
       ck_assert_int_eq(got, 1);
       ck_assert_uint_eq(ev.frames_len, len - strlen(prefix));
     } else {
       ck_assert_int_eq(got, -1);
-      ck_assert_msg(strstr(err, ":2: line longer than 65536 bytes") != NULL, "%s", err);
+      ck_assert_msg(strstr(err.text, ":2: line longer than 65536 bytes") != NULL, "%s",
+                    err.text);
     }
     ol_trace_close(t);
   }
@@ -237,16 +246,17 @@ END_TEST
 
 START_TEST(missing_file)
 {
-  char err[256];
-  ck_assert_ptr_null(ol_trace_open("/nonexistent/trace.csv.gz", err, sizeof err));
-  ck_assert_str_eq(err, "cannot open /nonexistent/trace.csv.gz: No such file or directory");
+  ol_error_t err;
+  ck_assert_ptr_null(ol_trace_open("/nonexistent/trace.csv.gz", &err));
+  ck_assert_str_eq(err.text, "cannot open /nonexistent/trace.csv.gz: No such file or directory");
+  ck_assert_int_eq(err.status, OL_EXIT_USAGE);
 }
 END_TEST
 
 /* A gzip stream cut short is a read error, reported, not a crash. */
 START_TEST(truncated_gzip)
 {
-  char err[256];
+  ol_error_t err;
   snprintf(path, sizeof path, "%s/t.csv.gz", dir);
   gzFile f = gzopen(path, "wb");
   ck_assert_ptr_nonnull(f);
@@ -255,14 +265,14 @@ START_TEST(truncated_gzip)
     gzprintf(f, "%d,alloc,0x%x,%d,0,some.py:%d:frame\n", i, i * 512, 512 + i, i);
   gzclose(f);
   ck_assert_int_eq(truncate(path, 4000), 0);
-  ol_trace_t *t = ol_trace_open(path, err, sizeof err);
-  ck_assert_msg(t != NULL, "%s", err);
+  ol_trace_t *t = ol_trace_open(path, &err);
+  ck_assert_msg(t != NULL, "%s", err.text);
   ol_trace_event_t ev;
   int got;
-  while ((got = ol_trace_next(t, &ev, err, sizeof err)) == 1)
+  while ((got = ol_trace_next(t, &ev, &err)) == 1)
     ;
   ck_assert_int_eq(got, -1);
-  ck_assert_msg(strstr(err, "cannot read") != NULL, "%s", err);
+  ck_assert_msg(strstr(err.text, "cannot read") != NULL, "%s", err.text);
   ol_trace_close(t);
 }
 END_TEST
@@ -271,7 +281,7 @@ END_TEST
 START_TEST(long_trace)
 {
   const int n = 300000;
-  char err[256];
+  ol_error_t err;
   snprintf(path, sizeof path, "%s/t.csv.gz", dir);
   gzFile f = gzopen(path, "wb1");
   ck_assert_ptr_nonnull(f);
@@ -280,11 +290,11 @@ START_TEST(long_trace)
     gzprintf(f, "%d,%s,0x%x,%d,0,f.py:%d:g\n", i, i % 2 ? "free_completed" : "alloc",
              (i / 2) * 512, 512 * (1 + i / 2), i);
   gzclose(f);
-  ol_trace_t *t = ol_trace_open(path, err, sizeof err);
+  ol_trace_t *t = ol_trace_open(path, &err);
   ck_assert_ptr_nonnull(t);
   ol_trace_event_t ev;
   int count = 0;
-  while (ol_trace_next(t, &ev, err, sizeof err) == 1) {
+  while (ol_trace_next(t, &ev, &err) == 1) {
     /* Check records every assertion it passes: test first. */
     if (ev.time_us != (uint64_t)count || ev.size != 512u * (1u + (unsigned)count / 2) ||
         ev.line != (uint64_t)count + 2)
@@ -348,16 +358,16 @@ static const our_want_t our_events[] = {
 START_TEST(ours_good)
 {
   for (int gz = 0; gz < 2; gz++) {
-    char err[256];
-    ol_trace_t *t = ol_trace_open(write_trace(our_text, gz), err, sizeof err);
-    ck_assert_msg(t != NULL, "%s", err);
+    ol_error_t err;
+    ol_trace_t *t = ol_trace_open(write_trace(our_text, gz), &err);
+    ck_assert_msg(t != NULL, "%s", err.text);
     ck_assert_int_eq(ol_trace_format(t), OL_TRACE_FORMAT_OOMLENS);
     ck_assert_int_eq(ol_trace_pid(t), 4242);
     ck_assert_uint_eq(ol_trace_start_unix_us(t), 1700000000000000ull);
     ol_trace_event_t ev;
     for (size_t i = 0; i < sizeof our_events / sizeof *our_events; i++) {
       const our_want_t *w = &our_events[i];
-      ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 1);
+      ck_assert_int_eq(ol_trace_next(t, &ev, &err), 1);
       ck_assert_uint_eq(ev.time_us, w->time_us);
       ck_assert_int_eq(ev.action, w->action);
       ck_assert_uint_eq(ev.addr, w->addr);
@@ -368,7 +378,7 @@ START_TEST(ours_good)
       ck_assert_uint_eq(ev.line, w->line);
       ck_assert_int_eq(ev.device, w->device);
     }
-    ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 0);
+    ck_assert_int_eq(ol_trace_next(t, &ev, &err), 0);
     ck_assert_uint_eq(ol_trace_capacity(t, 0), 85899345920ull);
     ck_assert_uint_eq(ol_trace_capacity(t, 1), 1000);
     ck_assert_uint_eq(ol_trace_capacity(t, 2), 0);
@@ -380,13 +390,13 @@ END_TEST
 
 START_TEST(csv_is_csv)
 {
-  char err[256];
-  ol_trace_t *t = ol_trace_open(write_trace(good_text, false), err, sizeof err);
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(write_trace(good_text, false), &err);
   ck_assert_ptr_nonnull(t);
   ck_assert_int_eq(ol_trace_format(t), OL_TRACE_FORMAT_CSV);
   ck_assert_int_eq(ol_trace_pid(t), 0);
   ol_trace_event_t ev;
-  ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 1);
+  ck_assert_int_eq(ol_trace_next(t, &ev, &err), 1);
   ck_assert_int_eq(ev.device, 0);
   ol_trace_close(t);
 }
@@ -401,11 +411,12 @@ static const open_case_t our_open_cases[] = {
 START_TEST(ours_open_table)
 {
   const open_case_t *c = &our_open_cases[_i];
-  char err[256], want[600];
+  char want[600];
+  ol_error_t err;
   const char *p = write_trace(c->text, false);
-  ck_assert_ptr_null(ol_trace_open(p, err, sizeof err));
+  ck_assert_ptr_null(ol_trace_open(p, &err));
   snprintf(want, sizeof want, "%s%s", p, c->message);
-  ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "case %d: '%s'", _i, err);
+  ck_assert_msg(strncmp(err.text, want, strlen(want)) == 0, "case %d: '%s'", _i, err.text);
 }
 END_TEST
 
@@ -435,18 +446,21 @@ static const bad_case_t our_bad_cases[] = {
 START_TEST(ours_bad_table)
 {
   const bad_case_t *c = &our_bad_cases[_i];
-  char text[512], err[512], want[700];
+  char text[512], want[700];
+  ol_error_t err;
   snprintf(text, sizeof text, OUR_HEADER "site,0,0,a.py:1:f\n1,alloc,0x1,512,0,0,0\n%s\n"
            "4,alloc,0x2,512,0,,0\n", c->line);
   for (int gz = 0; gz < 2; gz++) {
     const char *p = write_trace(text, gz);
-    ol_trace_t *t = ol_trace_open(p, err, sizeof err);
-    ck_assert_msg(t != NULL, "%s", err);
+    ol_trace_t *t = ol_trace_open(p, &err);
+    ck_assert_msg(t != NULL, "%s", err.text);
     ol_trace_event_t ev;
-    ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), 1);
-    ck_assert_int_eq(ol_trace_next(t, &ev, err, sizeof err), -1);
+    ck_assert_int_eq(ol_trace_next(t, &ev, &err), 1);
+    ck_assert_int_eq(ol_trace_next(t, &ev, &err), -1);
     snprintf(want, sizeof want, "%s:5: %s", p, c->message);
-    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "want '%s', got '%s'", want, err);
+    ck_assert_msg(strncmp(err.text, want, strlen(want)) == 0, "want '%s', got '%s'", want,
+                  err.text);
+    ck_assert_int_eq(err.status, OL_EXIT_USAGE);
     ol_trace_close(t);
   }
 }
