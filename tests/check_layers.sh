@@ -3,7 +3,7 @@
 # (docs/architecture.md).
 # 1. The command line links no code of the preloaded library: no global
 #    symbol defined in src/lib's archive is defined in tools/oomlens.
-# 2. No source of core, alloc or analyze includes a CUDA header or a
+# 2. No source of core, alloc, analyze or tools includes a CUDA header or a
 #    header of src/lib (the build gives those folders no CUDA include
 #    path; this also catches a cuda.h that sits in /usr/include), and
 #    core includes no header of alloc or analyze, nor alloc of core's
@@ -30,8 +30,8 @@ fi
 forbidden() {
   hits=$(grep -nE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]($2)" "$src/$1"/*.[ch] || true)
   if [ -n "$hits" ]; then
-    echo "check_layers: src/$1 includes $3:"
-    printf '%s\n' "$hits" | sed 's/^/  /'
+    echo "check_layers: src/$1 includes $3:" | sed 's|src/\.\./||' 
+    printf "%s\n" "$hits" | sed "s/^/  /; s|src/\.\./||"
     status=1
   fi
 }
@@ -43,6 +43,7 @@ forbidden core "$cuda_headers|$lib_headers|$analyze_headers|$alloc_headers" "a h
 forbidden alloc "$cuda_headers|$lib_headers|$analyze_headers|core\.h" "a header of another layer or CUDA's"
 forbidden analyze "$cuda_headers|$lib_headers" "a header of src/lib or CUDA's"
 forbidden lib "$analyze_headers" "a header of src/analyze"
+forbidden ../tools "$cuda_headers|$lib_headers" "a header of src/lib or CUDA's"
 
 [ $status -eq 0 ] && echo "check_layers: tools/oomlens links no library code ($lib_count library symbols checked); every layer includes only what it may"
 exit $status
