@@ -45,7 +45,7 @@ int ol_cmd_merge(int argc, char **argv)
     return status;
   if (n == 0)
     return ol_args_usage("merge", "no reports given");
-  ol_view_t *views = calloc((size_t)n, sizeof *views);
+  ol_report_t *views = calloc((size_t)n, sizeof *views);
   if (!views) {
     fprintf(stderr, "oomlens merge: out of memory\n");
     return OL_EXIT_FAILURE;
@@ -68,7 +68,7 @@ int ol_cmd_merge(int argc, char **argv)
     ol_buf_free(&out);
   }
   for (int i = 0; i < count; i++)
-    ol_view_free(&views[i]);
+    ol_report_free(&views[i]);
   free(views);
   return status;
 }

@@ -69,7 +69,7 @@ int ol_cmd_report(int argc, char **argv)
   }
   if (n > 1)
     return ol_args_usage("report", "one FILE only (oomlens merge reads several)");
-  ol_view_t view;
+  ol_report_t view;
   ol_error_t err;
   if (ol_view_load(&view, argv[0], &err) != 0)
     return ol_args_fail("report", &err);
@@ -77,9 +77,9 @@ int ol_cmd_report(int argc, char **argv)
   if (a.html)
     ol_view_html(&out, &view);
   else
-    ol_view_text(&out, &view);
+    ol_report_render_text(&out, &view);
   status = write_out(a.html ? a.html : "-", &out);
   ol_buf_free(&out);
-  ol_view_free(&view);
+  ol_report_free(&view);
   return status;
 }

@@ -14,8 +14,8 @@
 #include "report_view.h"
 
 typedef struct row {
-  const ol_view_t *view;
-  const ol_view_device_t *dev;
+  const ol_report_t *view;
+  const ol_report_device_t *dev;
 } row_t;
 
 typedef struct spread {
@@ -46,7 +46,7 @@ static int compare_rows(const void *pa, const void *pb)
 
 /* Rows of every device of every report, sorted; NULL with *n 0 if none or
  * no memory. */
-static row_t *rows_of(const ol_view_t *views, size_t count, size_t *n)
+static row_t *rows_of(const ol_report_t *views, size_t count, size_t *n)
 {
   size_t total = 0;
   for (size_t i = 0; i < count; i++)
@@ -186,7 +186,7 @@ static void text_first(ol_buf_t *out, const row_t *rows, size_t n)
   ol_buf_printf(out, ". %zu of %zu ran out.\n", out_count, n);
 }
 
-void ol_merge_text(ol_buf_t *out, const ol_view_t *views, size_t count)
+void ol_merge_text(ol_buf_t *out, const ol_report_t *views, size_t count)
 {
   size_t n;
   row_t *rows = rows_of(views, count, &n);
@@ -247,7 +247,7 @@ static void json_spread(ol_buf_t *out, const char *name, const spread_t *s)
   ol_buf_printf(out, ", \"min_device\": %d}", s->min_row->dev->device);
 }
 
-void ol_merge_json(ol_buf_t *out, const ol_view_t *views, size_t count)
+void ol_merge_json(ol_buf_t *out, const ol_report_t *views, size_t count)
 {
   size_t n, out_count = 0;
   row_t *rows = rows_of(views, count, &n);

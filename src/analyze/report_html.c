@@ -208,7 +208,7 @@ static void chart_data(ol_buf_t *out, const ol_timeline_t *tl, int index, double
   ol_buf_printf(out, "]}</script>\n");
 }
 
-static void chart(ol_buf_t *out, const ol_view_device_t *d, int index)
+static void chart(ol_buf_t *out, const ol_report_device_t *d, int index)
 {
   const ol_timeline_t *tl = &d->timeline;
   ol_buf_printf(out, "<h3>Memory over time</h3>\n");
@@ -248,7 +248,7 @@ static void card(ol_buf_t *out, const char *label, const char *value, bool bad)
   ol_buf_printf(out, "</b><span>%s</span></div>\n", label);
 }
 
-static void cards(ol_buf_t *out, const ol_view_device_t *d)
+static void cards(ol_buf_t *out, const ol_report_device_t *d)
 {
   char a[32], r[32], w[32], n[32];
   const ol_device_stats_t *s = &d->stats;
@@ -269,7 +269,7 @@ static void oom_row(ol_buf_t *out, const char *what, int64_t bytes)
                 bytes >= 0 ? bytes_text(b, bytes) : "unknown");
 }
 
-static void oom_section(ol_buf_t *out, const ol_view_device_t *d, bool view_is_trace)
+static void oom_section(ol_buf_t *out, const ol_report_device_t *d, bool view_is_trace)
 {
   const ol_device_stats_t *s = &d->stats;
   if (s->num_ooms == 0)
@@ -311,7 +311,7 @@ static void oom_section(ol_buf_t *out, const ol_view_device_t *d, bool view_is_t
     esc(out, d->advice);
   } else { /* a report without the advice text: the same words, made again */
     ol_buf_t text = {0};
-    ol_oom_explain(&text, r, s->last_oom_class, ol_view_site_name, (void *)d);
+    ol_oom_explain(&text, r, s->last_oom_class, ol_report_oom_namer, (void *)d);
     esc(out, text.failed ? "" : text.data);
     ol_buf_free(&text);
   }
@@ -322,15 +322,15 @@ static void oom_section(ol_buf_t *out, const ol_view_device_t *d, bool view_is_t
   ol_buf_printf(out, "</div>\n");
 }
 
-static void site_cell(ol_buf_t *out, const ol_json_t *frames)
+static void site_cell(ol_buf_t *out, const ol_report_frames_t *frames)
 {
   ol_buf_printf(out, "<td class=\"site\">");
-  size_t n = ol_json_length(frames);
+  size_t n = frames->count;
   if (n == 0)
     ol_buf_printf(out, "<span class=\"more\">(no frames recorded)</span>");
   for (size_t f = 0; f < n && f < OL_REPORT_FRAMES_SHOWN; f++) {
     ol_buf_printf(out, f ? "<br><span class=\"more\">&larr; " : "<b>");
-    esc(out, ol_json_string(ol_json_at(frames, f)));
+    esc(out, frames->frame[f]);
     ol_buf_printf(out, f ? "</span>" : "</b>");
   }
   if (n > OL_REPORT_FRAMES_SHOWN)
@@ -339,10 +339,10 @@ static void site_cell(ol_buf_t *out, const ol_json_t *frames)
   ol_buf_printf(out, "</td>");
 }
 
-static void sites_section(ol_buf_t *out, const ol_view_device_t *d)
+static void sites_section(ol_buf_t *out, const ol_report_device_t *d)
 {
   ol_buf_printf(out, "<h3>Who held the memory at the peak</h3>\n");
-  size_t n = ol_json_length(d->at_peak);
+  size_t n = d->at_peak.count;
   if (n == 0) {
     ol_buf_printf(out, "<p class=\"muted\">No call sites recorded (run with OOMLENS_STACKS=1)."
                   "</p>\n");
@@ -352,13 +352,12 @@ static void sites_section(ol_buf_t *out, const ol_view_device_t *d)
   ol_buf_printf(out, "<table class=\"sites\"><tr><th>bytes at peak</th><th>share</th>"
                 "<th>allocations</th><th class=\"l\">call site (innermost first)</th></tr>\n");
   for (size_t i = 0; i < n && i < 10; i++) {
-    const ol_json_t *site = ol_json_at(d->at_peak, i);
-    int64_t bytes = ol_json_path_int64(site, "bytes", 0);
+    const ol_report_site_t *site = &d->at_peak.site[i];
     char b[32];
-    ol_buf_printf(out, "<tr><td>%s</td><td>%.1f%%</td><td>%lld</td>", bytes_text(b, bytes),
-                  peak > 0 ? 100.0 * (double)bytes / (double)peak : 0.0,
-                  (long long)ol_json_path_int64(site, "allocations", 0));
-    site_cell(out, ol_json_get(site, "frames"));
+    ol_buf_printf(out, "<tr><td>%s</td><td>%.1f%%</td><td>%lld</td>", bytes_text(b, site->bytes),
+                  peak > 0 ? 100.0 * (double)site->bytes / (double)peak : 0.0,
+                  (long long)site->allocations);
+    site_cell(out, &site->frames);
     ol_buf_printf(out, "</tr>\n");
   }
   ol_buf_printf(out, "</table>\n");
@@ -395,7 +394,7 @@ static void summary_table(ol_buf_t *out, const ol_device_stats_t *s)
   ol_buf_printf(out, "</table>\n");
 }
 
-static void device_section(ol_buf_t *out, const ol_view_device_t *d, int index, bool is_trace)
+static void device_section(ol_buf_t *out, const ol_report_device_t *d, int index, bool is_trace)
 {
   ol_buf_printf(out, "<section class=\"device\">\n<h2>Device %d</h2>\n", d->device);
   cards(out, d);
@@ -427,7 +426,7 @@ static const char hover_script[] =
   "})();\n"
   "</script>\n";
 
-static void page_header(ol_buf_t *out, const ol_view_t *v)
+static void page_header(ol_buf_t *out, const ol_report_t *v)
 {
   char stamp[64] = "";
   time_t when = (time_t)v->time_unix;
@@ -435,7 +434,7 @@ static void page_header(ol_buf_t *out, const ol_view_t *v)
   if (v->time_unix > 0 && gmtime_r(&when, &tm))
     strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", &tm);
   ol_buf_printf(out, "<header><h1>oomlens memory report</h1>\n<p>");
-  if (v->root) {
+  if (!ol_report_is_trace(v)) {
     ol_buf_printf(out, "pid %ld, rank ", v->pid);
     esc(out, v->rank);
     ol_buf_printf(out, ", written at ");
@@ -454,7 +453,7 @@ static void page_header(ol_buf_t *out, const ol_view_t *v)
   }
 }
 
-void ol_view_html(ol_buf_t *out, const ol_view_t *v)
+void ol_view_html(ol_buf_t *out, const ol_report_t *v)
 {
   ol_buf_printf(out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                 "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
@@ -471,7 +470,7 @@ void ol_view_html(ol_buf_t *out, const ol_view_t *v)
   if (v->device_count == 0)
     ol_buf_printf(out, "<p>No device memory was allocated through CUDA in this process.</p>\n");
   for (int d = 0; d < v->device_count; d++)
-    device_section(out, &v->devices[d], d, v->root == NULL);
+    device_section(out, &v->devices[d], d, ol_report_is_trace(v));
   ol_buf_printf(out, "</main>\n<footer>Written by oomlens %s from ", OL_VERSION_TEXT);
   esc(out, v->source);
   ol_buf_printf(out, ". Self-contained: nothing is loaded from the network.</footer>\n%s"

@@ -1,10 +1,12 @@
-/* report_view.c: a JSON report or a trace read back into the library's own
- * structures (report_view.h), and the text report printed from them.
+/* report_view.c: a JSON report or a trace read back into core's report
+ * model (report_view.h), which core's renderer prints as the library
+ * wrote it.
  *
  * Reading is lenient about figures (a missing one is 0, so reports of
  * format 1.0, without the timeline, still read) and strict about identity:
  * a file that is not an oomlens report, or of a newer format, is refused
- * with a message naming it. */
+ * with a message naming it. What is read is copied into the model, so the
+ * parsed tree is freed before anything is printed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,63 +94,61 @@ static void read_outside(const ol_json_t *oom, ol_oom_record_t *r)
   r->self_device_bytes = int_at(oom, "self_device_bytes");
 }
 
-/* The record keeps site ids; here they index the report's own lists. */
-static void read_oom_sites(const ol_json_t *oom, ol_view_device_t *d)
+/* A site named as the library wrote it: its frames joined by
+ * OL_FRAME_SEP, split back so the paragraph shows the first few. */
+static void read_name(ol_report_t *v, ol_report_frames_t *frames, const char *name)
+{
+  for (const char *at = name && *name ? name : NULL; at;) {
+    const char *sep = strstr(at, OL_FRAME_SEP);
+    size_t n = sep ? (size_t)(sep - at) : strlen(at);
+    ol_report_frames_add(v, frames, at, n);
+    at = sep ? sep + strlen(OL_FRAME_SEP) : NULL;
+  }
+}
+
+/* The record keeps site ids; here they index the device's own names. */
+static void read_oom_sites(const ol_json_t *oom, ol_report_t *v, ol_report_device_t *d)
 {
   ol_oom_record_t *r = &d->stats.last_oom;
   const ol_json_t *sites = ol_json_get(oom, "sites"), *grower = ol_json_get(oom, "growing_site");
   size_t n = ol_json_length(sites);
   r->holder_count = 0;
   for (size_t i = 0; sites && i < n && i < OL_OOM_SITES; i++) {
-    r->holders[i] = (ol_oom_site_t){(int32_t)i, int_at(ol_json_at(sites, (uint32_t)i), "bytes")};
+    const ol_json_t *site = ol_json_at(sites, (uint32_t)i);
+    r->holders[i] = (ol_oom_site_t){(int32_t)i, int_at(site, "bytes")};
+    read_name(v, &d->oom_names[i], ol_json_string(ol_json_get(site, "site")));
     r->holder_count++;
   }
-  d->oom_sites = r->holder_count ? sites : NULL;
-  d->oom_grower = grower && ol_json_get(grower, "site") ? grower : NULL;
-  r->grower = (ol_oom_site_t){d->oom_grower ? r->holder_count : -1,
-                              d->oom_grower ? int_at(grower, "growth") : 0};
-}
-
-#define FRAMES_IN_PARAGRAPH 3 /* as report.c names a site in the paragraph */
-
-void ol_view_site_name(ol_buf_t *out, int32_t id, bool json, void *device)
-{
-  const ol_view_device_t *d = device;
-  const ol_json_t *site = id >= 0 && id < d->stats.last_oom.holder_count
-                            ? ol_json_get(ol_json_at(d->oom_sites, (uint32_t)id), "site")
-                            : ol_json_get(d->oom_grower, "site");
-  const char *name = ol_json_string(site);
-  if (!name)
-    name = "";
-  if (json) {
-    ol_buf_json_string(out, name);
-    return;
+  r->grower = (ol_oom_site_t){-1, 0};
+  if (grower && ol_json_get(grower, "site")) {
+    r->grower = (ol_oom_site_t){OL_REPORT_GROWER, int_at(grower, "growth")};
+    read_name(v, &d->oom_names[OL_REPORT_GROWER], ol_json_string(ol_json_get(grower, "site")));
   }
-  const char *end = name;
-  for (int frames = 0; (end = strstr(end, OL_FRAME_SEP)) && ++frames < FRAMES_IN_PARAGRAPH;
-       end += strlen(OL_FRAME_SEP))
-    ;
-  ol_buf_printf(out, "%.*s", (int)(end ? (size_t)(end - name) : strlen(name)), name);
 }
 
-static const char *text_or(const ol_json_t *root, const char *key, const char *fallback);
+static const char *text_or(const ol_json_t *root, const char *key, const char *fallback)
+{
+  const char *s = ol_json_string(ol_json_get(root, key));
+  return s ? s : fallback;
+}
 
 /* What the call sites were made of, as the library wrote it. */
-static void read_stacks(const ol_json_t *s, ol_view_t *v)
+static void read_stacks(const ol_json_t *s, ol_report_t *v)
 {
   const ol_json_t *py = ol_json_get(s, "python");
   v->has_stacks = s != NULL;
   if (!s)
     return;
   ol_json_bool(ol_json_get(s, "native"), &v->stacks.native);
+  v->stacks.depth = (uint64_t)int_at(s, "depth");
   v->stacks.sample = (uint64_t)int_at(s, "sample_bytes");
-  v->stacks.py.state = text_or(py, "state", "");
-  v->stacks.py.version = text_or(py, "version", "");
-  v->stacks.py.with_python = (uint64_t)int_at(py, "with_frames");
-  v->stacks.py.without_python = (uint64_t)int_at(py, "without_frames");
+  snprintf(v->stacks.py_state, sizeof v->stacks.py_state, "%s", text_or(py, "state", ""));
+  snprintf(v->stacks.py_version, sizeof v->stacks.py_version, "%s", text_or(py, "version", ""));
+  v->stacks.with_python = (uint64_t)int_at(py, "with_frames");
+  v->stacks.without_python = (uint64_t)int_at(py, "without_frames");
 }
 
-static void read_oom(const ol_json_t *oom, ol_view_device_t *d)
+static void read_oom(const ol_json_t *oom, ol_report_t *v, ol_report_device_t *d)
 {
   ol_oom_record_t *r = &d->stats.last_oom;
   if (!class_named(ol_json_string(ol_json_get(oom, "class")), &d->stats.last_oom_class))
@@ -165,9 +165,14 @@ static void read_oom(const ol_json_t *oom, ol_view_device_t *d)
   r->iterations = (uint64_t)int_at(oom, "iterations");
   r->growth = int_at(oom, "growth_per_iteration");
   ol_json_bool(ol_json_get(oom, "segments_only"), &r->segments_only);
-  read_oom_sites(oom, d);
+  /* Not in the JSON: a live job's pool served its tensors in manage mode
+   * (oom_live.c), which the advice on fragmentation depends on. */
+  r->managed = strcmp(v->mode, "manage") == 0;
+  read_oom_sites(oom, v, d);
   read_outside(oom, r);
-  d->advice = ol_json_string(ol_json_get(oom, "advice"));
+  const char *advice = ol_json_string(ol_json_get(oom, "advice"));
+  if (advice)
+    ol_report_set_text(v, &d->advice, advice);
   d->diagnosed = r->capacity > 0;
 }
 
@@ -177,8 +182,9 @@ static void read_array(const ol_json_t *arr, int64_t *out, uint32_t n)
     out[i] = ol_json_path_int64(ol_json_at(arr, i), "", 0);
 }
 
-/* The timeline back into its struct; times become nanoseconds from 0. */
-static void read_timeline(const ol_json_t *t, ol_view_device_t *d)
+/* The timeline back into its struct; times become nanoseconds from 0, and
+ * each OOM keeps the wall clock it was written with. */
+static void read_timeline(const ol_json_t *t, ol_report_device_t *d)
 {
   ol_timeline_t *tl = &d->timeline;
   const ol_json_t *alloc = ol_json_get(t, "allocated"), *res = ol_json_get(t, "reserved");
@@ -201,26 +207,50 @@ static void read_timeline(const ol_json_t *t, ol_view_device_t *d)
     tl->ooms[i].t_ns = (uint64_t)(ol_json_number(ol_json_path(ol_json_at(ooms, i), "t")) * 1e9);
     tl->ooms[i].request = int_at(ol_json_at(ooms, i), "request");
   }
-  d->has_timeline = true;
+  ol_report_device_timeline(d, tl);
+  for (size_t i = 0; i < ol_json_length(ooms) && i < OL_TIMELINE_OOMS; i++) {
+    const ol_json_t *when = ol_json_get(ol_json_at(ooms, i), "time_unix");
+    if (when)
+      d->oom_time_unix[i] = ol_json_number(when);
+  }
 }
 
-static void read_device(const ol_json_t *dev, int index, ol_view_device_t *d)
+/* A list of call sites; a frame that is not text shows as "?". */
+static void read_sites(const ol_json_t *arr, ol_report_t *v, ol_report_sites_t *list)
+{
+  size_t n = ol_json_length(arr);
+  list->site = n ? calloc(n, sizeof *list->site) : NULL;
+  if (n && !list->site) {
+    v->failed = true;
+    return;
+  }
+  list->count = n;
+  for (size_t i = 0; i < n; i++) {
+    const ol_json_t *site = ol_json_at(arr, i), *frames = ol_json_get(site, "frames");
+    ol_report_site_t *s = &list->site[i];
+    s->bytes = int_at(site, "bytes");
+    s->allocations = int_at(site, "allocations");
+    s->stacks = (int)ol_json_path_int64(site, "stacks", 1);
+    for (size_t f = 0; f < ol_json_length(frames); f++) {
+      const char *where = ol_json_string(ol_json_at(frames, f));
+      ol_report_frames_add(v, &s->frames, where ? where : "?", strlen(where ? where : "?"));
+    }
+  }
+}
+
+static void read_device(const ol_json_t *dev, int index, ol_report_t *v, ol_report_device_t *d)
 {
   d->device = (int)ol_json_path_int64(dev, "device", index);
   read_stats(dev, &d->stats);
-  read_oom(ol_json_get(dev, "oom"), d);
-  d->at_peak = ol_json_path(dev, "sites.at_peak");
-  d->by_total = ol_json_path(dev, "sites.by_total");
+  read_oom(ol_json_get(dev, "oom"), v, d);
+  const ol_json_t *at_peak = ol_json_path(dev, "sites.at_peak");
+  d->has_sites = at_peak != NULL;
+  read_sites(at_peak, v, &d->at_peak);
+  read_sites(ol_json_path(dev, "sites.by_total"), v, &d->by_total);
   read_timeline(ol_json_get(dev, "timeline"), d);
 }
 
-static const char *text_or(const ol_json_t *root, const char *key, const char *fallback)
-{
-  const char *s = ol_json_string(ol_json_get(root, key));
-  return s ? s : fallback;
-}
-
-static int identify(const ol_json_t *root, const char *path, ol_view_t *v, ol_error_t *err)
+static int identify(const ol_json_t *root, const char *path, ol_error_t *err)
 {
   int64_t format;
   if (!ol_json_int64(ol_json_get(root, "oomlens_report"), &format) ||
@@ -234,41 +264,46 @@ static int identify(const ol_json_t *root, const char *path, ol_view_t *v, ol_er
                  (long long)format, OL_REPORT_FORMAT);
     return -1;
   }
-  v->format = (int)format;
-  v->minor = (int)ol_json_path_int64(root, "oomlens_report_minor", 0);
   return 0;
 }
 
-int ol_view_load_json(ol_view_t *v, const char *path, ol_error_t *err)
+static void read_report(const ol_json_t *r, const char *path, ol_report_t *v)
 {
-  memset(v, 0, sizeof *v);
-  v->root = ol_json_parse_file(path, err);
-  if (!v->root)
-    return -1;
-  if (identify(v->root, path, v, err) != 0) {
-    ol_view_free(v);
-    return -1;
-  }
-  const ol_json_t *r = v->root, *devices = ol_json_get(r, "devices");
-  v->source = path;
-  v->version = text_or(r, "version", "?");
-  v->mode = text_or(r, "mode", "observe");
-  v->reason = text_or(r, "reason", "?");
-  v->rank = text_or(r, "rank", "0");
-  v->command = text_or(r, "command", "");
+  const ol_json_t *devices = ol_json_get(r, "devices");
+  ol_report_set_text(v, &v->source, path);
+  ol_report_set_text(v, &v->version, text_or(r, "version", "?"));
+  ol_report_set_text(v, &v->mode, text_or(r, "mode", "observe"));
+  ol_report_set_text(v, &v->reason, text_or(r, "reason", "?"));
+  ol_report_set_text(v, &v->rank, text_or(r, "rank", "0"));
+  ol_report_set_text(v, &v->command, text_or(r, "command", ""));
   v->pid = (long)int_at(r, "pid");
   v->time_unix = ol_json_number(ol_json_get(r, "time_unix"));
   ol_json_bool(ol_json_get(r, "tracking_failed"), &v->tracking_failed);
   read_stacks(ol_json_get(r, "stacks"), v);
-  v->device_count = (int)ol_json_length(devices);
-  v->devices = v->device_count ? calloc((size_t)v->device_count, sizeof *v->devices) : NULL;
-  if (v->device_count && !v->devices) {
-    ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
-    ol_view_free(v);
+  for (int d = 0; d < v->device_count && !v->failed; d++)
+    read_device(ol_json_at(devices, (size_t)d), d, v, &v->devices[d]);
+}
+
+int ol_view_load_json(ol_report_t *v, const char *path, ol_error_t *err)
+{
+  ol_report_init(v, 0); /* empty: freeing it after a failed load is harmless */
+  ol_json_t *root = ol_json_parse_file(path, err);
+  if (!root)
+    return -1;
+  if (identify(root, path, err) != 0) {
+    ol_json_free(root);
     return -1;
   }
-  for (int d = 0; d < v->device_count; d++)
-    read_device(ol_json_at(devices, (size_t)d), d, &v->devices[d]);
+  if (ol_report_init(v, (int)ol_json_length(ol_json_get(root, "devices"))) == 0) {
+    v->minor = (int)ol_json_path_int64(root, "oomlens_report_minor", 0);
+    read_report(root, path, v);
+  }
+  ol_json_free(root);
+  if (v->failed) {
+    ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
+    ol_report_free(v);
+    return -1;
+  }
   return 0;
 }
 
@@ -282,7 +317,7 @@ typedef struct live {
 } live_t;
 
 typedef struct trace_state {
-  ol_view_device_t *dev;
+  ol_report_device_t *dev;
   bool started;
   ol_sites_t *sites; /* NULL: no call sites (out of host memory) */
   live_t *live;
@@ -333,7 +368,7 @@ static void site_free(trace_state_t *st, const ol_trace_event_t *e)
  * asking cudaMalloc) drive reserved memory, as they did in the job. */
 static void trace_event(trace_state_t *st, const ol_trace_event_t *e)
 {
-  ol_view_device_t *d = st->dev;
+  ol_report_device_t *d = st->dev;
   ol_device_stats_t *s = &d->stats;
   uint64_t t = e->time_us * 1000;
   if (!st->started) {
@@ -373,32 +408,9 @@ static void trace_event(trace_state_t *st, const ol_trace_event_t *e)
                    s->reserved_bytes[OL_POOL_ALL].current);
 }
 
-/* One site of the list, shaped as the JSON report's. */
-static void site_json(ol_buf_t *out, const ol_sites_t *sites, int32_t id, int64_t bytes)
-{
-  ol_buf_printf(out, "{\"bytes\": %lld, \"allocations\": %lld, \"frames\": [", (long long)bytes,
-                (long long)ol_sites_figures(sites, id)->allocations);
-  ol_frame_join_t j = {out, 0};
-  ol_sites_text_frames(sites, id, SIZE_MAX, ol_frame_join_json, &j);
-  ol_buf_printf(out, "]}");
-}
-
-static void sites_json(ol_buf_t *out, const ol_sites_t *sites, ol_site_order_t order)
-{
-  int32_t top[OL_REPORT_SITES_SHOWN * 4];
-  size_t n = ol_sites_top(sites, order, top, OL_REPORT_SITES_SHOWN * 4);
-  ol_buf_printf(out, "[");
-  for (size_t i = 0; i < n; i++) {
-    const ol_site_figures_t *f = ol_sites_figures(sites, top[i]);
-    ol_buf_printf(out, "%s", i ? ", " : "");
-    site_json(out, sites, top[i], order == OL_SITES_BY_TOTAL ? f->total : f->at_peak);
-  }
-  ol_buf_printf(out, "]");
-}
-
-/* The trace's sites as a small JSON tree, so the text and the page read
- * them as they read a report's. */
-static void trace_sites(ol_view_t *v, trace_state_t *st)
+/* The trace's sites into the report's lists, by the builder the library
+ * uses: a trace's keys are frames text. */
+static void trace_sites(ol_report_t *v, trace_state_t *st)
 {
   settle_peak(st);
   live_t *rec, *tmp;
@@ -408,39 +420,26 @@ static void trace_sites(ol_view_t *v, trace_state_t *st)
   }
   if (!st->sites || ol_sites_count(st->sites) == 0)
     return;
-  ol_buf_t text = {0};
-  ol_buf_printf(&text, "{\"at_peak\": ");
-  sites_json(&text, st->sites, OL_SITES_BY_AT_PEAK);
-  ol_buf_printf(&text, ", \"by_total\": ");
-  sites_json(&text, st->sites, OL_SITES_BY_TOTAL);
-  ol_buf_printf(&text, "}");
-  if (!text.failed)
-    v->trace_sites = ol_json_parse(text.data, text.len, NULL, 0);
-  ol_buf_free(&text);
-  v->devices[0].at_peak = ol_json_get(v->trace_sites, "at_peak");
-  v->devices[0].by_total = ol_json_get(v->trace_sites, "by_total");
+  ol_report_device_sites(v, &v->devices[0], st->sites, ol_sites_text_frames);
 }
 
-int ol_view_load_trace(ol_view_t *v, const char *path, ol_error_t *err)
+int ol_view_load_trace(ol_report_t *v, const char *path, ol_error_t *err)
 {
-  memset(v, 0, sizeof *v);
+  ol_report_init(v, 0);
   ol_trace_t *trace = ol_trace_open(path, err);
   if (!trace)
     return -1;
-  v->devices = calloc(1, sizeof *v->devices);
-  if (!v->devices) {
+  if (ol_report_init(v, 1) != 0) {
     ol_trace_close(trace);
     ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
     return -1;
   }
-  v->device_count = 1;
-  v->format = OL_REPORT_FORMAT;
-  v->version = OL_VERSION_TEXT;
-  v->mode = "trace";
-  v->reason = "trace";
-  v->rank = "0";
-  v->command = path;
-  v->source = path;
+  ol_report_set_text(v, &v->version, OL_VERSION_TEXT);
+  ol_report_set_text(v, &v->mode, "trace");
+  ol_report_set_text(v, &v->reason, "trace");
+  ol_report_set_text(v, &v->rank, "0");
+  ol_report_set_text(v, &v->command, path);
+  ol_report_set_text(v, &v->source, path);
   ol_trace_event_t e;
   trace_state_t st = {.dev = &v->devices[0], .sites = ol_sites_new()};
   int got;
@@ -449,15 +448,18 @@ int ol_view_load_trace(ol_view_t *v, const char *path, ol_error_t *err)
   ol_trace_close(trace);
   trace_sites(v, &st);
   ol_sites_free(st.sites);
-  if (got < 0) {
-    ol_view_free(v);
+  if (got >= 0 && v->failed)
+    ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
+  if (got < 0 || v->failed) {
+    ol_report_free(v);
     return -1;
   }
-  v->devices[0].has_timeline = st.started;
+  if (st.started)
+    ol_report_device_timeline(&v->devices[0], &v->devices[0].timeline);
   return 0;
 }
 
-int ol_view_load(ol_view_t *v, const char *path, ol_error_t *err)
+int ol_view_load(ol_report_t *v, const char *path, ol_error_t *err)
 {
   FILE *f = fopen(path, "rb");
   int first = f ? fgetc(f) : EOF;
@@ -467,69 +469,4 @@ int ol_view_load(ol_view_t *v, const char *path, ol_error_t *err)
     fclose(f);
   return first == '{' ? ol_view_load_json(v, path, err)
                       : ol_view_load_trace(v, path, err);
-}
-
-void ol_view_free(ol_view_t *v)
-{
-  ol_json_free(v->root);
-  ol_json_free(v->trace_sites);
-  free(v->devices);
-  memset(v, 0, sizeof *v);
-}
-
-/* ---- the text report ---------------------------------------------------- */
-
-static void text_sites(ol_buf_t *out, const ol_json_t *sites, bool by_total, bool v_is_report)
-{
-  ol_report_text_sites_title(out, by_total);
-  for (size_t i = 0; i < ol_json_length(sites) && i < OL_REPORT_SITES_SHOWN; i++) {
-    const ol_json_t *site = ol_json_at(sites, i);
-    ol_report_text_site_figures(out, int_at(site, "bytes"), int_at(site, "allocations"));
-    const ol_json_t *frames = ol_json_get(site, "frames");
-    if (ol_json_length(frames) == 0 && !v_is_report)
-      ol_buf_printf(out, "(no frames recorded)");
-    ol_frame_join_t j = {out, 0};
-    for (size_t f = 0; f < ol_json_length(frames) && f < OL_REPORT_FRAMES_SHOWN; f++) {
-      const char *where = ol_json_string(ol_json_at(frames, f));
-      ol_frame_join_text(where ? where : "?", &j);
-    }
-    ol_buf_printf(out, "\n");
-  }
-}
-
-static void trace_header(ol_buf_t *out, const ol_view_t *v)
-{
-  const ol_view_device_t *d = &v->devices[0];
-  char a[32], r[32];
-  ol_format_bytes(a, sizeof a, d->stats.allocated_bytes[OL_POOL_ALL].peak);
-  ol_format_bytes(r, sizeof r, d->stats.reserved_bytes[OL_POOL_ALL].peak);
-  ol_buf_printf(out, "oomlens %s: the recorded trace %s\n", OL_VERSION_TEXT, v->source);
-  ol_buf_printf(out, "peak allocated %s (tensors), peak reserved %s (PyTorch's segments), "
-                "%lld out-of-memory event(s) over %.3f s\n", a, r,
-                (long long)d->stats.num_ooms,
-                d->has_timeline ? d->timeline.count * (double)d->timeline.width_ns / 1e9 : 0.0);
-}
-
-void ol_view_text(ol_buf_t *out, const ol_view_t *v)
-{
-  ol_report_context_t ctx = {v->reason, v->pid, v->rank, v->command, v->time_unix};
-  if (v->root)
-    ol_report_text_header(out, &ctx, v->version, v->mode, v->tracking_failed, v->device_count,
-                          v->has_stacks ? &v->stacks : NULL);
-  else
-    trace_header(out, v);
-  for (int d = 0; d < v->device_count; d++) {
-    const ol_view_device_t *dev = &v->devices[d];
-    ol_device_stats_t stats = dev->stats;
-    if (!dev->diagnosed)
-      stats.last_oom.capacity = 0; /* no paragraph without a diagnosis */
-    ol_buf_printf(out, "\n");
-    ol_report_text_device(out, dev->device, &stats);
-    ol_report_text_origins(out, &stats);
-    if (dev->at_peak) {
-      text_sites(out, dev->at_peak, false, v->root != NULL);
-      text_sites(out, dev->by_total, true, v->root != NULL);
-    }
-    ol_report_text_calls(out, &stats, ol_view_site_name, (void *)dev);
-  }
 }

@@ -2,9 +2,10 @@
  * (src/lib) and the offline analysers (src/analyze): options, logging,
  * text buffers and errors, the PyTorch-shaped counters, live-block tables,
  * call sites, iterations, the timeline, the out-of-memory classifier, the
- * trace's vocabulary and the report's text. Plain C11 and POSIX: nothing
- * here may include a CUDA header (the build compiles src/core without
- * them), nor call into src/lib. Listed under the file that defines it. */
+ * trace's vocabulary, and the report: its model and its one renderer.
+ * Plain C11 and POSIX: nothing here may include a CUDA header (the build
+ * compiles src/core without them), nor call into src/lib. Listed under
+ * the file that defines it. */
 #ifndef OL_CORE_H
 #define OL_CORE_H
 
@@ -88,6 +89,7 @@ typedef struct ol_buf {
 void ol_buf_printf(ol_buf_t *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ol_buf_json_string(ol_buf_t *buf, const char *text);
 void ol_buf_free(ol_buf_t *buf);
+void ol_format_bytes(char *out, size_t cap, int64_t bytes); /* "1.50 GiB" */
 /* Exit statuses, one definition for the whole project. The offline code
  * hands its errors back as an ol_error_t carrying one of them, and the
  * command line exits with it: never chosen by reading the message. */
@@ -463,6 +465,8 @@ bool ol_timeline_note_before(ol_timeline_t *tl, uint64_t bound_ns, int64_t alloc
 void ol_timeline_oom(ol_timeline_t *tl, uint64_t t_ns, int64_t request);
 double ol_timeline_seconds(const ol_timeline_t *tl, uint64_t t_ns); /* since the start */
 void ol_timeline_json(ol_buf_t *out, const ol_timeline_t *tl);
+/* The same with each kept OOM's wall clock given (NULL: start_unix + t). */
+void ol_timeline_json_times(ol_buf_t *out, const ol_timeline_t *tl, const double *oom_unix);
 /* ---- what a report says of call sites (filled by pyframes.c, read back
  * from a JSON report by `oomlens report`) ------------------------------ */
 typedef struct ol_pyframes_status {
@@ -471,36 +475,116 @@ typedef struct ol_pyframes_status {
   uint64_t with_python, without_python; /* allocations captured with / without frames */
 } ol_pyframes_status_t;
 
-/* ---- report.c: memory_summary text and JSON ---------------------------- */
-typedef struct ol_report_context {
-  const char *reason; /* "exit", "signal", "request" */
-  long pid;
-  const char *rank;
-  const char *command;
-  double time_unix;
-} ol_report_context_t;
-#define OL_REPORT_SITES_SHOWN 5  /* call sites in each list of the text report */
-#define OL_REPORT_FRAMES_SHOWN 6 /* frames of each */
-/* The text report's pieces, for `oomlens report` to print a JSON report
- * back exactly as the library wrote it. */
+/* ---- report_model.c: one report as data, owning all it shows --------
+ * The library snapshots its tables into one (lib/report.c); `oomlens
+ * report` reads one back from a JSON report or builds one from a trace
+ * (analyze/report_view.c); report_render.c prints any of them, as text and
+ * as JSON. Nothing in it points into a live table or a parsed tree, so it
+ * can be rendered after the tracker's lock is let go. */
+#define OL_REPORT_SITES_SHOWN 5         /* call sites in each list of the text report */
+#define OL_REPORT_SITES_KEPT (OL_REPORT_SITES_SHOWN * 4) /* ... and of the JSON */
+#define OL_REPORT_FRAMES_SHOWN 6        /* frames of each (a group of stacks: all it has) */
+#define OL_REPORT_FRAMES_IN_PARAGRAPH 3 /* frames naming a site in the OOM paragraph */
+#define OL_REPORT_GROWER OL_OOM_SITES   /* oom_names[] slot of the growing site */
+
+typedef struct ol_report_frames {
+  char **frame; /* innermost first, each owned */
+  size_t count;
+} ol_report_frames_t;
+
+typedef struct ol_report_site {
+  int64_t bytes; /* at the peak, or in total, by the list it is in */
+  int64_t allocations;
+  int stacks; /* distinct stacks shown as this one entry */
+  ol_report_frames_t frames;
+} ol_report_site_t;
+
+typedef struct ol_report_sites {
+  ol_report_site_t *site; /* largest first */
+  size_t count;
+} ol_report_sites_t;
+
+/* What the call sites are made of (the text's note, the JSON's "stacks"). */
 typedef struct ol_report_stacks {
   bool native;     /* libunwind found */
+  uint64_t depth;  /* OOMLENS_STACK_DEPTH */
   uint64_t sample; /* OOMLENS_STACK_SAMPLE, 0: every allocation */
-  ol_pyframes_status_t py;
+  char py_state[16];   /* ok, off, none (no CPython), unsupported, unreadable */
+  char py_version[32]; /* "3.11.7", or "" */
+  uint64_t with_python, without_python; /* stacks taken with / without Python frames */
 } ol_report_stacks_t;
-void ol_report_text_stacks_note(ol_buf_t *out, const ol_report_stacks_t *stacks);
-/* stacks NULL: call sites were off, no note. */
-void ol_report_text_header(ol_buf_t *out, const ol_report_context_t *ctx, const char *version,
-                           const char *mode, bool tracking_failed, int device_count,
-                           const ol_report_stacks_t *stacks);
-void ol_report_text_device(ol_buf_t *out, int device, const ol_device_stats_t *dev);
-void ol_report_text_origins(ol_buf_t *out, const ol_device_stats_t *dev);
-void ol_report_text_sites_title(ol_buf_t *out, bool by_total);
-void ol_report_text_site_figures(ol_buf_t *out, int64_t bytes, int64_t allocations);
-/* namer NULL: the out-of-memory paragraph names no sites. */
-void ol_report_text_calls(ol_buf_t *out, const ol_device_stats_t *dev, ol_site_namer_t namer,
-                          void *arg);
-void ol_format_bytes(char *out, size_t cap, int64_t bytes);
+
+typedef struct ol_report_device {
+  int device;
+  ol_device_stats_t stats;
+  /* stats.last_oom and last_oom_class hold a diagnosis. Its site ids index
+   * oom_names: holders 0..holder_count-1, the grower OL_REPORT_GROWER. */
+  bool diagnosed;
+  ol_report_frames_t oom_names[OL_OOM_SITES + 1];
+  char *advice; /* the advice as a JSON report wrote it; NULL: none read */
+  bool has_sites; /* call sites were recorded (the lists may still be empty) */
+  ol_report_sites_t at_peak, by_total;
+  bool has_timeline;
+  ol_timeline_t timeline;
+  /* Each kept OOM's wall clock, as written: a report read back keeps the
+   * figures it printed rather than sums of rounded ones. */
+  double oom_time_unix[OL_TIMELINE_OOMS];
+} ol_report_device_t;
+
+typedef struct ol_report {
+  int format, minor; /* as read; a report rendered is always of OL_REPORT_FORMAT.MINOR */
+  char *version, *mode, *reason, *rank, *command; /* mode "trace": built from a trace */
+  char *source; /* the file read, NULL for a live report */
+  long pid;
+  double time_unix;
+  bool tracking_failed;
+  bool has_stacks; /* call sites were on: the note */
+  ol_report_stacks_t stacks;
+  int device_count;
+  ol_report_device_t *devices;
+  bool failed; /* host memory ran out while building it: not to be written */
+} ol_report_t;
+
+int ol_report_init(ol_report_t *r, int device_count); /* 0, or -1 out of memory */
+void ol_report_free(ol_report_t *r);
+/* Sets *field to an owned copy of text (NULL: ""); false, and r->failed,
+ * when out of memory. */
+bool ol_report_set_text(ol_report_t *r, char **field, const char *text);
+/* Appends a copy of the len bytes at frame; false, and r->failed, when out
+ * of memory. */
+bool ol_report_frames_add(ol_report_t *r, ol_report_frames_t *frames, const char *frame,
+                          size_t len);
+/* A table's site as owned frames, at most max; false: out of memory. */
+bool ol_report_frames_collect(ol_report_frames_t *frames, const ol_sites_t *sites,
+                              ol_site_frames_fn frames_of, int32_t id, size_t max);
+void ol_report_frames_free(ol_report_frames_t *frames);
+bool ol_report_is_trace(const ol_report_t *r);
+/* A device from a tracker's figures and its call sites (sites NULL: none
+ * were recorded, and the diagnosis names none). */
+void ol_report_device_fill(ol_report_t *r, ol_report_device_t *d, int device,
+                           const ol_device_stats_t *stats, const ol_sites_t *sites,
+                           ol_site_frames_fn frames_of);
+/* The device's site lists, and the names of its diagnosis's sites, from a
+ * sites table: the largest groups of stacks alike in the frames shown
+ * (site_groups.c; singly when that runs out of host memory). */
+void ol_report_device_sites(ol_report_t *r, ol_report_device_t *d, const ol_sites_t *sites,
+                            ol_site_frames_fn frames_of);
+/* The device's timeline (tl may be d's own), its OOMs' wall clock made. */
+void ol_report_device_timeline(ol_report_device_t *d, const ol_timeline_t *tl);
+
+/* ---- report_render.c: the report as text and as JSON ------------------ */
+/* The text follows torch.cuda.memory_summary(), one table per device; the
+ * JSON holds the same figures under memory_stats() names. A report built
+ * from a trace (mode "trace") has its own header. */
+void ol_report_render_text(ol_buf_t *out, const ol_report_t *r);
+void ol_report_render_json(ol_buf_t *out, const ol_report_t *r);
+/* A site named as every report names it: its first
+ * OL_REPORT_FRAMES_IN_PARAGRAPH frames in the paragraph's text, the
+ * OL_REPORT_FRAMES_SHOWN frames as one JSON string. From a model's names
+ * (an ol_site_namer_t; arg: the ol_report_device_t), or from a table. */
+void ol_report_oom_namer(ol_buf_t *out, int32_t id, bool json, void *device);
+void ol_report_site_name(ol_buf_t *out, const ol_sites_t *sites, ol_site_frames_fn frames_of,
+                         int32_t id, bool json);
 /* ---- report_file.c: where reports go, written whole or not at all ------ */
 const char *ol_rank_text(void);
 int ol_expand_path(const char *pattern, long pid, const char *rank, char *out, size_t cap);

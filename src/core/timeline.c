@@ -123,6 +123,11 @@ static void json_array(ol_buf_t *out, const char *name, const int64_t *values, u
  * and holds the highest value in it; times are seconds since start_unix. */
 void ol_timeline_json(ol_buf_t *out, const ol_timeline_t *tl)
 {
+  ol_timeline_json_times(out, tl, NULL);
+}
+
+void ol_timeline_json_times(ol_buf_t *out, const ol_timeline_t *tl, const double *oom_unix)
+{
   ol_buf_printf(out, "{\"start_unix\": %.6f, \"interval_s\": %.9f, \"points\": %" PRIu32 ", ",
                 tl->start_unix, (double)tl->width_ns / 1e9, tl->count);
   json_array(out, "allocated", tl->allocated, tl->count);
@@ -137,7 +142,8 @@ void ol_timeline_json(ol_buf_t *out, const ol_timeline_t *tl)
   for (uint32_t i = 0; i < kept; i++) {
     double t = ol_timeline_seconds(tl, tl->ooms[i].t_ns);
     ol_buf_printf(out, "%s{\"t\": %.6f, \"time_unix\": %.6f, \"request\": %" PRId64 "}",
-                  i ? ", " : "", t, tl->start_unix + t, tl->ooms[i].request);
+                  i ? ", " : "", t, oom_unix ? oom_unix[i] : tl->start_unix + t,
+                  tl->ooms[i].request);
   }
   ol_buf_printf(out, "]}");
 }

@@ -160,10 +160,9 @@ void ol_lifecycle_at_exit(void);
 
 /* ---- report.c: the live report, written at exit, at a signal, on request */
 
-void ol_report_text(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx);
-void ol_report_json(ol_buf_t *out, const ol_snapshot_t *snap, const ol_report_context_t *ctx);
-/* A native site named by its frames (an ol_site_namer_t; arg: the sites table). */
-void ol_report_site_name(ol_buf_t *out, int32_t id, bool json, void *sites);
+/* A live site named as reports name it (an ol_site_namer_t; arg: the
+ * device's sites table, held under the tracker's lock). */
+void ol_report_stack_namer(ol_buf_t *out, int32_t id, bool json, void *sites);
 void ol_report_stacks_now(ol_report_stacks_t *stacks);
 int ol_report_write_all(const char *reason); /* 0 when every file was written */
 void ol_report_wait(void);                   /* until no report is being written */

@@ -53,7 +53,7 @@ typedef struct explain_args {
 static void explain_with_sites(const ol_sites_t *sites, void *arg)
 {
   explain_args_t *a = arg;
-  ol_oom_explain(a->out, a->record, a->cause, ol_report_site_name, (void *)sites);
+  ol_oom_explain(a->out, a->record, a->cause, ol_report_stack_namer, (void *)sites);
 }
 
 /* The paragraph, naming the record's sites when stacks are on. */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "report_view.h"
 
 #define MiB (1ll << 20)
 #define DEV "devices[0]."
@@ -750,6 +751,84 @@ START_TEST(report_command_prints_the_text_back)
 }
 END_TEST
 
+/* A whole file, NUL-terminated; the caller frees it. */
+static char *slurp(const char *path)
+{
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *data = malloc((size_t)size + 1);
+  ck_assert_ptr_nonnull(data);
+  ck_assert_uint_eq(fread(data, 1, (size_t)size, f), (size_t)size);
+  fclose(f);
+  data[size] = '\0';
+  return data;
+}
+
+/* Equal byte for byte; else where they part, with a little of each. */
+static void assert_same(const char *what, const char *got, const char *want)
+{
+  size_t at = 0;
+  while (got[at] && got[at] == want[at])
+    at++;
+  size_t from = at > 60 ? at - 60 : 0;
+  ck_assert_msg(got[at] == want[at], "%s differs at byte %zu:\nrendered: ...%.120s\nwritten:  "
+                "...%.120s", what, at, got + from, want + from);
+}
+
+typedef struct {
+  const char *scenario;
+  const char *env[7];
+} round_trip_t;
+
+/* Call sites (grouped, with source lines), a diagnosis naming its holders
+ * and its growing site, NVML's other processes, manage mode's advice, the
+ * timeline's OOM times, and a report without call sites. */
+static const round_trip_t round_trips[] = {
+  {"runtime", {NULL}},
+  {"two_sites", {"OOMLENS_STACKS=1", NULL}},
+  {"nested_sites", {"OOMLENS_STACKS=1", "OOMLENS_STACK_DEPTH=24", NULL}},
+  {"oom_leak", {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", "SIMCU_EXTERNAL=0",
+                "OOMLENS_STACKS=1", NULL}},
+  {"oom_external", {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+                    "SIMCU_EXTERNAL=700M", "SIMNVML_PROCS=77:100M,4242:600M", NULL}},
+  {"oom_fragmentation", {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+                         "SIMCU_EXTERNAL=0", "OOMLENS_MANAGE=1", "OOMLENS_STACKS=1", NULL}},
+};
+
+/* The JSON report the library wrote, read back into the report model and
+ * rendered again, is that JSON byte for byte, and its text is the text
+ * the library wrote: one model, one renderer, nothing lost on the way. */
+START_TEST(report_read_back_renders_the_same)
+{
+  const round_trip_t *c = &round_trips[_i];
+  harness_run_t run;
+  ol_json_free(run_scenario(c->scenario, c->env, &run));
+  char json[PATH_MAX + 32], txt[PATH_MAX + 32];
+  snprintf(json, sizeof json, "%s/r-%ld.json", harness_dir(), (long)run.pid);
+  snprintf(txt, sizeof txt, "%s/r-%ld.txt", harness_dir(), (long)run.pid);
+  ol_report_t back;
+  ol_error_t err;
+  ck_assert_msg(ol_view_load_json(&back, json, &err) == 0, "%s", err.text);
+  ol_buf_t again = {0}, text = {0};
+  ol_report_render_json(&again, &back);
+  ol_report_render_text(&text, &back);
+  ck_assert(!again.failed && !text.failed);
+  char *written_json = slurp(json), *written_text = slurp(txt);
+  assert_same(c->scenario, again.data, written_json);
+  assert_same(c->scenario, text.data, written_text);
+  if (strstr(c->scenario, "oom_"))
+    ck_assert_ptr_nonnull(strstr(written_json, "\"oom\": {\"class\""));
+  free(written_json);
+  free(written_text);
+  ol_buf_free(&again);
+  ol_buf_free(&text);
+  ol_report_free(&back);
+}
+END_TEST
+
 static Suite *preload_suite(void)
 {
   Suite *s = suite_create("preload");
@@ -773,6 +852,8 @@ static Suite *preload_suite(void)
   tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);
   tcase_add_test(paths, timeline_in_the_report);
   tcase_add_test(paths, report_command_prints_the_text_back);
+  tcase_add_loop_test(paths, report_read_back_renders_the_same, 0,
+                      sizeof round_trips / sizeof *round_trips);
   suite_add_tcase(s, paths);
   TCase *metrics = tcase_create("metrics");
   tcase_add_checked_fixture(metrics, harness_setup, harness_teardown);

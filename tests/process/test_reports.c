@@ -300,22 +300,23 @@ START_TEST(report_from_a_trace)
   char path[PATH_MAX];
   ol_error_t err;
   snprintf(path, sizeof path, "%s/oom_activations.csv.gz", harness_env("OOMLENS_TEST_DATA"));
-  ol_view_t v;
+  ol_report_t v;
   ck_assert_msg(ol_view_load(&v, path, &err) == 0, "%s", err.text);
-  const ol_view_device_t *d = &v.devices[0];
+  const ol_report_device_t *d = &v.devices[0];
   ck_assert_int_eq(d->stats.allocated_bytes[OL_POOL_ALL].peak, 12482133056ll);
   ck_assert_int_gt(d->stats.reserved_bytes[OL_POOL_ALL].peak, 12482133056ll);
   ck_assert_int_eq(d->stats.num_ooms, 1);
   ck_assert(d->has_timeline && d->timeline.oom_count == 1);
   ck_assert_int_eq(d->timeline.peak_allocated, 12482133056ll);
-  ck_assert_int_eq(ol_json_path_int64(d->at_peak, "[0].bytes", -1), 4831838208ll);
-  ck_assert_str_eq(ol_json_string(ol_json_path(d->at_peak, "[0].frames[0]")),
-                   "activations.py:66:forward");
+  ck_assert_uint_gt(d->at_peak.count, 0);
+  ck_assert_int_eq(d->at_peak.site[0].bytes, 4831838208ll);
+  ck_assert_uint_gt(d->at_peak.site[0].frames.count, 0);
+  ck_assert_str_eq(d->at_peak.site[0].frames.frame[0], "activations.py:66:forward");
   int64_t sum = 0;
-  for (size_t i = 0; i < ol_json_length(d->at_peak); i++)
-    sum += ol_json_path_int64(ol_json_at(d->at_peak, i), "bytes", 0);
+  for (size_t i = 0; i < d->at_peak.count; i++)
+    sum += d->at_peak.site[i].bytes;
   ck_assert_int_le(sum, 12482133056ll);
-  ol_view_free(&v);
+  ol_report_free(&v);
 }
 END_TEST
 

@@ -1,0 +1,236 @@
+/* report_model.c: one report as data (core.h's ol_report_t), and how a
+ * device's part of it is built from a table of call sites.
+ *
+ * The model owns every string and list it shows: whoever builds it (the
+ * library under its tracker's lock, `oomlens report` from a parsed JSON
+ * tree or a trace) lets go of its sources before it is rendered, and
+ * report_render.c prints any model the same way. The site lists are made
+ * here, once, as the library has always shown them: stacks alike in the
+ * frames shown are one entry (on PyTorch one Python line reaches the
+ * allocator by several native paths), a group named by the frames shown, a
+ * single stack by all its frames. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+int ol_report_init(ol_report_t *r, int device_count)
+{
+  *r = (ol_report_t){.format = OL_REPORT_FORMAT, .minor = OL_REPORT_MINOR};
+  if (device_count <= 0)
+    return 0;
+  r->devices = calloc((size_t)device_count, sizeof *r->devices);
+  if (!r->devices) {
+    r->failed = true;
+    return -1;
+  }
+  r->device_count = device_count;
+  for (int d = 0; d < device_count; d++) {
+    r->devices[d].device = d;
+    r->devices[d].stats.last_oom.grower.id = -1;
+  }
+  return 0;
+}
+
+static void sites_free(ol_report_sites_t *list)
+{
+  for (size_t i = 0; i < list->count; i++)
+    ol_report_frames_free(&list->site[i].frames);
+  free(list->site);
+  *list = (ol_report_sites_t){0};
+}
+
+static void device_free(ol_report_device_t *d)
+{
+  for (int i = 0; i <= OL_REPORT_GROWER; i++)
+    ol_report_frames_free(&d->oom_names[i]);
+  free(d->advice);
+  sites_free(&d->at_peak);
+  sites_free(&d->by_total);
+}
+
+void ol_report_free(ol_report_t *r)
+{
+  char *texts[] = {r->version, r->mode, r->reason, r->rank, r->command, r->source};
+  for (size_t i = 0; i < sizeof texts / sizeof *texts; i++)
+    free(texts[i]);
+  for (int d = 0; d < r->device_count; d++)
+    device_free(&r->devices[d]);
+  free(r->devices);
+  *r = (ol_report_t){0};
+}
+
+bool ol_report_set_text(ol_report_t *r, char **field, const char *text)
+{
+  char *copy = strdup(text ? text : "");
+  if (!copy) {
+    r->failed = true;
+    return false;
+  }
+  free(*field);
+  *field = copy;
+  return true;
+}
+
+static bool frames_push(ol_report_frames_t *f, const char *frame, size_t len)
+{
+  char *copy = malloc(len + 1);
+  char **grown = copy ? realloc(f->frame, (f->count + 1) * sizeof *grown) : NULL;
+  if (!grown) {
+    free(copy);
+    return false;
+  }
+  memcpy(copy, frame, len);
+  copy[len] = '\0';
+  f->frame = grown;
+  f->frame[f->count++] = copy;
+  return true;
+}
+
+bool ol_report_frames_add(ol_report_t *r, ol_report_frames_t *frames, const char *frame,
+                          size_t len)
+{
+  if (frames_push(frames, frame, len))
+    return true;
+  r->failed = true;
+  return false;
+}
+
+void ol_report_frames_free(ol_report_frames_t *f)
+{
+  for (size_t i = 0; i < f->count; i++)
+    free(f->frame[i]);
+  free(f->frame);
+  *f = (ol_report_frames_t){0};
+}
+
+typedef struct collect {
+  ol_report_frames_t *frames;
+  bool ok;
+} collect_t;
+
+static void collect_frame(const char *frame, void *arg)
+{
+  collect_t *c = arg;
+  c->ok = c->ok && frames_push(c->frames, frame, strlen(frame));
+}
+
+bool ol_report_frames_collect(ol_report_frames_t *frames, const ol_sites_t *sites,
+                              ol_site_frames_fn frames_of, int32_t id, size_t max)
+{
+  collect_t c = {frames, true};
+  frames_of(sites, id, max, collect_frame, &c);
+  return c.ok;
+}
+
+bool ol_report_is_trace(const ol_report_t *r)
+{
+  return r->mode && strcmp(r->mode, "trace") == 0;
+}
+
+static int64_t figure_of(const ol_sites_t *sites, int32_t id, ol_site_order_t order)
+{
+  const ol_site_figures_t *f = ol_sites_figures(sites, id);
+  return order == OL_SITES_BY_TOTAL ? f->total : f->at_peak;
+}
+
+/* The largest entries, groups of stacks alike in the frames shown; singly
+ * if grouping ran out of host memory. */
+static size_t top_groups(const ol_sites_t *sites, ol_site_order_t order,
+                         ol_site_frames_fn frames_of, ol_site_group_t out[OL_REPORT_SITES_KEPT])
+{
+  long n = ol_site_groups_top(sites, order, OL_REPORT_FRAMES_SHOWN, frames_of, out,
+                              OL_REPORT_SITES_KEPT);
+  if (n >= 0)
+    return (size_t)n;
+  int32_t top[OL_REPORT_SITES_KEPT];
+  size_t singly = ol_sites_top(sites, order, top, OL_REPORT_SITES_KEPT);
+  for (size_t i = 0; i < singly; i++)
+    out[i] = (ol_site_group_t){top[i], figure_of(sites, top[i], order),
+                               ol_sites_figures(sites, top[i])->allocations, 1};
+  return singly;
+}
+
+/* A group of several stacks is named by the frames they share; a single
+ * stack keeps all its frames (the JSON lists them, the text shows the
+ * first few). */
+static void site_list(ol_report_t *r, ol_report_sites_t *list, const ol_sites_t *sites,
+                      ol_site_order_t order, ol_site_frames_fn frames_of)
+{
+  ol_site_group_t top[OL_REPORT_SITES_KEPT];
+  size_t n = top_groups(sites, order, frames_of, top);
+  sites_free(list);
+  if (n == 0)
+    return;
+  list->site = calloc(n, sizeof *list->site);
+  if (!list->site) {
+    r->failed = true;
+    return;
+  }
+  list->count = n;
+  for (size_t i = 0; i < n; i++) {
+    ol_report_site_t *s = &list->site[i];
+    *s = (ol_report_site_t){.bytes = top[i].bytes, .allocations = top[i].allocations,
+                            .stacks = top[i].sites};
+    if (!ol_report_frames_collect(&s->frames, sites, frames_of, top[i].id,
+                                  top[i].sites > 1 ? OL_REPORT_FRAMES_SHOWN : SIZE_MAX))
+      r->failed = true;
+  }
+}
+
+/* The record's site ids become slots of the device's own names. */
+static void name_site(ol_report_t *r, ol_report_device_t *d, ol_oom_site_t *site, int slot,
+                      const ol_sites_t *sites, ol_site_frames_fn frames_of)
+{
+  ol_report_frames_free(&d->oom_names[slot]);
+  if (!ol_report_frames_collect(&d->oom_names[slot], sites, frames_of, site->id,
+                                OL_REPORT_FRAMES_SHOWN))
+    r->failed = true;
+  site->id = slot;
+}
+
+static void unnamed(ol_oom_record_t *rec)
+{
+  rec->holder_count = 0;
+  rec->grower = (ol_oom_site_t){-1, 0};
+}
+
+void ol_report_device_sites(ol_report_t *r, ol_report_device_t *d, const ol_sites_t *sites,
+                            ol_site_frames_fn frames_of)
+{
+  d->has_sites = true;
+  site_list(r, &d->at_peak, sites, OL_SITES_BY_AT_PEAK, frames_of);
+  site_list(r, &d->by_total, sites, OL_SITES_BY_TOTAL, frames_of);
+  ol_oom_record_t *rec = &d->stats.last_oom;
+  if (!d->diagnosed) {
+    unnamed(rec);
+    return;
+  }
+  for (int i = 0; i < rec->holder_count; i++)
+    name_site(r, d, &rec->holders[i], i, sites, frames_of);
+  if (rec->grower.id >= 0)
+    name_site(r, d, &rec->grower, OL_REPORT_GROWER, sites, frames_of);
+}
+
+void ol_report_device_fill(ol_report_t *r, ol_report_device_t *d, int device,
+                           const ol_device_stats_t *stats, const ol_sites_t *sites,
+                           ol_site_frames_fn frames_of)
+{
+  d->device = device;
+  d->stats = *stats;
+  d->diagnosed = stats->num_ooms > 0 && stats->last_oom.capacity > 0;
+  if (sites)
+    ol_report_device_sites(r, d, sites, frames_of);
+  else
+    unnamed(&d->stats.last_oom);
+}
+
+void ol_report_device_timeline(ol_report_device_t *d, const ol_timeline_t *tl)
+{
+  if (tl != &d->timeline)
+    d->timeline = *tl;
+  d->has_timeline = true;
+  uint32_t kept = tl->oom_count < OL_TIMELINE_OOMS ? tl->oom_count : OL_TIMELINE_OOMS;
+  for (uint32_t i = 0; i < kept; i++)
+    d->oom_time_unix[i] = tl->start_unix + ol_timeline_seconds(tl, tl->ooms[i].t_ns);
+}
