@@ -76,111 +76,25 @@ ol_timeline_t *ol_account_timeline(ol_account_t *a, int device, uint64_t t_ns, d
   return ad->timeline;
 }
 
-/* ---- blocks ----------------------------------------------------------- */
+/* ---- blocks: the hot path is inline in core.h ---------------------------- */
 
-static inline void pool_grow(ol_stat_t stat[OL_POOL_COUNT], int pool, int64_t n)
+void __attribute__((cold)) ol_account_forget(ol_account_t *a, const ol_record_t *stale)
 {
-  ol_stat_grow(&stat[OL_POOL_ALL], n);
-  ol_stat_grow(&stat[pool], n);
+  ol_account_removed(a, stale, ol_account_clamp(stale->device));
 }
 
-static inline void pool_shrink(ol_stat_t stat[OL_POOL_COUNT], int pool, int64_t n)
+bool __attribute__((cold)) ol_account_unknown_free(ol_account_t *a, int device)
 {
-  ol_stat_shrink(&stat[OL_POOL_ALL], n);
-  ol_stat_shrink(&stat[pool], n);
-}
-
-/* A block's bytes change hands at its site; when that change ended an
- * iteration (a valley of the live bytes), the sites take note of what
- * outlives it. */
-static void site_bytes(ol_sites_t *sites, int32_t site, int64_t delta, bool valley)
-{
-  ol_sites_add(sites, site, delta);
-  if (valley)
-    ol_sites_mark_valley(sites);
-}
-
-/* Growing and shrinking are written apart: only growth can make a peak.
- * A block with an origin is a segment of reserved memory of its own. */
-static void added(ol_account_t *a, const ol_record_t *b)
-{
-  int d = ol_account_clamp(b->device);
-  ol_device_stats_t *dev = &a->devices[d].stats;
-  int pool = ol_stats_pool_of(b->size);
-  int64_t bytes = (int64_t)b->size, peak = dev->allocated_bytes[OL_POOL_ALL].peak;
-  uint64_t iterations = dev->phases.iterations;
-  pool_grow(dev->allocated_bytes, pool, bytes);
-  ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
-  pool_grow(dev->allocation, pool, 1);
-  if (b->kind < OL_ORIGIN_COUNT) {
-    ol_stat_grow(&dev->origin_bytes[b->kind], bytes);
-    pool_grow(dev->reserved_bytes, pool, bytes);
-    pool_grow(dev->segment, pool, 1);
-  }
-  bool shared = a->flags & OL_ACCOUNT_SITES_SHARED;
-  a->allocated += bytes;
-  bool new_peak = shared ? a->allocated > a->peak : dev->allocated_bytes[OL_POOL_ALL].current > peak;
-  if (a->allocated > a->peak)
-    a->peak = a->allocated;
-  ol_sites_t *sites = a->devices[shared ? 0 : d].sites;
-  if (!sites)
-    return;
-  site_bytes(sites, b->site, bytes, dev->phases.iterations != iterations);
-  if (new_peak) /* O(1): who holds the bytes now is who holds the peak */
-    ol_sites_mark_peak(sites);
-}
-
-static void removed(ol_account_t *a, const ol_record_t *b)
-{
-  int d = ol_account_clamp(b->device);
-  ol_device_stats_t *dev = &a->devices[d].stats;
-  int pool = ol_stats_pool_of(b->size);
-  int64_t bytes = (int64_t)b->size;
-  uint64_t iterations = dev->phases.iterations;
-  pool_shrink(dev->allocated_bytes, pool, bytes);
-  ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
-  pool_shrink(dev->allocation, pool, 1);
-  if (b->kind < OL_ORIGIN_COUNT) {
-    ol_stat_shrink(&dev->origin_bytes[b->kind], bytes);
-    pool_shrink(dev->reserved_bytes, pool, bytes);
-    pool_shrink(dev->segment, pool, 1);
-  }
-  a->allocated -= bytes;
-  ol_sites_t *sites = a->devices[sites_index(a, d)].sites;
-  if (sites)
-    site_bytes(sites, b->site, -bytes, dev->phases.iterations != iterations);
-}
-
-ol_record_t *ol_account_alloc(ol_account_t *a, const ol_record_t *block, ol_record_t *stale,
-                              bool *replaced)
-{
-  ol_account_device(a, block->device);
-  ol_record_t *rec = ol_records_put(&a->blocks, block->key, stale, replaced);
-  if (!rec)
-    return NULL;
-  if (*replaced) /* its free went by a path we do not see: gone, not a phantom */
-    removed(a, stale);
-  *rec = *block;
-  added(a, rec);
-  return rec;
-}
-
-bool ol_account_release(ol_account_t *a, uint64_t addr, int device, ol_record_t *gone)
-{
-  if (!ol_records_take(&a->blocks, addr, gone)) {
-    a->devices[ol_account_device(a, device)].stats.unknown_frees++;
-    return false;
-  }
-  removed(a, gone);
-  return true;
+  a->devices[ol_account_device(a, device)].stats.unknown_frees++;
+  return false;
 }
 
 void ol_account_probe(ol_account_t *a, int device, uint64_t size, int32_t site)
 {
-  ol_record_t b = {.size = size, .device = ol_account_device(a, device), .site = site,
-                   .kind = OL_ORIGIN_NONE};
-  added(a, &b);
-  removed(a, &b);
+  int d = ol_account_device(a, device);
+  ol_record_t b = {.size = size, .device = d, .site = site, .kind = OL_ORIGIN_NONE};
+  ol_account_added(a, &b, d);
+  ol_account_removed(a, &b, d);
 }
 
 /* ---- reserved memory, out-of-memory ------------------------------------ */

@@ -569,7 +569,9 @@ typedef struct ol_account { /* ol_account_init before use; no lock: its owner's 
  * path asks on every call. */
 static inline int ol_account_clamp(int device)
 {
-  return device < 0 ? 0 : device >= OL_MAX_DEVICES ? OL_MAX_DEVICES - 1 : device;
+  if (__builtin_expect((unsigned)device < OL_MAX_DEVICES, 1))
+    return device;
+  return device < 0 ? 0 : OL_MAX_DEVICES - 1;
 }
 
 /* The index a device counts under, counted as seen. */
@@ -591,15 +593,118 @@ ol_sites_t *ol_account_sites(const ol_account_t *a, int device); /* NULL: none *
 /* The device's timeline, made at its first use (with OL_ACCOUNT_TIMELINE)
  * starting at t_ns; NULL: off, or no host memory. */
 ol_timeline_t *ol_account_timeline(ol_account_t *a, int device, uint64_t t_ns, double start_unix);
+/* ---- the hot path: the live tracker counts every allocation and free
+ * through these two, so they and their helpers are inline (one call frame,
+ * the tracker's); the rare paths are in account.c. ---------------------- */
+void ol_account_forget(ol_account_t *a, const ol_record_t *stale); /* counted freed */
+bool ol_account_unknown_free(ol_account_t *a, int device);         /* false */
+
+/* A block's bytes change hands at its site; when that ended an iteration
+ * (a valley of the live bytes), the sites note what outlives it; at a new
+ * peak, who holds it (O(1), sites.c). */
+static inline void ol_account_site_bytes(ol_sites_t *sites, int32_t site, int64_t delta,
+                                         bool valley, bool peak)
+{
+  ol_sites_add(sites, site, delta);
+  if (valley)
+    ol_sites_mark_valley(sites);
+  if (peak)
+    ol_sites_mark_peak(sites);
+}
+
+static inline void ol_account_pools_grow(ol_stat_t stat[OL_POOL_COUNT], int pool, int64_t n)
+{
+  ol_stat_grow(&stat[OL_POOL_ALL], n);
+  ol_stat_grow(&stat[pool], n);
+}
+
+static inline void ol_account_pools_shrink(ol_stat_t stat[OL_POOL_COUNT], int pool, int64_t n)
+{
+  ol_stat_shrink(&stat[OL_POOL_ALL], n);
+  ol_stat_shrink(&stat[pool], n);
+}
+
+/* Growing and shrinking are written apart: only growth can make a peak. A
+ * block with an origin is a segment of reserved memory of its own. d: the
+ * block's device index. */
+static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d)
+{
+  ol_device_stats_t *dev = &a->devices[d].stats;
+  int pool = ol_stats_pool_of(b->size);
+  int64_t bytes = (int64_t)b->size, peak = dev->allocated_bytes[OL_POOL_ALL].peak;
+  uint64_t iterations = dev->phases.iterations;
+  ol_account_pools_grow(dev->allocated_bytes, pool, bytes);
+  ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
+  ol_account_pools_grow(dev->allocation, pool, 1);
+  if (b->kind < OL_ORIGIN_COUNT) {
+    ol_stat_grow(&dev->origin_bytes[b->kind], bytes);
+    ol_account_pools_grow(dev->reserved_bytes, pool, bytes);
+    ol_account_pools_grow(dev->segment, pool, 1);
+  }
+  bool new_peak = dev->allocated_bytes[OL_POOL_ALL].current > peak;
+  a->allocated += bytes;
+  if (a->flags & OL_ACCOUNT_SITES_SHARED) { /* the peak of all devices together */
+    new_peak = a->allocated > a->peak;
+    d = 0;
+  }
+  if (a->allocated > a->peak)
+    a->peak = a->allocated;
+  if (a->devices[d].sites)
+    ol_account_site_bytes(a->devices[d].sites, b->site, bytes,
+                          dev->phases.iterations != iterations, new_peak);
+}
+
+static inline void ol_account_removed(ol_account_t *a, const ol_record_t *b, int d)
+{
+  ol_device_stats_t *dev = &a->devices[d].stats;
+  int pool = ol_stats_pool_of(b->size);
+  int64_t bytes = (int64_t)b->size;
+  uint64_t iterations = dev->phases.iterations;
+  ol_account_pools_shrink(dev->allocated_bytes, pool, bytes);
+  ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
+  ol_account_pools_shrink(dev->allocation, pool, 1);
+  if (b->kind < OL_ORIGIN_COUNT) {
+    ol_stat_shrink(&dev->origin_bytes[b->kind], bytes);
+    ol_account_pools_shrink(dev->reserved_bytes, pool, bytes);
+    ol_account_pools_shrink(dev->segment, pool, 1);
+  }
+  a->allocated -= bytes;
+  if (a->flags & OL_ACCOUNT_SITES_SHARED)
+    d = 0;
+  if (a->devices[d].sites)
+    ol_account_site_bytes(a->devices[d].sites, b->site, -bytes,
+                          dev->phases.iterations != iterations, false);
+}
+
 /* A block goes live: block->key its address, kind its origin. A block still
  * live at that address (its free went by unseen) is counted freed first and
  * copied to *stale. The record (valid until the table's next change), or
  * NULL when the host has no memory for the table (nothing counted). */
-ol_record_t *ol_account_alloc(ol_account_t *a, const ol_record_t *block, ol_record_t *stale,
-                              bool *replaced);
+static inline ol_record_t *ol_account_alloc(ol_account_t *a, const ol_record_t *block,
+                                            ol_record_t *stale, bool *replaced)
+{
+  int d = ol_account_device(a, block->device);
+  ol_record_t *rec = ol_records_put(&a->blocks, block->key, stale, replaced);
+  if (!rec)
+    return NULL;
+  if (*replaced) /* its free went by a path we do not see: gone, not a phantom */
+    ol_account_forget(a, stale);
+  *rec = *block;
+  ol_account_added(a, rec, d);
+  return rec;
+}
+
 /* The block at addr leaves, copied to *gone; false when none was live there
  * (counted as an unknown free of device). */
-bool ol_account_release(ol_account_t *a, uint64_t addr, int device, ol_record_t *gone);
+static inline bool ol_account_release(ol_account_t *a, uint64_t addr, int device,
+                                      ol_record_t *gone)
+{
+  if (!ol_records_take(&a->blocks, addr, gone))
+    return ol_account_unknown_free(a, device);
+  ol_account_removed(a, gone, ol_account_clamp(gone->device));
+  return true;
+}
+
 /* A request served and given back at once (replay's recorded out-of-memory,
  * when its policy could serve it): it counts as a block that lived an
  * instant, so it can be the peak. */
