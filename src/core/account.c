@@ -13,7 +13,8 @@
  * by the same code.
  *
  * An account is an instance: no globals, no lock (its owner locks), no
- * CUDA. A block's kind is the ol_origin_t of its own reserved memory, or
+ * CUDA. Its allocation and free are inline in core.h, since the tracker
+ * makes them on every cudaMalloc and cudaFree; the rest is here. A block's kind is the ol_origin_t of its own reserved memory, or
  * OL_ORIGIN_NONE when it was carved out of memory counted already (our
  * pool's chunks, the segments a trace showed). */
 #include <stdlib.h>

@@ -593,6 +593,7 @@ ol_sites_t *ol_account_sites(const ol_account_t *a, int device); /* NULL: none *
 /* The device's timeline, made at its first use (with OL_ACCOUNT_TIMELINE)
  * starting at t_ns; NULL: off, or no host memory. */
 ol_timeline_t *ol_account_timeline(ol_account_t *a, int device, uint64_t t_ns, double start_unix);
+
 /* ---- the hot path: the live tracker counts every allocation and free
  * through these two, so they and their helpers are inline (one call frame,
  * the tracker's); the rare paths are in account.c. ---------------------- */
