@@ -1,13 +1,9 @@
-/* export.c: `oomlens export` (export.h). Reads a trace once, keeps what is
- * live (allocations by address, segments of reserved memory) and each
- * call site's bytes, and hands every event to the format being written:
- * folded stacks, Perfetto JSON and RMM's log here, the memory_viz pickle
- * in export_viz.c.
- *
- * Bytes at the peak without a walk over all sites at each new peak: a
- * site's figure at the peak is its current figure if it has not changed
- * since the peak, so each site keeps its value at the last peak only when
- * it changes after that peak (and once more at the end). */
+/* export.c: `oomlens export` (export.h). Reads a trace once, counts it
+ * with an ol_account_t (core/account.c: live blocks, each call site's bytes
+ * now, at the peak and in total, exactly as the live tracker counts a job),
+ * keeps the segments of reserved memory memory_viz lists, and hands every
+ * event to the format being written: folded stacks, Perfetto JSON and
+ * RMM's log here, the memory_viz pickle in export_viz.c. */
 #include "export.h"
 #include "export_int.h"
 #include "core.h"
@@ -49,152 +45,68 @@ bool ol_export_by_parse(const char *name, ol_export_by_t *out)
   return false;
 }
 
-/* ---- call sites: one record per distinct frames text ----------------- */
-
-static ex_site_t *site_of(ex_t *x, const ol_trace_event_t *ev)
-{
-  if (ev->frames_len == 0)
-    return &x->no_site;
-  ex_site_t *s;
-  HASH_FIND(hh, x->sites, ev->frames, ev->frames_len, s);
-  if (s)
-    return s;
-  s = calloc(1, sizeof *s);
-  char *text = malloc(ev->frames_len + 1);
-  if (!s || !text) {
-    free(s);
-    free(text);
-    x->failed = true;
-    return &x->no_site;
-  }
-  memcpy(text, ev->frames, ev->frames_len);
-  text[ev->frames_len] = '\0';
-  s->text = text;
-  s->len = ev->frames_len;
-  HASH_ADD_KEYPTR(hh, x->sites, s->text, s->len, s);
-  x->result->sites++;
-  return s;
-}
-
-static void site_change(ex_t *x, ex_site_t *s, int64_t delta)
-{
-  if (s->last_change <= x->peak_seq)
-    s->at_peak = s->current; /* unchanged since the peak: its value then */
-  s->current += delta;
-  s->last_change = x->seq;
-  if (delta > 0)
-    s->total += delta;
-}
-
-static int64_t site_at_peak(const ex_t *x, const ex_site_t *s)
-{
-  return s->last_change <= x->peak_seq ? s->current : s->at_peak;
-}
-
-static void free_sites(ex_t *x)
-{
-  ex_site_t *s, *tmp;
-  HASH_ITER(hh, x->sites, s, tmp) {
-    HASH_DELETE(hh, x->sites, s);
-    free(s->text);
-    free(s);
-  }
-}
-
 /* ---- the live state, event by event ------------------------------------ */
 
-/* The block at addr leaves; false when none was live there. */
-static bool release_block(ex_t *x, uint64_t addr, uint64_t *size)
+/* Every event's frames are a site (memory_viz shows them on each entry);
+ * -1 when host memory ran out. */
+static int32_t site_of(ex_t *x, const ol_trace_event_t *ev)
 {
-  ol_record_t b;
-  if (!ol_records_take(&x->blocks, addr, &b))
-    return false;
-  site_change(x, ex_site_of(&b), -(int64_t)b.size);
-  x->devices[b.device].allocated -= (int64_t)b.size;
-  x->allocated -= (int64_t)b.size;
-  if (size)
-    *size = b.size;
-  return true;
+  int32_t id = ol_account_site(x->account, ev->device, ev->frames ? ev->frames : "",
+                               ev->frames_len, NULL);
+  if (id < 0)
+    x->failed = true;
+  return id;
 }
 
-/* A record of what is live at addr (an earlier one there replaced). */
-static ol_record_t *note_live(ol_records_t *t, const ol_trace_event_t *ev, ex_site_t *site,
-                              bool mapped)
+/* memory_viz's segments: what is live of reserved memory, by address. */
+static void note_segment(ex_t *x, const ol_trace_event_t *ev, int32_t site)
 {
-  ol_record_t *rec = ol_records_add(t, ev->addr);
-  if (rec) {
-    rec->size = ev->size;
-    rec->stream = ev->stream;
-    rec->device = ev->device;
-    rec->value = (uintptr_t)site;
-    rec->kind = mapped;
-  }
-  return rec;
-}
-
-static void on_alloc(ex_t *x, const ol_trace_event_t *ev, ex_site_t *site)
-{
-  release_block(x, ev->addr, NULL); /* never freed in the trace: gone now */
-  if (!note_live(&x->blocks, ev, site, false)) {
+  bool mapped = ev->action == OL_TRACE_SEGMENT_MAP;
+  x->devices[ev->device].has_segments = true;
+  ol_record_t old;
+  ol_records_take(&x->segments, ev->addr, &old);
+  ol_record_t *rec = ol_records_add(&x->segments, ev->addr);
+  if (!rec) {
     x->failed = true;
     return;
   }
-  site_change(x, site, (int64_t)ev->size);
-  x->devices[ev->device].allocated += (int64_t)ev->size;
-  x->allocated += (int64_t)ev->size;
-  if (x->allocated > x->result->peak) {
-    x->result->peak = x->allocated;
-    x->peak_seq = x->seq;
-  }
+  rec->size = ev->size;
+  rec->stream = ev->stream;
+  rec->device = ev->device;
+  rec->site = site;
+  rec->kind = mapped;
 }
 
-static void on_segment(ex_t *x, const ol_trace_event_t *ev, ex_site_t *site, bool mapped)
+/* The account counts the event; the event's site (an alloc's is the
+ * account's own) comes back. */
+static int32_t update_state(ex_t *x, const ol_trace_event_t *ev, ol_account_step_t *step)
 {
-  ex_device_t *d = &x->devices[ev->device];
-  d->has_segments = true;
-  d->reserved += (int64_t)ev->size;
-  ol_record_t old;
-  ol_records_take(&x->segments, ev->addr, &old);
-  if (!note_live(&x->segments, ev, site, mapped))
+  if (!ol_account_apply(x->account, ev, step)) {
     x->failed = true;
-}
-
-static void on_segment_gone(ex_t *x, const ol_trace_event_t *ev)
-{
-  ex_device_t *d = &x->devices[ev->device];
-  ol_record_t s;
-  int64_t size = ol_records_take(&x->segments, ev->addr, &s) ? (int64_t)s.size : (int64_t)ev->size;
-  d->reserved = d->reserved > size ? d->reserved - size : 0;
-}
-
-/* Returns whether a free_completed met a block we knew (RMM's log only
- * frees what it allocated). */
-static bool update_state(ex_t *x, const ol_trace_event_t *ev, ex_site_t *site, uint64_t *freed)
-{
+    return -1;
+  }
+  int32_t site = ev->action == OL_TRACE_ALLOC && ev->size > 0 ? step->site : site_of(x, ev);
+  ol_record_t gone;
   switch (ev->action) {
-  case OL_TRACE_ALLOC:
-    if (ev->size > 0)
-      on_alloc(x, ev, site);
-    return true;
-  case OL_TRACE_FREE_COMPLETED:
-    return release_block(x, ev->addr, freed);
   case OL_TRACE_SEGMENT_ALLOC:
   case OL_TRACE_SEGMENT_MAP:
-    on_segment(x, ev, site, ev->action == OL_TRACE_SEGMENT_MAP);
-    return true;
+    note_segment(x, ev, site);
+    break;
   case OL_TRACE_SEGMENT_FREE:
   case OL_TRACE_SEGMENT_UNMAP:
-    on_segment_gone(x, ev);
-    return true;
+    ol_records_take(&x->segments, ev->addr, &gone);
+    break;
   default:
-    return true;
+    break;
   }
+  return site;
 }
 
 /* ---- folded stacks ------------------------------------------------------ */
 
 typedef struct folded_line {
-  const ex_site_t *site;
+  const char *text; /* the site's frames, NUL-terminated */
+  size_t len;
   int64_t bytes;
 } folded_line_t;
 
@@ -203,52 +115,55 @@ static int by_bytes_desc(const void *a, const void *b)
   const folded_line_t *x = a, *y = b;
   if (x->bytes != y->bytes)
     return x->bytes < y->bytes ? 1 : -1;
-  return strcmp(x->site->text ? x->site->text : "", y->site->text ? y->site->text : "");
+  return strcmp(x->text, y->text);
 }
 
-static int64_t folded_value(const ex_t *x, const ex_site_t *s)
+static int64_t folded_value(const ex_t *x, const ol_site_figures_t *f)
 {
   switch (x->options->by) {
-  case OL_EXPORT_BY_TOTAL: return s->total;
-  case OL_EXPORT_BY_LEAKED: return s->current;
-  default: return site_at_peak(x, s);
+  case OL_EXPORT_BY_TOTAL: return f->total;
+  case OL_EXPORT_BY_LEAKED: return f->current;
+  default: return f->at_peak;
   }
 }
 
 /* Frames outermost first; ';' already separates them. */
-static void print_folded_stack(FILE *out, const ex_site_t *s)
+static void print_folded_stack(FILE *out, const folded_line_t *line)
 {
-  if (s->len == 0) {
+  if (line->len == 0) {
     fputs("[no frames]", out);
     return;
   }
-  const char *end = s->text + s->len;
+  const char *text = line->text, *end = text + line->len;
   bool first = true;
-  while (end > s->text) {
+  while (end > text) {
     const char *start = end;
-    while (start > s->text && start[-1] != ';')
+    while (start > text && start[-1] != ';')
       start--;
     fprintf(out, "%s%.*s", first ? "" : ";", (int)(end - start), start);
     first = false;
-    end = start > s->text ? start - 1 : start;
+    end = start > text ? start - 1 : start;
   }
 }
 
 static bool folded_end(ex_t *x)
 {
-  size_t n = HASH_COUNT(x->sites) + 1, count = 0;
-  folded_line_t *lines = malloc(n * sizeof *lines);
+  const ol_sites_t *sites = ex_sites(x);
+  size_t n = ol_sites_count(sites), count = 0;
+  folded_line_t *lines = malloc((n ? n : 1) * sizeof *lines);
   if (!lines)
     return false;
-  int64_t v = folded_value(x, &x->no_site);
-  if (v > 0)
-    lines[count++] = (folded_line_t){&x->no_site, v};
-  for (ex_site_t *s = x->sites; s; s = s->hh.next)
-    if ((v = folded_value(x, s)) > 0)
-      lines[count++] = (folded_line_t){s, v};
+  for (size_t i = 0; i < n; i++) {
+    int64_t v = folded_value(x, ol_sites_figures(sites, (int32_t)i));
+    if (v <= 0)
+      continue;
+    lines[count] = (folded_line_t){.bytes = v};
+    lines[count].text = ol_sites_key_bytes(sites, (int32_t)i, &lines[count].len);
+    count++;
+  }
   qsort(lines, count, sizeof *lines, by_bytes_desc);
   for (size_t i = 0; i < count; i++) {
-    print_folded_stack(x->out, lines[i].site);
+    print_folded_stack(x->out, &lines[i]);
     fprintf(x->out, " %" PRId64 "\n", lines[i].bytes);
   }
   x->result->written = count;
@@ -271,14 +186,14 @@ static void perfetto_sample(ex_t *x, int device)
   ex_perfetto_t *p = &x->perfetto;
   if (!p->pending[device])
     return;
-  const ex_device_t *d = &x->devices[device];
+  const ol_device_stats_t *d = ex_stats(x, device);
   json_event_start(x);
   fprintf(x->out,
           "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":%d,\"tid\":0,\"ts\":%" PRIu64
           ",\"args\":{\"allocated\":%" PRId64,
-          device, p->pending_time[device], d->allocated);
-  if (d->has_segments)
-    fprintf(x->out, ",\"reserved\":%" PRId64, d->reserved);
+          device, p->pending_time[device], d->allocated_bytes[OL_POOL_ALL].current);
+  if (x->devices[device].has_segments)
+    fprintf(x->out, ",\"reserved\":%" PRId64, d->reserved_bytes[OL_POOL_ALL].current);
   fputs("}}", x->out);
   p->pending[device] = false;
   x->result->written++;
@@ -310,7 +225,8 @@ static void perfetto_event(ex_t *x, const ol_trace_event_t *ev)
             "{\"ph\":\"i\",\"s\":\"p\",\"name\":\"out of memory\",\"pid\":%d,\"tid\":0,"
             "\"ts\":%" PRIu64 ",\"args\":{\"request\":%" PRIu64 ",\"allocated\":%" PRId64
             ",\"reserved\":%" PRId64 "}}",
-            d, ev->time_us, ev->size, x->devices[d].allocated, x->devices[d].reserved);
+            d, ev->time_us, ev->size, ex_stats(x, d)->allocated_bytes[OL_POOL_ALL].current,
+            ex_stats(x, d)->reserved_bytes[OL_POOL_ALL].current);
     x->result->written++;
     return;
   }
@@ -375,14 +291,14 @@ static void first_sight(ex_t *x, int device)
 
 static void handle(ex_t *x, const ol_trace_event_t *ev)
 {
-  x->seq++;
   if (!x->devices[ev->device].seen)
     first_sight(x, ev->device);
-  ex_site_t *site = site_of(x, ev);
   if (x->options->format == OL_EXPORT_PERFETTO)
     perfetto_before(x, ev);
-  uint64_t freed = 0;
-  bool known = update_state(x, ev, site, &freed);
+  ol_account_step_t step;
+  int32_t site = update_state(x, ev, &step);
+  bool known = step.known;
+  uint64_t freed = step.gone.size;
   switch (x->options->format) {
   case OL_EXPORT_MEMORY_VIZ:
     if (x->skip_events[ev->device] > 0) {
@@ -485,6 +401,18 @@ static int run(ex_t *x, const char *path, ol_error_t *err)
   return got;
 }
 
+/* Sites named by frames (the site of events without any is not one). */
+static uint64_t distinct_frames(const ol_sites_t *sites)
+{
+  uint64_t n = 0;
+  for (size_t i = 0; i < ol_sites_count(sites); i++) {
+    size_t len;
+    ol_sites_key_bytes(sites, (int32_t)i, &len);
+    n += len > 0;
+  }
+  return n;
+}
+
 int ol_export_file(const char *path, FILE *out, const ol_export_options_t *options,
                    ol_export_result_t *result, ol_error_t *err)
 {
@@ -495,13 +423,17 @@ int ol_export_file(const char *path, FILE *out, const ol_export_options_t *optio
   if (!x.trace)
     return -1;
   int rc = -1;
-  ol_records_init(&x.blocks); /* tables grow as blocks and segments go live */
-  ol_records_init(&x.segments);
-  if (!begin(&x)) {
+  ol_records_init(&x.segments); /* tables grow as blocks and segments go live */
+  x.account = malloc(sizeof *x.account);
+  if (x.account)
+    ol_account_init(x.account, OL_ACCOUNT_SITES_SHARED);
+  if (!x.account || !begin(&x)) {
     ol_fail(err, OL_EXIT_FAILURE, "%s: out of host memory", path);
     goto done;
   }
   rc = run(&x, path, err);
+  result->peak = x.account->peak;
+  result->sites = distinct_frames(ex_sites(&x));
   if (rc == 0 && !end(&x)) {
     ol_fail(err, OL_EXIT_FAILURE, "%s: out of host memory", path);
     rc = -1;
@@ -514,9 +446,10 @@ int ol_export_file(const char *path, FILE *out, const ol_export_options_t *optio
   }
 done:
   ol_viz_free(&x);
-  ol_records_free(&x.blocks);
   ol_records_free(&x.segments);
-  free_sites(&x);
+  if (x.account)
+    ol_account_free(x.account);
+  free(x.account);
   ol_trace_close(x.trace);
   return rc;
 }

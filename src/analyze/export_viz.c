@@ -51,6 +51,9 @@ static const char *const key_text[KEY_COUNT] = {
 
 struct ex_viz {
   FILE *out;
+  uint32_t *site_memo;     /* by site id: memo slot of its frames list, 0 none yet */
+  size_t site_memo_cap;
+  bool failed;             /* host memory ran out */
   uint32_t next_memo;
   uint32_t key_memo[KEY_COUNT];
   uint32_t action_memo[OL_TRACE_ACTION_COUNT];
@@ -237,16 +240,43 @@ static void put_frame(ex_viz_t *v, const char *p, size_t n)
   op(v, OP_SETITEMS);
 }
 
-/* A site's frames list: built the first time, fetched from the memo after. */
-static void put_frames(ex_viz_t *v, ex_site_t *site)
+/* The memo slot of a site's frames list, 0 none yet; NULL when there is no
+ * room to remember it (then the list is built each time). */
+static uint32_t *memo_of(ex_viz_t *v, int32_t site)
 {
-  if (site->memo) {
-    memo_get(v, site->memo);
+  if (site < 0)
+    return NULL;
+  if ((size_t)site >= v->site_memo_cap) {
+    size_t cap = v->site_memo_cap ? v->site_memo_cap : 256;
+    while (cap <= (size_t)site)
+      cap *= 2;
+    uint32_t *grown = realloc(v->site_memo, cap * sizeof *grown);
+    if (!grown) {
+      v->failed = true;
+      return NULL;
+    }
+    memset(grown + v->site_memo_cap, 0, (cap - v->site_memo_cap) * sizeof *grown);
+    v->site_memo = grown;
+    v->site_memo_cap = cap;
+  }
+  return &v->site_memo[site];
+}
+
+/* A site's frames list: built the first time, fetched from the memo after.
+ * Site -1 (none): an empty list. */
+static void put_frames(ex_t *x, int32_t site)
+{
+  ex_viz_t *v = x->viz;
+  uint32_t *memo = memo_of(v, site);
+  if (memo && *memo) {
+    memo_get(v, *memo);
     return;
   }
+  size_t len = 0;
+  const char *p = site >= 0 ? ol_sites_key_bytes(ex_sites(x), site, &len) : "";
+  const char *end = p + len;
   op(v, OP_EMPTY_LIST);
   op(v, OP_MARK);
-  const char *p = site->text ? site->text : "", *end = p + site->len;
   while (p < end) {
     const char *semi = memchr(p, ';', (size_t)(end - p));
     const char *stop = semi ? semi : end;
@@ -255,7 +285,9 @@ static void put_frames(ex_viz_t *v, ex_site_t *site)
     p = stop + 1;
   }
   op(v, OP_APPENDS);
-  site->memo = memo_put(v);
+  uint32_t slot = memo_put(v);
+  if (memo)
+    *memo = slot;
 }
 
 /* ---- the trace entries -------------------------------------------------- */
@@ -293,11 +325,11 @@ static void fetch_device_list(ex_viz_t *v, int device)
 static int64_t device_free(const ex_t *x, int device)
 {
   uint64_t capacity = ol_trace_capacity(x->trace, device);
-  int64_t reserved = x->devices[device].reserved;
+  int64_t reserved = ex_stats(x, device)->reserved_bytes[OL_POOL_ALL].current;
   return capacity > (uint64_t)reserved ? (int64_t)(capacity - (uint64_t)reserved) : 0;
 }
 
-void ol_viz_event(ex_t *x, const ol_trace_event_t *ev, ex_site_t *site)
+void ol_viz_event(ex_t *x, const ol_trace_event_t *ev, int32_t site)
 {
   ex_viz_t *v = x->viz;
   fetch_device_list(v, ev->device);
@@ -314,7 +346,7 @@ void ol_viz_event(ex_t *x, const ol_trace_event_t *ev, ex_site_t *site)
   key(v, K_time_us);
   put_uint(v, ev->time_us);
   key(v, K_frames);
-  put_frames(v, site);
+  put_frames(x, site);
   if (ev->action == OL_TRACE_OOM) {
     key(v, K_device_free);
     put_int(v, device_free(x, ev->device));
@@ -376,7 +408,8 @@ static long holder(const live_list_t *segs, const ol_record_t *b)
   return inside ? (long)(lo - 1) : -1;
 }
 
-static void put_block(ex_t *x, uint64_t addr, uint64_t size, ex_site_t *site)
+/* A live block (its site's frames), or an inactive gap (block NULL). */
+static void put_block(ex_t *x, uint64_t addr, uint64_t size, const ol_record_t *block)
 {
   ex_viz_t *v = x->viz;
   op(v, OP_EMPTY_DICT);
@@ -386,12 +419,12 @@ static void put_block(ex_t *x, uint64_t addr, uint64_t size, ex_site_t *site)
   key(v, K_size);
   put_uint(v, size);
   key(v, K_requested_size);
-  put_uint(v, site ? size : 0);
+  put_uint(v, block ? size : 0);
   key(v, K_state);
-  key(v, site ? K_active_allocated : K_inactive);
+  key(v, block ? K_active_allocated : K_inactive);
   key(v, K_frames);
-  if (site) {
-    put_frames(v, site);
+  if (block) {
+    put_frames(x, block->site);
   } else {
     op(v, OP_EMPTY_LIST);
   }
@@ -428,9 +461,9 @@ static void put_segment(ex_t *x, const ol_record_t *seg, const ol_record_t *bloc
   put_int(v, 0);
   op(v, OP_TUPLE2);
   key(v, K_is_expandable);
-  op(v, ex_mapped(seg) ? OP_NEWTRUE : OP_NEWFALSE);
+  op(v, seg->kind ? OP_NEWTRUE : OP_NEWFALSE); /* a VMM mapping: an expandable segment */
   key(v, K_frames);
-  put_frames(v, ex_site_of(seg));
+  put_frames(x, seg->site);
   key(v, K_blocks);
   op(v, OP_EMPTY_LIST);
   op(v, OP_MARK);
@@ -438,7 +471,7 @@ static void put_segment(ex_t *x, const ol_record_t *seg, const ol_record_t *bloc
   for (size_t i = 0; i < count; i++) {
     if (blocks[i].key > at)
       put_block(x, at, blocks[i].key - at, NULL);
-    put_block(x, blocks[i].key, blocks[i].size, ex_site_of(&blocks[i]));
+    put_block(x, blocks[i].key, blocks[i].size, &blocks[i]);
     if (blocks[i].key + blocks[i].size > at)
       at = blocks[i].key + blocks[i].size;
   }
@@ -480,7 +513,7 @@ bool ol_viz_end(ex_t *x)
 {
   ex_viz_t *v = x->viz;
   live_list_t segs = {0}, blocks = {0};
-  bool ok = sorted_live(&x->segments, &segs) && sorted_live(&x->blocks, &blocks);
+  bool ok = sorted_live(&x->segments, &segs) && sorted_live(&x->account->blocks, &blocks);
   if (ok) {
     put_segments(x, &segs, &blocks);
     key(v, K_device_traces);
@@ -498,11 +531,13 @@ bool ol_viz_end(ex_t *x)
   }
   free(segs.items);
   free(blocks.items);
-  return ok;
+  return ok && !v->failed;
 }
 
 void ol_viz_free(ex_t *x)
 {
+  if (x->viz)
+    free(x->viz->site_memo);
   free(x->viz);
   x->viz = NULL;
 }

@@ -1,8 +1,12 @@
 /* replay.c: drives a policy with a trace's tensor-level events (replay.h).
- * A trace address maps to the policy's address through the tracker's table
- * of live blocks (records.c: open addressing, no allocation per entry), so
- * a replay runs in memory proportional to what is live, never to the
- * trace's length. */
+ * What the trace asked for (live blocks, bytes, peaks, iterations, call
+ * sites) is counted by an ol_account_t (core/account.c), the model the live
+ * tracker counts with, so replay's figures and diagnosis are the job's. A
+ * trace address maps to the policy's address through the account's table
+ * of live blocks (the record's value; open addressing, no allocation per
+ * entry), so a replay runs in memory proportional to what is live, never
+ * to the trace's length. One simulated device: every event counts on the
+ * account's device 0. */
 #include "replay.h"
 #include "core.h"
 
@@ -18,16 +22,15 @@
 typedef struct replay {
   const ol_policy_ops_t *ops;
   ol_policy_t *policy;
-  ol_records_t live; /* by the trace's address; value: the policy's address */
-  int64_t requested;
+  ol_account_t *account; /* the result's */
   uint64_t capacity;
-  ol_phases_t phases; /* iterations, from the live bytes the trace asked for */
   ol_replay_result_t *result;
   const ol_replay_extras_t *extras;
 } replay_t;
 
-/* The same diagnosis a live job gets: a simulated device has no one else
- * on it, so its free memory is what the policy has not reserved. */
+/* The same diagnosis a live job gets (the account's figures), with what a
+ * simulated device says: no one else is on it, so its free memory is what
+ * the policy has not reserved, and its reserved memory is the policy's. */
 static void diagnose(replay_t *r, ol_replay_oom_t *o)
 {
   const ol_policy_stats_t *st = &o->stats;
@@ -35,53 +38,19 @@ static void diagnose(replay_t *r, ol_replay_oom_t *o)
     .request = o->size,
     .capacity = r->capacity,
     .device_free = (int64_t)r->capacity - st->reserved,
-    .allocated = r->requested,
-    .reserved = st->reserved,
     .free_reserved = st->free_reserved,
     .largest_free_block = st->largest_free_block,
     .external = 0,
-    .persistent = ol_phases_persistent(&r->phases),
-    .growth = ol_phases_growth(&r->phases),
-    .iterations = r->phases.iterations,
   };
+  ol_account_oom_figures(r->account, 0, &o->record);
+  o->record.reserved = st->reserved;
   o->record.managed = strcmp(r->ops->name, "oomlens") == 0;
-  ol_oom_note_sites(&o->record, r->result->sites);
   o->cause = ol_oom_classify(&o->record);
-}
-
-/* The live bytes move: phases.c finds iterations in them, and the sites
- * note each iteration's end (what outlives it, what grows across them). */
-static void note_live(replay_t *r)
-{
-  uint64_t before = r->phases.iterations;
-  ol_phases_note(&r->phases, r->requested);
-  if (r->phases.iterations != before && r->result->sites)
-    ol_sites_mark_valley(r->result->sites);
 }
 
 static int32_t site_of(replay_t *r, const ol_trace_event_t *ev)
 {
-  ol_sites_t *sites = r->result->sites;
-  if (!sites)
-    return -1;
-  int32_t id = ol_sites_intern(sites, ev->frames ? ev->frames : "", ev->frames_len);
-  if (id < 0) { /* out of host memory: carry on without sites */
-    ol_sites_free(sites);
-    r->result->sites = NULL;
-  }
-  return id;
-}
-
-/* Bytes live (plus, for a replayed OOM, the request) make a new peak:
- * remember who held them. */
-static void new_peak(replay_t *r, int64_t live, int32_t extra_site, int64_t extra)
-{
-  r->result->peak_requested = live;
-  if (!r->result->sites)
-    return;
-  ol_sites_add(r->result->sites, extra_site, extra);
-  ol_sites_mark_peak(r->result->sites);
-  ol_sites_add(r->result->sites, extra_site, -extra);
+  return ol_account_site(r->account, 0, ev->frames ? ev->frames : "", ev->frames_len, NULL);
 }
 
 static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
@@ -95,6 +64,7 @@ static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
     .recorded = recorded,
   };
   r->ops->stats(r->policy, &res->oom_at.stats);
+  ol_account_oom(r->account, 0, ev->size);
   diagnose(r, &res->oom_at);
 }
 
@@ -104,13 +74,9 @@ static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
 static bool forget(replay_t *r, uint64_t trace_addr)
 {
   ol_record_t gone;
-  if (!ol_records_take(&r->live, trace_addr, &gone))
+  if (!ol_account_release(r->account, trace_addr, 0, &gone))
     return false;
   r->ops->free(r->policy, gone.value);
-  r->requested -= (int64_t)gone.size;
-  if (r->result->sites)
-    ol_sites_add(r->result->sites, gone.site, -(int64_t)gone.size);
-  note_live(r);
   return true;
 }
 
@@ -121,24 +87,18 @@ static int on_alloc(replay_t *r, const ol_trace_event_t *ev)
     r->result->zero_allocs++;
     return 1;
   }
-  forget(r, ev->addr);
+  if (ol_records_find(&r->account->blocks, ev->addr))
+    forget(r, ev->addr); /* before the policy allocates: its memory is free again */
   uint64_t addr;
   if (r->ops->alloc(r->policy, ev->size, ev->stream, &addr) != 0)
     return 0;
-  int32_t site = site_of(r, ev);
-  ol_record_t *rec = ol_records_add(&r->live, ev->addr);
-  if (!rec)
+  ol_record_t block = {.key = ev->addr, .size = ev->size, .stream = ev->stream,
+                       .site = site_of(r, ev), .kind = OL_ORIGIN_NONE, .value = addr};
+  ol_record_t stale;
+  bool replaced;
+  if (!ol_account_alloc(r->account, &block, &stale, &replaced))
     return -1;
-  rec->value = addr;
-  rec->size = ev->size;
-  rec->site = site;
   r->result->allocs++;
-  r->requested += (int64_t)ev->size;
-  if (r->result->sites)
-    ol_sites_add(r->result->sites, site, (int64_t)ev->size);
-  note_live(r);
-  if (r->requested > r->result->peak_requested)
-    new_peak(r, r->requested, -1, 0);
   return 1;
 }
 
@@ -150,7 +110,9 @@ static void on_free(replay_t *r, const ol_trace_event_t *ev)
     r->result->unknown_frees++;
 }
 
-/* The recorded run failed here: the policy gets the same request. */
+/* The recorded run failed here: the policy gets the same request, and if
+ * it serves it, that was an allocation given back at once (it can be the
+ * peak). */
 static int on_oom(replay_t *r, const ol_trace_event_t *ev)
 {
   r->result->trace_ooms++;
@@ -159,8 +121,7 @@ static int on_oom(replay_t *r, const ol_trace_event_t *ev)
     return 1;
   if (r->ops->alloc(r->policy, ev->size, ev->stream, &addr) != 0)
     return 0;
-  if (r->requested + (int64_t)ev->size > r->result->peak_requested)
-    new_peak(r, r->requested + (int64_t)ev->size, site_of(r, ev), (int64_t)ev->size);
+  ol_account_probe(r->account, 0, ev->size, site_of(r, ev));
   r->ops->free(r->policy, addr);
   return 1;
 }
@@ -229,10 +190,15 @@ int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
   if (!trace)
     return -1;
   replay_t r = {.ops = ops, .result = result, .capacity = options->capacity, .extras = extras};
-  result->sites = ol_sites_new(); /* NULL: the replay runs without sites */
-  ol_phases_init(&r.phases);
   int rc = -1;
-  ol_records_init(&r.live);
+  result->account = r.account = malloc(sizeof *r.account);
+  if (!r.account) {
+    ol_fail(err, OL_EXIT_FAILURE, "%s: out of host memory", path);
+    goto done;
+  }
+  ol_account_init(r.account, OL_ACCOUNT_SITES);
+  /* The table exists from the start (NULL: the replay runs without sites). */
+  r.account->devices[0].sites = ol_sites_new();
   r.policy = ops->create(options);
   if (!r.policy) {
     ol_fail(err, OL_EXIT_FAILURE, "%s: cannot create the %s policy: out of host memory", path,
@@ -246,18 +212,23 @@ int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
     ops->stats(r.policy, &result->stats);
   else if (rc == 0)
     result->stats = result->oom_at.stats;
+  result->peak_requested = r.account->devices[0].stats.allocated_bytes[OL_POOL_ALL].peak;
+  result->sites = r.account->devices[0].sites;
 done:
   if (rc < 0)
     ol_replay_result_free(result);
   if (r.policy)
     ops->destroy(r.policy);
-  ol_records_free(&r.live);
   ol_trace_close(trace);
   return rc < 0 ? -1 : 0;
 }
 
 void ol_replay_result_free(ol_replay_result_t *result)
 {
-  ol_sites_free(result->sites);
+  if (result->account) {
+    ol_account_free(result->account);
+    free(result->account);
+  }
+  result->account = NULL;
   result->sites = NULL;
 }

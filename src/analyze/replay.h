@@ -41,11 +41,16 @@ typedef struct ol_replay_result {
   bool oom;
   ol_replay_oom_t oom_at; /* set when oom */
   /* The trace's call sites (its frames strings): bytes live at the peak of
-   * requested bytes, per site; NULL if host memory ran out for them. */
+   * requested bytes, per site; NULL if host memory ran out for them. The
+   * account's device 0 table. */
   ol_sites_t *sites;
+  /* What the trace asked for, counted as the live tracker counts a job
+   * (core/account.c): device 0 holds the figures (all events count there),
+   * its value of a live block is the policy's address. */
+  ol_account_t *account;
 } ol_replay_result_t;
 
-/* Frees what a replay result holds (its sites). */
+/* Frees what a replay result holds (its account and sites). */
 void ol_replay_result_free(ol_replay_result_t *result);
 
 /* Replays the trace at path through ops on a device with the given options.

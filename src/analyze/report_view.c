@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uthash.h>
 
 #include "report_view.h"
 #include "trace_csv.h"
@@ -309,118 +308,35 @@ int ol_view_load_json(ol_report_t *v, const char *path, ol_error_t *err)
 
 /* ---- a trace ----------------------------------------------------------- */
 
-/* A live tensor of the trace: its call site (the frames string). */
-typedef struct live {
-  uint64_t addr;
-  int32_t site;
-  UT_hash_handle hh;
-} live_t;
-
-typedef struct trace_state {
-  ol_report_device_t *dev;
-  bool started;
-  ol_sites_t *sites; /* NULL: no call sites (out of host memory) */
-  live_t *live;
-  bool peak_pending; /* a new peak was reached and not yet marked */
-} trace_state_t;
-
-/* Who holds the peak is marked lazily, at the first free after a new peak
- * (or at the end): once per rise, not once per allocation of the rise. */
-static void settle_peak(trace_state_t *st)
+/* A trace is counted by an ol_account_t (core/account.c), the model the
+ * live tracker counts a job with, so the figures read back from a trace
+ * are the ones the job's report had: tensor events drive allocated memory,
+ * segment events (PyTorch's cache asking cudaMalloc) reserved memory, and
+ * the at-peak sites are exact. A view of a trace is one device: every
+ * event counts on device 0. */
+static bool count_trace(ol_account_t *account, ol_trace_t *trace, ol_error_t *err, int *got)
 {
-  if (st->peak_pending && st->sites)
-    ol_sites_mark_peak(st->sites);
-  st->peak_pending = false;
+  ol_trace_event_t e;
+  while ((*got = ol_trace_next(trace, &e, err)) == 1) {
+    e.device = 0;
+    if (!ol_account_apply(account, &e, NULL))
+      return false;
+  }
+  return true;
 }
 
-static void site_alloc(trace_state_t *st, const ol_trace_event_t *e)
+/* The account's figures into the report's device 0; its sites into the
+ * report's lists by the builder the library uses (a trace's keys are
+ * frames text). */
+static void trace_figures(ol_report_t *v, const ol_account_t *account)
 {
-  const ol_stat_t *a = &st->dev->stats.allocated_bytes[OL_POOL_ALL];
-  if (a->current == a->peak)
-    st->peak_pending = true;
-  if (!st->sites)
-    return;
-  live_t *rec = malloc(sizeof *rec);
-  int32_t site = ol_sites_intern(st->sites, e->frames ? e->frames : "", e->frames_len);
-  if (!rec || site < 0) {
-    free(rec);
-    return;
-  }
-  rec->addr = e->addr;
-  rec->site = site;
-  HASH_ADD(hh, st->live, addr, sizeof rec->addr, rec);
-  ol_sites_add(st->sites, site, (int64_t)e->size);
-}
-
-static void site_free(trace_state_t *st, const ol_trace_event_t *e)
-{
-  settle_peak(st);
-  live_t *rec;
-  HASH_FIND(hh, st->live, &e->addr, sizeof e->addr, rec);
-  if (!rec)
-    return;
-  HASH_DELETE(hh, st->live, rec);
-  ol_sites_add(st->sites, rec->site, -(int64_t)e->size);
-  free(rec);
-}
-
-/* Tensor events drive allocated memory; segment events (PyTorch's cache
- * asking cudaMalloc) drive reserved memory, as they did in the job. */
-static void trace_event(trace_state_t *st, const ol_trace_event_t *e)
-{
-  ol_report_device_t *d = st->dev;
-  ol_device_stats_t *s = &d->stats;
-  uint64_t t = e->time_us * 1000;
-  if (!st->started) {
-    ol_timeline_init(&d->timeline, t, 0);
-    st->started = true;
-  }
-  switch (e->action) {
-  case OL_TRACE_ALLOC:
-    ol_stats_pool_update(s->allocated_bytes, e->size, (int64_t)e->size);
-    ol_stats_pool_update(s->allocation, e->size, 1);
-    site_alloc(st, e);
-    break;
-  case OL_TRACE_FREE_COMPLETED:
-    site_free(st, e);
-    ol_stats_pool_update(s->allocated_bytes, e->size, -(int64_t)e->size);
-    ol_stats_pool_update(s->allocation, e->size, -1);
-    break;
-  case OL_TRACE_SEGMENT_ALLOC:
-  case OL_TRACE_SEGMENT_MAP:
-    ol_stats_pool_update(s->reserved_bytes, e->size, (int64_t)e->size);
-    ol_stats_pool_update(s->segment, e->size, 1);
-    break;
-  case OL_TRACE_SEGMENT_FREE:
-  case OL_TRACE_SEGMENT_UNMAP:
-    ol_stats_pool_update(s->reserved_bytes, e->size, -(int64_t)e->size);
-    ol_stats_pool_update(s->segment, e->size, -1);
-    break;
-  case OL_TRACE_OOM:
-    s->num_ooms++;
-    s->last_oom_request = (int64_t)e->size;
-    ol_timeline_oom(&d->timeline, t, (int64_t)e->size);
-    return;
-  default:
-    return;
-  }
-  ol_timeline_note(&d->timeline, t, s->allocated_bytes[OL_POOL_ALL].current,
-                   s->reserved_bytes[OL_POOL_ALL].current);
-}
-
-/* The trace's sites into the report's lists, by the builder the library
- * uses: a trace's keys are frames text. */
-static void trace_sites(ol_report_t *v, trace_state_t *st)
-{
-  settle_peak(st);
-  live_t *rec, *tmp;
-  HASH_ITER(hh, st->live, rec, tmp) {
-    HASH_DELETE(hh, st->live, rec);
-    free(rec);
-  }
-  if (!st->sites || ol_sites_count(st->sites) == 0)
-    return;
-  ol_report_device_sites(v, &v->devices[0], st->sites, ol_sites_text_frames);
+  ol_report_device_t *d = &v->devices[0];
+  d->stats = account->devices[0].stats;
+  const ol_sites_t *sites = account->devices[0].sites;
+  if (sites && ol_sites_count(sites) > 0)
+    ol_report_device_sites(v, d, sites, ol_sites_text_frames);
+  if (account->devices[0].timeline)
+    ol_report_device_timeline(d, account->devices[0].timeline);
 }
 
 int ol_view_load_trace(ol_report_t *v, const char *path, ol_error_t *err)
@@ -429,8 +345,10 @@ int ol_view_load_trace(ol_report_t *v, const char *path, ol_error_t *err)
   ol_trace_t *trace = ol_trace_open(path, err);
   if (!trace)
     return -1;
-  if (ol_report_init(v, 1) != 0) {
+  ol_account_t *account = malloc(sizeof *account);
+  if (!account || ol_report_init(v, 1) != 0) {
     ol_trace_close(trace);
+    free(account);
     ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
     return -1;
   }
@@ -440,22 +358,23 @@ int ol_view_load_trace(ol_report_t *v, const char *path, ol_error_t *err)
   ol_report_set_text(v, &v->rank, "0");
   ol_report_set_text(v, &v->command, path);
   ol_report_set_text(v, &v->source, path);
-  ol_trace_event_t e;
-  trace_state_t st = {.dev = &v->devices[0], .sites = ol_sites_new()};
+  ol_account_init(account, OL_ACCOUNT_SITES | OL_ACCOUNT_TIMELINE);
   int got;
-  while ((got = ol_trace_next(trace, &e, err)) == 1)
-    trace_event(&st, &e);
+  if (!count_trace(account, trace, err, &got)) {
+    ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
+    got = -1;
+  }
   ol_trace_close(trace);
-  trace_sites(v, &st);
-  ol_sites_free(st.sites);
+  if (got == 0)
+    trace_figures(v, account);
+  ol_account_free(account);
+  free(account);
   if (got >= 0 && v->failed)
     ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
   if (got < 0 || v->failed) {
     ol_report_free(v);
     return -1;
   }
-  if (st.started)
-    ol_report_device_timeline(&v->devices[0], &v->devices[0].timeline);
   return 0;
 }
 

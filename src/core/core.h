@@ -2,10 +2,10 @@
  * (src/lib) and the offline analysers (src/analyze): options, logging,
  * text buffers and errors, the PyTorch-shaped counters, live-block tables,
  * call sites, iterations, the timeline, the out-of-memory classifier, the
- * trace's vocabulary, and the report: its model and its one renderer.
- * Plain C11 and POSIX: nothing here may include a CUDA header (the build
- * compiles src/core without them), nor call into src/lib. Listed under
- * the file that defines it. */
+ * trace's vocabulary, the one accounting model over all of them, and the
+ * report: its model and its one renderer. Plain C11 and POSIX: nothing
+ * here may include a CUDA header (the build compiles src/core without
+ * them), nor call into src/lib. Listed under the file that defines it. */
 #ifndef OL_CORE_H
 #define OL_CORE_H
 
@@ -138,7 +138,7 @@ typedef struct ol_record {
   uint64_t stream;
   int32_t device;
   int32_t site; /* call site in the device's table, -1 none */
-  uint8_t kind; /* ol_kind_t */
+  uint8_t kind; /* the table's owner says (an account's blocks: an ol_origin_t) */
   uint64_t value; /* a table's other users keep their own here (replay: the policy's address) */
 } ol_record_t;
 
@@ -390,7 +390,9 @@ ol_sites_t *ol_sites_new(void);
 void ol_sites_free(ol_sites_t *sites);
 int32_t ol_sites_intern(ol_sites_t *sites, const char *key, size_t len); /* -1: no memory */
 void ol_sites_add(ol_sites_t *sites, int32_t id, int64_t delta);
-void ol_sites_mark_peak(ol_sites_t *sites); /* the process is at a new peak */
+/* The process is at a new peak: the figures now are the at-peak figures.
+ * O(1) (sites.c says how), so it is marked at every new peak, exactly. */
+void ol_sites_mark_peak(ol_sites_t *sites);
 void ol_sites_mark_valley(ol_sites_t *sites); /* an iteration just ended */
 size_t ol_sites_count(const ol_sites_t *sites);
 const char *ol_sites_key(const ol_sites_t *sites, int32_t id);
@@ -629,5 +631,202 @@ typedef struct ol_trace_event {
 const char *ol_trace_action_name(ol_trace_action_t action);
 /* The action named by the n bytes at p; false if none. */
 bool ol_trace_action_parse(const char *p, size_t n, ol_trace_action_t *out);
+
+/* ---- account.c: one accounting model, live and offline ----------------- */
+/* What an event stream means for memory, counted once for everyone: the
+ * live tracker holds one account (updated under its lock), replay, export
+ * and `oomlens report` on a trace each make one and feed it the trace's
+ * events. The same events give the same figures and the same diagnosis. */
+
+/* A block carved out of memory counted already (our pool's chunks, a
+ * trace's tensors inside its segments) has no reserved memory of its own. */
+#define OL_ORIGIN_NONE OL_ORIGIN_COUNT
+
+enum {
+  OL_ACCOUNT_SITES = 1u << 0,        /* a call-site table per device, made at its first site */
+  OL_ACCOUNT_SITES_SHARED = 1u << 1, /* one table for all devices, whose peak is theirs together */
+  OL_ACCOUNT_TIMELINE = 1u << 2,     /* a timeline per device, made at its first use */
+};
+
+typedef struct ol_account_device {
+  ol_device_stats_t stats; /* counters, iterations (stats.phases), the last diagnosis */
+  ol_sites_t *sites;       /* NULL: none yet, off, or no host memory (shared: device 0's) */
+  ol_timeline_t *timeline; /* NULL: none yet, off, or no host memory */
+} ol_account_device_t;
+
+typedef struct ol_account { /* ol_account_init before use; no lock: its owner's */
+  unsigned flags;
+  int device_count;        /* highest device seen + 1 */
+  ol_records_t blocks;     /* live blocks by address: size, device, site, stream,
+                            * kind (ol_origin_t or OL_ORIGIN_NONE), value (the owner's) */
+  int64_t allocated, peak; /* allocated bytes over all devices together */
+  ol_account_device_t devices[OL_MAX_DEVICES];
+} ol_account_t;
+
+/* Device ordinals outside what we keep counters for fold into the last
+ * slot rather than being dropped, so totals stay right. Inline: the hot
+ * path asks on every call. */
+static inline int ol_account_clamp(int device)
+{
+  if (__builtin_expect((unsigned)device < OL_MAX_DEVICES, 1))
+    return device;
+  return device < 0 ? 0 : OL_MAX_DEVICES - 1;
+}
+
+/* The index a device counts under, counted as seen. */
+static inline int ol_account_device(ol_account_t *a, int device)
+{
+  int d = ol_account_clamp(device);
+  if (d >= a->device_count)
+    a->device_count = d + 1;
+  return d;
+}
+
+void ol_account_init(ol_account_t *a, unsigned flags);
+void ol_account_free(ol_account_t *a); /* all it holds; then empty, flags kept */
+/* The device's call site for key, interned; -1 when sites are off or host
+ * memory ran out (the bytes then count under no site). *is_new (may be
+ * NULL): the site was first seen now. */
+int32_t ol_account_site(ol_account_t *a, int device, const char *key, size_t len, bool *is_new);
+ol_sites_t *ol_account_sites(const ol_account_t *a, int device); /* NULL: none */
+/* The device's timeline, made at its first use (with OL_ACCOUNT_TIMELINE)
+ * starting at t_ns; NULL: off, or no host memory. */
+ol_timeline_t *ol_account_timeline(ol_account_t *a, int device, uint64_t t_ns, double start_unix);
+
+/* ---- the hot path: the live tracker counts every allocation and free
+ * through these two, so they and their helpers are inline (one call frame,
+ * the tracker's); the rare paths are in account.c. ---------------------- */
+void ol_account_forget(ol_account_t *a, const ol_record_t *stale); /* counted freed */
+bool ol_account_unknown_free(ol_account_t *a, int device);         /* false */
+
+/* A block's bytes change hands at its site; when that ended an iteration
+ * (a valley of the live bytes), the sites note what outlives it; at a new
+ * peak, who holds it (O(1), sites.c). */
+static inline void ol_account_site_bytes(ol_sites_t *sites, int32_t site, int64_t delta,
+                                         bool valley, bool peak)
+{
+  ol_sites_add(sites, site, delta);
+  if (valley)
+    ol_sites_mark_valley(sites);
+  if (peak)
+    ol_sites_mark_peak(sites);
+}
+
+static inline void ol_account_pools_grow(ol_stat_t stat[OL_POOL_COUNT], int pool, int64_t n)
+{
+  ol_stat_grow(&stat[OL_POOL_ALL], n);
+  ol_stat_grow(&stat[pool], n);
+}
+
+static inline void ol_account_pools_shrink(ol_stat_t stat[OL_POOL_COUNT], int pool, int64_t n)
+{
+  ol_stat_shrink(&stat[OL_POOL_ALL], n);
+  ol_stat_shrink(&stat[pool], n);
+}
+
+/* Growing and shrinking are written apart: only growth can make a peak. A
+ * block with an origin is a segment of reserved memory of its own. d: the
+ * block's device index. */
+static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d)
+{
+  ol_device_stats_t *dev = &a->devices[d].stats;
+  int pool = ol_stats_pool_of(b->size);
+  int64_t bytes = (int64_t)b->size, peak = dev->allocated_bytes[OL_POOL_ALL].peak;
+  uint64_t iterations = dev->phases.iterations;
+  ol_account_pools_grow(dev->allocated_bytes, pool, bytes);
+  ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
+  ol_account_pools_grow(dev->allocation, pool, 1);
+  if (b->kind < OL_ORIGIN_COUNT) {
+    ol_stat_grow(&dev->origin_bytes[b->kind], bytes);
+    ol_account_pools_grow(dev->reserved_bytes, pool, bytes);
+    ol_account_pools_grow(dev->segment, pool, 1);
+  }
+  bool new_peak = dev->allocated_bytes[OL_POOL_ALL].current > peak;
+  a->allocated += bytes;
+  if (a->flags & OL_ACCOUNT_SITES_SHARED) { /* the peak of all devices together */
+    new_peak = a->allocated > a->peak;
+    d = 0;
+  }
+  if (a->allocated > a->peak)
+    a->peak = a->allocated;
+  if (a->devices[d].sites)
+    ol_account_site_bytes(a->devices[d].sites, b->site, bytes,
+                          dev->phases.iterations != iterations, new_peak);
+}
+
+static inline void ol_account_removed(ol_account_t *a, const ol_record_t *b, int d)
+{
+  ol_device_stats_t *dev = &a->devices[d].stats;
+  int pool = ol_stats_pool_of(b->size);
+  int64_t bytes = (int64_t)b->size;
+  uint64_t iterations = dev->phases.iterations;
+  ol_account_pools_shrink(dev->allocated_bytes, pool, bytes);
+  ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
+  ol_account_pools_shrink(dev->allocation, pool, 1);
+  if (b->kind < OL_ORIGIN_COUNT) {
+    ol_stat_shrink(&dev->origin_bytes[b->kind], bytes);
+    ol_account_pools_shrink(dev->reserved_bytes, pool, bytes);
+    ol_account_pools_shrink(dev->segment, pool, 1);
+  }
+  a->allocated -= bytes;
+  if (a->flags & OL_ACCOUNT_SITES_SHARED)
+    d = 0;
+  if (a->devices[d].sites)
+    ol_account_site_bytes(a->devices[d].sites, b->site, -bytes,
+                          dev->phases.iterations != iterations, false);
+}
+
+/* A block goes live: block->key its address, kind its origin. A block still
+ * live at that address (its free went by unseen) is counted freed first and
+ * copied to *stale. The record (valid until the table's next change), or
+ * NULL when the host has no memory for the table (nothing counted). */
+static inline ol_record_t *ol_account_alloc(ol_account_t *a, const ol_record_t *block,
+                                            ol_record_t *stale, bool *replaced)
+{
+  int d = ol_account_device(a, block->device);
+  ol_record_t *rec = ol_records_put(&a->blocks, block->key, stale, replaced);
+  if (!rec)
+    return NULL;
+  if (*replaced) /* its free went by a path we do not see: gone, not a phantom */
+    ol_account_forget(a, stale);
+  *rec = *block;
+  ol_account_added(a, rec, d);
+  return rec;
+}
+
+/* The block at addr leaves, copied to *gone; false when none was live there
+ * (counted as an unknown free of device). */
+static inline bool ol_account_release(ol_account_t *a, uint64_t addr, int device,
+                                      ol_record_t *gone)
+{
+  if (!ol_records_take(&a->blocks, addr, gone))
+    return ol_account_unknown_free(a, device);
+  ol_account_removed(a, gone, ol_account_clamp(gone->device));
+  return true;
+}
+
+/* A request served and given back at once (replay's recorded out-of-memory,
+ * when its policy could serve it): it counts as a block that lived an
+ * instant, so it can be the peak. */
+void ol_account_probe(ol_account_t *a, int device, uint64_t size, int32_t site);
+/* Reserved memory changes by delta bytes in one segment (size picks its
+ * pool). Never below zero: a trace may begin after its segments were made. */
+void ol_account_reserved(ol_account_t *a, int device, uint64_t size, int64_t delta,
+                         ol_origin_t origin);
+void ol_account_oom(ol_account_t *a, int device, uint64_t request); /* counted */
+/* What the account knows of an out-of-memory on device: allocated and
+ * reserved now, what outlives iterations and its growth, and the sites
+ * that hold the memory and that grew (ol_oom_note_sites). */
+void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *r);
+
+/* What one event did, for readers that show more than the figures. */
+typedef struct ol_account_step {
+  int32_t site;     /* an alloc's call site, -1 none */
+  bool known;       /* a free met a live block */
+  ol_record_t gone; /* the block a free took */
+} ol_account_step_t;
+/* One event of a trace, at its time (the timeline's clock: time_us).
+ * false: host memory ran out for the live blocks. step may be NULL. */
+bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_step_t *step);
 
 #endif

@@ -3,10 +3,18 @@
  * A site is any byte string that names where memory was asked for: the
  * Python frames of a recorded trace, or a native stack. Each is interned
  * once; per site we keep live bytes now, at its own peak, at the moment of
- * the process's peak (copied when a new peak is marked), and in total.
- * "Who held the memory at the peak" is then the at-peak column, and it sums
- * to the peak exactly, because every byte live at that moment belongs to
- * one site. A site may carry a label: text made when it was first seen. */
+ * the process's peak, and in total. "Who held the memory at the peak" is
+ * then the at-peak column, and it sums to the peak exactly, because every
+ * byte live at that moment belongs to one site. A site may carry a label:
+ * text made when it was first seen.
+ *
+ * Marking a peak is O(1), so it can be done at every new peak, exactly
+ * (the live tracker once marked only every 1/256 of growth, to keep a walk
+ * over all sites rare): the table counts its changes, a mark remembers the
+ * count, and a site's value at the peak is its current value if it has not
+ * changed since the mark, else the value it had when it first changed after
+ * the mark (saved then). The at_peak figure is settled from those when it
+ * is read (ol_sites_figures, ol_sites_top). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +31,9 @@ typedef struct site {
   char *key;
   size_t len;
   char *label; /* text made when the site was first seen, or NULL */
-  ol_site_figures_t figures;
+  ol_site_figures_t figures; /* at_peak: settled when read */
+  uint64_t last_change; /* the table's change count at this site's last change */
+  int64_t at_mark;      /* current when it first changed after the last mark */
   UT_hash_handle hh;
 } site_t;
 
@@ -31,6 +41,8 @@ struct ol_sites {
   site_t **all;  /* by id */
   size_t count, cap;
   site_t *index; /* by key */
+  uint64_t changes; /* ol_sites_add calls so far */
+  uint64_t marked;  /* changes at the last ol_sites_mark_peak */
 };
 
 ol_sites_t *ol_sites_new(void)
@@ -100,7 +112,11 @@ void ol_sites_add(ol_sites_t *s, int32_t id, int64_t delta)
 {
   if (id < 0 || (size_t)id >= s->count)
     return;
-  ol_site_figures_t *f = &s->all[id]->figures;
+  site_t *site = s->all[id];
+  ol_site_figures_t *f = &site->figures;
+  if (site->last_change <= s->marked)
+    site->at_mark = f->current; /* first change since the mark: its value then */
+  site->last_change = ++s->changes;
   f->current += delta;
   if (delta > 0) {
     f->total += delta;
@@ -112,8 +128,16 @@ void ol_sites_add(ol_sites_t *s, int32_t id, int64_t delta)
 
 void ol_sites_mark_peak(ol_sites_t *s)
 {
-  for (size_t i = 0; i < s->count; i++)
-    s->all[i]->figures.at_peak = s->all[i]->figures.current;
+  s->marked = s->changes;
+}
+
+/* The figures with at_peak settled. The table is const to its readers but
+ * the site records are not: settling writes a cache, never a figure. */
+static const ol_site_figures_t *settled(const ol_sites_t *s, int32_t id)
+{
+  site_t *site = s->all[id];
+  site->figures.at_peak = site->last_change <= s->marked ? site->figures.current : site->at_mark;
+  return &site->figures;
 }
 
 /* Iterations end at valleys of the live bytes (phases.c): what a site holds
@@ -169,12 +193,12 @@ const char *ol_sites_label(const ol_sites_t *s, int32_t id)
 
 const ol_site_figures_t *ol_sites_figures(const ol_sites_t *s, int32_t id)
 {
-  return id >= 0 && (size_t)id < s->count ? &s->all[id]->figures : NULL;
+  return id >= 0 && (size_t)id < s->count ? settled(s, id) : NULL;
 }
 
 static int64_t value_of(const ol_sites_t *s, int32_t id, ol_site_order_t order)
 {
-  const ol_site_figures_t *f = &s->all[id]->figures;
+  const ol_site_figures_t *f = settled(s, id);
   switch (order) {
   case OL_SITES_BY_TOTAL: return f->total;
   case OL_SITES_BY_CURRENT: return f->current;

@@ -1,0 +1,186 @@
+/* account.c: the one accounting model (core.h, "account.c").
+ *
+ * Owns what an event stream means for memory: the live blocks by address,
+ * and per device the PyTorch-shaped counters, the iterations (phases.c),
+ * each call site's bytes now, at the peak and in total (sites.c), and the
+ * timeline. The live tracker (lib/tracker.c) holds one account and updates
+ * it under its lock; replay, export and `oomlens report` on a trace each
+ * make one and feed it the trace's events (ol_account_apply). Before this,
+ * the same accounting was written four times, and the copies drifted (the
+ * tracker marked peak sites every 1/256 of growth, replay at every peak,
+ * export lazily, the report reader per rise); now a job and its trace
+ * give the same figures and the same diagnosis because they are counted
+ * by the same code.
+ *
+ * An account is an instance: no globals, no lock (its owner locks), no
+ * CUDA. Its allocation and free are inline in core.h, since the tracker
+ * makes them on every cudaMalloc and cudaFree; the rest is here. A block's kind is the ol_origin_t of its own reserved memory, or
+ * OL_ORIGIN_NONE when it was carved out of memory counted already (our
+ * pool's chunks, the segments a trace showed). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+void ol_account_init(ol_account_t *a, unsigned flags)
+{
+  memset(a, 0, sizeof *a);
+  a->flags = flags;
+  ol_records_init(&a->blocks);
+}
+
+void ol_account_free(ol_account_t *a)
+{
+  ol_records_free(&a->blocks);
+  for (int d = 0; d < OL_MAX_DEVICES; d++) {
+    ol_sites_free(a->devices[d].sites);
+    free(a->devices[d].timeline);
+  }
+  ol_account_init(a, a->flags);
+}
+
+/* With one shared table, it is device 0's. */
+static int sites_index(const ol_account_t *a, int d)
+{
+  return a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : d;
+}
+
+ol_sites_t *ol_account_sites(const ol_account_t *a, int device)
+{
+  return a->devices[sites_index(a, ol_account_clamp(device))].sites;
+}
+
+int32_t ol_account_site(ol_account_t *a, int device, const char *key, size_t len, bool *is_new)
+{
+  if (is_new)
+    *is_new = false;
+  if (!(a->flags & (OL_ACCOUNT_SITES | OL_ACCOUNT_SITES_SHARED)))
+    return -1;
+  ol_sites_t **table = &a->devices[sites_index(a, ol_account_clamp(device))].sites;
+  if (!*table && !(*table = ol_sites_new()))
+    return -1; /* no host memory: the bytes count under no site */
+  size_t before = ol_sites_count(*table);
+  int32_t id = ol_sites_intern(*table, key, len);
+  if (is_new)
+    *is_new = id >= 0 && (size_t)id == before;
+  return id;
+}
+
+ol_timeline_t *ol_account_timeline(ol_account_t *a, int device, uint64_t t_ns, double start_unix)
+{
+  ol_account_device_t *ad = &a->devices[ol_account_device(a, device)];
+  if (!ad->timeline && (a->flags & OL_ACCOUNT_TIMELINE)) {
+    ad->timeline = malloc(sizeof *ad->timeline);
+    if (ad->timeline)
+      ol_timeline_init(ad->timeline, t_ns, start_unix);
+  }
+  return ad->timeline;
+}
+
+/* ---- blocks: the hot path is inline in core.h ---------------------------- */
+
+void __attribute__((cold)) ol_account_forget(ol_account_t *a, const ol_record_t *stale)
+{
+  ol_account_removed(a, stale, ol_account_clamp(stale->device));
+}
+
+bool __attribute__((cold)) ol_account_unknown_free(ol_account_t *a, int device)
+{
+  a->devices[ol_account_device(a, device)].stats.unknown_frees++;
+  return false;
+}
+
+void ol_account_probe(ol_account_t *a, int device, uint64_t size, int32_t site)
+{
+  int d = ol_account_device(a, device);
+  ol_record_t b = {.size = size, .device = d, .site = site, .kind = OL_ORIGIN_NONE};
+  ol_account_added(a, &b, d);
+  ol_account_removed(a, &b, d);
+}
+
+/* ---- reserved memory, out-of-memory ------------------------------------ */
+
+void ol_account_reserved(ol_account_t *a, int device, uint64_t size, int64_t delta,
+                         ol_origin_t origin)
+{
+  ol_device_stats_t *dev = &a->devices[ol_account_device(a, device)].stats;
+  int64_t held = dev->reserved_bytes[OL_POOL_ALL].current;
+  if (delta < 0 && -delta > held) /* a trace begun after its segments were made */
+    delta = held > 0 ? -held : 0;
+  if (delta == 0)
+    return;
+  ol_stats_pool_update(dev->reserved_bytes, size, delta);
+  ol_stats_pool_update(dev->segment, size, delta > 0 ? 1 : -1);
+  if (origin < OL_ORIGIN_COUNT)
+    ol_stat_update(&dev->origin_bytes[origin], delta);
+}
+
+void ol_account_oom(ol_account_t *a, int device, uint64_t request)
+{
+  ol_device_stats_t *dev = &a->devices[ol_account_device(a, device)].stats;
+  dev->num_ooms++;
+  dev->last_oom_request = (int64_t)request;
+}
+
+void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *r)
+{
+  const ol_device_stats_t *dev = &a->devices[ol_account_clamp(device)].stats;
+  r->allocated = dev->allocated_bytes[OL_POOL_ALL].current;
+  r->reserved = dev->reserved_bytes[OL_POOL_ALL].current;
+  r->persistent = ol_phases_persistent(&dev->phases);
+  r->growth = ol_phases_growth(&dev->phases);
+  r->iterations = dev->phases.iterations;
+  ol_oom_note_sites(r, ol_account_sites(a, device));
+}
+
+/* ---- a trace's events --------------------------------------------------- */
+
+/* Tensor events drive allocated memory; segment events (PyTorch's cache
+ * asking cudaMalloc, our trace's driver blocks and pool chunks) drive
+ * reserved memory, as they did in the job. A trace does not say where a
+ * segment came from, so it counts under no origin. */
+bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_step_t *step)
+{
+  ol_account_step_t unused;
+  if (!step)
+    step = &unused;
+  *step = (ol_account_step_t){.site = -1};
+  int d = ol_account_device(a, ev->device);
+  uint64_t t = ev->time_us * 1000;
+  ol_timeline_t *tl = ol_account_timeline(a, d, t, 0); /* from the first event on */
+  ol_device_stats_t *dev = &a->devices[d].stats;
+  switch (ev->action) {
+  case OL_TRACE_ALLOC:
+    if (ev->size > 0) {
+      step->site = ol_account_site(a, d, ev->frames ? ev->frames : "", ev->frames_len, NULL);
+      ol_record_t block = {.key = ev->addr, .size = ev->size, .stream = ev->stream,
+                           .device = d, .site = step->site, .kind = OL_ORIGIN_NONE};
+      bool replaced;
+      if (!ol_account_alloc(a, &block, &step->gone, &replaced))
+        return false;
+    }
+    break;
+  case OL_TRACE_FREE_COMPLETED:
+    step->known = ol_account_release(a, ev->addr, d, &step->gone);
+    break;
+  case OL_TRACE_SEGMENT_ALLOC:
+  case OL_TRACE_SEGMENT_MAP:
+    ol_account_reserved(a, d, ev->size, (int64_t)ev->size, OL_ORIGIN_NONE);
+    break;
+  case OL_TRACE_SEGMENT_FREE:
+  case OL_TRACE_SEGMENT_UNMAP:
+    ol_account_reserved(a, d, ev->size, -(int64_t)ev->size, OL_ORIGIN_NONE);
+    break;
+  case OL_TRACE_OOM:
+    ol_account_oom(a, d, ev->size);
+    if (tl)
+      ol_timeline_oom(tl, t, (int64_t)ev->size);
+    return true;
+  default: /* free_requested: nothing changes until the free completes */
+    return true;
+  }
+  if (tl)
+    ol_timeline_note(tl, t, dev->allocated_bytes[OL_POOL_ALL].current,
+                     dev->reserved_bytes[OL_POOL_ALL].current);
+  return true;
+}

@@ -1,0 +1,673 @@
+/* test_account.c: one accounting model, live and offline (core/account.c).
+ *
+ * Each recorded trace of tests/data is fed two ways: through the live
+ * tracker's API in this process, call by call as the hooks make them
+ * (ol_track_alloc_at with a call-site key, ol_track_free, ...), and
+ * through the offline readers (ol_view_load_trace, which `oomlens report`
+ * uses, and ol_replay_file). The figures must be the same to the byte:
+ * counters by pool, iterations, what outlives them and its growth, every
+ * call site's bytes now, at the peak and in total, the timeline's peaks,
+ * and the out-of-memory diagnosis (class and record) at the same capacity.
+ * Any difference in how the two paths count fails here. First, the
+ * account's own rules: the O(1) at-peak marking against a full copy at
+ * every peak, stale blocks, one site table over devices, reserved memory. */
+#include <check.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "lib.h"
+#include "policy.h"
+#include "replay.h"
+#include "report_view.h"
+#include "trace_csv.h"
+
+#define MiB ((int64_t)1 << 20)
+#define GiB (1ull << 30)
+
+static const char *data_path(const char *name)
+{
+  static char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", OL_TEST_DATA_DIR, name);
+  return path;
+}
+
+/* ---- the account's own rules -------------------------------------------- */
+
+/* A small deterministic generator (xorshift), so failures repeat. */
+static uint64_t next_random(uint64_t *state)
+{
+  *state ^= *state << 13;
+  *state ^= *state >> 7;
+  *state ^= *state << 17;
+  return *state;
+}
+
+/* The lazy at-peak figure (sites.c) against the eager one it replaced: a
+ * copy of every site's bytes at each mark. */
+START_TEST(lazy_at_peak_equals_a_copy_at_each_mark)
+{
+  enum { SITES = 40, STEPS = 20000 };
+  ol_sites_t *s = ol_sites_new();
+  int64_t current[SITES] = {0}, copied[SITES] = {0};
+  for (int i = 0; i < SITES; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "site%d", i);
+    ck_assert_int_eq(ol_sites_intern(s, key, strlen(key)), i);
+  }
+  uint64_t state = 88172645463325252ull;
+  for (int step = 0; step < STEPS; step++) {
+    uint64_t r = next_random(&state);
+    int id = (int)(r % SITES);
+    int64_t delta = (int64_t)((r >> 8) % 4096) - (current[id] > 0 ? 2048 : 0);
+    if (current[id] + delta < 0)
+      delta = -current[id];
+    ol_sites_add(s, id, delta);
+    current[id] += delta;
+    if ((r >> 40) % 7 == 0) {
+      ol_sites_mark_peak(s);
+      memcpy(copied, current, sizeof copied);
+    }
+    if ((r >> 48) % 101 == 0) /* reads in between change nothing */
+      for (int i = 0; i < SITES; i++)
+        ck_assert_int_eq(ol_sites_figures(s, i)->at_peak, copied[i]);
+  }
+  for (int i = 0; i < SITES; i++) {
+    ck_assert_int_eq(ol_sites_figures(s, i)->at_peak, copied[i]);
+    ck_assert_int_eq(ol_sites_figures(s, i)->current, current[i]);
+  }
+  ol_sites_free(s);
+}
+END_TEST
+
+static ol_record_t block_of(uint64_t addr, uint64_t size, int device, int32_t site)
+{
+  return (ol_record_t){.key = addr, .size = size, .device = device, .site = site,
+                       .kind = OL_ORIGIN_NONE};
+}
+
+/* An address allocated again: the block there is counted freed first. */
+START_TEST(a_stale_block_is_freed_first)
+{
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_SITES);
+  int32_t site = ol_account_site(&a, 0, "f.py:1:f", 8, NULL);
+  ol_record_t b = block_of(0x1000, 100, 0, site), stale;
+  bool replaced;
+  ck_assert_ptr_nonnull(ol_account_alloc(&a, &b, &stale, &replaced));
+  ck_assert(!replaced);
+  b.size = 300;
+  ck_assert_ptr_nonnull(ol_account_alloc(&a, &b, &stale, &replaced));
+  ck_assert(replaced);
+  ck_assert_uint_eq(stale.size, 100);
+  const ol_device_stats_t *d = &a.devices[0].stats;
+  ck_assert_int_eq(d->allocated_bytes[OL_POOL_ALL].current, 300);
+  ck_assert_int_eq(d->allocation[OL_POOL_ALL].current, 1);
+  ck_assert_int_eq(ol_sites_figures(ol_account_sites(&a, 0), site)->current, 300);
+  ol_record_t gone;
+  ck_assert(ol_account_release(&a, 0x1000, 0, &gone));
+  ck_assert(!ol_account_release(&a, 0x1000, 0, &gone));
+  ck_assert_int_eq(d->unknown_frees, 1);
+  ck_assert_int_eq(d->allocated_bytes[OL_POOL_ALL].current, 0);
+  ck_assert_uint_eq(ol_records_count(&a.blocks), 0);
+  ol_account_free(&a);
+}
+END_TEST
+
+/* One table over two devices: its peak is theirs together, and its at-peak
+ * bytes sum to that, not to either device's own peak. */
+START_TEST(shared_sites_peak_over_devices)
+{
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_SITES_SHARED);
+  int32_t x = ol_account_site(&a, 0, "x", 1, NULL), y = ol_account_site(&a, 1, "y", 1, NULL);
+  ol_record_t stale, gone;
+  bool replaced;
+  ol_record_t b = block_of(0x1000, 8 * MiB, 0, x);
+  ol_account_alloc(&a, &b, &stale, &replaced); /* device 0's peak: 8 MiB */
+  b = block_of(0x2000, 3 * MiB, 1, y);
+  ol_account_alloc(&a, &b, &stale, &replaced); /* together: 11 MiB */
+  ol_account_release(&a, 0x1000, 0, &gone);
+  b = block_of(0x3000, 6 * MiB, 1, y);
+  ol_account_alloc(&a, &b, &stale, &replaced); /* device 1's peak: 9 MiB, together 9 */
+  ck_assert_int_eq(a.peak, 11 * MiB);
+  const ol_sites_t *s = ol_account_sites(&a, 1);
+  ck_assert_ptr_eq(s, ol_account_sites(&a, 0));
+  ck_assert_int_eq(ol_sites_figures(s, x)->at_peak, 8 * MiB);
+  ck_assert_int_eq(ol_sites_figures(s, y)->at_peak, 3 * MiB);
+  ck_assert_int_eq(a.devices[1].stats.allocated_bytes[OL_POOL_ALL].peak, 9 * MiB);
+  ck_assert_int_eq(a.device_count, 2);
+  ol_account_free(&a);
+}
+END_TEST
+
+/* A trace recorded after its segments were made frees more than it saw
+ * reserved: reserved memory stops at zero. Origins count where known. */
+START_TEST(reserved_memory_never_below_zero)
+{
+  ol_account_t a;
+  ol_account_init(&a, 0);
+  ol_account_reserved(&a, 2, 4 * MiB, 4 * MiB, OL_ORIGIN_vmm);
+  ol_account_reserved(&a, 2, 4 * MiB, -8 * MiB, OL_ORIGIN_vmm);
+  const ol_device_stats_t *d = &a.devices[2].stats;
+  ck_assert_int_eq(d->reserved_bytes[OL_POOL_ALL].current, 0);
+  ck_assert_int_eq(d->reserved_bytes[OL_POOL_ALL].peak, 4 * MiB);
+  ck_assert_int_eq(d->segment[OL_POOL_ALL].current, 0);
+  ck_assert_int_eq(d->origin_bytes[OL_ORIGIN_vmm].current, 0);
+  ol_account_reserved(&a, 2, 4 * MiB, -4 * MiB, OL_ORIGIN_vmm);
+  ck_assert_int_eq(d->segment[OL_POOL_ALL].current, 0);
+  ck_assert_int_eq(a.device_count, 3);
+  ol_account_free(&a);
+}
+END_TEST
+
+/* ---- the live tracker fed a trace ------------------------------------- */
+
+/* A frames text as a live call-site key: a header word saying there are no
+ * Python frames (so the tracker's label reads none), then the text's bytes
+ * as "native" words, zero-padded. */
+static void key_of(const ol_trace_event_t *ev, ol_site_key_t *key)
+{
+  memset(key, 0, sizeof *key);
+  size_t words = (ev->frames_len + sizeof(uintptr_t) - 1) / sizeof(uintptr_t);
+  ck_assert_uint_le(1 + words, OL_SITE_WORDS);
+  key->words[0] = (uintptr_t)words << 16;
+  if (ev->frames_len)
+    memcpy(&key->words[1], ev->frames, ev->frames_len);
+  key->count = 1 + words;
+}
+
+/* The frames text back from a live key (padding dropped). */
+static void key_text(const ol_sites_t *s, int32_t id, char *out, size_t cap)
+{
+  size_t len;
+  const char *key = ol_sites_key_bytes(s, id, &len);
+  ck_assert_uint_ge(len, sizeof(uintptr_t));
+  size_t n = strnlen(key + sizeof(uintptr_t), len - sizeof(uintptr_t));
+  ck_assert_uint_lt(n, cap);
+  memcpy(out, key + sizeof(uintptr_t), n);
+  out[n] = '\0';
+}
+
+static ol_trace_t *open_trace(const char *name)
+{
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(data_path(name), &err);
+  ck_assert_msg(t, "%s", err.text);
+  return t;
+}
+
+static const ol_device_stats_t *live_stats(void)
+{
+  static ol_snapshot_t snap;
+  ol_track_snapshot(&snap);
+  ck_assert(!snap.tracking_failed);
+  return &snap.devices[0];
+}
+
+/* What each path knows of an out-of-memory on a device of that capacity,
+ * as oom_live.c fills it: the device's free memory is what no one holds,
+ * nobody else is on it; free blocks as given (-1: not known). */
+static void device_figures(ol_oom_record_t *r, uint64_t capacity, int64_t reserved,
+                           int64_t free_reserved, int64_t largest_free_block)
+{
+  r->capacity = capacity;
+  r->device_free = (int64_t)capacity - reserved;
+  int64_t others = (int64_t)r->capacity - r->device_free - r->reserved;
+  r->external = others > 0 ? others : 0;
+  r->free_reserved = free_reserved;
+  r->largest_free_block = largest_free_block;
+}
+
+/* ---- comparisons ------------------------------------------------------ */
+
+static void same_stat(const char *what, const ol_stat_t *live, const ol_stat_t *offline)
+{
+  ck_assert_msg(live->current == offline->current && live->peak == offline->peak &&
+                  live->allocated == offline->allocated && live->freed == offline->freed,
+                "%s: live current %lld peak %lld allocated %lld freed %lld, offline %lld %lld "
+                "%lld %lld", what, (long long)live->current, (long long)live->peak,
+                (long long)live->allocated, (long long)live->freed, (long long)offline->current,
+                (long long)offline->peak, (long long)offline->allocated,
+                (long long)offline->freed);
+}
+
+static void same_pools(const char *what, const ol_stat_t *live, const ol_stat_t *offline)
+{
+  for (int p = 0; p < OL_POOL_COUNT; p++)
+    same_stat(what, &live[p], &offline[p]);
+}
+
+static void same_phases(const ol_phases_t *live, const ol_phases_t *offline)
+{
+  ck_assert_uint_eq(live->iterations, offline->iterations);
+  ck_assert_int_eq(ol_phases_persistent(live), ol_phases_persistent(offline));
+  ck_assert_int_eq(ol_phases_growth(live), ol_phases_growth(offline));
+  ck_assert_int_eq(live->highest, offline->highest);
+  ck_assert_int_eq(live->extreme, offline->extreme);
+  ck_assert(live->falling == offline->falling);
+  for (int i = 0; i < OL_PHASE_VALLEYS; i++)
+    ck_assert_int_eq(live->valleys[i], offline->valleys[i]);
+}
+
+/* Allocated bytes and blocks, iterations, OOMs and frees of nothing. */
+static void same_allocations(const ol_device_stats_t *live, const ol_device_stats_t *offline)
+{
+  same_pools("allocated_bytes", live->allocated_bytes, offline->allocated_bytes);
+  same_pools("allocation", live->allocation, offline->allocation);
+  same_phases(&live->phases, &offline->phases);
+  ck_assert_int_eq(live->num_ooms, offline->num_ooms);
+  ck_assert_int_eq(live->last_oom_request, offline->last_oom_request);
+  ck_assert_int_eq(live->unknown_frees, offline->unknown_frees);
+  ck_assert_int_gt(live->allocation[OL_POOL_ALL].allocated, 0); /* a real comparison */
+}
+
+/* Two records of the same failure. Sites by their frames text: the live
+ * table's keys are stacks (here, words holding the text). */
+static void same_record(const ol_oom_record_t *live, const ol_sites_t *live_sites,
+                        const ol_oom_record_t *offline, const ol_sites_t *offline_sites)
+{
+  ck_assert_uint_eq(live->request, offline->request);
+  ck_assert_uint_eq(live->capacity, offline->capacity);
+  ck_assert_int_eq(live->device_free, offline->device_free);
+  ck_assert_int_eq(live->allocated, offline->allocated);
+  ck_assert_int_eq(live->reserved, offline->reserved);
+  ck_assert_int_eq(live->free_reserved, offline->free_reserved);
+  ck_assert_int_eq(live->largest_free_block, offline->largest_free_block);
+  ck_assert_int_eq(live->external, offline->external);
+  ck_assert_int_eq(live->persistent, offline->persistent);
+  ck_assert_int_eq(live->growth, offline->growth);
+  ck_assert_uint_eq(live->iterations, offline->iterations);
+  ck_assert(live->managed == offline->managed);
+  ck_assert_int_eq(live->holder_count, offline->holder_count);
+  char a[1024];
+  for (int i = 0; i < live->holder_count; i++) {
+    ck_assert_int_eq(live->holders[i].bytes, offline->holders[i].bytes);
+    key_text(live_sites, live->holders[i].id, a, sizeof a);
+    ck_assert_str_eq(a, ol_sites_key(offline_sites, offline->holders[i].id));
+  }
+  ck_assert_int_eq(live->grower.bytes, offline->grower.bytes);
+  ck_assert_int_eq(live->grower.id < 0, offline->grower.id < 0);
+  if (live->grower.id >= 0) {
+    key_text(live_sites, live->grower.id, a, sizeof a);
+    ck_assert_str_eq(a, ol_sites_key(offline_sites, offline->grower.id));
+  }
+}
+
+/* ---- observe: the tracker against `oomlens report` on the trace -------- */
+
+typedef struct observe_case {
+  const char *trace;
+  uint64_t capacity; /* for the diagnosis at the trace's own oom event */
+} observe_case_t;
+
+static const observe_case_t observe_cases[] = {
+  {"gpt2.csv.gz", 0},
+  {"gpt2_varlen.csv.gz", 0},
+  {"resnet50.csv.gz", 0},
+  {"frag.csv.gz", 6 * GiB},
+  {"oom_activations.csv.gz", 12 * GiB},
+  {"oom_params.csv.gz", 8 * GiB},
+};
+
+#define VIEW_SITES (OL_REPORT_SITES_SHOWN * 4) /* as report_view.c lists a trace's */
+
+typedef struct sites_check {
+  const ol_report_sites_t *at_peak, *by_total; /* the report's lists */
+  int64_t peak;                        /* the live tracker's peak allocated */
+} sites_check_t;
+
+/* The view's list (its frames joined back with ';') against the live
+ * table's top sites, in the same order, with the same figures. */
+static void same_list(const ol_sites_t *s, const ol_report_sites_t *list, ol_site_order_t order)
+{
+  int32_t top[VIEW_SITES];
+  size_t n = ol_sites_top(s, order, top, VIEW_SITES);
+  ck_assert_uint_gt(n, 0);
+  ck_assert_uint_eq(n, list->count);
+  for (size_t i = 0; i < n; i++) {
+    const ol_report_site_t *site = &list->site[i];
+    const ol_site_figures_t *f = ol_sites_figures(s, top[i]);
+    ck_assert_int_eq(order == OL_SITES_BY_TOTAL ? f->total : f->at_peak, site->bytes);
+    ck_assert_int_eq(f->allocations, site->allocations);
+    char frames[1024] = "", live[1024];
+    for (size_t k = 0; k < site->frames.count; k++)
+      snprintf(frames + strlen(frames), sizeof frames - strlen(frames), "%s%s", k ? ";" : "",
+               site->frames.frame[k]);
+    key_text(s, top[i], live, sizeof live);
+    ck_assert_str_eq(live, frames);
+  }
+}
+
+static void check_sites(const ol_sites_t *s, void *arg)
+{
+  const sites_check_t *c = arg;
+  same_list(s, c->at_peak, OL_SITES_BY_AT_PEAK);
+  same_list(s, c->by_total, OL_SITES_BY_TOTAL);
+  /* Exact, no longer within 1/256 of the peak: every byte live at the
+   * peak belongs to one site. */
+  int64_t sum = 0;
+  for (size_t i = 0; i < ol_sites_count(s); i++)
+    sum += ol_sites_figures(s, (int32_t)i)->at_peak;
+  ck_assert_int_eq(sum, c->peak);
+}
+
+typedef struct oom_check {
+  const ol_oom_record_t *live, *offline;
+  const ol_sites_t *offline_sites;
+} oom_check_t;
+
+static void check_oom_sites(const ol_sites_t *live_sites, void *arg)
+{
+  const oom_check_t *c = arg;
+  same_record(c->live, live_sites, c->offline, c->offline_sites);
+}
+
+/* At the trace's oom event: the live tracker's record against the one an
+ * account fed the same events offline makes (ol_account_apply, what
+ * ol_view_load_trace runs), both classified at the same capacity. */
+static void diagnose_both(const ol_account_t *offline, const ol_trace_event_t *ev,
+                          uint64_t capacity)
+{
+  ol_oom_record_t live = {.request = ev->size}, r = {.request = ev->size};
+  ol_track_oom_figures(0, &live);
+  device_figures(&live, capacity, live.reserved, -1, -1);
+  ol_account_oom_figures(offline, 0, &r);
+  device_figures(&r, capacity, r.reserved, -1, -1);
+  ck_assert_int_eq(ol_oom_classify(&live), ol_oom_classify(&r));
+  ck_assert_int_gt(live.holder_count, 0);
+  oom_check_t c = {&live, &r, ol_account_sites(offline, 0)};
+  ck_assert(ol_track_sites(0, check_oom_sites, &c));
+}
+
+/* The hooks' calls for each event: tensors as a job's whose tensors we see
+ * (manage mode, or PyTorch's cache off), PyTorch's segments as reserved
+ * memory the tracker sees by handle (cuMemCreate). */
+static void live_event(const ol_trace_event_t *ev)
+{
+  ol_site_key_t key;
+  switch (ev->action) {
+  case OL_TRACE_ALLOC:
+    if (ev->size == 0)
+      break;
+    key_of(ev, &key);
+    ck_assert_int_ge(ol_track_alloc_at(ev->addr, ev->size, 0, OL_KIND_MANAGED, ev->stream, &key,
+                                       -1), 0);
+    break;
+  case OL_TRACE_FREE_COMPLETED:
+    ol_track_free(ev->addr, OL_KIND_MANAGED);
+    break;
+  case OL_TRACE_SEGMENT_ALLOC:
+  case OL_TRACE_SEGMENT_MAP:
+    ol_track_vmm_create(ev->addr, ev->size, 0);
+    break;
+  case OL_TRACE_SEGMENT_FREE:
+  case OL_TRACE_SEGMENT_UNMAP:
+    ol_track_vmm_release(ev->addr);
+    break;
+  case OL_TRACE_OOM:
+    ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+    break;
+  default:
+    break;
+  }
+}
+
+START_TEST(live_tracker_equals_the_report_of_its_trace)
+{
+  const observe_case_t *c = &observe_cases[_i];
+  ol_track_reset();
+  ol_account_t *offline = malloc(sizeof *offline);
+  ck_assert_ptr_nonnull(offline);
+  ol_account_init(offline, OL_ACCOUNT_SITES);
+  ol_trace_t *t = open_trace(c->trace);
+  ol_trace_event_t ev;
+  ol_error_t err;
+  int got, ooms = 0;
+  while ((got = ol_trace_next(t, &ev, &err)) == 1) {
+    live_event(&ev);
+    ev.device = 0;
+    ck_assert(ol_account_apply(offline, &ev, NULL));
+    if (ev.action == OL_TRACE_OOM && c->capacity) {
+      diagnose_both(offline, &ev, c->capacity);
+      ooms++;
+    }
+  }
+  ck_assert_msg(got == 0, "%s", err.text);
+  ol_trace_close(t);
+  ck_assert_int_eq(ooms, c->capacity ? 1 : 0);
+
+  ol_report_t view;
+  ck_assert_msg(ol_view_load_trace(&view, data_path(c->trace), &err) == 0, "%s", err.text);
+  const ol_device_stats_t *live = live_stats(), *report = &view.devices[0].stats;
+  same_allocations(live, report);
+  same_pools("reserved_bytes", live->reserved_bytes, report->reserved_bytes);
+  same_pools("segment", live->segment, report->segment);
+  same_allocations(live, &offline->devices[0].stats);
+  ol_timeline_t tl;
+  ck_assert(ol_track_timeline(0, &tl));
+  ck_assert(view.devices[0].has_timeline);
+  ck_assert_int_eq(tl.peak_allocated, view.devices[0].timeline.peak_allocated);
+  ck_assert_int_eq(tl.peak_reserved, view.devices[0].timeline.peak_reserved);
+  ck_assert_uint_eq(tl.oom_count, view.devices[0].timeline.oom_count);
+  sites_check_t sc = {&view.devices[0].at_peak, &view.devices[0].by_total,
+                      live->allocated_bytes[OL_POOL_ALL].peak};
+  ck_assert(ol_track_sites(0, check_sites, &sc));
+  ol_report_free(&view);
+  ol_account_free(offline);
+  free(offline);
+  ol_track_reset();
+}
+END_TEST
+
+/* ---- manage: the tracker of a job our pool serves against replay ------ */
+
+typedef struct replay_case {
+  const char *trace, *policy;
+  uint64_t capacity; /* 0: replay's default (an H200) */
+  int expected;      /* the diagnosis known by construction; -1: no OOM */
+} replay_case_t;
+
+static const replay_case_t replay_cases[] = {
+  {"gpt2.csv.gz", "oomlens", 0, -1},
+  {"gpt2_varlen.csv.gz", "oomlens", 0, -1},
+  {"resnet50.csv.gz", "pytorch", 0, -1},
+  {"frag.csv.gz", "oomlens", 0, -1},
+  {"oom_activations.csv.gz", "oomlens", 0, -1}, /* its recorded OOM served: a probe */
+  {"oom_params.csv.gz", "pytorch", 8 * GiB, OL_OOM_persistent},
+  {"oom_params.csv.gz", "oomlens", 8 * GiB, OL_OOM_persistent},
+  {"oom_activations.csv.gz", "pytorch", 12 * GiB, OL_OOM_activations},
+  {"oom_activations.csv.gz", "oomlens", 12 * GiB, OL_OOM_activations},
+  {"frag.csv.gz", "pytorch", 6 * GiB, OL_OOM_fragmentation},
+};
+
+/* A job in manage mode, as this process: the policy serves each tensor,
+ * the tracker records it (OL_KIND_MANAGED) and the pool's reserved memory
+ * (ol_track_pool_mapped); trace addresses map to the policy's. */
+typedef struct job {
+  const ol_policy_ops_t *ops;
+  ol_policy_t *policy;
+  ol_records_t addresses; /* by trace address; value: the policy's */
+  int64_t reserved;       /* told to the tracker so far */
+  uint64_t events;
+  bool oom;
+  uint64_t oom_index;
+  ol_oom_record_t record;
+  ol_oom_class_t cause;
+} job_t;
+
+static void pool_changed(job_t *j)
+{
+  ol_policy_stats_t st;
+  j->ops->stats(j->policy, &st);
+  if (st.reserved != j->reserved)
+    ol_track_pool_mapped(0, 0, st.reserved - j->reserved);
+  j->reserved = st.reserved;
+}
+
+/* As oom_live.c at a failed allocation in manage mode: the tracker's
+ * figures, the device's capacity, the pool's free blocks. */
+static void job_ran_out(job_t *j, const ol_trace_event_t *ev, uint64_t capacity)
+{
+  pool_changed(j); /* a failing pool may have let go of its cache first */
+  ol_policy_stats_t st;
+  j->ops->stats(j->policy, &st);
+  ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+  j->record = (ol_oom_record_t){.request = ev->size};
+  ol_track_oom_figures(0, &j->record);
+  device_figures(&j->record, capacity, j->record.reserved, st.free_reserved,
+                 st.largest_free_block);
+  j->record.managed = strcmp(j->ops->name, "oomlens") == 0;
+  j->cause = ol_oom_classify(&j->record);
+  j->oom = true;
+  j->oom_index = j->events - 1;
+}
+
+static void job_free(job_t *j, uint64_t trace_addr)
+{
+  ol_record_t gone;
+  if (!ol_records_take(&j->addresses, trace_addr, &gone)) {
+    ol_track_free(trace_addr, OL_KIND_MANAGED); /* unknown to both */
+    return;
+  }
+  ol_track_free(gone.value, OL_KIND_MANAGED);
+  j->ops->free(j->policy, gone.value);
+  pool_changed(j);
+}
+
+/* false: the policy ran out (the job's OOM). */
+static bool job_event(job_t *j, const ol_trace_event_t *ev, uint64_t capacity)
+{
+  ol_site_key_t key;
+  uint64_t addr;
+  j->events++;
+  bool is_oom = ev->action == OL_TRACE_OOM;
+  if ((ev->action != OL_TRACE_ALLOC && !is_oom) || ev->size == 0) {
+    if (ev->action == OL_TRACE_FREE_COMPLETED)
+      job_free(j, ev->addr);
+    return true;
+  }
+  if (!is_oom && ol_records_find(&j->addresses, ev->addr))
+    job_free(j, ev->addr);
+  if (j->ops->alloc(j->policy, ev->size, ev->stream, &addr) != 0) {
+    job_ran_out(j, ev, capacity);
+    return false;
+  }
+  key_of(ev, &key);
+  ol_track_alloc_at(addr, ev->size, 0, OL_KIND_MANAGED, ev->stream, &key, -1);
+  if (is_oom) { /* served this time: given back at once */
+    ol_track_free(addr, OL_KIND_MANAGED);
+    j->ops->free(j->policy, addr);
+  } else {
+    ol_record_t *rec = ol_records_add(&j->addresses, ev->addr);
+    ck_assert_ptr_nonnull(rec);
+    rec->value = addr;
+  }
+  pool_changed(j);
+  return true;
+}
+
+static void same_sites(const ol_sites_t *live, const ol_sites_t *offline)
+{
+  ck_assert_uint_eq(ol_sites_count(live), ol_sites_count(offline));
+  for (size_t i = 0; i < ol_sites_count(live); i++) {
+    char text[1024];
+    key_text(live, (int32_t)i, text, sizeof text);
+    ck_assert_str_eq(text, ol_sites_key(offline, (int32_t)i));
+    const ol_site_figures_t *a = ol_sites_figures(live, (int32_t)i);
+    const ol_site_figures_t *b = ol_sites_figures(offline, (int32_t)i);
+    ck_assert_int_eq(a->allocations, b->allocations);
+    ck_assert_int_eq(a->current, b->current);
+    ck_assert_int_eq(a->peak, b->peak);
+    ck_assert_int_eq(a->at_peak, b->at_peak);
+    ck_assert_int_eq(a->total, b->total);
+    ck_assert(a->valley_seen == b->valley_seen);
+    ck_assert_int_eq(a->first_valley, b->first_valley);
+    ck_assert_int_eq(a->last_valley, b->last_valley);
+  }
+}
+
+typedef struct replay_check {
+  const ol_replay_result_t *result;
+  const job_t *job;
+} replay_check_t;
+
+static void check_replay_sites(const ol_sites_t *live, void *arg)
+{
+  const replay_check_t *c = arg;
+  same_sites(live, c->result->sites);
+  if (c->job->oom)
+    same_record(&c->job->record, live, &c->result->oom_at.record, c->result->sites);
+}
+
+START_TEST(live_tracker_equals_replay)
+{
+  const replay_case_t *c = &replay_cases[_i];
+  uint64_t capacity = c->capacity ? c->capacity : OL_REPLAY_DEFAULT_CAPACITY;
+  ol_policy_options_t options = {.capacity = capacity};
+  ol_replay_result_t result;
+  ol_error_t err;
+  ck_assert_msg(ol_replay_file(data_path(c->trace), ol_policy_find(c->policy), &options, &result,
+                               &err) == 0, "%s", err.text);
+
+  ol_track_reset();
+  job_t j = {.ops = ol_policy_find(c->policy)};
+  j.policy = j.ops->create(&options);
+  ck_assert_ptr_nonnull(j.policy);
+  ol_records_init(&j.addresses);
+  ol_trace_t *t = open_trace(c->trace);
+  ol_trace_event_t ev;
+  int got;
+  while ((got = ol_trace_next(t, &ev, &err)) == 1 && job_event(&j, &ev, capacity))
+    ;
+  ck_assert_msg(got >= 0, "%s", err.text);
+  ol_trace_close(t);
+
+  ck_assert(j.oom == result.oom);
+  ck_assert_int_eq(j.oom, c->expected >= 0);
+  if (j.oom) {
+    ck_assert_uint_eq(j.oom_index, result.oom_at.event_index);
+    ck_assert_int_eq(j.cause, result.oom_at.cause);
+    ck_assert_msg(j.cause == (ol_oom_class_t)c->expected, "%s under %s: %s", c->trace,
+                  c->policy, ol_oom_class_name(j.cause));
+  }
+  const ol_device_stats_t *live = live_stats();
+  same_allocations(live, &result.account->devices[0].stats);
+  ck_assert_int_eq(live->allocated_bytes[OL_POOL_ALL].peak, result.peak_requested);
+  ck_assert_int_eq(live->reserved_bytes[OL_POOL_ALL].current,
+                   j.oom ? result.oom_at.stats.reserved : result.stats.reserved);
+  replay_check_t rc = {&result, &j};
+  ck_assert(ol_track_sites(0, check_replay_sites, &rc));
+
+  j.ops->destroy(j.policy);
+  ol_records_free(&j.addresses);
+  ol_replay_result_free(&result);
+  ol_track_reset();
+}
+END_TEST
+
+static Suite *account_suite(void)
+{
+  Suite *s = suite_create("account");
+  TCase *rules = tcase_create("rules");
+  tcase_add_test(rules, lazy_at_peak_equals_a_copy_at_each_mark);
+  tcase_add_test(rules, a_stale_block_is_freed_first);
+  tcase_add_test(rules, shared_sites_peak_over_devices);
+  tcase_add_test(rules, reserved_memory_never_below_zero);
+  suite_add_tcase(s, rules);
+  TCase *traces = tcase_create("live_equals_offline");
+  tcase_set_timeout(traces, 120);
+  tcase_add_loop_test(traces, live_tracker_equals_the_report_of_its_trace, 0,
+                      sizeof observe_cases / sizeof *observe_cases);
+  tcase_add_loop_test(traces, live_tracker_equals_replay, 0,
+                      sizeof replay_cases / sizeof *replay_cases);
+  suite_add_tcase(s, traces);
+  return s;
+}
+
+int main(void)
+{
+  return ol_run_suite(account_suite());
+}
