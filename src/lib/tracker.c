@@ -237,6 +237,19 @@ static void note_now(int d)
 
 /* ---- the hooks' calls ---------------------------------------------------- */
 
+/* An allocation call, served or refused, counted by the path it took. */
+static void count_alloc_call(ol_device_stats_t *dev, ol_kind_t kind)
+{
+  if (is_runtime(kind))
+    dev->runtime_allocs++;
+  else if (kind == OL_KIND_MANAGED)
+    dev->managed_allocs++;
+  else if (kind == OL_KIND_VMM)
+    dev->vmm_creates++;
+  else
+    dev->driver_allocs++;
+}
+
 void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream)
 {
   ol_track_alloc_at(addr, size, device, kind, stream, NULL, -1);
@@ -249,12 +262,7 @@ int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kin
     return -1;
   int d = ol_account_device(&account, device);
   ol_device_stats_t *dev = &account.devices[d].stats;
-  if (kind == OL_KIND_MANAGED)
-    dev->managed_allocs++;
-  else if (is_runtime(kind))
-    dev->runtime_allocs++;
-  else
-    dev->driver_allocs++;
+  count_alloc_call(dev, kind);
   record_t block = {.key = addr, .size = size, .stream = stream, .device = device,
                     .site = site_for(device, key, site), .kind = origin_of(kind)};
   record_t stale;
@@ -299,12 +307,7 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
     return;
   int d = ol_account_device(&account, device);
   ol_device_stats_t *dev = &account.devices[d].stats;
-  if (kind == OL_KIND_VMM)
-    dev->vmm_creates++;
-  else if (is_runtime(kind))
-    dev->runtime_allocs++;
-  else
-    dev->driver_allocs++;
+  count_alloc_call(dev, kind);
   dev->failed_allocs++;
   if (out_of_memory) {
     ol_account_oom(&account, d, size);
