@@ -375,6 +375,18 @@ int ol_estimate_parse_args(int argc, char **argv, ol_estimate_args_t *args, ol_e
   return 0;
 }
 
+/* The model's problems, said in this command's flags (the peak's, with its
+ * figures, where it is reported). */
+static const char *const flag_problem[] = {
+  [OL_ESTIMATE_no_size] = "give --params, or the shape (--hidden, --layers, --seq)",
+  [OL_ESTIMATE_zero_count] = "--batch, --gpus and --capacity must be at least 1",
+  [OL_ESTIMATE_headroom] = "--headroom must be at least 0 and less than 1",
+  [OL_ESTIMATE_zero_stage] = "--zero must be 0, 1, 2 or 3",
+  [OL_ESTIMATE_no_heads] = "eager attention needs --heads",
+  [OL_ESTIMATE_peak_without_batch] = "--from-peak and --at-batch go together",
+  [OL_ESTIMATE_two_calibrations] = "give --measured-per-sample or --from-peak, not both",
+};
+
 int ol_cmd_estimate(int argc, char **argv)
 {
   ol_estimate_args_t args;
@@ -389,7 +401,13 @@ int ol_cmd_estimate(int argc, char **argv)
   }
   ol_estimate_t e;
   if (!ol_estimate(&args.in, &e, &err)) {
-    ol_args_usage("estimate", "%s", err.text);
+    if (e.problem == OL_ESTIMATE_peak_not_above_persistent)
+      ol_args_usage("estimate", "--from-peak %llu is not above the persistent %llu bytes",
+                    (unsigned long long)args.in.from_peak, (unsigned long long)e.persistent);
+    else if (flag_problem[e.problem])
+      ol_args_usage("estimate", "%s", flag_problem[e.problem]);
+    else
+      ol_args_usage("estimate", "%s", err.text);
     return err.status;
   }
   ol_estimate_advice_t advice[OL_ESTIMATE_MAX_ADVICE];

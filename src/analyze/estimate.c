@@ -227,26 +227,37 @@ static uint64_t workspace_bytes(const ol_estimate_input_t *in)
   return in->gpus > 1 ? MULTI_GPU_EXTERNAL_BYTES : CONTEXT_BYTES + DIRECT_DRIVER_BYTES;
 }
 
-static bool check_input(const ol_estimate_input_t *in, ol_error_t *err)
+static const char *const problem_words[] = {
+#define OL_ESTIMATE_PROBLEM_WORDS(name, words) words,
+  OL_ESTIMATE_PROBLEMS(OL_ESTIMATE_PROBLEM_WORDS)
+#undef OL_ESTIMATE_PROBLEM_WORDS
+};
+
+static ol_estimate_problem_t input_problem(const ol_estimate_input_t *in)
 {
-  const char *problem = NULL;
   if (!in->params && !has_shape(in))
-    problem = "give the parameter count, or the shape (hidden size, layers, sequence length)";
-  else if (in->batch == 0 || in->gpus == 0 || in->capacity == 0)
-    problem = "batch, gpus and capacity must be at least 1";
-  else if (!(in->headroom >= 0 && in->headroom < 1))
-    problem = "headroom must be at least 0 and less than 1";
-  else if (in->zero > 3)
-    problem = "ZeRO stage must be 0, 1, 2 or 3";
-  else if (in->eager_attention && has_shape(in) && !in->heads)
-    problem = "eager attention needs the number of heads";
-  else if ((in->from_peak != 0) != (in->at_batch != 0))
-    problem = "a measured peak and the batch it was measured at go together";
-  else if (in->from_peak && in->measured_per_sample)
-    problem = "give the measured per-sample bytes or a measured peak, not both";
-  if (problem)
-    ol_fail(err, OL_EXIT_USAGE, "%s", problem);
-  return problem == NULL;
+    return OL_ESTIMATE_no_size;
+  if (in->batch == 0 || in->gpus == 0 || in->capacity == 0)
+    return OL_ESTIMATE_zero_count;
+  if (!(in->headroom >= 0 && in->headroom < 1))
+    return OL_ESTIMATE_headroom;
+  if (in->zero > 3)
+    return OL_ESTIMATE_zero_stage;
+  if (in->eager_attention && has_shape(in) && !in->heads)
+    return OL_ESTIMATE_no_heads;
+  if ((in->from_peak != 0) != (in->at_batch != 0))
+    return OL_ESTIMATE_peak_without_batch;
+  if (in->from_peak && in->measured_per_sample)
+    return OL_ESTIMATE_two_calibrations;
+  return OL_ESTIMATE_none;
+}
+
+static bool check_input(const ol_estimate_input_t *in, ol_estimate_t *e, ol_error_t *err)
+{
+  e->problem = input_problem(in);
+  if (e->problem != OL_ESTIMATE_none)
+    ol_fail(err, OL_EXIT_USAGE, "%s", problem_words[e->problem]);
+  return e->problem == OL_ESTIMATE_none;
 }
 
 /* Measured figures replace the model's. false if a peak leaves nothing
@@ -261,6 +272,7 @@ static bool calibrate(const ol_estimate_input_t *in, ol_estimate_t *e, ol_error_
     e->per_sample = in->measured_per_sample;
   } else if (in->from_peak) {
     if (in->from_peak <= e->persistent) {
+      e->problem = OL_ESTIMATE_peak_not_above_persistent;
       ol_fail(err, OL_EXIT_USAGE, "the measured peak %llu is not above the persistent %llu bytes",
               (unsigned long long)in->from_peak, (unsigned long long)e->persistent);
       return false;
@@ -296,7 +308,7 @@ static void totals(const ol_estimate_input_t *in, ol_estimate_t *e)
 bool ol_estimate(const ol_estimate_input_t *in, ol_estimate_t *out, ol_error_t *err)
 {
   *out = (ol_estimate_t){0};
-  if (!check_input(in, err))
+  if (!check_input(in, out, err))
     return false;
   uint64_t params = in->params ? in->params : shape_params(in);
   persistent_terms(in, params, out);

@@ -50,6 +50,26 @@ typedef struct ol_estimate_input {
   uint64_t from_peak, at_batch;
 } ol_estimate_input_t;
 
+/* What can keep an input from giving an estimate: X(name, the model's
+ * words). The model names no flags; the command line words each problem
+ * in its own flags (tools/estimate_cmd.c). */
+#define OL_ESTIMATE_PROBLEMS(X)                                                          \
+  X(none, "")                                                                             \
+  X(no_size, "give the parameter count, or the shape (hidden size, layers, sequence length)") \
+  X(zero_count, "batch, gpus and capacity must be at least 1")                           \
+  X(headroom, "headroom must be at least 0 and less than 1")                             \
+  X(zero_stage, "ZeRO stage must be 0, 1, 2 or 3")                                       \
+  X(no_heads, "eager attention needs the number of heads")                               \
+  X(peak_without_batch, "a measured peak and the batch it was measured at go together")   \
+  X(two_calibrations, "give the measured per-sample bytes or a measured peak, not both") \
+  X(peak_not_above_persistent, "the measured peak is not above the persistent memory")
+
+typedef enum ol_estimate_problem {
+#define OL_ESTIMATE_PROBLEM_ENUM(name, words) OL_ESTIMATE_##name,
+  OL_ESTIMATE_PROBLEMS(OL_ESTIMATE_PROBLEM_ENUM)
+#undef OL_ESTIMATE_PROBLEM_ENUM
+} ol_estimate_problem_t;
+
 typedef struct ol_estimate {
   /* Persistent, per GPU after ZeRO sharding. */
   uint64_t weights, master, gradients, optimizer, persistent;
@@ -65,6 +85,7 @@ typedef struct ol_estimate {
   bool activations_known; /* a shape or a calibration gave per-sample bytes */
   uint64_t max_batch;     /* largest batch with total <= usable; 0 if none */
   bool calibrated_persistent, calibrated_per_sample;
+  ol_estimate_problem_t problem; /* why there is no estimate, if there is none */
 } ol_estimate_t;
 
 /* Default input: batch 1, mixed-bf16, AdamW, flash attention, one GPU,
@@ -72,9 +93,9 @@ typedef struct ol_estimate {
 void ol_estimate_defaults(ol_estimate_input_t *in);
 
 /* Fills out from in. false with the error in err (status OL_EXIT_USAGE;
- * NULL: not wanted) when the input cannot give an estimate (no parameter
- * count and no shape, headroom out of range, a calibration larger than its
- * peak...). */
+ * NULL: not wanted) and out->problem set when the input cannot give an
+ * estimate (no parameter count and no shape, headroom out of range, a
+ * calibration larger than its peak...). */
 bool ol_estimate(const ol_estimate_input_t *in, ol_estimate_t *out, ol_error_t *err);
 
 /* One line of advice: a change the field guides suggest, and where it

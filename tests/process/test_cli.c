@@ -43,6 +43,33 @@ START_TEST(version)
 }
 END_TEST
 
+/* The estimate model names no flags; its command says each problem in the
+ * flags the user typed. */
+START_TEST(estimate_problems_name_their_flags)
+{
+  static const struct {
+    const char *args[10];
+    const char *said;
+  } cases[] = {
+    {{"estimate", "--batch", "4", NULL}, "give --params, or the shape (--hidden, --layers, --seq)"},
+    {{"estimate", "--params", "1M", "--from-peak", "8G", NULL},
+     "--from-peak and --at-batch go together"},
+    {{"estimate", "--params", "1M", "--from-peak", "8G", "--at-batch", "4",
+      "--measured-per-sample", "1G", NULL}, "give --measured-per-sample or --from-peak, not both"},
+    {{"estimate", "--params", "124M", "--from-peak", "1000", "--at-batch", "4", NULL},
+     "--from-peak 1000 is not above the persistent"},
+    {{"estimate", "--params", "1M", "--gpus", "0", NULL},
+     "--batch, --gpus and --capacity must be at least 1"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    harness_run_t run;
+    cli(&run, NULL, cases[i].args);
+    ck_assert_int_eq(run.status, 2);
+    ck_assert_msg(strstr(run.out, cases[i].said), "case %zu said: %s", i, run.out);
+  }
+}
+END_TEST
+
 START_TEST(usage_errors_exit_2)
 {
   harness_run_t run;
@@ -199,6 +226,7 @@ static Suite *cli_suite(void)
   tcase_add_test(tc, help_lists_commands_and_options);
   tcase_add_test(tc, version);
   tcase_add_test(tc, usage_errors_exit_2);
+  tcase_add_test(tc, estimate_problems_name_their_flags);
   tcase_add_test(tc, run_passes_exit_status);
   tcase_add_test(tc, run_missing_command_is_127);
   tcase_add_test(tc, run_appends_to_ld_preload);
