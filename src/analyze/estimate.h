@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct ol_error ol_error_t; /* ol.h */
+typedef struct ol_error ol_error_t; /* core.h */
 
 typedef enum ol_precision {
   OL_PREC_FP32,

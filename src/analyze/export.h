@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef struct ol_error ol_error_t; /* ol.h */
+typedef struct ol_error ol_error_t; /* core.h */
 
 typedef enum ol_export_format {
   OL_EXPORT_FOLDED,

@@ -23,7 +23,7 @@
 #define OL_JSON_MAX_FILE ((size_t)256 << 20)   /* ol_json_parse_file refuses bigger */
 
 typedef struct ol_json ol_json_t;
-typedef struct ol_error ol_error_t; /* ol.h */
+typedef struct ol_error ol_error_t; /* core.h */
 
 typedef enum ol_json_kind {
   OL_JSON_NONE = 0, /* no node: what ol_json_kind(NULL) gives, never in a tree */

@@ -4,7 +4,7 @@
  * pthread_mutex_lock/unlock cost about 110 instructions a pair (type and
  * elision checks) where the uncontended case needs one atomic each way.
  * The word is 0 free, 1 held, 2 held with (maybe) sleepers; the fast paths
- * are inline in ol.h, the waiting here (spin briefly, then sleep in the
+ * are inline in core.h, the waiting here (spin briefly, then sleep in the
  * kernel), after Drepper's "Futexes Are Tricky". Not recursive, like the
  * default pthread mutex it replaces. */
 #include <linux/futex.h>

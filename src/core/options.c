@@ -81,7 +81,7 @@ static option_t options[OL_OPT_COUNT] = {
 };
 
 static pthread_once_t options_once = PTHREAD_ONCE_INIT;
-long long ol_option_values[OL_OPT_COUNT]; /* each option's value, for ol.h's inline readers */
+long long ol_option_values[OL_OPT_COUNT]; /* each option's value, for core.h's inline readers */
 atomic_bool ol_options_ready;
 
 bool ol_parse_bool(const char *text, bool *out)
