@@ -3,11 +3,12 @@
 # (docs/architecture.md).
 # 1. The command line links no code of the preloaded library: no global
 #    symbol defined in src/lib's archive is defined in tools/oomlens.
-# 2. No source of core, alloc, analyze or tools includes a CUDA header or a
-#    header of src/lib (the build gives those folders no CUDA include
-#    path; this also catches a cuda.h that sits in /usr/include), and
-#    core includes no header of alloc or analyze, nor alloc of core's
-#    neighbours above it.
+# 2. Each layer includes only its own headers and those of the layers it
+#    may use (core: none; alloc: none; analyze: core, alloc; lib: core,
+#    alloc, include/; tools: analyze, core, alloc), each by its bare name,
+#    and no CUDA header outside src/lib. The build gives each folder only
+#    those include paths; this also catches a cuda.h in /usr/include and a
+#    path such as "../lib/lib.h".
 set -eu
 cli=$1 archive=$2 src=$3
 status=0
@@ -26,24 +27,52 @@ if [ -n "$shared" ]; then
   status=1
 fi
 
-# forbidden FOLDER PATTERN WHAT
-forbidden() {
-  hits=$(grep -nE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]($2)" "$src/$1"/*.[ch] || true)
-  if [ -n "$hits" ]; then
-    echo "check_layers: src/$1 includes $3:" | sed 's|src/\.\./||' 
-    printf "%s\n" "$hits" | sed "s/^/  /; s|src/\.\./||"
-    status=1
-  fi
+# allowed FOLDER FOLDERS...: every #include in FOLDER's sources names a
+# header by its bare name (no path: "../lib/lib.h" is refused, so a path
+# cannot reach around the include folders the build gives), and a header
+# of ours only from FOLDER itself or the FOLDERS it may use; no CUDA header
+# at all unless FOLDER is lib.
+ours=$(cd "$src/.." && ls src/core/*.h src/alloc/*.h src/analyze/*.h src/lib/*.h tools/*.h \
+       include/*.h 2>/dev/null | sed 's|.*/||' | sort -u)
+allowed() {
+  folder=$1; shift
+  dir="$src/../$folder"
+  may=""
+  for f in "$folder" "$@"; do
+    may="$may $(cd "$src/.." && ls "$f"/*.h 2>/dev/null | sed 's|.*/||' | tr '\n' ' ')"
+  done
+  for file in "$dir"/*.[ch]; do
+    grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]' "$file" |
+      sed -E 's/^([0-9]+):[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^">]*)[">].*/\1 \2/' |
+      while read -r line header; do
+        where="$folder/${file##*/}:$line"
+        case $header in
+          */*)
+            case $header in sys/*|linux/*|bits/*) continue ;; esac
+            echo "check_layers: $where includes $header by a path"; echo fail ;;
+          cuda*.h|nvml.h|driver_types.h)
+            [ "$folder" = src/lib ] || { echo "check_layers: $where includes CUDA's $header"; echo fail; } ;;
+          *)
+            if printf '%s\n' $ours | grep -qx "$header" &&
+               ! printf '%s\n' $may | grep -qx "$header"; then
+              echo "check_layers: $where includes $header, a header of a layer it may not use"
+              echo fail
+            fi ;;
+        esac
+      done
+  done
 }
-lib_headers='lib\.h|prim\.h|hooks\.h|cuda_abi\.h'
-cuda_headers='cuda[a-zA-Z_]*\.h|nvml\.h|driver_types\.h'
-analyze_headers='trace_csv\.h|replay\.h|export\.h|export_int\.h|report_view\.h|json\.h|estimate\.h|progress\.h'
-alloc_headers='pool\.h|policy\.h|pytorch_model\.h|simdev\.h'
-forbidden core "$cuda_headers|$lib_headers|$analyze_headers|$alloc_headers" "a header of a layer above it or CUDA's"
-forbidden alloc "$cuda_headers|$lib_headers|$analyze_headers|core\.h" "a header of another layer or CUDA's"
-forbidden analyze "$cuda_headers|$lib_headers" "a header of src/lib or CUDA's"
-forbidden lib "$analyze_headers" "a header of src/analyze"
-forbidden ../tools "$cuda_headers|$lib_headers" "a header of src/lib or CUDA's"
+report=$(
+  allowed src/core
+  allowed src/alloc
+  allowed src/analyze src/core src/alloc
+  allowed src/lib src/core src/alloc include
+  allowed tools src/analyze src/core src/alloc
+)
+if printf '%s\n' "$report" | grep -qx fail; then
+  printf '%s\n' "$report" | grep -vx fail
+  status=1
+fi
 
 [ $status -eq 0 ] && echo "check_layers: tools/oomlens links no library code ($lib_count library symbols checked); every layer includes only what it may"
 exit $status
