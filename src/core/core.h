@@ -365,13 +365,6 @@ static inline void ol_stats_pool_update(ol_stat_t stat[OL_POOL_COUNT], size_t si
   ol_stat_update(&stat[ol_stats_pool_of(size)], delta);
 }
 
-typedef struct ol_snapshot {
-  int device_count; /* highest device seen + 1 */
-  ol_device_stats_t devices[OL_MAX_DEVICES];
-  int64_t live_records;
-  bool tracking_failed;
-} ol_snapshot_t;
-
 /* ---- sites.c: call sites and the bytes they hold -------------------- */
 typedef struct ol_site_figures {
   int32_t id;
@@ -469,14 +462,6 @@ double ol_timeline_seconds(const ol_timeline_t *tl, uint64_t t_ns); /* since the
 void ol_timeline_json(ol_buf_t *out, const ol_timeline_t *tl);
 /* The same with each kept OOM's wall clock given (NULL: start_unix + t). */
 void ol_timeline_json_times(ol_buf_t *out, const ol_timeline_t *tl, const double *oom_unix);
-/* ---- what a report says of call sites (filled by pyframes.c, read back
- * from a JSON report by `oomlens report`) ------------------------------ */
-typedef struct ol_pyframes_status {
-  const char *state;   /* ok, off, none (no CPython), unsupported, unreadable */
-  const char *version; /* "3.11.7", or "" */
-  uint64_t with_python, without_python; /* allocations captured with / without frames */
-} ol_pyframes_status_t;
-
 /* ---- report_model.c: one report as data, owning all it shows --------
  * The library snapshots its tables into one (lib/report.c); `oomlens
  * report` reads one back from a JSON report or builds one from a trace

@@ -9,6 +9,14 @@
 
 typedef struct ol_site_key ol_site_key_t; /* stacks.c, below */
 
+/* The tracker's counters for every device at one moment (tracker.c). */
+typedef struct ol_snapshot {
+  int device_count; /* highest device seen + 1 */
+  ol_device_stats_t devices[OL_MAX_DEVICES];
+  int64_t live_records;
+  bool tracking_failed;
+} ol_snapshot_t;
+
 /* ---- tracker.c: observe mode's record of what is live ------------------ */
 typedef enum ol_kind {
   OL_KIND_RUNTIME,       /* cudaMalloc */
@@ -70,6 +78,11 @@ bool ol_capacity_allows(int device, uint64_t size);
 void ol_capacity_clamp(int device, size_t *free_bytes, size_t *total_bytes);
 
 /* ---- pyframes.c: the Python frames of the allocating thread ----------- */
+typedef struct ol_pyframes_status { /* what the report's note says of Python frames */
+  const char *state;   /* ok, off, none (no CPython), unsupported, unreadable */
+  const char *version; /* "3.11.7", or "" */
+  uint64_t with_python, without_python; /* allocations captured with / without frames */
+} ol_pyframes_status_t;
 
 /* Up to max frames as (code object, where) word pairs: the innermost and
  * the first of the job's own code; 0 without Python on this thread. */
