@@ -195,7 +195,7 @@ static int command_run(int argc, char **argv)
     return ol_args_usage("run", "no command given");
   char library[PATH_MAX];
   if (!find_library(library, sizeof library))
-    return OL_EXIT_USAGE;
+    return OL_EXIT_USAGE; /* OOMLENS_LIB names no library, or none beside us: said above */
   if (!set_run_env(&a) || !add_preload(library)) {
     fprintf(stderr, "oomlens run: cannot set the environment (LD_PRELOAD, OOMLENS_*)\n");
     return OL_EXIT_FAILURE;
@@ -203,7 +203,7 @@ static int command_run(int argc, char **argv)
   execvp(argv[0], argv);
   int err = errno;
   fprintf(stderr, "oomlens run: %s: %s\n", argv[0], strerror(err));
-  return err == ENOENT ? 127 : 126;
+  return err == ENOENT ? OL_EXIT_NOT_FOUND : OL_EXIT_CANNOT_RUN;
 }
 
 typedef struct main_args {

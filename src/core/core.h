@@ -96,6 +96,9 @@ void ol_format_bytes(char *out, size_t cap, int64_t bytes); /* "1.50 GiB" */
 #define OL_EXIT_OK 0
 #define OL_EXIT_FAILURE 1 /* our own failure: out of host memory, cannot write the output */
 #define OL_EXIT_USAGE 2   /* a bad command line or a bad input file */
+/* `oomlens run`: the command could not be run, as a shell says it. */
+#define OL_EXIT_CANNOT_RUN 126
+#define OL_EXIT_NOT_FOUND 127
 
 typedef struct ol_error {
   int status;     /* OL_EXIT_*: what the error calls for */

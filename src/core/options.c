@@ -14,7 +14,8 @@
 
 #include "core.h"
 
-typedef enum { KIND_BOOL, KIND_STRING, KIND_SIZE, KIND_SECONDS } option_kind_t;
+/* KIND_COUNT: a plain number of things (frames), no unit. */
+typedef enum { KIND_BOOL, KIND_STRING, KIND_SIZE, KIND_COUNT, KIND_SECONDS } option_kind_t;
 
 typedef struct option {
   const char *name;
@@ -45,7 +46,7 @@ static option_t options[OL_OPT_COUNT] = {
                      0, NULL},
   [OL_OPT_MAX_SPLIT_SIZE] = {"OOMLENS_MAX_SPLIT_SIZE", KIND_SIZE, "0",
                              "manage mode: free blocks this large or larger are never split "
-                             "(0: no limit; K/M/G suffixes)", 0, NULL},
+                             "(0: no limit; bytes, or K/M/G/T, fractions such as 1.5G)", 0, NULL},
   [OL_OPT_CAPACITY] = {"OOMLENS_CAPACITY", KIND_SIZE, "0",
                        "make each device look this small (memory queries included) to see "
                        "whether a job fits a smaller card; 0: off (oomlens run --capacity)",
@@ -53,11 +54,11 @@ static option_t options[OL_OPT_COUNT] = {
   [OL_OPT_STACKS] = {"OOMLENS_STACKS", KIND_BOOL, "0",
                      "record the native call stack of each allocation (needs libunwind.so.8) "
                      "and report the call sites that held memory at the peak", 0, NULL},
-  [OL_OPT_STACK_DEPTH] = {"OOMLENS_STACK_DEPTH", KIND_SIZE, "16",
+  [OL_OPT_STACK_DEPTH] = {"OOMLENS_STACK_DEPTH", KIND_COUNT, "16",
                           "frames kept per call site (at most 64)", 0, NULL},
   [OL_OPT_STACK_SAMPLE] = {"OOMLENS_STACK_SAMPLE", KIND_SIZE, "0",
                            "take stacks for a sample: on average one every this many bytes, "
-                           "large allocations almost always (K/M/G; 0: every allocation); the "
+                           "large allocations almost always (K/M/G/T, 1.5M; 0: every allocation); the "
                            "rest is counted under one \"not sampled\" site", 0, NULL},
   [OL_OPT_PYTHON_FRAMES] = {"OOMLENS_PYTHON_FRAMES", KIND_BOOL, "1",
                             "with OOMLENS_STACKS, name the Python lines (file:line:function) of "
@@ -205,6 +206,23 @@ bool ol_parse_seconds(const char *text, uint64_t *millis)
   return true;
 }
 
+/* Decimal digits alone, at most a million: a count has no unit. */
+static bool parse_count(const char *text, uint64_t *out)
+{
+  uint64_t n = 0;
+  if (!*text)
+    return false;
+  for (const char *c = text; *c; c++) {
+    if (*c < '0' || *c > '9' || n > 1000000)
+      return false;
+    n = n * 10 + (uint64_t)(*c - '0');
+  }
+  if (n > 1000000)
+    return false;
+  *out = n;
+  return true;
+}
+
 static bool parse_value(option_t *opt, const char *text)
 {
   bool b;
@@ -217,6 +235,11 @@ static bool parse_value(option_t *opt, const char *text)
     return true;
   case KIND_SIZE:
     if (!ol_parse_size(text, &size) || size > LLONG_MAX)
+      return false;
+    opt->value = (long long)size;
+    return true;
+  case KIND_COUNT:
+    if (!parse_count(text, &size))
       return false;
     opt->value = (long long)size;
     return true;

@@ -153,6 +153,25 @@ START_TEST(env_size_with_fraction)
 }
 END_TEST
 
+/* A count of frames takes no unit: a size's grammar is not a count's. */
+START_TEST(stack_depth_is_a_count)
+{
+  static const struct {
+    const char *text;
+    uint64_t value;
+  } cases[] = {{"32", 32}, {"0", 0}, {"1.5K", 16}, {"16B", 16}, {"2K", 16}, {"-1", 16},
+               {"", 16}, {"99999999999", 16}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    setenv("OOMLENS_STACK_DEPTH", cases[i].text, 1);
+    ol_options_reload();
+    ck_assert_msg(ol_option_size(OL_OPT_STACK_DEPTH) == cases[i].value, "'%s' gave %llu",
+                  cases[i].text, (unsigned long long)ol_option_size(OL_OPT_STACK_DEPTH));
+  }
+  unsetenv("OOMLENS_STACK_DEPTH");
+  ol_options_reload();
+}
+END_TEST
+
 START_TEST(bad_value_keeps_default)
 {
   setenv("OOMLENS_ENABLE", "maybe", 1);
@@ -178,6 +197,7 @@ static Suite *options_suite(void)
   tcase_add_test(table, defaults_parse);
   tcase_add_test(table, env_overrides_default);
   tcase_add_test(table, env_size_with_fraction);
+  tcase_add_test(table, stack_depth_is_a_count);
   tcase_add_test(table, bad_value_keeps_default);
   suite_add_tcase(s, table);
   return s;
