@@ -1,5 +1,5 @@
 /* estimate_cmd.c: `oomlens estimate`, the pre-flight estimate of a training
- * job's peak device memory (src/estimate.c holds the model): the
+ * job's peak device memory (src/analyze/estimate.c holds the model): the
  * breakdown, whether it fits with the headroom, the largest batch that does,
  * and the field guides' remedies re-estimated when it does not; and its
  * command line, parsed here into the model's input. Exit codes: 0 when an

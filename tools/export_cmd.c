@@ -1,5 +1,5 @@
 /* export_cmd.c: `oomlens export TRACE --format F [-o OUT]`, a trace (ours
- * or PyTorch's CSV) in a format other tools view (src/export.h). Exit
+ * or PyTorch's CSV) in a format other tools view (src/analyze/export.h). Exit
  * codes: 0 written; 2 for a usage or input error; 1 when the host runs
  * out of memory or the output cannot be written. */
 #include <errno.h>

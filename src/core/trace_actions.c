@@ -1,5 +1,5 @@
 /* trace_actions.c: the names of trace actions, shared by the trace reader
- * (tools) and the trace writer (the preloaded library, which must not
+ * (src/analyze) and the trace writer (the preloaded library, which must not
  * need zlib). */
 #include <string.h>
 

@@ -155,8 +155,6 @@ static void after_fork_in_parent(void)
   ol_track_unlock();
 }
 
-/* The child owns none of the parent's device memory and has none of its
- * threads: forget the parent's records and start again on first use. */
 /* The child has no report thread until it uses CUDA: our handlers would
  * swallow its signals (a SIGTERM would never end it), so it gets the
  * defaults back, and ours again if it starts. */
@@ -172,6 +170,8 @@ static void restore_default_signals(void)
   ending_signal = 0;
 }
 
+/* The child owns none of the parent's device memory and has none of its
+ * threads: forget the parent's records and start again on first use. */
 static void after_fork_in_child(void)
 {
   ol_track_unlock();

@@ -1,4 +1,4 @@
-/* fuzz_json.c: libFuzzer target for the JSON reader (src/json.c): parsing,
+/* fuzz_json.c: libFuzzer target for the JSON reader (src/analyze/json.c): parsing,
  * every accessor over the whole tree, and path lookups.
  *
  * An input holding a NUL byte is "PATH\0DOCUMENT": the path is looked up

@@ -1,4 +1,4 @@
-/* fuzz_options.c: libFuzzer target for the option parsers (src/options.c):
+/* fuzz_options.c: libFuzzer target for the option parsers (src/core/options.c):
  * ol_parse_size, ol_parse_bool, and an OOMLENS_* variable holding the input
  * loaded through the option table, as the library loads it at start-up.
  *

@@ -1,4 +1,4 @@
-/* fuzz_trace_csv.c: libFuzzer target for the trace reader (src/trace_csv.c).
+/* fuzz_trace_csv.c: libFuzzer target for the trace reader (src/analyze/trace_csv.c).
  * The reader takes a path, so each input becomes an in-memory file
  * (memfd) named through /proc/self/fd: the same gzopen/gzread path a
  * trace on disk takes, gzip'd or plain, without touching the disk. */

@@ -1,4 +1,4 @@
-/* test_json.c: the JSON reader (src/json.c) against tables of valid and
+/* test_json.c: the JSON reader (src/analyze/json.c) against tables of valid and
  * invalid documents, paths, int64 edges, files and allocation failures.
  *
  * Fixtures come from OL_JSON_DATA_DIR (the build should point it at
