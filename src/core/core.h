@@ -409,7 +409,17 @@ size_t ol_sites_top(const ol_sites_t *sites, ol_site_order_t order, int32_t *out
 typedef void (*ol_frame_visit_fn)(const char *frame, void *arg);
 typedef size_t (*ol_site_frames_fn)(const ol_sites_t *sites, int32_t id, size_t max,
                                     ol_frame_visit_fn visit, void *arg);
-/* A trace's site keys: frames joined by ';' (trace_csv.h). */
+/* A frame's text, NUL included: a longer one is cut, the library's frames
+ * (lib/stacks.c) and a trace's (ol_sites_text_frames) alike. */
+#define OL_FRAME_TEXT_MAX 512
+/* A trace's site keys: frames joined by ';' (trace_csv.h), an empty frame
+ * skipped. The one split of such a key: each frame as it lies in the key
+ * (len bytes, not NUL-terminated, never cut), at most max. */
+typedef void (*ol_frame_span_fn)(const char *frame, size_t len, void *arg);
+size_t ol_sites_text_spans(const ol_sites_t *sites, int32_t id, size_t max,
+                           ol_frame_span_fn visit, void *arg);
+/* The same frames as text, each cut at OL_FRAME_TEXT_MAX - 1 bytes: the
+ * ol_site_frames_fn of a trace's table. */
 size_t ol_sites_text_frames(const ol_sites_t *sites, int32_t id, size_t max,
                             ol_frame_visit_fn visit, void *arg);
 

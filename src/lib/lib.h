@@ -105,7 +105,6 @@ void ol_stacks_label(const void *key, size_t len, ol_buf_t *out);
  * then its native frames, innermost first, joined by ';' (no table needed:
  * the trace writer's thread formats it). */
 void ol_stacks_key_text(const void *key, size_t len, const char *label, ol_buf_t *out);
-#define OL_FRAME_TEXT_MAX 512 /* a native frame's text, demangled name and line included */
 void ol_stacks_describe(const void *frame, char *out, size_t cap);
 /* A live site's frames as text (Python, then native), at most max. */
 size_t ol_stacks_site_frames(const ol_sites_t *sites, int32_t id, size_t max,
