@@ -576,6 +576,15 @@ bool ol_report_is_trace(const ol_report_t *r);
 void ol_report_device_fill(ol_report_t *r, ol_report_device_t *d, int device,
                            const ol_device_stats_t *stats, const ol_sites_t *sites,
                            ol_site_frames_fn frames_of);
+/* A site list from a sites table, at most max entries, largest first: the
+ * groups of stacks alike in the frames shown (site_groups.c; singly when
+ * that runs out of host memory), a group named by the frames its stacks
+ * share, a single stack by all its frames. The report's lists, and replay's
+ * peak_sites (every site). false: out of host memory (the list holds what
+ * was made). */
+bool ol_report_sites_build(ol_report_sites_t *list, const ol_sites_t *sites,
+                           ol_site_order_t order, ol_site_frames_fn frames_of, size_t max);
+void ol_report_sites_free(ol_report_sites_t *list);
 /* The device's site lists, and the names of its diagnosis's sites, from a
  * sites table: the largest groups of stacks alike in the frames shown
  * (site_groups.c; singly when that runs out of host memory). */
@@ -595,6 +604,9 @@ void ol_report_render_json(ol_buf_t *out, const ol_report_t *r);
  * OL_REPORT_FRAMES_SHOWN frames as one JSON string. From a model's names
  * (an ol_site_namer_t; arg: the ol_report_device_t), or from a table. */
 void ol_report_oom_namer(ol_buf_t *out, int32_t id, bool json, void *device);
+/* Frames as a report's text shows them, at most max: joined, or "(no
+ * frames recorded)" when there are none. */
+void ol_report_frames_text(ol_buf_t *out, const ol_report_frames_t *f, size_t max);
 void ol_report_site_name(ol_buf_t *out, const ol_sites_t *sites, ol_site_frames_fn frames_of,
                          int32_t id, bool json);
 /* ---- report_file.c: where reports go, written whole or not at all ------ */

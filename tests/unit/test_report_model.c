@@ -540,6 +540,31 @@ START_TEST(trace_mode_header_and_frameless_site)
 }
 END_TEST
 
+/* A trace's site named as the report names one: frames joined " < ",
+ * ';' splitting the key once (an empty frame skipped), the first three in
+ * the paragraph, all those shown in its JSON; none said in the text. */
+START_TEST(trace_site_names)
+{
+  ol_sites_t *sites = ol_sites_new();
+  int32_t deep = site(sites, "a.py:1:f;;b.py:2:g;c.py:3:h;d.py:4:i;", 1);
+  int32_t none = site(sites, "", 1);
+  ol_buf_t out = {0};
+  ol_report_site_name(&out, sites, ol_sites_text_frames, deep, false);
+  ck_assert_str_eq(out.data, "a.py:1:f < b.py:2:g < c.py:3:h");
+  out.len = 0;
+  ol_report_site_name(&out, sites, ol_sites_text_frames, deep, true);
+  ck_assert_str_eq(out.data, "\"a.py:1:f < b.py:2:g < c.py:3:h < d.py:4:i\"");
+  out.len = 0;
+  ol_report_site_name(&out, sites, ol_sites_text_frames, none, false);
+  ck_assert_str_eq(out.data, "(no frames recorded)");
+  out.len = 0;
+  ol_report_site_name(&out, sites, ol_sites_text_frames, none, true);
+  ck_assert_str_eq(out.data, "\"\"");
+  ol_buf_free(&out);
+  ol_sites_free(sites);
+}
+END_TEST
+
 typedef struct spans {
   char text[4096];
   size_t longest;
@@ -594,6 +619,7 @@ static Suite *report_model_suite(void)
   suite_add_tcase(s, agree);
   TCase *trace = tcase_create("trace");
   tcase_add_test(trace, trace_mode_header_and_frameless_site);
+  tcase_add_test(trace, trace_site_names);
   tcase_add_test(trace, trace_keys_split_once);
   suite_add_tcase(s, trace);
   return s;
