@@ -5,8 +5,6 @@
  * the host itself runs out of memory. */
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "args.h"
 #include "commands.h"
@@ -90,36 +88,43 @@ static double ratio_of(const ol_replay_result_t *r)
   return r->peak_requested > 0 ? (double)r->stats.reserved_peak / (double)r->peak_requested : 0;
 }
 
-/* Who held the peak: every site with bytes live then, largest first; they
- * sum to peak_allocated. */
-static void print_peak_sites(ol_buf_t *out, const ol_sites_t *sites)
+/* Who held the peak: every site with bytes live then, largest first, as
+ * the report lists its sites (core's builder: stacks alike in the frames
+ * shown are one entry); they sum to peak_allocated. false: out of memory. */
+static bool peak_sites(ol_report_sites_t *list, const ol_sites_t *sites)
 {
-  size_t n = ol_sites_count(sites);
-  int32_t *order = n ? malloc(n * sizeof *order) : NULL;
-  size_t shown = order ? ol_sites_top(sites, OL_SITES_BY_AT_PEAK, order, n) : 0;
-  ol_buf_printf(out, ", \"peak_sites\": [");
-  for (size_t i = 0; i < shown; i++) {
-    ol_buf_printf(out, "%s{\"site\": ", i ? ", " : "");
-    ol_buf_json_string(out, ol_sites_key(sites, order[i]));
-    ol_buf_printf(out, ", \"bytes\": %" PRId64 "}", ol_sites_figures(sites, order[i])->at_peak);
-  }
-  ol_buf_printf(out, "]");
-  free(order);
+  return ol_report_sites_build(list, sites, OL_SITES_BY_AT_PEAK, ol_sites_text_frames,
+                               ol_sites_count(sites));
 }
 
-/* A trace's site is its frames string, as recorded. */
+/* Each entry's site is its frames joined as the report joins them. */
+static void print_peak_sites(ol_buf_t *out, const ol_sites_t *sites)
+{
+  ol_report_sites_t list = {0};
+  out->failed |= !peak_sites(&list, sites);
+  ol_buf_printf(out, ", \"peak_sites\": [");
+  for (size_t i = 0; i < list.count; i++) {
+    const ol_report_site_t *s = &list.site[i];
+    ol_buf_t name = {0};
+    ol_frame_join_t j = {&name, 0};
+    for (size_t f = 0; f < s->frames.count; f++)
+      ol_frame_join_text(s->frames.frame[f], &j);
+    out->failed |= name.failed;
+    ol_buf_printf(out, "%s{\"site\": ", i ? ", " : "");
+    ol_buf_json_string(out, name.data ? name.data : "");
+    ol_buf_printf(out, ", \"bytes\": %" PRId64 ", \"allocations\": %" PRId64 ", \"stacks\": %d}",
+                  s->bytes, s->allocations, s->stacks);
+    ol_buf_free(&name);
+  }
+  ol_buf_printf(out, "]");
+  ol_report_sites_free(&list);
+}
+
+/* A trace's site named as the library's report names one (core's namer
+ * over the trace's frames). */
 static void name_site(ol_buf_t *out, int32_t id, bool json, void *sites)
 {
-  const char *frames = ol_sites_key(sites, id);
-  const char *second = strchr(frames, ';'), *last = strrchr(frames, ';');
-  if (json)
-    ol_buf_json_string(out, frames);
-  else if (!*frames)
-    ol_buf_printf(out, "(no frames)");
-  else if (second && second != last) /* the innermost frame and the job's own */
-    ol_buf_printf(out, "%.*s < ... < %s", (int)(second - frames), frames, last + 1);
-  else
-    ol_buf_printf(out, "%s", frames);
+  ol_report_site_name(out, sites, ol_sites_text_frames, id, json);
 }
 
 static int print_json(const replay_args_t *a, const ol_replay_result_t *r)
@@ -192,22 +197,29 @@ static void print_oom(const ol_replay_result_t *r)
   ol_buf_free(&why);
 }
 
-static void print_top_sites(const ol_replay_result_t *r)
+/* The report's text list "Call sites holding memory at the peak". */
+static bool print_top_sites(const ol_replay_result_t *r)
 {
-  int32_t top[5];
-  size_t n = ol_sites_top(r->sites, OL_SITES_BY_AT_PEAK, top, 5);
-  if (n == 0)
-    return;
-  printf("held at the peak, by call site:\n");
-  for (size_t i = 0; i < n; i++) {
+  ol_report_sites_t list = {0};
+  bool ok = peak_sites(&list, r->sites);
+  ol_buf_t out = {0};
+  if (list.count)
+    ol_buf_printf(&out, "held at the peak, by call site:\n");
+  for (size_t i = 0; i < list.count && i < OL_REPORT_SITES_SHOWN; i++) {
     char b[32];
-    const char *site = ol_sites_key(r->sites, top[i]);
-    printf("  %10s  %s\n", bytes_text(ol_sites_figures(r->sites, top[i])->at_peak, b, sizeof b),
-           *site ? site : "(no frames recorded)");
+    ol_buf_printf(&out, "  %10s  ", bytes_text(list.site[i].bytes, b, sizeof b));
+    ol_report_frames_text(&out, &list.site[i].frames, OL_REPORT_FRAMES_SHOWN);
+    ol_buf_printf(&out, "\n");
   }
+  ok = ok && !out.failed;
+  if (ok && out.data)
+    fputs(out.data, stdout);
+  ol_buf_free(&out);
+  ol_report_sites_free(&list);
+  return ok;
 }
 
-static void print_text(const replay_args_t *a, const ol_replay_result_t *r)
+static int print_text(const replay_args_t *a, const ol_replay_result_t *r)
 {
   char b1[32], b2[32], b3[32];
   printf("trace:            %s\n", a->trace);
@@ -228,7 +240,10 @@ static void print_text(const replay_args_t *a, const ol_replay_result_t *r)
     print_oom(r);
   else
     printf("out of memory:    no\n");
-  print_top_sites(r);
+  if (print_top_sites(r))
+    return OL_EXIT_OK;
+  fputs("oomlens replay: out of host memory\n", stderr);
+  return OL_EXIT_FAILURE;
 }
 
 /* The device's size an oomlens trace names (before its first event on
@@ -281,7 +296,7 @@ int ol_cmd_replay(int argc, char **argv)
   if (a.json)
     status = print_json(&a, &result);
   else
-    print_text(&a, &result);
+    status = print_text(&a, &result);
   ol_replay_result_free(&result);
   return status;
 }

@@ -262,6 +262,11 @@ static uint32_t *memo_of(ex_viz_t *v, int32_t site)
   return &v->site_memo[site];
 }
 
+static void put_frame_span(const char *frame, size_t len, void *viz)
+{
+  put_frame(viz, frame, len);
+}
+
 /* A site's frames list: built the first time, fetched from the memo after.
  * Site -1 (none): an empty list. */
 static void put_frames(ex_t *x, int32_t site)
@@ -272,18 +277,10 @@ static void put_frames(ex_t *x, int32_t site)
     memo_get(v, *memo);
     return;
   }
-  size_t len = 0;
-  const char *p = site >= 0 ? ol_sites_key_bytes(ex_sites(x), site, &len) : "";
-  const char *end = p + len;
   op(v, OP_EMPTY_LIST);
   op(v, OP_MARK);
-  while (p < end) {
-    const char *semi = memchr(p, ';', (size_t)(end - p));
-    const char *stop = semi ? semi : end;
-    if (stop > p)
-      put_frame(v, p, (size_t)(stop - p));
-    p = stop + 1;
-  }
+  if (site >= 0) /* whole frames: memory_viz parses them, nothing is cut */
+    ol_sites_text_spans(ex_sites(x), site, SIZE_MAX, put_frame_span, v);
   op(v, OP_APPENDS);
   uint32_t slot = memo_put(v);
   if (memo)

@@ -405,7 +405,17 @@ size_t ol_sites_top(const ol_sites_t *sites, ol_site_order_t order, int32_t *out
 typedef void (*ol_frame_visit_fn)(const char *frame, void *arg);
 typedef size_t (*ol_site_frames_fn)(const ol_sites_t *sites, int32_t id, size_t max,
                                     ol_frame_visit_fn visit, void *arg);
-/* A trace's site keys: frames joined by ';' (trace_csv.h). */
+/* A frame's text, NUL included: a longer one is cut, the library's frames
+ * (lib/stacks.c) and a trace's (ol_sites_text_frames) alike. */
+#define OL_FRAME_TEXT_MAX 512
+/* A trace's site keys: frames joined by ';' (trace_csv.h), an empty frame
+ * skipped. The one split of such a key: each frame as it lies in the key
+ * (len bytes, not NUL-terminated, never cut), at most max. */
+typedef void (*ol_frame_span_fn)(const char *frame, size_t len, void *arg);
+size_t ol_sites_text_spans(const ol_sites_t *sites, int32_t id, size_t max,
+                           ol_frame_span_fn visit, void *arg);
+/* The same frames as text, each cut at OL_FRAME_TEXT_MAX - 1 bytes: the
+ * ol_site_frames_fn of a trace's table. */
 size_t ol_sites_text_frames(const ol_sites_t *sites, int32_t id, size_t max,
                             ol_frame_visit_fn visit, void *arg);
 
@@ -554,6 +564,15 @@ bool ol_report_is_trace(const ol_report_t *r);
 void ol_report_device_fill(ol_report_t *r, ol_report_device_t *d, int device,
                            const ol_device_stats_t *stats, const ol_sites_t *sites,
                            ol_site_frames_fn frames_of);
+/* A site list from a sites table, at most max entries, largest first: the
+ * groups of stacks alike in the frames shown (site_groups.c; singly when
+ * that runs out of host memory), a group named by the frames its stacks
+ * share, a single stack by all its frames. The report's lists, and replay's
+ * peak_sites (every site). false: out of host memory (the list holds what
+ * was made). */
+bool ol_report_sites_build(ol_report_sites_t *list, const ol_sites_t *sites,
+                           ol_site_order_t order, ol_site_frames_fn frames_of, size_t max);
+void ol_report_sites_free(ol_report_sites_t *list);
 /* The device's site lists, and the names of its diagnosis's sites, from a
  * sites table: the largest groups of stacks alike in the frames shown
  * (site_groups.c; singly when that runs out of host memory). */
@@ -573,6 +592,9 @@ void ol_report_render_json(ol_buf_t *out, const ol_report_t *r);
  * OL_REPORT_FRAMES_SHOWN frames as one JSON string. From a model's names
  * (an ol_site_namer_t; arg: the ol_report_device_t), or from a table. */
 void ol_report_oom_namer(ol_buf_t *out, int32_t id, bool json, void *device);
+/* Frames as a report's text shows them, at most max: joined, or "(no
+ * frames recorded)" when there are none. */
+void ol_report_frames_text(ol_buf_t *out, const ol_report_frames_t *f, size_t max);
 void ol_report_site_name(ol_buf_t *out, const ol_sites_t *sites, ol_site_frames_fn frames_of,
                          int32_t id, bool json);
 /* ---- report_file.c: where reports go, written whole or not at all ------ */

@@ -32,7 +32,7 @@ int ol_report_init(ol_report_t *r, int device_count)
   return 0;
 }
 
-static void sites_free(ol_report_sites_t *list)
+void ol_report_sites_free(ol_report_sites_t *list)
 {
   for (size_t i = 0; i < list->count; i++)
     ol_report_frames_free(&list->site[i].frames);
@@ -45,8 +45,8 @@ static void device_free(ol_report_device_t *d)
   for (int i = 0; i <= OL_REPORT_GROWER; i++)
     ol_report_frames_free(&d->oom_names[i]);
   free(d->advice);
-  sites_free(&d->at_peak);
-  sites_free(&d->by_total);
+  ol_report_sites_free(&d->at_peak);
+  ol_report_sites_free(&d->by_total);
 }
 
 void ol_report_free(ol_report_t *r)
@@ -135,47 +135,54 @@ static int64_t figure_of(const ol_sites_t *sites, int32_t id, ol_site_order_t or
 }
 
 /* The largest entries, groups of stacks alike in the frames shown; singly
- * if grouping ran out of host memory. */
-static size_t top_groups(const ol_sites_t *sites, ol_site_order_t order,
-                         ol_site_frames_fn frames_of, ol_site_group_t out[OL_REPORT_SITES_KEPT])
+ * if grouping ran out of host memory. -1: no memory even for that. */
+static long top_groups(const ol_sites_t *sites, ol_site_order_t order,
+                       ol_site_frames_fn frames_of, ol_site_group_t *out, size_t max)
 {
-  long n = ol_site_groups_top(sites, order, OL_REPORT_FRAMES_SHOWN, frames_of, out,
-                              OL_REPORT_SITES_KEPT);
+  long n = ol_site_groups_top(sites, order, OL_REPORT_FRAMES_SHOWN, frames_of, out, max);
   if (n >= 0)
-    return (size_t)n;
-  int32_t top[OL_REPORT_SITES_KEPT];
-  size_t singly = ol_sites_top(sites, order, top, OL_REPORT_SITES_KEPT);
-  for (size_t i = 0; i < singly; i++)
+    return n;
+  int32_t *top = malloc(max * sizeof *top);
+  if (!top)
+    return -1;
+  size_t singly = ol_sites_top(sites, order, top, max);
+  for (size_t i = 0; i < singly && i < max; i++)
     out[i] = (ol_site_group_t){top[i], figure_of(sites, top[i], order),
                                ol_sites_figures(sites, top[i])->allocations, 1};
-  return singly;
+  free(top);
+  return (long)(singly < max ? singly : max);
 }
 
 /* A group of several stacks is named by the frames they share; a single
  * stack keeps all its frames (the JSON lists them, the text shows the
  * first few). */
-static void site_list(ol_report_t *r, ol_report_sites_t *list, const ol_sites_t *sites,
-                      ol_site_order_t order, ol_site_frames_fn frames_of)
+bool ol_report_sites_build(ol_report_sites_t *list, const ol_sites_t *sites,
+                           ol_site_order_t order, ol_site_frames_fn frames_of, size_t max)
 {
-  ol_site_group_t top[OL_REPORT_SITES_KEPT];
-  size_t n = top_groups(sites, order, frames_of, top);
-  sites_free(list);
-  if (n == 0)
-    return;
-  list->site = calloc(n, sizeof *list->site);
-  if (!list->site) {
-    r->failed = true;
-    return;
-  }
-  list->count = n;
-  for (size_t i = 0; i < n; i++) {
+  ol_report_sites_free(list);
+  if (max == 0)
+    return true;
+  ol_site_group_t *top = malloc(max * sizeof *top);
+  long n = top ? top_groups(sites, order, frames_of, top, max) : -1;
+  list->site = n > 0 ? calloc((size_t)n, sizeof *list->site) : NULL;
+  bool ok = n == 0 || list->site;
+  for (long i = 0; list->site && i < n; i++) {
     ol_report_site_t *s = &list->site[i];
     *s = (ol_report_site_t){.bytes = top[i].bytes, .allocations = top[i].allocations,
                             .stacks = top[i].sites};
-    if (!ol_report_frames_collect(&s->frames, sites, frames_of, top[i].id,
-                                  top[i].sites > 1 ? OL_REPORT_FRAMES_SHOWN : SIZE_MAX))
-      r->failed = true;
+    ok &= ol_report_frames_collect(&s->frames, sites, frames_of, top[i].id,
+                                   top[i].sites > 1 ? OL_REPORT_FRAMES_SHOWN : SIZE_MAX);
+    list->count++;
   }
+  free(top);
+  return ok;
+}
+
+static void site_list(ol_report_t *r, ol_report_sites_t *list, const ol_sites_t *sites,
+                      ol_site_order_t order, ol_site_frames_fn frames_of)
+{
+  if (!ol_report_sites_build(list, sites, order, frames_of, OL_REPORT_SITES_KEPT))
+    r->failed = true;
 }
 
 /* The record's site ids become slots of the device's own names. */

@@ -32,12 +32,22 @@ static void frames_text(ol_buf_t *out, const ol_report_frames_t *f, size_t max)
     ol_frame_join_text(f->frame[i], &j);
 }
 
+/* A trace's site may have no frames at all, which is said rather than
+ * left blank (a live site always has one). */
+void ol_report_frames_text(ol_buf_t *out, const ol_report_frames_t *f, size_t max)
+{
+  if (f->count == 0)
+    ol_buf_printf(out, "(no frames recorded)");
+  frames_text(out, f, max);
+}
+
 /* The paragraph names a site by its innermost frames; its JSON by the
- * frames shown as one string, as replay names a trace's sites. */
+ * frames shown as one string. Replay names a trace's sites so too
+ * (ol_report_site_name). */
 static void name_frames(ol_buf_t *out, const ol_report_frames_t *f, bool json)
 {
   if (!json) {
-    frames_text(out, f, OL_REPORT_FRAMES_IN_PARAGRAPH);
+    ol_report_frames_text(out, f, OL_REPORT_FRAMES_IN_PARAGRAPH);
     return;
   }
   ol_buf_t name = {0};
@@ -154,9 +164,8 @@ static void text_stacks_note(ol_buf_t *out, const ol_report_stacks_t *s)
     ol_buf_printf(out, "stopped (CPython %s frames did not look as expected)\n", s->py_version);
 }
 
-/* The first entries of a list; a trace's site may have no frames at all,
- * which is said rather than left blank. */
-static void text_sites(ol_buf_t *out, const ol_report_sites_t *list, bool by_total, bool trace)
+/* The first entries of a list. */
+static void text_sites(ol_buf_t *out, const ol_report_sites_t *list, bool by_total)
 {
   ol_buf_printf(out, "%s\n", by_total ? "Call sites by total allocated:"
                                       : "Call sites holding memory at the peak:");
@@ -165,9 +174,7 @@ static void text_sites(ol_buf_t *out, const ol_report_sites_t *list, bool by_tot
     char bytes[32];
     ol_format_bytes(bytes, sizeof bytes, s->bytes);
     ol_buf_printf(out, "  %10s  %6lld allocs  ", bytes, (long long)s->allocations);
-    if (s->frames.count == 0 && trace)
-      ol_buf_printf(out, "(no frames recorded)");
-    frames_text(out, &s->frames, OL_REPORT_FRAMES_SHOWN);
+    ol_report_frames_text(out, &s->frames, OL_REPORT_FRAMES_SHOWN);
     ol_buf_printf(out, "\n");
   }
 }
@@ -248,8 +255,8 @@ void ol_report_render_text(ol_buf_t *out, const ol_report_t *r)
     text_table(out, d->device, &d->stats);
     text_origins(out, &d->stats);
     if (d->has_sites) {
-      text_sites(out, &d->at_peak, false, trace);
-      text_sites(out, &d->by_total, true, trace);
+      text_sites(out, &d->at_peak, false);
+      text_sites(out, &d->by_total, true);
     }
     text_calls(out, d);
   }

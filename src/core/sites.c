@@ -232,21 +232,42 @@ size_t ol_sites_top(const ol_sites_t *s, ol_site_order_t order, int32_t *out, si
 
 /* A trace's site: its key is the frames text, innermost first, ';' between
  * frames (what PyTorch's recorder and our trace writer both give). */
-size_t ol_sites_text_frames(const ol_sites_t *s, int32_t id, size_t max, ol_frame_visit_fn visit,
-                            void *arg)
+size_t ol_sites_text_spans(const ol_sites_t *s, int32_t id, size_t max, ol_frame_span_fn visit,
+                           void *arg)
 {
   size_t len, n = 0;
   const char *key = ol_sites_key_bytes(s, id, &len);
-  if (!key)
-    return 0;
-  const char *end = key + len;
-  for (const char *c = key; c < end && n < max; n++) {
+  const char *end = key ? key + len : NULL;
+  for (const char *c = key; c && c < end && n < max;) {
     const char *semi = memchr(c, ';', (size_t)(end - c));
     size_t k = semi ? (size_t)(semi - c) : (size_t)(end - c);
-    char frame[512];
-    snprintf(frame, sizeof frame, "%.*s", (int)(k < sizeof frame ? k : sizeof frame - 1), c);
-    visit(frame, arg);
+    if (k > 0) {
+      visit(c, k, arg);
+      n++;
+    }
     c += k + (semi != NULL);
   }
   return n;
+}
+
+typedef struct cut_frames {
+  ol_frame_visit_fn visit;
+  void *arg;
+} cut_frames_t;
+
+static void cut_frame(const char *frame, size_t len, void *arg)
+{
+  const cut_frames_t *c = arg;
+  char text[OL_FRAME_TEXT_MAX];
+  size_t n = len < sizeof text ? len : sizeof text - 1;
+  memcpy(text, frame, n);
+  text[n] = '\0';
+  c->visit(text, c->arg);
+}
+
+size_t ol_sites_text_frames(const ol_sites_t *s, int32_t id, size_t max, ol_frame_visit_fn visit,
+                            void *arg)
+{
+  cut_frames_t c = {visit, arg};
+  return ol_sites_text_spans(s, id, max, cut_frame, &c);
 }

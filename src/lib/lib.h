@@ -114,11 +114,10 @@ int32_t ol_stacks_cached_site(int device, const ol_site_key_t *key); /* -1: not 
 void ol_stacks_cache_site(int device, const ol_site_key_t *key, int32_t site);
 void ol_stacks_forget_sites(void); /* site ids cached by threads are stale */
 void ol_stacks_label(const void *key, size_t len, ol_buf_t *out);
-/* A live site as one line of trace text: its Python frames (the label)
- * then its native frames, innermost first, joined by ';' (no table needed:
- * the trace writer's thread formats it). */
+/* A live site as one line of trace text: the frames ol_stacks_site_frames
+ * gives (the label's, then the native ones), joined by ';', a ';' in a
+ * frame written ':' (no table needed: the trace writer's thread formats it). */
 void ol_stacks_key_text(const void *key, size_t len, const char *label, ol_buf_t *out);
-#define OL_FRAME_TEXT_MAX 512 /* a native frame's text, demangled name and line included */
 void ol_stacks_describe(const void *frame, char *out, size_t cap);
 /* A live site's frames as text (Python, then native), at most max. */
 size_t ol_stacks_site_frames(const ol_sites_t *sites, int32_t id, size_t max,

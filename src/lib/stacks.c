@@ -277,38 +277,66 @@ void ol_stacks_label(const void *key, size_t len, ol_buf_t *out)
   }
 }
 
-static void key_text_frame(ol_buf_t *out, const char *frame, size_t n)
+/* The one walk of a live site's key: its frames as text, innermost first
+ * (the Python frames, one label line each, then the native ones), at most
+ * max, each handed to visit; returns how many. The rules, for the report
+ * (ol_stacks_site_frames) and the trace (ol_stacks_key_text) alike: a frame
+ * is cut at OL_FRAME_TEXT_MAX - 1 bytes; a stack without frames, the "not
+ * sampled" bucket and a key of the wrong length are one frame saying so. */
+static size_t key_frames(const char *key, size_t len, const char *label, size_t max,
+                         ol_frame_visit_fn visit, void *arg)
 {
-  size_t start = out->len;
-  ol_buf_printf(out, "%s%.*s", start ? ";" : "", (int)n, frame);
-  for (size_t i = start + (start ? 1 : 0); !out->failed && i < out->len; i++)
-    if (out->data[i] == ';')
-      out->data[i] = ':'; /* ';' separates frames */
+  uintptr_t header = 0;
+  if (key && len >= sizeof header)
+    memcpy(&header, key, sizeof header);
+  size_t python = HEADER_PYTHON(header), native = HEADER_NATIVE(header), shown = 0;
+  const char *alone = NULL;
+  if (header & HEADER_UNSAMPLED)
+    alone = "(not sampled: OOMLENS_STACK_SAMPLE)";
+  else if (!key || len != (1 + 2 * python + native) * sizeof header)
+    alone = "(unreadable key)";
+  else if (python + native == 0)
+    alone = "(no call stack)";
+  if (alone) {
+    if (max > 0)
+      visit(alone, arg);
+    return max > 0;
+  }
+  while (label && *label && shown < max) {
+    const char *end = strchr(label, '\n');
+    size_t n = end ? (size_t)(end - label) : strlen(label);
+    char line[OL_FRAME_TEXT_MAX];
+    snprintf(line, sizeof line, "%.*s", (int)n, label);
+    visit(line, arg);
+    shown++;
+    label += n + (end ? 1 : 0);
+  }
+  for (size_t i = 0; i < native && shown < max; i++, shown++) {
+    void *pc;
+    char where[OL_FRAME_TEXT_MAX];
+    memcpy(&pc, key + (1 + 2 * python + i) * sizeof header, sizeof pc);
+    ol_stacks_describe(pc, where, sizeof where);
+    visit(where, arg);
+  }
+  return shown;
+}
+
+/* A trace's frames are joined by ';', so a ';' inside one becomes ':'. */
+static void join_trace_frame(const char *frame, void *join)
+{
+  ol_frame_join_t *j = join;
+  ol_buf_printf(j->out, "%s", j->count++ ? ";" : "");
+  size_t start = j->out->len;
+  ol_buf_printf(j->out, "%s", frame);
+  for (size_t i = start; !j->out->failed && i < j->out->len; i++)
+    if (j->out->data[i] == ';')
+      j->out->data[i] = ':';
 }
 
 void ol_stacks_key_text(const void *key, size_t len, const char *label, ol_buf_t *out)
 {
-  uintptr_t header = 0;
-  if (len >= sizeof header)
-    memcpy(&header, key, sizeof header);
-  size_t python = HEADER_PYTHON(header), native = HEADER_NATIVE(header);
-  if (header & HEADER_UNSAMPLED || len != (1 + 2 * python + native) * sizeof header) {
-    ol_buf_printf(out, "%s", header & HEADER_UNSAMPLED ? "(not sampled)" : "(unreadable key)");
-    return;
-  }
-  while (label && *label) {
-    const char *end = strchr(label, '\n');
-    size_t n = end ? (size_t)(end - label) : strlen(label);
-    key_text_frame(out, label, n);
-    label += n + (end ? 1 : 0);
-  }
-  for (size_t i = 0; i < native; i++) {
-    void *pc;
-    char where[OL_FRAME_TEXT_MAX];
-    memcpy(&pc, (const char *)key + (1 + 2 * python + i) * sizeof header, sizeof pc);
-    ol_stacks_describe(pc, where, sizeof where);
-    key_text_frame(out, where, strlen(where));
-  }
+  ol_frame_join_t j = {out, 0};
+  key_frames(key, len, label, SIZE_MAX, join_trace_frame, &j);
 }
 
 /* "libfoo.so+0x1a2b function (file.c:42)" for a return address, the
@@ -334,42 +362,12 @@ void ol_stacks_describe(const void *frame, char *out, size_t cap)
     snprintf(out + n, cap - (size_t)n, " (%s:%d)", file, line);
 }
 
-/* A live site's frames as text, Python first (innermost first), then
- * native, at most max in all; visit gets each. Buckets get one line. */
+/* A live site's frames as text: the key's walk, with the label its
+ * capturing thread gave it. */
 size_t ol_stacks_site_frames(const ol_sites_t *sites, int32_t id, size_t max,
                              void (*visit)(const char *frame, void *arg), void *arg)
 {
-  size_t len, shown = 0;
+  size_t len = 0;
   const char *key = ol_sites_key_bytes(sites, id, &len);
-  uintptr_t header = 0;
-  if (len >= sizeof header)
-    memcpy(&header, key, sizeof header);
-  size_t python = HEADER_PYTHON(header), native = HEADER_NATIVE(header);
-  if (header & HEADER_UNSAMPLED || len != (1 + 2 * python + native) * sizeof header) {
-    visit(header & HEADER_UNSAMPLED ? "(not sampled: OOMLENS_STACK_SAMPLE)" : "(unreadable key)",
-          arg);
-    return 1;
-  }
-  if (python + native == 0) {
-    visit("(no call stack)", arg);
-    return 1;
-  }
-  const char *label = ol_sites_label(sites, id);
-  while (label && *label && shown < max) {
-    const char *end = strchr(label, '\n');
-    size_t n = end ? (size_t)(end - label) : strlen(label);
-    char line[640];
-    snprintf(line, sizeof line, "%.*s", (int)n, label);
-    visit(line, arg);
-    shown++;
-    label += n + (end ? 1 : 0);
-  }
-  for (size_t i = 0; i < native && shown < max; i++, shown++) {
-    void *pc;
-    char where[OL_FRAME_TEXT_MAX];
-    memcpy(&pc, key + (1 + 2 * python + i) * sizeof header, sizeof pc);
-    ol_stacks_describe(pc, where, sizeof where);
-    visit(where, arg);
-  }
-  return shown;
+  return key_frames(key, len, ol_sites_label(sites, id), max, visit, arg);
 }

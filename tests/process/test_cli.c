@@ -188,6 +188,84 @@ START_TEST(run_capacity_and_equals_values)
 }
 END_TEST
 
+/* The paragraph's "Held at the failure by: ... )." part of text. */
+static void held_part(const char *text, char *out, size_t cap)
+{
+  const char *at = strstr(text, "Held at the failure by: ");
+  const char *end = at ? strstr(at, ").") : NULL;
+  ck_assert_msg(at && end, "no holders in: %s", text);
+  snprintf(out, cap, "%.*s", (int)(end + 2 - at), at);
+}
+
+static char *read_text(const char *path)
+{
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f, "no %s", path);
+  static char text[65536];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  return text;
+}
+
+/* Replay names a trace's sites as the job's own report named them: the
+ * paragraph's holders by their first frames (two holders that differ in
+ * their second frame read differently), the JSON's by the frames shown,
+ * and peak_sites as the report's list of sites at the peak. */
+START_TEST(replay_names_sites_as_the_report)
+{
+  char trace[512], trace_env[600];
+  snprintf(trace, sizeof trace, "%s/job.trace", harness_dir());
+  snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s", trace);
+  const char *env[] = {"OOMLENS_STACKS=1", trace_env, NULL};
+  harness_run_t job, run;
+  harness_exec(&job, true, env,
+               (const char *[]){harness_env("OOMLENS_TEST_PROG"), "oom_leak", NULL});
+  ck_assert_msg(job.status == 0, "%s", job.out);
+  char path[600], live[4096], replayed[4096];
+  snprintf(path, sizeof path, "%s/r-%ld.txt", harness_dir(), (long)job.pid);
+  held_part(read_text(path), live, sizeof live);
+  cli(&run, NULL, (const char *[]){"replay", trace, NULL});
+  ck_assert_msg(run.status == 0, "%s", run.out);
+  held_part(run.out, replayed, sizeof replayed);
+  ck_assert_str_eq(replayed, live);
+
+  ol_json_t *r = harness_report(job.pid);
+  ck_assert_ptr_nonnull(r);
+  cli(&run, NULL, (const char *[]){"replay", trace, "--json", NULL});
+  ck_assert_msg(run.status == 0, "%s", run.out);
+  char err[256];
+  ol_json_t *p = ol_json_parse(run.out, strlen(run.out), err, sizeof err);
+  ck_assert_msg(p, "%s in %s", err, run.out);
+  const ol_json_t *holders = ol_json_path(r, "devices[0].oom.sites");
+  ck_assert_uint_ge(ol_json_length(holders), 2);
+  ck_assert_uint_eq(ol_json_length(ol_json_path(p, "oom.diagnosis.sites")),
+                    ol_json_length(holders));
+  for (size_t i = 0; i < ol_json_length(holders); i++)
+    ck_assert_str_eq(ol_json_string(ol_json_get(ol_json_at(ol_json_path(p, "oom.diagnosis.sites"),
+                                                           i), "site")),
+                     ol_json_string(ol_json_get(ol_json_at(holders, i), "site")));
+  ck_assert_str_eq(ol_json_string(ol_json_path(p, "oom.diagnosis.growing_site.site")),
+                   ol_json_string(ol_json_path(r, "devices[0].oom.growing_site.site")));
+  const ol_json_t *at_peak = ol_json_path(r, "devices[0].sites.at_peak");
+  const ol_json_t *peak_sites = ol_json_get(p, "peak_sites");
+  ck_assert_uint_ge(ol_json_length(at_peak), 2);
+  ck_assert_uint_eq(ol_json_length(peak_sites), ol_json_length(at_peak));
+  for (size_t i = 0; i < ol_json_length(at_peak); i++) {
+    const ol_json_t *want = ol_json_at(at_peak, i), *got = ol_json_at(peak_sites, i);
+    ol_buf_t name = {0};
+    ol_frame_join_t j = {&name, 0};
+    for (size_t f = 0; f < ol_json_length(ol_json_get(want, "frames")); f++)
+      ol_frame_join_text(ol_json_string(ol_json_at(ol_json_get(want, "frames"), f)), &j);
+    ck_assert_str_eq(ol_json_string(ol_json_get(got, "site")), name.data);
+    ck_assert_int_eq(ol_json_path_int64(got, "bytes", -1), ol_json_path_int64(want, "bytes", -2));
+    ol_buf_free(&name);
+  }
+  ol_json_free(p);
+  ol_json_free(r);
+}
+END_TEST
+
 /* One line naming the option, exit status 2. */
 START_TEST(run_usage_messages)
 {
@@ -234,6 +312,7 @@ static Suite *cli_suite(void)
   tcase_add_test(tc, run_stacks_and_trace_flags);
   tcase_add_test(tc, run_capacity_and_equals_values);
   tcase_add_test(tc, run_usage_messages);
+  tcase_add_test(tc, replay_names_sites_as_the_report);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -241,6 +241,35 @@ START_TEST(cli_json_oom)
 }
 END_TEST
 
+/* peak_sites as the report lists sites: frames joined " < ", every entry
+ * (all the bytes live at the peak), the text the same names. */
+START_TEST(cli_peak_sites_named_as_the_report)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){data("gpt2.csv.gz"), "--json", NULL});
+  ck_assert_msg(run.status == 0, "%d: %s", run.status, run.err);
+  ol_json_t *root = parse_out(&run);
+  const ol_json_t *sites = ol_json_get(root, "peak_sites");
+  ck_assert_uint_gt(ol_json_length(sites), 1);
+  int64_t sum = 0;
+  for (size_t i = 0; i < ol_json_length(sites); i++) {
+    const char *site = ol_json_string(ol_json_get(ol_json_at(sites, i), "site"));
+    ck_assert_msg(site && !strchr(site, ';'), "site %s", site);
+    ck_assert_int_ge(ol_json_path_int64(ol_json_at(sites, i), "stacks", -1), 1);
+    sum += ol_json_path_int64(ol_json_at(sites, i), "bytes", -1);
+  }
+  ck_assert_int_eq(sum, ol_json_path_int64(root, "peak_allocated", -1));
+  const char *top = "activations.py:66:forward < module.py:1790:_call_impl < "
+                    "module.py:1779:_wrapped_call_impl < workloads.py:14:gpt2";
+  ck_assert_str_eq(ol_json_string(ol_json_path(ol_json_at(sites, 0), "site")), top);
+  ol_json_free(root);
+  cli(&run, (const char *[]){data("gpt2.csv.gz"), NULL});
+  ck_assert_msg(run.status == 0, "%d: %s", run.status, run.err);
+  ck_assert_msg(strstr(run.out, "held at the peak, by call site:\n    7.88 GiB  ") &&
+                strstr(run.out, top), "%s", run.out);
+}
+END_TEST
+
 START_TEST(cli_policies)
 {
   /* "oomlens" is pool.c's, tested with it. */
@@ -400,6 +429,7 @@ static Suite *replay_suite(void)
   tcase_add_test(cmd, cli_json_no_oom);
   tcase_add_test(cmd, cli_json_oom);
   tcase_add_test(cmd, cli_policies);
+  tcase_add_test(cmd, cli_peak_sites_named_as_the_report);
   tcase_add_test(cmd, cli_default_policy);
   tcase_add_test(cmd, cli_text);
   tcase_add_test(cmd, cli_equals_and_fractions);

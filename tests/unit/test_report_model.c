@@ -540,6 +540,74 @@ START_TEST(trace_mode_header_and_frameless_site)
 }
 END_TEST
 
+/* A trace's site named as the report names one: frames joined " < ",
+ * ';' splitting the key once (an empty frame skipped), the first three in
+ * the paragraph, all those shown in its JSON; none said in the text. */
+START_TEST(trace_site_names)
+{
+  ol_sites_t *sites = ol_sites_new();
+  int32_t deep = site(sites, "a.py:1:f;;b.py:2:g;c.py:3:h;d.py:4:i;", 1);
+  int32_t none = site(sites, "", 1);
+  ol_buf_t out = {0};
+  ol_report_site_name(&out, sites, ol_sites_text_frames, deep, false);
+  ck_assert_str_eq(out.data, "a.py:1:f < b.py:2:g < c.py:3:h");
+  out.len = 0;
+  ol_report_site_name(&out, sites, ol_sites_text_frames, deep, true);
+  ck_assert_str_eq(out.data, "\"a.py:1:f < b.py:2:g < c.py:3:h < d.py:4:i\"");
+  out.len = 0;
+  ol_report_site_name(&out, sites, ol_sites_text_frames, none, false);
+  ck_assert_str_eq(out.data, "(no frames recorded)");
+  out.len = 0;
+  ol_report_site_name(&out, sites, ol_sites_text_frames, none, true);
+  ck_assert_str_eq(out.data, "\"\"");
+  ol_buf_free(&out);
+  ol_sites_free(sites);
+}
+END_TEST
+
+typedef struct spans {
+  char text[4096];
+  size_t longest;
+} spans_t;
+
+static void add_span(const char *frame, size_t len, void *arg)
+{
+  spans_t *s = arg;
+  size_t at = strlen(s->text);
+  snprintf(s->text + at, sizeof s->text - at, "[%.*s]", (int)(len < 8 ? len : 8), frame);
+  s->longest = len > s->longest ? len : s->longest;
+}
+
+static void add_frame(const char *frame, void *arg)
+{
+  add_span(frame, strlen(frame), arg);
+}
+
+/* One split of a trace's key: export takes each frame whole, a report
+ * cuts a frame at OL_FRAME_TEXT_MAX - 1 bytes; both skip empty frames. */
+START_TEST(trace_keys_split_once)
+{
+  char key[2048];
+  char long_frame[1001];
+  memset(long_frame, 'x', 1000);
+  long_frame[1000] = '\0';
+  snprintf(key, sizeof key, ";a.py:1:f;;%s;b.py:2:g;", long_frame);
+  ol_sites_t *sites = ol_sites_new();
+  int32_t id = site(sites, key, 1);
+  spans_t whole = {0}, cut = {0};
+  ck_assert_uint_eq(ol_sites_text_spans(sites, id, SIZE_MAX, add_span, &whole), 3);
+  ck_assert_uint_eq(ol_sites_text_frames(sites, id, SIZE_MAX, add_frame, &cut), 3);
+  ck_assert_str_eq(whole.text, "[a.py:1:f][xxxxxxxx][b.py:2:g]");
+  ck_assert_str_eq(cut.text, whole.text);
+  ck_assert_uint_eq(whole.longest, 1000);
+  ck_assert_uint_eq(cut.longest, OL_FRAME_TEXT_MAX - 1);
+  spans_t two = {0};
+  ck_assert_uint_eq(ol_sites_text_frames(sites, id, 2, add_frame, &two), 2);
+  ck_assert_str_eq(two.text, "[a.py:1:f][xxxxxxxx]");
+  ol_sites_free(sites);
+}
+END_TEST
+
 static Suite *report_model_suite(void)
 {
   Suite *s = suite_create("report_model");
@@ -551,6 +619,8 @@ static Suite *report_model_suite(void)
   suite_add_tcase(s, agree);
   TCase *trace = tcase_create("trace");
   tcase_add_test(trace, trace_mode_header_and_frameless_site);
+  tcase_add_test(trace, trace_site_names);
+  tcase_add_test(trace, trace_keys_split_once);
   suite_add_tcase(s, trace);
   return s;
 }
