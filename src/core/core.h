@@ -813,7 +813,16 @@ void ol_account_probe(ol_account_t *a, int device, uint64_t size, int32_t site);
  * pool). Never below zero: a trace may begin after its segments were made. */
 void ol_account_reserved(ol_account_t *a, int device, uint64_t size, int64_t delta,
                          ol_origin_t origin);
-void ol_account_oom(ol_account_t *a, int device, uint64_t request); /* counted */
+/* VMM memory mapped into address space (a trace's segment_map and
+ * segment_unmap: cuMemMap's mappings, our pool's chunks) changes by delta;
+ * never below zero, as reserved memory. */
+void ol_account_mapped(ol_account_t *a, int device, int64_t delta);
+/* An out-of-memory: counted, and counted a failed allocation. */
+void ol_account_oom(ol_account_t *a, int device, uint64_t request);
+/* The device's counters as every report shows them, live or from a trace:
+ * the account's, with the figures it keeps once (active and requested
+ * bytes, active blocks: all equal to allocated) filled in. */
+void ol_account_stats(const ol_account_t *a, int device, ol_device_stats_t *out);
 /* What the account knows of an out-of-memory on device: allocated and
  * reserved now, what outlives iterations and its growth, and the sites
  * that hold the memory and that grew (ol_oom_note_sites). */

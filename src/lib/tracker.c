@@ -308,8 +308,7 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
   int d = ol_account_device(&account, device);
   ol_device_stats_t *dev = &account.devices[d].stats;
   count_alloc_call(dev, kind);
-  dev->failed_allocs++;
-  if (out_of_memory) {
+  if (out_of_memory) { /* the account's to count, as a trace's oom event */
     ol_account_oom(&account, d, size);
     dev->last_oom_unix = wall_now();
     if (dev->first_oom_unix == 0)
@@ -318,6 +317,8 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
     if (tl)
       ol_timeline_oom(tl, now_ns(), (int64_t)size);
     ol_tracefile_event(OL_TRACE_OOM, 0, size, 0, -1, device);
+  } else {
+    dev->failed_allocs++; /* refused for another reason: no trace event says so */
   }
   end();
 }
@@ -361,7 +362,7 @@ void ol_track_vmm_map(uintptr_t addr, size_t size, uint64_t handle)
   ol_device_stats_t *dev = device_stats(device);
   dev->vmm_maps++;
   if (add_record(&mappings, addr, size, device)) {
-    ol_stat_update(&dev->vmm_mapped_bytes, (int64_t)size);
+    ol_account_mapped(&account, device, (int64_t)size);
     ol_tracefile_event(OL_TRACE_SEGMENT_MAP, addr, size, 0, -1, device);
   }
   end();
@@ -371,7 +372,7 @@ static void unmapped(const record_t *rec, void *unused)
 {
   (void)unused;
   ol_tracefile_event(OL_TRACE_SEGMENT_UNMAP, rec->key, rec->size, 0, -1, rec->device);
-  ol_stat_update(&device_stats(rec->device)->vmm_mapped_bytes, -(int64_t)rec->size);
+  ol_account_mapped(&account, rec->device, -(int64_t)rec->size);
 }
 
 /* cuMemUnmap may cover several mappings at once; the usual case (one mapping
@@ -420,7 +421,9 @@ void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes)
 }
 
 /* Manage mode: the pool mapped or unmapped chunks of device memory. Each
- * chunk counts as a segment of the large pool. */
+ * chunk counts as a segment of the large pool, and as VMM memory mapped
+ * (prim.c maps it with cuMemMap): what its segment_map event means in the
+ * trace, which cannot tell the pool's mappings from the job's. */
 void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta)
 {
   if (!begin())
@@ -430,6 +433,7 @@ void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta)
   int d = ol_account_device(&account, device);
   ol_account_reserved(&account, d, OL_SMALL_SIZE + 1 /* any size of the large pool */, delta,
                       OL_ORIGIN_pool);
+  ol_account_mapped(&account, d, delta);
   note_time(d, now_ns());
   end();
 }
@@ -507,24 +511,14 @@ bool ol_track_seen_activity(void)
   return atomic_load_explicit(&seen_activity, memory_order_relaxed);
 }
 
-/* What we see of a block is all of it, so active and requested bytes and
- * active blocks always equal allocated bytes and blocks: they are kept
- * once and copied into snapshots. */
-static void mirror_equal_stats(ol_device_stats_t *dev)
-{
-  memcpy(dev->active_bytes, dev->allocated_bytes, sizeof dev->active_bytes);
-  memcpy(dev->requested_bytes, dev->allocated_bytes, sizeof dev->requested_bytes);
-  memcpy(dev->active, dev->allocation, sizeof dev->active);
-}
-
+/* The counters as every report shows them (ol_account_stats), the ones a
+ * trace's report shows too. */
 void ol_track_snapshot(ol_snapshot_t *out)
 {
   ol_lock(&lock);
   out->device_count = account.device_count;
-  for (int d = 0; d < OL_MAX_DEVICES; d++) {
-    out->devices[d] = account.devices[d].stats;
-    mirror_equal_stats(&out->devices[d]);
-  }
+  for (int d = 0; d < OL_MAX_DEVICES; d++)
+    ol_account_stats(&account, d, &out->devices[d]);
   out->live_records = (int64_t)ol_records_count(&account.blocks);
   out->tracking_failed = failed;
   ol_unlock(&lock);
