@@ -155,6 +155,21 @@ void ol_account_oom(ol_account_t *a, int device, uint64_t request)
   dev->last_oom_request = (int64_t)request;
 }
 
+void ol_account_oom_at(ol_account_t *a, int device, uint64_t request, uint64_t t_ns,
+                       double wall_unix)
+{
+  int d = ol_account_device(a, device);
+  ol_account_device_t *ad = &a->devices[d];
+  ol_account_oom(a, d, request);
+  if (wall_unix > 0) {
+    ad->stats.last_oom_unix = wall_unix;
+    if (ad->stats.first_oom_unix == 0)
+      ad->stats.first_oom_unix = wall_unix;
+  }
+  if (ad->timeline)
+    ol_timeline_oom(ad->timeline, t_ns, (int64_t)request);
+}
+
 /* What we see of a block is all of it, so active and requested bytes and
  * active blocks always equal allocated bytes and blocks: they are counted
  * once (allocated) and copied here, for every reader alike. */
@@ -191,8 +206,7 @@ bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_st
   *step = (ol_account_step_t){.site = -1};
   int d = ol_account_device(a, ev->device);
   uint64_t t = ev->time_us * 1000;
-  ol_timeline_t *tl = ol_account_timeline(a, d, t, 0); /* from the first event on */
-  ol_device_stats_t *dev = &a->devices[d].stats;
+  ol_account_timeline(a, d, t, 0); /* from the first event on */
   switch (ev->action) {
   case OL_TRACE_ALLOC:
     if (ev->size > 0) {
@@ -220,15 +234,11 @@ bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_st
       ol_account_mapped(a, d, -(int64_t)ev->size);
     break;
   case OL_TRACE_OOM:
-    ol_account_oom(a, d, ev->size);
-    if (tl)
-      ol_timeline_oom(tl, t, (int64_t)ev->size);
+    ol_account_oom_at(a, d, ev->size, t, 0); /* a trace's events have no wall clock */
     return true;
   default: /* free_requested: nothing changes until the free completes */
     return true;
   }
-  if (tl)
-    ol_timeline_note(tl, t, dev->allocated_bytes[OL_POOL_ALL].current,
-                     dev->reserved_bytes[OL_POOL_ALL].current);
+  ol_account_note(a, d, t);
   return true;
 }

@@ -692,6 +692,28 @@ ol_sites_t *ol_account_sites(const ol_account_t *a, int device); /* NULL: none *
 /* The device's timeline, made at its first use (with OL_ACCOUNT_TIMELINE)
  * starting at t_ns; NULL: off, or no host memory. */
 ol_timeline_t *ol_account_timeline(ol_account_t *a, int device, uint64_t t_ns, double start_unix);
+/* The device's memory now (allocated and reserved), noted on its timeline
+ * at t_ns, after each change; nothing when it has no timeline. Who counts
+ * chooses the time: a trace's event's, or the tracker's clock. Inline:
+ * the tracker notes every allocation and free. d: a device index. */
+static inline void ol_account_note(ol_account_t *a, int d, uint64_t t_ns)
+{
+  ol_account_device_t *ad = &a->devices[d];
+  if (ad->timeline)
+    ol_timeline_note(ad->timeline, t_ns, ad->stats.allocated_bytes[OL_POOL_ALL].current,
+                     ad->stats.reserved_bytes[OL_POOL_ALL].current);
+}
+/* The same when all that is known of the time is that it comes before
+ * bound_ns: true when that alone places the note (ol_timeline_note_before),
+ * false when nothing was noted and the precise time is needed. */
+static inline bool ol_account_note_before(ol_account_t *a, int d, uint64_t bound_ns)
+{
+  ol_account_device_t *ad = &a->devices[d];
+  return ad->timeline &&
+         ol_timeline_note_before(ad->timeline, bound_ns,
+                                 ad->stats.allocated_bytes[OL_POOL_ALL].current,
+                                 ad->stats.reserved_bytes[OL_POOL_ALL].current);
+}
 
 /* ---- the hot path: the live tracker counts every allocation and free
  * through these two, so they and their helpers are inline (one call frame,
@@ -819,6 +841,10 @@ void ol_account_reserved(ol_account_t *a, int device, uint64_t size, int64_t del
 void ol_account_mapped(ol_account_t *a, int device, int64_t delta);
 /* An out-of-memory: counted, and counted a failed allocation. */
 void ol_account_oom(ol_account_t *a, int device, uint64_t request);
+/* The same at t_ns on the device's timeline (if it has one), wall_unix its
+ * wall clock (the first and the last OOM's; 0: not known, as in a trace). */
+void ol_account_oom_at(ol_account_t *a, int device, uint64_t request, uint64_t t_ns,
+                       double wall_unix);
 /* The device's counters as every report shows them, live or from a trace:
  * the account's, with the figures it keeps once (active and requested
  * bytes, active blocks: all equal to allocated) filled in. */

@@ -206,13 +206,12 @@ static ol_timeline_t *timeline_of(int d, uint64_t t)
   return tl ? tl : new_timeline(d, t);
 }
 
+/* What the timeline notes is the account's (ol_account_note, as for a
+ * trace's events); the tracker only chooses the time. */
 static void note_time(int d, uint64_t t)
 {
-  ol_timeline_t *tl = timeline_of(d, t);
-  const ol_device_stats_t *dev = &account.devices[d].stats;
-  if (tl)
-    ol_timeline_note(tl, t, dev->allocated_bytes[OL_POOL_ALL].current,
-                     dev->reserved_bytes[OL_POOL_ALL].current);
+  if (timeline_of(d, t))
+    ol_account_note(&account, d, t);
 }
 
 /* The same for an allocation or a free, now. A precise clock read is the
@@ -223,16 +222,13 @@ static void note_time(int d, uint64_t t)
  * keeps. Before that, the coarse clock is not read at all. */
 static void note_now(int d)
 {
-  ol_account_device_t *ad = &account.devices[d];
-  ol_timeline_t *tl = ad->timeline;
-  int64_t allocated = ad->stats.allocated_bytes[OL_POOL_ALL].current;
-  int64_t reserved = ad->stats.reserved_bytes[OL_POOL_ALL].current;
+  const ol_timeline_t *tl = account.devices[d].timeline;
   if (tl && tl->width_ns > coarse_margin_ns() &&
-      ol_timeline_note_before(tl, coarse_bound_ns(), allocated, reserved))
+      ol_account_note_before(&account, d, coarse_bound_ns()))
     return;
   uint64_t t = now_ns();
-  if (tl || (tl = new_timeline(d, t)))
-    ol_timeline_note(tl, t, allocated, reserved);
+  if (tl || new_timeline(d, t))
+    ol_account_note(&account, d, t);
 }
 
 /* ---- the hooks' calls ---------------------------------------------------- */
@@ -309,13 +305,9 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
   ol_device_stats_t *dev = &account.devices[d].stats;
   count_alloc_call(dev, kind);
   if (out_of_memory) { /* the account's to count, as a trace's oom event */
-    ol_account_oom(&account, d, size);
-    dev->last_oom_unix = wall_now();
-    if (dev->first_oom_unix == 0)
-      dev->first_oom_unix = dev->last_oom_unix;
-    ol_timeline_t *tl = timeline_of(d, now_ns());
-    if (tl)
-      ol_timeline_oom(tl, now_ns(), (int64_t)size);
+    uint64_t t = now_ns();
+    timeline_of(d, t);
+    ol_account_oom_at(&account, d, size, t, wall_now());
     ol_tracefile_event(OL_TRACE_OOM, 0, size, 0, -1, device);
   } else {
     dev->failed_allocs++; /* refused for another reason: no trace event says so */

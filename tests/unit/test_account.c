@@ -171,6 +171,39 @@ START_TEST(reserved_memory_never_below_zero)
 }
 END_TEST
 
+/* The timeline's notes and an OOM's bookkeeping are the account's, for the
+ * tracker (its clock) and a trace (its events' times) alike: the memory
+ * noted at the time given, an OOM counted (a failed allocation too), its
+ * wall clock kept where known, and marked on the timeline. */
+START_TEST(notes_and_ooms_at_their_time)
+{
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_TIMELINE);
+  ol_timeline_t *tl = ol_account_timeline(&a, 1, 1000, 100.0);
+  ck_assert_ptr_nonnull(tl);
+  ol_record_t b = block_of(0x1000, 3 * MiB, 1, -1), stale;
+  bool replaced;
+  ck_assert_ptr_nonnull(ol_account_alloc(&a, &b, &stale, &replaced));
+  ck_assert(!ol_account_note_before(&a, 1, 4000)); /* a new peak needs its time */
+  ol_account_note(&a, 1, 5000);
+  ck_assert_int_eq(tl->peak_allocated, 3 * MiB);
+  ck_assert_uint_eq(tl->peak_allocated_ns, 5000);
+  ol_account_oom_at(&a, 1, 8 * MiB, 7000, 200.5);
+  ol_account_oom_at(&a, 1, 4 * MiB, 9000, 201.0);
+  ol_account_oom_at(&a, 1, 2 * MiB, 9500, 0); /* a trace's: no wall clock */
+  const ol_device_stats_t *d = &a.devices[1].stats;
+  ck_assert_int_eq(d->num_ooms, 3);
+  ck_assert_int_eq(d->failed_allocs, 3);
+  ck_assert_int_eq(d->last_oom_request, 2 * MiB);
+  ck_assert(d->first_oom_unix == 200.5 && d->last_oom_unix == 201.0);
+  ck_assert_uint_eq(tl->oom_count, 3);
+  ck_assert_uint_eq(tl->ooms[0].t_ns, 7000);
+  ck_assert_int_eq(tl->ooms[0].request, 8 * MiB);
+  ck_assert_uint_eq(tl->ooms[2].t_ns, 9500);
+  ol_account_free(&a);
+}
+END_TEST
+
 /* ---- the live tracker fed a trace ------------------------------------- */
 
 /* A frames text as a live call-site key: a header word saying there are no
@@ -727,6 +760,7 @@ static Suite *account_suite(void)
   tcase_add_test(rules, shared_sites_peak_over_devices);
   tcase_add_test(rules, reserved_memory_never_below_zero);
   tcase_add_test(rules, mapped_memory_live_equals_trace);
+  tcase_add_test(rules, notes_and_ooms_at_their_time);
   suite_add_tcase(s, rules);
   TCase *traces = tcase_create("live_equals_offline");
   tcase_set_timeout(traces, 120);
