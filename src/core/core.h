@@ -388,6 +388,10 @@ typedef enum {
 
 ol_sites_t *ol_sites_new(void);
 void ol_sites_free(ol_sites_t *sites);
+/* A copy that reads as sites does (ids, keys, labels, figures); NULL: no
+ * host memory. A report copies the live table under the tracker's lock
+ * and names its sites from the copy after. */
+ol_sites_t *ol_sites_copy(const ol_sites_t *sites);
 int32_t ol_sites_intern(ol_sites_t *sites, const char *key, size_t len); /* -1: no memory */
 void ol_sites_add(ol_sites_t *sites, int32_t id, int64_t delta);
 /* The process is at a new peak: the figures now are the at-peak figures.
@@ -561,8 +565,8 @@ bool ol_report_frames_collect(ol_report_frames_t *frames, const ol_sites_t *site
                               ol_site_frames_fn frames_of, int32_t id, size_t max);
 void ol_report_frames_free(ol_report_frames_t *frames);
 bool ol_report_is_trace(const ol_report_t *r);
-/* A device from a tracker's figures and its call sites (sites NULL: none
- * were recorded, and the diagnosis names none). */
+/* A device from a tracker's figures (stats may be d's own) and its call
+ * sites (sites NULL: none were recorded, and the diagnosis names none). */
 void ol_report_device_fill(ol_report_t *r, ol_report_device_t *d, int device,
                            const ol_device_stats_t *stats, const ol_sites_t *sites,
                            ol_site_frames_fn frames_of);

@@ -53,6 +53,11 @@ void ol_track_unlock(void);
 
 /* tracker.c: a copy of the device's timeline; false if it has none. */
 bool ol_track_timeline(int device, ol_timeline_t *out);
+/* tracker.c: a report's figures as one moment (one hold of the lock): r
+ * made (ol_report_init) with each device's counters and timeline, and a
+ * copy of each device's call sites in sites[d] (NULL: none), which the
+ * caller names into r and frees (ol_sites_free). */
+void ol_track_report(ol_report_t *r, ol_sites_t *sites[OL_MAX_DEVICES]);
 
 
 /* ---- streams.c: non-blocking streams and captures in progress ---------- */
@@ -164,6 +169,9 @@ void ol_lifecycle_at_exit(void);
  * device's sites table, held under the tracker's lock). */
 void ol_report_stack_namer(ol_buf_t *out, int32_t id, bool json, void *sites);
 void ol_report_stacks_now(ol_report_stacks_t *stacks);
+/* The live report as one snapshot, as written (r->failed: out of host
+ * memory); 0, or -1 when not even that could be made. */
+int ol_report_take(ol_report_t *r, const char *reason);
 int ol_report_write_all(const char *reason); /* 0 when every file was written */
 void ol_report_wait(void);                   /* until no report is being written */
 

@@ -468,6 +468,30 @@ bool ol_track_timeline(int device, ol_timeline_t *out)
   return tl != NULL;
 }
 
+/* One moment for a report, under one hold of the lock: the counters as
+ * ol_account_stats shows them, the timelines, and a copy of each call-site
+ * table. The lists are built and their sites named from the copies after
+ * the lock is let go: naming a native frame (ol_stacks_site_frames) asks
+ * dladdr and reads debug info (libdw), far slower than a copy, and the
+ * hooks wait on this lock. */
+void ol_track_report(ol_report_t *r, ol_sites_t *sites[OL_MAX_DEVICES])
+{
+  ol_lock(&lock);
+  ol_report_init(r, account.device_count);
+  r->tracking_failed = failed;
+  for (int d = 0; d < r->device_count; d++) {
+    ol_report_device_t *rd = &r->devices[d];
+    const ol_sites_t *table = ol_account_sites(&account, d);
+    ol_account_stats(&account, d, &rd->stats);
+    if (account.devices[d].timeline)
+      ol_report_device_timeline(rd, account.devices[d].timeline);
+    sites[d] = table ? ol_sites_copy(table) : NULL;
+    if (table && !sites[d])
+      r->failed = true; /* out of host memory: the report is not written */
+  }
+  ol_unlock(&lock);
+}
+
 int64_t ol_track_reserved_now(int device)
 {
   ol_lock(&lock);
