@@ -25,7 +25,7 @@ void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uin
  * else the key to intern (NULL: none). Returns the site id used, or -1. */
 int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind,
                           uintptr_t stream, const ol_site_key_t *key, int32_t site);
-/* The device's call sites (for reports: copied under the lock by the caller). */
+/* The device's call sites, visited under the lock (the OOM paragraph). */
 bool ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg), void *arg); /* false: no sites */
 bool ol_track_free(uintptr_t addr, ol_kind_t kind);
 void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory);

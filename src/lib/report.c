@@ -5,9 +5,9 @@
  * ol_report_t: the tracker's counters, each device's timeline and a copy
  * of its call sites, all under one hold of the tracker's lock, so they are
  * one moment; the sites are listed and named from the copy after), then
- * rendered by core's one renderer (report_render.c) as text and as JSON. The text and the JSON
- * thus always agree, and `oomlens report` prints a JSON report back
- * through the same code. Here: the snapshot, the files' paths, and
+ * rendered by core's one renderer (report_render.c) as text and as JSON.
+ * The text and the JSON thus always agree, and `oomlens report` prints a
+ * JSON report back through the same code. Here: the snapshot, the files' paths, and
  * publishing them whole. */
 #include <fcntl.h>
 #include <limits.h>

@@ -15,7 +15,6 @@
  * stops with one warning and the job goes on untouched. */
 #include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "lib.h"
