@@ -331,7 +331,7 @@ static bool count_trace(ol_account_t *account, ol_trace_t *trace, ol_error_t *er
 static void trace_figures(ol_report_t *v, const ol_account_t *account)
 {
   ol_report_device_t *d = &v->devices[0];
-  d->stats = account->devices[0].stats;
+  ol_account_stats(account, 0, &d->stats);
   const ol_sites_t *sites = account->devices[0].sites;
   if (sites && ol_sites_count(sites) > 0)
     ol_report_device_sites(v, d, sites, ol_sites_text_frames);

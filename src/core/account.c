@@ -16,7 +16,27 @@
  * CUDA. Its allocation and free are inline in core.h, since the tracker
  * makes them on every cudaMalloc and cudaFree; the rest is here. A block's kind is the ol_origin_t of its own reserved memory, or
  * OL_ORIGIN_NONE when it was carved out of memory counted already (our
- * pool's chunks, the segments a trace showed). */
+ * pool's chunks, the segments a trace showed).
+ *
+ * Every row of the report's table (ol_account_stats) reads the same from
+ * a job's report and from `oomlens report` of its trace, but for what a
+ * trace cannot carry (docs/trace-format.md lists the same; a test,
+ * trace_report_table_equals_live, checks the rest):
+ * - calls by API ("Calls seen": runtime or driver, the VMM calls, manage
+ *   mode's fence waits, syncs and fallbacks, frees of memory never seen),
+ *   and allocations refused for a reason other than out of memory (the
+ *   live table counts them among failed allocations; an oom event is the
+ *   only failure a trace records);
+ * - where reserved memory came from (a segment event does not say);
+ * - cuMemGetInfo's answers;
+ * - VMM address space (cuMemAddressReserve has no event), and manage
+ *   mode's frees awaiting a fence (a trace's free is requested and
+ *   completed at one moment);
+ * - VMM memory is reserved live at cuMemCreate, per handle, and in a trace
+ *   at its mapping (cuMemCreate has no event): the same while each handle
+ *   is mapped once at a time, as PyTorch's expandable segments and our
+ *   pool do, but a handle mapped again counts again in the trace;
+ * - the OOMs' wall clock and diagnosis (a trace's report makes none). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,11 +135,50 @@ void ol_account_reserved(ol_account_t *a, int device, uint64_t size, int64_t del
     ol_stat_update(&dev->origin_bytes[origin], delta);
 }
 
+void ol_account_mapped(ol_account_t *a, int device, int64_t delta)
+{
+  ol_stat_t *mapped = &a->devices[ol_account_device(a, device)].stats.vmm_mapped_bytes;
+  if (delta < 0 && -delta > mapped->current) /* a trace begun after its mappings were made */
+    delta = -mapped->current;
+  if (delta != 0)
+    ol_stat_update(mapped, delta);
+}
+
+/* An out-of-memory is a failed allocation too: the trace's oom events are
+ * all a trace knows of failures, so the tracker counts only the others
+ * (the driver refusing for another reason) itself. */
 void ol_account_oom(ol_account_t *a, int device, uint64_t request)
 {
   ol_device_stats_t *dev = &a->devices[ol_account_device(a, device)].stats;
   dev->num_ooms++;
+  dev->failed_allocs++;
   dev->last_oom_request = (int64_t)request;
+}
+
+void ol_account_oom_at(ol_account_t *a, int device, uint64_t request, uint64_t t_ns,
+                       double wall_unix)
+{
+  int d = ol_account_device(a, device);
+  ol_account_device_t *ad = &a->devices[d];
+  ol_account_oom(a, d, request);
+  if (wall_unix > 0) {
+    ad->stats.last_oom_unix = wall_unix;
+    if (ad->stats.first_oom_unix == 0)
+      ad->stats.first_oom_unix = wall_unix;
+  }
+  if (ad->timeline)
+    ol_timeline_oom(ad->timeline, t_ns, (int64_t)request);
+}
+
+/* What we see of a block is all of it, so active and requested bytes and
+ * active blocks always equal allocated bytes and blocks: they are counted
+ * once (allocated) and copied here, for every reader alike. */
+void ol_account_stats(const ol_account_t *a, int device, ol_device_stats_t *out)
+{
+  *out = a->devices[ol_account_clamp(device)].stats;
+  memcpy(out->active_bytes, out->allocated_bytes, sizeof out->active_bytes);
+  memcpy(out->requested_bytes, out->allocated_bytes, sizeof out->requested_bytes);
+  memcpy(out->active, out->allocation, sizeof out->active);
 }
 
 void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *r)
@@ -147,8 +206,7 @@ bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_st
   *step = (ol_account_step_t){.site = -1};
   int d = ol_account_device(a, ev->device);
   uint64_t t = ev->time_us * 1000;
-  ol_timeline_t *tl = ol_account_timeline(a, d, t, 0); /* from the first event on */
-  ol_device_stats_t *dev = &a->devices[d].stats;
+  ol_account_timeline(a, d, t, 0); /* from the first event on */
   switch (ev->action) {
   case OL_TRACE_ALLOC:
     if (ev->size > 0) {
@@ -166,21 +224,21 @@ bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_st
   case OL_TRACE_SEGMENT_ALLOC:
   case OL_TRACE_SEGMENT_MAP:
     ol_account_reserved(a, d, ev->size, (int64_t)ev->size, OL_ORIGIN_NONE);
+    if (ev->action == OL_TRACE_SEGMENT_MAP) /* pages mapped: VMM memory */
+      ol_account_mapped(a, d, (int64_t)ev->size);
     break;
   case OL_TRACE_SEGMENT_FREE:
   case OL_TRACE_SEGMENT_UNMAP:
     ol_account_reserved(a, d, ev->size, -(int64_t)ev->size, OL_ORIGIN_NONE);
+    if (ev->action == OL_TRACE_SEGMENT_UNMAP)
+      ol_account_mapped(a, d, -(int64_t)ev->size);
     break;
   case OL_TRACE_OOM:
-    ol_account_oom(a, d, ev->size);
-    if (tl)
-      ol_timeline_oom(tl, t, (int64_t)ev->size);
+    ol_account_oom_at(a, d, ev->size, t, 0); /* a trace's events have no wall clock */
     return true;
   default: /* free_requested: nothing changes until the free completes */
     return true;
   }
-  if (tl)
-    ol_timeline_note(tl, t, dev->allocated_bytes[OL_POOL_ALL].current,
-                     dev->reserved_bytes[OL_POOL_ALL].current);
+  ol_account_note(a, d, t);
   return true;
 }

@@ -384,6 +384,10 @@ typedef enum {
 
 ol_sites_t *ol_sites_new(void);
 void ol_sites_free(ol_sites_t *sites);
+/* A copy that reads as sites does (ids, keys, labels, figures); NULL: no
+ * host memory. A report copies the live table under the tracker's lock
+ * and names its sites from the copy after. */
+ol_sites_t *ol_sites_copy(const ol_sites_t *sites);
 int32_t ol_sites_intern(ol_sites_t *sites, const char *key, size_t len); /* -1: no memory */
 void ol_sites_add(ol_sites_t *sites, int32_t id, int64_t delta);
 /* The process is at a new peak: the figures now are the at-peak figures.
@@ -559,8 +563,8 @@ bool ol_report_frames_collect(ol_report_frames_t *frames, const ol_sites_t *site
                               ol_site_frames_fn frames_of, int32_t id, size_t max);
 void ol_report_frames_free(ol_report_frames_t *frames);
 bool ol_report_is_trace(const ol_report_t *r);
-/* A device from a tracker's figures and its call sites (sites NULL: none
- * were recorded, and the diagnosis names none). */
+/* A device from a tracker's figures (stats may be d's own) and its call
+ * sites (sites NULL: none were recorded, and the diagnosis names none). */
 void ol_report_device_fill(ol_report_t *r, ol_report_device_t *d, int device,
                            const ol_device_stats_t *stats, const ol_sites_t *sites,
                            ol_site_frames_fn frames_of);
@@ -702,6 +706,28 @@ ol_sites_t *ol_account_sites(const ol_account_t *a, int device); /* NULL: none *
 /* The device's timeline, made at its first use (with OL_ACCOUNT_TIMELINE)
  * starting at t_ns; NULL: off, or no host memory. */
 ol_timeline_t *ol_account_timeline(ol_account_t *a, int device, uint64_t t_ns, double start_unix);
+/* The device's memory now (allocated and reserved), noted on its timeline
+ * at t_ns, after each change; nothing when it has no timeline. Who counts
+ * chooses the time: a trace's event's, or the tracker's clock. Inline:
+ * the tracker notes every allocation and free. d: a device index. */
+static inline void ol_account_note(ol_account_t *a, int d, uint64_t t_ns)
+{
+  ol_account_device_t *ad = &a->devices[d];
+  if (ad->timeline)
+    ol_timeline_note(ad->timeline, t_ns, ad->stats.allocated_bytes[OL_POOL_ALL].current,
+                     ad->stats.reserved_bytes[OL_POOL_ALL].current);
+}
+/* The same when all that is known of the time is that it comes before
+ * bound_ns: true when that alone places the note (ol_timeline_note_before),
+ * false when nothing was noted and the precise time is needed. */
+static inline bool ol_account_note_before(ol_account_t *a, int d, uint64_t bound_ns)
+{
+  ol_account_device_t *ad = &a->devices[d];
+  return ad->timeline &&
+         ol_timeline_note_before(ad->timeline, bound_ns,
+                                 ad->stats.allocated_bytes[OL_POOL_ALL].current,
+                                 ad->stats.reserved_bytes[OL_POOL_ALL].current);
+}
 
 /* ---- the hot path: the live tracker counts every allocation and free
  * through these two, so they and their helpers are inline (one call frame,
@@ -823,7 +849,20 @@ void ol_account_probe(ol_account_t *a, int device, uint64_t size, int32_t site);
  * pool). Never below zero: a trace may begin after its segments were made. */
 void ol_account_reserved(ol_account_t *a, int device, uint64_t size, int64_t delta,
                          ol_origin_t origin);
-void ol_account_oom(ol_account_t *a, int device, uint64_t request); /* counted */
+/* VMM memory mapped into address space (a trace's segment_map and
+ * segment_unmap: cuMemMap's mappings, our pool's chunks) changes by delta;
+ * never below zero, as reserved memory. */
+void ol_account_mapped(ol_account_t *a, int device, int64_t delta);
+/* An out-of-memory: counted, and counted a failed allocation. */
+void ol_account_oom(ol_account_t *a, int device, uint64_t request);
+/* The same at t_ns on the device's timeline (if it has one), wall_unix its
+ * wall clock (the first and the last OOM's; 0: not known, as in a trace). */
+void ol_account_oom_at(ol_account_t *a, int device, uint64_t request, uint64_t t_ns,
+                       double wall_unix);
+/* The device's counters as every report shows them, live or from a trace:
+ * the account's, with the figures it keeps once (active and requested
+ * bytes, active blocks: all equal to allocated) filled in. */
+void ol_account_stats(const ol_account_t *a, int device, ol_device_stats_t *out);
 /* What the account knows of an out-of-memory on device: allocated and
  * reserved now, what outlives iterations and its growth, and the sites
  * that hold the memory and that grew (ol_oom_note_sites). */

@@ -224,7 +224,8 @@ void ol_report_device_fill(ol_report_t *r, ol_report_device_t *d, int device,
                            ol_site_frames_fn frames_of)
 {
   d->device = device;
-  d->stats = *stats;
+  if (stats != &d->stats)
+    d->stats = *stats;
   d->diagnosed = stats->num_ooms > 0 && stats->last_oom.capacity > 0;
   if (sites)
     ol_report_device_sites(r, d, sites, frames_of);

@@ -64,6 +64,30 @@ void ol_sites_free(ol_sites_t *s)
   free(s);
 }
 
+/* Every site with the same id, key, label and figures, the last peak mark
+ * included, so the copy reads as the table did. */
+ol_sites_t *ol_sites_copy(const ol_sites_t *s)
+{
+  ol_sites_t *c = ol_sites_new();
+  for (size_t i = 0; c && i < s->count; i++) {
+    const site_t *from = s->all[i];
+    if (ol_sites_intern(c, from->key, from->len) != (int32_t)i ||
+        (from->label && !ol_sites_set_label(c, (int32_t)i, from->label))) {
+      ol_sites_free(c);
+      return NULL;
+    }
+    site_t *to = c->all[i];
+    to->figures = from->figures;
+    to->last_change = from->last_change;
+    to->at_mark = from->at_mark;
+  }
+  if (c) {
+    c->changes = s->changes;
+    c->marked = s->marked;
+  }
+  return c;
+}
+
 static bool grow(ol_sites_t *s)
 {
   if (s->count < s->cap)

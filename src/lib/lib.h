@@ -33,7 +33,7 @@ void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uin
  * else the key to intern (NULL: none). Returns the site id used, or -1. */
 int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind,
                           uintptr_t stream, const ol_site_key_t *key, int32_t site);
-/* The device's call sites (for reports: copied under the lock by the caller). */
+/* The device's call sites, visited under the lock (the OOM paragraph). */
 bool ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg), void *arg); /* false: no sites */
 bool ol_track_free(uintptr_t addr, ol_kind_t kind);
 void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory);
@@ -61,6 +61,11 @@ void ol_track_unlock(void);
 
 /* tracker.c: a copy of the device's timeline; false if it has none. */
 bool ol_track_timeline(int device, ol_timeline_t *out);
+/* tracker.c: a report's figures as one moment (one hold of the lock): r
+ * made (ol_report_init) with each device's counters and timeline, and a
+ * copy of each device's call sites in sites[d] (NULL: none), which the
+ * caller names into r and frees (ol_sites_free). */
+void ol_track_report(ol_report_t *r, ol_sites_t *sites[OL_MAX_DEVICES]);
 
 
 /* ---- streams.c: non-blocking streams and captures in progress ---------- */
@@ -176,6 +181,9 @@ void ol_lifecycle_at_exit(void);
  * device's sites table, held under the tracker's lock). */
 void ol_report_stack_namer(ol_buf_t *out, int32_t id, bool json, void *sites);
 void ol_report_stacks_now(ol_report_stacks_t *stacks);
+/* The live report as one snapshot, as written (r->failed: out of host
+ * memory); 0, or -1 when not even that could be made. */
+int ol_report_take(ol_report_t *r, const char *reason);
 int ol_report_write_all(const char *reason); /* 0 when every file was written */
 void ol_report_wait(void);                   /* until no report is being written */
 

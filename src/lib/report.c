@@ -2,11 +2,12 @@
  * at a signal and on request.
  *
  * A report is first taken as one snapshot that owns all it shows (core's
- * ol_report_t: the tracker's counters, then each device's call sites and
- * timeline copied under the tracker's lock), then rendered by core's one
- * renderer (report_render.c) as text and as JSON. The text and the JSON
- * thus always agree, and `oomlens report` prints a JSON report back
- * through the same code. Here: the snapshot, the files' paths, and
+ * ol_report_t: the tracker's counters, each device's timeline and a copy
+ * of its call sites, all under one hold of the tracker's lock, so they are
+ * one moment; the sites are listed and named from the copy after), then
+ * rendered by core's one renderer (report_render.c) as text and as JSON.
+ * The text and the JSON thus always agree, and `oomlens report` prints a
+ * JSON report back through the same code. Here: the snapshot, the files' paths, and
  * publishing them whole. */
 #include <fcntl.h>
 #include <limits.h>
@@ -38,29 +39,14 @@ void ol_report_stacks_now(ol_report_stacks_t *s)
   snprintf(s->py_version, sizeof s->py_version, "%s", py.version);
 }
 
-typedef struct device_args {
-  ol_report_t *report;
-  int device;
-  const ol_device_stats_t *stats;
-} device_args_t;
-
-/* Under the tracker's lock: the record's site ids name sites of this
- * table, and the table does not change while its lists are made. */
-static void device_with_sites(const ol_sites_t *sites, void *arg)
+/* The device's site lists and the names of its diagnosis's sites, from
+ * the copy of its table taken with its counters (the record's site ids
+ * name sites of that copy), then the copy let go. */
+static void name_sites(ol_report_t *r, int device, ol_sites_t *sites)
 {
-  device_args_t *a = arg;
-  ol_report_device_fill(a->report, &a->report->devices[a->device], a->device, a->stats, sites,
-                        ol_stacks_site_frames);
-}
-
-static void take_device(ol_report_t *r, int device, const ol_device_stats_t *stats)
-{
-  device_args_t args = {r, device, stats};
   ol_report_device_t *d = &r->devices[device];
-  if (!ol_track_sites(device, device_with_sites, &args))
-    ol_report_device_fill(r, d, device, stats, NULL, NULL);
-  if (ol_track_timeline(device, &d->timeline))
-    ol_report_device_timeline(d, &d->timeline);
+  ol_report_device_fill(r, d, device, &d->stats, sites, sites ? ol_stacks_site_frames : NULL);
+  ol_sites_free(sites);
 }
 
 /* /proc/self/cmdline with the NULs turned into spaces, at most 1 KiB. */
@@ -120,15 +106,14 @@ static double now_unix_ms(void)
 
 /* Host memory running out leaves the model marked failed (r->failed):
  * rendered, it says so, and nothing is published. */
-static int take(ol_report_t *r, const char *reason)
+int ol_report_take(ol_report_t *r, const char *reason)
 {
-  ol_snapshot_t *snap = malloc(sizeof *snap);
+  ol_sites_t **sites = calloc(OL_MAX_DEVICES, sizeof *sites);
   char command[1024];
-  if (!snap)
+  if (!sites)
     return -1;
-  ol_track_snapshot(snap);
+  ol_track_report(r, sites); /* the figures: one moment */
   read_command(command, sizeof command);
-  ol_report_init(r, snap->device_count);
   ol_report_set_text(r, &r->version, OL_VERSION_TEXT);
   ol_report_set_text(r, &r->mode, ol_manage_on() ? "manage" : "observe");
   ol_report_set_text(r, &r->reason, reason);
@@ -136,13 +121,12 @@ static int take(ol_report_t *r, const char *reason)
   ol_report_set_text(r, &r->command, command);
   r->pid = (long)getpid();
   r->time_unix = now_unix_ms();
-  r->tracking_failed = snap->tracking_failed;
   r->has_stacks = ol_stacks_on();
   if (r->has_stacks)
     ol_report_stacks_now(&r->stacks);
   for (int d = 0; d < r->device_count; d++)
-    take_device(r, d, &snap->devices[d]);
-  free(snap);
+    name_sites(r, d, sites[d]);
+  free(sites);
   return 0;
 }
 
@@ -151,7 +135,7 @@ int ol_report_write_all(const char *reason)
   char text_path[PATH_MAX], json_path[PATH_MAX];
   ol_report_t report;
   pthread_mutex_lock(&writing);
-  if (take(&report, reason) != 0) {
+  if (ol_report_take(&report, reason) != 0) {
     pthread_mutex_unlock(&writing);
     return -1;
   }

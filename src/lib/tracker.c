@@ -15,7 +15,6 @@
  * stops with one warning and the job goes on untouched. */
 #include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "lib.h"
@@ -206,13 +205,12 @@ static ol_timeline_t *timeline_of(int d, uint64_t t)
   return tl ? tl : new_timeline(d, t);
 }
 
+/* What the timeline notes is the account's (ol_account_note, as for a
+ * trace's events); the tracker only chooses the time. */
 static void note_time(int d, uint64_t t)
 {
-  ol_timeline_t *tl = timeline_of(d, t);
-  const ol_device_stats_t *dev = &account.devices[d].stats;
-  if (tl)
-    ol_timeline_note(tl, t, dev->allocated_bytes[OL_POOL_ALL].current,
-                     dev->reserved_bytes[OL_POOL_ALL].current);
+  if (timeline_of(d, t))
+    ol_account_note(&account, d, t);
 }
 
 /* The same for an allocation or a free, now. A precise clock read is the
@@ -223,16 +221,13 @@ static void note_time(int d, uint64_t t)
  * keeps. Before that, the coarse clock is not read at all. */
 static void note_now(int d)
 {
-  ol_account_device_t *ad = &account.devices[d];
-  ol_timeline_t *tl = ad->timeline;
-  int64_t allocated = ad->stats.allocated_bytes[OL_POOL_ALL].current;
-  int64_t reserved = ad->stats.reserved_bytes[OL_POOL_ALL].current;
+  const ol_timeline_t *tl = account.devices[d].timeline;
   if (tl && tl->width_ns > coarse_margin_ns() &&
-      ol_timeline_note_before(tl, coarse_bound_ns(), allocated, reserved))
+      ol_account_note_before(&account, d, coarse_bound_ns()))
     return;
   uint64_t t = now_ns();
-  if (tl || (tl = new_timeline(d, t)))
-    ol_timeline_note(tl, t, allocated, reserved);
+  if (tl || new_timeline(d, t))
+    ol_account_note(&account, d, t);
 }
 
 /* ---- the hooks' calls ---------------------------------------------------- */
@@ -308,16 +303,13 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
   int d = ol_account_device(&account, device);
   ol_device_stats_t *dev = &account.devices[d].stats;
   count_alloc_call(dev, kind);
-  dev->failed_allocs++;
-  if (out_of_memory) {
-    ol_account_oom(&account, d, size);
-    dev->last_oom_unix = wall_now();
-    if (dev->first_oom_unix == 0)
-      dev->first_oom_unix = dev->last_oom_unix;
-    ol_timeline_t *tl = timeline_of(d, now_ns());
-    if (tl)
-      ol_timeline_oom(tl, now_ns(), (int64_t)size);
+  if (out_of_memory) { /* the account's to count, as a trace's oom event */
+    uint64_t t = now_ns();
+    timeline_of(d, t);
+    ol_account_oom_at(&account, d, size, t, wall_now());
     ol_tracefile_event(OL_TRACE_OOM, 0, size, 0, -1, device);
+  } else {
+    dev->failed_allocs++; /* refused for another reason: no trace event says so */
   }
   end();
 }
@@ -361,7 +353,7 @@ void ol_track_vmm_map(uintptr_t addr, size_t size, uint64_t handle)
   ol_device_stats_t *dev = device_stats(device);
   dev->vmm_maps++;
   if (add_record(&mappings, addr, size, device)) {
-    ol_stat_update(&dev->vmm_mapped_bytes, (int64_t)size);
+    ol_account_mapped(&account, device, (int64_t)size);
     ol_tracefile_event(OL_TRACE_SEGMENT_MAP, addr, size, 0, -1, device);
   }
   end();
@@ -371,7 +363,7 @@ static void unmapped(const record_t *rec, void *unused)
 {
   (void)unused;
   ol_tracefile_event(OL_TRACE_SEGMENT_UNMAP, rec->key, rec->size, 0, -1, rec->device);
-  ol_stat_update(&device_stats(rec->device)->vmm_mapped_bytes, -(int64_t)rec->size);
+  ol_account_mapped(&account, rec->device, -(int64_t)rec->size);
 }
 
 /* cuMemUnmap may cover several mappings at once; the usual case (one mapping
@@ -420,7 +412,9 @@ void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes)
 }
 
 /* Manage mode: the pool mapped or unmapped chunks of device memory. Each
- * chunk counts as a segment of the large pool. */
+ * chunk counts as a segment of the large pool, and as VMM memory mapped
+ * (prim.c maps it with cuMemMap): what its segment_map event means in the
+ * trace, which cannot tell the pool's mappings from the job's. */
 void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta)
 {
   if (!begin())
@@ -430,6 +424,7 @@ void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta)
   int d = ol_account_device(&account, device);
   ol_account_reserved(&account, d, OL_SMALL_SIZE + 1 /* any size of the large pool */, delta,
                       OL_ORIGIN_pool);
+  ol_account_mapped(&account, d, delta);
   note_time(d, now_ns());
   end();
 }
@@ -472,6 +467,30 @@ bool ol_track_timeline(int device, ol_timeline_t *out)
   return tl != NULL;
 }
 
+/* One moment for a report, under one hold of the lock: the counters as
+ * ol_account_stats shows them, the timelines, and a copy of each call-site
+ * table. The lists are built and their sites named from the copies after
+ * the lock is let go: naming a native frame (ol_stacks_site_frames) asks
+ * dladdr and reads debug info (libdw), far slower than a copy, and the
+ * hooks wait on this lock. */
+void ol_track_report(ol_report_t *r, ol_sites_t *sites[OL_MAX_DEVICES])
+{
+  ol_lock(&lock);
+  ol_report_init(r, account.device_count);
+  r->tracking_failed = failed;
+  for (int d = 0; d < r->device_count; d++) {
+    ol_report_device_t *rd = &r->devices[d];
+    const ol_sites_t *table = ol_account_sites(&account, d);
+    ol_account_stats(&account, d, &rd->stats);
+    if (account.devices[d].timeline)
+      ol_report_device_timeline(rd, account.devices[d].timeline);
+    sites[d] = table ? ol_sites_copy(table) : NULL;
+    if (table && !sites[d])
+      r->failed = true; /* out of host memory: the report is not written */
+  }
+  ol_unlock(&lock);
+}
+
 int64_t ol_track_reserved_now(int device)
 {
   ol_lock(&lock);
@@ -507,24 +526,14 @@ bool ol_track_seen_activity(void)
   return atomic_load_explicit(&seen_activity, memory_order_relaxed);
 }
 
-/* What we see of a block is all of it, so active and requested bytes and
- * active blocks always equal allocated bytes and blocks: they are kept
- * once and copied into snapshots. */
-static void mirror_equal_stats(ol_device_stats_t *dev)
-{
-  memcpy(dev->active_bytes, dev->allocated_bytes, sizeof dev->active_bytes);
-  memcpy(dev->requested_bytes, dev->allocated_bytes, sizeof dev->requested_bytes);
-  memcpy(dev->active, dev->allocation, sizeof dev->active);
-}
-
+/* The counters as every report shows them (ol_account_stats), the ones a
+ * trace's report shows too. */
 void ol_track_snapshot(ol_snapshot_t *out)
 {
   ol_lock(&lock);
   out->device_count = account.device_count;
-  for (int d = 0; d < OL_MAX_DEVICES; d++) {
-    out->devices[d] = account.devices[d].stats;
-    mirror_equal_stats(&out->devices[d]);
-  }
+  for (int d = 0; d < OL_MAX_DEVICES; d++)
+    ol_account_stats(&account, d, &out->devices[d]);
   out->live_records = (int64_t)ol_records_count(&account.blocks);
   out->tracking_failed = failed;
   ol_unlock(&lock);

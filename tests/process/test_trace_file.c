@@ -1,8 +1,9 @@
 /* test_trace_file.c: OOMLENS_TRACE end to end. Programs of tests/progs run
  * under liboomlens.so on the simulated CUDA; their traces are read back
  * with the trace reader: every event present, each call site defined
- * once, the trace replays to the report's own peak, and the file is whole
- * after SIGTERM, SIGUSR1 and fork. The writer's failure paths (a full
+ * once, the trace replays to the report's own peak, `oomlens report` of
+ * the trace shows the live report's table, and the file is whole after
+ * SIGTERM, SIGUSR1 and fork. The writer's failure paths (a full
  * disk, a disk that cannot keep up) run in-process, in a child each. */
 #include <check.h>
 #include <errno.h>
@@ -260,6 +261,88 @@ START_TEST(unwritable_trace_does_not_hurt_job)
 }
 END_TEST
 
+/* ---- the job's report against `oomlens report` of its trace ----------- */
+
+/* Rows a trace cannot carry (core/account.c's list, docs/trace-format.md):
+ * no event records reserving address space. */
+static const char *const not_in_trace[] = {"| VMM address space "};
+
+static bool in_trace(const char *line)
+{
+  for (size_t i = 0; i < sizeof not_in_trace / sizeof *not_in_trace; i++)
+    if (strncmp(line, not_in_trace[i], strlen(not_in_trace[i])) == 0)
+      return false;
+  return true;
+}
+
+/* The device table of a text report: its lines from the first rule to the
+ * last (every line of it starts with '|'), less what a trace cannot carry;
+ * returns how many lines it had in all. */
+static int table_of(const char *text, char *out, size_t cap)
+{
+  const char *at = strstr(text, "\n|===");
+  ck_assert_msg(at, "no table in:\n%s", text);
+  int lines = 0;
+  size_t len = 0;
+  out[0] = '\0';
+  for (at++; *at == '|'; lines++) {
+    const char *end = strchr(at, '\n');
+    size_t n = end ? (size_t)(end - at) + 1 : strlen(at);
+    if (in_trace(at)) {
+      ck_assert_uint_lt(len + n, cap);
+      memcpy(out + len, at, n);
+      out[len += n] = '\0';
+    }
+    at += n;
+  }
+  return lines;
+}
+
+static char *read_text(const char *path)
+{
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f, "no %s", path);
+  static char text[65536];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  return text;
+}
+
+/* The same job's figures live and from its trace: every row of the table
+ * the live report shows (by pool; the OOM counts) reads the same from
+ * `oomlens report TRACE`, but what a trace cannot carry. Call sites on. */
+START_TEST(trace_report_table_equals_live)
+{
+  const char *env[] = {"OOMLENS_STACKS=1", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "oom_leak", NULL};
+  harness_run_t run, cli;
+  run_prog(&run, env, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  char path[PATH_MAX], report[PATH_MAX + 32];
+  trace_path(run.pid, path, sizeof path);
+  snprintf(report, sizeof report, "%s/r-%ld.txt", harness_dir(), (long)run.pid);
+  static char live[16384], traced[16384];
+  int live_lines = table_of(read_text(report), live, sizeof live);
+  const char *report_argv[] = {harness_env("OOMLENS_TEST_CLI"), "report", path, NULL};
+  harness_exec(&cli, false, NULL, report_argv);
+  ck_assert_msg(cli.status == 0, "exit %d:\n%s", cli.status, cli.out);
+  ck_assert_int_eq(table_of(cli.out, traced, sizeof traced), live_lines);
+  ck_assert_int_ge(live_lines, 40); /* the whole table */
+  for (char *a = live, *b = traced; *a || *b;) { /* line by line, to name the first apart */
+    size_t n = strcspn(a, "\n"), m = strcspn(b, "\n");
+    ck_assert_msg(n == m && strncmp(a, b, n) == 0, "live:  %.*s\ntrace: %.*s", (int)n, a, (int)m,
+                  b);
+    a += n + (a[n] != '\0');
+    b += m + (b[m] != '\0');
+  }
+  /* ... and it is a real comparison: the job ran out, its tensors active. */
+  ck_assert_ptr_nonnull(strstr(live, "| CUDA OOMs: 1 "));
+  ck_assert_ptr_nonnull(strstr(live, "| failed allocations: 1 "));
+  ck_assert_ptr_null(strstr(live, "| Active memory         |        0 B |"));
+}
+END_TEST
+
 /* ---- the writer's failure paths, in-process (each in a child) --------- */
 
 static int in_child(int (*body)(void))
@@ -387,6 +470,7 @@ static Suite *trace_file_suite(void)
   tcase_add_test(job, usr1_puts_trace_on_disk);
   tcase_add_test(job, forked_child_has_its_own_trace);
   tcase_add_test(job, unwritable_trace_does_not_hurt_job);
+  tcase_add_test(job, trace_report_table_equals_live);
   suite_add_tcase(s, job);
   TCase *writer = tcase_create("writer");
   tcase_add_checked_fixture(writer, harness_setup, harness_teardown);

@@ -3,11 +3,19 @@
  * Each recorded trace of tests/data is fed two ways: through the live
  * tracker's API in this process, call by call as the hooks make them
  * (ol_track_alloc_at with a call-site key, ol_track_free, ...), and
- * through the offline readers (ol_view_load_trace, which `oomlens report`
- * uses, and ol_replay_file). The figures must be the same to the byte:
- * counters by pool, iterations, what outlives them and its growth, every
- * call site's bytes now, at the peak and in total, the timeline's peaks,
- * and the out-of-memory diagnosis (class and record) at the same capacity.
+ * offline. The figures must be the same to the byte:
+ * - observe: against ol_view_load_trace (what `oomlens report` on a trace
+ *   shows): every row of the report's table (each OL_STAT_FIELDS counter
+ *   by pool, the oversize rows, the OOM and failed-allocation counts),
+ *   iterations, the call-site lists, the timeline's peaks. The diagnosis
+ *   at the trace's oom event (class and record, at the case's capacity) is
+ *   checked against an account this test feeds the same events through
+ *   ol_account_apply, the call ol_view_load_trace makes (the report of a
+ *   trace carries no diagnosis: ol_view_load_trace makes none).
+ * - manage: against ol_replay_file, whose policy serves the same tensors
+ *   as the job's pool: the table's rows but reserved memory and segments
+ *   (the policy's there, compared to its own figures), every call site's
+ *   figures, and the diagnosis (class and record) at the same capacity.
  * Any difference in how the two paths count fails here. First, the
  * account's own rules: the O(1) at-peak marking against a full copy at
  * every peak, stale blocks, one site table over devices, reserved memory. */
@@ -163,6 +171,39 @@ START_TEST(reserved_memory_never_below_zero)
 }
 END_TEST
 
+/* The timeline's notes and an OOM's bookkeeping are the account's, for the
+ * tracker (its clock) and a trace (its events' times) alike: the memory
+ * noted at the time given, an OOM counted (a failed allocation too), its
+ * wall clock kept where known, and marked on the timeline. */
+START_TEST(notes_and_ooms_at_their_time)
+{
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_TIMELINE);
+  ol_timeline_t *tl = ol_account_timeline(&a, 1, 1000, 100.0);
+  ck_assert_ptr_nonnull(tl);
+  ol_record_t b = block_of(0x1000, 3 * MiB, 1, -1), stale;
+  bool replaced;
+  ck_assert_ptr_nonnull(ol_account_alloc(&a, &b, &stale, &replaced));
+  ck_assert(!ol_account_note_before(&a, 1, 4000)); /* a new peak needs its time */
+  ol_account_note(&a, 1, 5000);
+  ck_assert_int_eq(tl->peak_allocated, 3 * MiB);
+  ck_assert_uint_eq(tl->peak_allocated_ns, 5000);
+  ol_account_oom_at(&a, 1, 8 * MiB, 7000, 200.5);
+  ol_account_oom_at(&a, 1, 4 * MiB, 9000, 201.0);
+  ol_account_oom_at(&a, 1, 2 * MiB, 9500, 0); /* a trace's: no wall clock */
+  const ol_device_stats_t *d = &a.devices[1].stats;
+  ck_assert_int_eq(d->num_ooms, 3);
+  ck_assert_int_eq(d->failed_allocs, 3);
+  ck_assert_int_eq(d->last_oom_request, 2 * MiB);
+  ck_assert(d->first_oom_unix == 200.5 && d->last_oom_unix == 201.0);
+  ck_assert_uint_eq(tl->oom_count, 3);
+  ck_assert_uint_eq(tl->ooms[0].t_ns, 7000);
+  ck_assert_int_eq(tl->ooms[0].request, 8 * MiB);
+  ck_assert_uint_eq(tl->ooms[2].t_ns, 9500);
+  ol_account_free(&a);
+}
+END_TEST
+
 /* ---- the live tracker fed a trace ------------------------------------- */
 
 /* A frames text as a live call-site key: a header word saying there are no
@@ -264,6 +305,23 @@ static void same_allocations(const ol_device_stats_t *live, const ol_device_stat
   ck_assert_int_gt(live->allocation[OL_POOL_ALL].allocated, 0); /* a real comparison */
 }
 
+/* Every row of the report's table: each OL_STAT_FIELDS counter by pool,
+ * the oversize rows, and the OOM counts of its header. Without reserved,
+ * all but reserved memory and its segments (replay's are its policy's). */
+static void same_table(const ol_device_stats_t *live, const ol_device_stats_t *offline,
+                       bool reserved)
+{
+#define SAME_FIELD(field, title, bytes)                                           \
+  if (reserved || (live->field != live->reserved_bytes && live->field != live->segment)) \
+    same_pools(#field, live->field, offline->field);
+  OL_STAT_FIELDS(SAME_FIELD)
+#undef SAME_FIELD
+  same_stat("oversize_allocations", &live->oversize_allocations, &offline->oversize_allocations);
+  same_stat("oversize_segments", &live->oversize_segments, &offline->oversize_segments);
+  ck_assert_int_eq(live->num_ooms, offline->num_ooms);
+  ck_assert_int_eq(live->failed_allocs, offline->failed_allocs);
+}
+
 /* Two records of the same failure. Sites by their frames text: the live
  * table's keys are stacks (here, words holding the text). */
 static void same_record(const ol_oom_record_t *live, const ol_sites_t *live_sites,
@@ -295,6 +353,46 @@ static void same_record(const ol_oom_record_t *live, const ol_sites_t *live_site
     ck_assert_str_eq(a, ol_sites_key(offline_sites, offline->grower.id));
   }
 }
+
+static ol_trace_event_t event_of(ol_trace_action_t action, uint64_t addr, uint64_t size)
+{
+  return (ol_trace_event_t){.action = action, .addr = addr, .size = size};
+}
+
+/* VMM mapped memory: the job's cuMemMap and our pool's chunks, live, are
+ * the trace's segment_map and segment_unmap events; both count them the
+ * same, with the reserved memory and segments they make. */
+START_TEST(mapped_memory_live_equals_trace)
+{
+  const uint64_t chunk = 2 * MiB, job = 0x100000000, pool = 0x200000000;
+  ol_track_reset();
+  ol_track_vmm_create(7, chunk, 0);
+  ol_track_vmm_map(job, chunk, 7);
+  ol_track_pool_mapped(0, pool, (int64_t)chunk);
+  ol_track_vmm_unmap(job, chunk);
+  ol_track_vmm_release(7);
+  ol_track_pool_mapped(0, pool, -(int64_t)chunk);
+  ol_snapshot_t *snap = malloc(sizeof *snap);
+  ck_assert_ptr_nonnull(snap);
+  ol_track_snapshot(snap);
+  ol_account_t a;
+  ol_account_init(&a, 0);
+  const ol_trace_event_t events[] = {
+    event_of(OL_TRACE_SEGMENT_MAP, job, chunk), event_of(OL_TRACE_SEGMENT_MAP, pool, chunk),
+    event_of(OL_TRACE_SEGMENT_UNMAP, job, chunk), event_of(OL_TRACE_SEGMENT_UNMAP, pool, chunk),
+  };
+  for (size_t i = 0; i < sizeof events / sizeof *events; i++)
+    ck_assert(ol_account_apply(&a, &events[i], NULL));
+  const ol_device_stats_t *live = &snap->devices[0], *traced = &a.devices[0].stats;
+  same_stat("vmm_mapped_bytes", &live->vmm_mapped_bytes, &traced->vmm_mapped_bytes);
+  ck_assert_int_eq(traced->vmm_mapped_bytes.peak, 2 * (int64_t)chunk);
+  same_pools("reserved_bytes", live->reserved_bytes, traced->reserved_bytes);
+  same_pools("segment", live->segment, traced->segment);
+  ol_account_free(&a);
+  free(snap);
+  ol_track_reset();
+}
+END_TEST
 
 /* ---- observe: the tracker against `oomlens report` on the trace -------- */
 
@@ -445,6 +543,8 @@ START_TEST(live_tracker_equals_the_report_of_its_trace)
   same_allocations(live, report);
   same_pools("reserved_bytes", live->reserved_bytes, report->reserved_bytes);
   same_pools("segment", live->segment, report->segment);
+  same_table(live, report, true);
+  ck_assert_int_eq(report->failed_allocs, report->num_ooms); /* each OOM a failed allocation */
   same_allocations(live, &offline->devices[0].stats);
   ol_timeline_t tl;
   ck_assert(ol_track_timeline(0, &tl));
@@ -635,6 +735,9 @@ START_TEST(live_tracker_equals_replay)
   }
   const ol_device_stats_t *live = live_stats();
   same_allocations(live, &result.account->devices[0].stats);
+  ol_device_stats_t replayed;
+  ol_account_stats(result.account, 0, &replayed);
+  same_table(live, &replayed, false);
   ck_assert_int_eq(live->allocated_bytes[OL_POOL_ALL].peak, result.peak_requested);
   ck_assert_int_eq(live->reserved_bytes[OL_POOL_ALL].current,
                    j.oom ? result.oom_at.stats.reserved : result.stats.reserved);
@@ -656,6 +759,8 @@ static Suite *account_suite(void)
   tcase_add_test(rules, a_stale_block_is_freed_first);
   tcase_add_test(rules, shared_sites_peak_over_devices);
   tcase_add_test(rules, reserved_memory_never_below_zero);
+  tcase_add_test(rules, mapped_memory_live_equals_trace);
+  tcase_add_test(rules, notes_and_ooms_at_their_time);
   suite_add_tcase(s, rules);
   TCase *traces = tcase_create("live_equals_offline");
   tcase_set_timeout(traces, 120);

@@ -289,6 +289,76 @@ START_TEST(lock_excludes_under_contention)
 }
 END_TEST
 
+/* A report is one moment: taken while another thread allocates and frees
+ * at two call sites, its counters, its timeline and its site lists always
+ * agree (the timeline's allocated bytes now, the sites' totals and bytes
+ * at the peak against the counters). Taken in three holds of the lock, as
+ * it was, the thread's calls fall between them. */
+static atomic_bool allocating;
+
+static void site_key(ol_site_key_t *key, uintptr_t frame)
+{
+  memset(key, 0, sizeof *key);
+  key->words[0] = (uintptr_t)1 << 16; /* one native frame, no Python */
+  key->words[1] = frame;
+  key->count = 2;
+}
+
+static void *allocate_and_free(void *unused)
+{
+  (void)unused;
+  enum { LIVE = 64 };
+  ol_site_key_t keys[2];
+  site_key(&keys[0], 0x1111);
+  site_key(&keys[1], 0x2222);
+  for (uintptr_t i = 1; atomic_load(&allocating); i++) {
+    ol_track_alloc_at(i << 12, 4096 * (1 + i % 3), 0, OL_KIND_RUNTIME, 0, &keys[i % 2], -1);
+    if (i > LIVE)
+      ol_track_free((i - LIVE) << 12, OL_KIND_RUNTIME);
+    if (i % 50000 == 0) /* now and then a new peak */
+      ol_track_alloc_at((i << 12) | 1, 8 * 4096 * i / 50000, 0, OL_KIND_RUNTIME, 0, &keys[0],
+                        -1);
+  }
+  return NULL;
+}
+
+static int64_t sum_of(const ol_report_sites_t *list)
+{
+  int64_t sum = 0;
+  for (size_t i = 0; i < list->count; i++)
+    sum += list->site[i].bytes;
+  return sum;
+}
+
+START_TEST(report_is_one_moment)
+{
+  pthread_t thread;
+  atomic_store(&allocating, true);
+  pthread_create(&thread, NULL, allocate_and_free, NULL);
+  int apart = 0, taken = 0;
+  while (taken < 1000) {
+    ol_report_t r;
+    ck_assert_int_eq(ol_report_take(&r, "test"), 0);
+    ck_assert(!r.failed);
+    if (r.device_count == 0) { /* before the thread's first call */
+      ol_report_free(&r);
+      continue;
+    }
+    taken++;
+    const ol_report_device_t *d = &r.devices[0];
+    const ol_stat_t *allocated = &d->stats.allocated_bytes[OL_POOL_ALL];
+    ck_assert(d->has_timeline && d->has_sites);
+    apart += d->timeline.allocated_now != allocated->current ||
+             sum_of(&d->by_total) != allocated->allocated ||
+             sum_of(&d->at_peak) != allocated->peak;
+    ol_report_free(&r);
+  }
+  atomic_store(&allocating, false);
+  pthread_join(thread, NULL);
+  ck_assert_msg(apart == 0, "%d of %d reports mixed moments", apart, taken);
+}
+END_TEST
+
 static Suite *tracker_suite(void)
 {
   Suite *s = suite_create("tracker");
@@ -310,6 +380,7 @@ static Suite *tracker_suite(void)
   tcase_set_timeout(threads, 60);
   tcase_add_test(threads, exact_under_sixteen_threads);
   tcase_add_test(threads, lock_excludes_under_contention);
+  tcase_add_test(threads, report_is_one_moment);
   suite_add_tcase(s, threads);
   return s;
 }
