@@ -28,29 +28,15 @@ bool ol_arg_parse_size(const char *text, void *field, const void *data)
   return true;
 }
 
-static bool digits(const char *text, uint64_t *out)
-{
-  uint64_t n = 0;
-  if (!*text)
-    return false;
-  for (const char *p = text; *p; p++) {
-    if (*p < '0' || *p > '9' || n > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
-      return false;
-    n = n * 10 + (uint64_t)(*p - '0');
-  }
-  *out = n;
-  return true;
-}
-
 static bool parse_uint(const char *text, void *field, const void *data)
 {
-  return digits(text, (uint64_t *)field);
+  return ol_parse_count(text, (uint64_t *)field);
 }
 
 static bool parse_device(const char *text, void *field, const void *data)
 {
   uint64_t d;
-  if (!digits(text, &d) || d >= OL_TRACE_MAX_DEVICES)
+  if (!ol_parse_count(text, &d) || d >= OL_TRACE_MAX_DEVICES)
     return false;
   *(int *)field = (int)d;
   return true;

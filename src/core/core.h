@@ -78,6 +78,7 @@ void ol_options_print(FILE *out);
 bool ol_options_defaults_valid(void);
 bool ol_parse_bool(const char *text, bool *out);
 bool ol_parse_size(const char *text, uint64_t *out);
+bool ol_parse_count(const char *text, uint64_t *out); /* decimal digits alone */
 
 /* ---- buffer.c: growable text for reports ------------------------------ */
 typedef struct ol_buf {

@@ -206,19 +206,18 @@ bool ol_parse_seconds(const char *text, uint64_t *millis)
   return true;
 }
 
-/* Decimal digits alone, at most a million: a count has no unit. */
-static bool parse_count(const char *text, uint64_t *out)
+/* Decimal digits alone, no sign, no unit, no overflow: a count (frames,
+ * a device ordinal, a number of steps), for options and flags alike. */
+bool ol_parse_count(const char *text, uint64_t *out)
 {
   uint64_t n = 0;
   if (!*text)
     return false;
   for (const char *c = text; *c; c++) {
-    if (*c < '0' || *c > '9' || n > 1000000)
+    if (*c < '0' || *c > '9' || n > (UINT64_MAX - (uint64_t)(*c - '0')) / 10)
       return false;
     n = n * 10 + (uint64_t)(*c - '0');
   }
-  if (n > 1000000)
-    return false;
   *out = n;
   return true;
 }
@@ -239,7 +238,7 @@ static bool parse_value(option_t *opt, const char *text)
     opt->value = (long long)size;
     return true;
   case KIND_COUNT:
-    if (!parse_count(text, &size))
+    if (!ol_parse_count(text, &size) || size > 1000000) /* no count of ours is near it */
       return false;
     opt->value = (long long)size;
     return true;
