@@ -1,5 +1,6 @@
 /* harness.c: see harness.h. */
 #include "harness.h"
+#include "check_run.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -27,15 +28,12 @@ const char *harness_env(const char *name)
 
 void harness_setup(void)
 {
-  snprintf(dir, sizeof dir, "/tmp/oomlens-run-XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(dir));
+  ol_test_make_dir(dir, sizeof dir, "run");
 }
 
 void harness_teardown(void)
 {
-  char command[PATH_MAX + 16];
-  snprintf(command, sizeof command, "rm -rf '%s'", dir);
-  if (system(command) != 0)
+  if (!ol_test_remove_tree(dir))
     fprintf(stderr, "could not remove %s\n", dir);
 }
 

@@ -21,22 +21,19 @@
 
 #define MiB (1ll << 20)
 
-static char dir[] = "/tmp/ol_export_XXXXXX";
+static char dir[OL_TEST_DIR_MAX];
 static char path[PATH_MAX], out_path[PATH_MAX], err_path[PATH_MAX];
 
 static void setup(void)
 {
-  strcpy(dir, "/tmp/ol_export_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(dir));
+  ol_test_make_dir(dir, sizeof dir, "export");
   snprintf(out_path, sizeof out_path, "%s/out", dir);
   snprintf(err_path, sizeof err_path, "%s/err", dir);
 }
 
 static void teardown(void)
 {
-  char command[PATH_MAX + 16];
-  snprintf(command, sizeof command, "rm -rf '%s'", dir);
-  ck_assert_int_eq(system(command), 0);
+  ck_assert(ol_test_remove_tree(dir));
 }
 
 static const char *env(const char *name)

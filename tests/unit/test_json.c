@@ -4,6 +4,8 @@
  * Fixtures come from OL_JSON_DATA_DIR (the build should point it at
  * tests/json_data; by default it is relative to the source root). */
 #include <check.h>
+
+#include "check_run.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -547,7 +549,8 @@ END_TEST
 /* Written here, so the content is known byte for byte. */
 START_TEST(file_temporary)
 {
-  char path[] = "/tmp/oomlens-json-XXXXXX";
+  char path[OL_TEST_DIR_MAX];
+  snprintf(path, sizeof path, "%s/json-XXXXXX", getenv(OL_TEST_SCRATCH_ENV));
   int fd = mkstemp(path);
   ck_assert_int_ge(fd, 0);
   const char text[] = "{\"bytes\": [9223372036854775807, -9223372036854775808]}\n";
@@ -566,12 +569,13 @@ END_TEST
 /* A sparse file one byte over the limit: refused before any read. */
 START_TEST(file_too_big)
 {
-  char path[] = "/tmp/oomlens-json-XXXXXX";
+  char path[OL_TEST_DIR_MAX];
+  snprintf(path, sizeof path, "%s/json-XXXXXX", getenv(OL_TEST_SCRATCH_ENV));
   int fd = mkstemp(path);
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(ftruncate(fd, (off_t)OL_JSON_MAX_FILE + 1), 0);
   close(fd);
-  char expect[ERR_CAP];
+  char expect[OL_TEST_DIR_MAX + 64];
   ol_error_t err;
   ck_assert_ptr_null(ol_json_parse_file(path, &err));
   snprintf(expect, sizeof expect, "%s is over the 256 MiB limit", path);
@@ -686,9 +690,5 @@ static Suite *json_suite(void)
 
 int main(void)
 {
-  SRunner *sr = srunner_create(json_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return ol_run_suite(json_suite());
 }

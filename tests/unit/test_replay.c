@@ -19,20 +19,18 @@
 #define GiB ((uint64_t)1 << 30)
 #define HEADER "# time_us,action,addr,size,stream,frames\n"
 
-static char dir[64];
+static char dir[OL_TEST_DIR_MAX];
 static char path[512];
 
 static void setup(void)
 {
-  strcpy(dir, "/tmp/ol_replay_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(dir));
+  ol_test_make_dir(dir, sizeof dir, "replay");
   snprintf(path, sizeof path, "%s/t.csv", dir);
 }
 
 static void teardown(void)
 {
-  unlink(path);
-  rmdir(dir);
+  ol_test_remove_tree(dir);
 }
 
 static const char *write_trace(const char *text)

@@ -18,24 +18,12 @@ static char dir[PATH_MAX];
 
 static void make_dir(void)
 {
-  snprintf(dir, sizeof dir, "/tmp/oomlens-test-XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(dir));
+  ol_test_make_dir(dir, sizeof dir, "report-file");
 }
 
 static void remove_dir(void)
 {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  char path[PATH_MAX * 2];
-  while (d && (e = readdir(d))) {
-    if (e->d_name[0] == '.')
-      continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  if (d)
-    closedir(d);
-  rmdir(dir);
+  ol_test_remove_tree(dir);
 }
 
 static int count_entries(void)

@@ -2,7 +2,6 @@
  * plain input, empty and header-only files, every malformed case with its
  * line number in the message, and a long trace streamed through. */
 #include <check.h>
-#include <dirent.h>
 
 #include "check_run.h"
 #include <stdio.h>
@@ -16,30 +15,19 @@
 
 #define HEADER "# time_us,action,addr,size,stream,frames\n"
 
-static char dir[] = "/tmp/ol_trace_XXXXXX";
+static char dir[OL_TEST_DIR_MAX];
 static char path[512];
 
 static void setup(void)
 {
-  strcpy(dir, "/tmp/ol_trace_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(dir));
+  ol_test_make_dir(dir, sizeof dir, "trace");
 }
 
 /* Every file a test wrote goes (a test may write both t.csv and t.csv.gz),
- * and the folder with them: the suite leaves nothing in /tmp. */
+ * and the folder with them. */
 static void teardown(void)
 {
-  DIR *d = opendir(dir);
-  ck_assert_ptr_nonnull(d);
-  for (struct dirent *e; (e = readdir(d));) {
-    char file[600];
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-      snprintf(file, sizeof file, "%s/%s", dir, e->d_name);
-      unlink(file);
-    }
-  }
-  closedir(d);
-  ck_assert_int_eq(rmdir(dir), 0);
+  ck_assert(ol_test_remove_tree(dir));
 }
 
 /* Writes text to a fresh file, gzip'd when gz; returns its path. */
