@@ -64,7 +64,7 @@ static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
     .recorded = recorded,
   };
   r->ops->stats(r->policy, &res->oom_at.stats);
-  ol_account_oom(r->account, 0, ev->size);
+  ol_account_oom_at(r->account, 0, ev->size, ev->time_us * 1000, 0);
   diagnose(r, &res->oom_at);
 }
 

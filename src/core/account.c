@@ -14,9 +14,10 @@
  *
  * An account is an instance: no globals, no lock (its owner locks), no
  * CUDA. Its allocation and free are inline in core.h, since the tracker
- * makes them on every cudaMalloc and cudaFree; the rest is here. A block's kind is the ol_origin_t of its own reserved memory, or
- * OL_ORIGIN_NONE when it was carved out of memory counted already (our
- * pool's chunks, the segments a trace showed).
+ * makes them on every cudaMalloc and cudaFree; the rest is here. A block's
+ * kind is the ol_origin_t of its own reserved memory, or OL_ORIGIN_NONE
+ * when it was carved out of memory counted already (our pool's chunks, the
+ * segments a trace showed).
  *
  * Every row of the report's table (ol_account_stats) reads the same from
  * a job's report and from `oomlens report` of its trace, but for what a
@@ -147,20 +148,13 @@ void ol_account_mapped(ol_account_t *a, int device, int64_t delta)
 /* An out-of-memory is a failed allocation too: the trace's oom events are
  * all a trace knows of failures, so the tracker counts only the others
  * (the driver refusing for another reason) itself. */
-void ol_account_oom(ol_account_t *a, int device, uint64_t request)
-{
-  ol_device_stats_t *dev = &a->devices[ol_account_device(a, device)].stats;
-  dev->num_ooms++;
-  dev->failed_allocs++;
-  dev->last_oom_request = (int64_t)request;
-}
-
 void ol_account_oom_at(ol_account_t *a, int device, uint64_t request, uint64_t t_ns,
                        double wall_unix)
 {
-  int d = ol_account_device(a, device);
-  ol_account_device_t *ad = &a->devices[d];
-  ol_account_oom(a, d, request);
+  ol_account_device_t *ad = &a->devices[ol_account_device(a, device)];
+  ad->stats.num_ooms++;
+  ad->stats.failed_allocs++;
+  ad->stats.last_oom_request = (int64_t)request;
   if (wall_unix > 0) {
     ad->stats.last_oom_unix = wall_unix;
     if (ad->stats.first_oom_unix == 0)

@@ -854,10 +854,9 @@ void ol_account_reserved(ol_account_t *a, int device, uint64_t size, int64_t del
  * segment_unmap: cuMemMap's mappings, our pool's chunks) changes by delta;
  * never below zero, as reserved memory. */
 void ol_account_mapped(ol_account_t *a, int device, int64_t delta);
-/* An out-of-memory: counted, and counted a failed allocation. */
-void ol_account_oom(ol_account_t *a, int device, uint64_t request);
-/* The same at t_ns on the device's timeline (if it has one), wall_unix its
- * wall clock (the first and the last OOM's; 0: not known, as in a trace). */
+/* An out-of-memory, counted and counted a failed allocation, at t_ns on the
+ * device's timeline (if it has one), wall_unix its wall clock (the first
+ * and the last OOM's; 0: not known, as in a trace). */
 void ol_account_oom_at(ol_account_t *a, int device, uint64_t request, uint64_t t_ns,
                        double wall_unix);
 /* The device's counters as every report shows them, live or from a trace:

