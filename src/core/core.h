@@ -402,6 +402,8 @@ const ol_site_figures_t *ol_sites_figures(const ol_sites_t *sites, int32_t id);
 bool ol_sites_set_label(ol_sites_t *sites, int32_t id, const char *text);
 const char *ol_sites_label(const ol_sites_t *sites, int32_t id); /* NULL: none */
 
+/* The site's figure that order ranks by (at the peak, in total, now, its growth). */
+int64_t ol_sites_figure(const ol_sites_t *sites, int32_t id, ol_site_order_t order);
 size_t ol_sites_top(const ol_sites_t *sites, ol_site_order_t order, int32_t *out, size_t max);
 
 /* A site's frames as text, innermost first, at most max, each handed to

@@ -128,12 +128,6 @@ bool ol_report_is_trace(const ol_report_t *r)
   return r->mode && strcmp(r->mode, "trace") == 0;
 }
 
-static int64_t figure_of(const ol_sites_t *sites, int32_t id, ol_site_order_t order)
-{
-  const ol_site_figures_t *f = ol_sites_figures(sites, id);
-  return order == OL_SITES_BY_TOTAL ? f->total : f->at_peak;
-}
-
 /* The largest entries, groups of stacks alike in the frames shown; singly
  * if grouping ran out of host memory. -1: no memory even for that. */
 static long top_groups(const ol_sites_t *sites, ol_site_order_t order,
@@ -147,7 +141,7 @@ static long top_groups(const ol_sites_t *sites, ol_site_order_t order,
     return -1;
   size_t singly = ol_sites_top(sites, order, top, max);
   for (size_t i = 0; i < singly && i < max; i++)
-    out[i] = (ol_site_group_t){top[i], figure_of(sites, top[i], order),
+    out[i] = (ol_site_group_t){top[i], ol_sites_figure(sites, top[i], order),
                                ol_sites_figures(sites, top[i])->allocations, 1};
   free(top);
   return (long)(singly < max ? singly : max);

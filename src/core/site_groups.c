@@ -25,11 +25,6 @@ typedef struct group {
   UT_hash_handle hh;
 } group_t;
 
-static int64_t figure_of(const ol_site_figures_t *f, ol_site_order_t order)
-{
-  return order == OL_SITES_BY_TOTAL ? f->total : f->at_peak;
-}
-
 static bool add_to_group(group_t **table, const char *text, int32_t id, int64_t figure,
                          int64_t allocations)
 {
@@ -97,13 +92,14 @@ long ol_site_groups_top(const ol_sites_t *sites, ol_site_order_t order, size_t f
   bool ok = true;
   for (size_t i = 0; ok && i < ol_sites_count(sites); i++) {
     const ol_site_figures_t *f = ol_sites_figures(sites, (int32_t)i);
-    if (figure_of(f, order) <= 0)
+    int64_t figure = ol_sites_figure(sites, (int32_t)i, order);
+    if (figure <= 0)
       continue;
     text.len = 0;
     ol_frame_join_t j = {&text, 0};
     ol_buf_printf(&text, "%s", "");
     frames_of(sites, (int32_t)i, frames, ol_frame_join_text, &j);
-    ok = !text.failed && add_to_group(&table, text.data, (int32_t)i, figure_of(f, order),
+    ok = !text.failed && add_to_group(&table, text.data, (int32_t)i, figure,
                                       f->allocations);
   }
   long n = ok ? (long)pick_largest(table, out, max) : -1;

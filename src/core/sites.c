@@ -220,7 +220,7 @@ const ol_site_figures_t *ol_sites_figures(const ol_sites_t *s, int32_t id)
   return id >= 0 && (size_t)id < s->count ? settled(s, id) : NULL;
 }
 
-static int64_t value_of(const ol_sites_t *s, int32_t id, ol_site_order_t order)
+int64_t ol_sites_figure(const ol_sites_t *s, int32_t id, ol_site_order_t order)
 {
   const ol_site_figures_t *f = settled(s, id);
   switch (order) {
@@ -238,11 +238,11 @@ size_t ol_sites_top(const ol_sites_t *s, ol_site_order_t order, int32_t *out, si
 {
   size_t n = 0;
   for (size_t i = 0; s && i < s->count; i++) {
-    int64_t v = value_of(s, (int32_t)i, order);
+    int64_t v = ol_sites_figure(s, (int32_t)i, order);
     if (v <= 0)
       continue;
     size_t at = n < max ? n++ : max;
-    while (at > 0 && value_of(s, out[at - 1], order) < v) {
+    while (at > 0 && ol_sites_figure(s, out[at - 1], order) < v) {
       if (at < max)
         out[at] = out[at - 1];
       at--;
