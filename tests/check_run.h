@@ -42,6 +42,25 @@ static inline void ol_test_make_dir(char *dir, size_t cap, const char *name)
   ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
+/* A whole file, NUL-terminated (len: its size, may be NULL); the caller
+ * frees it. Fails the test when the file cannot be read. */
+static inline char *ol_test_read_file(const char *path, size_t *len)
+{
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *data = malloc((size_t)size + 1);
+  ck_assert_ptr_nonnull(data);
+  ck_assert_uint_eq(fread(data, 1, (size_t)size, f), (size_t)size);
+  fclose(f);
+  data[size] = '\0';
+  if (len)
+    *len = (size_t)size;
+  return data;
+}
+
 /* Runs the suite, prints Check's summary, and turns failures into the exit
  * status meson reads. */
 static inline int ol_run_suite(Suite *suite)

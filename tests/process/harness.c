@@ -26,6 +26,17 @@ const char *harness_env(const char *name)
   return value;
 }
 
+const char *harness_read_text(const char *path)
+{
+  static char text[65536];
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f, "cannot open %s", path);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  return text;
+}
+
 void harness_setup(void)
 {
   ol_test_make_dir(dir, sizeof dir, "run");

@@ -26,6 +26,9 @@ void harness_teardown(void);
 void harness_exec(harness_run_t *run, bool preload, const char *const env[],
                   const char *const argv[]);
 const char *harness_env(const char *name); /* fails the test if unset */
+/* A small file's text (up to 64 KiB) in a buffer of the harness's, valid
+ * until the next call; fails the test when the file cannot be opened. */
+const char *harness_read_text(const char *path);
 /* Plays tests/data/NAME under the library (tests/progs/trace_player), env
  * on top; the run must succeed. */
 void harness_play_trace(harness_run_t *run, const char *name, const char *const env[]);

@@ -197,17 +197,6 @@ static void held_part(const char *text, char *out, size_t cap)
   snprintf(out, cap, "%.*s", (int)(end + 2 - at), at);
 }
 
-static char *read_text(const char *path)
-{
-  FILE *f = fopen(path, "r");
-  ck_assert_msg(f, "no %s", path);
-  static char text[65536];
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  text[n] = '\0';
-  fclose(f);
-  return text;
-}
-
 /* Replay names a trace's sites as the job's own report named them: the
  * paragraph's holders by their first frames (two holders that differ in
  * their second frame read differently), the JSON's by the frames shown,
@@ -224,7 +213,7 @@ START_TEST(replay_names_sites_as_the_report)
   ck_assert_msg(job.status == 0, "%s", job.out);
   char path[600], live[4096], replayed[4096];
   snprintf(path, sizeof path, "%s/r-%ld.txt", harness_dir(), (long)job.pid);
-  held_part(read_text(path), live, sizeof live);
+  held_part(harness_read_text(path), live, sizeof live);
   cli(&run, NULL, (const char *[]){"replay", trace, NULL});
   ck_assert_msg(run.status == 0, "%s", run.out);
   held_part(run.out, replayed, sizeof replayed);

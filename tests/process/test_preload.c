@@ -578,17 +578,6 @@ static double prom_value(const char *text, const char *series)
   return strtod(at + strlen(series), NULL);
 }
 
-static char *read_text(const char *path)
-{
-  static char buf[16384];
-  FILE *f = fopen(path, "r");
-  ck_assert_msg(f, "cannot open %s", path);
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  return buf;
-}
-
 START_TEST(metrics_file_kept_current)
 {
   char path[PATH_MAX + 32], env_metrics[PATH_MAX + 64];
@@ -600,7 +589,7 @@ START_TEST(metrics_file_kept_current)
   harness_run_t run;
   harness_exec(&run, true, env, argv); /* the program waits to see 5 MiB in the file */
   ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
-  const char *text = read_text(path);
+  const char *text = harness_read_text(path);
   ck_assert_int_eq(prom_check(text), 5 + 7);
   ol_json_t *r = harness_report(run.pid);
   ck_assert_ptr_nonnull(r);
@@ -638,7 +627,7 @@ START_TEST(metrics_oom_classes_and_fork)
   harness_exec(&run, true, env, argv);
   ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
   snprintf(path, sizeof path, "%s/m.prom", harness_dir());
-  const char *text = read_text(path);
+  const char *text = harness_read_text(path);
   prom_check(text);
   char series[160];
   snprintf(series, sizeof series,
@@ -654,7 +643,7 @@ START_TEST(metrics_oom_classes_and_fork)
   harness_exec(&run, true, env, argv2);
   ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
   ck_assert_int_eq(harness_count_files(".prom"), 2);
-  text = read_text(path);
+  text = harness_read_text(path);
   prom_check(text);
   snprintf(series, sizeof series,
            "oomlens_allocated_bytes{pid=\"%ld\",rank=\"0\",device=\"0\"} ", (long)run.pid);
@@ -676,7 +665,7 @@ START_TEST(metrics_written_before_sigterm)
   ck_assert_msg(run.status == 128 + SIGTERM, "exit %d:\n%s", run.status, run.out);
   snprintf(path, sizeof path, "%s/m.prom", harness_dir());
   ck_assert_int_eq(access(path, F_OK), 0);
-  const char *text = read_text(path);
+  const char *text = harness_read_text(path);
   prom_check(text);
   char series[160];
   snprintf(series, sizeof series,
@@ -729,7 +718,7 @@ static void same_text_back(const char *scenario, const char *const env[])
   const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "report", json, NULL};
   harness_exec(&back, false, NULL, argv);
   ck_assert_int_eq(back.status, 0);
-  const char *written = read_text(txt);
+  const char *written = harness_read_text(txt);
   ck_assert_uint_lt(strlen(written), sizeof back.out - 1); /* the whole of it was compared */
   ck_assert_str_eq(back.out, written);
 }
@@ -750,22 +739,6 @@ START_TEST(report_command_prints_the_text_back)
   same_text_back("oom_external", external);
 }
 END_TEST
-
-/* A whole file, NUL-terminated; the caller frees it. */
-static char *slurp(const char *path)
-{
-  FILE *f = fopen(path, "rb");
-  ck_assert_msg(f, "cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long size = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *data = malloc((size_t)size + 1);
-  ck_assert_ptr_nonnull(data);
-  ck_assert_uint_eq(fread(data, 1, (size_t)size, f), (size_t)size);
-  fclose(f);
-  data[size] = '\0';
-  return data;
-}
 
 /* Equal byte for byte; else where they part, with a little of each. */
 static void assert_same(const char *what, const char *got, const char *want)
@@ -816,7 +789,7 @@ START_TEST(report_read_back_renders_the_same)
   ol_report_render_json(&again, &back);
   ol_report_render_text(&text, &back);
   ck_assert(!again.failed && !text.failed);
-  char *written_json = slurp(json), *written_text = slurp(txt);
+  char *written_json = ol_test_read_file(json, NULL), *written_text = ol_test_read_file(txt, NULL);
   assert_same(c->scenario, again.data, written_json);
   assert_same(c->scenario, text.data, written_text);
   if (strstr(c->scenario, "oom_"))

@@ -39,23 +39,6 @@ static void cli(harness_run_t *run, const char *const args[])
   harness_exec(run, false, NULL, argv);
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-  FILE *f = fopen(path, "rb");
-  ck_assert_msg(f, "cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long size = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *data = malloc((size_t)size + 1);
-  ck_assert_ptr_nonnull(data);
-  ck_assert_uint_eq(fread(data, 1, (size_t)size, f), (size_t)size);
-  fclose(f);
-  data[size] = '\0';
-  if (len)
-    *len = (size_t)size;
-  return data;
-}
-
 static int count_of(const char *text, const char *what)
 {
   int n = 0;
@@ -73,7 +56,7 @@ static char *html_of(const char *fixture_name, const char *out_name)
   harness_run_t run;
   cli(&run, (const char *[]){"report", in, "--html", out, NULL});
   ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
-  return slurp(out, NULL);
+  return ol_test_read_file(out, NULL);
 }
 
 START_TEST(text_report_from_json)
@@ -456,7 +439,7 @@ START_TEST(page_renders_in_chromium)
   ck_assert_msg(run.status == 0 && access(png, F_OK) == 0, "chromium exit %d:\n%s", run.status,
                 run.out);
   size_t len;
-  unsigned char *data = (unsigned char *)slurp(png, &len);
+  unsigned char *data = (unsigned char *)ol_test_read_file(png, &len);
   image_t img = {0};
   png_decode(data, len, &img);
   ck_assert_uint_eq(img.width, 1000);

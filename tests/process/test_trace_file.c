@@ -298,17 +298,6 @@ static int table_of(const char *text, char *out, size_t cap)
   return lines;
 }
 
-static char *read_text(const char *path)
-{
-  FILE *f = fopen(path, "r");
-  ck_assert_msg(f, "no %s", path);
-  static char text[65536];
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = '\0';
-  return text;
-}
-
 /* The same job's figures live and from its trace: every row of the table
  * the live report shows (by pool; the OOM counts) reads the same from
  * `oomlens report TRACE`, but what a trace cannot carry. Call sites on. */
@@ -323,7 +312,7 @@ START_TEST(trace_report_table_equals_live)
   trace_path(run.pid, path, sizeof path);
   snprintf(report, sizeof report, "%s/r-%ld.txt", harness_dir(), (long)run.pid);
   static char live[16384], traced[16384];
-  int live_lines = table_of(read_text(report), live, sizeof live);
+  int live_lines = table_of(harness_read_text(report), live, sizeof live);
   const char *report_argv[] = {harness_env("OOMLENS_TEST_CLI"), "report", path, NULL};
   harness_exec(&cli, false, NULL, report_argv);
   ck_assert_msg(cli.status == 0, "exit %d:\n%s", cli.status, cli.out);

@@ -93,25 +93,10 @@ static int export_to(const char *trace, const char *args)
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-static char *slurp(const char *p)
-{
-  FILE *f = fopen(p, "rb");
-  ck_assert_msg(f, "cannot read %s", p);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *text = malloc((size_t)n + 1);
-  ck_assert_ptr_nonnull(text);
-  ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
-  text[n] = '\0';
-  fclose(f);
-  return text;
-}
-
 static void expect_output(const char *trace, const char *args, const char *want)
 {
   ck_assert_int_eq(export_to(trace, args), 0);
-  char *got = slurp(out_path);
+  char *got = ol_test_read_file(out_path, NULL);
   ck_assert_msg(strcmp(got, want) == 0, "%s:\n%s\nwanted:\n%s", args, got, want);
   free(got);
 }
@@ -208,7 +193,7 @@ START_TEST(folded_sums_on_gpt2)
   ck_assert_int_eq(folded_sum(), total);
   ck_assert_int_eq(export_to(t, "--format folded --by leaked"), 0);
   ck_assert_int_eq(folded_sum(), leaked);
-  char *text = slurp(out_path); /* outermost first: the script's own frame leads */
+  char *text = ol_test_read_file(out_path, NULL); /* outermost first: the script's own frame leads */
   ck_assert_msg(strncmp(text, "workloads.py:", 13) == 0, "%.200s", text);
   free(text);
 }
@@ -259,7 +244,7 @@ START_TEST(memory_viz_last_entries)
   ck_assert_int_eq(export_to(t, "--format memory-viz --max-entries 3"), 0);
   check_snapshot("devices=2 entries=3,1 segments=2 blocks=4 active=2101248 reserved=4198400 "
                  "allocs=2 ooms=1 frames=1\n");
-  char *err = slurp(err_path);
+  char *err = ol_test_read_file(err_path, NULL);
   ck_assert_msg(strstr(err, "kept the last 3 entries of each device, left out 6 earlier ones"),
                 "%s", err);
   free(err);
@@ -466,7 +451,7 @@ START_TEST(usage_and_input_errors)
   fputs("90,alloc,0x1,1,0,9,0\n", f);
   fclose(f);
   ck_assert_int_eq(export_to(t, "--format folded"), 2);
-  char *err = slurp(err_path);
+  char *err = ol_test_read_file(err_path, NULL);
   ck_assert_msg(strstr(err, "small.trace:18: site '9' of device 0 is not defined"), "%s", err);
   free(err);
   ck_assert_int_ne(access(out_path, F_OK), 0);
@@ -486,7 +471,7 @@ START_TEST(status_from_the_error)
   int status = system(command);
   ck_assert(WIFEXITED(status));
   ck_assert_int_eq(WEXITSTATUS(status), 1);
-  char *err = slurp(err_path);
+  char *err = ol_test_read_file(err_path, NULL);
   ck_assert_msg(strstr(err, "oomlens export: cannot write "), "%s", err);
   free(err);
   char named[PATH_MAX];
@@ -497,12 +482,12 @@ START_TEST(status_from_the_error)
   fputs("90,alloc,0x1,1,0,9,0\n", f);
   fclose(f);
   ck_assert_int_eq(export_to(named, "--format=perfetto --device=0"), 2);
-  err = slurp(err_path);
+  err = ol_test_read_file(err_path, NULL);
   ck_assert_msg(strstr(err, "cannot write.trace:18: site '9' of device 0 is not defined"), "%s",
                 err);
   free(err);
   ck_assert_int_eq(export_to(t, "--format=perfetto --max-entries=x"), 2);
-  err = slurp(err_path);
+  err = ol_test_read_file(err_path, NULL);
   ck_assert_msg(strstr(err, "bad value 'x' for --max-entries"), "%s", err);
   free(err);
 }
@@ -512,7 +497,7 @@ END_TEST
 START_TEST(quiet_when_not_a_terminal)
 {
   ck_assert_int_eq(export_to(data("gpt2.csv.gz"), "--format perfetto"), 0);
-  char *err = slurp(err_path);
+  char *err = ol_test_read_file(err_path, NULL);
   ck_assert_str_eq(err, "");
   free(err);
 }
