@@ -199,7 +199,8 @@ int64_t ol_phases_growth(const ol_phases_t *p);
   X(fragmentation, "enough free reserved memory, but no block large enough")    \
   X(leak, "memory that outlives iterations grows iteration after iteration")    \
   X(persistent, "weights, gradients and optimizer state do not fit")            \
-  X(activations, "memory that lives within one iteration does not fit")
+  X(activations, "memory that lives within one iteration does not fit")         \
+  X(undetermined, "what oomlens saw cannot tell which memory did not fit")
 
 typedef enum ol_oom_class {
 #define OL_OOM_ENUM(name, what) OL_OOM_##name,
@@ -207,6 +208,24 @@ typedef enum ol_oom_class {
 #undef OL_OOM_ENUM
   OL_OOM_CLASS_COUNT
 } ol_oom_class_t;
+
+/* What a block of memory is for, from what its call site says (roles.c):
+ * the diagnosis rests on what the memory is, not only on when it lives. */
+#define OL_ROLES(X)                                                   \
+  X(weights, "weights (parameters and buffers)")                      \
+  X(gradients, "gradients")                                           \
+  X(optimizer, "optimizer state")                                     \
+  X(activations, "activations (the forward pass)")                    \
+  X(backward, "backward-pass temporaries")                            \
+  X(other, "other (a call site of no known role)")                    \
+  X(unknown, "not known (no frames: not sampled, or frames off)")
+
+typedef enum ol_role {
+#define OL_ROLE_ENUM(name, what) OL_ROLE_##name,
+  OL_ROLES(OL_ROLE_ENUM)
+#undef OL_ROLE_ENUM
+  OL_ROLE_COUNT
+} ol_role_t;
 
 #define OL_OOM_SITES 3
 typedef struct ol_oom_site {
@@ -226,6 +245,17 @@ typedef struct ol_oom_record {
   int64_t persistent;         /* what outlives iterations */
   int64_t growth;             /* persistent growth per iteration */
   uint64_t iterations;
+  /* Live bytes at the failure by role; roles_known: call sites carried
+   * frames that name roles (else every byte is OL_ROLE_unknown). */
+  bool roles_known;
+  int64_t role_bytes[OL_ROLE_COUNT];
+  /* Timing, where roles are not known: allocated when the job first freed
+   * memory (its state built before any compute), -1 not yet. */
+  int64_t before_first_free;
+  /* The highest the iteration's own memory (allocated above what outlives
+   * iterations) reached in an iteration that finished; -1 none finished. */
+  int64_t iteration_need;
+  int64_t batch; /* the job's batch as the user gave it (--batch), 0 unknown */
   bool segments_only; /* we saw the framework's segments, not its tensors */
   bool managed;       /* our pool served the tensors (manage mode, replay's oomlens) */
   /* Call sites (ids in the sites table of whoever filled the record), when
