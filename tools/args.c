@@ -49,6 +49,18 @@ const ol_arg_type_t ol_arg_size = {
   "size", "expected bytes or a K, M, G, T size (powers of 1024) such as 24G or 1.5G",
   ol_arg_parse_size};
 const ol_arg_type_t ol_arg_uint = {"value", "expected a whole number", parse_uint};
+/* A batch: what OOMLENS_BATCH accepts (options.c's counts: at most 10^6). */
+static bool parse_batch(const char *text, void *field, const void *data)
+{
+  uint64_t n;
+  if (!ol_parse_count(text, &n) || n == 0 || n > 1000000)
+    return false;
+  *(uint64_t *)field = n;
+  return true;
+}
+
+const ol_arg_type_t ol_arg_batch = {"batch", "expected a whole number from 1 to 1000000",
+                                    parse_batch};
 const ol_arg_type_t ol_arg_device = {"device", "expected 0 to 63", parse_device};
 
 /* ---- the loop ------------------------------------------------------------- */

@@ -58,7 +58,7 @@ static void print_main_help(FILE *out)
 static void print_run_help(FILE *out)
 {
   fprintf(out, "usage: oomlens run [--manage] [--capacity SIZE] [--report PATH] [--stacks]\n"
-               "                   [--trace PATH] [--] CMD [ARGS...]\n"
+               "                   [--trace PATH] [--batch N] [--] CMD [ARGS...]\n"
                "\n"
                "Runs CMD with liboomlens.so preloaded. The report is written when each\n"
                "process that used CUDA exits, and on SIGUSR1.\n"
@@ -74,7 +74,9 @@ static void print_run_help(FILE *out)
                "                  peak (sets OOMLENS_STACKS=1)\n"
                "  --trace PATH    write every allocation event to PATH while the job runs,\n"
                "                  for oomlens export and replay (sets OOMLENS_TRACE);\n"
-               "                  %%p is the pid, %%r the rank\n");
+               "                  %%p is the pid, %%r the rank\n"
+               "  --batch N       the job's batch size (sets OOMLENS_BATCH), so that an\n"
+               "                  out-of-memory's advice names the batch that fits\n");
 }
 
 static bool readable(const char *path)
@@ -138,6 +140,7 @@ static bool add_preload(const char *library)
 typedef struct run_args {
   bool manage, stacks;
   const char *capacity, *report, *trace;
+  uint64_t batch; /* 0: not given */
 } run_args_t;
 
 /* A size kept as written, for OOMLENS_CAPACITY: the library reads it with
@@ -160,6 +163,7 @@ static const ol_opt_t run_opts[] = {
   OL_VALUE("--report", &ol_arg_text, run_args_t, report),
   OL_FLAG("--stacks", run_args_t, stacks),
   OL_VALUE("--trace", &ol_arg_text, run_args_t, trace),
+  OL_VALUE("--batch", &ol_arg_batch, run_args_t, batch),
   {0},
 };
 
@@ -181,6 +185,11 @@ static bool set_run_env(const run_args_t *a)
     ok &= setenv("OOMLENS_STACKS", "1", 1) == 0;
   if (a->trace)
     ok &= setenv("OOMLENS_TRACE", a->trace, 1) == 0;
+  if (a->batch) {
+    char batch[24];
+    snprintf(batch, sizeof batch, "%llu", (unsigned long long)a->batch);
+    ok &= setenv("OOMLENS_BATCH", batch, 1) == 0;
+  }
   return ok;
 }
 

@@ -21,13 +21,14 @@ typedef struct replay_args {
   bool json;
   bool capacity_given;
   int device; /* -1: all */
+  uint64_t batch; /* 0: not given */
 } replay_args_t;
 
 static void print_help(FILE *out)
 {
   fprintf(out,
           "usage: oomlens replay TRACE [--capacity SIZE] [--policy NAME]\n"
-          "                      [--max-split-size SIZE] [--device N] [--json]\n"
+          "                      [--max-split-size SIZE] [--device N] [--batch N] [--json]\n"
           "\n"
           "Replays a recorded allocation trace (oomlens's own, OOMLENS_TRACE, or the\n"
           "CSV of PyTorch's recorder; gzip'd or plain) through an allocator on a\n"
@@ -41,6 +42,8 @@ static void print_help(FILE *out)
           "                         (the same with expandable_segments:True)\n"
           "  --max-split-size SIZE  blocks at or above it are never split (default: none)\n"
           "  --device N             only device N's events (default: all)\n"
+          "  --batch N              the recorded job's batch size: an out-of-memory's\n"
+          "                         advice then names the batch that fits\n"
           "  --json                 one JSON object on stdout\n"
           "\n"
           "SIZE is in bytes, or with a K, M, G or T suffix (powers of 1024), which may\n"
@@ -54,6 +57,7 @@ static const ol_opt_t opts[] = {
   OL_VALUE("--max-split-size", &ol_arg_size, replay_args_t, options.max_split_size),
   OL_VALUE("--policy", &ol_arg_text, replay_args_t, policy),
   OL_VALUE("--device", &ol_arg_device, replay_args_t, device),
+  OL_VALUE("--batch", &ol_arg_batch, replay_args_t, batch),
   OL_FLAG("--json", replay_args_t, json),
   {0},
 };
@@ -286,7 +290,7 @@ int ol_cmd_replay(int argc, char **argv)
   ol_error_t err;
   ol_progress_t progress;
   ol_progress_start(&progress, "oomlens replay");
-  ol_replay_extras_t extras = {.device = a.device, .progress = ol_progress_show,
+  ol_replay_extras_t extras = {.device = a.device, .batch = a.batch, .progress = ol_progress_show,
                                .progress_arg = &progress};
   int rc = ol_replay_file_with(a.trace, ops, &a.options, &extras, &result, &err);
   ol_progress_end(&progress);

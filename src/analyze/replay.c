@@ -45,6 +45,7 @@ static void diagnose(replay_t *r, ol_replay_oom_t *o)
   ol_account_oom_figures(r->account, 0, &o->record);
   o->record.reserved = st->reserved;
   o->record.managed = strcmp(r->ops->name, "oomlens") == 0;
+  o->record.batch = r->extras ? (int64_t)r->extras->batch : 0;
   o->cause = ol_oom_classify(&o->record);
 }
 

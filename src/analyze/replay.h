@@ -66,6 +66,7 @@ int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
  * progress on a terminal. */
 typedef struct ol_replay_extras {
   int device; /* only this device's events; -1: all */
+  uint64_t batch; /* the recorded job's batch, for the diagnosis's batch figures; 0: unknown */
   void (*progress)(double fraction, void *arg); /* NULL: none */
   void *progress_arg;
 } ol_replay_extras_t;

@@ -147,6 +147,17 @@ static void read_stacks(const ol_json_t *s, ol_report_t *v)
   v->stacks.without_python = (uint64_t)int_at(py, "without_frames");
 }
 
+/* What the memory was for at the failure, and the request's own role. */
+static void read_oom_roles(const ol_json_t *oom, ol_oom_record_t *r)
+{
+  const ol_json_t *roles = ol_json_get(oom, "roles");
+  ol_json_bool(ol_json_get(oom, "roles_known"), &r->roles_known);
+  for (int i = 0; roles && i < OL_ROLE_COUNT; i++)
+    r->role_bytes[i] = int_at(roles, ol_role_name((ol_role_t)i));
+  r->request_role_known = ol_role_parse(ol_json_string(ol_json_get(oom, "request_role")),
+                                        &r->request_role);
+}
+
 static void read_oom(const ol_json_t *oom, ol_report_t *v, ol_report_device_t *d)
 {
   ol_oom_record_t *r = &d->stats.last_oom;
@@ -164,6 +175,10 @@ static void read_oom(const ol_json_t *oom, ol_report_t *v, ol_report_device_t *d
   r->iterations = (uint64_t)int_at(oom, "iterations");
   r->growth = int_at(oom, "growth_per_iteration");
   ol_json_bool(ol_json_get(oom, "segments_only"), &r->segments_only);
+  read_oom_roles(oom, r);
+  r->before_first_free = ol_json_path_int64(oom, "before_first_free", -1);
+  r->iteration_need = ol_json_path_int64(oom, "iteration_need", -1);
+  r->batch = int_at(oom, "batch");
   /* Not in the JSON: a live job's pool served its tensors in manage mode
    * (oom_live.c), which the advice on fragmentation depends on. */
   r->managed = strcmp(v->mode, "manage") == 0;

@@ -183,6 +183,8 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   r->persistent = ol_phases_persistent(&dev->phases);
   r->growth = ol_phases_growth(&dev->phases);
   r->iterations = dev->phases.iterations;
+  r->before_first_free = -1; /* not known yet */
+  r->iteration_need = -1;
   ol_oom_note_sites(r, ol_account_sites(a, device));
 }
 

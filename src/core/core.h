@@ -48,6 +48,7 @@ typedef enum ol_option {
   OL_OPT_PYTHON_FRAMES,
   OL_OPT_TRACE,
   OL_OPT_SOURCE_LINES,
+  OL_OPT_BATCH,
   OL_OPT_COUNT
 } ol_option_t;
 
@@ -249,6 +250,8 @@ typedef struct ol_oom_record {
    * frames that name roles (else every byte is OL_ROLE_unknown). */
   bool roles_known;
   int64_t role_bytes[OL_ROLE_COUNT];
+  bool request_role_known; /* what the failed request itself was for */
+  ol_role_t request_role;
   /* Timing, where roles are not known: allocated when the job first freed
    * memory (its state built before any compute), -1 not yet. */
   int64_t before_first_free;
@@ -276,6 +279,10 @@ typedef struct ol_oom_record {
   int64_t self_device_bytes;
 } ol_oom_record_t;
 
+const char *ol_role_name(ol_role_t role);    /* "weights", ...; "?" out of range */
+const char *ol_role_meaning(ol_role_t role); /* "weights (parameters and buffers)" */
+bool ol_role_parse(const char *name, ol_role_t *out);
+
 /* Writes a site's name: text for the paragraph, or a JSON value. */
 typedef void (*ol_site_namer_t)(ol_buf_t *out, int32_t id, bool json, void *arg);
 
@@ -286,6 +293,12 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c, o
                     void *arg); /* namer NULL: no sites named */
 void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c, ol_site_namer_t namer,
                  void *arg);
+/* The batch figures the advice gives: the largest batch that fits, and
+ * the one that keeps the guides' headroom (in batches when r->batch is
+ * known, the return true; else per mille of the current batch); *is_bound:
+ * the failed iteration did not finish, so they are upper bounds. */
+bool ol_oom_batch_figures(const ol_oom_record_t *r, int64_t *fits, int64_t *fits_headroom,
+                          bool *is_bound);
 /* Fills r->holders and r->grower from a sites table (NULL: none). */
 void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites);
 

@@ -2,14 +2,30 @@
  *
  * Automates the diagnosis of the field guides (../shared/seeds): from one
  * record taken at the failure (the request, the device, what this process
- * and others hold, the free blocks, and what the allocation stream says
- * outlives iterations) pick the one cause that explains it, in an order
- * where each test rules out what the next would misread: a request larger
- * than the device; free memory in pieces; others' memory; growth across
- * iterations; state that alone does not fit; else the iteration's own
- * memory. The same record and wording serve the live job and replay. */
+ * and others hold, the free blocks, what the memory is by role, and what
+ * the allocation stream says outlives iterations) pick the one cause that
+ * explains it, in an order where each test rules out what the next would
+ * misread:
+ *
+ *   1. a request larger than the device (nothing else matters);
+ *   2. free memory in pieces (enough is free, no block is large enough);
+ *   3. others' memory (ours would fit without it);
+ *   4. growth across iterations (a leak fills the device whatever the
+ *      batch, so it is ruled in before the size of the state is weighed);
+ *   5. the state alone (weights, gradients, optimizer state) leaves no room
+ *      for any batch with the guides' headroom;
+ *   6. else the iteration's own memory: activations.
+ *
+ * What the state is comes from roles (what each call site's frames say the
+ * memory is for), else from timing: what outlives iterations, or before
+ * any iteration finished, what was allocated before the job's first free.
+ * When neither can be known (PyTorch's cache hides its tensors and no
+ * frames name them) rules 4-6 cannot be told apart, and the class says so
+ * (undetermined) rather than guess. The same record and wording serve the
+ * live job and replay. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core.h"
 
@@ -27,6 +43,18 @@ static const char *const meanings[OL_OOM_CLASS_COUNT] = {
 #undef OL_OOM_WHAT
 };
 
+static const char *const role_names[OL_ROLE_COUNT] = {
+#define OL_ROLE_NAME(name, what) #name,
+  OL_ROLES(OL_ROLE_NAME)
+#undef OL_ROLE_NAME
+};
+
+static const char *const role_meanings[OL_ROLE_COUNT] = {
+#define OL_ROLE_WHAT(name, what) what,
+  OL_ROLES(OL_ROLE_WHAT)
+#undef OL_ROLE_WHAT
+};
+
 const char *ol_oom_class_name(ol_oom_class_t c)
 {
   return c < OL_OOM_CLASS_COUNT ? names[c] : "?";
@@ -37,10 +65,89 @@ const char *ol_oom_class_meaning(ol_oom_class_t c)
   return c < OL_OOM_CLASS_COUNT ? meanings[c] : "?";
 }
 
+const char *ol_role_name(ol_role_t role)
+{
+  return role < OL_ROLE_COUNT ? role_names[role] : "?";
+}
+
+const char *ol_role_meaning(ol_role_t role)
+{
+  return role < OL_ROLE_COUNT ? role_meanings[role] : "?";
+}
+
+bool ol_role_parse(const char *name, ol_role_t *out)
+{
+  for (int i = 0; name && i < OL_ROLE_COUNT; i++)
+    if (strcmp(name, role_names[i]) == 0) {
+      *out = (ol_role_t)i;
+      return true;
+    }
+  return false;
+}
+
 static int64_t cap_of(const ol_oom_record_t *r)
 {
   return (int64_t)r->capacity;
 }
+
+static int64_t at_least_zero(int64_t v)
+{
+  return v > 0 ? v : 0;
+}
+
+/* What the device offers this process: all of it less what others hold
+ * (the CUDA context and libraries included: they stay whatever we do). */
+static int64_t available(const ol_oom_record_t *r)
+{
+  return at_least_zero(cap_of(r) - at_least_zero(r->external));
+}
+
+/* ---- what the state is ------------------------------------------------ */
+
+typedef enum state_source {
+  STATE_ROLES,      /* weights + gradients + optimizer state, by call site */
+  STATE_ITERATIONS, /* what outlives the iterations seen */
+  STATE_BUILDING,   /* no memory freed yet: all of it is the job's state so far */
+  STATE_FIRST_FREE, /* first iteration: what was allocated before the first free */
+  STATE_HIDDEN,     /* nothing to tell it by */
+} state_source_t;
+
+typedef struct state {
+  state_source_t source;
+  int64_t bytes; /* the state, the request included when it is part of it */
+} state_t;
+
+static bool request_is_state(const ol_oom_record_t *r)
+{
+  return r->request_role_known &&
+         (r->request_role == OL_ROLE_weights || r->request_role == OL_ROLE_optimizer ||
+          r->request_role == OL_ROLE_gradients);
+}
+
+static int64_t role_state(const ol_oom_record_t *r)
+{
+  return r->role_bytes[OL_ROLE_weights] + r->role_bytes[OL_ROLE_gradients] +
+         r->role_bytes[OL_ROLE_optimizer];
+}
+
+/* Under PyTorch's cache we see segments, which hold no one's tensors in
+ * particular once freed blocks are reused: only roles (the tensor a segment
+ * was made for) say anything of what is in them. */
+static state_t state_of(const ol_oom_record_t *r)
+{
+  int64_t request = request_is_state(r) ? (int64_t)r->request : 0;
+  if (r->roles_known)
+    return (state_t){STATE_ROLES, role_state(r) + request};
+  if (r->segments_only)
+    return (state_t){STATE_HIDDEN, 0};
+  if (r->iterations > 0)
+    return (state_t){STATE_ITERATIONS, r->persistent};
+  if (r->before_first_free < 0)
+    return (state_t){STATE_BUILDING, r->allocated + (int64_t)r->request};
+  return (state_t){STATE_FIRST_FREE, r->before_first_free};
+}
+
+/* ---- the rules, in order ---------------------------------------------- */
 
 /* Would this process's memory plus the request fit if nobody else held
  * any, while others hold a share worth naming? A tenth of the device: the
@@ -60,21 +167,26 @@ static bool pieces_to_blame(const ol_oom_record_t *r)
          r->largest_free_block < (int64_t)r->request;
 }
 
-/* Valleys that rise by more than 1% of the device per iteration, over at
- * least three iterations, and add up to more than the request. */
+/* What outlives iterations rose by more than 1% of the device per
+ * iteration, over at least three iterations (phases.c), and what it gained
+ * adds up to more than the request: without that growth it would fit. */
 static bool growth_to_blame(const ol_oom_record_t *r)
 {
+  uint64_t seen = r->iterations < OL_PHASE_VALLEYS ? r->iterations : OL_PHASE_VALLEYS;
   return r->iterations >= 3 && r->growth > cap_of(r) / 100 &&
-         r->growth * (int64_t)(r->iterations < OL_PHASE_VALLEYS ? r->iterations - 1
-                                                                : OL_PHASE_VALLEYS - 1) >=
-           (int64_t)r->request;
+         r->growth * (int64_t)(seen - 1) >= (int64_t)r->request;
 }
 
-/* No iteration finished (the job failed building its state, as in
- * model.cuda()), or what outlives iterations fills most of the device. */
-static bool state_to_blame(const ol_oom_record_t *r)
+/* The state, alone, leaves less than the guides' headroom for any batch;
+ * or the job ran out before it freed anything at all (still building its
+ * state, as in model.cuda()). */
+static bool state_to_blame(const ol_oom_record_t *r, state_t s)
 {
-  return r->iterations == 0 || r->persistent >= cap_of(r) * (100 - HEADROOM_PERCENT) / 100;
+  if (s.source == STATE_HIDDEN)
+    return false;
+  if (s.source == STATE_BUILDING)
+    return true;
+  return s.bytes >= available(r) * (100 - HEADROOM_PERCENT) / 100;
 }
 
 ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
@@ -85,12 +197,19 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
     return OL_OOM_fragmentation;
   if (others_to_blame(r))
     return OL_OOM_external;
-  if (growth_to_blame(r))
+  state_t s = state_of(r);
+  if (!r->segments_only && growth_to_blame(r))
     return OL_OOM_leak;
-  if (state_to_blame(r))
+  if (state_to_blame(r, s))
     return OL_OOM_persistent;
+  /* Under the cache the iteration's memory cannot be told from a leak: no
+   * free of a tensor is seen, so no iteration is. */
+  if (r->segments_only)
+    return OL_OOM_undetermined;
   return OL_OOM_activations;
 }
+
+/* ---- the words -------------------------------------------------------- */
 
 static const char *size_text(char buf[32], int64_t bytes)
 {
@@ -98,29 +217,146 @@ static const char *size_text(char buf[32], int64_t bytes)
   return buf;
 }
 
-/* The iteration's own memory at the failure, the request included. */
+/* The iteration's own memory at the failure, the request included: all
+ * that is not the state. */
 static int64_t transient_of(const ol_oom_record_t *r)
 {
-  int64_t t = r->allocated + (int64_t)r->request - r->persistent;
-  return t > 0 ? t : 0;
+  state_t s = state_of(r); /* holds the request when the request is state */
+  if (s.source == STATE_HIDDEN || s.source == STATE_BUILDING)
+    return 0;
+  return at_least_zero(r->allocated + (int64_t)r->request - s.bytes);
+}
+
+/* "weights 1.2 GiB, optimizer state 2.4 GiB, ..." of the roles that hold
+ * any memory, in the order of OL_ROLES. */
+static void explain_roles(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32];
+  if (!r->roles_known)
+    return;
+  ol_buf_printf(out, " %s: ", r->segments_only ? "Segments by what they were made for"
+                                               : "The memory by what it is for");
+  int shown = 0;
+  for (int i = 0; i < OL_ROLE_COUNT; i++) {
+    if (r->role_bytes[i] <= 0)
+      continue;
+    ol_buf_printf(out, "%s%s %s", shown++ ? ", " : "", role_names[i],
+                  size_text(a, r->role_bytes[i]));
+  }
+  if (!shown)
+    ol_buf_printf(out, "nothing live");
+  if (r->request_role_known)
+    ol_buf_printf(out, "; the request was for %s", role_names[r->request_role]);
+  ol_buf_printf(out, ".");
+}
+
+/* How the state was told, when it was not by roles: the reader should
+ * know the figure is a timing guess. */
+static void explain_state_source(ol_buf_t *out, const ol_oom_record_t *r, state_t s)
+{
+  char a[32];
+  switch (s.source) {
+  case STATE_ITERATIONS:
+    ol_buf_printf(out, " No call site named what the memory is for; by timing, %s outlives "
+                  "the %" PRIu64 " iterations seen.", size_text(a, s.bytes), r->iterations);
+    break;
+  case STATE_FIRST_FREE:
+    ol_buf_printf(out, " No call site named what the memory is for, and no iteration "
+                  "finished; by timing, %s was allocated before the job first freed memory "
+                  "(taken as its state).", size_text(a, s.bytes));
+    break;
+  default:
+    break;
+  }
+}
+
+/* The batch that fits: the iteration's memory is taken to scale with the
+ * batch (activations do; the state does not). need is what the iteration
+ * needed, a lower bound when the iteration did not finish, so the batch
+ * figures are upper bounds then. */
+typedef struct batch_fit {
+  int64_t room, room_headroom; /* what the state and others leave */
+  int64_t need;
+  bool need_is_lower_bound;
+  int64_t fits, fits_headroom; /* batches (batch known), or per mille of it */
+} batch_fit_t;
+
+static int64_t scaled(int64_t batch, int64_t room, int64_t need)
+{
+  if (need <= 0 || room <= 0)
+    return 0;
+  return (int64_t)((double)batch * (double)room / (double)need);
+}
+
+static batch_fit_t batch_fit(const ol_oom_record_t *r)
+{
+  batch_fit_t f = {0};
+  state_t s = state_of(r);
+  f.room = at_least_zero(available(r) - s.bytes);
+  f.room_headroom = at_least_zero(available(r) * (100 - HEADROOM_PERCENT) / 100 - s.bytes);
+  int64_t now = transient_of(r);
+  /* The failed iteration needed what it held plus the request, at least;
+   * an earlier iteration's need says more only at the same batch and shape,
+   * which holds for a fixed-shape loop: take the larger. */
+  f.need = r->iteration_need > now ? r->iteration_need : now;
+  f.need_is_lower_bound = r->iteration_need <= now;
+  int64_t unit = r->batch > 0 ? r->batch : 1000; /* per mille of the current batch */
+  f.fits = scaled(unit, f.room, f.need);
+  f.fits_headroom = scaled(unit, f.room_headroom, f.need);
+  return f;
+}
+
+/* "batch 5 fits; 4 with 20% headroom; keep the effective batch of 8 with 2
+ * accumulation steps of 4" when the batch is known; shares otherwise. */
+static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const batch_fit_t *f)
+{
+  const char *bound = f->need_is_lower_bound ? "at most " : "";
+  if (r->batch > 0) {
+    if (f->fits_headroom >= 1) {
+      int64_t steps = (r->batch + f->fits_headroom - 1) / f->fits_headroom;
+      int64_t micro = (r->batch + steps - 1) / steps;
+      ol_buf_printf(out, "At batch %" PRId64 ": %sbatch %" PRId64 " fits on this device, %s%" PRId64
+                    " with %d%% headroom; keep the effective batch of %" PRId64 " with %" PRId64
+                    " accumulation steps of %" PRId64 ". ",
+                    r->batch, bound, f->fits, bound, f->fits_headroom, HEADROOM_PERCENT, r->batch,
+                    steps, micro);
+    } else if (f->fits >= 1) {
+      ol_buf_printf(out, "At batch %" PRId64 ": %sbatch %" PRId64 " fits with no headroom, and none "
+                    "keeps %d%% free: cut the memory per sample as well. ",
+                    r->batch, bound, f->fits, HEADROOM_PERCENT);
+    } else {
+      ol_buf_printf(out, "At batch %" PRId64 ", one sample's share of the iteration already "
+                    "exceeds what is left: no batch fits; cut the memory per sample. ", r->batch);
+    }
+    return;
+  }
+  if (f->fits_headroom >= 10) {
+    int64_t steps = (1000 + f->fits_headroom - 1) / f->fits_headroom;
+    ol_buf_printf(out, "%sa batch of %" PRId64 "%% of the current one fits with %d%% headroom "
+                  "(%" PRId64 "%% with none): keep the effective batch with gradient accumulation "
+                  "over %" PRId64 " steps (give the batch with --batch N for exact figures). ",
+                  f->need_is_lower_bound ? "At most " : "", f->fits_headroom / 10,
+                  HEADROOM_PERCENT, f->fits / 10, steps);
+  } else {
+    ol_buf_printf(out, "Less than 1%% of the current batch fits with %d%% headroom: cut the "
+                  "memory per sample. ", HEADROOM_PERCENT);
+  }
 }
 
 static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32], c[32];
-  int64_t room = cap_of(r) * (100 - HEADROOM_PERCENT) / 100 - r->persistent -
-                 (r->external > 0 ? r->external : 0);
-  int64_t transient = transient_of(r);
-  int percent = transient > 0 && room > 0 ? (int)(room * 100 / transient) : 0;
-  ol_buf_printf(out,
-                "%s outlives the iteration; the iteration itself needed at least %s. With %d%% "
-                "headroom %s is left for it: a batch about %d%% of the current one fits (keep "
-                "the effective batch with gradient accumulation over %d steps). Or keep the "
-                "batch and cut the activations: mixed precision (bf16 halves them), activation "
-                "checkpointing (keeps only layer inputs), shorter sequences.",
-                size_text(a, r->persistent), size_text(b, transient), HEADROOM_PERCENT,
-                size_text(c, room > 0 ? room : 0), percent,
-                percent > 0 ? (100 + percent - 1) / percent : 0);
+  state_t s = state_of(r);
+  batch_fit_t f = batch_fit(r);
+  ol_buf_printf(out, "The state (weights, gradients, optimizer state) holds %s and fits; the "
+                "iteration's own memory needed %s%s%s, and %s is left for it with %d%% headroom. ",
+                size_text(a, s.bytes), f.need_is_lower_bound ? "at least " : "",
+                size_text(b, f.need),
+                r->iterations == 0 ? " in the first iteration, which did not finish" : "",
+                size_text(c, f.room_headroom), HEADROOM_PERCENT);
+  advise_batch(out, r, &f);
+  ol_buf_printf(out, "Or keep the batch and cut the activations: mixed precision (bf16 halves "
+                "them), activation checkpointing (keeps only layer inputs), shorter sequences.");
 }
 
 /* Who holds what is outside ours, when NVML told: other processes, and
@@ -139,6 +375,33 @@ static void explain_outside(ol_buf_t *out, const ol_oom_record_t *r)
   if (r->self_device_bytes > r->reserved)
     ol_buf_printf(out, " This process's own CUDA context and libraries hold %s beyond its "
                   "allocations.", size_text(a, r->self_device_bytes - r->reserved));
+}
+
+static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32];
+  state_t s = state_of(r);
+  if (s.source == STATE_BUILDING)
+    ol_buf_printf(out, "The job ran out before it freed any memory, while building its state "
+                  "(%s so far: weights, as in model.cuda(), or a checkpoint loading) on a %s "
+                  "device. ", size_text(a, s.bytes), size_text(b, cap_of(r)));
+  else
+    ol_buf_printf(out, "Weights, gradients and optimizer state hold %s of the %s this process "
+                  "can have, which leaves less than %d%% of it for any batch. ",
+                  size_text(a, s.bytes), size_text(b, available(r)), HEADROOM_PERCENT);
+  ol_buf_printf(out, "Shrink it: bf16 weights and gradients halve them; an 8-bit optimizer cuts "
+                "Adam's 8 bytes a parameter to 2; ZeRO/FSDP divides it by the number of GPUs; "
+                "CPU offload or LoRA move or avoid most of it.");
+}
+
+static void advise_undetermined(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  (void)r;
+  ol_buf_printf(out, "oomlens saw PyTorch's cached segments, not its tensors, and no call site "
+                "said the state alone is too large: whether the iteration's activations or a "
+                "leak filled the device cannot be told from here. Run it again under "
+                "`oomlens run --manage` (its pool serves every tensor, so iterations, leaks and "
+                "the batch that fits can be seen).");
 }
 
 static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
@@ -172,20 +435,17 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb:128).");
     break;
   case OL_OOM_leak:
-    ol_buf_printf(out, "What outlives an iteration grew by %s per iteration (now %s): something "
-                  "keeps tensors across steps. Usual causes: a loss kept with its graph "
-                  "(`total += loss` instead of `loss.item()`), evaluation without "
+    ol_buf_printf(out, "What outlives an iteration grew by %s per iteration (now %s, after %" PRIu64
+                  " iterations): something keeps tensors across steps. Usual causes: a loss kept "
+                  "with its graph (`total += loss` instead of `loss.item()`), evaluation without "
                   "`torch.no_grad()`, lists or caches of outputs.",
-                  size_text(a, r->growth), size_text(b, r->persistent));
+                  size_text(a, r->growth), size_text(b, r->persistent), r->iterations);
     break;
   case OL_OOM_persistent:
-    ol_buf_printf(out, "%s is held before any iteration frees memory (weights, gradients, "
-                  "optimizer state) on a %s device. Shrink it: bf16 weights and gradients "
-                  "halve them; an 8-bit optimizer cuts Adam's 8 bytes a parameter to 2; "
-                  "ZeRO/FSDP divides it by the number of GPUs; CPU offload or LoRA move or "
-                  "avoid most of it.",
-                  size_text(a, r->iterations ? r->persistent : r->allocated),
-                  size_text(b, cap_of(r)));
+    advise_persistent(out, r);
+    break;
+  case OL_OOM_undetermined:
+    advise_undetermined(out, r);
     break;
   case OL_OOM_activations:
   default:
@@ -265,15 +525,45 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 size_text(a, (int64_t)r->request), size_text(b, cap_of(r)),
                 size_text(d, r->reserved), size_text(e, r->allocated));
   advise(out, r, c);
+  if (c != OL_OOM_impossible)
+    explain_roles(out, r);
+  if (c == OL_OOM_activations || c == OL_OOM_persistent)
+    explain_state_source(out, r, state_of(r));
   if (c != OL_OOM_external && c != OL_OOM_impossible && r->external > 0) {
     ol_buf_printf(out, " Besides, %s of the device is held outside this process's allocations "
                   "(the CUDA context, libraries, other processes).", size_text(a, r->external));
     explain_outside(out, r);
   }
   explain_sites(out, r, c, namer, arg);
-  if (r->segments_only)
+  if (r->segments_only && c != OL_OOM_undetermined)
     ol_buf_printf(out, " (oomlens saw the framework's cached segments, not its tensors: run "
                   "under `oomlens run --manage` to tell weights from activations.)");
+}
+
+/* The state and the batch figures as the paragraph gives them, so a JSON
+ * reader need not redo the arithmetic. */
+static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  static const char *const sources[] = {"roles", "iterations", "building", "first_free", "hidden"};
+  state_t s = state_of(r);
+  batch_fit_t f = batch_fit(r);
+  ol_buf_printf(out, ", \"roles_known\": %s, \"roles\": {", r->roles_known ? "true" : "false");
+  for (int i = 0; i < OL_ROLE_COUNT; i++)
+    ol_buf_printf(out, "%s\"%s\": %" PRId64, i ? ", " : "", role_names[i], r->role_bytes[i]);
+  ol_buf_printf(out, "}, \"request_role\": ");
+  if (r->request_role_known)
+    ol_buf_printf(out, "\"%s\"", ol_role_name(r->request_role));
+  else
+    ol_buf_printf(out, "null");
+  ol_buf_printf(out, ", \"state\": %" PRId64 ", \"state_from\": \"%s\", \"before_first_free\": %" PRId64
+                ", \"iteration_need\": %" PRId64 ", \"batch\": %" PRId64,
+                s.bytes, sources[s.source], r->before_first_free, r->iteration_need, r->batch);
+  if (r->batch > 0)
+    ol_buf_printf(out, ", \"batch_fits\": %" PRId64 ", \"batch_fits_headroom\": %" PRId64,
+                  f.fits, f.fits_headroom);
+  else
+    ol_buf_printf(out, ", \"batch_fits\": null, \"batch_fits_headroom\": null");
+  ol_buf_printf(out, ", \"batch_figure_is_bound\": %s", f.need_is_lower_bound ? "true" : "false");
 }
 
 void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
@@ -287,13 +577,25 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"largest_free_block\": %" PRId64 ", \"external\": %" PRId64
                 ", \"persistent\": %" PRId64 ", \"transient\": %" PRId64
                 ", \"iterations\": %" PRIu64 ", \"growth_per_iteration\": %" PRId64
-                ", \"segments_only\": %s, \"advice\": ",
+                ", \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
                 r->reserved, r->free_reserved, r->largest_free_block, r->external,
                 r->persistent, transient_of(r), r->iterations, r->growth,
                 r->segments_only ? "true" : "false");
+  json_figures(out, r);
+  ol_buf_printf(out, ", \"advice\": ");
   ol_buf_json_string(out, advice.failed ? "" : advice.data);
   json_sites(out, r, namer, arg);
   ol_buf_printf(out, "}");
   ol_buf_free(&advice);
+}
+
+bool ol_oom_batch_figures(const ol_oom_record_t *r, int64_t *fits, int64_t *fits_headroom,
+                          bool *is_bound)
+{
+  batch_fit_t f = batch_fit(r);
+  *fits = f.fits;
+  *fits_headroom = f.fits_headroom;
+  *is_bound = f.need_is_lower_bound;
+  return r->batch > 0;
 }

@@ -69,6 +69,9 @@ static option_t options[OL_OPT_COUNT] = {
   [OL_OPT_SOURCE_LINES] = {"OOMLENS_SOURCE_LINES", KIND_BOOL, "1",
                            "name the source file:line of native frames in reports and traces "
                            "where the binaries carry debug info (needs libdw.so.1)", 0, NULL},
+  [OL_OPT_BATCH] = {"OOMLENS_BATCH", KIND_COUNT, "0",
+                     "the job's batch size, so that the out-of-memory advice names the batch "
+                     "that fits in samples (oomlens run --batch N); 0: not known", 0, NULL},
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},

@@ -118,6 +118,7 @@ void ol_oom_at_failure(int device, uint64_t request)
     who_else_holds(device, &r);
   r.segments_only = sees_segments_only();
   r.managed = ol_manage_on();
+  r.batch = (int64_t)ol_option_size(OL_OPT_BATCH);
   ol_oom_class_t cause = ol_oom_classify(&r);
   ol_track_oom_diagnosis(device, &r, cause);
   if (atomic_fetch_add(&printed, 1) >= PARAGRAPHS_PRINTED)
