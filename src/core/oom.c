@@ -438,7 +438,9 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
     ol_buf_printf(out, "What outlives an iteration grew by %s per iteration (now %s, after %" PRIu64
                   " iterations): something keeps tensors across steps. Usual causes: a loss kept "
                   "with its graph (`total += loss` instead of `loss.item()`), evaluation without "
-                  "`torch.no_grad()`, lists or caches of outputs.",
+                  "`torch.no_grad()`, lists or caches of outputs; in generation, a key/value "
+                  "cache that grows with the sequence (cap the length, or preallocate a static "
+                  "cache).",
                   size_text(a, r->growth), size_text(b, r->persistent), r->iterations);
     break;
   case OL_OOM_persistent:
