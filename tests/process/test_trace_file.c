@@ -82,7 +82,7 @@ static void summarize(const char *path, trace_summary_t *s)
   ol_trace_event_t ev;
   int got;
   while ((got = ol_trace_next(t, &ev, &err)) == 1) {
-    s->events++;
+    s->events += ev.action != OL_TRACE_OOM_CONTEXT; /* a line of its own, not an event */
     s->actions[ev.action]++;
     s->events_with_frames += ev.frames_len > 0;
     if (ev.action != OL_TRACE_ALLOC || ev.frames_len == 0)
@@ -133,6 +133,7 @@ static void check_mixed(const trace_summary_t *s, pid_t pid, const char *path)
   ck_assert_int_eq(s->actions[OL_TRACE_FREE_COMPLETED], 5);
   ck_assert_int_eq(s->actions[OL_TRACE_SEGMENT_FREE], 5);
   ck_assert_int_eq(s->actions[OL_TRACE_OOM], 1);
+  ck_assert_int_eq(s->actions[OL_TRACE_OOM_CONTEXT], 1); /* settled: the job saw it */
   ck_assert_int_eq(s->actions[OL_TRACE_SEGMENT_MAP], 1);
   ck_assert_int_eq(s->actions[OL_TRACE_SEGMENT_UNMAP], 1);
   ck_assert_int_eq(s->events, 30);

@@ -192,6 +192,8 @@ START_TEST(notes_and_ooms_at_their_time)
   ol_account_oom_at(&a, 1, 4 * MiB, 9000, 201.0);
   ol_account_oom_at(&a, 1, 2 * MiB, 9500, 0); /* a trace's: no wall clock */
   const ol_device_stats_t *d = &a.devices[1].stats;
+  ck_assert_int_eq(d->num_ooms, 2); /* each settled by the next, different request */
+  ck_assert(ol_account_oom_settle(&a, 1)); /* the last: its owner's word */
   ck_assert_int_eq(d->num_ooms, 3);
   ck_assert_int_eq(d->failed_allocs, 3);
   ck_assert_int_eq(d->last_oom_request, 2 * MiB);
@@ -507,6 +509,8 @@ static void live_event(const ol_trace_event_t *ev)
     break;
   case OL_TRACE_OOM:
     ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+    if (ev->oom_final) /* the recorder's: the job got its error there */
+      ol_track_oom_settle(0);
     break;
   default:
     break;
@@ -614,7 +618,10 @@ static void job_ran_out(job_t *j, const ol_trace_event_t *ev, uint64_t capacity)
   pool_changed(j); /* a failing pool may have let go of its cache first */
   ol_policy_stats_t st;
   j->ops->stats(j->policy, &st);
-  ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+  if (ev->action != OL_TRACE_OOM) { /* a recorded failure was counted as it came */
+    ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+    ol_track_oom_settle(0); /* the job gives up here */
+  }
   j->record = (ol_oom_record_t){.request = ev->size};
   ol_track_oom_figures(0, &j->record);
   device_figures(&j->record, capacity, j->record.reserved, st.free_reserved,
@@ -651,6 +658,11 @@ static bool job_event(job_t *j, const ol_trace_event_t *ev, uint64_t capacity)
   }
   if (!is_oom && ol_records_find(&j->addresses, ev->addr))
     job_free(j, ev->addr);
+  if (is_oom) { /* the recorded job's failure, counted as it counted it */
+    ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+    if (ev->oom_final)
+      ol_track_oom_settle(0);
+  }
   if (j->ops->alloc(j->policy, ev->size, ev->stream, &addr) != 0) {
     job_ran_out(j, ev, capacity);
     return false;

@@ -403,7 +403,8 @@ START_TEST(csv_is_csv)
 END_TEST
 
 static const open_case_t our_open_cases[] = {
-  {"# oomlens-trace 2 pid=1\n", ":1: oomlens trace version not supported"},
+  {"# oomlens-trace 3 pid=1\n", ":1: oomlens trace version not supported"},
+  {"# oomlens-trace 0 pid=1\n", ":1: oomlens trace version not supported"},
   {"# oomlens-trace x\n", ":1: oomlens trace version not supported"},
   {"# oomlens-trace 10\n", ":1: oomlens trace version not supported"},
 };
@@ -430,7 +431,12 @@ static const bad_case_t our_bad_cases[] = {
   {"2,alloc,0x1,512,0,0", "6 fields, expected 7"},
   {"2,alloc,0x1,512,0,0,0,extra", "8 fields, expected 7"},
   {"2,allocate,0x1,512,0,,0", "bad action 'allocate'"},
-  {"x,alloc,0x1,512,0,,0", "bad time_us 'x'"},
+  {"1x,alloc,0x1,512,0,,0", "bad time_us '1x'"},
+  {"2,oom_context,0x0,512,0,,0", "bad action 'oom_context'"},
+  {"oom_context,0", "an oom_context line is oom_context,DEVICE,WORDS"},
+  {"oom_context,64,request=1", "device '64' is not a number below 64"},
+  {"oom_context,0,capacity=12x", "bad oom_context words 'capacity=12x'"},
+  {"oom_context,0,class=sideways", "bad oom_context words 'class=sideways'"},
   {"2,alloc,1,512,0,,0", "bad addr '1'"},
   {"2,alloc,0x1,9223372036854775808,0,,0", "bad size '9223372036854775808'"},
   {"2,alloc,0x1,512,-1,,0", "bad stream '-1'"},
