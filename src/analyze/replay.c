@@ -74,6 +74,26 @@ static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
 
 /* ---- the recorded job's out-of-memory ----------------------------------- */
 
+/* The trace's events without frames share one site of no frames: not a
+ * call site to name (the job, stacks off, named none). */
+static bool frameless(const replay_t *r, int32_t id)
+{
+  size_t len = 0;
+  const ol_sites_t *sites = r->account->devices[0].sites;
+  return !sites || !ol_sites_key_bytes(sites, id, &len) || len == 0;
+}
+
+static void drop_frameless_sites(const replay_t *r, ol_oom_record_t *rec)
+{
+  int kept = 0;
+  for (int i = 0; i < rec->holder_count; i++)
+    if (!frameless(r, rec->holders[i].id))
+      rec->holders[kept++] = rec->holders[i];
+  rec->holder_count = kept;
+  if (rec->grower.id >= 0 && frameless(r, rec->grower.id))
+    rec->grower = (ol_oom_site_t){-1, 0};
+}
+
 /* What the account knows at a recorded failed attempt: the record the job
  * took then, less what only the job could see (its oom_context line). */
 static void recorded_failure(replay_t *r, const ol_trace_event_t *ev)
@@ -82,6 +102,7 @@ static void recorded_failure(replay_t *r, const ol_trace_event_t *ev)
   *f = (ol_replay_recorded_t){.line = ev->line, .size = ev->size, .job_cause = OL_OOM_CLASS_COUNT};
   ol_oom_record_init(&f->record, ev->size);
   ol_account_oom_figures(r->account, 0, &f->record);
+  drop_frameless_sites(r, &f->record);
 }
 
 /* Without the job's context the device is the replayed one: its capacity,

@@ -175,6 +175,45 @@ END_TEST
  * tracker (its clock) and a trace (its events' times) alike: the memory
  * noted at the time given, an OOM counted (a failed allocation too), its
  * wall clock kept where known, and marked on the timeline. */
+/* A failure's verdict: the same request served next is the allocator's
+ * retry (each failed attempt counted recovered, no OOM); the same request
+ * refused again is the same failure; another request settles it. */
+START_TEST(failure_verdicts)
+{
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_TIMELINE);
+  ol_account_timeline(&a, 0, 0, 0);
+  ck_assert(!ol_account_waiting(&a, 0));
+  ck_assert_int_eq(ol_account_oom_at(&a, 0, 32 * MiB, 10, 0), OL_VERDICT_NONE);
+  ck_assert_int_eq(ol_account_oom_at(&a, 0, 32 * MiB, 20, 0), OL_VERDICT_NONE); /* its retry */
+  ck_assert(ol_account_waiting(&a, 0));
+  ck_assert_int_eq(ol_account_served(&a, 0, 32 * MiB), OL_VERDICT_RECOVERED);
+  const ol_device_stats_t *d = &a.devices[0].stats;
+  ck_assert_int_eq(d->recovered_allocs, 2);
+  ck_assert_int_eq(d->num_ooms, 0);
+  ck_assert_int_eq(d->failed_allocs, 2);
+  ck_assert_uint_eq(a.devices[0].timeline->oom_count, 0);
+  ck_assert_int_eq(ol_account_served(&a, 0, 32 * MiB), OL_VERDICT_NONE); /* nothing waits */
+
+  ol_account_oom_at(&a, 0, 64 * MiB, 30, 5.0);
+  ol_account_oom_at(&a, 0, 64 * MiB, 40, 6.0);
+  ck_assert_int_eq(ol_account_served(&a, 0, MiB), OL_VERDICT_OOM); /* the job went on */
+  ck_assert_int_eq(d->num_ooms, 1);
+  ck_assert_int_eq(d->last_oom_request, 64 * MiB);
+  ck_assert(d->first_oom_unix == 6.0 && d->last_oom_unix == 6.0); /* its last attempt's */
+  ck_assert_uint_eq(a.devices[0].timeline->ooms[0].t_ns, 40);
+
+  ol_account_oom_at(&a, 0, 8 * MiB, 50, 0);
+  ck_assert_int_eq(ol_account_oom_at(&a, 0, 4 * MiB, 60, 0), OL_VERDICT_OOM);
+  ck_assert_int_eq(d->num_ooms, 2);
+  ck_assert(ol_account_oom_settle(&a, 0));
+  ck_assert(!ol_account_oom_settle(&a, 0));
+  ck_assert_int_eq(d->num_ooms, 3);
+  ck_assert_int_eq(d->recovered_allocs, 2);
+  ol_account_free(&a);
+}
+END_TEST
+
 START_TEST(notes_and_ooms_at_their_time)
 {
   ol_account_t a;
@@ -773,6 +812,7 @@ static Suite *account_suite(void)
   tcase_add_test(rules, reserved_memory_never_below_zero);
   tcase_add_test(rules, mapped_memory_live_equals_trace);
   tcase_add_test(rules, notes_and_ooms_at_their_time);
+  tcase_add_test(rules, failure_verdicts);
   suite_add_tcase(s, rules);
   TCase *traces = tcase_create("live_equals_offline");
   tcase_set_timeout(traces, 120);
