@@ -275,7 +275,7 @@ static void settled(int d)
  * recovered one's diagnosis is dropped). One compare when none waits. */
 static void served(int d, uint64_t size)
 {
-  if (!ol_account_waiting(&account, d))
+  if (__builtin_expect(!account.devices[d].wait.request, 1)) /* d is a device index already */
     return;
   if (ol_account_served(&account, d, size) == OL_VERDICT_OOM)
     settled(d);
