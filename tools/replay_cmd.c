@@ -163,6 +163,25 @@ static int print_json(const replay_args_t *a, const ol_replay_result_t *r)
     ol_oom_json(&out, &o->record, o->cause, name_site, r->sites);
     ol_buf_printf(&out, "}");
   }
+  ol_buf_printf(&out, ", \"recorded_ooms\": %" PRIu64 ", \"recovered_allocs\": %" PRIu64
+                ", \"recorded_oom\": ", r->recorded_ooms, r->recovered_allocs);
+  if (!r->recorded) {
+    ol_buf_printf(&out, "null");
+  } else {
+    const ol_replay_recorded_t *o = &r->recorded_oom;
+    ol_buf_printf(&out,
+                  "{\"line\": %" PRIu64 ", \"size\": %" PRIu64 ", \"context\": %s"
+                  ", \"class\": \"%s\", \"job_class\": ",
+                  o->line, o->size, o->has_context ? "true" : "false",
+                  ol_oom_class_name(o->cause));
+    if (o->job_cause < OL_OOM_CLASS_COUNT)
+      ol_buf_printf(&out, "\"%s\"", ol_oom_class_name(o->job_cause));
+    else
+      ol_buf_printf(&out, "null");
+    ol_buf_printf(&out, ", \"policy_fits\": %s, \"diagnosis\": ", r->oom ? "false" : "true");
+    ol_oom_json(&out, &o->record, o->cause, name_site, r->sites);
+    ol_buf_printf(&out, "}");
+  }
   print_peak_sites(&out, r->sites);
   ol_buf_printf(&out, "}\n");
   int status = OL_EXIT_OK;
@@ -199,6 +218,49 @@ static void print_oom(const ol_replay_result_t *r)
   if (!why.failed && why.data)
     printf("  why:            %s\n", why.data);
   ol_buf_free(&why);
+}
+
+/* The out-of-memory the recorded job saw, diagnosed as its report did. */
+static void print_recorded(const ol_replay_result_t *r)
+{
+  const ol_replay_recorded_t *o = &r->recorded_oom;
+  char b1[32];
+  printf("recorded OOM:     the job ran out at line %" PRIu64 ": %s requested", o->line,
+         bytes_text((int64_t)o->size, b1, sizeof b1));
+  if (r->recorded_ooms > 1)
+    printf(" (the last of %" PRIu64 " it saw)", r->recorded_ooms);
+  printf("\n");
+  ol_buf_t why = {0};
+  ol_oom_explain(&why, &o->record, o->cause, name_site, r->sites);
+  if (!why.failed && why.data)
+    printf("  why:            %s\n", why.data);
+  ol_buf_free(&why);
+  if (!o->has_context)
+    printf("  note:           the trace does not say what the device held outside the "
+           "allocator at that moment (no oom_context line: PyTorch's recorder, or an oomlens "
+           "trace before format 2); diagnosed on the replayed device, nothing held outside\n");
+  else if (o->job_cause < OL_OOM_CLASS_COUNT && o->job_cause != o->cause)
+    printf("  note:           the job's own report said %s; this build says %s\n",
+           ol_oom_class_name(o->job_cause), ol_oom_class_name(o->cause));
+}
+
+/* The policy served the whole trace although the job ran out: say so, and
+ * whether it still would with what the job's device held outside. */
+static void print_would_fit(const replay_args_t *a, const ol_replay_result_t *r)
+{
+  const ol_replay_recorded_t *o = &r->recorded_oom;
+  char b1[32], b2[32], b3[32], b4[32];
+  printf("this policy:      would fit: the %s policy served every request on %s, peak "
+         "reserved %s\n", a->policy, bytes_text((int64_t)a->options.capacity, b1, sizeof b1),
+         bytes_text(r->stats.reserved_peak, b2, sizeof b2));
+  if (!o->has_context || o->record.external <= 0)
+    return;
+  int64_t needed = r->stats.reserved_peak + o->record.external;
+  printf("                  with the %s the job's device held outside the allocator: %s, "
+         "which %s the %s the job had\n", bytes_text(o->record.external, b3, sizeof b3),
+         bytes_text(needed, b4, sizeof b4),
+         (uint64_t)needed <= o->record.capacity ? "fits in" : "is more than",
+         bytes_text((int64_t)o->record.capacity, b1, sizeof b1));
 }
 
 /* The report's text list "Call sites holding memory at the peak". */
@@ -240,10 +302,17 @@ static int print_text(const replay_args_t *a, const ol_replay_result_t *r)
   printf("peak reserved:    %s (%" PRId64 " bytes)\n",
          bytes_text(r->stats.reserved_peak, b3, sizeof b3), r->stats.reserved_peak);
   printf("ratio:            %.4f (peak reserved / peak allocated)\n", ratio_of(r));
+  if (r->recovered_allocs)
+    printf("recovered:        %" PRIu64 " failed allocation(s) the job's allocator recovered "
+           "by its retry (not OOMs)\n", r->recovered_allocs);
+  if (r->recorded)
+    print_recorded(r);
   if (r->oom)
     print_oom(r);
   else
     printf("out of memory:    no\n");
+  if (r->recorded && !r->oom)
+    print_would_fit(a, r);
   if (print_top_sites(r))
     return OL_EXIT_OK;
   fputs("oomlens replay: out of host memory\n", stderr);

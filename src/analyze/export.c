@@ -291,6 +291,11 @@ static void first_sight(ex_t *x, int device)
 
 static void handle(ex_t *x, const ol_trace_event_t *ev)
 {
+  if (ev->action == OL_TRACE_OOM_CONTEXT) { /* counted (the OOM settled), no entry of its own */
+    if (!ol_account_apply(x->account, ev, NULL))
+      x->failed = true;
+    return;
+  }
   if (!x->devices[ev->device].seen)
     first_sight(x, ev->device);
   if (x->options->format == OL_EXPORT_PERFETTO)
@@ -366,7 +371,7 @@ static int count_entries(ex_t *x, const char *path, ol_error_t *err)
   while ((got = ol_trace_next(t, &ev, err)) == 1) {
     if (o->progress && ++read % PROGRESS_EVERY == 0)
       show_progress(x, ol_trace_progress(t), true);
-    if (o->device < 0 || ev.device == o->device)
+    if ((o->device < 0 || ev.device == o->device) && ev.action != OL_TRACE_OOM_CONTEXT)
       x->device_events[ev.device]++;
   }
   ol_trace_close(t);
@@ -390,7 +395,7 @@ static int run(ex_t *x, const char *path, ol_error_t *err)
       show_progress(x, ol_trace_progress(x->trace), false);
     if (o->device >= 0 && ev.device != o->device)
       continue;
-    x->result->events++;
+    x->result->events += ev.action != OL_TRACE_OOM_CONTEXT; /* a line, not an event */
     handle(x, &ev);
     if (x->failed) {
       ol_fail(err, OL_EXIT_FAILURE, "%s:%llu: out of host memory", path,

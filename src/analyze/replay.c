@@ -26,6 +26,7 @@ typedef struct replay {
   uint64_t capacity;
   ol_replay_result_t *result;
   const ol_replay_extras_t *extras;
+  ol_replay_recorded_t failing; /* the recorded failure awaiting its verdict */
 } replay_t;
 
 /* The same diagnosis a live job gets (the account's figures), with what a
@@ -65,8 +66,94 @@ static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
     .recorded = recorded,
   };
   r->ops->stats(r->policy, &res->oom_at.stats);
-  ol_account_oom_at(r->account, 0, ev->size, ev->time_us * 1000, 0);
+  if (!recorded) { /* the policy's own: counted as the live tracker counts a job's */
+    ol_account_oom_at(r->account, 0, ev->size, ev->time_us * 1000, 0);
+    ol_account_oom_settle(r->account, 0);
+  }
   diagnose(r, &res->oom_at);
+}
+
+/* ---- the recorded job's out-of-memory ----------------------------------- */
+
+/* The trace's events without frames share one site of no frames: not a
+ * call site to name (the job, stacks off, named none). */
+static bool frameless(const replay_t *r, int32_t id)
+{
+  size_t len = 0;
+  const ol_sites_t *sites = r->account->devices[0].sites;
+  return !sites || !ol_sites_key_bytes(sites, id, &len) || len == 0;
+}
+
+static void drop_frameless_sites(const replay_t *r, ol_oom_record_t *rec)
+{
+  int kept = 0;
+  for (int i = 0; i < rec->holder_count; i++)
+    if (!frameless(r, rec->holders[i].id))
+      rec->holders[kept++] = rec->holders[i];
+  rec->holder_count = kept;
+  if (rec->grower.id >= 0 && frameless(r, rec->grower.id))
+    rec->grower = (ol_oom_site_t){-1, 0};
+}
+
+/* What the account knows at a recorded failed attempt: the record the job
+ * took then, less what only the job could see (its oom_context line). */
+static void recorded_failure(replay_t *r, const ol_trace_event_t *ev)
+{
+  ol_replay_recorded_t *f = &r->failing;
+  *f = (ol_replay_recorded_t){.line = ev->line, .size = ev->size, .job_cause = OL_OOM_CLASS_COUNT};
+  ol_oom_record_init(&f->record, ev->size);
+  ol_account_oom_figures(r->account, 0, &f->record);
+  drop_frameless_sites(r, &f->record);
+}
+
+/* Without the job's context the device is the replayed one: its capacity,
+ * nothing known free or held outside (the text says so). */
+static void classify_recorded(replay_t *r, ol_replay_recorded_t *o)
+{
+  if (!o->has_context)
+    o->record.capacity = r->capacity;
+  if (r->extras && r->extras->batch > 0) /* given to replay: wins over what the job said */
+    o->record.batch = (int64_t)r->extras->batch;
+  o->cause = ol_oom_classify(&o->record);
+}
+
+/* The account settled the waiting failure: an OOM the job saw; context,
+ * the trace's oom_context line for it (NULL: none came). */
+static void recorded_settled(replay_t *r, const ol_trace_event_t *context)
+{
+  ol_replay_result_t *res = r->result;
+  res->recorded = true;
+  res->recorded_ooms++;
+  res->recorded_oom = r->failing;
+  ol_replay_recorded_t *o = &res->recorded_oom;
+  if (context) {
+    ol_oom_context_apply(&o->record, context->context);
+    o->has_context = true;
+    o->job_cause = context->context_class;
+  }
+  classify_recorded(r, o);
+}
+
+/* An oom_context line: the job settled its failure. One that comes after
+ * the account settled it (the job's record came late) completes it. */
+static void on_context(replay_t *r, const ol_trace_event_t *ev)
+{
+  ol_replay_recorded_t *o = &r->result->recorded_oom;
+  if (ol_account_oom_settle(r->account, 0)) {
+    recorded_settled(r, ev);
+  } else if (r->result->recorded && !o->has_context && o->size == ev->size) {
+    ol_oom_context_apply(&o->record, ev->context);
+    o->has_context = true;
+    o->job_cause = ev->context_class;
+    classify_recorded(r, o);
+  }
+}
+
+/* The verdict on a recorded failure, as the live tracker gives it. */
+static void recorded_verdict(replay_t *r, ol_oom_verdict_t verdict)
+{
+  if (verdict == OL_VERDICT_OOM)
+    recorded_settled(r, NULL);
 }
 
 /* A tensor the trace let go of (or, at an address allocated again, one it
@@ -88,6 +175,8 @@ static int on_alloc(replay_t *r, const ol_trace_event_t *ev)
     r->result->zero_allocs++;
     return 1;
   }
+  if (ol_account_waiting(r->account, 0))
+    recorded_verdict(r, ol_account_served(r->account, 0, ev->size));
   if (ol_records_find(&r->account->blocks, ev->addr))
     forget(r, ev->addr); /* before the policy allocates: its memory is free again */
   uint64_t addr;
@@ -117,6 +206,10 @@ static void on_free(replay_t *r, const ol_trace_event_t *ev)
 static int on_oom(replay_t *r, const ol_trace_event_t *ev)
 {
   r->result->trace_ooms++;
+  recorded_verdict(r, ol_account_oom_at(r->account, 0, ev->size, ev->time_us * 1000, 0));
+  recorded_failure(r, ev);
+  if (ev->oom_final && ol_account_oom_settle(r->account, 0))
+    recorded_settled(r, NULL);
   uint64_t addr;
   if (ev->size == 0)
     return 1;
@@ -141,12 +234,50 @@ static int apply(replay_t *r, const ol_trace_event_t *ev)
   case OL_TRACE_OOM:
     served = on_oom(r, ev);
     break;
-  default: /* free_requested and PyTorch's own segment events */
+  case OL_TRACE_OOM_CONTEXT:
+    on_context(r, ev);
+    break;
+  case OL_TRACE_SEGMENT_ALLOC:
+  case OL_TRACE_SEGMENT_FREE:
+  case OL_TRACE_SEGMENT_MAP:
+  case OL_TRACE_SEGMENT_UNMAP: { /* the job's reserved memory; the policy makes its own */
+    ol_trace_event_t on_device = *ev;
+    on_device.device = 0;
+    ol_account_apply(r->account, &on_device, NULL);
+    break;
+  }
+  default: /* free_requested */
     break;
   }
   if (served == 0)
     ran_out(r, ev, ev->action == OL_TRACE_OOM);
   return served;
+}
+
+/* The policy ran out where the recorded job failed too: the replay stops
+ * there (its figures are the policy's moment), but the job's verdict on
+ * that failure lies ahead: the next request, its oom_context line, or the
+ * trace's end. Nothing else read is counted. */
+static int verdict_after_stop(replay_t *r, ol_trace_t *trace, ol_error_t *err)
+{
+  ol_trace_event_t ev;
+  int got = 0;
+  const ol_replay_extras_t *x = r->extras;
+  while (ol_account_waiting(r->account, 0) && (got = ol_trace_next(trace, &ev, err)) == 1) {
+    if (x->device >= 0 && ev.device != x->device)
+      continue;
+    if (ev.action == OL_TRACE_OOM_CONTEXT)
+      on_context(r, &ev);
+    else if (ev.action == OL_TRACE_ALLOC)
+      recorded_verdict(r, ol_account_served(r->account, 0, ev.size));
+    else if (ev.action == OL_TRACE_OOM && ev.size != r->failing.size && ol_account_oom_settle(r->account, 0))
+      recorded_settled(r, NULL);
+  }
+  if (got < 0)
+    ol_error_clear(err); /* the replay's answer stands; only the verdict was not read */
+  if (ol_account_waiting(r->account, 0) && ol_account_oom_settle(r->account, 0))
+    recorded_settled(r, NULL); /* the trace ends (or cannot be read on) on the failure */
+  return 0;
 }
 
 static int run(replay_t *r, ol_trace_t *trace, const char *path, ol_error_t *err)
@@ -160,7 +291,8 @@ static int run(replay_t *r, ol_trace_t *trace, const char *path, ol_error_t *err
       x->progress(ol_trace_progress(trace), x->progress_arg);
     if (x->device >= 0 && ev.device != x->device)
       continue;
-    r->result->events++;
+    if (ev.action != OL_TRACE_OOM_CONTEXT) /* a line of its own, not an event */
+      r->result->events++;
     int step = apply(r, &ev);
     if (step < 0) {
       ol_fail(err, OL_EXIT_FAILURE, "%s:%llu: out of host memory", path,
@@ -168,8 +300,10 @@ static int run(replay_t *r, ol_trace_t *trace, const char *path, ol_error_t *err
       return -1;
     }
     if (step == 0)
-      return 0;
+      return verdict_after_stop(r, trace, err);
   }
+  if (got == 0 && ol_account_oom_settle(r->account, 0))
+    recorded_settled(r, NULL); /* the trace ends on a failure: the job's last word */
   return got;
 }
 
@@ -213,6 +347,7 @@ int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
     ops->stats(r.policy, &result->stats);
   else if (rc == 0)
     result->stats = result->oom_at.stats;
+  result->recovered_allocs = (uint64_t)r.account->devices[0].stats.recovered_allocs;
   result->peak_requested = r.account->devices[0].stats.allocated_bytes[OL_POOL_ALL].peak;
   result->sites = r.account->devices[0].sites;
 done:

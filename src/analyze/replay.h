@@ -5,8 +5,12 @@
  * `free_completed` frees (trace addresses are mapped to the policy's), and
  * `oom`, the request that failed in the recorded run, is tried as an
  * allocation and released at once if it succeeds. The first allocation the
- * policy cannot serve is the replay's out-of-memory: the replay stops
- * there. Other events are counted and skipped. */
+ * policy cannot serve is the replay's out-of-memory: the policy stops
+ * there. The account reads on to the trace's end, for the out-of-memory
+ * the recorded job saw (a failure settled as core/account.c settles one
+ * live, and the trace's oom_context line): its diagnosis is the job's.
+ * Segment events count as the job's reserved memory; the policy makes its
+ * own. */
 #ifndef OL_REPLAY_H
 #define OL_REPLAY_H
 
@@ -30,6 +34,21 @@ typedef struct ol_replay_oom {
   ol_oom_class_t cause;    /* and concluded */
 } ol_replay_oom_t;
 
+/* The out-of-memory the recorded job saw, diagnosed as the job's report
+ * diagnosed it: the account's figures at its last failed attempt (the
+ * trace's events, counted as the live tracker counts them) and, from the
+ * trace's oom_context line, what no event carries (the device's capacity
+ * and free memory, what was held outside the allocator and by whom, the
+ * pool's free blocks, the class the job gave). */
+typedef struct ol_replay_recorded {
+  uint64_t line;         /* the last failed attempt's oom event */
+  uint64_t size;         /* the request */
+  bool has_context;      /* an oom_context line said what the device held */
+  ol_oom_record_t record;
+  ol_oom_class_t cause;     /* this build's class for it */
+  ol_oom_class_t job_cause; /* the job's, as its line said; OL_OOM_CLASS_COUNT: not said */
+} ol_replay_recorded_t;
+
 typedef struct ol_replay_result {
   uint64_t events;        /* events read (all actions), up to the OOM if any */
   uint64_t allocs, frees; /* served by the policy */
@@ -40,6 +59,13 @@ typedef struct ol_replay_result {
   ol_policy_stats_t stats;  /* the policy's at the end (or at the OOM) */
   bool oom;
   ol_replay_oom_t oom_at; /* set when oom */
+  /* The recorded job's own OOMs (its allocator's retries recovered are
+   * not OOMs: recovered_allocs): the last of them diagnosed, when any.
+   * The trace is read to its end for them, also past the policy's own
+   * out-of-memory (then with the account alone). */
+  uint64_t recorded_ooms, recovered_allocs;
+  bool recorded;
+  ol_replay_recorded_t recorded_oom; /* set when recorded */
   /* The trace's call sites (its frames strings): bytes live at the peak of
    * requested bytes, per site; NULL if host memory ran out for them. The
    * account's device 0 table. */

@@ -56,6 +56,7 @@ static void read_stats(const ol_json_t *dev, ol_device_stats_t *s)
   OL_CALL_FIELDS(OL_READ_CALL)
 #undef OL_READ_CALL
   s->num_ooms = int_at(dev, "num_ooms");
+  s->recovered_allocs = int_at(dev, "recovered_allocs"); /* format 1.2; 0 before */
   s->last_oom_request = int_at(dev, "last_oom_request");
   s->mem_free = int_at(dev, "mem_info.free");
   s->mem_total = int_at(dev, "mem_info.total");
@@ -337,6 +338,7 @@ static bool count_trace(ol_account_t *account, ol_trace_t *trace, ol_error_t *er
     if (!ol_account_apply(account, &e, NULL))
       return false;
   }
+  ol_account_oom_settle(account, 0); /* a failure still waiting at the end was the job's last */
   return true;
 }
 

@@ -19,7 +19,8 @@
 #define BUF_SIZE (4 * OL_TRACE_MAX_LINE)
 #define HEADER_COLUMNS "time_us,action,addr,size,stream,frames"
 #define OUR_MAGIC "# oomlens-trace "
-#define OUR_VERSION 1
+#define OUR_VERSION 2   /* 2: oom_context lines, and the skip rule for named lines */
+#define OUR_OLDEST 1    /* version 1 is version 2 without oom_context lines */
 #define OUR_COLUMNS "time_us,action,addr,size,stream,site,device"
 #define MAX_SITES_PER_DEVICE (1u << 24)
 
@@ -45,6 +46,8 @@ struct ol_trace {
   uint64_t file_size;
   uint64_t capacity[OL_TRACE_MAX_DEVICES];
   site_table_t sites[OL_TRACE_MAX_DEVICES];
+  ol_oom_record_t context; /* the last oom_context line's, handed out by pointer */
+  uint64_t last_time_us;   /* the last event's time: an oom_context line's */
   char buf[BUF_SIZE];
 };
 
@@ -135,9 +138,10 @@ static bool parse_our_header(ol_trace_t *t, const char *line, size_t len, ol_err
   unsigned long version = 0;
   while (p < end && *p >= '0' && *p <= '9' && version < 1000)
     version = version * 10 + (unsigned long)(*p++ - '0');
-  if (version != OUR_VERSION || (p < end && *p != ' ')) {
-    ol_fail(err, OL_EXIT_USAGE, "%s:1: oomlens trace version not supported (this reader knows %d)",
-        t->path, OUR_VERSION);
+  if (version < OUR_OLDEST || version > OUR_VERSION || (p < end && *p != ' ')) {
+    ol_fail(err, OL_EXIT_USAGE,
+            "%s:1: oomlens trace version not supported (this reader knows %d to %d)", t->path,
+            OUR_OLDEST, OUR_VERSION);
     return false;
   }
   while (p < end) {
@@ -316,9 +320,10 @@ static bool parse_hex(field_t f, uint64_t *out)
   return true;
 }
 
+/* An event's action: oom_context names a line of its own, not an event. */
 static bool parse_action(field_t f, ol_trace_action_t *out)
 {
-  return ol_trace_action_parse(f.p, f.n, out);
+  return ol_trace_action_parse(f.p, f.n, out) && *out != OL_TRACE_OOM_CONTEXT;
 }
 
 /* Splits at the first five commas; the sixth field (frames) is the rest of
@@ -388,6 +393,8 @@ static int parse_event(ol_trace_t *t, const char *line, size_t len, ol_trace_eve
   ev->frames_len = f[5].n;
   ev->line = t->line;
   ev->device = 0;
+  ev->oom_final = true; /* the recorder writes an oom only where the job got its error */
+  ev->context = NULL;
   return 1;
 }
 
@@ -546,7 +553,53 @@ static int parse_our_event(ol_trace_t *t, const char *line, size_t len, ol_trace
   if (resolve_site(t, f[5], ev->device, ev, err) < 0)
     return -1;
   ev->line = t->line;
+  ev->oom_final = false; /* each failed attempt: account.c settles which the job saw */
+  ev->context = NULL;
+  t->last_time_us = ev->time_us;
   return 1;
+}
+
+/* "oom_context,DEVICE,WORDS" (oom_context.c's words): an event of its own,
+ * at the time of the event before it, its size the request. */
+static int parse_context_line(ol_trace_t *t, const char *line, size_t len, ol_trace_event_t *ev,
+                              ol_error_t *err)
+{
+  field_t f[3];
+  char tmp[40];
+  unsigned long long at = (unsigned long long)t->line;
+  if (split_n(line, len, f, 3) != 3) {
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: an oom_context line is oom_context,DEVICE,WORDS",
+            t->path, at);
+    return -1;
+  }
+  if (!parse_device(f[1], &ev->device)) {
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: device '%s' is not a number below %d", t->path, at,
+            shown(f[1], tmp, sizeof tmp), OL_TRACE_MAX_DEVICES);
+    return -1;
+  }
+  if (!ol_oom_context_parse(f[2].p, f[2].n, &t->context, &ev->context_class)) {
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: bad oom_context words '%s'", t->path, at,
+            shown(f[2], tmp, sizeof tmp));
+    return -1;
+  }
+  ev->action = OL_TRACE_OOM_CONTEXT;
+  ev->time_us = t->last_time_us;
+  ev->addr = 0;
+  ev->size = t->context.request;
+  ev->stream = 0;
+  ev->frames = "";
+  ev->frames_len = 0;
+  ev->line = t->line;
+  ev->oom_final = false;
+  ev->context = &t->context;
+  return 1;
+}
+
+/* A line named by a lowercase word (site, device, oom_context, ...), as
+ * against an event, which starts with its time's digits. */
+static bool is_named_line(const char *line, size_t len)
+{
+  return len > 0 && line[0] >= 'a' && line[0] <= 'z';
 }
 
 /* 1 an event, 0 a definition line (read on), -1 an error. */
@@ -557,6 +610,10 @@ static int parse_our_line(ol_trace_t *t, const char *line, size_t len, ol_trace_
     return parse_site_line(t, line, len, err);
   if (starts_with(line, len, "device,"))
     return parse_device_line(t, line, len, err);
+  if (starts_with(line, len, "oom_context,"))
+    return parse_context_line(t, line, len, ev, err);
+  if (is_named_line(line, len))
+    return 0; /* a line of a later minor addition: skipped (docs/trace-format.md) */
   return parse_our_event(t, line, len, ev, err);
 }
 

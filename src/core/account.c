@@ -145,23 +145,63 @@ void ol_account_mapped(ol_account_t *a, int device, int64_t delta)
     ol_stat_update(mapped, delta);
 }
 
+/* ---- a failed allocation's verdict ---------------------------------------
+ * PyTorch's caching allocator, refused by cudaMalloc, frees its cached
+ * segments and asks for the same size again (CUDACachingAllocator.cpp:
+ * alloc_block, release_cached_blocks, alloc_block); only when that fails
+ * too does the job get an OutOfMemoryError. So a failure is not an OOM the
+ * job saw until what comes next says so: the same request served is the
+ * retry (recovered), the same request refused again is the same OOM (its
+ * last attempt's figures are the ones that count), anything else settles
+ * it. One rule for the live tracker and every reader of a trace. */
+
 /* An out-of-memory is a failed allocation too: the trace's oom events are
  * all a trace knows of failures, so the tracker counts only the others
  * (the driver refusing for another reason) itself. */
-void ol_account_oom_at(ol_account_t *a, int device, uint64_t request, uint64_t t_ns,
-                       double wall_unix)
+ol_oom_verdict_t ol_account_oom_at(ol_account_t *a, int device, uint64_t request, uint64_t t_ns,
+                                   double wall_unix)
 {
-  ol_account_device_t *ad = &a->devices[ol_account_device(a, device)];
-  ad->stats.num_ooms++;
+  int d = ol_account_device(a, device);
+  ol_account_device_t *ad = &a->devices[d];
   ad->stats.failed_allocs++;
-  ad->stats.last_oom_request = (int64_t)request;
-  if (wall_unix > 0) {
-    ad->stats.last_oom_unix = wall_unix;
+  ol_oom_verdict_t verdict = OL_VERDICT_NONE;
+  if (ad->wait.request && ad->wait.request != request && ol_account_oom_settle(a, d))
+    verdict = OL_VERDICT_OOM;
+  int64_t failures = ad->wait.request == request ? ad->wait.failures : 0;
+  ad->wait = (ol_oom_wait_t){.request = request ? request : 1 /* 0 means none */,
+                             .failures = failures + 1, .t_ns = t_ns, .wall_unix = wall_unix};
+  return verdict;
+}
+
+ol_oom_verdict_t ol_account_served(ol_account_t *a, int device, uint64_t size)
+{
+  ol_account_device_t *ad = &a->devices[ol_account_clamp(device)];
+  if (!ad->wait.request)
+    return OL_VERDICT_NONE;
+  if (ad->wait.request != size)
+    return ol_account_oom_settle(a, device) ? OL_VERDICT_OOM : OL_VERDICT_NONE;
+  ad->stats.recovered_allocs += ad->wait.failures;
+  ad->wait = (ol_oom_wait_t){0};
+  return OL_VERDICT_RECOVERED;
+}
+
+bool ol_account_oom_settle(ol_account_t *a, int device)
+{
+  ol_account_device_t *ad = &a->devices[ol_account_clamp(device)];
+  ol_oom_wait_t w = ad->wait;
+  if (!w.request)
+    return false;
+  ad->wait = (ol_oom_wait_t){0};
+  ad->stats.num_ooms++;
+  ad->stats.last_oom_request = (int64_t)w.request;
+  if (w.wall_unix > 0) {
+    ad->stats.last_oom_unix = w.wall_unix;
     if (ad->stats.first_oom_unix == 0)
-      ad->stats.first_oom_unix = wall_unix;
+      ad->stats.first_oom_unix = w.wall_unix;
   }
   if (ad->timeline)
-    ol_timeline_oom(ad->timeline, t_ns, (int64_t)request);
+    ol_timeline_oom(ad->timeline, w.t_ns, (int64_t)w.request);
+  return true;
 }
 
 /* What we see of a block is all of it, so active and requested bytes and
@@ -205,6 +245,8 @@ bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_st
   ol_account_timeline(a, d, t, 0); /* from the first event on */
   switch (ev->action) {
   case OL_TRACE_ALLOC:
+    if (ol_account_waiting(a, d))
+      ol_account_served(a, d, ev->size);
     if (ev->size > 0) {
       step->site = ol_account_site(a, d, ev->frames ? ev->frames : "", ev->frames_len, NULL);
       ol_record_t block = {.key = ev->addr, .size = ev->size, .stream = ev->stream,
@@ -231,6 +273,11 @@ bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_st
     break;
   case OL_TRACE_OOM:
     ol_account_oom_at(a, d, ev->size, t, 0); /* a trace's events have no wall clock */
+    if (ev->oom_final)
+      ol_account_oom_settle(a, d);
+    return true;
+  case OL_TRACE_OOM_CONTEXT: /* the job settled it: an OOM it saw */
+    ol_account_oom_settle(a, d);
     return true;
   default: /* free_requested: nothing changes until the free completes */
     return true;

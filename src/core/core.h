@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 1   /* fields added without breaking readers of OL_REPORT_FORMAT */
+#define OL_REPORT_MINOR 2   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs) */
 #define OL_MAX_DEVICES 64
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
 
@@ -366,7 +366,8 @@ typedef struct ol_device_stats {
 #define OL_CALL_MEMBER(field, what) int64_t field;
   OL_CALL_FIELDS(OL_CALL_MEMBER)
 #undef OL_CALL_MEMBER
-  int64_t num_ooms;
+  int64_t num_ooms;         /* out-of-memory errors the job saw (account.c: a failure settled) */
+  int64_t recovered_allocs; /* failed allocations the allocator's retry recovered (not OOMs) */
   int64_t last_oom_request;
   ol_phases_t phases;      /* iterations in this device's allocated bytes */
   ol_oom_record_t last_oom; /* the diagnosis of the last out-of-memory */
@@ -668,6 +669,7 @@ typedef enum ol_trace_action {
   OL_TRACE_SEGMENT_MAP,    /* expandable segments: pages mapped / unmapped */
   OL_TRACE_SEGMENT_UNMAP,
   OL_TRACE_OOM,            /* the request that failed in the recorded run */
+  OL_TRACE_OOM_CONTEXT,    /* our format's oom_context line: the OOM the job saw, settled */
   OL_TRACE_ACTION_COUNT
 } ol_trace_action_t;
 
@@ -681,10 +683,36 @@ typedef struct ol_trace_event {
   size_t frames_len;
   uint64_t line;      /* in the file, counted from 1 (the header is line 1) */
   int device;         /* CUDA device ordinal; 0 in the CSV, which has none */
+  /* oom: final (PyTorch's recorder writes one only for an OOM the job saw;
+   * ours writes one at every failed attempt, settled as account.c says). */
+  bool oom_final;
+  /* oom_context: what the job's record had that no event carries (the
+   * fields ol_oom_context_apply copies), and the class the job gave it
+   * (OL_OOM_CLASS_COUNT: not said); valid until the next call. */
+  const ol_oom_record_t *context;
+  ol_oom_class_t context_class;
 } ol_trace_event_t;
 
 /* The most devices our format names (device ordinals 0 to this - 1). */
 #define OL_TRACE_MAX_DEVICES 64
+
+/* ---- oom_context.c: the trace line of an out-of-memory's context ------
+ * `oom_context,DEVICE,key=value ...` (docs/trace-format.md): written by the
+ * library when it settles an OOM, read by the trace reader; one list of
+ * keys for both. The fields are the record's that no event carries: the
+ * device (capacity, free), the memory held outside the allocator (and by
+ * whom, per NVML), manage mode's free blocks, what the job's allocator
+ * showed us, the batch, and the class the job's diagnosis gave. */
+/* The line's words after "oom_context,DEVICE,", no newline. */
+void ol_oom_context_text(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t cause);
+/* Parses the words (len bytes, not NUL-terminated) into *r (fields not
+ * given: unknown, as a record starts) and *cause (OL_OOM_CLASS_COUNT: not
+ * given); unknown keys are skipped. false: a known key's value is bad. */
+bool ol_oom_context_parse(const char *text, size_t len, ol_oom_record_t *r, ol_oom_class_t *cause);
+/* Copies the context's fields into r (the rest of r: the account's). */
+void ol_oom_context_apply(ol_oom_record_t *r, const ol_oom_record_t *context);
+/* A record before anything is known: nothing free, no sites, -1 unknowns. */
+void ol_oom_record_init(ol_oom_record_t *r, uint64_t request);
 
 /* In the library too, which has no zlib:
  * "alloc", "free_completed", ...; "?" out of range. */
@@ -708,8 +736,27 @@ enum {
   OL_ACCOUNT_TIMELINE = 1u << 2,     /* a timeline per device, made at its first use */
 };
 
+/* A failed allocation awaits its verdict (account.c): the same request
+ * served next is its allocator's retry after releasing a cache (PyTorch's
+ * frees cached segments and asks again): recovered, counted, no OOM. Any
+ * other request, or its owner's word (the allocator gave up, the process
+ * ends), settles it as an out-of-memory the job saw. */
+typedef struct ol_oom_wait {
+  uint64_t request;  /* 0: none waits */
+  int64_t failures;  /* its failed attempts in a row */
+  uint64_t t_ns;     /* the last one's, on the timeline's clock */
+  double wall_unix;  /* 0: not known */
+} ol_oom_wait_t;
+
+typedef enum ol_oom_verdict {
+  OL_VERDICT_NONE,      /* nothing waited, or it waits on */
+  OL_VERDICT_RECOVERED, /* the retry was served */
+  OL_VERDICT_OOM,       /* it was an out-of-memory the job saw: now counted */
+} ol_oom_verdict_t;
+
 typedef struct ol_account_device {
   ol_device_stats_t stats; /* counters, iterations (stats.phases), the last diagnosis */
+  ol_oom_wait_t wait;      /* a failed allocation awaiting its verdict */
   ol_sites_t *sites;       /* NULL: none yet, off, or no host memory (shared: device 0's) */
   ol_timeline_t *timeline; /* NULL: none yet, off, or no host memory */
 } ol_account_device_t;
@@ -899,11 +946,25 @@ void ol_account_reserved(ol_account_t *a, int device, uint64_t size, int64_t del
  * segment_unmap: cuMemMap's mappings, our pool's chunks) changes by delta;
  * never below zero, as reserved memory. */
 void ol_account_mapped(ol_account_t *a, int device, int64_t delta);
-/* An out-of-memory, counted and counted a failed allocation, at t_ns on the
- * device's timeline (if it has one), wall_unix its wall clock (the first
- * and the last OOM's; 0: not known, as in a trace). */
-void ol_account_oom_at(ol_account_t *a, int device, uint64_t request, uint64_t t_ns,
-                       double wall_unix);
+/* A failed allocation for lack of memory, at t_ns (wall_unix its wall
+ * clock, 0 not known, as in a trace): counted a failed allocation, and
+ * waiting for its verdict (ol_oom_wait_t). OL_VERDICT_OOM: a different
+ * request was waiting, and is now an OOM. */
+ol_oom_verdict_t ol_account_oom_at(ol_account_t *a, int device, uint64_t request, uint64_t t_ns,
+                                   double wall_unix);
+/* A request of size was served on device: the waiting one's retry
+ * (recovered), or another (the waiting one was an OOM). Call only when
+ * ol_account_waiting: the hot path asks that inline. */
+ol_oom_verdict_t ol_account_served(ol_account_t *a, int device, uint64_t size);
+/* The waiting failure is an OOM now (its owner knows: the allocator gave
+ * up, the process ends, the trace ends): counted (num_ooms, the last
+ * request, the wall clocks, the timeline's mark at its last attempt).
+ * false: none waited. */
+bool ol_account_oom_settle(ol_account_t *a, int device);
+static inline bool ol_account_waiting(const ol_account_t *a, int device)
+{
+  return __builtin_expect(a->devices[ol_account_clamp(device)].wait.request != 0, 0);
+}
 /* The device's counters as every report shows them, live or from a trace:
  * the account's, with the figures it keeps once (active and requested
  * bytes, active blocks: all equal to allocated) filled in. */

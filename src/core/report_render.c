@@ -194,6 +194,10 @@ static void text_calls(ol_buf_t *out, const ol_report_device_t *d)
     ol_buf_printf(out, "Device memory at the last cuMemGetInfo: %s free of %s\n", free_text,
                   total_text);
   }
+  if (dev->recovered_allocs > 0)
+    ol_buf_printf(out, "Failed allocations the allocator's retry recovered (after releasing "
+                       "its cache; not out-of-memory errors): %lld\n",
+                  (long long)dev->recovered_allocs);
   if (dev->num_ooms > 0) {
     char request[32];
     ol_format_bytes(request, sizeof request, dev->last_oom_request);
@@ -362,8 +366,10 @@ static void json_device(ol_buf_t *out, const ol_report_device_t *d)
   ol_buf_printf(out, "    {\n      \"device\": %d,\n", d->device);
   json_stats(out, dev);
   json_origins_calls(out, dev);
-  ol_buf_printf(out, "      \"num_ooms\": %lld,\n      \"last_oom_request\": %lld,\n",
-                (long long)dev->num_ooms, (long long)dev->last_oom_request);
+  ol_buf_printf(out, "      \"num_ooms\": %lld,\n      \"recovered_allocs\": %lld,\n"
+                     "      \"last_oom_request\": %lld,\n",
+                (long long)dev->num_ooms, (long long)dev->recovered_allocs,
+                (long long)dev->last_oom_request);
   ol_buf_printf(out, "      \"mem_info\": {\"free\": %lld, \"total\": %lld},\n      \"oom\": ",
                 (long long)dev->mem_free, (long long)dev->mem_total);
   if (d->diagnosed)

@@ -19,6 +19,7 @@ static const struct {
   [OL_TRACE_SEGMENT_MAP] = ACTION("segment_map"),
   [OL_TRACE_SEGMENT_UNMAP] = ACTION("segment_unmap"),
   [OL_TRACE_OOM] = ACTION("oom"),
+  [OL_TRACE_OOM_CONTEXT] = ACTION("oom_context"), /* a line of its own, never an event's action */
 };
 #undef ACTION
 

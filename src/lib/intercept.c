@@ -249,6 +249,17 @@ cudaError_t ol_on_cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
   return free_async(OL_FN_cudaFreeAsync_ptsz, ptr, stream);
 }
 
+/* An allocator that was refused asks how much is free: PyTorch's caching
+ * allocator does exactly that once it has given up (its retry after
+ * releasing its cache refused too), for its OutOfMemoryError's message,
+ * and nothing between a refusal and its retry asks it. So a failure still
+ * waiting for its verdict is an OOM the job sees now, and its paragraph
+ * comes before the job's traceback. */
+static void allocator_gave_up(int device)
+{
+  ol_track_oom_settle(device);
+}
+
 cudaError_t ol_on_cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
   ol_pfn_cudaMemGetInfo real = OL_REAL(cudaMemGetInfo);
@@ -256,10 +267,13 @@ cudaError_t ol_on_cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
     return missing_runtime(OL_FN_cudaMemGetInfo);
   bool track = enter();
   cudaError_t err = real(free_bytes, total_bytes);
-  if (track && err == cudaSuccess && free_bytes && total_bytes) {
+  if (track) {
     int device = ol_prim_current_device_runtime();
-    ol_track_mem_info(device, *free_bytes, *total_bytes);
-    ol_capacity_clamp(device, free_bytes, total_bytes);
+    allocator_gave_up(device);
+    if (err == cudaSuccess && free_bytes && total_bytes) {
+      ol_track_mem_info(device, *free_bytes, *total_bytes);
+      ol_capacity_clamp(device, free_bytes, total_bytes);
+    }
   }
   leave();
   return err;
@@ -380,10 +394,13 @@ CUresult ol_on_cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
     return CUDA_ERROR_NOT_INITIALIZED;
   bool track = enter();
   CUresult res = real(free_bytes, total_bytes);
-  if (track && res == CUDA_SUCCESS && free_bytes && total_bytes) {
+  if (track) {
     int device = ol_prim_current_device_driver();
-    ol_track_mem_info(device, *free_bytes, *total_bytes);
-    ol_capacity_clamp(device, free_bytes, total_bytes);
+    allocator_gave_up(device);
+    if (res == CUDA_SUCCESS && free_bytes && total_bytes) {
+      ol_track_mem_info(device, *free_bytes, *total_bytes);
+      ol_capacity_clamp(device, free_bytes, total_bytes);
+    }
   }
   leave();
   return res;

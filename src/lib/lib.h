@@ -38,7 +38,15 @@ bool ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg
 bool ol_track_free(uintptr_t addr, ol_kind_t kind);
 void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory);
 void ol_track_oom_figures(int device, ol_oom_record_t *record); /* ours: allocated, reserved, phases */
-void ol_track_oom_diagnosis(int device, const ol_oom_record_t *record, ol_oom_class_t cause);
+/* A failed allocation's diagnosis, made from its figures (oom_live.c): kept
+ * until the account settles the failure (the next request that is not its
+ * retry, ol_track_oom_settle), then the device's diagnosis, its paragraph
+ * and its trace line; dropped when the retry is served. */
+void ol_track_oom_pending(int device, const ol_oom_record_t *record, ol_oom_class_t cause);
+/* The device's waiting failure (-1: every device's) is an OOM the job saw
+ * now: its allocator gave up (PyTorch asks cudaMemGetInfo for its error
+ * message), or a report or the process's end comes first. */
+void ol_track_oom_settle(int device);
 void ol_track_vmm_create(uint64_t handle, size_t size, int device);
 void ol_track_vmm_release(uint64_t handle);
 void ol_track_vmm_map(uintptr_t addr, size_t size, uint64_t handle);
@@ -149,12 +157,19 @@ bool ol_tracefile_on(void);
 void ol_tracefile_site(int device, int32_t site, const void *key, size_t len, const char *label);
 void ol_tracefile_event(ol_trace_action_t action, uint64_t addr, uint64_t size, uint64_t stream,
                         int32_t site, int device);
+/* An out-of-memory the job saw, settled: its oom_context line (what no
+ * event carries: oom_context.c), after its last oom event. */
+void ol_tracefile_oom_context(int device, const ol_oom_record_t *r, ol_oom_class_t cause);
 void ol_tracefile_flush(void);  /* all so far on disk (SIGUSR1) */
 void ol_tracefile_close(void);  /* all on disk, end line, closed (exit, SIGTERM) */
 void ol_tracefile_forget(void); /* a forked child drops its parent's trace */
 
 /* ---- oom_live.c: the diagnosis at a live job's failed allocation ------ */
 void ol_oom_at_failure(int device, uint64_t request);
+/* A settled OOM's paragraph on stderr (a few per process), its sites
+ * named from the live table; called by the tracker under its lock. */
+void ol_oom_paragraph(int device, const ol_oom_record_t *r, ol_oom_class_t cause,
+                      const ol_sites_t *sites);
 
 /* ---- manage.c: our pool serves the requests -------------------------- */
 bool ol_manage_on(void);

@@ -62,6 +62,7 @@ static void on_report_signal(int sig)
  * signal's own default action, so the job ends exactly as it would have. */
 static void end_with(int sig)
 {
+  ol_track_oom_settle(-1); /* a failure still waiting was the job's last word */
   ol_metrics_stop(); /* the metrics file's last figures too */
   ol_tracefile_close();
   ol_report_write_all(sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -79,6 +80,7 @@ static void *reporter_main(void *arg)
     if (sig) {
       end_with(sig);
     } else {
+      ol_track_oom_settle(-1); /* the report diagnoses what waits, and the trace has its line */
       ol_tracefile_flush();
       ol_report_write_all("signal");
     }
@@ -224,6 +226,10 @@ void ol_lifecycle_at_exit(void)
   if (atomic_load(&state) != ENABLED)
     return;
   ol_report_wait(); /* a report begun on SIGUSR1 is never cut short */
+  /* A failure still waiting for its verdict was the job's last: no retry
+   * came (a program that caught its error and ended). Settled before the
+   * trace closes, so it has the line. */
+  ol_track_oom_settle(-1);
   ol_metrics_stop();
   ol_tracefile_close();
   if (!ol_track_seen_activity())

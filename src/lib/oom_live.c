@@ -1,11 +1,20 @@
 /* oom_live.c: the diagnosis at a live job's failed allocation.
  *
- * Gathers the record oom.c classifies: the device's capacity and free
- * memory from the driver (or OOMLENS_CAPACITY), what this process holds and
- * what outlives its iterations (tracker), the pool's free blocks in manage
- * mode, and so what others hold. Prints one paragraph on stderr (a few per
- * process: a framework may retry after releasing its cache, so the first
- * failures are often not the last word) and keeps the last for the report. */
+ * Gathers the record oom.c classifies, at each failed attempt: the
+ * device's capacity and free memory from the driver (or OOMLENS_CAPACITY),
+ * what this process holds and what outlives its iterations (tracker), the
+ * pool's free blocks in manage mode, and so what others hold. A failure is
+ * not yet an OOM the job saw: PyTorch's cache frees its segments and asks
+ * again, and only when that fails too raises its error. So the record
+ * waits in the tracker for the account's verdict (core/account.c): the
+ * retry served drops it (counted as recovered); anything else settles it,
+ * and the tracker prints its one paragraph (ol_oom_paragraph) and keeps it
+ * for the report. Where no allocator above us retries (PyTorch's cache
+ * off, as `oomlens run --manage` sets, or its cudaMallocAsync backend),
+ * the failure is settled at once, so the paragraph comes before the job's
+ * traceback; where one does, PyTorch asks cudaMemGetInfo for its error
+ * message right after giving up (intercept.c settles there), and a report
+ * or the process's end settles whatever still waits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +23,7 @@
 #include "lib.h"
 #include "prim.h"
 
-#define PARAGRAPHS_PRINTED 3
+#define PARAGRAPHS_PRINTED 5 /* one per OOM; a job that catches them in a loop is told once */
 
 static atomic_int printed;
 
@@ -44,24 +53,34 @@ static void device_figures(int device, ol_oom_record_t *r)
   r->external = r->device_free >= 0 && others > 0 ? others : 0;
 }
 
-typedef struct explain_args {
-  ol_buf_t *out;
-  const ol_oom_record_t *record;
-  ol_oom_class_t cause;
-} explain_args_t;
-
-static void explain_with_sites(const ol_sites_t *sites, void *arg)
+/* Does an allocator above us free a cache and retry a refused request?
+ * PyTorch's caching allocator does, unless it is off or replaced by its
+ * cudaMallocAsync backend (which raises at the first refusal). A program
+ * we know nothing of may, too: its failure then waits for what follows. */
+static bool allocator_may_retry(void)
 {
-  explain_args_t *a = arg;
-  ol_oom_explain(a->out, a->record, a->cause, ol_report_stack_namer, (void *)sites);
+  const char *no_cache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+  const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+  return !(no_cache && *no_cache && strcmp(no_cache, "0") != 0) &&
+         !(conf && strstr(conf, "cudaMallocAsync"));
 }
 
-/* The paragraph, naming the record's sites when stacks are on. */
-static void explain_now(ol_buf_t *out, int device, const ol_oom_record_t *r, ol_oom_class_t cause)
+void ol_oom_paragraph(int device, const ol_oom_record_t *r, ol_oom_class_t cause,
+                      const ol_sites_t *sites)
 {
-  explain_args_t args = {out, r, cause};
-  if (!ol_track_sites(device, explain_with_sites, &args))
-    ol_oom_explain(out, r, cause, NULL, NULL);
+  int n = atomic_fetch_add(&printed, 1);
+  if (n > PARAGRAPHS_PRINTED)
+    return;
+  if (n == PARAGRAPHS_PRINTED) {
+    ol_log_info("device %d: further out-of-memory errors are counted and diagnosed in the "
+                "report only", device);
+    return;
+  }
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, r, cause, sites ? ol_report_stack_namer : NULL, (void *)sites);
+  if (!text.failed && text.data)
+    ol_log_info("device %d: %s", device, text.data);
+  ol_buf_free(&text);
 }
 
 /* A process's short name, as ps shows it; "" when /proc will not say. */
@@ -108,24 +127,19 @@ static void who_else_holds(int device, ol_oom_record_t *r)
 
 void ol_oom_at_failure(int device, uint64_t request)
 {
-  ol_oom_record_t r = {.request = request, .free_reserved = -1, .largest_free_block = -1};
+  ol_oom_record_t r;
+  ol_oom_record_init(&r, request);
   ol_track_oom_figures(device, &r);
   device_figures(device, &r);
   if (r.capacity == 0)
-    return; /* nothing to compare with */
+    return; /* nothing to compare with: counted, not diagnosed */
   ol_manage_free_blocks(device, &r.free_reserved, &r.largest_free_block);
   if (r.external > 0)
     who_else_holds(device, &r);
   r.segments_only = sees_segments_only();
   r.managed = ol_manage_on();
   r.batch = (int64_t)ol_option_size(OL_OPT_BATCH);
-  ol_oom_class_t cause = ol_oom_classify(&r);
-  ol_track_oom_diagnosis(device, &r, cause);
-  if (atomic_fetch_add(&printed, 1) >= PARAGRAPHS_PRINTED)
-    return;
-  ol_buf_t text = {0};
-  explain_now(&text, device, &r, cause);
-  if (!text.failed && text.data)
-    ol_log_info("device %d: %s", device, text.data);
-  ol_buf_free(&text);
+  ol_track_oom_pending(device, &r, ol_oom_classify(&r));
+  if (!allocator_may_retry())
+    ol_track_oom_settle(device);
 }

@@ -134,6 +134,7 @@ int ol_report_write_all(const char *reason)
 {
   char text_path[PATH_MAX], json_path[PATH_MAX];
   ol_report_t report;
+  ol_track_oom_settle(-1); /* a failure waiting for its verdict: the report diagnoses it */
   pthread_mutex_lock(&writing);
   if (ol_report_take(&report, reason) != 0) {
     pthread_mutex_unlock(&writing);

@@ -38,7 +38,7 @@
 #define MAX_KEY (CHUNK_BYTES / 4) /* longer site keys are cut (never in practice) */
 #define OUT_BYTES (64u * 1024)
 
-enum { REC_EVENT = 1, REC_SITE, REC_DEVICE };
+enum { REC_EVENT = 1, REC_SITE, REC_DEVICE, REC_LINE };
 
 typedef struct event_rec {
   uint8_t type, action;
@@ -60,6 +60,11 @@ typedef struct device_rec {
   int16_t device;
   uint64_t capacity;
 } device_rec_t;
+
+typedef struct line_rec { /* followed by len bytes of a whole line's text, no newline */
+  uint8_t type;
+  uint32_t len;
+} line_rec_t;
 
 typedef struct chunk {
   size_t used;
@@ -241,6 +246,33 @@ void ol_tracefile_event(ol_trace_action_t action, uint64_t addr, uint64_t size, 
   pthread_mutex_unlock(&tf.lock);
 }
 
+/* A line of text, formatted by the caller (an out-of-memory is rare: it
+ * may format on the hook's thread), in the events' order. */
+static void trace_line(const char *text, size_t len)
+{
+  if (!ol_tracefile_on() || len > MAX_KEY)
+    return;
+  pthread_mutex_lock(&tf.lock);
+  line_rec_t *rec = atomic_load(&tf.on) ? reserve(sizeof *rec + len) : NULL;
+  if (rec) {
+    *rec = (line_rec_t){.type = REC_LINE, .len = (uint32_t)len};
+    memcpy(rec + 1, text, len);
+  }
+  pthread_mutex_unlock(&tf.lock);
+}
+
+void ol_tracefile_oom_context(int device, const ol_oom_record_t *r, ol_oom_class_t cause)
+{
+  if (!ol_tracefile_on())
+    return;
+  ol_buf_t text = {0};
+  ol_buf_printf(&text, "oom_context,%d,", clamp_device(device));
+  ol_oom_context_text(&text, r, cause);
+  if (!text.failed && text.data)
+    trace_line(text.data, text.len);
+  ol_buf_free(&text);
+}
+
 /* ---- the writer thread ------------------------------------------------- */
 
 typedef struct out {
@@ -355,6 +387,11 @@ static void format_chunk(out_t *o, const chunk_t *c)
       const site_rec_t *s = (const site_rec_t *)p;
       format_site(o, s);
       n = sizeof *s + s->len + s->label_len;
+    } else if (*p == REC_LINE) {
+      const line_rec_t *l = (const line_rec_t *)p;
+      put(o, (const char *)(l + 1), l->len);
+      put(o, "\n", 1);
+      n = sizeof *l + l->len;
     } else {
       const device_rec_t *d = (const device_rec_t *)p;
       put_text(o, "device,");
@@ -461,7 +498,7 @@ static bool write_header(int fd)
   clock_gettime(CLOCK_REALTIME, &now);
   char header[256];
   int n = snprintf(header, sizeof header,
-                   "# oomlens-trace 1 pid=%ld rank=%s start_unix_us=%llu stacks=%d\n"
+                   "# oomlens-trace 2 pid=%ld rank=%s start_unix_us=%llu stacks=%d\n"
                    "# time_us,action,addr,size,stream,site,device\n",
                    (long)getpid(), ol_rank_text(),
                    (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000,

@@ -15,6 +15,7 @@
  * stops with one warning and the job goes on untouched. */
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "lib.h"
@@ -32,6 +33,19 @@ static atomic_bool warned_timeline;
 static bool failed;
 static atomic_bool seen_activity;
 static atomic_bool warned_failure;
+
+/* A failed allocation's diagnosis (oom_live.c made it from the figures of
+ * its last attempt), kept until the account settles the failure: then it
+ * is the device's diagnosis, its paragraph and the trace's oom_context
+ * line; a recovered one is dropped. A failure settled before its record
+ * came (another thread's request came first) is settled bare, and its
+ * record explained as soon as it comes. Under the lock. */
+static struct {
+  bool has;
+  ol_oom_record_t record;
+  ol_oom_class_t cause;
+  uint64_t bare_request; /* settled without its record; 0: none */
+} pending[OL_MAX_DEVICES];
 
 static uint64_t now_ns(void)
 {
@@ -230,6 +244,45 @@ static void note_now(int d)
     ol_account_note(&account, d, t);
 }
 
+/* ---- a failed allocation's verdict ---------------------------------------- */
+
+/* The settled failure's record is the device's diagnosis now: counted by
+ * class, its oom_context line after its last oom event in the trace, its
+ * paragraph on stderr (under the lock, as its sites are named from the
+ * live table: an OOM is rare, and its paragraph must not wait). */
+static void explain_settled(int d)
+{
+  ol_device_stats_t *dev = &account.devices[d].stats;
+  dev->last_oom = pending[d].record;
+  dev->last_oom_class = pending[d].cause;
+  if (pending[d].cause < OL_OOM_CLASS_COUNT)
+    dev->ooms_by_class[pending[d].cause]++;
+  pending[d].has = false;
+  ol_tracefile_oom_context(d, &dev->last_oom, dev->last_oom_class);
+  ol_oom_paragraph(d, &dev->last_oom, dev->last_oom_class, ol_account_sites(&account, d));
+}
+
+/* The account settled device d's failure as an OOM the job saw. */
+static void settled(int d)
+{
+  if (pending[d].has)
+    explain_settled(d);
+  else
+    pending[d].bare_request = account.devices[d].stats.last_oom_request;
+}
+
+/* A request of size was served on d: if a failure waited, its verdict (a
+ * recovered one's diagnosis is dropped). One compare when none waits. */
+static void served(int d, uint64_t size)
+{
+  if (__builtin_expect(!account.devices[d].wait.request, 1)) /* d is a device index already */
+    return;
+  if (ol_account_served(&account, d, size) == OL_VERDICT_OOM)
+    settled(d);
+  else
+    pending[d].has = false;
+}
+
 /* ---- the hooks' calls ---------------------------------------------------- */
 
 /* An allocation call, served or refused, counted by the path it took. */
@@ -258,6 +311,7 @@ int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kin
   int d = ol_account_device(&account, device);
   ol_device_stats_t *dev = &account.devices[d].stats;
   count_alloc_call(dev, kind);
+  served(d, size);
   record_t block = {.key = addr, .size = size, .stream = stream, .device = device,
                     .site = site_for(device, key, site), .kind = origin_of(kind)};
   record_t stale;
@@ -306,7 +360,10 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
   if (out_of_memory) { /* the account's to count, as a trace's oom event */
     uint64_t t = now_ns();
     timeline_of(d, t);
-    ol_account_oom_at(&account, d, size, t, wall_now());
+    if (pending[d].bare_request != size)
+      pending[d].bare_request = 0; /* a new failure: an older bare one's record never came */
+    if (ol_account_oom_at(&account, d, size, t, wall_now()) == OL_VERDICT_OOM)
+      settled(d); /* a different request waited: its context line first */
     ol_tracefile_event(OL_TRACE_OOM, 0, size, 0, -1, device);
   } else {
     dev->failed_allocs++; /* refused for another reason: no trace event says so */
@@ -322,6 +379,7 @@ void ol_track_vmm_create(uint64_t handle, size_t size, int device)
     return;
   int d = ol_account_device(&account, device);
   account.devices[d].stats.vmm_creates++;
+  served(d, size); /* expandable segments' retry is a cuMemCreate again */
   if (add_record(&handles, handle, size, device)) {
     ol_account_reserved(&account, d, size, (int64_t)size, OL_ORIGIN_vmm);
     note_time(d, now_ns());
@@ -436,14 +494,32 @@ void ol_track_oom_figures(int device, ol_oom_record_t *record)
   ol_unlock(&lock);
 }
 
-void ol_track_oom_diagnosis(int device, const ol_oom_record_t *record, ol_oom_class_t cause)
+void ol_track_oom_pending(int device, const ol_oom_record_t *record, ol_oom_class_t cause)
 {
   ol_lock(&lock);
-  ol_device_stats_t *dev = device_stats(device);
-  dev->last_oom = *record;
-  dev->last_oom_class = cause;
-  if (cause < OL_OOM_CLASS_COUNT)
-    dev->ooms_by_class[cause]++;
+  int d = ol_account_clamp(device);
+  bool waits = account.devices[d].wait.request == record->request;
+  bool bare = pending[d].bare_request == record->request;
+  if (waits || bare) {
+    pending[d].has = true;
+    pending[d].record = *record;
+    pending[d].cause = cause;
+  }
+  if (bare && !waits) {
+    pending[d].bare_request = 0;
+    explain_settled(d);
+  }
+  ol_unlock(&lock);
+}
+
+void ol_track_oom_settle(int device)
+{
+  ol_lock(&lock);
+  int first = device < 0 ? 0 : ol_account_clamp(device);
+  int end = device < 0 ? account.device_count : first + 1;
+  for (int d = first; d < end; d++)
+    if (ol_account_oom_settle(&account, d))
+      settled(d);
   ol_unlock(&lock);
 }
 
@@ -548,6 +624,7 @@ void ol_track_reset(void)
   ol_records_free(&mappings);
   ol_records_free(&ranges);
   ol_stacks_forget_sites();
+  memset(pending, 0, sizeof pending);
   failed = false;
   atomic_store(&seen_activity, false);
   ol_unlock(&lock);

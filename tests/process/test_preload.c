@@ -131,6 +131,114 @@ START_TEST(out_of_memory_reaches_the_job)
 }
 END_TEST
 
+/* ---- one OOM, one diagnosis: what an allocator's retry makes of it ---- */
+
+static ol_json_t *run_retry(const char *how, const char *extra, harness_run_t *run)
+{
+  const char *env[] = {"OOMLENS_CAPACITY=64M", "SIMCU_CAPACITY=8G", "SIMCU_EXTERNAL=0", extra,
+                       NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "retry", how, NULL};
+  harness_exec(run, true, env, argv);
+  ck_assert_msg(run->status == 0, "retry %s exited %d:\n%s", how, run->status, run->out);
+  ol_json_t *report = harness_report(run->pid);
+  ck_assert_msg(report, "no report for retry %s:\n%s", how, run->out);
+  return report;
+}
+
+static int paragraphs_in(const char *text)
+{
+  int n = 0;
+  for (const char *at = text; (at = strstr(at, "oomlens: device 0: out of memory (")); at++)
+    n++;
+  return n;
+}
+
+/* Line a comes before line b in the output (both there). */
+static void comes_before(const char *text, const char *a, const char *b)
+{
+  const char *at_a = strstr(text, a), *at_b = strstr(text, b);
+  ck_assert_msg(at_a && at_b && at_a < at_b, "'%s' not before '%s' in:\n%s", a, b, text);
+}
+
+START_TEST(retry_served_is_counted_not_diagnosed)
+{
+  harness_run_t run;
+  ol_json_t *r = run_retry("recovers", NULL, &run);
+  ck_assert_int_eq(paragraphs_in(run.out), 0);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "recovered_allocs"), 1);
+  ck_assert_int_eq(harness_int(r, DEV "calls.failed_allocs"), 1);
+  ck_assert_int_eq(ol_json_kind(ol_json_path(r, DEV "oom")), OL_JSON_NULL);
+  ol_json_free(r);
+}
+END_TEST
+
+/* Refused, cache released, refused again, then cudaMemGetInfo (PyTorch's
+ * error message): one paragraph, before the job's own error, with the
+ * figures of the last attempt (the 8 MiB cache released by then). */
+START_TEST(retry_refused_is_one_oom)
+{
+  harness_run_t run;
+  ol_json_t *r = run_retry("gives_up", NULL, &run);
+  ck_assert_int_eq(paragraphs_in(run.out), 1);
+  comes_before(run.out, "oomlens: device 0: out of memory (", "cuda_prog: raised");
+  comes_before(run.out, "cuda_prog: refused", "oomlens: device 0: out of memory (");
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1);
+  ck_assert_int_eq(harness_int(r, DEV "recovered_allocs"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "calls.failed_allocs"), 2);
+  ck_assert_int_eq(harness_int(r, DEV "oom.request"), 32 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "oom.allocated"), 40 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "timeline.num_ooms"), 1);
+  int64_t by_class = 0;
+  const ol_json_t *classes = ol_json_path(r, DEV "ooms_by_class");
+  for (size_t i = 0; i < ol_json_length(classes); i++)
+    by_class += (int64_t)ol_json_number(ol_json_value_at(classes, i));
+  ck_assert_int_eq(by_class, 1);
+  ol_json_free(r);
+}
+END_TEST
+
+/* A job that catches its error and goes on: diagnosed once, at its next
+ * request (no retry came), before what it does next. */
+START_TEST(caught_oom_is_diagnosed_once)
+{
+  harness_run_t run;
+  ol_json_t *r = run_retry("caught", NULL, &run);
+  ck_assert_int_eq(paragraphs_in(run.out), 1);
+  comes_before(run.out, "cuda_prog: refused", "oomlens: device 0: out of memory (");
+  comes_before(run.out, "oomlens: device 0: out of memory (", "cuda_prog: went on");
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1);
+  ck_assert_int_eq(harness_int(r, DEV "oom.request"), 32 * MiB);
+  ol_json_free(r);
+}
+END_TEST
+
+/* With PyTorch's cache off nothing retries: the paragraph comes at once,
+ * before the job hears of the error. */
+START_TEST(no_cache_means_at_once)
+{
+  harness_run_t run;
+  ol_json_t *r = run_retry("caught", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", &run);
+  ck_assert_int_eq(paragraphs_in(run.out), 1);
+  comes_before(run.out, "oomlens: device 0: out of memory (", "cuda_prog: refused");
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1);
+  ol_json_free(r);
+}
+END_TEST
+
+START_TEST(several_ooms_one_paragraph_each_up_to_a_bound)
+{
+  harness_run_t run;
+  ol_json_t *r = run_retry("many", NULL, &run);
+  ck_assert_int_eq(paragraphs_in(run.out), 5);
+  ck_assert_ptr_nonnull(strstr(run.out, "further out-of-memory errors are counted"));
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 8);
+  ck_assert_int_eq(harness_int(r, DEV "ooms_by_class.impossible"), 8);
+  ck_assert_int_eq(harness_int(r, DEV "last_oom_request"), 107 * MiB);
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(capacity_makes_the_device_smaller)
 {
   const char *env[] = {"OOMLENS_CAPACITY=64M", "SIMCU_CAPACITY=8G", NULL};
@@ -682,7 +790,7 @@ START_TEST(timeline_in_the_report)
                        "SIMCU_EXTERNAL=0", NULL};
   harness_run_t run;
   ol_json_t *r = run_scenario("oom_activations", env, &run);
-  ck_assert_int_eq(harness_int(r, "oomlens_report_minor"), 1);
+  ck_assert_int_eq(harness_int(r, "oomlens_report_minor"), OL_REPORT_MINOR);
   const ol_json_t *points = ol_json_path(r, DEV "timeline.allocated");
   size_t n = ol_json_length(points);
   ck_assert_uint_gt(n, 1);
@@ -814,6 +922,11 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, async_and_per_thread_entry_points);
   tcase_add_test(paths, exact_under_sixteen_threads);
   tcase_add_test(paths, out_of_memory_reaches_the_job);
+  tcase_add_test(paths, retry_served_is_counted_not_diagnosed);
+  tcase_add_test(paths, retry_refused_is_one_oom);
+  tcase_add_test(paths, caught_oom_is_diagnosed_once);
+  tcase_add_test(paths, no_cache_means_at_once);
+  tcase_add_test(paths, several_ooms_one_paragraph_each_up_to_a_bound);
   tcase_add_test(paths, capacity_makes_the_device_smaller);
   tcase_add_test(paths, call_sites_at_the_peak);
   tcase_add_test(paths, call_sites_carry_source_lines);

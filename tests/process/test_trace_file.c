@@ -28,6 +28,7 @@
 #include "trace_csv.h"
 
 #define MiB (1ll << 20)
+#define DEV "devices[0]."
 
 typedef struct trace_summary {
   int actions[OL_TRACE_ACTION_COUNT];
@@ -82,7 +83,7 @@ static void summarize(const char *path, trace_summary_t *s)
   ol_trace_event_t ev;
   int got;
   while ((got = ol_trace_next(t, &ev, &err)) == 1) {
-    s->events++;
+    s->events += ev.action != OL_TRACE_OOM_CONTEXT; /* a line of its own, not an event */
     s->actions[ev.action]++;
     s->events_with_frames += ev.frames_len > 0;
     if (ev.action != OL_TRACE_ALLOC || ev.frames_len == 0)
@@ -133,6 +134,7 @@ static void check_mixed(const trace_summary_t *s, pid_t pid, const char *path)
   ck_assert_int_eq(s->actions[OL_TRACE_FREE_COMPLETED], 5);
   ck_assert_int_eq(s->actions[OL_TRACE_SEGMENT_FREE], 5);
   ck_assert_int_eq(s->actions[OL_TRACE_OOM], 1);
+  ck_assert_int_eq(s->actions[OL_TRACE_OOM_CONTEXT], 1); /* settled: the job saw it */
   ck_assert_int_eq(s->actions[OL_TRACE_SEGMENT_MAP], 1);
   ck_assert_int_eq(s->actions[OL_TRACE_SEGMENT_UNMAP], 1);
   ck_assert_int_eq(s->events, 30);
@@ -332,6 +334,91 @@ START_TEST(trace_report_table_equals_live)
 }
 END_TEST
 
+/* ---- replay diagnoses the recorded OOM ---------------------------------- */
+
+typedef struct recorded_case {
+  const char *scenario;
+  const char *env[5];
+  bool policy_fits; /* the oomlens policy fits on the replayed device (nothing held outside) */
+} recorded_case_t;
+
+/* Jobs that ran out on the simulated device, live; each trace, replayed,
+ * gives the live report's diagnosis: the account's figures from the
+ * events, the rest from the trace's oom_context line. The first is the
+ * issue's case: a leak under manage mode with 600 MiB held outside the
+ * allocator, which the oomlens policy alone would fit. */
+static const recorded_case_t recorded_cases[] = {
+  {"oom_leak", {"OOMLENS_MANAGE=1", "SIMCU_CAPACITY=2G", "SIMCU_EXTERNAL=600M", NULL}, true},
+  {"oom_activations", {"PYTORCH_NO_CUDA_MEMORY_CACHING=1", "SIMCU_CAPACITY=8G",
+                       "OOMLENS_CAPACITY=1G", "SIMCU_EXTERNAL=0", NULL}, false},
+  {"oom_external", {"PYTORCH_NO_CUDA_MEMORY_CACHING=1", "SIMCU_CAPACITY=1G",
+                    "SIMCU_EXTERNAL=700M", NULL}, true},
+};
+
+static const char *const recorded_fields[] = {
+  "request", "capacity", "device_free", "allocated", "reserved", "free_reserved",
+  "largest_free_block", "external", "persistent", "transient", "iterations",
+  "growth_per_iteration",
+};
+
+START_TEST(trace_replays_to_the_live_diagnosis)
+{
+  const recorded_case_t *c = &recorded_cases[_i];
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), c->scenario, NULL};
+  harness_run_t run, cli;
+  run_prog(&run, c->env, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  ol_json_t *live = harness_report(run.pid);
+  ck_assert_ptr_nonnull(live);
+  char path[PATH_MAX];
+  trace_path(run.pid, path, sizeof path);
+
+  ol_policy_options_t options = {.capacity = (uint64_t)harness_int(live, DEV "oom.capacity")};
+  ol_replay_result_t result;
+  ol_error_t err;
+  ck_assert_msg(ol_replay_file(path, ol_policy_find("oomlens"), &options, &result, &err) == 0,
+                "%s", err.text);
+  ck_assert(result.recorded);
+  ck_assert(result.recorded_oom.has_context);
+  ck_assert_uint_eq(result.recorded_ooms, (uint64_t)harness_int(live, DEV "num_ooms"));
+  ol_buf_t text = {0};
+  ol_oom_json(&text, &result.recorded_oom.record, result.recorded_oom.cause, NULL, NULL);
+  ck_assert(!text.failed);
+  ol_json_t *replayed = ol_json_parse(text.data, text.len, NULL, 0);
+  ck_assert_ptr_nonnull(replayed);
+  const char *live_class = ol_json_string(ol_json_path(live, DEV "oom.class"));
+  ck_assert_str_eq(ol_json_string(ol_json_get(replayed, "class")), live_class);
+  ck_assert_str_eq(ol_oom_class_name(result.recorded_oom.job_cause), live_class);
+  for (size_t i = 0; i < sizeof recorded_fields / sizeof *recorded_fields; i++) {
+    char at[96];
+    snprintf(at, sizeof at, DEV "oom.%s", recorded_fields[i]);
+    ck_assert_msg(harness_int(live, at) ==
+                    (int64_t)ol_json_number(ol_json_get(replayed, recorded_fields[i])),
+                  "%s %s: live %lld", c->scenario, recorded_fields[i],
+                  (long long)harness_int(live, at));
+  }
+  ck_assert_str_eq(ol_json_string(ol_json_get(replayed, "advice")),
+                   ol_json_string(ol_json_path(live, DEV "oom.advice")));
+  ck_assert(result.oom != c->policy_fits);
+  ol_json_free(replayed);
+  ol_buf_free(&text);
+  ol_replay_result_free(&result);
+
+  /* What the command line says of it: why the job ran out, and that the
+   * policy would (or would not) fit. */
+  const char *replay_argv[] = {harness_env("OOMLENS_TEST_CLI"), "replay", path, NULL};
+  harness_exec(&cli, false, NULL, replay_argv);
+  ck_assert_msg(cli.status == 0, "exit %d:\n%s", cli.status, cli.out);
+  char says[128];
+  snprintf(says, sizeof says, "  why:            out of memory (%s", live_class);
+  ck_assert_msg(strstr(cli.out, "recorded OOM:     the job ran out at line ") &&
+                  strstr(cli.out, says), "%s", cli.out);
+  ck_assert_msg((strstr(cli.out, "this policy:      would fit: the oomlens policy served every "
+                                 "request") != NULL) == c->policy_fits, "%s", cli.out);
+  ol_json_free(live);
+}
+END_TEST
+
 /* ---- the writer's failure paths, in-process (each in a child) --------- */
 
 static int in_child(int (*body)(void))
@@ -460,6 +547,8 @@ static Suite *trace_file_suite(void)
   tcase_add_test(job, forked_child_has_its_own_trace);
   tcase_add_test(job, unwritable_trace_does_not_hurt_job);
   tcase_add_test(job, trace_report_table_equals_live);
+  tcase_add_loop_test(job, trace_replays_to_the_live_diagnosis, 0,
+                      sizeof recorded_cases / sizeof *recorded_cases);
   suite_add_tcase(s, job);
   TCase *writer = tcase_create("writer");
   tcase_add_checked_fixture(writer, harness_setup, harness_teardown);

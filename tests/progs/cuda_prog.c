@@ -233,6 +233,50 @@ static int out_of_memory(void)
   return 0;
 }
 
+/* What an allocator above us does with a refusal, on a 64 MiB device
+ * (OOMLENS_CAPACITY): "recovers" frees what it cached and asks again, and
+ * is served; "gives_up" asks again, is refused again, and asks
+ * cudaMemGetInfo for its error message, as PyTorch's caching allocator
+ * does; "caught" is refused once and goes on with smaller requests; "many"
+ * is refused eight times, a different request each time, going on after
+ * each. Markers on stderr say where the program is, so the tests can tell
+ * when the paragraph came. */
+static int allocator_retry(const char *how)
+{
+  void *held, *cached, *p;
+  CHECK(how != NULL);
+  if (!strcmp(how, "many")) {
+    for (int i = 0; i < 8; i++) {
+      CHECK(cudaMalloc(&p, (size_t)(100 + i) * MiB) == cudaErrorMemoryAllocation);
+      CHECK(cudaMalloc(&p, MiB) == cudaSuccess);
+      CHECK(cudaFree(p) == cudaSuccess);
+    }
+    return 0;
+  }
+  CHECK(cudaMalloc(&held, 40 * MiB) == cudaSuccess);
+  CHECK(cudaMalloc(&cached, 8 * MiB) == cudaSuccess);
+  CHECK(cudaMalloc(&p, 32 * MiB) == cudaErrorMemoryAllocation);
+  fprintf(stderr, "cuda_prog: refused\n");
+  if (!strcmp(how, "caught")) {
+    CHECK(cudaMalloc(&p, 4 * MiB) == cudaSuccess);
+    fprintf(stderr, "cuda_prog: went on\n");
+    CHECK(cudaFree(p) == cudaSuccess);
+    return 0;
+  }
+  CHECK(cudaFree(cached) == cudaSuccess); /* the cache released */
+  if (!strcmp(how, "recovers")) {
+    CHECK(cudaFree(held) == cudaSuccess);
+    CHECK(cudaMalloc(&p, 32 * MiB) == cudaSuccess);
+    return 0;
+  }
+  CHECK(!strcmp(how, "gives_up"));
+  CHECK(cudaMalloc(&p, 32 * MiB) == cudaErrorMemoryAllocation);
+  size_t free_bytes, total;
+  CHECK(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
+  fprintf(stderr, "cuda_prog: raised\n");
+  return 0;
+}
+
 /* The parent keeps 3 MiB; the forked child allocates 1 MiB of its own and
  * exits normally: two reports, each with only its own process's memory. */
 static int fork_child(void)
@@ -544,6 +588,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "async")) return async_streams();
   if (!strcmp(s, "threads")) return threads();
   if (!strcmp(s, "oom")) return out_of_memory();
+  if (!strcmp(s, "retry")) return allocator_retry(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "fork")) return fork_child();
   if (!strcmp(s, "signal")) return report_on_signal(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "nodriver")) return no_driver();

@@ -175,6 +175,45 @@ END_TEST
  * tracker (its clock) and a trace (its events' times) alike: the memory
  * noted at the time given, an OOM counted (a failed allocation too), its
  * wall clock kept where known, and marked on the timeline. */
+/* A failure's verdict: the same request served next is the allocator's
+ * retry (each failed attempt counted recovered, no OOM); the same request
+ * refused again is the same failure; another request settles it. */
+START_TEST(failure_verdicts)
+{
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_TIMELINE);
+  ol_account_timeline(&a, 0, 0, 0);
+  ck_assert(!ol_account_waiting(&a, 0));
+  ck_assert_int_eq(ol_account_oom_at(&a, 0, 32 * MiB, 10, 0), OL_VERDICT_NONE);
+  ck_assert_int_eq(ol_account_oom_at(&a, 0, 32 * MiB, 20, 0), OL_VERDICT_NONE); /* its retry */
+  ck_assert(ol_account_waiting(&a, 0));
+  ck_assert_int_eq(ol_account_served(&a, 0, 32 * MiB), OL_VERDICT_RECOVERED);
+  const ol_device_stats_t *d = &a.devices[0].stats;
+  ck_assert_int_eq(d->recovered_allocs, 2);
+  ck_assert_int_eq(d->num_ooms, 0);
+  ck_assert_int_eq(d->failed_allocs, 2);
+  ck_assert_uint_eq(a.devices[0].timeline->oom_count, 0);
+  ck_assert_int_eq(ol_account_served(&a, 0, 32 * MiB), OL_VERDICT_NONE); /* nothing waits */
+
+  ol_account_oom_at(&a, 0, 64 * MiB, 30, 5.0);
+  ol_account_oom_at(&a, 0, 64 * MiB, 40, 6.0);
+  ck_assert_int_eq(ol_account_served(&a, 0, MiB), OL_VERDICT_OOM); /* the job went on */
+  ck_assert_int_eq(d->num_ooms, 1);
+  ck_assert_int_eq(d->last_oom_request, 64 * MiB);
+  ck_assert(d->first_oom_unix == 6.0 && d->last_oom_unix == 6.0); /* its last attempt's */
+  ck_assert_uint_eq(a.devices[0].timeline->ooms[0].t_ns, 40);
+
+  ol_account_oom_at(&a, 0, 8 * MiB, 50, 0);
+  ck_assert_int_eq(ol_account_oom_at(&a, 0, 4 * MiB, 60, 0), OL_VERDICT_OOM);
+  ck_assert_int_eq(d->num_ooms, 2);
+  ck_assert(ol_account_oom_settle(&a, 0));
+  ck_assert(!ol_account_oom_settle(&a, 0));
+  ck_assert_int_eq(d->num_ooms, 3);
+  ck_assert_int_eq(d->recovered_allocs, 2);
+  ol_account_free(&a);
+}
+END_TEST
+
 START_TEST(notes_and_ooms_at_their_time)
 {
   ol_account_t a;
@@ -192,6 +231,8 @@ START_TEST(notes_and_ooms_at_their_time)
   ol_account_oom_at(&a, 1, 4 * MiB, 9000, 201.0);
   ol_account_oom_at(&a, 1, 2 * MiB, 9500, 0); /* a trace's: no wall clock */
   const ol_device_stats_t *d = &a.devices[1].stats;
+  ck_assert_int_eq(d->num_ooms, 2); /* each settled by the next, different request */
+  ck_assert(ol_account_oom_settle(&a, 1)); /* the last: its owner's word */
   ck_assert_int_eq(d->num_ooms, 3);
   ck_assert_int_eq(d->failed_allocs, 3);
   ck_assert_int_eq(d->last_oom_request, 2 * MiB);
@@ -507,6 +548,8 @@ static void live_event(const ol_trace_event_t *ev)
     break;
   case OL_TRACE_OOM:
     ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+    if (ev->oom_final) /* the recorder's: the job got its error there */
+      ol_track_oom_settle(0);
     break;
   default:
     break;
@@ -614,7 +657,10 @@ static void job_ran_out(job_t *j, const ol_trace_event_t *ev, uint64_t capacity)
   pool_changed(j); /* a failing pool may have let go of its cache first */
   ol_policy_stats_t st;
   j->ops->stats(j->policy, &st);
-  ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+  if (ev->action != OL_TRACE_OOM) { /* a recorded failure was counted as it came */
+    ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+    ol_track_oom_settle(0); /* the job gives up here */
+  }
   j->record = (ol_oom_record_t){.request = ev->size};
   ol_track_oom_figures(0, &j->record);
   device_figures(&j->record, capacity, j->record.reserved, st.free_reserved,
@@ -651,6 +697,11 @@ static bool job_event(job_t *j, const ol_trace_event_t *ev, uint64_t capacity)
   }
   if (!is_oom && ol_records_find(&j->addresses, ev->addr))
     job_free(j, ev->addr);
+  if (is_oom) { /* the recorded job's failure, counted as it counted it */
+    ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+    if (ev->oom_final)
+      ol_track_oom_settle(0);
+  }
   if (j->ops->alloc(j->policy, ev->size, ev->stream, &addr) != 0) {
     job_ran_out(j, ev, capacity);
     return false;
@@ -761,6 +812,7 @@ static Suite *account_suite(void)
   tcase_add_test(rules, reserved_memory_never_below_zero);
   tcase_add_test(rules, mapped_memory_live_equals_trace);
   tcase_add_test(rules, notes_and_ooms_at_their_time);
+  tcase_add_test(rules, failure_verdicts);
   suite_add_tcase(s, rules);
   TCase *traces = tcase_create("live_equals_offline");
   tcase_set_timeout(traces, 120);

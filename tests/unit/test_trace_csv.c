@@ -388,6 +388,68 @@ START_TEST(ours_good)
 }
 END_TEST
 
+/* Version 2: an oom_context line reads as an event of its own carrying the
+ * record's context (the words ol_oom_context_text writes, read back), and
+ * a named line this reader does not know is skipped. */
+START_TEST(ours_context_line)
+{
+  ol_oom_record_t r;
+  ol_oom_record_init(&r, 4096);
+  r.capacity = 1ull << 33;
+  r.device_free = 0;
+  r.external = 600ll << 20;
+  r.free_reserved = 2048;
+  r.largest_free_block = 1024;
+  r.self_device_bytes = 1ll << 30;
+  r.managed = true;
+  r.other_count = 2;
+  r.others[0].pid = 4242;
+  r.others[0].bytes = 500ll << 20;
+  snprintf(r.others[0].name, sizeof r.others[0].name, "py thon,;x");
+  r.others[1].pid = 77;
+  r.others[1].bytes = -1;
+  ol_buf_t words = {0};
+  ol_oom_context_text(&words, &r, OL_OOM_external);
+  char text[2048];
+  snprintf(text, sizeof text,
+           "# oomlens-trace 2 pid=1\n15,oom,0x0,4096,0,,1\nlater_kind,1,whatever=2\n"
+           "oom_context,1,%s later_key=7\n16,alloc,0x10,512,0,,1\n", words.data);
+  ol_buf_free(&words);
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(write_trace(text, false), &err);
+  ck_assert_msg(t != NULL, "%s", err.text);
+  ol_trace_event_t ev;
+  ck_assert_int_eq(ol_trace_next(t, &ev, &err), 1);
+  ck_assert_int_eq(ev.action, OL_TRACE_OOM);
+  ck_assert(!ev.oom_final); /* ours: each attempt, settled by account.c */
+  ck_assert_int_eq(ol_trace_next(t, &ev, &err), 1);
+  ck_assert_int_eq(ev.action, OL_TRACE_OOM_CONTEXT);
+  ck_assert_int_eq(ev.device, 1);
+  ck_assert_uint_eq(ev.time_us, 15);
+  ck_assert_uint_eq(ev.size, 4096);
+  ck_assert_uint_eq(ev.line, 4);
+  ck_assert_int_eq(ev.context_class, OL_OOM_external);
+  const ol_oom_record_t *c = ev.context;
+  ck_assert_uint_eq(c->capacity, 1ull << 33);
+  ck_assert_int_eq(c->device_free, 0);
+  ck_assert_int_eq(c->external, 600ll << 20);
+  ck_assert_int_eq(c->free_reserved, 2048);
+  ck_assert_int_eq(c->largest_free_block, 1024);
+  ck_assert_int_eq(c->self_device_bytes, 1ll << 30);
+  ck_assert(c->managed && !c->segments_only);
+  ck_assert_int_eq(c->other_count, 2);
+  ck_assert_uint_eq(c->others[0].pid, 4242);
+  ck_assert_int_eq(c->others[0].bytes, 500ll << 20);
+  ck_assert_str_eq(c->others[0].name, "py_thon__x"); /* one word, whatever the name */
+  ck_assert_int_eq(c->others[1].bytes, -1);
+  ck_assert_str_eq(c->others[1].name, "");
+  ck_assert_int_eq(ol_trace_next(t, &ev, &err), 1);
+  ck_assert_int_eq(ev.action, OL_TRACE_ALLOC);
+  ck_assert_int_eq(ol_trace_next(t, &ev, &err), 0);
+  ol_trace_close(t);
+}
+END_TEST
+
 START_TEST(csv_is_csv)
 {
   ol_error_t err;
@@ -403,7 +465,8 @@ START_TEST(csv_is_csv)
 END_TEST
 
 static const open_case_t our_open_cases[] = {
-  {"# oomlens-trace 2 pid=1\n", ":1: oomlens trace version not supported"},
+  {"# oomlens-trace 3 pid=1\n", ":1: oomlens trace version not supported"},
+  {"# oomlens-trace 0 pid=1\n", ":1: oomlens trace version not supported"},
   {"# oomlens-trace x\n", ":1: oomlens trace version not supported"},
   {"# oomlens-trace 10\n", ":1: oomlens trace version not supported"},
 };
@@ -430,7 +493,12 @@ static const bad_case_t our_bad_cases[] = {
   {"2,alloc,0x1,512,0,0", "6 fields, expected 7"},
   {"2,alloc,0x1,512,0,0,0,extra", "8 fields, expected 7"},
   {"2,allocate,0x1,512,0,,0", "bad action 'allocate'"},
-  {"x,alloc,0x1,512,0,,0", "bad time_us 'x'"},
+  {"1x,alloc,0x1,512,0,,0", "bad time_us '1x'"},
+  {"2,oom_context,0x0,512,0,,0", "bad action 'oom_context'"},
+  {"oom_context,0", "an oom_context line is oom_context,DEVICE,WORDS"},
+  {"oom_context,64,request=1", "device '64' is not a number below 64"},
+  {"oom_context,0,capacity=12x", "bad oom_context words 'capacity=12x'"},
+  {"oom_context,0,class=sideways", "bad oom_context words 'class=sideways'"},
   {"2,alloc,1,512,0,,0", "bad addr '1'"},
   {"2,alloc,0x1,9223372036854775808,0,,0", "bad size '9223372036854775808'"},
   {"2,alloc,0x1,512,-1,,0", "bad stream '-1'"},
@@ -477,6 +545,7 @@ static Suite *trace_suite(void)
   tcase_add_test(good, long_trace);
   tcase_add_test(good, action_names);
   tcase_add_test(good, ours_good);
+  tcase_add_test(good, ours_context_line);
   tcase_add_test(good, csv_is_csv);
   suite_add_tcase(s, good);
   TCase *bad = tcase_create("malformed");
