@@ -68,7 +68,7 @@ void ol_account_free(ol_account_t *a)
 
 void ol_account_set_capacity(ol_account_t *a, int device, uint64_t bytes)
 {
-  a->devices[ol_account_device(a, device)].capacity = bytes;
+  a->devices[ol_account_clamp(device)].capacity = bytes; /* not yet a device seen */
 }
 
 /* With one shared table, it is device 0's. */

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 1   /* fields added without breaking readers of OL_REPORT_FORMAT */
+#define OL_REPORT_MINOR 2   /* fields added without breaking readers of OL_REPORT_FORMAT */
 #define OL_MAX_DEVICES 64
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
 
@@ -619,6 +619,9 @@ typedef struct ol_report_device {
   bool diagnosed;
   ol_report_frames_t oom_names[OL_OOM_SITES + 1];
   char *advice; /* the advice as a JSON report wrote it; NULL: none read */
+  /* stats.phases.leak, when it fired: its site's id is 0, naming leak_site
+   * (-1: none). */
+  ol_report_frames_t leak_site;
   bool has_sites; /* call sites were recorded (the lists may still be empty) */
   ol_report_sites_t at_peak, by_total;
   bool has_timeline;
@@ -689,6 +692,8 @@ void ol_report_render_json(ol_buf_t *out, const ol_report_t *r);
  * OL_REPORT_FRAMES_SHOWN frames as one JSON string. From a model's names
  * (an ol_site_namer_t; arg: the ol_report_device_t), or from a table. */
 void ol_report_oom_namer(ol_buf_t *out, int32_t id, bool json, void *device);
+/* The same for the leak warning's site (its leak_site). */
+void ol_report_leak_namer(ol_buf_t *out, int32_t id, bool json, void *device);
 /* Frames as a report's text shows them, at most max: joined, or "(no
  * frames recorded)" when there are none. */
 void ol_report_frames_text(ol_buf_t *out, const ol_report_frames_t *f, size_t max);

@@ -469,5 +469,6 @@ void ol_leak_warning_text(ol_buf_t *out, const ol_leak_warning_t *w, ol_site_nam
   }
   ol_buf_printf(out, ": the device runs out at about iteration %lld", (long long)w->runs_out_at);
   if (w->runs_out_s >= 0 && w->at_s >= 0)
-    ol_buf_printf(out, ", in about %.0f s at this rate", w->runs_out_s - w->at_s);
+    ol_buf_printf(out, ", in about %.*f s at this rate", w->runs_out_s - w->at_s < 10 ? 1 : 0,
+                  w->runs_out_s - w->at_s);
 }

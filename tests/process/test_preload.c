@@ -682,7 +682,7 @@ START_TEST(timeline_in_the_report)
                        "SIMCU_EXTERNAL=0", NULL};
   harness_run_t run;
   ol_json_t *r = run_scenario("oom_activations", env, &run);
-  ck_assert_int_eq(harness_int(r, "oomlens_report_minor"), 1);
+  ck_assert_int_eq(harness_int(r, "oomlens_report_minor"), OL_REPORT_MINOR);
   const ol_json_t *points = ol_json_path(r, DEV "timeline.allocated");
   size_t n = ol_json_length(points);
   ck_assert_uint_gt(n, 1);
