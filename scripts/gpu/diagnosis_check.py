@@ -159,11 +159,14 @@ def replay(case, batch):
         r = json.loads(p.stdout)
     except ValueError:
         return dict(cls='error', stderr=p.stderr[-800:])
-    oom = r.get('oom') or {}
+    # The recorded job's own OOM when it had one, else the policy's own.
+    rec = r.get('recorded_oom')
+    oom = rec or r.get('oom') or {}
     diag = oom.get('diagnosis') or oom
-    return dict(cls=diag.get('class', 'none') if r.get('oom') else 'none',
-                batch_fits=diag.get('batch_fits'), batch_fits_headroom=diag.get('batch_fits_headroom'),
-                raw=oom if not diag.get('class') else None)
+    return dict(cls=diag.get('class', 'none') if oom else 'none',
+                job_class=(rec or {}).get('job_class'), context=(rec or {}).get('context'),
+                policy_fits=(rec or {}).get('policy_fits'),
+                batch_fits=diag.get('batch_fits'), batch_fits_headroom=diag.get('batch_fits_headroom'))
 
 
 HOG = r'''

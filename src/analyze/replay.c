@@ -332,6 +332,8 @@ int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
     goto done;
   }
   ol_account_init(r.account, OL_ACCOUNT_SITES);
+  for (int d = 0; d < OL_MAX_DEVICES; d++) /* the simulated device's, for a leak's projection */
+    ol_account_set_capacity(r.account, d, options->capacity);
   /* The table exists from the start (NULL: the replay runs without sites). */
   r.account->devices[0].sites = ol_sites_new();
   r.policy = ops->create(options);

@@ -253,6 +253,28 @@ static void read_sites(const ol_json_t *arr, ol_report_t *v, ol_report_sites_t *
   }
 }
 
+/* Format 1.2's leak warning (null, or absent before it: none). */
+static void read_leak(const ol_json_t *leak, ol_report_t *v, ol_report_device_t *d)
+{
+  ol_leak_warning_t *w = &d->stats.phases.leak;
+  *w = (ol_leak_warning_t){.site = -1};
+  if (ol_json_kind(leak) != OL_JSON_OBJECT)
+    return;
+  w->fired = true;
+  w->growth = int_at(leak, "growth_per_iteration");
+  w->since = (uint64_t)int_at(leak, "since_iteration");
+  w->at = (uint64_t)int_at(leak, "at_iteration");
+  w->at_s = ol_json_number(ol_json_get(leak, "at_s"));
+  w->runs_out_at = int_at(leak, "runs_out_at_iteration");
+  w->runs_out_s = ol_json_number(ol_json_get(leak, "runs_out_s"));
+  w->site_growth = int_at(leak, "site_growth");
+  const char *site = ol_json_string(ol_json_get(leak, "site"));
+  if (site) {
+    read_name(v, &d->leak_site, site);
+    w->site = 0;
+  }
+}
+
 static void read_device(const ol_json_t *dev, int index, ol_report_t *v, ol_report_device_t *d)
 {
   d->device = (int)ol_json_path_int64(dev, "device", index);
@@ -263,6 +285,7 @@ static void read_device(const ol_json_t *dev, int index, ol_report_t *v, ol_repo
   read_sites(at_peak, v, &d->at_peak);
   read_sites(ol_json_path(dev, "sites.by_total"), v, &d->by_total);
   read_timeline(ol_json_get(dev, "timeline"), d);
+  read_leak(ol_json_get(dev, "leak_warning"), v, d);
 }
 
 static int identify(const ol_json_t *root, const char *path, ol_error_t *err)
@@ -335,6 +358,8 @@ static bool count_trace(ol_account_t *account, ol_trace_t *trace, ol_error_t *er
   ol_trace_event_t e;
   while ((*got = ol_trace_next(trace, &e, err)) == 1) {
     e.device = 0;
+    if (account->devices[0].capacity == 0) /* the trace's device line, for a leak's projection */
+      ol_account_set_capacity(account, 0, ol_trace_capacity(trace, 0));
     if (!ol_account_apply(account, &e, NULL))
       return false;
   }

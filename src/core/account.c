@@ -50,14 +50,25 @@ void ol_account_init(ol_account_t *a, unsigned flags)
   ol_records_init(&a->blocks);
 }
 
+/* Everything counted goes; who is told of a leak stays. */
 void ol_account_free(ol_account_t *a)
 {
   ol_records_free(&a->blocks);
   for (int d = 0; d < OL_MAX_DEVICES; d++) {
     ol_sites_free(a->devices[d].sites);
     free(a->devices[d].timeline);
+    ol_phase_finder_free(a->devices[d].finder);
   }
+  ol_account_leak_fn on_leak = a->on_leak;
+  void *arg = a->on_leak_arg;
   ol_account_init(a, a->flags);
+  a->on_leak = on_leak;
+  a->on_leak_arg = arg;
+}
+
+void ol_account_set_capacity(ol_account_t *a, int device, uint64_t bytes)
+{
+  a->devices[ol_account_clamp(device)].capacity = bytes; /* not yet a device seen */
 }
 
 /* With one shared table, it is device 0's. */
@@ -84,6 +95,8 @@ int32_t ol_account_site(ol_account_t *a, int device, const char *key, size_t len
   int32_t id = ol_sites_intern(*table, key, len);
   if (is_new)
     *is_new = id >= 0 && (size_t)id == before;
+  if (id >= 0 && len == 0)
+    a->devices[sites_index(a, ol_account_clamp(device))].frameless_site_plus1 = id + 1;
   return id;
 }
 
@@ -117,6 +130,40 @@ void ol_account_probe(ol_account_t *a, int device, uint64_t size, int32_t site)
   ol_record_t b = {.size = size, .device = d, .site = site, .kind = OL_ORIGIN_NONE};
   ol_account_added(a, &b, d);
   ol_account_removed(a, &b, d);
+}
+
+/* ---- iterations ------------------------------------------------------------ */
+
+/* The device's size for the leak's projection: as its owner set it, else
+ * the driver's last answer seen (cuMemGetInfo's total). */
+static uint64_t capacity_of(const ol_account_device_t *ad)
+{
+  return ad->capacity ? ad->capacity : (uint64_t)(ad->stats.mem_total > 0 ? ad->stats.mem_total : 0);
+}
+
+/* The leak's site: the one whose bytes at iterations' ends grew most. */
+static void name_grower(ol_leak_warning_t *w, const ol_sites_t *sites)
+{
+  int32_t top;
+  if (sites && ol_sites_top(sites, OL_SITES_BY_GROWTH, &top, 1) == 1 &&
+      ol_sites_figure(sites, top, OL_SITES_BY_GROWTH) > 0) {
+    w->site = top;
+    w->site_growth = ol_sites_figure(sites, top, OL_SITES_BY_GROWTH);
+  }
+}
+
+void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
+{
+  ol_account_device_t *ad = &a->devices[d];
+  ol_sites_t *sites = ol_account_sites(a, d);
+  ol_sites_mark_valley(sites);
+  uint64_t start = ad->timeline ? ad->timeline->start_ns : 0;
+  ol_phases_t *p = &ad->stats.phases;
+  if (!ol_phases_watch_leak(p, capacity_of(ad), ad->last_ns, start))
+    return;
+  name_grower(&p->leak, sites);
+  if (a->on_leak)
+    a->on_leak(a, d, a->on_leak_arg);
 }
 
 /* ---- reserved memory, out-of-memory ------------------------------------ */
@@ -223,8 +270,8 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   r->persistent = ol_phases_persistent(&dev->phases);
   r->growth = ol_phases_growth(&dev->phases);
   r->iterations = dev->phases.iterations;
-  r->before_first_free = -1; /* not known yet */
-  r->iteration_need = -1;
+  r->before_first_free = ol_phases_before_first_free(&dev->phases);
+  r->iteration_need = ol_phases_iteration_need(&dev->phases);
   ol_oom_note_sites(r, ol_account_sites(a, device));
 }
 

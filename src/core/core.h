@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 2   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs) */
+#define OL_REPORT_MINOR 2   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning) */
 #define OL_MAX_DEVICES 64
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
 
@@ -179,19 +179,74 @@ void ol_records_each(const ol_records_t *t, void (*visit)(const ol_record_t *rec
 typedef struct ol_sites ol_sites_t; /* sites.c, below */
 
 /* ---- phases.c: iterations found in the allocation stream ------------- */
+/* A training loop repeats: the same sizes from the same call sites come
+ * back each iteration. phases.c finds the repeat (an allocation whose
+ * signature recurs once per iteration, a steady number of allocations
+ * apart, over windows that each rise and give most of it back) and counts
+ * iterations from it; ol_phases_t holds what it found (copied with the
+ * device's counters), the finder its working state (one per device, in the
+ * account, made at the device's first allocation). */
 #define OL_PHASE_VALLEYS 8
-typedef struct ol_phases { /* all zero is a valid start */
-  bool falling;
-  int64_t extreme;  /* highest since the last valley, or lowest since the last peak */
-  int64_t highest;  /* highest total ever seen */
-  uint64_t iterations;
-  int64_t valleys[OL_PHASE_VALLEYS]; /* persistent bytes after the last iterations */
+#define OL_LEAK_STREAK 3 /* iterations in a row whose low point rose: a leak warning */
+
+typedef struct ol_leak_warning {
+  bool fired;          /* the warning below was given (once per device) */
+  uint64_t since;      /* the iteration whose end the growth starts from */
+  uint64_t at;         /* the iteration whose end it fired at */
+  int64_t growth;      /* bytes per iteration */
+  int64_t runs_out_at; /* the iteration that would not fit at this rate; -1 capacity unknown */
+  double at_s;         /* seconds from the start when it fired; -1 unknown */
+  double runs_out_s;   /* seconds from the start at which it runs out; -1 unknown */
+  int32_t site;        /* the call site that grew most (device's sites table), -1 none */
+  int64_t site_growth; /* its bytes' growth since the first iteration's end */
+} ol_leak_warning_t;
+
+typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
+  uint64_t iterations;     /* iterations seen to end (the next one began) */
+  uint64_t period;         /* allocations an iteration makes; 0: no repetition found */
+  uint64_t first_known;    /* the first iteration whose low point is in valleys[] */
+  int64_t valleys[OL_PHASE_VALLEYS]; /* lowest allocated in each iteration, by its number % */
+  int64_t low;             /* lowest allocated since the last iteration ended */
+  int64_t need;            /* highest allocated above an iteration's low point, in one that ended */
+  bool freed;              /* the job has freed memory */
+  int64_t before_first_free; /* allocated when it first did */
+  /* The leak watch: iterations in a row whose low point rose (after the
+   * first iteration's, which holds the optimizer's state and warmed-up
+   * caches), the largest fall between low points seen, the time the
+   * counting began (ns on the account's clock, and the iteration then). */
+  uint32_t rising;
+  int64_t largest_fall;
+  uint64_t clock_iteration, clock_ns;
+  ol_leak_warning_t leak;
 } ol_phases_t;
 
+typedef struct ol_phase_finder ol_phase_finder_t; /* phases.c */
+
 void ol_phases_init(ol_phases_t *p);
-void ol_phases_note(ol_phases_t *p, int64_t allocated);
+/* An allocation of size bytes at site (-1 unknown) with allocated bytes
+ * at level before it. *finder is made on first use (NULL after: no host
+ * memory, and no iterations are found). true: an iteration just ended. */
+bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, int32_t site,
+                     int64_t level);
+/* A free of bytes that left allocated bytes at level. */
+void ol_phases_free(ol_phases_t *p, ol_phase_finder_t *finder, int64_t bytes, int64_t level);
+void ol_phase_finder_free(ol_phase_finder_t *finder);
+/* What outlives iterations: the lowest allocated over the last whole
+ * iteration (or since, if lower); 0 when none ended. */
 int64_t ol_phases_persistent(const ol_phases_t *p);
+/* How much that grows per iteration: the smaller of the last two rises of
+ * the low point (a step that warms up once is not growth); 0 when fewer
+ * than three low points are known. */
 int64_t ol_phases_growth(const ol_phases_t *p);
+int64_t ol_phases_before_first_free(const ol_phases_t *p); /* -1: no free yet */
+int64_t ol_phases_iteration_need(const ol_phases_t *p);    /* -1: no iteration ended */
+/* At an iteration's end: whether the low point has now risen
+ * OL_LEAK_STREAK iterations in a row by more than it ever fell; if so (and
+ * not said before) fills p->leak: growth, and with capacity (0 unknown) the
+ * iteration that would not fit; now_ns, start_ns (0 unknown) the clock.
+ * true: the warning fired now. */
+bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint64_t start_ns);
+/* ol_leak_warning_text (below ol_site_namer_t, in oom.c's part) says it. */
 
 /* ---- oom.c: why an allocation failed, and what to change -------------- */
 #define OL_OOM_CLASSES(X)                                                        \
@@ -285,6 +340,11 @@ bool ol_role_parse(const char *name, ol_role_t *out);
 
 /* Writes a site's name: text for the paragraph, or a JSON value. */
 typedef void (*ol_site_namer_t)(ol_buf_t *out, int32_t id, bool json, void *arg);
+/* phases.c: the leak warning as one line (no prefix, no newline) for a
+ * device's stderr and a report's text, its site named by namer (NULL: by
+ * its number). */
+void ol_leak_warning_text(ol_buf_t *out, const ol_leak_warning_t *w, ol_site_namer_t namer,
+                          void *arg);
 
 ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r);
 const char *ol_oom_class_name(ol_oom_class_t c);
@@ -573,6 +633,9 @@ typedef struct ol_report_device {
   bool diagnosed;
   ol_report_frames_t oom_names[OL_OOM_SITES + 1];
   char *advice; /* the advice as a JSON report wrote it; NULL: none read */
+  /* stats.phases.leak, when it fired: its site's id is 0, naming leak_site
+   * (-1: none). */
+  ol_report_frames_t leak_site;
   bool has_sites; /* call sites were recorded (the lists may still be empty) */
   ol_report_sites_t at_peak, by_total;
   bool has_timeline;
@@ -643,6 +706,8 @@ void ol_report_render_json(ol_buf_t *out, const ol_report_t *r);
  * OL_REPORT_FRAMES_SHOWN frames as one JSON string. From a model's names
  * (an ol_site_namer_t; arg: the ol_report_device_t), or from a table. */
 void ol_report_oom_namer(ol_buf_t *out, int32_t id, bool json, void *device);
+/* The same for the leak warning's site (its leak_site). */
+void ol_report_leak_namer(ol_buf_t *out, int32_t id, bool json, void *device);
 /* Frames as a report's text shows them, at most max: joined, or "(no
  * frames recorded)" when there are none. */
 void ol_report_frames_text(ol_buf_t *out, const ol_report_frames_t *f, size_t max);
@@ -759,16 +824,30 @@ typedef struct ol_account_device {
   ol_oom_wait_t wait;      /* a failed allocation awaiting its verdict */
   ol_sites_t *sites;       /* NULL: none yet, off, or no host memory (shared: device 0's) */
   ol_timeline_t *timeline; /* NULL: none yet, off, or no host memory */
+  ol_phase_finder_t *finder; /* iterations' working state; NULL: none yet, or no host memory */
+  uint64_t capacity;       /* the device's bytes, for the leak warning's projection; 0 unknown */
+  uint64_t last_ns;        /* the clock at the last event noted (ol_account_note) */
+  /* The id + 1 of this table's site of no frames (a trace's events that
+   * carry none); 0: none. It is no call site to tell iterations by: the
+   * live job counted those bytes under no site at all. */
+  int32_t frameless_site_plus1;
 } ol_account_device_t;
 
-typedef struct ol_account { /* ol_account_init before use; no lock: its owner's */
+typedef struct ol_account ol_account_t;
+/* Told when a device's leak warning fires (stats.phases.leak), under the
+ * account's owner's lock: the live library prints it. */
+typedef void (*ol_account_leak_fn)(ol_account_t *a, int device, void *arg);
+
+struct ol_account { /* ol_account_init before use; no lock: its owner's */
   unsigned flags;
+  ol_account_leak_fn on_leak; /* NULL: nobody to tell */
+  void *on_leak_arg;
   int device_count;        /* highest device seen + 1 */
   ol_records_t blocks;     /* live blocks by address: size, device, site, stream,
                             * kind (ol_origin_t or OL_ORIGIN_NONE), value (the owner's) */
   int64_t allocated, peak; /* allocated bytes over all devices together */
   ol_account_device_t devices[OL_MAX_DEVICES];
-} ol_account_t;
+};
 
 /* Device ordinals outside what we keep counters for fold into the last
  * slot rather than being dropped, so totals stay right. Inline: the hot
@@ -806,6 +885,7 @@ ol_timeline_t *ol_account_timeline(ol_account_t *a, int device, uint64_t t_ns, d
 static inline void ol_account_note(ol_account_t *a, int d, uint64_t t_ns)
 {
   ol_account_device_t *ad = &a->devices[d];
+  ad->last_ns = t_ns; /* the iterations' clock */
   if (ad->timeline)
     ol_timeline_note(ad->timeline, t_ns, ad->stats.allocated_bytes[OL_POOL_ALL].current,
                      ad->stats.reserved_bytes[OL_POOL_ALL].current);
@@ -816,10 +896,13 @@ static inline void ol_account_note(ol_account_t *a, int d, uint64_t t_ns)
 static inline bool ol_account_note_before(ol_account_t *a, int d, uint64_t bound_ns)
 {
   ol_account_device_t *ad = &a->devices[d];
-  return ad->timeline &&
-         ol_timeline_note_before(ad->timeline, bound_ns,
-                                 ad->stats.allocated_bytes[OL_POOL_ALL].current,
-                                 ad->stats.reserved_bytes[OL_POOL_ALL].current);
+  if (!ad->timeline ||
+      !ol_timeline_note_before(ad->timeline, bound_ns,
+                               ad->stats.allocated_bytes[OL_POOL_ALL].current,
+                               ad->stats.reserved_bytes[OL_POOL_ALL].current))
+    return false;
+  ad->last_ns = bound_ns; /* no earlier than the event: close enough for iterations' seconds */
+  return true;
 }
 
 /* ---- the hot path: the live tracker counts every allocation and free
@@ -827,16 +910,15 @@ static inline bool ol_account_note_before(ol_account_t *a, int d, uint64_t bound
  * the tracker's); the rare paths are in account.c. ---------------------- */
 void ol_account_forget(ol_account_t *a, const ol_record_t *stale); /* counted freed */
 bool ol_account_unknown_free(ol_account_t *a, int device);         /* false */
+/* An iteration of device index d just ended (phases.c said so): the sites
+ * note what outlives it, the leak watch looks at its low point. */
+void ol_account_iteration_ended(ol_account_t *a, int d);
 
-/* A block's bytes change hands at its site; when that ended an iteration
- * (a valley of the live bytes), the sites note what outlives it; at a new
- * peak, who holds it (O(1), sites.c). */
-static inline void ol_account_site_bytes(ol_sites_t *sites, int32_t site, int64_t delta,
-                                         bool valley, bool peak)
+/* A block's bytes change hands at its site; at a new peak, the sites note
+ * who holds it (O(1), sites.c). */
+static inline void ol_account_site_bytes(ol_sites_t *sites, int32_t site, int64_t delta, bool peak)
 {
   ol_sites_add(sites, site, delta);
-  if (valley)
-    ol_sites_mark_valley(sites);
   if (peak)
     ol_sites_mark_peak(sites);
 }
@@ -853,6 +935,13 @@ static inline void ol_account_pools_shrink(ol_stat_t stat[OL_POOL_COUNT], int po
   ol_stat_shrink(&stat[pool], n);
 }
 
+/* The site iterations are told by: none for the site of no frames. */
+static inline int32_t ol_account_phase_site(const ol_account_t *a, int d, int32_t site)
+{
+  int t = a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : d;
+  return site + 1 == a->devices[t].frameless_site_plus1 ? -1 : site;
+}
+
 /* Growing and shrinking are written apart: only growth can make a peak. A
  * block with an origin is a segment of reserved memory of its own. d: the
  * block's device index. */
@@ -861,9 +950,12 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
   ol_device_stats_t *dev = &a->devices[d].stats;
   int pool = ol_stats_pool_of(b->size);
   int64_t bytes = (int64_t)b->size, peak = dev->allocated_bytes[OL_POOL_ALL].peak;
-  uint64_t iterations = dev->phases.iterations;
+  if (__builtin_expect(ol_phases_alloc(&dev->phases, &a->devices[d].finder, b->size,
+                                       ol_account_phase_site(a, d, b->site),
+                                       dev->allocated_bytes[OL_POOL_ALL].current),
+                       0))
+    ol_account_iteration_ended(a, d);
   ol_account_pools_grow(dev->allocated_bytes, pool, bytes);
-  ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
   ol_account_pools_grow(dev->allocation, pool, 1);
   if (b->kind < OL_ORIGIN_COUNT) {
     ol_stat_grow(&dev->origin_bytes[b->kind], bytes);
@@ -879,8 +971,7 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
   if (a->allocated > a->peak)
     a->peak = a->allocated;
   if (a->devices[d].sites)
-    ol_account_site_bytes(a->devices[d].sites, b->site, bytes,
-                          dev->phases.iterations != iterations, new_peak);
+    ol_account_site_bytes(a->devices[d].sites, b->site, bytes, new_peak);
 }
 
 static inline void ol_account_removed(ol_account_t *a, const ol_record_t *b, int d)
@@ -888,9 +979,9 @@ static inline void ol_account_removed(ol_account_t *a, const ol_record_t *b, int
   ol_device_stats_t *dev = &a->devices[d].stats;
   int pool = ol_stats_pool_of(b->size);
   int64_t bytes = (int64_t)b->size;
-  uint64_t iterations = dev->phases.iterations;
   ol_account_pools_shrink(dev->allocated_bytes, pool, bytes);
-  ol_phases_note(&dev->phases, dev->allocated_bytes[OL_POOL_ALL].current);
+  ol_phases_free(&dev->phases, a->devices[d].finder, bytes,
+                 dev->allocated_bytes[OL_POOL_ALL].current);
   ol_account_pools_shrink(dev->allocation, pool, 1);
   if (b->kind < OL_ORIGIN_COUNT) {
     ol_stat_shrink(&dev->origin_bytes[b->kind], bytes);
@@ -901,8 +992,7 @@ static inline void ol_account_removed(ol_account_t *a, const ol_record_t *b, int
   if (a->flags & OL_ACCOUNT_SITES_SHARED)
     d = 0;
   if (a->devices[d].sites)
-    ol_account_site_bytes(a->devices[d].sites, b->site, -bytes,
-                          dev->phases.iterations != iterations, false);
+    ol_account_site_bytes(a->devices[d].sites, b->site, -bytes, false);
 }
 
 /* A block goes live: block->key its address, kind its origin. A block still
@@ -969,9 +1059,14 @@ static inline bool ol_account_waiting(const ol_account_t *a, int device)
  * the account's, with the figures it keeps once (active and requested
  * bytes, active blocks: all equal to allocated) filled in. */
 void ol_account_stats(const ol_account_t *a, int device, ol_device_stats_t *out);
+/* The device's size in bytes (0 unknown), for the leak warning's
+ * projection: the driver's or OOMLENS_CAPACITY live, a trace's device
+ * line, replay's --capacity. */
+void ol_account_set_capacity(ol_account_t *a, int device, uint64_t bytes);
 /* What the account knows of an out-of-memory on device: allocated and
- * reserved now, what outlives iterations and its growth, and the sites
- * that hold the memory and that grew (ol_oom_note_sites). */
+ * reserved now, what outlives iterations and its growth, what the job held
+ * when it first freed memory, the iteration's own need, and the sites that
+ * hold the memory and that grew (ol_oom_note_sites). */
 void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *r);
 
 /* What one event did, for readers that show more than the figures. */

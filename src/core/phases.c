@@ -1,77 +1,474 @@
-/* phases.c: iterations found in the allocation stream itself.
+/* phases.c: iterations found in the allocation stream itself (core.h,
+ * "phases.c").
  *
- * Training repeats: allocated memory climbs through a forward pass, falls
- * through the backward pass and the optimizer step, and comes back to about
- * what outlives the iteration (weights, gradients, optimizer state). A
- * zigzag detector with hysteresis turns the stream of allocated totals into
- * peaks and valleys; each valley ends an iteration and is that iteration's
- * persistent memory. No framework hook: the same code reads a live job and
- * a recorded trace. The hysteresis is a share of the highest total seen, so
- * small churn inside a layer never counts as an iteration. */
+ * A training loop repeats: the same sizes from the same call sites come
+ * back each iteration, in the same order. Memory climbs through the
+ * forward pass, falls through the backward pass and the optimizer step, and
+ * comes back to about what outlives the iteration (weights, gradients,
+ * optimizer state). We find iterations from the repeat, not from the size
+ * of the swing (an earlier zigzag wanted a swing of a tenth of the highest
+ * total, and missed the iterations of a leak or of a large model, whose
+ * churn is small against what they keep). No framework hook: the same code
+ * reads a live job and a recorded trace.
+ *
+ * Each allocation has signatures: with a call site, its size and site,
+ * and its site alone (a variable-length job changes sizes each step, not
+ * sites); without one, its size and whether memory fell since the
+ * allocation before (the first allocation after a free marks a low point
+ * even when every size is alike; before the job's first free, every
+ * allocation counts as one, since the first step starts after a load that
+ * frees nothing). A small direct-mapped table keeps, per signature, where it
+ * last occurred (counted in allocations) and the gap before that. A
+ * signature that comes back a steady number of allocations apart is a
+ * candidate, and a window between two of its occurrences is an iteration
+ * when it is shaped like one:
+ *   - the window starts at its low point (a backward pass's layers start
+ *     high and end low: they are not iterations);
+ *   - it ends within half its rise of where it began: it gives back more
+ *     than it keeps (a forward pass's layers keep what they save for the
+ *     backward pass: they are not iterations, even in the first step,
+ *     before any iteration has been seen; a leak keeps less than it frees);
+ *     but for a signature's first window, which may keep the optimizer's
+ *     state, made in the first step;
+ *   - it rises at least a quarter as high as the job has risen above its
+ *     start since it first freed memory (a loop inside the optimizer's step
+ *     repeats too, but small against the step);
+ *   - it spans at least MIN_PERIOD allocations (a job of malloc/free pairs
+ *     is no training loop).
+ * Two such windows in a row, of steady gaps, make the signature the anchor:
+ * from then on each of its occurrences ends an iteration, and the steady
+ * run before it is counted back. A longer repeat of the same shape later
+ * takes over (a loop of layers was the anchor only while nothing else
+ * repeated). The level's history needed to judge windows that have passed
+ * is kept coarse: the lowest and highest allocated per BLOCK allocations,
+ * over the last BLOCKS blocks. Per event the work is constant: two table
+ * probes and a block update; a window is read back only when a candidate
+ * is steady and longer than the anchor (backing off when its windows keep
+ * failing). A stream that never repeats (inference of shapes that vary)
+ * finds no iterations, and says so: iterations 0, period 0.
+ *
+ * What is not known: until a repeat is seen twice, nothing is an
+ * iteration (an out-of-memory error in the first two steps reads as the
+ * first); a forward pass whose layers free most of what they make
+ * (activation checkpointing) repeats like iterations until the pass ends;
+ * without call sites, a job whose every size changes (a variable-length
+ * one) shows no repeat. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
 
-#define SWING_SHARE 10 /* a swing must exceed 1/10 of the highest total seen */
-#define MIN_SWING (1ll << 20)
+#define SLOTS 512u        /* candidate signatures, direct-mapped */
+#define BLOCK_SHIFT 4     /* the level's history: one block per 16 allocations */
+#define BLOCKS 4096u      /* ... over the last 65536 allocations */
+#define MIN_PERIOD 8      /* allocations an iteration makes at least */
+#define STEADY_SHARE 4    /* two gaps agree within a quarter of the longer */
+#define SWITCH_SHARE 3    /* a repeat 3/2 as long as the anchor's takes over */
+#define KEEP_STEADY 4     /* a steady signature keeps its slot against this many others */
+#define FAILS_BEFORE_BACKOFF 4
+
+typedef struct slot {
+  uint64_t sig;       /* 0: empty */
+  uint64_t last;      /* allocation number of its last occurrence */
+  int64_t level;      /* allocated just before it */
+  uint64_t gap;       /* allocations between its last two occurrences; 0: seen once */
+  uint32_t run;       /* windows in a row whose gap agreed with the one before */
+  uint8_t cycles;     /* windows in a row shaped like an iteration */
+  uint8_t fails;      /* windows in a row that were not */
+  uint8_t misses;     /* signatures that wanted this slot since it last occurred */
+  int64_t prev_low, prev_high; /* the last window shaped like an iteration */
+} slot_t;
+
+struct ol_phase_finder {
+  uint64_t n;         /* allocations so far */
+  bool fell;          /* memory was freed since the last allocation */
+  int64_t highest;    /* highest allocated since the first free */
+  uint64_t anchor;    /* the signature iterations are counted by; 0: none */
+  uint64_t anchor_last;
+  int64_t window_high; /* highest allocated since the anchor's last occurrence */
+  int64_t block_low[BLOCKS], block_high[BLOCKS];
+  slot_t slots[SLOTS];
+};
 
 void ol_phases_init(ol_phases_t *p)
 {
   memset(p, 0, sizeof *p);
 }
 
-static int64_t threshold(const ol_phases_t *p)
+void ol_phase_finder_free(ol_phase_finder_t *f)
 {
-  int64_t t = p->highest / SWING_SHARE;
-  return t > MIN_SWING ? t : MIN_SWING;
+  free(f);
 }
 
-static void end_iteration(ol_phases_t *p, int64_t valley)
+/* ---- signatures and the level's history ------------------------------- */
+
+#define NO_SIZE UINT64_MAX
+
+static uint64_t signature(uint64_t size, int32_t site, bool fell)
 {
-  p->valleys[p->iterations % OL_PHASE_VALLEYS] = valley;
-  p->iterations++;
+  uint64_t h = size * 0x9E3779B97F4A7C15ull;
+  h ^= ((uint64_t)(uint32_t)site << 1 | fell) * 0xC2B2AE3D27D4EB4Full;
+  h ^= h >> 29;
+  return h | 1; /* never 0, the empty slot */
 }
 
-void ol_phases_note(ol_phases_t *p, int64_t allocated)
+static bool agree(uint64_t a, uint64_t b)
 {
-  if (allocated > p->highest)
-    p->highest = allocated;
-  if (!p->falling) {
-    if (allocated > p->extreme)
-      p->extreme = allocated;
-    else if (allocated < p->extreme - threshold(p)) {
-      p->falling = true; /* a peak is behind us */
-      p->extreme = allocated;
-    }
-  } else {
-    if (allocated < p->extreme)
-      p->extreme = allocated;
-    else if (allocated > p->extreme + threshold(p)) {
-      end_iteration(p, p->extreme); /* a valley is behind us */
-      p->falling = false;
-      p->extreme = allocated;
-    }
+  uint64_t longer = a > b ? a : b, diff = a > b ? a - b : b - a;
+  return diff * STEADY_SHARE <= longer;
+}
+
+static int64_t *block_low(ol_phase_finder_t *f, uint64_t n)
+{
+  return &f->block_low[(n >> BLOCK_SHIFT) & (BLOCKS - 1)];
+}
+
+static int64_t *block_high(ol_phase_finder_t *f, uint64_t n)
+{
+  return &f->block_high[(n >> BLOCK_SHIFT) & (BLOCKS - 1)];
+}
+
+/* Allocation n takes the level from level to top. A block starts at its
+ * first allocation; frees after it lower the block's low (ol_phases_free). */
+static void note_level(ol_phase_finder_t *f, uint64_t n, int64_t level, int64_t top)
+{
+  int64_t *high = block_high(f, n);
+  if ((n & ((1u << BLOCK_SHIFT) - 1)) == 0) {
+    *block_low(f, n) = level;
+    *high = top;
+  } else if (top > *high) {
+    *high = top;
   }
 }
 
-/* What outlives iterations: the last valley, or, while falling towards the
- * next one, the lowest point so far if that is lower. 0 before any valley:
- * then nothing has been seen to outlive anything. */
+/* Lowest and highest allocated from allocation `from` (level before it:
+ * start) to now, block by block. A block that began before `from` holds
+ * events of the window before it, left out: the window's first few events
+ * are then not read, which a window of a whole iteration can spare. */
+static void window_range(const ol_phase_finder_t *f, uint64_t from, int64_t start, int64_t *low,
+                         int64_t *high)
+{
+  const uint64_t mask = (1u << BLOCK_SHIFT) - 1;
+  uint64_t first = (from >> BLOCK_SHIFT) + ((from & mask) != 0), last = (f->n - 1) >> BLOCK_SHIFT;
+  *low = *high = start;
+  for (uint64_t b = first; b <= last; b++) {
+    uint64_t i = b & (BLOCKS - 1);
+    if (f->block_low[i] < *low)
+      *low = f->block_low[i];
+    if (f->block_high[i] > *high)
+      *high = f->block_high[i];
+  }
+}
+
+/* ---- iterations --------------------------------------------------------- */
+
+static int64_t *valley(ol_phases_t *p, uint64_t iteration)
+{
+  return &p->valleys[iteration % OL_PHASE_VALLEYS];
+}
+
+static bool valley_known(const ol_phases_t *p, uint64_t iteration)
+{
+  return iteration >= 1 && iteration >= p->first_known && iteration <= p->iterations &&
+         p->iterations - iteration < OL_PHASE_VALLEYS;
+}
+
+static int64_t valley_of(const ol_phases_t *p, uint64_t iteration)
+{
+  return p->valleys[iteration % OL_PHASE_VALLEYS];
+}
+
+/* An iteration's own need: its highest above what it left for the next
+ * (the first step's optimizer state is then the next's to keep, not its
+ * own need), or above its lowest if that is higher. */
+static void note_need(ol_phases_t *p, int64_t low, int64_t high, int64_t end)
+{
+  int64_t base = end > low ? end : low;
+  if (high - base > p->need)
+    p->need = high - base;
+}
+
+/* Iteration p->iterations + 1 ended at level end, with its lowest at low. */
+static void end_iteration(ol_phases_t *p, int64_t low, int64_t high, int64_t end)
+{
+  p->iterations++;
+  *valley(p, p->iterations) = low;
+  note_need(p, low, high, end);
+}
+
+/* The window that ended now, from the slot's last occurrence, is shaped
+ * like an iteration (the file's comment says why each test). */
+static bool shaped_like_iteration(const ol_phase_finder_t *f, const slot_t *s, int64_t level,
+                                  int64_t low, int64_t high)
+{
+  int64_t start = s->level, rise = high - start, kept = level - start;
+  if (rise <= 0 || (start - low) * 10 > rise)
+    return false;
+  /* A signature's first window may keep more: the first step makes the
+   * optimizer's state. The next window must not (a first forward pass's
+   * layers keep as much each time). */
+  bool first = s->gap == 0;
+  if (2 * (kept < 0 ? -kept : first ? 0 : kept) > rise)
+    return false;
+  return 4 * rise >= f->highest - start;
+}
+
+/* The slot's signature becomes the anchor: its steady run of windows is
+ * counted back as iterations, the last two (whose low points we know) the
+ * newest. */
+static void adopt(ol_phases_t *p, ol_phase_finder_t *f, const slot_t *s, uint64_t gap,
+                  int64_t level, int64_t low, int64_t high)
+{
+  f->anchor = s->sig;
+  f->anchor_last = f->n;
+  f->window_high = level;
+  p->period = gap;
+  p->iterations = (uint64_t)s->run; /* the run's windows but the newest */
+  p->first_known = p->iterations;
+  p->need = 0;
+  *valley(p, p->iterations) = s->prev_low;
+  note_need(p, s->prev_low, s->prev_high, s->level);
+  end_iteration(p, low, high, level);
+  p->low = level;
+  p->rising = 0;
+  p->largest_fall = 0;
+  p->clock_ns = 0;
+}
+
+/* An occurrence of the anchor: the iteration ends, unless it came too soon
+ * to be the next one's start (then it is inside an iteration). */
+static bool anchor_seen(ol_phases_t *p, ol_phase_finder_t *f, int64_t level)
+{
+  uint64_t gap = f->n - f->anchor_last;
+  if (2 * gap < p->period)
+    return false;
+  if (agree(gap, p->period))
+    p->period = gap;
+  end_iteration(p, p->low < level ? p->low : level, f->window_high, level);
+  p->low = level;
+  f->window_high = level;
+  f->anchor_last = f->n;
+  return true;
+}
+
+/* Whether the window the slot just closed is worth reading back: a gap
+ * long enough, steady (or the signature's first), longer than the
+ * anchor's, still in the history, and not a signature whose windows keep
+ * failing (then one in 16). */
+static bool worth_a_look(const ol_phases_t *p, const ol_phase_finder_t *f, const slot_t *s,
+                         uint64_t gap, bool steady)
+{
+  if (gap < MIN_PERIOD || !p->freed || (!steady && s->gap != 0))
+    return false;
+  if (f->anchor && SWITCH_SHARE * p->period > 2 * gap)
+    return false;
+  if (gap >= (uint64_t)(BLOCKS - 1) << BLOCK_SHIFT)
+    return false;
+  return s->fails < FAILS_BEFORE_BACKOFF || s->run % 16 == 0;
+}
+
+/* Signature sig occurs at allocation f->n, level allocated before it.
+ * true: an iteration ended. */
+static bool occurs(ol_phases_t *p, ol_phase_finder_t *f, uint64_t sig, int64_t level)
+{
+  if (sig == f->anchor)
+    return anchor_seen(p, f, level);
+  slot_t *s = &f->slots[(sig >> 40) & (SLOTS - 1)];
+  if (s->sig != sig) {
+    if (s->sig && s->run > 0 && ++s->misses < KEEP_STEADY)
+      return false; /* a steady one keeps its place a while */
+    *s = (slot_t){.sig = sig, .last = f->n, .level = level};
+    return false;
+  }
+  s->misses = 0;
+  uint64_t gap = f->n - s->last;
+  bool steady = s->gap != 0 && gap >= MIN_PERIOD && agree(gap, s->gap);
+  s->run = steady ? s->run + 1 : 0;
+  bool ended = false;
+  if (worth_a_look(p, f, s, gap, steady)) {
+    int64_t low, high;
+    window_range(f, s->last, s->level, &low, &high);
+    if (shaped_like_iteration(f, s, level, low, high)) {
+      s->fails = 0;
+      if (++s->cycles >= 2 && steady) {
+        adopt(p, f, s, gap, level, low, high);
+        ended = true;
+      }
+      s->prev_low = low;
+      s->prev_high = high;
+    } else {
+      s->cycles = 0;
+      if (s->fails < UINT8_MAX)
+        s->fails++;
+    }
+  } else {
+    s->cycles = 0; /* two windows in a row, each read back */
+  }
+  s->gap = gap;
+  s->last = f->n;
+  s->level = level;
+  return ended;
+}
+
+bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, int32_t site,
+                     int64_t level)
+{
+  ol_phase_finder_t *f = *finder;
+  if (__builtin_expect(!f, 0)) {
+    f = *finder = calloc(1, sizeof *f); /* none: no host memory, no iterations found (yet) */
+    if (!f)
+      return false;
+  }
+  int64_t top = level + (int64_t)size;
+  if (p->freed && top > f->highest)
+    f->highest = top;
+  if (top > f->window_high)
+    f->window_high = top;
+  bool ended;
+  if (site >= 0) /* the site tells allocations apart */
+    ended = occurs(p, f, signature(size, site, false), level) |
+            occurs(p, f, signature(NO_SIZE, site, false), level);
+  else /* before the first free, every allocation may start an iteration */
+    ended = occurs(p, f, signature(size, -1, f->fell || !p->freed), level);
+  note_level(f, f->n, level, top);
+  f->n++;
+  f->fell = false;
+  return ended;
+}
+
+void ol_phases_free(ol_phases_t *p, ol_phase_finder_t *f, int64_t bytes, int64_t level)
+{
+  if (level < p->low)
+    p->low = level;
+  if (!p->freed) {
+    p->freed = true;
+    p->before_first_free = level + bytes;
+    if (f)
+      f->highest = level + bytes;
+  }
+  if (!f)
+    return;
+  f->fell = true;
+  if (f->n > 0) {
+    int64_t *low = block_low(f, f->n - 1);
+    if (level < *low)
+      *low = level;
+  }
+}
+
+/* ---- what was found ----------------------------------------------------- */
+
 int64_t ol_phases_persistent(const ol_phases_t *p)
 {
   if (p->iterations == 0)
     return 0;
-  int64_t last = p->valleys[(p->iterations - 1) % OL_PHASE_VALLEYS];
-  return p->falling && p->extreme < last ? p->extreme : last;
+  int64_t last = valley_of(p, p->iterations);
+  return p->low < last ? p->low : last;
 }
 
-/* Average growth of the valleys per iteration over the last ones kept. */
 int64_t ol_phases_growth(const ol_phases_t *p)
 {
-  uint64_t n = p->iterations < OL_PHASE_VALLEYS ? p->iterations : OL_PHASE_VALLEYS;
-  if (n < 3)
+  uint64_t i = p->iterations;
+  if (i < 3 || !valley_known(p, i - 2))
     return 0;
-  int64_t newest = p->valleys[(p->iterations - 1) % OL_PHASE_VALLEYS];
-  int64_t oldest = p->valleys[(p->iterations - n) % OL_PHASE_VALLEYS];
-  return (newest - oldest) / (int64_t)(n - 1);
+  int64_t newer = valley_of(p, i) - valley_of(p, i - 1);
+  int64_t older = valley_of(p, i - 1) - valley_of(p, i - 2);
+  return newer < older ? newer : older;
+}
+
+int64_t ol_phases_before_first_free(const ol_phases_t *p)
+{
+  return p->freed ? p->before_first_free : -1;
+}
+
+int64_t ol_phases_iteration_need(const ol_phases_t *p)
+{
+  return p->iterations ? p->need : -1;
+}
+
+/* ---- the leak watch ------------------------------------------------------ */
+
+/* The iteration at which the low point plus the iteration's own need no
+ * longer fits in capacity, at growth a step; -1 unknown. */
+static int64_t runs_out_at(const ol_phases_t *p, uint64_t capacity, int64_t growth)
+{
+  if (capacity == 0 || growth <= 0)
+    return -1;
+  int64_t headroom = (int64_t)capacity - (valley_of(p, p->iterations) + p->need);
+  int64_t left = headroom <= 0 ? 1 : (headroom + growth - 1) / growth;
+  return (int64_t)p->iterations + left;
+}
+
+static void clock_the_warning(ol_phases_t *p, uint64_t now_ns, uint64_t start_ns)
+{
+  ol_leak_warning_t *w = &p->leak;
+  w->at_s = w->runs_out_s = -1;
+  if (start_ns == 0 || now_ns < start_ns)
+    return;
+  w->at_s = (double)(now_ns - start_ns) / 1e9;
+  uint64_t counted = p->iterations - p->clock_iteration;
+  if (w->runs_out_at < 0 || counted == 0 || p->clock_ns == 0 || now_ns < p->clock_ns)
+    return;
+  double per_iteration = (double)(now_ns - p->clock_ns) / 1e9 / (double)counted;
+  w->runs_out_s = w->at_s + per_iteration * (double)(w->runs_out_at - (int64_t)p->iterations);
+}
+
+bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint64_t start_ns)
+{
+  uint64_t i = p->iterations;
+  if (p->clock_ns == 0) { /* the rate is counted from the first iteration we see end */
+    p->clock_ns = now_ns;
+    p->clock_iteration = i;
+  }
+  /* The first iteration's rise is the optimizer's state and caches
+   * warming up, never a leak: rises count from the second on. */
+  if (i < 3 || !valley_known(p, i - 1))
+    return false;
+  int64_t rise = valley_of(p, i) - valley_of(p, i - 1);
+  if (rise <= 0) {
+    p->rising = 0;
+    if (-rise > p->largest_fall)
+      p->largest_fall = -rise;
+    return false;
+  }
+  p->rising++;
+  if (p->leak.fired || p->rising < OL_LEAK_STREAK || !valley_known(p, i - OL_LEAK_STREAK))
+    return false;
+  int64_t grown = valley_of(p, i) - valley_of(p, i - OL_LEAK_STREAK);
+  if (grown <= p->largest_fall) /* no more than the low point has wobbled */
+    return false;
+  ol_leak_warning_t *w = &p->leak;
+  w->fired = true;
+  w->since = i - OL_LEAK_STREAK;
+  w->at = i;
+  w->growth = grown / OL_LEAK_STREAK;
+  w->runs_out_at = runs_out_at(p, capacity, w->growth);
+  w->site = -1;
+  clock_the_warning(p, now_ns, start_ns);
+  return true;
+}
+
+void ol_leak_warning_text(ol_buf_t *out, const ol_leak_warning_t *w, ol_site_namer_t namer,
+                          void *arg)
+{
+  char growth[32];
+  ol_format_bytes(growth, sizeof growth, w->growth);
+  ol_buf_printf(out, "memory that outlives iterations grows by %s per iteration since iteration %llu",
+                growth, (unsigned long long)w->since);
+  if (w->site >= 0) {
+    ol_buf_printf(out, " (site ");
+    if (namer)
+      namer(out, w->site, false, arg);
+    else
+      ol_buf_printf(out, "%d", (int)w->site);
+    ol_buf_printf(out, ")");
+  }
+  if (w->runs_out_at < 0) {
+    ol_buf_printf(out, ": the device's capacity is not known, so not when it runs out");
+    return;
+  }
+  ol_buf_printf(out, ": the device runs out at about iteration %lld", (long long)w->runs_out_at);
+  if (w->runs_out_s >= 0 && w->at_s >= 0)
+    ol_buf_printf(out, ", in about %.*f s at this rate", w->runs_out_s - w->at_s < 10 ? 1 : 0,
+                  w->runs_out_s - w->at_s);
 }

@@ -44,6 +44,7 @@ static void device_free(ol_report_device_t *d)
 {
   for (int i = 0; i <= OL_REPORT_GROWER; i++)
     ol_report_frames_free(&d->oom_names[i]);
+  ol_report_frames_free(&d->leak_site);
   free(d->advice);
   ol_report_sites_free(&d->at_peak);
   ol_report_sites_free(&d->by_total);
@@ -196,12 +197,26 @@ static void unnamed(ol_oom_record_t *rec)
   rec->grower = (ol_oom_site_t){-1, 0};
 }
 
+/* The leak warning's site, named as the diagnosis's are. */
+static void name_leak_site(ol_report_t *r, ol_report_device_t *d, const ol_sites_t *sites,
+                           ol_site_frames_fn frames_of)
+{
+  ol_leak_warning_t *w = &d->stats.phases.leak;
+  if (!w->fired || w->site < 0)
+    return;
+  ol_report_frames_free(&d->leak_site);
+  if (!ol_report_frames_collect(&d->leak_site, sites, frames_of, w->site, OL_REPORT_FRAMES_SHOWN))
+    r->failed = true;
+  w->site = 0;
+}
+
 void ol_report_device_sites(ol_report_t *r, ol_report_device_t *d, const ol_sites_t *sites,
                             ol_site_frames_fn frames_of)
 {
   d->has_sites = true;
   site_list(r, &d->at_peak, sites, OL_SITES_BY_AT_PEAK, frames_of);
   site_list(r, &d->by_total, sites, OL_SITES_BY_TOTAL, frames_of);
+  name_leak_site(r, d, sites, frames_of);
   ol_oom_record_t *rec = &d->stats.last_oom;
   if (!d->diagnosed) {
     unnamed(rec);
@@ -221,10 +236,12 @@ void ol_report_device_fill(ol_report_t *r, ol_report_device_t *d, int device,
   if (stats != &d->stats)
     d->stats = *stats;
   d->diagnosed = stats->num_ooms > 0 && stats->last_oom.capacity > 0;
-  if (sites)
+  if (sites) {
     ol_report_device_sites(r, d, sites, frames_of);
-  else
+  } else {
     unnamed(&d->stats.last_oom);
+    d->stats.phases.leak.site = -1;
+  }
 }
 
 void ol_report_device_timeline(ol_report_device_t *d, const ol_timeline_t *tl)

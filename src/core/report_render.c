@@ -64,6 +64,13 @@ void ol_report_oom_namer(ol_buf_t *out, int32_t id, bool json, void *device)
   name_frames(out, id >= 0 && id <= OL_REPORT_GROWER ? &d->oom_names[id] : &none, json);
 }
 
+void ol_report_leak_namer(ol_buf_t *out, int32_t id, bool json, void *device)
+{
+  const ol_report_device_t *d = device;
+  static const ol_report_frames_t none;
+  name_frames(out, id == 0 ? &d->leak_site : &none, json);
+}
+
 void ol_report_site_name(ol_buf_t *out, const ol_sites_t *sites, ol_site_frames_fn frames_of,
                          int32_t id, bool json)
 {
@@ -198,6 +205,12 @@ static void text_calls(ol_buf_t *out, const ol_report_device_t *d)
     ol_buf_printf(out, "Failed allocations the allocator's retry recovered (after releasing "
                        "its cache; not out-of-memory errors): %lld\n",
                   (long long)dev->recovered_allocs);
+  if (dev->phases.leak.fired) { /* format 1.2 */
+    ol_buf_printf(out, "Leak warning at iteration %llu: ",
+                  (unsigned long long)dev->phases.leak.at);
+    ol_leak_warning_text(out, &dev->phases.leak, ol_report_leak_namer, (void *)d);
+    ol_buf_printf(out, "\n");
+  }
   if (dev->num_ooms > 0) {
     char request[32];
     ol_format_bytes(request, sizeof request, dev->last_oom_request);
@@ -360,6 +373,28 @@ static void json_site_list(ol_buf_t *out, const char *name, const ol_report_site
   ol_buf_printf(out, "]");
 }
 
+/* Format 1.2: the leak warning (phases.c), null when it did not fire. */
+static void json_leak(ol_buf_t *out, const ol_report_device_t *d)
+{
+  const ol_leak_warning_t *w = &d->stats.phases.leak;
+  ol_buf_printf(out, ",\n      \"leak_warning\": ");
+  if (!w->fired) {
+    ol_buf_printf(out, "null");
+    return;
+  }
+  ol_buf_printf(out,
+                "{\"growth_per_iteration\": %lld, \"since_iteration\": %llu, "
+                "\"at_iteration\": %llu, \"at_s\": %.3f, \"runs_out_at_iteration\": %lld, "
+                "\"runs_out_s\": %.3f, \"site\": ",
+                (long long)w->growth, (unsigned long long)w->since, (unsigned long long)w->at,
+                w->at_s, (long long)w->runs_out_at, w->runs_out_s);
+  if (w->site >= 0)
+    ol_report_leak_namer(out, w->site, true, (void *)d);
+  else
+    ol_buf_printf(out, "null");
+  ol_buf_printf(out, ", \"site_growth\": %lld}", (long long)w->site_growth);
+}
+
 static void json_device(ol_buf_t *out, const ol_report_device_t *d)
 {
   const ol_device_stats_t *dev = &d->stats;
@@ -377,6 +412,7 @@ static void json_device(ol_buf_t *out, const ol_report_device_t *d)
   else
     ol_buf_printf(out, "null");
   json_oom_times(out, dev);
+  json_leak(out, d);
   if (d->has_timeline) { /* format 1.1: memory over time (timeline.c) */
     ol_buf_printf(out, ",\n      \"timeline\": ");
     ol_timeline_json_times(out, &d->timeline, d->oom_time_unix);

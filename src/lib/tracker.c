@@ -19,13 +19,16 @@
 #include <time.h>
 
 #include "lib.h"
+#include "prim.h"
 
 typedef ol_record_t record_t;
 
 static ol_lock_t lock = OL_LOCK_INIT; /* lock.c: cheaper than a pthread mutex */
+static void leak_found(ol_account_t *a, int device, void *arg);
 /* Call sites are interned only when stacks are on (a key is given), so
  * their tables exist only then. */
-static ol_account_t account = {.flags = OL_ACCOUNT_SITES | OL_ACCOUNT_TIMELINE};
+static ol_account_t account = {.flags = OL_ACCOUNT_SITES | OL_ACCOUNT_TIMELINE,
+                               .on_leak = leak_found};
 static ol_records_t handles;     /* VMM physical memory, by handle */
 static ol_records_t mappings;    /* VMM mappings, by address */
 static ol_records_t ranges;      /* reserved address ranges, by address */
@@ -283,6 +286,59 @@ static void served(int d, uint64_t size)
     pending[d].has = false;
 }
 
+/* ---- the leak warning ------------------------------------------------------ */
+
+/* The account finds a leak under the lock (at an iteration's end); the
+ * line is made there, its site named from the live table, and printed
+ * once the lock is let go: one line per device, ever. */
+static char leak_line[1024];   /* under the lock */
+static int leak_device;        /* under the lock */
+static atomic_bool leak_waiting;
+
+static void leak_found(ol_account_t *a, int device, void *arg)
+{
+  (void)arg;
+  ol_buf_t text = {0};
+  const ol_sites_t *sites = ol_account_sites(a, device);
+  ol_leak_warning_text(&text, &a->devices[device].stats.phases.leak,
+                       sites ? ol_report_stack_namer : NULL, (void *)sites);
+  snprintf(leak_line, sizeof leak_line, "%s",
+           text.data && !text.failed ? text.data : "memory that outlives iterations grows");
+  ol_buf_free(&text);
+  leak_device = device;
+  atomic_store_explicit(&leak_waiting, true, memory_order_relaxed);
+}
+
+static void __attribute__((noinline, cold)) say_leak(void)
+{
+  char line[sizeof leak_line];
+  ol_lock(&lock);
+  bool waiting = atomic_exchange(&leak_waiting, false);
+  int device = leak_device;
+  memcpy(line, leak_line, sizeof line);
+  ol_unlock(&lock);
+  if (waiting)
+    ol_log_info("device %d: %s", device, line);
+}
+
+/* The device's size, for the warning's projection: OOMLENS_CAPACITY, else
+ * the driver's total (asked outside the tracker's lock, once a device: the
+ * current device's, which an allocation's usually is). */
+static atomic_bool capacity_asked[OL_MAX_DEVICES];
+
+static void __attribute__((noinline, cold)) learn_capacity(int d)
+{
+  if (atomic_exchange(&capacity_asked[d], true))
+    return;
+  uint64_t bytes = ol_option_size(OL_OPT_CAPACITY);
+  size_t free_bytes, total_bytes;
+  if (bytes == 0 && ol_prim_mem_info(&free_bytes, &total_bytes) == 0)
+    bytes = total_bytes;
+  ol_lock(&lock);
+  ol_account_set_capacity(&account, d, bytes);
+  ol_unlock(&lock);
+}
+
 /* ---- the hooks' calls ---------------------------------------------------- */
 
 /* An allocation call, served or refused, counted by the path it took. */
@@ -306,6 +362,10 @@ void ol_track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uin
 int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kind,
                           uintptr_t stream, const ol_site_key_t *key, int32_t site)
 {
+  if (__builtin_expect(!atomic_load_explicit(&capacity_asked[ol_account_clamp(device)],
+                                             memory_order_relaxed),
+                       0))
+    learn_capacity(ol_account_clamp(device));
   if (!begin())
     return -1;
   int d = ol_account_device(&account, device);
@@ -327,6 +387,8 @@ int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kin
   trace_alloc(rec);
   note_now(d);
   end();
+  if (__builtin_expect(atomic_load_explicit(&leak_waiting, memory_order_relaxed), 0))
+    say_leak();
   return block.site;
 }
 
@@ -625,6 +687,9 @@ void ol_track_reset(void)
   ol_records_free(&ranges);
   ol_stacks_forget_sites();
   memset(pending, 0, sizeof pending);
+  for (int d = 0; d < OL_MAX_DEVICES; d++)
+    atomic_store(&capacity_asked[d], false);
+  atomic_store(&leak_waiting, false);
   failed = false;
   atomic_store(&seen_activity, false);
   ol_unlock(&lock);

@@ -332,6 +332,35 @@ START_TEST(leak_names_the_growing_site)
 }
 END_TEST
 
+/* The leak is said before the job runs out: one stderr line (before the
+ * OOM's paragraph) and the report's leak_warning, with the rate, the
+ * growing site and the iteration the 1 GiB device runs out at. */
+START_TEST(leak_warned_before_the_oom)
+{
+  const char *env[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", "SIMCU_EXTERNAL=0",
+                       "OOMLENS_STACKS=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("oom_leak", env, &run);
+  const char *line = strstr(run.out, "oomlens: device 0: memory that outlives iterations grows by "
+                                     "64.00 MiB per iteration since iteration ");
+  const char *oom = strstr(run.out, "out of memory (leak");
+  ck_assert_msg(line && oom && line < oom, "no warning before the OOM:\n%s", run.out);
+  ck_assert_ptr_eq(strstr(line + 1, "oomlens: device 0: memory that outlives"), NULL); /* once */
+  ck_assert_int_eq(harness_int(r, DEV "leak_warning.growth_per_iteration"), 64 * MiB);
+  int64_t at = harness_int(r, DEV "leak_warning.at_iteration");
+  int64_t runs_out = harness_int(r, DEV "leak_warning.runs_out_at_iteration");
+  ck_assert_int_gt(runs_out, at);
+  ck_assert_int_le(runs_out, harness_int(r, DEV "oom.iterations") + 2);
+  const char *site = ol_json_string(ol_json_path(r, DEV "leak_warning.site"));
+  ck_assert_msg(site && strstr(site, "cuda_prog_kept"), "site %s", site);
+  ol_json_free(r);
+  r = run_scenario("oom_activations", env, &run);
+  ck_assert_int_eq(ol_json_kind(ol_json_path(r, DEV "leak_warning")), OL_JSON_NULL);
+  ck_assert_ptr_eq(strstr(run.out, "outlives iterations grows by"), NULL);
+  ol_json_free(r);
+}
+END_TEST
+
 /* Native call sites: the weights' site and the activations' site, with
  * the bytes each held at the peak (96 MiB and 48 MiB) and in total. */
 START_TEST(call_sites_at_the_peak)
@@ -932,6 +961,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, call_sites_carry_source_lines);
   tcase_add_test(paths, no_source_lines_when_off);
   tcase_add_test(paths, leak_names_the_growing_site);
+  tcase_add_test(paths, leak_warned_before_the_oom);
   tcase_add_test(paths, external_names_the_other_process);
   tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_test(paths, sites_alike_in_shown_frames_are_one);

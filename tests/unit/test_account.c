@@ -327,9 +327,10 @@ static void same_phases(const ol_phases_t *live, const ol_phases_t *offline)
   ck_assert_uint_eq(live->iterations, offline->iterations);
   ck_assert_int_eq(ol_phases_persistent(live), ol_phases_persistent(offline));
   ck_assert_int_eq(ol_phases_growth(live), ol_phases_growth(offline));
-  ck_assert_int_eq(live->highest, offline->highest);
-  ck_assert_int_eq(live->extreme, offline->extreme);
-  ck_assert(live->falling == offline->falling);
+  ck_assert_uint_eq(live->period, offline->period);
+  ck_assert_int_eq(ol_phases_before_first_free(live), ol_phases_before_first_free(offline));
+  ck_assert_int_eq(ol_phases_iteration_need(live), ol_phases_iteration_need(offline));
+  ck_assert(live->leak.fired == offline->leak.fired);
   for (int i = 0; i < OL_PHASE_VALLEYS; i++)
     ck_assert_int_eq(live->valleys[i], offline->valleys[i]);
 }

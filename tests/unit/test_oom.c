@@ -1,6 +1,6 @@
-/* test_oom.c: the out-of-memory diagnosis: iterations found in allocation
- * streams, each class from a record built by hand, and the three recorded
- * OOM traces replayed at their caps. */
+/* test_oom.c: the out-of-memory diagnosis: each class from a record built
+ * by hand, and the three recorded OOM traces replayed at their caps
+ * (iterations found in allocation streams: test_phases.c). */
 #include <check.h>
 #include <limits.h>
 #include <stdio.h>
@@ -12,64 +12,6 @@
 
 #define GiB (1ll << 30)
 #define MiB (1ll << 20)
-
-/* A training loop: persistent P, then each step climbs by A and falls back. */
-static void train(ol_phases_t *p, int64_t persistent, int64_t activations, int steps,
-                  int64_t leak_per_step)
-{
-  for (int64_t b = 0; b <= persistent; b += 64 * MiB)
-    ol_phases_note(p, b);
-  for (int s = 0; s < steps; s++) {
-    int64_t base = persistent + s * leak_per_step;
-    for (int64_t a = 0; a <= activations; a += 32 * MiB)
-      ol_phases_note(p, base + a);
-    for (int64_t a = activations; a >= 0; a -= 32 * MiB)
-      ol_phases_note(p, base + a);
-  }
-  ol_phases_note(p, persistent + steps * leak_per_step + activations / 2); /* next step rising */
-}
-
-START_TEST(iterations_and_persistent_memory)
-{
-  ol_phases_t p;
-  ol_phases_init(&p);
-  train(&p, 2 * GiB, 6 * GiB, 5, 0);
-  ck_assert_uint_eq(p.iterations, 5);
-  ck_assert_int_eq(ol_phases_persistent(&p), 2 * GiB);
-  ck_assert_int_eq(ol_phases_growth(&p), 0);
-}
-END_TEST
-
-START_TEST(growing_valleys_are_growth)
-{
-  ol_phases_t p;
-  ol_phases_init(&p);
-  train(&p, 2 * GiB, 4 * GiB, 6, 256 * MiB);
-  ck_assert_uint_eq(p.iterations, 6);
-  ck_assert_int_eq(ol_phases_growth(&p), 256 * MiB);
-}
-END_TEST
-
-START_TEST(no_iteration_while_only_growing)
-{
-  ol_phases_t p;
-  ol_phases_init(&p);
-  for (int64_t b = 0; b < 8 * GiB; b += 100 * MiB)
-    ol_phases_note(&p, b);
-  ck_assert_uint_eq(p.iterations, 0);
-  ck_assert_int_eq(ol_phases_persistent(&p), 0);
-}
-END_TEST
-
-START_TEST(small_churn_is_not_an_iteration)
-{
-  ol_phases_t p;
-  ol_phases_init(&p);
-  for (int i = 0; i < 1000; i++)
-    ol_phases_note(&p, 10 * GiB + (i % 2) * 100 * MiB);
-  ck_assert_uint_eq(p.iterations, 0);
-}
-END_TEST
 
 typedef struct {
   const char *what;
@@ -360,12 +302,6 @@ END_TEST
 static Suite *oom_suite(void)
 {
   Suite *s = suite_create("oom");
-  TCase *phases = tcase_create("phases");
-  tcase_add_test(phases, iterations_and_persistent_memory);
-  tcase_add_test(phases, growing_valleys_are_growth);
-  tcase_add_test(phases, no_iteration_while_only_growing);
-  tcase_add_test(phases, small_churn_is_not_an_iteration);
-  suite_add_tcase(s, phases);
   TCase *classes = tcase_create("classes");
   tcase_add_loop_test(classes, each_class_from_its_record, 0,
                       sizeof class_cases / sizeof *class_cases);

@@ -1,0 +1,517 @@
+/* test_phases.c: iterations found from the repetition of the allocation
+ * stream (core/phases.c), through the account (core/account.c) as the
+ * tracker and a trace feed it: synthetic training loops (a leak of 1% of
+ * what is kept with small churn, a large model whose churn is 5% of its
+ * state, sizes that vary each step, a warm-up, a stream that never
+ * repeats), the first step's layers never counted as iterations, the leak
+ * warning, and the recorded traces of tests/data. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "core.h"
+#include "trace_csv.h"
+
+#define GiB (1ll << 30)
+#define MiB (1ll << 20)
+
+/* ---- a job, allocation by allocation ------------------------------------- */
+
+#define LIVE_MAX 4096
+typedef struct job {
+  ol_account_t *a;
+  uint64_t next_addr;
+  uint64_t live[LIVE_MAX]; /* addresses a job keeps by handle */
+  size_t live_count;
+  uint64_t t_ns;
+  bool no_sites; /* every allocation at site -1 (stacks off) */
+} job_t;
+
+static job_t *job_new(void)
+{
+  job_t *j = calloc(1, sizeof *j);
+  j->a = calloc(1, sizeof *j->a);
+  ol_account_init(j->a, OL_ACCOUNT_SITES | OL_ACCOUNT_TIMELINE);
+  j->t_ns = 1000000000;
+  ck_assert_ptr_nonnull(ol_account_timeline(j->a, 0, j->t_ns, 0));
+  j->next_addr = 0x1000;
+  return j;
+}
+
+static void job_free(job_t *j)
+{
+  ol_account_free(j->a);
+  free(j->a);
+  free(j);
+}
+
+static int32_t site_of(job_t *j, int site)
+{
+  if (j->no_sites)
+    return -1;
+  char key[32];
+  snprintf(key, sizeof key, "site%d", site);
+  return ol_account_site(j->a, 0, key, strlen(key), NULL);
+}
+
+/* Allocates size bytes at a site; the address to free it by. */
+static uint64_t take(job_t *j, int site, int64_t size)
+{
+  ol_record_t b = {.key = j->next_addr, .size = (uint64_t)size, .device = 0,
+                   .site = site_of(j, site), .kind = OL_ORIGIN_NONE};
+  j->next_addr += 0x1000;
+  ol_record_t stale;
+  bool replaced;
+  ck_assert_ptr_nonnull(ol_account_alloc(j->a, &b, &stale, &replaced));
+  j->t_ns += 1000;
+  ol_account_note(j->a, 0, j->t_ns);
+  return b.key;
+}
+
+static void give(job_t *j, uint64_t addr)
+{
+  ol_record_t gone;
+  ck_assert(ol_account_release(j->a, addr, 0, &gone));
+  j->t_ns += 1000;
+  ol_account_note(j->a, 0, j->t_ns);
+}
+
+static const ol_phases_t *phases(const job_t *j)
+{
+  return &j->a->devices[0].stats.phases;
+}
+
+static int64_t allocated(const job_t *j)
+{
+  return j->a->devices[0].stats.allocated_bytes[OL_POOL_ALL].current;
+}
+
+/* ---- a training step, shaped like PyTorch's -------------------------- */
+
+typedef struct model {
+  int layers;
+  int64_t weights;     /* the parameters, in `layers` pieces */
+  int64_t saved;       /* a layer's activations saved for the backward pass, at scale 1 */
+  int64_t temp;        /* a layer's forward temporaries, freed in the layer */
+  int64_t leak;        /* kept every step (0: none) */
+  bool lazy_state;     /* the optimizer makes its state (2x weights) in the first step */
+} model_t;
+
+typedef struct training {
+  job_t *j;
+  model_t m;
+  int steps_done;
+  uint64_t state[64];
+  bool state_made;
+} training_t;
+
+static void load(training_t *t)
+{
+  for (int l = 0; l < t->m.layers; l++)
+    take(t->j, 1, t->m.weights / t->m.layers);
+}
+
+/* One step at a scale of the activations (a variable length); stops early,
+ * returning false, once `stop_after` allocations of the step were made
+ * (an OOM there), if stop_after >= 0. */
+static bool step(training_t *t, int64_t scale, int stop_after)
+{
+  job_t *j = t->j;
+  const model_t *m = &t->m;
+  int made = 0;
+#define MADE() (stop_after >= 0 && ++made > stop_after)
+  uint64_t saved[64], grads[64];
+  uint64_t x = take(j, 10, 64 * 1024 * scale); /* the input batch */
+  if (MADE())
+    return false;
+  for (int l = 0; l < m->layers; l++) { /* forward: each layer keeps what it saves */
+    uint64_t tmp = take(j, 11, m->temp * scale);
+    saved[l] = take(j, 12, m->saved * scale);
+    give(j, tmp);
+    if (MADE())
+      return false;
+  }
+  for (int l = m->layers - 1; l >= 0; l--) { /* backward: frees the saved, makes grads */
+    uint64_t tmp = take(j, 13, m->temp * scale);
+    grads[l] = take(j, 14, m->weights / m->layers);
+    give(j, saved[l]);
+    give(j, tmp);
+    if (MADE())
+      return false;
+  }
+  if (m->lazy_state && !t->state_made) {
+    for (int l = 0; l < m->layers; l++)
+      t->state[l] = take(j, 15, 2 * m->weights / m->layers);
+    t->state_made = true;
+  }
+  for (int l = 0; l < m->layers; l++) /* the optimizer's step, per parameter */
+    give(j, take(j, 16, m->weights / m->layers));
+  if (m->leak)
+    take(j, 17, m->leak);
+  for (int l = 0; l < m->layers; l++) /* zero_grad(set_to_none=True) */
+    give(j, grads[l]);
+  give(j, x);
+  t->steps_done++;
+  return true;
+#undef MADE
+}
+
+static training_t *training(model_t m)
+{
+  training_t *t = calloc(1, sizeof *t);
+  t->j = job_new();
+  t->m = m;
+  load(t);
+  return t;
+}
+
+static void training_free(training_t *t)
+{
+  job_free(t->j);
+  free(t);
+}
+
+static const model_t gpt_like = {.layers = 12, .weights = 2 * GiB, .saved = 256 * MiB,
+                                 .temp = 64 * MiB, .lazy_state = true};
+
+/* What outlives a step: the weights and the optimizer's state, in pieces. */
+static int64_t kept_by(const model_t *m)
+{
+  int64_t state = m->lazy_state ? 2 * m->weights / m->layers : 0;
+  return m->layers * (m->weights / m->layers + state);
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+/* Six steps: five end (the sixth ends when a seventh begins); what
+ * outlives them is the weights and the optimizer's state. */
+START_TEST(training_steps_are_iterations)
+{
+  training_t *t = training(gpt_like);
+  for (int s = 0; s < 6; s++)
+    step(t, 1, -1);
+  const ol_phases_t *p = phases(t->j);
+  ck_assert_uint_eq(p->iterations, 5);
+  ck_assert_int_eq(ol_phases_persistent(p), kept_by(&gpt_like));
+  ck_assert_int_eq(ol_phases_growth(p), 0);
+  ck_assert_int_eq(ol_phases_before_first_free(p), 12 * (2 * GiB / 12) + 64 * 1024 + 64 * MiB + 256 * MiB);
+  /* The step's own memory above what it keeps: the forward's saved
+   * activations and the backward's first temporaries and gradients. */
+  ck_assert_int_ge(ol_phases_iteration_need(p), 12 * 256 * MiB);
+  ck_assert(!p->leak.fired);
+  training_free(t);
+}
+END_TEST
+
+/* The most common OOM: the first step does not fit. Its twelve layers
+ * repeat, but they keep what they save: no iteration, anywhere in the
+ * first step, nor in the second (a repeat is known once seen twice). */
+START_TEST(the_first_steps_layers_are_not_iterations)
+{
+  for (int stop = 1; stop < 25; stop += 2) {
+    training_t *t = training(gpt_like);
+    ck_assert(!step(t, 1, stop));
+    ck_assert_msg(phases(t->j)->iterations == 0, "stopped after %d: %llu iterations", stop,
+                  (unsigned long long)phases(t->j)->iterations);
+    training_free(t);
+  }
+  training_t *t = training(gpt_like);
+  step(t, 1, -1);
+  for (int stop = 1; stop < 25; stop += 3) {
+    training_t *u = training(gpt_like);
+    step(u, 1, -1);
+    step(u, 1, stop);
+    ck_assert_uint_eq(phases(u->j)->iterations, 0);
+    training_free(u);
+  }
+  training_free(t);
+}
+END_TEST
+
+/* Three steps seen: two ended, at once. */
+START_TEST(the_third_step_counts_the_first_two)
+{
+  training_t *t = training(gpt_like);
+  step(t, 1, -1);
+  step(t, 1, -1);
+  step(t, 1, 2);
+  ck_assert_uint_eq(phases(t->j)->iterations, 2);
+  ck_assert_int_eq(ol_phases_persistent(phases(t->j)), kept_by(&gpt_like));
+  training_free(t);
+}
+END_TEST
+
+/* A leak of 1% of what is kept each step, with a churn of 5% of it: the
+ * old zigzag (a swing of a tenth of the highest total) saw no iteration. */
+START_TEST(a_small_leak_with_small_churn_is_growth_within_three_iterations)
+{
+  model_t m = {.layers = 8, .weights = 8 * GiB, .saved = 40 * MiB, .temp = 8 * MiB,
+               .leak = 82 * MiB};
+  training_t *t = training(m);
+  for (int s = 0; s < 4; s++)
+    step(t, 1, -1);
+  const ol_phases_t *p = phases(t->j);
+  ck_assert_uint_eq(p->iterations, 3);
+  ck_assert_int_eq(ol_phases_growth(p), 82 * MiB);
+  ck_assert_int_ge(ol_phases_persistent(p), 8 * GiB);
+  training_free(t);
+}
+END_TEST
+
+/* A large model whose step churns 5% of its state, no leak. */
+START_TEST(a_large_model_with_little_churn)
+{
+  model_t m = {.layers = 16, .weights = 16 * GiB, .saved = 40 * MiB, .temp = 16 * MiB,
+               .lazy_state = true};
+  training_t *t = training(m);
+  for (int s = 0; s < 8; s++)
+    step(t, 1, -1);
+  const ol_phases_t *p = phases(t->j);
+  ck_assert_uint_eq(p->iterations, 7);
+  ck_assert_int_eq(ol_phases_persistent(p), kept_by(&m));
+  ck_assert_int_eq(ol_phases_growth(p), 0);
+  ck_assert(!p->leak.fired);
+  training_free(t);
+}
+END_TEST
+
+/* Sizes that change every step (a variable-length job): the sites do not. */
+START_TEST(variable_sizes_with_sites)
+{
+  static const int64_t scales[] = {3, 1, 4, 1, 5, 2, 6, 2, 5, 3, 5, 8};
+  training_t *t = training(gpt_like);
+  for (int s = 0; s < 12; s++)
+    step(t, scales[s], -1);
+  const ol_phases_t *p = phases(t->j);
+  ck_assert_uint_eq(p->iterations, 11);
+  ck_assert_int_eq(ol_phases_growth(p), 0);
+  ck_assert(!p->leak.fired);
+  training_free(t);
+}
+END_TEST
+
+/* Without call sites, the same job with steady sizes is still found. */
+START_TEST(steady_sizes_without_sites)
+{
+  training_t *t = calloc(1, sizeof *t);
+  t->j = job_new();
+  t->j->no_sites = true;
+  t->m = gpt_like;
+  load(t);
+  for (int s = 0; s < 6; s++)
+    step(t, 1, -1);
+  ck_assert_uint_eq(phases(t->j)->iterations, 5);
+  training_free(t);
+}
+END_TEST
+
+/* Inference of shapes that vary, no sites: nothing repeats, and no
+ * iteration is invented. */
+START_TEST(no_repetition_no_iterations)
+{
+  job_t *j = job_new();
+  j->no_sites = true;
+  take(j, 0, 4 * GiB);
+  uint64_t seed = 12345;
+  for (int r = 0; r < 300; r++) {
+    uint64_t held[8];
+    int n = 2 + r % 5;
+    for (int i = 0; i < n; i++) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      held[i] = take(j, 0, (int64_t)(1 + (seed >> 40) % 4096) * 4096);
+    }
+    for (int i = 0; i < n; i++)
+      give(j, held[i]);
+  }
+  ck_assert_uint_eq(phases(j)->iterations, 0);
+  ck_assert_uint_eq(phases(j)->period, 0);
+  ck_assert_int_eq(ol_phases_persistent(phases(j)), 0);
+  ck_assert_int_eq(ol_phases_iteration_need(phases(j)), -1);
+  job_free(j);
+}
+END_TEST
+
+/* malloc/free pairs of one size are no training loop. */
+START_TEST(pairs_are_not_iterations)
+{
+  job_t *j = job_new();
+  j->no_sites = true;
+  for (int i = 0; i < 2000; i++)
+    give(j, take(j, 0, MiB));
+  ck_assert_uint_eq(phases(j)->iterations, 0);
+  job_free(j);
+}
+END_TEST
+
+/* ---- the leak warning ------------------------------------------------------ */
+
+typedef struct told {
+  int calls, device;
+  char line[512];
+} told_t;
+
+static void on_leak(ol_account_t *a, int device, void *arg)
+{
+  told_t *t = arg;
+  t->calls++;
+  t->device = device;
+  ol_buf_t text = {0};
+  ol_leak_warning_text(&text, &a->devices[device].stats.phases.leak, NULL, NULL);
+  snprintf(t->line, sizeof t->line, "%s", text.data ? text.data : "");
+  ol_buf_free(&text);
+}
+
+/* A leak fires once, after three steps of growth past the first, long
+ * before the device runs out; it names the growing site, the rate, and the
+ * iteration at which the device would run out. */
+START_TEST(a_leak_warns_before_the_oom)
+{
+  model_t m = {.layers = 8, .weights = 8 * GiB, .saved = 40 * MiB, .temp = 8 * MiB,
+               .leak = 82 * MiB, .lazy_state = true};
+  training_t *t = training(m);
+  told_t told = {0};
+  t->j->a->on_leak = on_leak;
+  t->j->a->on_leak_arg = &told;
+  ol_account_set_capacity(t->j->a, 0, 40 * GiB);
+  int warned_at = -1;
+  for (int s = 0; s < 40 && allocated(t->j) < 40 * GiB; s++) {
+    step(t, 1, -1);
+    if (told.calls && warned_at < 0)
+      warned_at = s + 1;
+  }
+  ck_assert_int_eq(told.calls, 1);
+  ck_assert_int_le(warned_at, 6);
+  const ol_leak_warning_t *w = &phases(t->j)->leak;
+  ck_assert(w->fired);
+  ck_assert_int_eq(w->growth, 82 * MiB);
+  ck_assert_uint_eq(w->since, w->at - OL_LEAK_STREAK);
+  ck_assert_int_ge(w->site, 0);
+  ck_assert_str_eq(ol_sites_key(ol_account_sites(t->j->a, 0), w->site), "site17");
+  /* 40 GiB less the state (24 GiB), the leak so far and a step's need
+   * (its gradients, 8 GiB, and its activations): about 90 steps more. */
+  ck_assert_int_gt(w->runs_out_at, (int64_t)w->at + 80);
+  ck_assert_int_lt(w->runs_out_at, (int64_t)w->at + 100);
+  ck_assert(w->runs_out_s > w->at_s && w->at_s > 0);
+  ck_assert_msg(strstr(told.line, "grows by 82.00 MiB per iteration since iteration") &&
+                  strstr(told.line, "the device runs out at about iteration"),
+                "%s", told.line);
+  training_free(t);
+}
+END_TEST
+
+/* A job that warms up: the optimizer's state at the first step, then a
+ * cache that fills over the next two, then flat: no warning. */
+START_TEST(a_warm_up_does_not_warn)
+{
+  training_t *t = training(gpt_like);
+  told_t told = {0};
+  t->j->a->on_leak = on_leak;
+  t->j->a->on_leak_arg = &told;
+  for (int s = 0; s < 20; s++) {
+    if (s == 1 || s == 2)
+      take(t->j, 20, 256 * MiB); /* a workspace, made once, kept */
+    step(t, 1, -1);
+  }
+  ck_assert_int_eq(told.calls, 0);
+  ck_assert_int_eq(ol_phases_growth(phases(t->j)), 0);
+  training_free(t);
+}
+END_TEST
+
+/* Without a capacity, the warning says it cannot tell when. */
+START_TEST(a_leak_without_capacity)
+{
+  model_t m = {.layers = 8, .weights = 8 * GiB, .saved = 40 * MiB, .temp = 8 * MiB,
+               .leak = 82 * MiB};
+  training_t *t = training(m);
+  told_t told = {0};
+  t->j->a->on_leak = on_leak;
+  t->j->a->on_leak_arg = &told;
+  for (int s = 0; s < 10; s++)
+    step(t, 1, -1);
+  ck_assert_int_eq(told.calls, 1);
+  ck_assert_int_eq(phases(t->j)->leak.runs_out_at, -1);
+  ck_assert_ptr_nonnull(strstr(told.line, "capacity is not known"));
+  training_free(t);
+}
+END_TEST
+
+/* ---- the recorded traces ---------------------------------------------------- */
+
+typedef struct trace_case {
+  const char *file;
+  uint64_t iterations; /* steps that ended before the trace did (or its OOM) */
+} trace_case_t;
+
+/* gpt2: 6 steps; gpt2_varlen: 10, every length different; resnet50: 6;
+ * oom_activations: batches 2 and 4 ended, 8 ran out in its forward pass;
+ * oom_params: the weights did not fit, no step began; frag: 22 steps
+ * ended, counted from the large request each makes at its end (the 23rd's
+ * failed). */
+static const trace_case_t trace_cases[] = {
+  {"gpt2.csv.gz", 5},           {"gpt2_varlen.csv.gz", 9}, {"resnet50.csv.gz", 5},
+  {"oom_activations.csv.gz", 2}, {"oom_params.csv.gz", 0},  {"frag.csv.gz", 21},
+};
+
+START_TEST(recorded_traces)
+{
+  const trace_case_t *c = &trace_cases[_i];
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", OL_TEST_DATA_DIR, c->file);
+  ol_error_t err;
+  ol_trace_t *trace = ol_trace_open(path, &err);
+  ck_assert_msg(trace != NULL, "%s", err.text);
+  ol_account_t *a = calloc(1, sizeof *a);
+  ol_account_init(a, OL_ACCOUNT_SITES | OL_ACCOUNT_TIMELINE);
+  told_t told = {0};
+  a->on_leak = on_leak;
+  a->on_leak_arg = &told;
+  ol_trace_event_t e;
+  int got;
+  while ((got = ol_trace_next(trace, &e, &err)) == 1) {
+    e.device = 0;
+    ck_assert(ol_account_apply(a, &e, NULL));
+  }
+  ck_assert_int_eq(got, 0);
+  ol_trace_close(trace);
+  const ol_phases_t *p = &a->devices[0].stats.phases;
+  ck_assert_msg(p->iterations == c->iterations, "%s: %llu iterations, expected %llu", c->file,
+                (unsigned long long)p->iterations, (unsigned long long)c->iterations);
+  if (c->iterations > 0) /* the last iteration's low point (the job freed all at its end) */
+    ck_assert_int_gt(p->valleys[p->iterations % OL_PHASE_VALLEYS], 0);
+  if (strcmp(c->file, "frag.csv.gz") != 0) { /* frag keeps a quarter of each step, by design */
+    ck_assert_msg(told.calls == 0, "%s: %s", c->file, told.line);
+    ck_assert_int_le(ol_phases_growth(p), 0);
+  }
+  ol_account_free(a);
+  free(a);
+}
+END_TEST
+
+int main(void)
+{
+  Suite *s = suite_create("phases");
+  TCase *loops = tcase_create("loops");
+  tcase_set_timeout(loops, 120);
+  tcase_add_test(loops, training_steps_are_iterations);
+  tcase_add_test(loops, the_first_steps_layers_are_not_iterations);
+  tcase_add_test(loops, the_third_step_counts_the_first_two);
+  tcase_add_test(loops, a_small_leak_with_small_churn_is_growth_within_three_iterations);
+  tcase_add_test(loops, a_large_model_with_little_churn);
+  tcase_add_test(loops, variable_sizes_with_sites);
+  tcase_add_test(loops, steady_sizes_without_sites);
+  tcase_add_test(loops, no_repetition_no_iterations);
+  tcase_add_test(loops, pairs_are_not_iterations);
+  suite_add_tcase(s, loops);
+  TCase *leak = tcase_create("leak");
+  tcase_add_test(leak, a_leak_warns_before_the_oom);
+  tcase_add_test(leak, a_warm_up_does_not_warn);
+  tcase_add_test(leak, a_leak_without_capacity);
+  suite_add_tcase(s, leak);
+  TCase *traces = tcase_create("traces");
+  tcase_set_timeout(traces, 120);
+  tcase_add_loop_test(traces, recorded_traces, 0, sizeof trace_cases / sizeof *trace_cases);
+  suite_add_tcase(s, traces);
+  return ol_run_suite(s);
+}
