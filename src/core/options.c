@@ -69,6 +69,11 @@ static option_t options[OL_OPT_COUNT] = {
   [OL_OPT_SOURCE_LINES] = {"OOMLENS_SOURCE_LINES", KIND_BOOL, "1",
                            "name the source file:line of native frames in reports and traces "
                            "where the binaries carry debug info (needs libdw.so.1)", 0, NULL},
+  [OL_OPT_ROLES] = {"OOMLENS_ROLES", KIND_BOOL, "1",
+                    "manage mode: take the Python frames (no native ones) of a byte-weighted "
+                    "sample of allocations, one in OOMLENS_STACK_SAMPLE bytes (1M when that is "
+                    "0), to attribute memory by role (weights, gradients, optimizer state, "
+                    "activations); 0: off", 0, NULL},
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},
