@@ -138,15 +138,14 @@ static bool ours(uintptr_t pc)
   return false;
 }
 
-/* Manage mode's default capture, for the roles (the header). */
-static bool roles_capture(void)
-{
-  return ol_option_bool(OL_OPT_MANAGE) && ol_option_bool(OL_OPT_ROLES);
-}
-
+/* Asked on every allocation, observe mode's too: one test that the options
+ * are loaded, then their values (0 or 1) combined without branches. */
 bool ol_stacks_on(void)
 {
-  return ol_option_bool(OL_OPT_STACKS) || roles_capture();
+  if (!atomic_load_explicit(&ol_options_ready, memory_order_acquire))
+    ol_options_load();
+  return (ol_option_values[OL_OPT_STACKS] |
+          (ol_option_values[OL_OPT_MANAGE] & ol_option_values[OL_OPT_ROLES])) != 0;
 }
 
 bool ol_stacks_native_on(void)
