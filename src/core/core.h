@@ -506,6 +506,11 @@ void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len);
 ol_role_t ol_role_of_frames(const char *text, size_t len);
 const char *ol_role_name(ol_role_t role);    /* "weights", ...; "?" out of range */
 const char *ol_role_meaning(ol_role_t role); /* the list's words for it */
+/* Bytes by role as a JSON object of every role ({"weights": N, ...}), and
+ * as one line of text: the roles holding bytes, largest first
+ * ("weights 474.70 MiB, optimizer 949.40 MiB"; nothing when none). */
+void ol_roles_json(ol_buf_t *out, const int64_t bytes[OL_ROLE_COUNT]);
+void ol_roles_line(ol_buf_t *out, const int64_t bytes[OL_ROLE_COUNT]);
 
 /* ---- site_groups.c: call sites grouped as a report shows them --------- */
 typedef struct ol_site_group {

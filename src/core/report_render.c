@@ -384,21 +384,14 @@ static void json_site_list(ol_buf_t *out, const char *name, const ol_report_site
   ol_buf_printf(out, "]");
 }
 
-static void json_role_bytes(ol_buf_t *out, const char *name, const int64_t bytes[OL_ROLE_COUNT])
-{
-  ol_buf_printf(out, ", \"%s\": {", name);
-  for (int i = 0; i < OL_ROLE_COUNT; i++)
-    ol_buf_printf(out, "%s\"%s\": %lld", i ? ", " : "", ol_role_name((ol_role_t)i),
-                  (long long)bytes[i]);
-  ol_buf_printf(out, "}");
-}
-
 /* Format 1.2: memory by role, with the sites. */
 static void json_roles(ol_buf_t *out, const ol_report_device_t *d)
 {
-  ol_buf_printf(out, ",\n      \"roles\": {\"known\": %s", d->roles_known ? "true" : "false");
-  json_role_bytes(out, "at_peak", d->roles_at_peak);
-  json_role_bytes(out, "now", d->roles_now);
+  ol_buf_printf(out, ",\n      \"roles\": {\"known\": %s, \"at_peak\": ",
+                d->roles_known ? "true" : "false");
+  ol_roles_json(out, d->roles_at_peak);
+  ol_buf_printf(out, ", \"now\": ");
+  ol_roles_json(out, d->roles_now);
   ol_buf_printf(out, "}");
 }
 

@@ -256,3 +256,32 @@ const char *ol_role_meaning(ol_role_t role)
   };
   return (unsigned)role < OL_ROLE_COUNT ? meanings[role] : "?";
 }
+
+/* {"weights": N, ...}: every role, in the list's order. */
+void ol_roles_json(ol_buf_t *out, const int64_t bytes[OL_ROLE_COUNT])
+{
+  ol_buf_printf(out, "{");
+  for (int i = 0; i < OL_ROLE_COUNT; i++)
+    ol_buf_printf(out, "%s\"%s\": %lld", i ? ", " : "", ol_role_name((ol_role_t)i),
+                  (long long)bytes[i]);
+  ol_buf_printf(out, "}");
+}
+
+/* "weights 474.70 MiB, optimizer 949.40 MiB, ...": the roles that hold
+ * bytes, largest first, in one line (a paragraph's, replay's). */
+void ol_roles_line(ol_buf_t *out, const int64_t bytes[OL_ROLE_COUNT])
+{
+  bool shown[OL_ROLE_COUNT] = {false};
+  for (int n = 0; n < OL_ROLE_COUNT; n++) {
+    int best = -1;
+    for (int i = 0; i < OL_ROLE_COUNT; i++)
+      if (!shown[i] && bytes[i] > 0 && (best < 0 || bytes[i] > bytes[best]))
+        best = i;
+    if (best < 0)
+      break;
+    char text[32];
+    ol_format_bytes(text, sizeof text, bytes[best]);
+    ol_buf_printf(out, "%s%s %s", n ? ", " : "", ol_role_name((ol_role_t)best), text);
+    shown[best] = true;
+  }
+}
