@@ -1,14 +1,16 @@
 """bench_pairs.py LIBCUDART PAIRS [--time]: cudaMalloc(1 MiB) + cudaFree
 pairs from a Python line, through ctypes, for scripts/bench_hooks.sh (the
 instructions oomlens adds when the job is Python: call sites with Python
-frames) and, with --time, the wall-clock ns per pair (median of batches)."""
+frames) and, with --time, the wall-clock ns per pair (median of batches).
+BENCH_PAIR_SIZE: the size of each allocation (default 1 MiB)."""
 import ctypes
+import os
 import sys
 import time
 
 runtime = ctypes.CDLL(sys.argv[1])
 pairs = int(sys.argv[2])
-size = ctypes.c_size_t(1 << 20)
+size = ctypes.c_size_t(int(os.environ.get("BENCH_PAIR_SIZE", 1 << 20)))
 
 
 def model_step(ptr):

@@ -32,12 +32,12 @@ sanitized_build() { # DIR SANITIZERS
 }
 
 # The suites that run whole programs under LD_PRELOAD=liboomlens.so
-# (preload, cli, manage, rtld_next, pyframes, trace_file) cannot run under ASan: the library
+# (preload, cli, manage, rtld_next, pyframes, role_capture, trace_file) cannot run under ASan: the library
 # exports dlsym, ASan's start-up calls dlsym to find the functions it
 # intercepts before it has mapped its shadow memory, and the instrumented
 # hook faults on its first shadow write. They run in a build with UBSan
 # alone, which needs no shadow memory (docs/reliability.md).
-whole_programs='preload|cli|manage|rtld_next|pyframes|trace_file|reliability'
+whole_programs='preload|cli|manage|rtld_next|pyframes|role_capture|trace_file|reliability'
 
 echo "test: sanitizer pass 1/2: address,undefined (all but $whole_programs)"
 sanitized_build build-asan address,undefined
@@ -47,4 +47,5 @@ meson test -C build-asan --no-rebuild --print-errorlogs $in_process
 
 echo "test: sanitizer pass 2/2: undefined ($whole_programs)"
 sanitized_build build-ubsan undefined
-meson test -C build-ubsan --no-rebuild --print-errorlogs preload cli manage rtld_next pyframes trace_file reliability
+meson test -C build-ubsan --no-rebuild --print-errorlogs preload cli manage rtld_next pyframes role_capture \
+  trace_file reliability

@@ -5,6 +5,7 @@
  * the host itself runs out of memory. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "args.h"
 #include "commands.h"
@@ -131,6 +132,26 @@ static void name_site(ol_buf_t *out, int32_t id, bool json, void *sites)
   ol_report_site_name(out, sites, ol_sites_text_frames, id, json);
 }
 
+/* Memory by role at the peak of the bytes the trace asked for, as its
+ * report shows it (the sites' at-peak bytes by their roles). */
+static bool peak_roles(const ol_replay_result_t *r, int64_t bytes[OL_ROLE_COUNT])
+{
+  bool known = false;
+  if (r->account)
+    ol_account_role_bytes(r->account, 0, OL_SITES_BY_AT_PEAK, &known, bytes);
+  else
+    memset(bytes, 0, OL_ROLE_COUNT * sizeof *bytes);
+  return known;
+}
+
+static void print_json_roles(ol_buf_t *out, const ol_replay_result_t *r)
+{
+  int64_t bytes[OL_ROLE_COUNT];
+  bool known = peak_roles(r, bytes);
+  ol_buf_printf(out, ", \"roles_known\": %s, \"peak_roles\": ", known ? "true" : "false");
+  ol_roles_json(out, bytes);
+}
+
 static int print_json(const replay_args_t *a, const ol_replay_result_t *r)
 {
   ol_buf_t out = {0};
@@ -183,6 +204,7 @@ static int print_json(const replay_args_t *a, const ol_replay_result_t *r)
     ol_buf_printf(&out, "}");
   }
   print_peak_sites(&out, r->sites);
+  print_json_roles(&out, r);
   ol_buf_printf(&out, "}\n");
   int status = OL_EXIT_OK;
   if (out.failed) {
@@ -285,6 +307,19 @@ static bool print_top_sites(const ol_replay_result_t *r)
   return ok;
 }
 
+/* One line, the roles holding bytes at the peak; said not known when no
+ * frames of the trace named a role. */
+static void print_text_roles(const ol_replay_result_t *r)
+{
+  int64_t bytes[OL_ROLE_COUNT];
+  ol_buf_t line = {0};
+  if (peak_roles(r, bytes))
+    ol_roles_line(&line, bytes);
+  printf("peak by role:     %s\n", line.data && !line.failed ? line.data
+                                     : "not known (no frames of the trace name a role)");
+  ol_buf_free(&line);
+}
+
 static int print_text(const replay_args_t *a, const ol_replay_result_t *r)
 {
   char b1[32], b2[32], b3[32];
@@ -313,6 +348,7 @@ static int print_text(const replay_args_t *a, const ol_replay_result_t *r)
     printf("out of memory:    no\n");
   if (r->recorded && !r->oom)
     print_would_fit(a, r);
+  print_text_roles(r);
   if (print_top_sites(r))
     return OL_EXIT_OK;
   fputs("oomlens replay: out of host memory\n", stderr);

@@ -146,6 +146,7 @@ static void read_stacks(const ol_json_t *s, ol_report_t *v)
   snprintf(v->stacks.py_version, sizeof v->stacks.py_version, "%s", text_or(py, "version", ""));
   v->stacks.with_python = (uint64_t)int_at(py, "with_frames");
   v->stacks.without_python = (uint64_t)int_at(py, "without_frames");
+  ol_json_bool(ol_json_get(s, "roles_only"), &v->stacks.roles_only);
 }
 
 /* What the memory was for at the failure, and the request's own role. */
@@ -275,6 +276,17 @@ static void read_leak(const ol_json_t *leak, ol_report_t *v, ol_report_device_t 
   }
 }
 
+/* Memory by role (format 1.2); a report before it has none: not known. */
+static void read_roles(const ol_json_t *roles, ol_report_device_t *d)
+{
+  const ol_json_t *peak = ol_json_get(roles, "at_peak"), *now = ol_json_get(roles, "now");
+  ol_json_bool(ol_json_get(roles, "known"), &d->roles_known);
+  for (int i = 0; i < OL_ROLE_COUNT; i++) {
+    d->roles_at_peak[i] = int_at(peak, ol_role_name((ol_role_t)i));
+    d->roles_now[i] = int_at(now, ol_role_name((ol_role_t)i));
+  }
+}
+
 static void read_device(const ol_json_t *dev, int index, ol_report_t *v, ol_report_device_t *d)
 {
   d->device = (int)ol_json_path_int64(dev, "device", index);
@@ -284,6 +296,7 @@ static void read_device(const ol_json_t *dev, int index, ol_report_t *v, ol_repo
   d->has_sites = at_peak != NULL;
   read_sites(at_peak, v, &d->at_peak);
   read_sites(ol_json_path(dev, "sites.by_total"), v, &d->by_total);
+  read_roles(ol_json_get(dev, "roles"), d);
   read_timeline(ol_json_get(dev, "timeline"), d);
   read_leak(ol_json_get(dev, "leak_warning"), v, d);
 }

@@ -93,8 +93,11 @@ int32_t ol_account_site(ol_account_t *a, int device, const char *key, size_t len
     return -1; /* no host memory: the bytes count under no site */
   size_t before = ol_sites_count(*table);
   int32_t id = ol_sites_intern(*table, key, len);
+  bool made = id >= 0 && (size_t)id == before;
+  if (made && !(a->flags & OL_ACCOUNT_LIVE_KEYS)) /* a trace's key is its frames text */
+    ol_sites_set_role(*table, id, ol_role_of_frames(key, len));
   if (is_new)
-    *is_new = id >= 0 && (size_t)id == before;
+    *is_new = made;
   if (id >= 0 && len == 0)
     a->devices[sites_index(a, ol_account_clamp(device))].frameless_site_plus1 = id + 1;
   return id;
@@ -272,7 +275,19 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   r->iterations = dev->phases.iterations;
   r->before_first_free = ol_phases_before_first_free(&dev->phases);
   r->iteration_need = ol_phases_iteration_need(&dev->phases);
+  ol_account_role_bytes(a, device, OL_SITES_BY_CURRENT, &r->roles_known, r->role_bytes);
   ol_oom_note_sites(r, ol_account_sites(a, device));
+}
+
+/* With one table for all devices, the table's figures are theirs
+ * together, as its peak is. */
+void ol_account_role_bytes(const ol_account_t *a, int device, ol_site_order_t order, bool *known,
+                           int64_t out[OL_ROLE_COUNT])
+{
+  const ol_stat_t *mine = &a->devices[ol_account_clamp(device)].stats.allocated_bytes[OL_POOL_ALL];
+  bool shared = a->flags & OL_ACCOUNT_SITES_SHARED, now = order == OL_SITES_BY_CURRENT;
+  int64_t total = shared ? (now ? a->allocated : a->peak) : now ? mine->current : mine->peak;
+  *known = ol_sites_role_bytes(ol_account_sites(a, device), order, total, out);
 }
 
 /* ---- a trace's events --------------------------------------------------- */

@@ -49,6 +49,7 @@ typedef enum ol_option {
   OL_OPT_TRACE,
   OL_OPT_SOURCE_LINES,
   OL_OPT_BATCH,
+  OL_OPT_ROLES,
   OL_OPT_COUNT
 } ol_option_t;
 
@@ -334,10 +335,6 @@ typedef struct ol_oom_record {
   int64_t self_device_bytes;
 } ol_oom_record_t;
 
-const char *ol_role_name(ol_role_t role);    /* "weights", ...; "?" out of range */
-const char *ol_role_meaning(ol_role_t role); /* "weights (parameters and buffers)" */
-bool ol_role_parse(const char *name, ol_role_t *out);
-
 /* Writes a site's name: text for the paragraph, or a JSON value. */
 typedef void (*ol_site_namer_t)(ol_buf_t *out, int32_t id, bool json, void *arg);
 /* phases.c: the leak warning as one line (no prefix, no newline) for a
@@ -530,6 +527,28 @@ size_t ol_sites_text_spans(const ol_sites_t *sites, int32_t id, size_t max,
 size_t ol_sites_text_frames(const ol_sites_t *sites, int32_t id, size_t max,
                             ol_frame_visit_fn visit, void *arg);
 
+/* The same split of any such text (a trace event's frames, before they
+ * are a site): each frame of the len bytes at text, at most max. */
+size_t ol_frames_text_each(const char *text, size_t len, size_t max, ol_frame_span_fn visit,
+                           void *arg);
+
+/* Each site's role (roles.c), decided once when it is made: from its
+ * frames text by the account for a trace's keys, by the library from its
+ * Python lines for its own (OL_ACCOUNT_LIVE_KEYS). A new site's is
+ * OL_ROLE_unknown. */
+void ol_sites_set_role(ol_sites_t *sites, int32_t id, ol_role_t role);
+ol_role_t ol_sites_role(const ol_sites_t *sites, int32_t id);
+/* The sites' bytes by role at the peak (OL_SITES_BY_AT_PEAK) or now
+ * (OL_SITES_BY_CURRENT), into out[]; what total (the allocated bytes then)
+ * holds beyond the sites' is unknown (sites off, no host memory to intern
+ * one), so the roles sum to it. A backward site's bytes that outlive the
+ * backward pass are gradients: what it held when the last optimizer step
+ * began (sites.c says how that is seen), else at the last iteration's end;
+ * the rest are backward temporaries. Returns whether any site's frames
+ * named a role (else all is OL_ROLE_unknown). sites may be NULL. */
+bool ol_sites_role_bytes(const ol_sites_t *sites, ol_site_order_t order, int64_t total,
+                         int64_t out[OL_ROLE_COUNT]);
+
 /* Frames joined as every report shows them: "inner < outer < ..." in text,
  * a list of strings in JSON. Visitors for an ol_site_frames_fn. */
 #define OL_FRAME_SEP " < "
@@ -539,6 +558,30 @@ typedef struct ol_frame_join {
 } ol_frame_join_t;
 void ol_frame_join_text(const char *frame, void *join);
 void ol_frame_join_json(const char *frame, void *join);
+
+/* ---- roles.c: what memory is for, from its call site's frames -------- */
+/* One frame's role: OL_ROLE_other for a Python frame ("file:line:function")
+ * that names none, OL_ROLE_unknown for a frame that is not Python (native,
+ * a note) and names none. The marker "(thread pt_autograd_N)" is backward. */
+ol_role_t ol_role_of_frame(const char *frame, size_t len);
+/* A site's role from its frames, innermost first: the first frame that
+ * names a role; else other if any frame was Python; else unknown. */
+typedef struct ol_role_fold {
+  ol_role_t role;
+  bool named;
+} ol_role_fold_t;
+#define OL_ROLE_FOLD_INIT {OL_ROLE_unknown, false}
+void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len);
+/* The same over frames text joined by ';' (a trace's site key). */
+ol_role_t ol_role_of_frames(const char *text, size_t len);
+const char *ol_role_name(ol_role_t role);    /* "weights", ...; "?" out of range */
+const char *ol_role_meaning(ol_role_t role); /* the list's words for it */
+bool ol_role_parse(const char *name, ol_role_t *out); /* the role ol_role_name names */
+/* Bytes by role as a JSON object of every role ({"weights": N, ...}), and
+ * as one line of text: the roles holding bytes, largest first
+ * ("weights 474.70 MiB, optimizer 949.40 MiB"; nothing when none). */
+void ol_roles_json(ol_buf_t *out, const int64_t bytes[OL_ROLE_COUNT]);
+void ol_roles_line(ol_buf_t *out, const int64_t bytes[OL_ROLE_COUNT]);
 
 /* ---- site_groups.c: call sites grouped as a report shows them --------- */
 typedef struct ol_site_group {
@@ -623,6 +666,7 @@ typedef struct ol_report_stacks {
   char py_state[16];   /* ok, off, none (no CPython), unsupported, unreadable */
   char py_version[32]; /* "3.11.7", or "" */
   uint64_t with_python, without_python; /* stacks taken with / without Python frames */
+  bool roles_only; /* manage mode's role capture: Python frames only (format 1.2) */
 } ol_report_stacks_t;
 
 typedef struct ol_report_device {
@@ -638,6 +682,11 @@ typedef struct ol_report_device {
   ol_report_frames_t leak_site;
   bool has_sites; /* call sites were recorded (the lists may still be empty) */
   ol_report_sites_t at_peak, by_total;
+  /* Memory by role (format 1.2), with the sites: at the peak and now,
+   * summing to peak and current allocated; roles_known: some site's
+   * frames named a role (else all is unknown). */
+  bool roles_known;
+  int64_t roles_at_peak[OL_ROLE_COUNT], roles_now[OL_ROLE_COUNT];
   bool has_timeline;
   ol_timeline_t timeline;
   /* Each kept OOM's wall clock, as written: a report read back keeps the
@@ -799,6 +848,9 @@ enum {
   OL_ACCOUNT_SITES = 1u << 0,        /* a call-site table per device, made at its first site */
   OL_ACCOUNT_SITES_SHARED = 1u << 1, /* one table for all devices, whose peak is theirs together */
   OL_ACCOUNT_TIMELINE = 1u << 2,     /* a timeline per device, made at its first use */
+  /* Site keys are not frames text (the library's raw stacks): the owner
+   * sets each new site's role; else the account sets it from the key. */
+  OL_ACCOUNT_LIVE_KEYS = 1u << 3,
 };
 
 /* A failed allocation awaits its verdict (account.c): the same request
@@ -1065,9 +1117,17 @@ void ol_account_stats(const ol_account_t *a, int device, ol_device_stats_t *out)
 void ol_account_set_capacity(ol_account_t *a, int device, uint64_t bytes);
 /* What the account knows of an out-of-memory on device: allocated and
  * reserved now, what outlives iterations and its growth, what the job held
- * when it first freed memory, the iteration's own need, and the sites that
- * hold the memory and that grew (ol_oom_note_sites). */
+ * when it first freed memory, the iteration's own need, the live bytes by
+ * role (roles_known, role_bytes: the bytes of no site count as unknown, so
+ * they sum to allocated), and the sites that hold the memory and that grew
+ * (ol_oom_note_sites). */
 void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *r);
+/* The device's live bytes by role now (OL_SITES_BY_CURRENT) or at its
+ * peak (OL_SITES_BY_AT_PEAK), into out[] (set, not added): the sites'
+ * (ol_sites_role_bytes), and what no site holds as unknown. *known: some
+ * site's frames named a role. */
+void ol_account_role_bytes(const ol_account_t *a, int device, ol_site_order_t order, bool *known,
+                           int64_t out[OL_ROLE_COUNT]);
 
 /* What one event did, for readers that show more than the figures. */
 typedef struct ol_account_step {

@@ -43,18 +43,6 @@ static const char *const meanings[OL_OOM_CLASS_COUNT] = {
 #undef OL_OOM_WHAT
 };
 
-static const char *const role_names[OL_ROLE_COUNT] = {
-#define OL_ROLE_NAME(name, what) #name,
-  OL_ROLES(OL_ROLE_NAME)
-#undef OL_ROLE_NAME
-};
-
-static const char *const role_meanings[OL_ROLE_COUNT] = {
-#define OL_ROLE_WHAT(name, what) what,
-  OL_ROLES(OL_ROLE_WHAT)
-#undef OL_ROLE_WHAT
-};
-
 const char *ol_oom_class_name(ol_oom_class_t c)
 {
   return c < OL_OOM_CLASS_COUNT ? names[c] : "?";
@@ -63,26 +51,6 @@ const char *ol_oom_class_name(ol_oom_class_t c)
 const char *ol_oom_class_meaning(ol_oom_class_t c)
 {
   return c < OL_OOM_CLASS_COUNT ? meanings[c] : "?";
-}
-
-const char *ol_role_name(ol_role_t role)
-{
-  return role < OL_ROLE_COUNT ? role_names[role] : "?";
-}
-
-const char *ol_role_meaning(ol_role_t role)
-{
-  return role < OL_ROLE_COUNT ? role_meanings[role] : "?";
-}
-
-bool ol_role_parse(const char *name, ol_role_t *out)
-{
-  for (int i = 0; name && i < OL_ROLE_COUNT; i++)
-    if (strcmp(name, role_names[i]) == 0) {
-      *out = (ol_role_t)i;
-      return true;
-    }
-  return false;
 }
 
 static int64_t cap_of(const ol_oom_record_t *r)
@@ -240,13 +208,13 @@ static void explain_roles(ol_buf_t *out, const ol_oom_record_t *r)
   for (int i = 0; i < OL_ROLE_COUNT; i++) {
     if (r->role_bytes[i] <= 0)
       continue;
-    ol_buf_printf(out, "%s%s %s", shown++ ? ", " : "", role_names[i],
+    ol_buf_printf(out, "%s%s %s", shown++ ? ", " : "", ol_role_name((ol_role_t)i),
                   size_text(a, r->role_bytes[i]));
   }
   if (!shown)
     ol_buf_printf(out, "nothing live");
   if (r->request_role_known)
-    ol_buf_printf(out, "; the request was for %s", role_names[r->request_role]);
+    ol_buf_printf(out, "; the request was for %s", ol_role_name(r->request_role));
   ol_buf_printf(out, ".");
 }
 
@@ -551,7 +519,7 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
   batch_fit_t f = batch_fit(r);
   ol_buf_printf(out, ", \"roles_known\": %s, \"roles\": {", r->roles_known ? "true" : "false");
   for (int i = 0; i < OL_ROLE_COUNT; i++)
-    ol_buf_printf(out, "%s\"%s\": %" PRId64, i ? ", " : "", role_names[i], r->role_bytes[i]);
+    ol_buf_printf(out, "%s\"%s\": %" PRId64, i ? ", " : "", ol_role_name((ol_role_t)i), r->role_bytes[i]);
   ol_buf_printf(out, "}, \"request_role\": ");
   if (r->request_role_known)
     ol_buf_printf(out, "\"%s\"", ol_role_name(r->request_role));

@@ -210,6 +210,16 @@ static void name_leak_site(ol_report_t *r, ol_report_device_t *d, const ol_sites
   w->site = 0;
 }
 
+/* Memory by role from the same table as the lists: a report's rows are
+ * the sums the OOM record's role_bytes is made of (ol_sites_role_bytes). */
+static void device_roles(ol_report_device_t *d, const ol_sites_t *sites)
+{
+  const ol_stat_t *allocated = &d->stats.allocated_bytes[OL_POOL_ALL];
+  d->roles_known = ol_sites_role_bytes(sites, OL_SITES_BY_AT_PEAK, allocated->peak,
+                                       d->roles_at_peak);
+  ol_sites_role_bytes(sites, OL_SITES_BY_CURRENT, allocated->current, d->roles_now);
+}
+
 void ol_report_device_sites(ol_report_t *r, ol_report_device_t *d, const ol_sites_t *sites,
                             ol_site_frames_fn frames_of)
 {
@@ -217,6 +227,7 @@ void ol_report_device_sites(ol_report_t *r, ol_report_device_t *d, const ol_site
   site_list(r, &d->at_peak, sites, OL_SITES_BY_AT_PEAK, frames_of);
   site_list(r, &d->by_total, sites, OL_SITES_BY_TOTAL, frames_of);
   name_leak_site(r, d, sites, frames_of);
+  device_roles(d, sites);
   ol_oom_record_t *rec = &d->stats.last_oom;
   if (!d->diagnosed) {
     unnamed(rec);

@@ -151,7 +151,9 @@ static void text_origins(ol_buf_t *out, const ol_device_stats_t *dev)
 static void text_stacks_note(ol_buf_t *out, const ol_report_stacks_t *s)
 {
   ol_buf_printf(out, "Call sites: native frames %s",
-                s->native ? "by libunwind" : "unavailable (no libunwind.so.8)");
+                s->roles_only ? "off (manage mode's role capture; OOMLENS_STACKS=1 adds them)"
+                : s->native   ? "by libunwind"
+                              : "unavailable (no libunwind.so.8)");
   if (s->sample)
     ol_buf_printf(out, ", stacks for a sample of one in %llu bytes",
                   (unsigned long long)s->sample);
@@ -169,6 +171,31 @@ static void text_stacks_note(ol_buf_t *out, const ol_report_stacks_t *s)
                   s->py_version[0] ? s->py_version : "of unknown version");
   else
     ol_buf_printf(out, "stopped (CPython %s frames did not look as expected)\n", s->py_version);
+}
+
+/* Memory by role (roles.c, sites.c): at the peak and now, each row with
+ * what the role is. Where no frames named a role, that is said in one
+ * line, and where the bytes are segments (observe mode under a caching
+ * allocator), what a role then means. */
+static void text_roles(ol_buf_t *out, const ol_report_t *r, const ol_report_device_t *d)
+{
+  if (!d->roles_known) {
+    ol_buf_printf(out, "Memory by role: not known (no call site had Python frames that name "
+                       "a role: frames off, not sampled, or no Python)\n");
+    return;
+  }
+  ol_buf_printf(out, "Memory by role, from the call sites' frames (at the peak / now):\n");
+  for (int i = 0; i < OL_ROLE_COUNT; i++) {
+    char peak[32], now[32];
+    ol_format_bytes(peak, sizeof peak, d->roles_at_peak[i]);
+    ol_format_bytes(now, sizeof now, d->roles_now[i]);
+    ol_buf_printf(out, "  %-11s %12s / %-12s %s\n", ol_role_name((ol_role_t)i), peak, now,
+                  ol_role_meaning((ol_role_t)i));
+  }
+  if (r->mode && strcmp(r->mode, "observe") == 0)
+    ol_buf_printf(out, "  (observe mode: under a caching allocator such as PyTorch's, each "
+                       "segment counts under the role of the request that made it; --manage "
+                       "sees every tensor)\n");
 }
 
 /* The first entries of a list. */
@@ -272,6 +299,7 @@ void ol_report_render_text(ol_buf_t *out, const ol_report_t *r)
     text_table(out, d->device, &d->stats);
     text_origins(out, &d->stats);
     if (d->has_sites) {
+      text_roles(out, r, d);
       text_sites(out, &d->at_peak, false);
       text_sites(out, &d->by_total, true);
     }
@@ -395,6 +423,17 @@ static void json_leak(ol_buf_t *out, const ol_report_device_t *d)
   ol_buf_printf(out, ", \"site_growth\": %lld}", (long long)w->site_growth);
 }
 
+/* Format 1.2: memory by role, with the sites. */
+static void json_roles(ol_buf_t *out, const ol_report_device_t *d)
+{
+  ol_buf_printf(out, ",\n      \"roles\": {\"known\": %s, \"at_peak\": ",
+                d->roles_known ? "true" : "false");
+  ol_roles_json(out, d->roles_at_peak);
+  ol_buf_printf(out, ", \"now\": ");
+  ol_roles_json(out, d->roles_now);
+  ol_buf_printf(out, "}");
+}
+
 static void json_device(ol_buf_t *out, const ol_report_device_t *d)
 {
   const ol_device_stats_t *dev = &d->stats;
@@ -423,6 +462,7 @@ static void json_device(ol_buf_t *out, const ol_report_device_t *d)
     ol_buf_printf(out, ", ");
     json_site_list(out, "by_total", &d->by_total);
     ol_buf_printf(out, "}");
+    json_roles(out, d);
   }
   ol_buf_printf(out, "\n    }");
 }
@@ -436,8 +476,10 @@ static void json_stacks(ol_buf_t *out, const ol_report_stacks_t *s)
   ol_buf_json_string(out, s->py_state);
   ol_buf_printf(out, ", \"version\": ");
   ol_buf_json_string(out, s->py_version);
-  ol_buf_printf(out, ", \"with_frames\": %llu, \"without_frames\": %llu}},\n",
-                (unsigned long long)s->with_python, (unsigned long long)s->without_python);
+  ol_buf_printf(out, ", \"with_frames\": %llu, \"without_frames\": %llu}, "
+                     "\"roles_only\": %s},\n",
+                (unsigned long long)s->with_python, (unsigned long long)s->without_python,
+                s->roles_only ? "true" : "false");
 }
 
 /* Always of this format and minor: the layout written is this one, whatever

@@ -14,7 +14,22 @@
  * count, and a site's value at the peak is its current value if it has not
  * changed since the mark, else the value it had when it first changed after
  * the mark (saved then). The at_peak figure is settled from those when it
- * is read (ol_sites_figures, ol_sites_top). */
+ * is read (ol_sites_figures, ol_sites_top).
+ *
+ * Each site also has a role (roles.c), set once when it is made. Memory
+ * by role is the sum of the sites' bytes by their roles, but for one
+ * split the frames cannot make: the backward pass's memory is gradients
+ * (AccumulateGrad keeps a buffer the engine made) and temporaries alike.
+ * Gradients are what outlives the backward pass, so the table notes what
+ * each backward site holds when the optimizer step begins: the first
+ * growth of an optimizer site after a backward site grew (the step's
+ * temporaries, or its state at the first step), when the backward
+ * temporaries are gone and the gradients not yet (zero_grad comes after).
+ * A job whose step allocates nothing (plain SGD) gives no such moment; then
+ * what the site held at the last iteration's end stands in, which sees
+ * gradients only where they are kept across iterations (zero_grad without
+ * set_to_none, or accumulation). Before either, all is temporaries. The
+ * check costs the hot path a compare of the role it has at hand. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +49,9 @@ typedef struct site {
   ol_site_figures_t figures; /* at_peak: settled when read */
   uint64_t last_change; /* the table's change count at this site's last change */
   int64_t at_mark;      /* current when it first changed after the last mark */
+  int64_t at_step;      /* a backward site: current when the last optimizer step began */
+  uint8_t role;         /* an ol_role_t */
+  bool step_seen;
   UT_hash_handle hh;
 } site_t;
 
@@ -43,6 +61,7 @@ struct ol_sites {
   site_t *index; /* by key */
   uint64_t changes; /* ol_sites_add calls so far */
   uint64_t marked;  /* changes at the last ol_sites_mark_peak */
+  bool in_backward; /* a backward site grew since the last optimizer step began */
 };
 
 ol_sites_t *ol_sites_new(void)
@@ -80,10 +99,14 @@ ol_sites_t *ol_sites_copy(const ol_sites_t *s)
     to->figures = from->figures;
     to->last_change = from->last_change;
     to->at_mark = from->at_mark;
+    to->at_step = from->at_step;
+    to->role = from->role;
+    to->step_seen = from->step_seen;
   }
   if (c) {
     c->changes = s->changes;
     c->marked = s->marked;
+    c->in_backward = s->in_backward;
   }
   return c;
 }
@@ -99,6 +122,21 @@ static bool grow(ol_sites_t *s)
   s->all = all;
   s->cap = cap;
   return true;
+}
+
+/* The optimizer step begins: what each backward site holds now are its
+ * gradients (the header says why). Once per step, over all sites, as
+ * ol_sites_mark_valley is once per iteration. */
+static void __attribute__((noinline, cold)) mark_step(ol_sites_t *s)
+{
+  s->in_backward = false;
+  for (size_t i = 0; i < s->count; i++) {
+    site_t *site = s->all[i];
+    if (site->role == OL_ROLE_backward) {
+      site->at_step = site->figures.current;
+      site->step_seen = true;
+    }
+  }
 }
 
 int32_t ol_sites_intern(ol_sites_t *s, const char *key, size_t len)
@@ -121,6 +159,7 @@ int32_t ol_sites_intern(ol_sites_t *s, const char *key, size_t len)
   site->key = copy;
   site->len = len;
   site->figures.id = (int32_t)s->count;
+  site->role = OL_ROLE_unknown;
   index_full = false;
   HASH_ADD_KEYPTR(hh, s->index, site->key, site->len, site);
   if (index_full) {
@@ -145,6 +184,10 @@ void ol_sites_add(ol_sites_t *s, int32_t id, int64_t delta)
   if (delta > 0) {
     f->total += delta;
     f->allocations++;
+    if (site->role == OL_ROLE_backward)
+      s->in_backward = true;
+    else if (site->role == OL_ROLE_optimizer && s->in_backward)
+      mark_step(s);
   }
   if (f->current > f->peak)
     f->peak = f->current;
@@ -254,13 +297,65 @@ size_t ol_sites_top(const ol_sites_t *s, ol_site_order_t order, int32_t *out, si
 }
 
 
+void ol_sites_set_role(ol_sites_t *s, int32_t id, ol_role_t role)
+{
+  if (id >= 0 && (size_t)id < s->count && (unsigned)role < OL_ROLE_COUNT)
+    s->all[id]->role = (uint8_t)role;
+}
+
+ol_role_t ol_sites_role(const ol_sites_t *s, int32_t id)
+{
+  return id >= 0 && (size_t)id < s->count ? (ol_role_t)s->all[id]->role : OL_ROLE_unknown;
+}
+
+/* What a backward site holds that outlives the backward pass (the
+ * header: at the last step's start, else at the last iteration's end). */
+static int64_t gradients_of(const site_t *site, int64_t bytes)
+{
+  int64_t kept = site->step_seen            ? site->at_step
+                 : site->figures.valley_seen ? site->figures.last_valley
+                                             : 0;
+  return bytes < kept ? bytes : kept > 0 ? kept : 0;
+}
+
+bool ol_sites_role_bytes(const ol_sites_t *s, ol_site_order_t order, int64_t total,
+                         int64_t out[OL_ROLE_COUNT])
+{
+  bool known = false;
+  int64_t seen = 0;
+  memset(out, 0, OL_ROLE_COUNT * sizeof *out);
+  for (size_t i = 0; s && i < s->count; i++) {
+    const site_t *site = s->all[i];
+    int64_t bytes = ol_sites_figure(s, (int32_t)i, order);
+    known |= site->role != OL_ROLE_unknown;
+    if (site->role == OL_ROLE_backward) {
+      int64_t grads = gradients_of(site, bytes);
+      out[OL_ROLE_gradients] += grads;
+      bytes -= grads;
+    }
+    out[site->role < OL_ROLE_COUNT ? site->role : OL_ROLE_unknown] += bytes;
+  }
+  for (int r = 0; r < OL_ROLE_COUNT; r++)
+    seen += out[r];
+  if (total > seen) /* bytes of no site: sites off, or interning out of host memory */
+    out[OL_ROLE_unknown] += total - seen;
+  return known;
+}
+
 /* A trace's site: its key is the frames text, innermost first, ';' between
  * frames (what PyTorch's recorder and our trace writer both give). */
 size_t ol_sites_text_spans(const ol_sites_t *s, int32_t id, size_t max, ol_frame_span_fn visit,
                            void *arg)
 {
-  size_t len, n = 0;
+  size_t len;
   const char *key = ol_sites_key_bytes(s, id, &len);
+  return ol_frames_text_each(key, len, max, visit, arg);
+}
+
+size_t ol_frames_text_each(const char *key, size_t len, size_t max, ol_frame_span_fn visit,
+                           void *arg)
+{
+  size_t n = 0;
   const char *end = key ? key + len : NULL;
   for (const char *c = key; c && c < end && n < max;) {
     const char *semi = memchr(c, ';', (size_t)(end - c));

@@ -109,7 +109,8 @@ bool ol_pyframes_in_interpreter(uintptr_t pc); /* a native frame inside CPython 
 #define OL_STACK_MAX 64
 #define OL_PY_FRAMES_MAX 4
 /* A live call site's key: a header word (Python frame count in bits 0-15,
- * native count in 16-31, bit 32 "not sampled"), two words per Python frame
+ * native count in 16-31, bit 32 "not sampled", bits 33-47 an autograd
+ * thread's number + 1), two words per Python frame
  * (code object, first line << 32 | code unit), then native return
  * addresses, innermost first. Its bytes are what ol_sites_intern gets. */
 #define OL_SITE_WORDS (1 + 2 * OL_PY_FRAMES_MAX + OL_STACK_MAX)
@@ -119,7 +120,16 @@ struct ol_site_key {
   uint64_t hash;
 };
 
+/* Call sites are taken: OOMLENS_STACKS, or manage mode's role capture
+ * (OOMLENS_ROLES); native frames only with OOMLENS_STACKS. */
 bool ol_stacks_on(void);
+bool ol_stacks_native_on(void);
+/* The sampling mean in bytes (0: every allocation): OOMLENS_STACK_SAMPLE,
+ * or 1 MiB for the role capture when that is 0. */
+uint64_t ol_stacks_sample_bytes(void);
+/* A new live site's role (core/roles.c) from its key and label, on the
+ * capturing thread: what the rule gives the frames its trace line carries. */
+ol_role_t ol_stacks_role(const void *key, size_t len, const char *label);
 bool ol_stacks_native_available(void);
 int ol_stacks_capture(void **frames, int max);
 void ol_stacks_site_key(size_t size, ol_site_key_t *key); /* sampling decided here */

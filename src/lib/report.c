@@ -30,11 +30,12 @@ void ol_report_stacks_now(ol_report_stacks_t *s)
 {
   ol_pyframes_status_t py;
   ol_pyframes_status(&py);
-  *s = (ol_report_stacks_t){.native = ol_stacks_native_available(),
+  *s = (ol_report_stacks_t){.native = ol_stacks_native_on() && ol_stacks_native_available(),
                             .depth = ol_option_size(OL_OPT_STACK_DEPTH),
-                            .sample = ol_option_size(OL_OPT_STACK_SAMPLE),
+                            .sample = ol_stacks_sample_bytes(),
                             .with_python = py.with_python,
-                            .without_python = py.without_python};
+                            .without_python = py.without_python,
+                            .roles_only = !ol_stacks_native_on()};
   snprintf(s->py_state, sizeof s->py_state, "%s", py.state);
   snprintf(s->py_version, sizeof s->py_version, "%s", py.version);
 }

@@ -16,11 +16,31 @@
  * are nearly always taken and small ones rarely; the rest are counted,
  * exactly, under one "not sampled" site, so a device's sites still sum to
  * its peak. And a per-thread cache maps a key seen before to its site id,
- * so a repeated stack skips the interning under the tracker's lock. */
+ * so a repeated stack skips the interning under the tracker's lock.
+ *
+ * Call sites are taken in two ways. OOMLENS_STACKS=1: Python and native
+ * frames, every allocation unless OOMLENS_STACK_SAMPLE says otherwise.
+ * Manage mode's default (OOMLENS_ROLES=1, with OOMLENS_STACKS off): Python
+ * frames only, for a byte-weighted sample of one in OOMLENS_STACK_SAMPLE
+ * bytes, 1 MiB when that is 0. In manage mode every tensor reaches the
+ * hook (GPT-2: over a thousand a step), so the capture must cost next to
+ * nothing; native unwinding is most of a stack's cost, and the roles
+ * (core/roles.c) are read from Python frames. A mean of 1 MiB takes nearly
+ * every tensor that can decide an out-of-memory (one of 16 MiB is missed
+ * with probability e^-16) and few of the small ones (a 64 KiB tensor one
+ * time in 16), which sum to little: what no sample took is counted under
+ * the "not sampled" site, unknown by role.
+ *
+ * A thread PyTorch named "pt_autograd_N" is its autograd engine's (its
+ * device threads run the backward pass and hold no Python frames): the key
+ * carries that, and the site's frames end with the marker frame
+ * "(thread pt_autograd_N)", so a trace carries what the role rule read
+ * (docs/trace-format.md). The name is read once per thread. */
 #include <dlfcn.h>
 #include <link.h>
 #include <math.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +53,10 @@
 #define HEADER_PYTHON(h) ((size_t)((h) & 0xffff))
 #define HEADER_NATIVE(h) ((size_t)((h) >> 16 & 0xffff))
 #define HEADER_UNSAMPLED ((uintptr_t)1 << 32)
+#define HEADER_AUTOGRAD_SHIFT 33 /* bits 33-47: an autograd thread's N + 1, 0 none */
+#define HEADER_AUTOGRAD(h) ((size_t)((h) >> HEADER_AUTOGRAD_SHIFT & 0x7fff))
+#define ROLES_SAMPLE_DEFAULT ((uint64_t)1 << 20)
+#define AUTOGRAD_PREFIX "pt_autograd_"
 
 typedef struct range {
   uintptr_t lo, hi;
@@ -62,6 +86,8 @@ typedef struct thread_state {
   uint64_t random;
   cache_slot_t *cache;
   bool cache_failed;
+  bool named;        /* the thread's name was read */
+  uintptr_t autograd; /* its header bits (HEADER_AUTOGRAD), 0: not an autograd thread */
 } thread_state_t;
 
 static _Thread_local thread_state_t thread;
@@ -112,9 +138,25 @@ static bool ours(uintptr_t pc)
   return false;
 }
 
+/* Asked on every allocation, observe mode's too: one test that the options
+ * are loaded, then their values (0 or 1) combined without branches. */
 bool ol_stacks_on(void)
 {
+  if (!atomic_load_explicit(&ol_options_ready, memory_order_acquire))
+    ol_options_load();
+  return (ol_option_values[OL_OPT_STACKS] |
+          (ol_option_values[OL_OPT_MANAGE] & ol_option_values[OL_OPT_ROLES])) != 0;
+}
+
+bool ol_stacks_native_on(void)
+{
   return ol_option_bool(OL_OPT_STACKS);
+}
+
+uint64_t ol_stacks_sample_bytes(void)
+{
+  uint64_t mean = ol_option_size(OL_OPT_STACK_SAMPLE);
+  return mean == 0 && !ol_stacks_native_on() ? ROLES_SAMPLE_DEFAULT : mean;
 }
 
 bool ol_stacks_native_available(void)
@@ -170,7 +212,7 @@ static int64_t draw_interval(uint64_t mean)
 /* Whether this allocation's stack is taken (always, without sampling). */
 static bool sampled(size_t size)
 {
-  uint64_t mean = ol_option_size(OL_OPT_STACK_SAMPLE);
+  uint64_t mean = ol_stacks_sample_bytes();
   if (mean == 0)
     return true;
   thread.until_sample -= (int64_t)(size < INT64_MAX ? size : INT64_MAX);
@@ -193,6 +235,25 @@ static uint64_t hash_words(const uintptr_t *w, size_t n)
   return h;
 }
 
+/* "pt_autograd_N" as header bits (N + 1), read once per thread: PyTorch
+ * names the thread when it starts, before it runs any work. */
+static uintptr_t __attribute__((noinline, cold)) read_thread_name(void)
+{
+  char name[17] = "";
+  thread.named = true;
+  if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0 ||
+      strncmp(name, AUTOGRAD_PREFIX, strlen(AUTOGRAD_PREFIX)) != 0)
+    return 0;
+  unsigned long n = strtoul(name + strlen(AUTOGRAD_PREFIX), NULL, 10);
+  thread.autograd = (uintptr_t)(n < 0x7ffe ? n + 1 : 0x7fff) << HEADER_AUTOGRAD_SHIFT;
+  return thread.autograd;
+}
+
+static uintptr_t autograd_bits(void)
+{
+  return thread.named ? thread.autograd : read_thread_name();
+}
+
 void ol_stacks_site_key(size_t size, ol_site_key_t *key)
 {
   if (!sampled(size)) {
@@ -201,11 +262,11 @@ void ol_stacks_site_key(size_t size, ol_site_key_t *key)
   } else {
     int python = ol_pyframes_capture(key->words + 1, OL_PY_FRAMES_MAX);
     uintptr_t *pcs = key->words + 1 + 2 * python;
-    int native = ol_stacks_capture((void **)pcs, OL_STACK_MAX);
+    int native = ol_stacks_native_on() ? ol_stacks_capture((void **)pcs, OL_STACK_MAX) : 0;
     for (int i = 0; python > 0 && i < native; i++)
       if (ol_pyframes_in_interpreter(pcs[i]))
         native = i; /* the Python frames say the rest */
-    key->words[0] = (uintptr_t)python | (uintptr_t)native << 16;
+    key->words[0] = (uintptr_t)python | (uintptr_t)native << 16 | autograd_bits();
     key->count = 1 + 2 * (size_t)python + (size_t)native;
   }
   key->hash = hash_words(key->words, key->count);
@@ -277,6 +338,13 @@ void ol_stacks_label(const void *key, size_t len, ol_buf_t *out)
   }
 }
 
+/* The marker frame of an autograd thread's site (header bits N + 1). */
+static size_t autograd_marker(size_t bits, char *out, size_t cap)
+{
+  int n = snprintf(out, cap, "(thread " AUTOGRAD_PREFIX "%zu)", bits - 1);
+  return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
 /* The one walk of a live site's key: its frames as text, innermost first
  * (the Python frames, one label line each, then the native ones), at most
  * max, each handed to visit; returns how many. The rules, for the report
@@ -290,12 +358,13 @@ static size_t key_frames(const char *key, size_t len, const char *label, size_t 
   if (key && len >= sizeof header)
     memcpy(&header, key, sizeof header);
   size_t python = HEADER_PYTHON(header), native = HEADER_NATIVE(header), shown = 0;
+  size_t autograd = HEADER_AUTOGRAD(header);
   const char *alone = NULL;
   if (header & HEADER_UNSAMPLED)
     alone = "(not sampled: OOMLENS_STACK_SAMPLE)";
   else if (!key || len != (1 + 2 * python + native) * sizeof header)
     alone = "(unreadable key)";
-  else if (python + native == 0)
+  else if (python + native == 0 && !autograd)
     alone = "(no call stack)";
   if (alone) {
     if (max > 0)
@@ -318,7 +387,38 @@ static size_t key_frames(const char *key, size_t len, const char *label, size_t 
     ol_stacks_describe(pc, where, sizeof where);
     visit(where, arg);
   }
+  if (autograd && shown < max) { /* outermost: the thread all the frames ran on */
+    char marker[48];
+    autograd_marker(autograd, marker, sizeof marker);
+    visit(marker, arg);
+    shown++;
+  }
   return shown;
+}
+
+/* The role the rule gives the frames the site's trace line will carry
+ * (key_frames' walk), but for the native ones, which name no role
+ * (core/roles.c) and would cost a symbolization each: the Python lines,
+ * then the thread's marker. On the capturing thread, as its label. */
+ol_role_t ol_stacks_role(const void *key, size_t len, const char *label)
+{
+  ol_role_fold_t fold = OL_ROLE_FOLD_INIT;
+  uintptr_t header = 0;
+  if (key && len >= sizeof header)
+    memcpy(&header, key, sizeof header);
+  if (header & HEADER_UNSAMPLED)
+    return OL_ROLE_unknown;
+  while (label && *label) {
+    const char *end = strchr(label, '\n');
+    size_t n = end ? (size_t)(end - label) : strlen(label);
+    ol_role_fold_add(&fold, label, n < OL_FRAME_TEXT_MAX - 1 ? n : OL_FRAME_TEXT_MAX - 1);
+    label += n + (end ? 1 : 0);
+  }
+  if (HEADER_AUTOGRAD(header)) {
+    char marker[48];
+    ol_role_fold_add(&fold, marker, autograd_marker(HEADER_AUTOGRAD(header), marker, sizeof marker));
+  }
+  return fold.role;
 }
 
 /* A trace's frames are joined by ';', so a ';' inside one becomes ':'. */

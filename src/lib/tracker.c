@@ -27,7 +27,8 @@ static ol_lock_t lock = OL_LOCK_INIT; /* lock.c: cheaper than a pthread mutex */
 static void leak_found(ol_account_t *a, int device, void *arg);
 /* Call sites are interned only when stacks are on (a key is given), so
  * their tables exist only then. */
-static ol_account_t account = {.flags = OL_ACCOUNT_SITES | OL_ACCOUNT_TIMELINE,
+static ol_account_t account = {.flags = OL_ACCOUNT_SITES | OL_ACCOUNT_TIMELINE |
+                                        OL_ACCOUNT_LIVE_KEYS,
                                .on_leak = leak_found};
 static ol_records_t handles;     /* VMM physical memory, by handle */
 static ol_records_t mappings;    /* VMM mappings, by address */
@@ -146,7 +147,8 @@ static uint8_t origin_of(ol_kind_t kind)
 }
 
 /* The device's site for this key, interned (and labelled with its Python
- * frames, on this thread, while they are alive) the first time it is seen. */
+ * frames, on this thread, while they are alive, and given the role they
+ * name) the first time it is seen. */
 static int32_t site_for(int device, const ol_site_key_t *key, int32_t known)
 {
   if (!key && known < 0)
@@ -162,10 +164,12 @@ static int32_t site_for(int device, const ol_site_key_t *key, int32_t known)
   if (is_new) {
     ol_buf_t label = {0};
     ol_stacks_label(key->words, len, &label);
-    if (label.len && !label.failed)
-      ol_sites_set_label(account.devices[d].sites, id, label.data);
+    const char *text = label.len && !label.failed ? label.data : NULL;
+    if (text)
+      ol_sites_set_label(account.devices[d].sites, id, text);
+    ol_sites_set_role(account.devices[d].sites, id, ol_stacks_role(key->words, len, text));
     /* new: the trace defines it once, now */
-    ol_tracefile_site(d, id, key->words, len, label.len && !label.failed ? label.data : NULL);
+    ol_tracefile_site(d, id, key->words, len, text);
     ol_buf_free(&label);
   }
   return id;

@@ -727,7 +727,8 @@ START_TEST(metrics_file_kept_current)
   harness_exec(&run, true, env, argv); /* the program waits to see 5 MiB in the file */
   ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
   const char *text = harness_read_text(path);
-  ck_assert_int_eq(prom_check(text), 5 + OL_OOM_CLASS_COUNT + 1); /* + the OOMs of no class */
+  /* five gauges, and the OOM counter by class plus its "unknown" */
+  ck_assert_int_eq(prom_check(text), 5 + OL_OOM_CLASS_COUNT + 1);
   ol_json_t *r = harness_report(run.pid);
   ck_assert_ptr_nonnull(r);
   char series[128];
@@ -906,6 +907,8 @@ static const round_trip_t round_trips[] = {
                     "SIMCU_EXTERNAL=700M", "SIMNVML_PROCS=77:100M,4242:600M", NULL}},
   {"oom_fragmentation", {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
                          "SIMCU_EXTERNAL=0", "OOMLENS_MANAGE=1", "OOMLENS_STACKS=1", NULL}},
+  /* manage mode's role capture: memory by role, known (the autograd marker) */
+  {"autograd_thread", {"OOMLENS_MANAGE=1", NULL}},
 };
 
 /* The JSON report the library wrote, read back into the report model and

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -504,6 +505,29 @@ void *cuda_prog_small(void)
   return p;
 }
 
+/* A thread named as PyTorch names its autograd engine's device threads:
+ * it holds 48 MiB and frees 16 MiB; the main thread holds 32 MiB. */
+static void *autograd_engine(void *unused)
+{
+  (void)unused;
+  void *grad, *temp;
+  CHECK(prctl(PR_SET_NAME, "pt_autograd_3", 0, 0, 0) == 0);
+  CHECK(cudaMalloc(&temp, 16 * MiB) == cudaSuccess);
+  CHECK(cudaMalloc(&grad, 48 * MiB) == cudaSuccess);
+  CHECK(cudaFree(temp) == cudaSuccess);
+  return grad;
+}
+
+static int autograd_thread(void)
+{
+  void *held, *grad;
+  pthread_t t;
+  CHECK(cudaMalloc(&held, 32 * MiB) == cudaSuccess);
+  CHECK(pthread_create(&t, NULL, autograd_engine, NULL) == 0);
+  CHECK(pthread_join(t, &grad) == 0 && grad);
+  return 0;
+}
+
 static int sampled(void)
 {
   void *big;
@@ -597,6 +621,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "nested_sites")) return nested_sites();
   if (!strcmp(s, "sigterm")) return killed();
   if (!strcmp(s, "sampled")) return sampled();
+  if (!strcmp(s, "autograd_thread")) return autograd_thread();
   if (!strcmp(s, "oom_persistent")) return train_until_oom((size_t)2 << 30, 0, 0, 0);
   if (!strcmp(s, "oom_activations")) return train_until_oom(256 * MiB, 256 * MiB, 128 * MiB, 0);
   if (!strcmp(s, "oom_leak")) return train_until_oom(128 * MiB, 256 * MiB, 0, 64 * MiB);

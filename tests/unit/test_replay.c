@@ -310,6 +310,33 @@ START_TEST(cli_text)
 }
 END_TEST
 
+/* Memory by role at the peak, in both outputs: GPT-2's batch-8 forward
+ * under 12 GiB is the forward's activations over the model's weights and
+ * AdamW state (124,439,808 fp32 parameters, the state twice that); frag's
+ * frames name no role (its own script's lines): all other. */
+START_TEST(cli_peak_roles)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){data("oom_activations.csv.gz"), "--capacity", "12G", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_msg(strstr(run.out, "peak by role:     activations 10.20 GiB, optimizer 949.40 MiB, "
+                                "weights 474.70 MiB, unknown 32.00 MiB"), "%s", run.out);
+  cli(&run, (const char *[]){data("oom_activations.csv.gz"), "--capacity", "12G", "--json", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ol_json_t *root = parse_out(&run);
+  bool known = false;
+  ck_assert(ol_json_bool(ol_json_get(root, "roles_known"), &known) && known);
+  ck_assert_int_eq(ol_json_path_int64(root, "peak_roles.weights", -1), 124439808ll * 4);
+  ck_assert_int_eq(ol_json_path_int64(root, "peak_roles.optimizer", -1), 124439808ll * 8);
+  ol_json_free(root);
+  cli(&run, (const char *[]){data("frag.csv.gz"), "--capacity", "6G", "--json", NULL});
+  root = parse_out(&run);
+  ck_assert_int_eq(ol_json_path_int64(root, "peak_roles.other", -1),
+                   ol_json_path_int64(root, "peak_allocated", -2));
+  ol_json_free(root);
+}
+END_TEST
+
 typedef struct {
   const char *file; /* under tests/data/bad */
   const char *message;
@@ -430,6 +457,7 @@ static Suite *replay_suite(void)
   tcase_add_test(cmd, cli_peak_sites_named_as_the_report);
   tcase_add_test(cmd, cli_default_policy);
   tcase_add_test(cmd, cli_text);
+  tcase_add_test(cmd, cli_peak_roles);
   tcase_add_test(cmd, cli_equals_and_fractions);
   tcase_add_test(cmd, cli_status_from_the_error);
   tcase_add_loop_test(cmd, cli_malformed, 0, sizeof bad_files / sizeof *bad_files);
