@@ -73,10 +73,11 @@ static option_t options[OL_OPT_COUNT] = {
                      "the job's batch size, so that the out-of-memory advice names the batch "
                      "that fits in samples (oomlens run --batch N); 0: not known", 0, NULL},
   [OL_OPT_ROLES] = {"OOMLENS_ROLES", KIND_BOOL, "1",
-                    "manage mode: take the Python frames (no native ones) of a byte-weighted "
+                    "take the Python frames (no native ones) of a byte-weighted "
                     "sample of allocations, one in OOMLENS_STACK_SAMPLE bytes (1M when that is "
                     "0), to attribute memory by role (weights, gradients, optimizer state, "
-                    "activations); 0: off", 0, NULL},
+                    "activations), in manage mode and, for a CPython job, in observe mode; "
+                    "0: off", 0, NULL},
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},

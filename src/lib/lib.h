@@ -104,6 +104,7 @@ int ol_pyframes_capture(uintptr_t *pairs, int max);
 void ol_pyframes_describe(uintptr_t code, uint64_t where, char *out, size_t cap);
 void ol_pyframes_status(ol_pyframes_status_t *out);
 bool ol_pyframes_in_interpreter(uintptr_t pc); /* a native frame inside CPython */
+bool ol_pyframes_available(void); /* a CPython whose frames we can read runs here */
 
 /* ---- stacks.c: call stacks, as call-site keys ------------------------- */
 #define OL_STACK_MAX 64

@@ -207,6 +207,11 @@ static bool ready(void)
   return layout && !atomic_load_explicit(&broken, memory_order_relaxed);
 }
 
+bool ol_pyframes_available(void)
+{
+  return ready();
+}
+
 static bool has_type(uintptr_t obj, const void *type)
 {
   return obj && (obj & 7) == 0 && word_at(obj, OB_TYPE) == (uintptr_t)type;

@@ -138,14 +138,35 @@ static bool ours(uintptr_t pc)
   return false;
 }
 
-/* Asked on every allocation, observe mode's too: one test that the options
- * are loaded, then their values (0 or 1) combined without branches. */
+/* Whether the roles' capture runs in observe mode: only for a CPython job
+ * (a native job's sites would name no role, and cost it the capture on
+ * every call); asked once, at the first allocation. */
+static atomic_int python_here = -1;
+
+static bool __attribute__((noinline, cold)) learn_python(void)
+{
+  bool here = ol_pyframes_available();
+  atomic_store_explicit(&python_here, here, memory_order_relaxed);
+  return here;
+}
+
+/* Asked on every allocation: one test that the options are loaded, then
+ * their values. The roles' capture (Python frames only) is on in manage
+ * mode, and in observe mode for a CPython job: under PyTorch's cache the
+ * hooks see only its segments, so it costs nothing there, and it is what
+ * tells weights and optimizer state at the failure. */
 bool ol_stacks_on(void)
 {
   if (!atomic_load_explicit(&ol_options_ready, memory_order_acquire))
     ol_options_load();
-  return (ol_option_values[OL_OPT_STACKS] |
-          (ol_option_values[OL_OPT_MANAGE] & ol_option_values[OL_OPT_ROLES])) != 0;
+  if (ol_option_values[OL_OPT_STACKS])
+    return true;
+  if (!ol_option_values[OL_OPT_ROLES])
+    return false;
+  if (ol_option_values[OL_OPT_MANAGE])
+    return true;
+  int here = atomic_load_explicit(&python_here, memory_order_relaxed);
+  return here >= 0 ? here != 0 : learn_python();
 }
 
 bool ol_stacks_native_on(void)

@@ -117,6 +117,39 @@ START_TEST(roles_live_equal_its_trace)
 }
 END_TEST
 
+/* Observe mode takes the same frames for a CPython job (under PyTorch's
+ * cache they are its segments' requests): the weights and optimizer state
+ * of the training loop are told without --manage. */
+START_TEST(roles_in_observe_mode_for_python)
+{
+  const char *env[] = {"OOMLENS_MANAGE=0", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_job(env, &run);
+  bool known = false;
+  ck_assert(ol_json_bool(ol_json_path(r, DEV "roles.known"), &known) && known);
+  ck_assert_int_eq(role_at(r, "at_peak", "weights"), 3 * 32 * MiB);
+  ck_assert_int_eq(role_at(r, "at_peak", "optimizer"), 6 * 32 * MiB);
+  ol_json_free(r);
+}
+END_TEST
+
+/* A native job in observe mode takes no frames by default: its sites would
+ * name no role, and each call would pay for the capture. */
+START_TEST(no_capture_for_a_native_job_in_observe_mode)
+{
+  const char *env[] = {"OOMLENS_MANAGE=0", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "autograd_thread", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  ol_json_t *r = harness_report(run.pid);
+  ck_assert_ptr_nonnull(r);
+  ck_assert_ptr_null(ol_json_path(r, DEV "sites"));
+  ck_assert_ptr_null(ol_json_get(r, "stacks"));
+  ol_json_free(r);
+}
+END_TEST
+
 /* OOMLENS_ROLES=0: manage mode takes no call sites, and no role is shown. */
 START_TEST(roles_can_be_turned_off)
 {
@@ -168,6 +201,8 @@ static Suite *roles_suite(void)
   tcase_add_test(t, roles_of_a_training_loop);
   tcase_add_test(t, roles_live_equal_its_trace);
   tcase_add_test(t, roles_can_be_turned_off);
+  tcase_add_test(t, roles_in_observe_mode_for_python);
+  tcase_add_test(t, no_capture_for_a_native_job_in_observe_mode);
   tcase_add_test(t, autograd_thread_without_python);
   suite_add_tcase(s, t);
   return s;
