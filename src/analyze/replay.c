@@ -68,6 +68,7 @@ static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
   r->ops->stats(r->policy, &res->oom_at.stats);
   if (!recorded) { /* the policy's own: counted as the live tracker counts a job's */
     ol_account_oom_at(r->account, 0, ev->size, ev->time_us * 1000, 0);
+    ol_account_oom_site(r->account, 0, ev->frames_len ? site_of(r, ev) : -1);
     ol_account_oom_settle(r->account, 0);
   }
   diagnose(r, &res->oom_at);
@@ -207,6 +208,7 @@ static int on_oom(replay_t *r, const ol_trace_event_t *ev)
 {
   r->result->trace_ooms++;
   recorded_verdict(r, ol_account_oom_at(r->account, 0, ev->size, ev->time_us * 1000, 0));
+  ol_account_oom_site(r->account, 0, ev->frames_len ? site_of(r, ev) : -1);
   recorded_failure(r, ev);
   if (ev->oom_final && ol_account_oom_settle(r->account, 0))
     recorded_settled(r, NULL);

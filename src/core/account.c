@@ -223,6 +223,25 @@ ol_oom_verdict_t ol_account_oom_at(ol_account_t *a, int device, uint64_t request
   return verdict;
 }
 
+void ol_account_oom_site(ol_account_t *a, int device, int32_t site)
+{
+  a->devices[ol_account_clamp(device)].request_site_plus1 = site >= 0 ? site + 1 : 0;
+}
+
+/* What the failed request was for, from its call site's role; not known
+ * without one, or when its frames named none. */
+static void request_role(const ol_account_t *a, int device, ol_oom_record_t *r)
+{
+  const ol_account_device_t *ad = &a->devices[ol_account_clamp(device)];
+  const ol_sites_t *sites = ol_account_sites(a, device);
+  int32_t site = ad->request_site_plus1 - 1;
+  r->request_role_known = false;
+  if (!sites || site < 0 || (size_t)site >= ol_sites_count(sites))
+    return;
+  r->request_role = ol_sites_role(sites, site);
+  r->request_role_known = r->request_role != OL_ROLE_unknown;
+}
+
 ol_oom_verdict_t ol_account_served(ol_account_t *a, int device, uint64_t size)
 {
   ol_account_device_t *ad = &a->devices[ol_account_clamp(device)];
@@ -276,6 +295,7 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   r->before_first_free = ol_phases_before_first_free(&dev->phases);
   r->iteration_need = ol_phases_iteration_need(&dev->phases);
   ol_account_role_bytes(a, device, OL_SITES_BY_CURRENT, &r->roles_known, r->role_bytes);
+  request_role(a, device, r);
   ol_oom_note_sites(r, ol_account_sites(a, device));
 }
 
@@ -335,6 +355,7 @@ bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_st
     break;
   case OL_TRACE_OOM:
     ol_account_oom_at(a, d, ev->size, t, 0); /* a trace's events have no wall clock */
+    ol_account_oom_site(a, d, ev->frames_len ? ol_account_site(a, d, ev->frames, ev->frames_len, NULL) : -1);
     if (ev->oom_final)
       ol_account_oom_settle(a, d);
     return true;

@@ -883,6 +883,7 @@ typedef struct ol_account_device {
    * carry none); 0: none. It is no call site to tell iterations by: the
    * live job counted those bytes under no site at all. */
   int32_t frameless_site_plus1;
+  int32_t request_site_plus1; /* the last failed request's call site + 1; 0: none */
 } ol_account_device_t;
 
 typedef struct ol_account ol_account_t;
@@ -1107,6 +1108,9 @@ static inline bool ol_account_waiting(const ol_account_t *a, int device)
 {
   return __builtin_expect(a->devices[ol_account_clamp(device)].wait.request != 0, 0);
 }
+/* The call site of the request that just failed on device (-1: none), so
+ * the diagnosis knows what the request itself was for (request_role). */
+void ol_account_oom_site(ol_account_t *a, int device, int32_t site);
 /* The device's counters as every report shows them, live or from a trace:
  * the account's, with the figures it keeps once (active and requested
  * bytes, active blocks: all equal to allocated) filled in. */

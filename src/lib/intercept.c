@@ -93,7 +93,11 @@ static void track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind,
 /* A refused allocation; an out-of-memory one gets its diagnosis. */
 static void failed(int device, size_t size, ol_kind_t kind, bool out_of_memory)
 {
-  ol_track_failed_alloc(size, device, kind, out_of_memory);
+  ol_site_key_t key;
+  bool with_site = out_of_memory && ol_stacks_on(); /* what the request was for */
+  if (with_site)
+    ol_stacks_request_key(&key);
+  ol_track_failed_alloc(size, device, kind, out_of_memory, with_site ? &key : NULL);
   if (out_of_memory)
     ol_oom_at_failure(device, size);
 }

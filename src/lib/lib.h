@@ -36,7 +36,10 @@ int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kin
 /* The device's call sites, visited under the lock (the OOM paragraph). */
 bool ol_track_sites(int device, void (*visit)(const ol_sites_t *sites, void *arg), void *arg); /* false: no sites */
 bool ol_track_free(uintptr_t addr, ol_kind_t kind);
-void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory);
+/* A refused allocation; key (NULL: none) the failed request's call site,
+ * which the diagnosis and the trace's oom event carry. */
+void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory,
+                           const ol_site_key_t *key);
 void ol_track_oom_figures(int device, ol_oom_record_t *record); /* ours: allocated, reserved, phases */
 /* A failed allocation's diagnosis, made from its figures (oom_live.c): kept
  * until the account settles the failure (the next request that is not its
@@ -134,6 +137,7 @@ ol_role_t ol_stacks_role(const void *key, size_t len, const char *label);
 bool ol_stacks_native_available(void);
 int ol_stacks_capture(void **frames, int max);
 void ol_stacks_site_key(size_t size, ol_site_key_t *key); /* sampling decided here */
+void ol_stacks_request_key(ol_site_key_t *key);           /* a failed request's: always */
 int32_t ol_stacks_cached_site(int device, const ol_site_key_t *key); /* -1: not cached */
 void ol_stacks_cache_site(int device, const ol_site_key_t *key, int32_t site);
 void ol_stacks_forget_sites(void); /* site ids cached by threads are stale */

@@ -275,22 +275,36 @@ static uintptr_t autograd_bits(void)
   return thread.named ? thread.autograd : read_thread_name();
 }
 
+/* The thread's frames now, as a key. */
+static void take_key(ol_site_key_t *key)
+{
+  int python = ol_pyframes_capture(key->words + 1, OL_PY_FRAMES_MAX);
+  uintptr_t *pcs = key->words + 1 + 2 * python;
+  int native = ol_stacks_native_on() ? ol_stacks_capture((void **)pcs, OL_STACK_MAX) : 0;
+  for (int i = 0; python > 0 && i < native; i++)
+    if (ol_pyframes_in_interpreter(pcs[i]))
+      native = i; /* the Python frames say the rest */
+  key->words[0] = (uintptr_t)python | (uintptr_t)native << 16 | autograd_bits();
+  key->count = 1 + 2 * (size_t)python + (size_t)native;
+  key->hash = hash_words(key->words, key->count);
+}
+
 void ol_stacks_site_key(size_t size, ol_site_key_t *key)
 {
-  if (!sampled(size)) {
-    key->words[0] = HEADER_UNSAMPLED;
-    key->count = 1;
-  } else {
-    int python = ol_pyframes_capture(key->words + 1, OL_PY_FRAMES_MAX);
-    uintptr_t *pcs = key->words + 1 + 2 * python;
-    int native = ol_stacks_native_on() ? ol_stacks_capture((void **)pcs, OL_STACK_MAX) : 0;
-    for (int i = 0; python > 0 && i < native; i++)
-      if (ol_pyframes_in_interpreter(pcs[i]))
-        native = i; /* the Python frames say the rest */
-    key->words[0] = (uintptr_t)python | (uintptr_t)native << 16 | autograd_bits();
-    key->count = 1 + 2 * (size_t)python + (size_t)native;
+  if (sampled(size)) {
+    take_key(key);
+    return;
   }
+  key->words[0] = HEADER_UNSAMPLED;
+  key->count = 1;
   key->hash = hash_words(key->words, key->count);
+}
+
+/* A failed request's: never left to the sample (what it was for is the
+ * diagnosis's to know), nor counted in it. */
+void ol_stacks_request_key(ol_site_key_t *key)
+{
+  take_key(key);
 }
 
 /* ---- the per-thread cache of interned keys -------------------------------- */

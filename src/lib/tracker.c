@@ -416,7 +416,8 @@ bool ol_track_free(uintptr_t addr, ol_kind_t kind)
   return known;
 }
 
-void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory)
+void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory,
+                           const ol_site_key_t *key)
 {
   if (!begin())
     return;
@@ -430,7 +431,9 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
       pending[d].bare_request = 0; /* a new failure: an older bare one's record never came */
     if (ol_account_oom_at(&account, d, size, t, wall_now()) == OL_VERDICT_OOM)
       settled(d); /* a different request waited: its context line first */
-    ol_tracefile_event(OL_TRACE_OOM, 0, size, 0, -1, device);
+    int32_t site = site_for(device, key, -1);
+    ol_account_oom_site(&account, d, site);
+    ol_tracefile_event(OL_TRACE_OOM, 0, size, 0, site, device);
   } else {
     dev->failed_allocs++; /* refused for another reason: no trace event says so */
   }

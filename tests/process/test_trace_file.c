@@ -187,8 +187,9 @@ START_TEST(sites_written_once)
                 s.weights_frames);
   ck_assert_ptr_nonnull(strstr(s.weights_frames, ";"));
   ck_assert_int_eq(s.activation_sites, 1);
-  /* Allocations and their frees carry their site; oom and VMM have none. */
-  ck_assert_int_eq(s.events_with_frames, 6 * 2 + 5 * 3);
+  /* Allocations and their frees carry their site, and so does the failed
+   * request (what it was for is the diagnosis's); VMM events have none. */
+  ck_assert_int_eq(s.events_with_frames, 6 * 2 + 5 * 3 + 1);
 }
 END_TEST
 

@@ -401,6 +401,38 @@ static ol_trace_event_t event_of(ol_trace_action_t action, uint64_t addr, uint64
   return (ol_trace_event_t){.action = action, .addr = addr, .size = size};
 }
 
+/* A trace's oom event carries the failed request's frames: the record says
+ * what the request was for (AdamW's state, here), and nothing for one
+ * without frames. */
+START_TEST(the_failed_request_names_its_role)
+{
+  static const char weights[] = "module.py:965:_apply;workloads.py:9:gpt2";
+  static const char adam[] = "adamw.py:480:_multi_tensor_adamw;workloads.py:12:gpt2";
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_SITES);
+  ol_trace_event_t ev = event_of(OL_TRACE_ALLOC, 0x1000, 64 * MiB);
+  ev.frames = weights;
+  ev.frames_len = sizeof weights - 1;
+  ck_assert(ol_account_apply(&a, &ev, NULL));
+  ev = event_of(OL_TRACE_OOM, 0, 128 * MiB);
+  ev.frames = adam;
+  ev.frames_len = sizeof adam - 1;
+  ck_assert(ol_account_apply(&a, &ev, NULL));
+  ol_oom_record_t r;
+  ol_oom_record_init(&r, 128 * MiB);
+  ol_account_oom_figures(&a, 0, &r);
+  ck_assert(r.request_role_known);
+  ck_assert_int_eq(r.request_role, OL_ROLE_optimizer);
+  ck_assert(r.roles_known);
+  ck_assert_int_eq(r.role_bytes[OL_ROLE_weights], 64 * MiB);
+  ev = event_of(OL_TRACE_OOM, 0, 256 * MiB);
+  ck_assert(ol_account_apply(&a, &ev, NULL));
+  ol_account_oom_figures(&a, 0, &r);
+  ck_assert(!r.request_role_known);
+  ol_account_free(&a);
+}
+END_TEST
+
 /* VMM mapped memory: the job's cuMemMap and our pool's chunks, live, are
  * the trace's segment_map and segment_unmap events; both count them the
  * same, with the reserved memory and segments they make. */
@@ -548,7 +580,7 @@ static void live_event(const ol_trace_event_t *ev)
     ol_track_vmm_release(ev->addr);
     break;
   case OL_TRACE_OOM:
-    ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+    ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true, NULL);
     if (ev->oom_final) /* the recorder's: the job got its error there */
       ol_track_oom_settle(0);
     break;
@@ -659,7 +691,7 @@ static void job_ran_out(job_t *j, const ol_trace_event_t *ev, uint64_t capacity)
   ol_policy_stats_t st;
   j->ops->stats(j->policy, &st);
   if (ev->action != OL_TRACE_OOM) { /* a recorded failure was counted as it came */
-    ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+    ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true, NULL);
     ol_track_oom_settle(0); /* the job gives up here */
   }
   j->record = (ol_oom_record_t){.request = ev->size};
@@ -699,7 +731,7 @@ static bool job_event(job_t *j, const ol_trace_event_t *ev, uint64_t capacity)
   if (!is_oom && ol_records_find(&j->addresses, ev->addr))
     job_free(j, ev->addr);
   if (is_oom) { /* the recorded job's failure, counted as it counted it */
-    ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true);
+    ol_track_failed_alloc(ev->size, 0, OL_KIND_RUNTIME, true, NULL);
     if (ev->oom_final)
       ol_track_oom_settle(0);
   }
@@ -809,6 +841,7 @@ static Suite *account_suite(void)
   TCase *rules = tcase_create("rules");
   tcase_add_test(rules, lazy_at_peak_equals_a_copy_at_each_mark);
   tcase_add_test(rules, a_stale_block_is_freed_first);
+  tcase_add_test(rules, the_failed_request_names_its_role);
   tcase_add_test(rules, shared_sites_peak_over_devices);
   tcase_add_test(rules, reserved_memory_never_below_zero);
   tcase_add_test(rules, mapped_memory_live_equals_trace);

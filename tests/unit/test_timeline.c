@@ -111,7 +111,7 @@ START_TEST(tracker_timeline_matches_counters)
     if (i % 3)
       ol_track_free(0x10000 + (uintptr_t)i * 0x1000, OL_KIND_RUNTIME);
   }
-  ol_track_failed_alloc(1 << 30, 1, OL_KIND_RUNTIME, true);
+  ol_track_failed_alloc(1 << 30, 1, OL_KIND_RUNTIME, true, NULL);
   ol_track_oom_settle(1); /* an OOM now: the allocator gave up */
   ol_snapshot_t *snap = malloc(sizeof *snap);
   ol_track_snapshot(snap);

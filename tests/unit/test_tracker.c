@@ -87,8 +87,8 @@ END_TEST
 
 START_TEST(failed_allocations)
 {
-  ol_track_failed_alloc(1u << 30, 0, OL_KIND_RUNTIME, true);
-  ol_track_failed_alloc(1u << 20, 0, OL_KIND_DRIVER, false);
+  ol_track_failed_alloc(1u << 30, 0, OL_KIND_RUNTIME, true, NULL);
+  ol_track_failed_alloc(1u << 20, 0, OL_KIND_DRIVER, false, NULL);
   ck_assert_int_eq(take(0)->num_ooms, 0); /* a failure awaits its verdict (a retry?) */
   ol_track_oom_settle(0);                  /* the allocator gave up */
   const ol_device_stats_t *d = take(0);
