@@ -14,7 +14,8 @@ $OUT/diagnosis.json and $OUT/diagnosis.md (the confusion tables).
 
 OOMLENS_DIAG_CASES=name,name picks cases; OOMLENS_DIAG_NO_BISECT=1 skips
 the bisection (the manifest then keeps no batch truth);
-OOMLENS_DIAG_MODES=manage skips the observe-mode runs."""
+OOMLENS_DIAG_MODES=manage skips the observe-mode runs;
+OOMLENS_DIAG_BATCH_TRUTH=name:N,... gives batch truths bisected before."""
 import ast, gzip, json, os, shutil, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,6 +51,9 @@ CASES = [
     dict(name='fits', cap='12G', batch=2, steps=2, truth='none'),
 ]
 MODES = os.environ.get('OOMLENS_DIAG_MODES', 'manage,observe').split(',')
+# OOMLENS_DIAG_BATCH_TRUTH=gpt2_batch:5,...: batch truths bisected before.
+KNOWN_TRUTH = {k: int(v) for k, v in (w.split(':') for w in
+               os.environ.get('OOMLENS_DIAG_BATCH_TRUTH', '').split(',') if w)}
 if os.environ.get('OOMLENS_DIAG_CASES'):
     keep = os.environ['OOMLENS_DIAG_CASES'].split(',')
     CASES = [c for c in CASES if c['name'] in keep]
@@ -101,7 +105,7 @@ def report_oom(report_base):
     leak warning, from the JSON next to the text report."""
     oom, warning = None, None
     folder = os.path.dirname(report_base)
-    stem = os.path.basename(report_base).replace('%p', '')
+    stem = os.path.basename(report_base).split('%p')[0]
     for f in sorted(os.listdir(folder)):
         if f.startswith(stem) and f.endswith('.json'):
             with open(os.path.join(folder, f)) as fh:
@@ -218,7 +222,9 @@ def main():
     for case in CASES:
         t0 = time.time()
         row = dict(name=case['name'], truth=case['truth'], cap=case['cap'], batch=case['batch'])
-        if case.get('bisect') and not os.environ.get('OOMLENS_DIAG_NO_BISECT'):
+        if case['name'] in KNOWN_TRUTH:
+            row['batch_truth'] = KNOWN_TRUTH[case['name']]
+        elif case.get('bisect') and not os.environ.get('OOMLENS_DIAG_NO_BISECT'):
             row['batch_truth'], row['bisection'] = bisect(case)
         row['manage'] = live(case, True, case['batch'])
         row['observe'] = (live(case, False, case['batch']) if 'observe' in MODES
@@ -249,6 +255,20 @@ def main():
                            ('replay_cls', 'replay of the recorded trace')):
             f.write(f'### {title}\n\n{table(rows, key)}\n\n')
     print(open(os.path.join(OUT, 'diagnosis.md')).read())
+    pack()
+
+
+def pack():
+    """Few files come back from the GPU machine: the reports and the corpus
+    go into one archive beside diagnosis.json and diagnosis.md."""
+    import tarfile
+    names = [f for f in os.listdir(OUT) if f.startswith('r-')] + ['oom']
+    with tarfile.open(os.path.join(OUT, 'diagnosis.tar.gz'), 'w:gz') as tar:
+        for n in names:
+            tar.add(os.path.join(OUT, n), arcname=n)
+    for n in names:
+        path = os.path.join(OUT, n)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
 
 
 def case_docs():

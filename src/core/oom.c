@@ -117,15 +117,26 @@ static state_t state_of(const ol_oom_record_t *r)
 
 /* ---- the rules, in order ---------------------------------------------- */
 
+/* What others hold that could be freed or moved: when NVML said what this
+ * process holds in all, its own CUDA context and libraries are not among
+ * them (they stay whatever the user does: on a 2 GiB cap the context is a
+ * quarter of the device while the weights being built are the cause). */
+static int64_t others_of(const ol_oom_record_t *r)
+{
+  int64_t own_context = r->self_device_bytes > r->reserved ? r->self_device_bytes - r->reserved : 0;
+  return at_least_zero(r->external - own_context);
+}
+
 /* Would this process's memory plus the request fit if nobody else held
- * any, while others hold a share worth naming? A tenth of the device: the
- * CUDA context alone takes ~0.5 GiB, which outweighs any small request but
- * is not what to change (on an 8 GiB device building 10 GB of weights it
- * was the last straw, not the cause). */
+ * any, while others hold a share worth naming? A tenth of the device: a
+ * small share outweighs a small request without being what to change (on
+ * an 8 GiB device building 10 GB of weights it was the last straw, not
+ * the cause). */
 static bool others_to_blame(const ol_oom_record_t *r)
 {
   int64_t ours = r->reserved + (int64_t)r->request;
-  return r->external > 0 && ours <= cap_of(r) && r->external >= cap_of(r) / 10;
+  int64_t others = others_of(r);
+  return others > 0 && ours <= cap_of(r) && others >= cap_of(r) / 10;
 }
 
 static bool pieces_to_blame(const ol_oom_record_t *r)
@@ -353,6 +364,10 @@ static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
     ol_buf_printf(out, "The job ran out before it freed any memory, while building its state "
                   "(%s so far: weights, as in model.cuda(), or a checkpoint loading) on a %s "
                   "device. ", size_text(a, s.bytes), size_text(b, cap_of(r)));
+  else if (s.bytes > available(r))
+    ol_buf_printf(out, "Weights, gradients and optimizer state need %s (the request included) "
+                  "where this process can have %s. ", size_text(a, s.bytes),
+                  size_text(b, available(r)));
   else
     ol_buf_printf(out, "Weights, gradients and optimizer state hold %s of the %s this process "
                   "can have, which leaves less than %d%% of it for any batch. ",
@@ -383,10 +398,10 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
                   size_text(b, cap_of(r)));
     break;
   case OL_OOM_external:
-    ol_buf_printf(out, "Others hold %s of the %s device (the CUDA context, NCCL and library "
-                  "workspaces, other processes: see nvidia-smi); this process holds %s and "
-                  "would fit without them. Free or move what else runs on the device.",
-                  size_text(a, r->external), size_text(b, cap_of(r)),
+    ol_buf_printf(out, "Others hold %s of the %s device (other processes, and NCCL and library "
+                  "workspaces: see nvidia-smi); this process holds %s and would fit without "
+                  "them. Free or move what else runs on the device.",
+                  size_text(a, others_of(r)), size_text(b, cap_of(r)),
                   size_text(d, r->reserved));
     explain_outside(out, r);
     break;

@@ -93,6 +93,21 @@ static const class_case_t class_cases[] = {
    {BASE, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
     .iterations = 4, .persistent = 9 * GiB, .growth = 2 * GiB,
     ROLES(1 * GiB, 1 * GiB, 2 * GiB, 11 * GiB)}, OL_OOM_leak},
+  /* Seen on the H200 (weights_load of the corpus): 3.2 GB of weights made
+   * under a 2 GiB cap; the 529 MiB outside our allocations is this
+   * process's own CUDA context (NVML says so), not someone else's. */
+  {"our own CUDA context is not others' memory",
+   {.capacity = 2 * GiB, .device_free = 0, NO_BLOCKS, .request = 256 * MiB,
+    .reserved = 1280 * MiB, .allocated = 1280 * MiB, .external = 529 * MiB,
+    .self_device_bytes = 1800 * MiB, .before_first_free = -1, .iteration_need = -1,
+    ROLES(1280 * MiB, 0, 0, 0), .request_role_known = true, .request_role = OL_ROLE_weights},
+   OL_OOM_persistent},
+  {"another process holds the device, NVML names it",
+   {.capacity = 12 * GiB, .device_free = 0, NO_BLOCKS, .request = 1 * GiB,
+    .reserved = 3 * GiB, .allocated = 3 * GiB, .external = 8 * GiB + 520 * MiB,
+    .self_device_bytes = 3 * GiB + 520 * MiB, .before_first_free = 500 * MiB,
+    .iteration_need = -1, .other_count = 1,
+    .others = {{.pid = 4242, .bytes = 8 * GiB, .name = "python3"}}}, OL_OOM_external},
   {"small external share is not the cause",
    {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB, .external = 512 * MiB,
     .iterations = 3, .persistent = 3 * GiB}, OL_OOM_activations},
