@@ -180,6 +180,7 @@ static void read_oom(const ol_json_t *oom, ol_report_t *v, ol_report_device_t *d
   read_oom_roles(oom, r);
   r->before_first_free = ol_json_path_int64(oom, "before_first_free", -1);
   r->iteration_need = ol_json_path_int64(oom, "iteration_need", -1);
+  r->first_persistent = ol_json_path_int64(oom, "first_persistent", -1);
   r->batch = int_at(oom, "batch");
   /* Not in the JSON: a live job's pool served its tensors in manage mode
    * (oom_live.c), which the advice on fragmentation depends on. */

@@ -189,6 +189,8 @@ typedef struct ol_sites ol_sites_t; /* sites.c, below */
  * account, made at the device's first allocation). */
 #define OL_PHASE_VALLEYS 8
 #define OL_LEAK_STREAK 3 /* iterations in a row whose low point rose: a leak warning */
+#define OL_LEAK_SHARE 200 /* ... adding up to 1/200 of the device (0.5%) */
+#define OL_LEAK_BYTES (256ll << 20) /* ... or, capacity unknown, to 256 MiB */
 
 typedef struct ol_leak_warning {
   bool fired;          /* the warning below was given (once per device) */
@@ -211,11 +213,15 @@ typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
   int64_t need;            /* highest allocated above an iteration's low point, in one that ended */
   bool freed;              /* the job has freed memory */
   int64_t before_first_free; /* allocated when it first did */
+  bool first_low_known;      /* an iteration was found */
+  int64_t first_low;         /* what outlived the first iteration found */
   /* The leak watch: iterations in a row whose low point rose (after the
    * first iteration's, which holds the optimizer's state and warmed-up
    * caches), the largest fall between low points seen, the time the
    * counting began (ns on the account's clock, and the iteration then). */
   uint32_t rising;
+  int64_t rising_from;     /* the low point the rising run began at */
+  uint64_t rising_since;   /* the iteration it began at */
   int64_t largest_fall;
   uint64_t clock_iteration, clock_ns;
   ol_leak_warning_t leak;
@@ -242,7 +248,8 @@ int64_t ol_phases_growth(const ol_phases_t *p);
 int64_t ol_phases_before_first_free(const ol_phases_t *p); /* -1: no free yet */
 int64_t ol_phases_iteration_need(const ol_phases_t *p);    /* -1: no iteration ended */
 /* At an iteration's end: whether the low point has now risen
- * OL_LEAK_STREAK iterations in a row by more than it ever fell; if so (and
+ * OL_LEAK_STREAK iterations in a row by more than it ever fell, adding up
+ * to a share of the device (OL_LEAK_SHARE); if so (and
  * not said before) fills p->leak: growth, and with capacity (0 unknown) the
  * iteration that would not fit; now_ns, start_ns (0 unknown) the clock.
  * true: the warning fired now. */
@@ -314,6 +321,7 @@ typedef struct ol_oom_record {
   /* The highest the iteration's own memory (allocated above what outlives
    * iterations) reached in an iteration that finished; -1 none finished. */
   int64_t iteration_need;
+  int64_t first_persistent; /* what outlived the first iteration found; -1 none */
   int64_t batch; /* the job's batch as the user gave it (--batch), 0 unknown */
   bool segments_only; /* we saw the framework's segments, not its tensors */
   bool managed;       /* our pool served the tensors (manage mode, replay's oomlens) */

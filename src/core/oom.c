@@ -156,6 +156,22 @@ static bool growth_to_blame(const ol_oom_record_t *r)
          r->growth * (int64_t)(seen - 1) >= (int64_t)r->request;
 }
 
+/* What outlives iterations but is not the state (roles say what the state
+ * is) has grown since the first iteration to a quarter of what the device
+ * offers: kept activations, outputs, caches. It finds the leak whatever
+ * the iterations found inside one step rise each (a loss kept with its
+ * graph makes the finder see the layers' repeat; a KV cache grows a layer
+ * at a time); a buffer made once before the loop outlived the first
+ * iteration too, so it does not count. */
+static bool kept_to_blame(const ol_oom_record_t *r, state_t s)
+{
+  if (s.source != STATE_ROLES || r->iterations < 2 || r->first_persistent < 0)
+    return false;
+  int64_t state_held = s.bytes - (request_is_state(r) ? (int64_t)r->request : 0);
+  int64_t kept = r->persistent - state_held, grew = r->persistent - r->first_persistent;
+  return kept >= available(r) / 4 && grew >= kept / 2;
+}
+
 /* The state, alone, leaves less than the guides' headroom for any batch;
  * or the job ran out before it freed anything at all (still building its
  * state, as in model.cuda()). */
@@ -177,7 +193,7 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
   if (others_to_blame(r))
     return OL_OOM_external;
   state_t s = state_of(r);
-  if (!r->segments_only && growth_to_blame(r))
+  if (!r->segments_only && (growth_to_blame(r) || kept_to_blame(r, s)))
     return OL_OOM_leak;
   if (state_to_blame(r, s))
     return OL_OOM_persistent;
@@ -356,6 +372,22 @@ static void explain_outside(ol_buf_t *out, const ol_oom_record_t *r)
                   "allocations.", size_text(a, r->self_device_bytes - r->reserved));
 }
 
+/* The growth as it was found: per iteration, or in all since the first. */
+static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32], c[32];
+  if (growth_to_blame(r)) {
+    ol_buf_printf(out, "What outlives an iteration grew by %s per iteration (now %s, after %" PRIu64
+                  " iterations). ", size_text(a, r->growth), size_text(b, r->persistent),
+                  r->iterations);
+    return;
+  }
+  ol_buf_printf(out, "What outlives iterations grew from %s after the first to %s after %" PRIu64
+                " (the state, weights, gradients and optimizer state, is %s of it). ",
+                size_text(a, r->first_persistent), size_text(b, r->persistent), r->iterations,
+                size_text(c, role_state(r)));
+}
+
 static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32];
@@ -418,13 +450,12 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb:128).");
     break;
   case OL_OOM_leak:
-    ol_buf_printf(out, "What outlives an iteration grew by %s per iteration (now %s, after %" PRIu64
-                  " iterations): something keeps tensors across steps. Usual causes: a loss kept "
+    advise_leak(out, r);
+    ol_buf_printf(out, "Something keeps tensors across steps. Usual causes: a loss kept "
                   "with its graph (`total += loss` instead of `loss.item()`), evaluation without "
                   "`torch.no_grad()`, lists or caches of outputs; in generation, a key/value "
                   "cache that grows with the sequence (cap the length, or preallocate a static "
-                  "cache).",
-                  size_text(a, r->growth), size_text(b, r->persistent), r->iterations);
+                  "cache).");
     break;
   case OL_OOM_persistent:
     advise_persistent(out, r);
@@ -541,8 +572,10 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
   else
     ol_buf_printf(out, "null");
   ol_buf_printf(out, ", \"state\": %" PRId64 ", \"state_from\": \"%s\", \"before_first_free\": %" PRId64
-                ", \"iteration_need\": %" PRId64 ", \"batch\": %" PRId64,
-                s.bytes, sources[s.source], r->before_first_free, r->iteration_need, r->batch);
+                ", \"iteration_need\": %" PRId64 ", \"first_persistent\": %" PRId64
+                ", \"batch\": %" PRId64,
+                s.bytes, sources[s.source], r->before_first_free, r->iteration_need,
+                r->first_persistent, r->batch);
   if (r->batch > 0)
     ol_buf_printf(out, ", \"batch_fits\": %" PRId64 ", \"batch_fits_headroom\": %" PRId64,
                   f.fits, f.fits_headroom);

@@ -25,6 +25,7 @@ void ol_oom_record_init(ol_oom_record_t *r, uint64_t request)
   r->self_device_bytes = -1;
   r->before_first_free = -1;
   r->iteration_need = -1;
+  r->first_persistent = -1;
   r->grower.id = -1;
 }
 

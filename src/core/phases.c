@@ -227,6 +227,10 @@ static void adopt(ol_phases_t *p, ol_phase_finder_t *f, const slot_t *s, uint64_
   p->first_known = p->iterations;
   p->need = 0;
   *valley(p, p->iterations) = s->prev_low;
+  if (!p->first_low_known) { /* kept when a longer repeat takes over: still the first */
+    p->first_low_known = true;
+    p->first_low = s->prev_low;
+  }
   note_need(p, s->prev_low, s->prev_high, s->level);
   end_iteration(p, low, high, level);
   p->low = level;
@@ -431,17 +435,25 @@ bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, ui
       p->largest_fall = -rise;
     return false;
   }
-  p->rising++;
-  if (p->leak.fired || p->rising < OL_LEAK_STREAK || !valley_known(p, i - OL_LEAK_STREAK))
+  if (p->rising++ == 0) {
+    p->rising_from = valley_of(p, i - 1);
+    p->rising_since = i - 1;
+  }
+  if (p->leak.fired || p->rising < OL_LEAK_STREAK)
     return false;
-  int64_t grown = valley_of(p, i) - valley_of(p, i - OL_LEAK_STREAK);
+  int64_t grown = valley_of(p, i) - p->rising_from;
   if (grown <= p->largest_fall) /* no more than the low point has wobbled */
+    return false;
+  /* A run of rises worth a warning adds up to a share of the device (a
+   * variable-length job's low point drifts by a few MiB; an iteration
+   * found inside a larger one rises by a fraction of the leak each). */
+  if (grown < (capacity ? (int64_t)(capacity / OL_LEAK_SHARE) : OL_LEAK_BYTES))
     return false;
   ol_leak_warning_t *w = &p->leak;
   w->fired = true;
-  w->since = i - OL_LEAK_STREAK;
+  w->since = p->rising_since;
   w->at = i;
-  w->growth = grown / OL_LEAK_STREAK;
+  w->growth = grown / (int64_t)(i - p->rising_since);
   w->runs_out_at = runs_out_at(p, capacity, w->growth);
   w->site = -1;
   clock_the_warning(p, now_ns, start_ns);

@@ -19,7 +19,7 @@ typedef struct {
   ol_oom_class_t expected;
 } class_case_t;
 
-#define NOT_TIMED .before_first_free = -1, .iteration_need = -1 /* no free seen, none finished */
+#define NOT_TIMED .before_first_free = -1, .iteration_need = -1, .first_persistent = -1 /* no free seen, none finished */
 #define BASE .capacity = 16 * GiB, .device_free = 0, NOT_TIMED
 #define NO_BLOCKS .free_reserved = -1, .largest_free_block = -1 /* not known */
 /* Roles known: weights W, gradients G, optimizer state O, activations A. */
