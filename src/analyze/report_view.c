@@ -277,6 +277,21 @@ static void read_leak(const ol_json_t *leak, ol_report_t *v, ol_report_device_t 
   }
 }
 
+/* The batch figure (format 1.2) as written: null or absent, none. */
+static void read_batch(const ol_json_t *b, ol_report_device_t *d)
+{
+  d->has_batch = ol_json_kind(b) == OL_JSON_OBJECT;
+  if (!d->has_batch)
+    return;
+  d->stats.capacity = int_at(b, "capacity");
+  d->stats.outside = ol_json_path_int64(b, "outside", -1);
+  d->batch = (ol_batch_figure_t){
+    .batch = int_at(b, "batch"), .available = int_at(b, "available"),
+    .state = int_at(b, "state"), .need = int_at(b, "need"), .fixed = int_at(b, "fixed"),
+    .fits = int_at(b, "fits"), .fits_headroom = int_at(b, "fits_headroom")};
+  d->stats.batch = d->batch.batch;
+}
+
 /* Memory by role (format 1.2); a report before it has none: not known. */
 static void read_roles(const ol_json_t *roles, ol_report_device_t *d)
 {
@@ -300,6 +315,7 @@ static void read_device(const ol_json_t *dev, int index, ol_report_t *v, ol_repo
   read_roles(ol_json_get(dev, "roles"), d);
   read_timeline(ol_json_get(dev, "timeline"), d);
   read_leak(ol_json_get(dev, "leak_warning"), v, d);
+  read_batch(ol_json_get(dev, "batch_figure"), d);
 }
 
 static int identify(const ol_json_t *root, const char *path, ol_error_t *err)
@@ -384,7 +400,7 @@ static bool count_trace(ol_account_t *account, ol_trace_t *trace, ol_error_t *er
 /* The account's figures into the report's device 0; its sites into the
  * report's lists by the builder the library uses (a trace's keys are
  * frames text). */
-static void trace_figures(ol_report_t *v, const ol_account_t *account)
+static void trace_figures(ol_report_t *v, const ol_account_t *account, int64_t batch)
 {
   ol_report_device_t *d = &v->devices[0];
   ol_account_stats(account, 0, &d->stats);
@@ -393,6 +409,8 @@ static void trace_figures(ol_report_t *v, const ol_account_t *account)
     ol_report_device_sites(v, d, sites, ol_sites_text_frames);
   if (account->devices[0].timeline)
     ol_report_device_timeline(d, account->devices[0].timeline);
+  d->stats.batch = batch;
+  ol_report_device_batch(d);
 }
 
 int ol_view_load_trace(ol_report_t *v, const char *path, ol_error_t *err)
@@ -420,9 +438,10 @@ int ol_view_load_trace(ol_report_t *v, const char *path, ol_error_t *err)
     ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
     got = -1;
   }
+  int64_t batch = (int64_t)ol_trace_batch(trace);
   ol_trace_close(trace);
   if (got == 0)
-    trace_figures(v, account);
+    trace_figures(v, account, batch);
   ol_account_free(account);
   free(account);
   if (got >= 0 && v->failed)

@@ -43,6 +43,7 @@ struct ol_trace {
   ol_trace_format_t format;
   long pid;
   uint64_t start_unix_us;
+  uint64_t batch; /* the header's batch= (OOMLENS_BATCH); 0 none */
   uint64_t file_size;
   uint64_t capacity[OL_TRACE_MAX_DEVICES];
   site_table_t sites[OL_TRACE_MAX_DEVICES];
@@ -159,6 +160,8 @@ static bool parse_our_header(ol_trace_t *t, const char *line, size_t len, ol_err
       t->pid = (long)value;
     else if (sscanf(text, "start_unix_us=%llu", &value) == 1)
       t->start_unix_us = value;
+    else if (sscanf(text, "batch=%llu", &value) == 1)
+      t->batch = value;
   }
   return true;
 }
@@ -219,6 +222,11 @@ ol_trace_format_t ol_trace_format(const ol_trace_t *t)
 long ol_trace_pid(const ol_trace_t *t)
 {
   return t->pid;
+}
+
+uint64_t ol_trace_batch(const ol_trace_t *t)
+{
+  return t->batch;
 }
 
 uint64_t ol_trace_start_unix_us(const ol_trace_t *t)

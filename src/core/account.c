@@ -223,6 +223,13 @@ ol_oom_verdict_t ol_account_oom_at(ol_account_t *a, int device, uint64_t request
   return verdict;
 }
 
+void ol_account_set_outside(ol_account_t *a, int device, int64_t bytes)
+{
+  ol_account_device_t *ad = &a->devices[ol_account_clamp(device)];
+  ad->outside_known = bytes >= 0;
+  ad->outside = bytes;
+}
+
 void ol_account_oom_site(ol_account_t *a, int device, int32_t site)
 {
   a->devices[ol_account_clamp(device)].request_site_plus1 = site >= 0 ? site + 1 : 0;
@@ -278,7 +285,14 @@ bool ol_account_oom_settle(ol_account_t *a, int device)
  * once (allocated) and copied here, for every reader alike. */
 void ol_account_stats(const ol_account_t *a, int device, ol_device_stats_t *out)
 {
-  *out = a->devices[ol_account_clamp(device)].stats;
+  const ol_account_device_t *ad = &a->devices[ol_account_clamp(device)];
+  *out = ad->stats;
+  out->capacity = (int64_t)capacity_of(ad);
+  /* held outside: at the last OOM if any (its record measured it), else
+   * as the owner measured it */
+  out->outside = out->num_ooms > 0 && out->last_oom.capacity > 0 ? out->last_oom.external
+                 : ad->outside_known                             ? ad->outside
+                                                                 : -1;
   memcpy(out->active_bytes, out->allocated_bytes, sizeof out->active_bytes);
   memcpy(out->requested_bytes, out->allocated_bytes, sizeof out->requested_bytes);
   memcpy(out->active, out->allocation, sizeof out->active);

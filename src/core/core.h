@@ -358,6 +358,19 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c, o
                     void *arg); /* namer NULL: no sites named */
 void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c, ol_site_namer_t namer,
                  void *arg);
+/* The batch that fits, from what one batch needed (oom.c): the same
+ * arithmetic for an OOM's advice and for a report of a job that fitted. */
+typedef struct ol_batch_figure {
+  int64_t batch;     /* the batch the need was measured at; 0 unknown (then per mille) */
+  int64_t available; /* the device less what is held outside the allocator */
+  int64_t state;     /* what outlives iterations, or the state by roles */
+  int64_t need;      /* the iteration's own memory above it */
+  int64_t fixed;     /* of need, what does not scale with the batch */
+  bool need_is_lower_bound; /* the iteration did not finish */
+  int64_t fits, fits_headroom; /* out: batches (or per mille), with none and 20% free */
+} ol_batch_figure_t;
+void ol_batch_figure_solve(ol_batch_figure_t *f);
+
 /* The batch figures the advice gives: the largest batch that fits, and
  * the one that keeps the guides' headroom (in batches when r->batch is
  * known, the return true; else per mille of the current batch); *is_bound:
@@ -440,6 +453,11 @@ typedef struct ol_device_stats {
   int64_t mem_free, mem_total; /* last cuMemGetInfo answer seen, 0 if none */
   int64_t ooms_by_class[OL_OOM_CLASS_COUNT]; /* diagnosed out-of-memory errors */
   double first_oom_unix, last_oom_unix;      /* wall clock of the OOMs, 0 if none */
+  /* What the report's batch figure needs beyond the counters (the owner
+   * fills them: the live report from the driver and OOMLENS_BATCH, a
+   * trace's from its lines): the device's size, what is held outside the
+   * allocator (-1 unknown), the job's batch (0 unknown). */
+  int64_t capacity, outside, batch;
 } ol_device_stats_t;
 
 /* Inline: the tracker updates a dozen of these per allocation. */
@@ -695,6 +713,10 @@ typedef struct ol_report_device {
    * frames named a role (else all is unknown). */
   bool roles_known;
   int64_t roles_at_peak[OL_ROLE_COUNT], roles_now[OL_ROLE_COUNT];
+  /* A job whose iterations finished with no OOM: the batch that would fit
+   * (ol_report_device_batch); has_batch false: none to give. */
+  bool has_batch;
+  ol_batch_figure_t batch;
   bool has_timeline;
   ol_timeline_t timeline;
   /* Each kept OOM's wall clock, as written: a report read back keeps the
@@ -749,6 +771,11 @@ void ol_report_sites_free(ol_report_sites_t *list);
  * (site_groups.c; singly when that runs out of host memory). */
 void ol_report_device_sites(ol_report_t *r, ol_report_device_t *d, const ol_sites_t *sites,
                             ol_site_frames_fn frames_of);
+/* The batch that would fit, from the device's figures (stats: its
+ * iterations, capacity, outside, batch; the roles): for a job whose
+ * iterations finished and that did not run out (an OOM's diagnosis gives
+ * its own). Called once the roles are in. */
+void ol_report_device_batch(ol_report_device_t *d);
 /* The device's timeline (tl may be d's own), its OOMs' wall clock made. */
 void ol_report_device_timeline(ol_report_device_t *d, const ol_timeline_t *tl);
 
@@ -892,6 +919,8 @@ typedef struct ol_account_device {
    * live job counted those bytes under no site at all. */
   int32_t frameless_site_plus1;
   int32_t request_site_plus1; /* the last failed request's call site + 1; 0: none */
+  bool outside_known;     /* what is held outside the allocator, as its owner measured it */
+  int64_t outside;
 } ol_account_device_t;
 
 typedef struct ol_account ol_account_t;
@@ -1116,6 +1145,10 @@ static inline bool ol_account_waiting(const ol_account_t *a, int device)
 {
   return __builtin_expect(a->devices[ol_account_clamp(device)].wait.request != 0, 0);
 }
+/* What the device holds outside this allocator (the CUDA context,
+ * libraries, other processes), as its owner measured it: for the report's
+ * batch figure. */
+void ol_account_set_outside(ol_account_t *a, int device, int64_t bytes);
 /* The call site of the request that just failed on device (-1: none), so
  * the diagnosis knows what the request itself was for (request_role). */
 void ol_account_oom_site(ol_account_t *a, int device, int32_t site);

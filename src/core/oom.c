@@ -266,44 +266,53 @@ static void explain_state_source(ol_buf_t *out, const ol_oom_record_t *r, state_
 }
 
 /* The batch that fits: the iteration's memory is taken to scale with the
- * batch (activations do; the state does not). need is what the iteration
- * needed, a lower bound when the iteration did not finish, so the batch
- * figures are upper bounds then. */
-typedef struct batch_fit {
-  int64_t room, room_headroom; /* what the state and others leave */
-  int64_t need;
-  bool need_is_lower_bound;
-  int64_t fits, fits_headroom; /* batches (batch known), or per mille of it */
-} batch_fit_t;
-
-static int64_t scaled(int64_t batch, int64_t room, int64_t need)
+ * batch (activations do; the state does not), but for a fixed part that
+ * does not (gradients made and freed each step are as large at any
+ * batch). fits = batch * (room - fixed) / (need - fixed), in batches when
+ * the batch is known, else in per mille of it. */
+static int64_t scaled(int64_t unit, int64_t room, int64_t need, int64_t fixed)
 {
-  if (need <= 0 || room <= 0)
+  if (need - fixed <= 0 || room - fixed <= 0)
     return 0;
-  return (int64_t)((double)batch * (double)room / (double)need);
+  return (int64_t)((double)unit * (double)(room - fixed) / (double)(need - fixed));
 }
+
+void ol_batch_figure_solve(ol_batch_figure_t *f)
+{
+  int64_t room = at_least_zero(f->available - f->state);
+  int64_t room_headroom =
+    at_least_zero(f->available * (100 - HEADROOM_PERCENT) / 100 - f->state);
+  int64_t unit = f->batch > 0 ? f->batch : 1000;
+  int64_t fixed = f->fixed < f->need ? at_least_zero(f->fixed) : 0;
+  f->fits = scaled(unit, room, f->need, fixed);
+  f->fits_headroom = scaled(unit, room_headroom, f->need, fixed);
+}
+
+typedef struct batch_fit {
+  int64_t room_headroom; /* what the state and others leave of 80% of the device */
+  ol_batch_figure_t figure;
+} batch_fit_t;
 
 static batch_fit_t batch_fit(const ol_oom_record_t *r)
 {
-  batch_fit_t f = {0};
   state_t s = state_of(r);
-  f.room = at_least_zero(available(r) - s.bytes);
-  f.room_headroom = at_least_zero(available(r) * (100 - HEADROOM_PERCENT) / 100 - s.bytes);
   int64_t now = transient_of(r);
   /* The failed iteration needed what it held plus the request, at least;
    * an earlier iteration's need says more only at the same batch and shape,
    * which holds for a fixed-shape loop: take the larger. */
-  f.need = r->iteration_need > now ? r->iteration_need : now;
-  f.need_is_lower_bound = r->iteration_need <= now;
-  int64_t unit = r->batch > 0 ? r->batch : 1000; /* per mille of the current batch */
-  f.fits = scaled(unit, f.room, f.need);
-  f.fits_headroom = scaled(unit, f.room_headroom, f.need);
+  batch_fit_t f = {
+    .room_headroom = at_least_zero(available(r) * (100 - HEADROOM_PERCENT) / 100 - s.bytes),
+    .figure = {.batch = r->batch, .available = available(r), .state = s.bytes,
+               .need = r->iteration_need > now ? r->iteration_need : now,
+               .need_is_lower_bound = r->iteration_need <= now},
+  };
+  ol_batch_figure_solve(&f.figure);
   return f;
 }
 
 /* "batch 5 fits; 4 with 20% headroom; keep the effective batch of 8 with 2
  * accumulation steps of 4" when the batch is known; shares otherwise. */
-static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const batch_fit_t *f)
+static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
 {
   const char *bound = f->need_is_lower_bound ? "at most " : "";
   if (r->batch > 0) {
@@ -345,11 +354,11 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
   batch_fit_t f = batch_fit(r);
   ol_buf_printf(out, "The state (weights, gradients, optimizer state) holds %s and fits; the "
                 "iteration's own memory needed %s%s%s, and %s is left for it with %d%% headroom. ",
-                size_text(a, s.bytes), f.need_is_lower_bound ? "at least " : "",
-                size_text(b, f.need),
+                size_text(a, s.bytes), f.figure.need_is_lower_bound ? "at least " : "",
+                size_text(b, f.figure.need),
                 r->iterations == 0 ? " in the first iteration, which did not finish" : "",
                 size_text(c, f.room_headroom), HEADROOM_PERCENT);
-  advise_batch(out, r, &f);
+  advise_batch(out, r, &f.figure);
   ol_buf_printf(out, "Or keep the batch and cut the activations: mixed precision (bf16 halves "
                 "them), activation checkpointing (keeps only layer inputs), shorter sequences.");
 }
@@ -578,10 +587,11 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
                 r->first_persistent, r->batch);
   if (r->batch > 0)
     ol_buf_printf(out, ", \"batch_fits\": %" PRId64 ", \"batch_fits_headroom\": %" PRId64,
-                  f.fits, f.fits_headroom);
+                  f.figure.fits, f.figure.fits_headroom);
   else
     ol_buf_printf(out, ", \"batch_fits\": null, \"batch_fits_headroom\": null");
-  ol_buf_printf(out, ", \"batch_figure_is_bound\": %s", f.need_is_lower_bound ? "true" : "false");
+  ol_buf_printf(out, ", \"batch_figure_is_bound\": %s",
+                f.figure.need_is_lower_bound ? "true" : "false");
 }
 
 void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
@@ -612,8 +622,8 @@ bool ol_oom_batch_figures(const ol_oom_record_t *r, int64_t *fits, int64_t *fits
                           bool *is_bound)
 {
   batch_fit_t f = batch_fit(r);
-  *fits = f.fits;
-  *fits_headroom = f.fits_headroom;
-  *is_bound = f.need_is_lower_bound;
+  *fits = f.figure.fits;
+  *fits_headroom = f.figure.fits_headroom;
+  *is_bound = f.figure.need_is_lower_bound;
   return r->batch > 0;
 }

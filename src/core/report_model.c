@@ -253,6 +253,36 @@ void ol_report_device_fill(ol_report_t *r, ol_report_device_t *d, int device,
     unnamed(&d->stats.last_oom);
     d->stats.phases.leak.site = -1;
   }
+  ol_report_device_batch(d);
+}
+
+/* The gradients made and freed within each step (PyTorch's default
+ * zero_grad(set_to_none=True)) are as large at any batch: the part of the
+ * iteration's need that does not scale. Those still live now outlive
+ * iterations and are in what outlives them. */
+static int64_t fixed_need(const ol_report_device_t *d)
+{
+  if (!d->roles_known)
+    return 0;
+  int64_t g = d->roles_at_peak[OL_ROLE_gradients] - d->roles_now[OL_ROLE_gradients];
+  return g > 0 ? g : 0;
+}
+
+void ol_report_device_batch(ol_report_device_t *d)
+{
+  const ol_device_stats_t *s = &d->stats;
+  int64_t need = ol_phases_iteration_need(&s->phases);
+  d->has_batch = s->num_ooms == 0 && need > 0 && s->capacity > 0;
+  if (!d->has_batch)
+    return;
+  d->batch = (ol_batch_figure_t){
+    .batch = s->batch,
+    .available = s->capacity - (s->outside > 0 ? s->outside : 0),
+    .state = ol_phases_persistent(&s->phases),
+    .need = need,
+    .fixed = fixed_need(d),
+  };
+  ol_batch_figure_solve(&d->batch);
 }
 
 void ol_report_device_timeline(ol_report_device_t *d, const ol_timeline_t *tl)

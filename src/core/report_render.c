@@ -213,6 +213,34 @@ static void text_sites(ol_buf_t *out, const ol_report_sites_t *list, bool by_tot
   }
 }
 
+/* Format 1.2: the batch that would fit, for a job that fitted. */
+static void text_batch(ol_buf_t *out, const ol_report_device_t *d)
+{
+  const ol_batch_figure_t *f = &d->batch;
+  char need[32], state[32], fixed[32], outside[32], cap[32];
+  ol_format_bytes(need, sizeof need, f->need);
+  ol_format_bytes(state, sizeof state, f->state);
+  ol_format_bytes(fixed, sizeof fixed, f->fixed);
+  ol_format_bytes(outside, sizeof outside, d->stats.outside > 0 ? d->stats.outside : 0);
+  ol_format_bytes(cap, sizeof cap, d->stats.capacity);
+  ol_buf_printf(out, "Batch that fits: each iteration needed %s above the %s that outlives it",
+                need, state);
+  if (f->fixed > 0)
+    ol_buf_printf(out, " (%s of it gradients, as large at any batch)", fixed);
+  if (d->stats.outside >= 0)
+    ol_buf_printf(out, "; with %s held outside the allocator on this %s device, ", outside, cap);
+  else
+    ol_buf_printf(out, "; on this %s device (what is held outside the allocator not known: "
+                       "none counted), ", cap);
+  if (f->batch > 0)
+    ol_buf_printf(out, "at batch %lld: batch %lld fits, %lld with 20%% headroom\n",
+                  (long long)f->batch, (long long)f->fits, (long long)f->fits_headroom);
+  else
+    ol_buf_printf(out, "a batch of %lld%% of the current one fits, %lld%% with 20%% headroom "
+                       "(OOMLENS_BATCH or --batch N gives it in samples)\n",
+                  (long long)(f->fits / 10), (long long)(f->fits_headroom / 10));
+}
+
 static void text_calls(ol_buf_t *out, const ol_report_device_t *d)
 {
   const ol_device_stats_t *dev = &d->stats;
@@ -238,6 +266,8 @@ static void text_calls(ol_buf_t *out, const ol_report_device_t *d)
     ol_leak_warning_text(out, &dev->phases.leak, ol_report_leak_namer, (void *)d);
     ol_buf_printf(out, "\n");
   }
+  if (d->has_batch)
+    text_batch(out, d);
   if (dev->num_ooms > 0) {
     char request[32];
     ol_format_bytes(request, sizeof request, dev->last_oom_request);
@@ -423,6 +453,23 @@ static void json_leak(ol_buf_t *out, const ol_report_device_t *d)
   ol_buf_printf(out, ", \"site_growth\": %lld}", (long long)w->site_growth);
 }
 
+/* Format 1.2: the batch that would fit (null: none to give). */
+static void json_batch(ol_buf_t *out, const ol_report_device_t *d)
+{
+  const ol_batch_figure_t *f = &d->batch;
+  ol_buf_printf(out, ",\n      \"batch_figure\": ");
+  if (!d->has_batch) {
+    ol_buf_printf(out, "null");
+    return;
+  }
+  ol_buf_printf(out, "{\"batch\": %lld, \"capacity\": %lld, \"outside\": %lld, \"available\": %lld, "
+                "\"state\": %lld, \"need\": %lld, \"fixed\": %lld, \"fits\": %lld, "
+                "\"fits_headroom\": %lld}",
+                (long long)f->batch, (long long)d->stats.capacity, (long long)d->stats.outside,
+                (long long)f->available, (long long)f->state, (long long)f->need,
+                (long long)f->fixed, (long long)f->fits, (long long)f->fits_headroom);
+}
+
 /* Format 1.2: memory by role, with the sites. */
 static void json_roles(ol_buf_t *out, const ol_report_device_t *d)
 {
@@ -452,6 +499,7 @@ static void json_device(ol_buf_t *out, const ol_report_device_t *d)
     ol_buf_printf(out, "null");
   json_oom_times(out, dev);
   json_leak(out, d);
+  json_batch(out, d);
   if (d->has_timeline) { /* format 1.1: memory over time (timeline.c) */
     ol_buf_printf(out, ",\n      \"timeline\": ");
     ol_timeline_json_times(out, &d->timeline, d->oom_time_unix);

@@ -44,6 +44,13 @@ bool ol_capacity_allows(int device, uint64_t size)
   return used <= cap && size <= cap - used;
 }
 
+int64_t ol_capacity_outside(int device)
+{
+  if (capacity() == 0 || !valid(device) || !atomic_load(&measured[device]))
+    return -1;
+  return atomic_load(&external_bytes[device]);
+}
+
 void ol_capacity_clamp(int device, size_t *free_bytes, size_t *total_bytes)
 {
   uint64_t cap = capacity();

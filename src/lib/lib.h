@@ -92,6 +92,9 @@ bool ol_streams_quiet(void);  /* ... or every other stream idle: queries each */
 /* ---- capacity.c: OOMLENS_CAPACITY, a smaller device ------------------- */
 bool ol_capacity_allows(int device, uint64_t size);
 void ol_capacity_clamp(int device, size_t *free_bytes, size_t *total_bytes);
+/* What others held when OOMLENS_CAPACITY first measured them; -1: not
+ * measured (no capacity set, or not yet). */
+int64_t ol_capacity_outside(int device);
 
 /* ---- pyframes.c: the Python frames of the allocating thread ----------- */
 typedef struct ol_pyframes_status { /* what the report's note says of Python frames */

@@ -46,6 +46,7 @@ void ol_report_stacks_now(ol_report_stacks_t *s)
 static void name_sites(ol_report_t *r, int device, ol_sites_t *sites)
 {
   ol_report_device_t *d = &r->devices[device];
+  d->stats.batch = (int64_t)ol_option_size(OL_OPT_BATCH);
   ol_report_device_fill(r, d, device, &d->stats, sites, sites ? ol_stacks_site_frames : NULL);
   ol_sites_free(sites);
 }

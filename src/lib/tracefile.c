@@ -496,13 +496,15 @@ static bool write_header(int fd)
 {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  char header[256];
+  char header[256], batch[32] = "";
+  if (ol_option_size(OL_OPT_BATCH))
+    snprintf(batch, sizeof batch, " batch=%llu", (unsigned long long)ol_option_size(OL_OPT_BATCH));
   int n = snprintf(header, sizeof header,
-                   "# oomlens-trace 2 pid=%ld rank=%s start_unix_us=%llu stacks=%d\n"
+                   "# oomlens-trace 2 pid=%ld rank=%s start_unix_us=%llu stacks=%d%s\n"
                    "# time_us,action,addr,size,stream,site,device\n",
                    (long)getpid(), ol_rank_text(),
                    (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000,
-                   ol_stacks_on() ? 1 : 0);
+                   ol_stacks_on() ? 1 : 0, batch);
   return n > 0 && write(fd, header, (size_t)n) == n;
 }
 

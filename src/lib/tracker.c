@@ -325,21 +325,33 @@ static void __attribute__((noinline, cold)) say_leak(void)
     ol_log_info("device %d: %s", device, line);
 }
 
-/* The device's size, for the warning's projection: OOMLENS_CAPACITY, else
- * the driver's total (asked outside the tracker's lock, once a device: the
- * current device's, which an allocation's usually is). */
+/* The device's size, for the warning's projection and the batch figure:
+ * OOMLENS_CAPACITY, else the driver's total; and what others hold then,
+ * at the job's first allocation (the CUDA context, libraries, other
+ * processes). Asked outside the tracker's lock, once a device: the current
+ * device's, which an allocation's usually is. */
 static atomic_bool capacity_asked[OL_MAX_DEVICES];
 
-static void __attribute__((noinline, cold)) learn_capacity(int d)
+static void __attribute__((noinline, cold)) learn_capacity(int d, size_t just_served)
 {
   if (atomic_exchange(&capacity_asked[d], true))
     return;
   uint64_t bytes = ol_option_size(OL_OPT_CAPACITY);
   size_t free_bytes, total_bytes;
-  if (bytes == 0 && ol_prim_mem_info(&free_bytes, &total_bytes) == 0)
-    bytes = total_bytes;
+  int64_t outside = ol_capacity_outside(d); /* measured before any allocation */
+  if (ol_prim_mem_info(&free_bytes, &total_bytes) == 0) {
+    if (bytes == 0 || bytes > total_bytes)
+      bytes = total_bytes;
+    /* The driver's used memory holds the allocation just served, which
+     * the tracker has not counted yet. */
+    int64_t held = (int64_t)(total_bytes - free_bytes) - ol_track_reserved_now(d) -
+                   (int64_t)just_served;
+    if (outside < 0)
+      outside = held > 0 ? held : 0;
+  }
   ol_lock(&lock);
   ol_account_set_capacity(&account, d, bytes);
+  ol_account_set_outside(&account, d, outside);
   ol_unlock(&lock);
 }
 
@@ -369,7 +381,7 @@ int32_t ol_track_alloc_at(uintptr_t addr, size_t size, int device, ol_kind_t kin
   if (__builtin_expect(!atomic_load_explicit(&capacity_asked[ol_account_clamp(device)],
                                              memory_order_relaxed),
                        0))
-    learn_capacity(ol_account_clamp(device));
+    learn_capacity(ol_account_clamp(device), origin_of(kind) != OL_ORIGIN_NONE ? size : 0);
   if (!begin())
     return -1;
   int d = ol_account_device(&account, device);

@@ -361,6 +361,40 @@ START_TEST(leak_warned_before_the_oom)
 }
 END_TEST
 
+/* A job that fits says the batch that would: 64 MiB outlives each step,
+ * each step needs 160 MiB above it at batch 4, on 1 GiB with nothing held
+ * outside: 4 * 960 / 160 = 24, and 4 * (819.2 - 64) / 160 = 18.9 with 20%
+ * headroom. */
+START_TEST(batch_figure_of_a_job_that_fits)
+{
+  const char *env[] = {"OOMLENS_CAPACITY=1G", "OOMLENS_BATCH=4", "SIMCU_EXTERNAL=0",
+                       "PYTORCH_NO_CUDA_MEMORY_CACHING=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("train_fits", env, &run);
+  ck_assert_int_eq(harness_int(r, DEV "batch_figure.batch"), 4);
+  ck_assert_int_eq(harness_int(r, DEV "batch_figure.state"), 64 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "batch_figure.need"), 160 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "batch_figure.outside"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "batch_figure.fits"), 24);
+  ck_assert_int_eq(harness_int(r, DEV "batch_figure.fits_headroom"), 18);
+  ol_json_free(r);
+  char report[PATH_MAX + 32];
+  snprintf(report, sizeof report, "%s/r-%ld.txt", harness_dir(), (long)run.pid);
+  ck_assert_ptr_nonnull(strstr(harness_read_text(report), "at batch 4: batch 24 fits, 18 with "
+                                                          "20% headroom\n"));
+  /* without the batch: shares of it */
+  const char *no_batch[] = {"OOMLENS_CAPACITY=1G", "SIMCU_EXTERNAL=0",
+                            "PYTORCH_NO_CUDA_MEMORY_CACHING=1", NULL};
+  r = run_scenario("train_fits", no_batch, &run);
+  ck_assert_int_eq(harness_int(r, DEV "batch_figure.fits"), 6000); /* per mille: 6x */
+  ol_json_free(r);
+  /* an OOM gives its own figure, not this one */
+  r = run_scenario("oom_activations", env, &run);
+  ck_assert_int_eq(ol_json_kind(ol_json_path(r, DEV "batch_figure")), OL_JSON_NULL);
+  ol_json_free(r);
+}
+END_TEST
+
 /* Native call sites: the weights' site and the activations' site, with
  * the bytes each held at the peak (96 MiB and 48 MiB) and in total. */
 START_TEST(call_sites_at_the_peak)
@@ -909,6 +943,8 @@ static const round_trip_t round_trips[] = {
                          "SIMCU_EXTERNAL=0", "OOMLENS_MANAGE=1", "OOMLENS_STACKS=1", NULL}},
   /* manage mode's role capture: memory by role, known (the autograd marker) */
   {"autograd_thread", {"OOMLENS_MANAGE=1", NULL}},
+  /* a job that fitted: the batch that would */
+  {"train_fits", {"OOMLENS_CAPACITY=1G", "OOMLENS_BATCH=4", "SIMCU_EXTERNAL=0", NULL}},
 };
 
 /* The JSON report the library wrote, read back into the report model and
@@ -965,6 +1001,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, no_source_lines_when_off);
   tcase_add_test(paths, leak_names_the_growing_site);
   tcase_add_test(paths, leak_warned_before_the_oom);
+  tcase_add_test(paths, batch_figure_of_a_job_that_fits);
   tcase_add_test(paths, external_names_the_other_process);
   tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_test(paths, sites_alike_in_shown_frames_are_one);
