@@ -390,6 +390,8 @@ static bool count_trace(ol_account_t *account, ol_trace_t *trace, ol_error_t *er
     e.device = 0;
     if (account->devices[0].capacity == 0) /* the trace's device line, for a leak's projection */
       ol_account_set_capacity(account, 0, ol_trace_capacity(trace, 0));
+    if (!account->devices[0].outside_known) /* its outside line, for the batch figure */
+      ol_account_set_outside(account, 0, ol_trace_outside(trace, 0));
     if (!ol_account_apply(account, &e, NULL))
       return false;
   }

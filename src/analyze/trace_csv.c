@@ -46,6 +46,7 @@ struct ol_trace {
   uint64_t batch; /* the header's batch= (OOMLENS_BATCH); 0 none */
   uint64_t file_size;
   uint64_t capacity[OL_TRACE_MAX_DEVICES];
+  int64_t outside_plus1[OL_TRACE_MAX_DEVICES]; /* an outside line's bytes + 1; 0: none */
   site_table_t sites[OL_TRACE_MAX_DEVICES];
   ol_oom_record_t context; /* the last oom_context line's, handed out by pointer */
   uint64_t last_time_us;   /* the last event's time: an oom_context line's */
@@ -504,6 +505,28 @@ static int parse_device_line(ol_trace_t *t, const char *line, size_t len, ol_err
   return 0;
 }
 
+/* "outside,DEVICE,BYTES": what the device held outside the allocator at
+ * the job's first allocation. */
+static int parse_outside_line(ol_trace_t *t, const char *line, size_t len, ol_error_t *err)
+{
+  field_t f[4];
+  int device;
+  uint64_t bytes;
+  if (split_n(line, len, f, 4) != 3 || !parse_device(f[1], &device) ||
+      !parse_decimal(f[2], &bytes) || bytes >= INT64_MAX) {
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: an outside line is outside,DEVICE,BYTES", t->path,
+            (unsigned long long)t->line);
+    return -1;
+  }
+  t->outside_plus1[device] = (int64_t)bytes + 1;
+  return 0;
+}
+
+int64_t ol_trace_outside(const ol_trace_t *t, int device)
+{
+  return device >= 0 && device < OL_TRACE_MAX_DEVICES ? t->outside_plus1[device] - 1 : -1;
+}
+
 /* The site column: empty for none, else a site defined earlier. */
 static int resolve_site(ol_trace_t *t, field_t f, int device, ol_trace_event_t *ev, ol_error_t *err)
 {
@@ -620,6 +643,8 @@ static int parse_our_line(ol_trace_t *t, const char *line, size_t len, ol_trace_
     return parse_device_line(t, line, len, err);
   if (starts_with(line, len, "oom_context,"))
     return parse_context_line(t, line, len, ev, err);
+  if (starts_with(line, len, "outside,"))
+    return parse_outside_line(t, line, len, err);
   if (is_named_line(line, len))
     return 0; /* a line of a later minor addition: skipped (docs/trace-format.md) */
   return parse_our_event(t, line, len, ev, err);

@@ -57,6 +57,9 @@ ol_trace_format_t ol_trace_format(const ol_trace_t *trace);
 long ol_trace_pid(const ol_trace_t *trace);
 uint64_t ol_trace_start_unix_us(const ol_trace_t *trace);
 uint64_t ol_trace_batch(const ol_trace_t *trace); /* the job's OOMLENS_BATCH; 0 none */
+/* A device's outside line, read so far: what it held outside the
+ * allocator at the job's first allocation; -1 none. */
+int64_t ol_trace_outside(const ol_trace_t *trace, int device);
 uint64_t ol_trace_capacity(const ol_trace_t *trace, int device);
 /* How far through the file reading has got, 0 to 1 (bytes of the file as
  * stored, gzip'd or not); for progress displays. */

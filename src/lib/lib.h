@@ -178,6 +178,9 @@ void ol_tracefile_event(ol_trace_action_t action, uint64_t addr, uint64_t size, 
 /* An out-of-memory the job saw, settled: its oom_context line (what no
  * event carries: oom_context.c), after its last oom event. */
 void ol_tracefile_oom_context(int device, const ol_oom_record_t *r, ol_oom_class_t cause);
+/* What the device held outside the allocator at the job's first allocation
+ * (the CUDA context, libraries, other processes): an outside line. */
+void ol_tracefile_outside(int device, int64_t bytes);
 void ol_tracefile_flush(void);  /* all so far on disk (SIGUSR1) */
 void ol_tracefile_close(void);  /* all on disk, end line, closed (exit, SIGTERM) */
 void ol_tracefile_forget(void); /* a forked child drops its parent's trace */

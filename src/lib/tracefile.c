@@ -273,6 +273,16 @@ void ol_tracefile_oom_context(int device, const ol_oom_record_t *r, ol_oom_class
   ol_buf_free(&text);
 }
 
+void ol_tracefile_outside(int device, int64_t bytes)
+{
+  if (!ol_tracefile_on() || bytes < 0)
+    return;
+  char line[64];
+  int n = snprintf(line, sizeof line, "outside,%d,%lld", clamp_device(device), (long long)bytes);
+  if (n > 0 && (size_t)n < sizeof line)
+    trace_line(line, (size_t)n);
+}
+
 /* ---- the writer thread ------------------------------------------------- */
 
 typedef struct out {

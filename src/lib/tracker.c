@@ -352,6 +352,7 @@ static void __attribute__((noinline, cold)) learn_capacity(int d, size_t just_se
   ol_lock(&lock);
   ol_account_set_capacity(&account, d, bytes);
   ol_account_set_outside(&account, d, outside);
+  ol_tracefile_outside(d, outside);
   ol_unlock(&lock);
 }
 

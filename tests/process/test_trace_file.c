@@ -301,6 +301,30 @@ static int table_of(const char *text, char *out, size_t cap)
   return lines;
 }
 
+/* The batch figure of a job that fitted reads the same from its trace:
+ * the header's batch= and the outside line carry what no event does. */
+START_TEST(trace_batch_figure_equals_live)
+{
+  const char *env[] = {"OOMLENS_CAPACITY=1G", "OOMLENS_BATCH=4", "SIMCU_EXTERNAL=100M", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "train_fits", NULL};
+  harness_run_t run, cli;
+  run_prog(&run, env, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  char path[PATH_MAX], report[PATH_MAX + 32];
+  trace_path(run.pid, path, sizeof path);
+  snprintf(report, sizeof report, "%s/r-%ld.txt", harness_dir(), (long)run.pid);
+  const char *live = strstr(harness_read_text(report), "Batch that fits: ");
+  ck_assert_ptr_nonnull(live);
+  ck_assert_ptr_nonnull(strstr(live, "with 100.00 MiB held outside the allocator"));
+  static char line[1024];
+  snprintf(line, sizeof line, "%.*s", (int)strcspn(live, "\n"), live);
+  const char *report_argv[] = {harness_env("OOMLENS_TEST_CLI"), "report", path, NULL};
+  harness_exec(&cli, false, NULL, report_argv);
+  ck_assert_msg(cli.status == 0, "exit %d:\n%s", cli.status, cli.out);
+  ck_assert_msg(strstr(cli.out, line), "live: %s\ntrace:\n%s", line, cli.out);
+}
+END_TEST
+
 /* The same job's figures live and from its trace: every row of the table
  * the live report shows (by pool; the OOM counts) reads the same from
  * `oomlens report TRACE`, but what a trace cannot carry. Call sites on. */
@@ -548,6 +572,7 @@ static Suite *trace_file_suite(void)
   tcase_add_test(job, forked_child_has_its_own_trace);
   tcase_add_test(job, unwritable_trace_does_not_hurt_job);
   tcase_add_test(job, trace_report_table_equals_live);
+  tcase_add_test(job, trace_batch_figure_equals_live);
   tcase_add_loop_test(job, trace_replays_to_the_live_diagnosis, 0,
                       sizeof recorded_cases / sizeof *recorded_cases);
   suite_add_tcase(s, job);
