@@ -49,6 +49,12 @@ CASES = [
     dict(name='other_process', cap='12G', batch=2, steps=2, truth='external', hog=8),
     dict(name='impossible', cap='12G', batch=1, steps=1, truth='impossible'),
     dict(name='fits', cap='12G', batch=2, steps=2, truth='none'),
+    # Jobs that fit, whose report names the batch that would (batch truth:
+    # bisected under the same cap, the first two cases').
+    dict(name='gpt2_fits', job='gpt2_batch', cap='12G', batch=2, steps=3, truth='none',
+         fits_truth_of='gpt2_batch'),
+    dict(name='resnet_fits', job='resnet_batch', cap='8G', batch=32, steps=3, truth='none',
+         fits_truth_of='resnet_batch'),
 ]
 MODES = os.environ.get('OOMLENS_DIAG_MODES', 'manage,observe').split(',')
 # OOMLENS_DIAG_BATCH_TRUTH=gpt2_batch:5,...: batch truths bisected before.
@@ -73,7 +79,7 @@ def run_job(case, manage, batch, report=None, trace=None, timeout=300):
         cmd += ['--report', report]
     if trace:
         cmd += ['--trace', trace]
-    cmd += ['--', sys.executable, JOB, case['name'], '--batch', str(batch),
+    cmd += ['--', sys.executable, JOB, case.get('job', case['name']), '--batch', str(batch),
             '--steps', str(case['steps'])]
     t0 = time.time()
     p = subprocess.run(cmd, env=job_env(), capture_output=True, text=True, timeout=timeout)
@@ -103,7 +109,7 @@ def bisect(case):
 def report_oom(report_base):
     """The report's oom object (the last device that has one) and the
     leak warning, from the JSON next to the text report."""
-    oom, warning = None, None
+    oom, warning, figure = None, None, None
     folder = os.path.dirname(report_base)
     stem = os.path.basename(report_base).split('%p')[0]
     for f in sorted(os.listdir(folder)):
@@ -112,7 +118,8 @@ def report_oom(report_base):
                 for dev in json.load(fh).get('devices', []):
                     oom = dev.get('oom') or oom
                     warning = dev.get('leak_warning') or warning
-    return oom, warning
+                    figure = dev.get('batch_figure') or figure
+    return oom, warning, figure
 
 
 def paragraphs(stderr):
@@ -131,7 +138,7 @@ def live(case, manage, batch):
         p, result, secs = run_job(case, manage, batch, report, trace)
     finally:
         stop_hog(hog)
-    oom, warning = report_oom(report)
+    oom, warning, figure = report_oom(report)
     lines, ooms, warns = paragraphs(p.stderr)
     out = dict(mode=mode, rc=p.returncode, seconds=secs, result=result,
                cls=oom['class'] if oom else 'none',
@@ -141,7 +148,7 @@ def live(case, manage, batch):
                roles=oom.get('roles') if oom else None, request_role=oom.get('request_role') if oom else None,
                paragraphs=len(ooms), warning_line=bool(warns),
                warning_before_oom=bool(warns) and (not ooms or warns[0] < ooms[0]),
-               warning=warning,
+               warning=warning, batch_figure=figure,
                stderr=[l for l in lines if l.startswith('oomlens')][-12:])
     if not oom:
         out['stderr_tail'] = p.stderr[-1500:]
@@ -222,8 +229,9 @@ def main():
     for case in CASES:
         t0 = time.time()
         row = dict(name=case['name'], truth=case['truth'], cap=case['cap'], batch=case['batch'])
-        if case['name'] in KNOWN_TRUTH:
-            row['batch_truth'] = KNOWN_TRUTH[case['name']]
+        truth_name = case.get('fits_truth_of', case['name'])
+        if truth_name in KNOWN_TRUTH:
+            row['batch_truth'] = KNOWN_TRUTH[truth_name]
         elif case.get('bisect') and not os.environ.get('OOMLENS_DIAG_NO_BISECT'):
             row['batch_truth'], row['bisection'] = bisect(case)
         row['manage'] = live(case, True, case['batch'])
@@ -246,6 +254,7 @@ def main():
                                                'replay_cls', 'seconds')}
                          | {'batch_truth': row.get('batch_truth'),
                             'manage_fits': row['manage'].get('batch_fits'),
+                            'figure': row['manage'].get('batch_figure'),
                             'manage_fits_headroom': row['manage'].get('batch_fits_headroom'),
                             'paragraphs': [row['manage'].get('paragraphs'), row['observe'].get('paragraphs')],
                             'warning_before_oom': row['manage']['warning_before_oom']}), flush=True)

@@ -245,6 +245,9 @@ int64_t ol_phases_persistent(const ol_phases_t *p);
  * the low point (a step that warms up once is not growth); 0 when fewer
  * than three low points are known. */
 int64_t ol_phases_growth(const ol_phases_t *p);
+/* The low point of the last iteration that ended (not what came after it:
+ * a job tearing down its model at exit); -1 none ended. */
+int64_t ol_phases_last_valley(const ol_phases_t *p);
 int64_t ol_phases_before_first_free(const ol_phases_t *p); /* -1: no free yet */
 int64_t ol_phases_iteration_need(const ol_phases_t *p);    /* -1: no iteration ended */
 /* At an iteration's end: whether the low point has now risen

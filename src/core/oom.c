@@ -163,12 +163,23 @@ static bool growth_to_blame(const ol_oom_record_t *r)
  * graph makes the finder see the layers' repeat; a KV cache grows a layer
  * at a time); a buffer made once before the loop outlived the first
  * iteration too, so it does not count. */
+/* What was there before the growth: the lower of what outlived the first
+ * iteration found (found late, when the repeat was seen late, it is
+ * already grown) and what the job held when it first freed memory. */
+static int64_t growth_base(const ol_oom_record_t *r)
+{
+  int64_t base = r->first_persistent;
+  if (r->before_first_free >= 0 && (base < 0 || r->before_first_free < base))
+    base = r->before_first_free;
+  return base;
+}
+
 static bool kept_to_blame(const ol_oom_record_t *r, state_t s)
 {
-  if (s.source != STATE_ROLES || r->iterations < 2 || r->first_persistent < 0)
+  if (s.source != STATE_ROLES || r->iterations < 2 || growth_base(r) < 0)
     return false;
   int64_t state_held = s.bytes - (request_is_state(r) ? (int64_t)r->request : 0);
-  int64_t kept = r->persistent - state_held, grew = r->persistent - r->first_persistent;
+  int64_t kept = r->persistent - state_held, grew = r->persistent - growth_base(r);
   return kept >= available(r) / 4 && grew >= kept / 2;
 }
 
@@ -391,9 +402,9 @@ static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
                   r->iterations);
     return;
   }
-  ol_buf_printf(out, "What outlives iterations grew from %s after the first to %s after %" PRIu64
-                " (the state, weights, gradients and optimizer state, is %s of it). ",
-                size_text(a, r->first_persistent), size_text(b, r->persistent), r->iterations,
+  ol_buf_printf(out, "What outlives iterations grew from %s to %s over %" PRIu64
+                " iterations (the state, weights, gradients and optimizer state, is %s of it). ",
+                size_text(a, growth_base(r)), size_text(b, r->persistent), r->iterations,
                 size_text(c, role_state(r)));
 }
 

@@ -362,6 +362,11 @@ void ol_phases_free(ol_phases_t *p, ol_phase_finder_t *f, int64_t bytes, int64_t
 
 /* ---- what was found ----------------------------------------------------- */
 
+int64_t ol_phases_last_valley(const ol_phases_t *p)
+{
+  return p->iterations ? valley_of(p, p->iterations) : -1;
+}
+
 int64_t ol_phases_persistent(const ol_phases_t *p)
 {
   if (p->iterations == 0)

@@ -278,7 +278,7 @@ void ol_report_device_batch(ol_report_device_t *d)
   d->batch = (ol_batch_figure_t){
     .batch = s->batch,
     .available = s->capacity - (s->outside > 0 ? s->outside : 0),
-    .state = ol_phases_persistent(&s->phases),
+    .state = ol_phases_last_valley(&s->phases),
     .need = need,
     .fixed = fixed_need(d),
   };

@@ -75,7 +75,8 @@ static const layout_t layouts[] = {
 
 #define INNERMOST 3 /* frames kept from the top, like PyTorch's recorded traces */
 #define WALK_MAX 256 /* frames looked at for the job's own, at most */
-#define CLASS_SLOTS 64
+#define CLASS_SLOTS 512 /* code objects whose ownership is known, per thread: a PyTorch stack
+                          * passes through hundreds, and a miss reads a path */
 
 typedef void *(*tstate_fn)(void);
 typedef int (*addr2line_fn)(void *, int);
