@@ -184,7 +184,8 @@ static int on_alloc(replay_t *r, const ol_trace_event_t *ev)
   if (r->ops->alloc(r->policy, ev->size, ev->stream, &addr) != 0)
     return 0;
   ol_record_t block = {.key = ev->addr, .size = ev->size, .stream = ev->stream,
-                       .site = site_of(r, ev), .kind = OL_ORIGIN_NONE, .value = addr};
+                       .site = site_of(r, ev), .kind = OL_ORIGIN_NONE, .value = addr,
+                       .signature_plus1 = ev->site_plus1};
   ol_record_t stale;
   bool replaced;
   if (!ol_account_alloc(r->account, &block, &stale, &replaced))

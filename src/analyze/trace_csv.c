@@ -400,6 +400,7 @@ static int parse_event(ol_trace_t *t, const char *line, size_t len, ol_trace_eve
   }
   ev->frames = f[5].p;
   ev->frames_len = f[5].n;
+  ev->site_plus1 = 0; /* the recorder's frames are text: no live site behind them */
   ev->line = t->line;
   ev->device = 0;
   ev->oom_final = true; /* the recorder writes an oom only where the job got its error */
@@ -534,6 +535,7 @@ static int resolve_site(ol_trace_t *t, field_t f, int device, ol_trace_event_t *
   uint64_t id;
   ev->frames = "";
   ev->frames_len = 0;
+  ev->site_plus1 = 0;
   if (f.n == 0)
     return 0;
   const site_table_t *table = &t->sites[device];
@@ -544,6 +546,7 @@ static int resolve_site(ol_trace_t *t, field_t f, int device, ol_trace_event_t *
   }
   ev->frames = table->sites[id].text;
   ev->frames_len = table->sites[id].len;
+  ev->site_plus1 = (int32_t)id + 1;
   return 0;
 }
 
@@ -620,6 +623,7 @@ static int parse_context_line(ol_trace_t *t, const char *line, size_t len, ol_tr
   ev->stream = 0;
   ev->frames = "";
   ev->frames_len = 0;
+  ev->site_plus1 = 0;
   ev->line = t->line;
   ev->oom_final = false;
   ev->context = &t->context;

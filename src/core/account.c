@@ -347,7 +347,8 @@ bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_st
     if (ev->size > 0) {
       step->site = ol_account_site(a, d, ev->frames ? ev->frames : "", ev->frames_len, NULL);
       ol_record_t block = {.key = ev->addr, .size = ev->size, .stream = ev->stream,
-                           .device = d, .site = step->site, .kind = OL_ORIGIN_NONE};
+                           .device = d, .site = step->site, .kind = OL_ORIGIN_NONE,
+                           .signature_plus1 = ev->site_plus1};
       bool replaced;
       if (!ol_account_alloc(a, &block, &step->gone, &replaced))
         return false;

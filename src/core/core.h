@@ -145,6 +145,10 @@ typedef struct ol_record {
   int32_t device;
   int32_t site; /* call site in the device's table, -1 none */
   uint8_t kind; /* the table's owner says (an account's blocks: an ol_origin_t) */
+  /* An account's blocks: the call site the iteration finder tells this
+   * block by, + 1 (a trace's own site number: the live job's site id, so a
+   * replay finds the job's iterations); 0: the block's site. */
+  int32_t signature_plus1;
   uint64_t value; /* a table's other users keep their own here (replay: the policy's address) */
 } ol_record_t;
 
@@ -833,6 +837,7 @@ typedef struct ol_trace_event {
   uint64_t stream;
   const char *frames; /* not NUL-terminated; valid until the next call */
   size_t frames_len;
+  int32_t site_plus1; /* our format's site NUMBER + 1 (the live job's site id); 0: none */
   uint64_t line;      /* in the file, counted from 1 (the header is line 1) */
   int device;         /* CUDA device ordinal; 0 in the CSV, which has none */
   /* oom: final (PyTorch's recorder writes one only for an OOM the job saw;
@@ -1043,8 +1048,9 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
   ol_device_stats_t *dev = &a->devices[d].stats;
   int pool = ol_stats_pool_of(b->size);
   int64_t bytes = (int64_t)b->size, peak = dev->allocated_bytes[OL_POOL_ALL].peak;
-  if (__builtin_expect(ol_phases_alloc(&dev->phases, &a->devices[d].finder, b->size,
-                                       ol_account_phase_site(a, d, b->site),
+  int32_t signature = b->signature_plus1 ? b->signature_plus1 - 1
+                                          : ol_account_phase_site(a, d, b->site);
+  if (__builtin_expect(ol_phases_alloc(&dev->phases, &a->devices[d].finder, b->size, signature,
                                        dev->allocated_bytes[OL_POOL_ALL].current),
                        0))
     ol_account_iteration_ended(a, d);
