@@ -133,17 +133,24 @@ START_TEST(roles_in_observe_mode_for_python)
 }
 END_TEST
 
-/* A native job in observe mode takes no frames by default: its sites would
- * name no role, and each call would pay for the capture. */
-START_TEST(no_capture_for_a_native_job_in_observe_mode)
+/* The C program's autograd_thread scenario under env, and its report. */
+static ol_json_t *run_autograd_thread(const char *const env[])
 {
-  const char *env[] = {"OOMLENS_MANAGE=0", NULL};
   const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "autograd_thread", NULL};
   harness_run_t run;
   harness_exec(&run, true, env, argv);
   ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
   ol_json_t *r = harness_report(run.pid);
   ck_assert_ptr_nonnull(r);
+  return r;
+}
+
+/* A native job in observe mode takes no frames by default: its sites would
+ * name no role, and each call would pay for the capture. */
+START_TEST(no_capture_for_a_native_job_in_observe_mode)
+{
+  const char *env[] = {"OOMLENS_MANAGE=0", NULL};
+  ol_json_t *r = run_autograd_thread(env);
   ck_assert_ptr_null(ol_json_path(r, DEV "sites"));
   ck_assert_ptr_null(ol_json_get(r, "stacks"));
   ol_json_free(r);
@@ -174,12 +181,7 @@ END_TEST
 START_TEST(autograd_thread_without_python)
 {
   const char *env[] = {"OOMLENS_MANAGE=1", NULL};
-  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "autograd_thread", NULL};
-  harness_run_t run;
-  harness_exec(&run, true, env, argv);
-  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
-  ol_json_t *r = harness_report(run.pid);
-  ck_assert_ptr_nonnull(r);
+  ol_json_t *r = run_autograd_thread(env);
   const char *frame = ol_json_string(ol_json_path(r, DEV "sites.by_total[0].frames[0]"));
   ck_assert_str_eq(frame ? frame : "", "(thread pt_autograd_3)");
   ck_assert_uint_eq(ol_json_length(ol_json_path(r, DEV "sites.by_total[0].frames")), 1);

@@ -301,26 +301,35 @@ static int table_of(const char *text, char *out, size_t cap)
   return lines;
 }
 
-/* The batch figure of a job that fitted reads the same from its trace:
- * the header's batch= and the outside line carry what no event does. */
-START_TEST(trace_batch_figure_equals_live)
+/* The cuda_prog scenario under env with its trace; the text of its live
+ * report, and `oomlens report` of its trace in cli. */
+static const char *job_and_trace_report(const char *scenario, const char *const env[],
+                                        harness_run_t *cli)
 {
-  const char *env[] = {"OOMLENS_CAPACITY=1G", "OOMLENS_BATCH=4", "SIMCU_EXTERNAL=100M", NULL};
-  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "train_fits", NULL};
-  harness_run_t run, cli;
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), scenario, NULL};
+  harness_run_t run;
   run_prog(&run, env, argv);
   ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
   char path[PATH_MAX], report[PATH_MAX + 32];
   trace_path(run.pid, path, sizeof path);
   snprintf(report, sizeof report, "%s/r-%ld.txt", harness_dir(), (long)run.pid);
-  const char *live = strstr(harness_read_text(report), "Batch that fits: ");
+  const char *report_argv[] = {harness_env("OOMLENS_TEST_CLI"), "report", path, NULL};
+  harness_exec(cli, false, NULL, report_argv);
+  ck_assert_msg(cli->status == 0, "exit %d:\n%s", cli->status, cli->out);
+  return harness_read_text(report);
+}
+
+/* The batch figure of a job that fitted reads the same from its trace:
+ * the header's batch= and the outside line carry what no event does. */
+START_TEST(trace_batch_figure_equals_live)
+{
+  const char *env[] = {"OOMLENS_CAPACITY=1G", "OOMLENS_BATCH=4", "SIMCU_EXTERNAL=100M", NULL};
+  harness_run_t cli;
+  const char *live = strstr(job_and_trace_report("train_fits", env, &cli), "Batch that fits: ");
   ck_assert_ptr_nonnull(live);
   ck_assert_ptr_nonnull(strstr(live, "with 100.00 MiB held outside the allocator"));
   static char line[1024];
   snprintf(line, sizeof line, "%.*s", (int)strcspn(live, "\n"), live);
-  const char *report_argv[] = {harness_env("OOMLENS_TEST_CLI"), "report", path, NULL};
-  harness_exec(&cli, false, NULL, report_argv);
-  ck_assert_msg(cli.status == 0, "exit %d:\n%s", cli.status, cli.out);
   ck_assert_msg(strstr(cli.out, line), "live: %s\ntrace:\n%s", line, cli.out);
 }
 END_TEST
@@ -331,18 +340,9 @@ END_TEST
 START_TEST(trace_report_table_equals_live)
 {
   const char *env[] = {"OOMLENS_STACKS=1", NULL};
-  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "oom_leak", NULL};
-  harness_run_t run, cli;
-  run_prog(&run, env, argv);
-  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
-  char path[PATH_MAX], report[PATH_MAX + 32];
-  trace_path(run.pid, path, sizeof path);
-  snprintf(report, sizeof report, "%s/r-%ld.txt", harness_dir(), (long)run.pid);
+  harness_run_t cli;
   static char live[16384], traced[16384];
-  int live_lines = table_of(harness_read_text(report), live, sizeof live);
-  const char *report_argv[] = {harness_env("OOMLENS_TEST_CLI"), "report", path, NULL};
-  harness_exec(&cli, false, NULL, report_argv);
-  ck_assert_msg(cli.status == 0, "exit %d:\n%s", cli.status, cli.out);
+  int live_lines = table_of(job_and_trace_report("oom_leak", env, &cli), live, sizeof live);
   ck_assert_int_eq(table_of(cli.out, traced, sizeof traced), live_lines);
   ck_assert_int_ge(live_lines, 40); /* the whole table */
   for (char *a = live, *b = traced; *a || *b;) { /* line by line, to name the first apart */
