@@ -225,6 +225,7 @@ typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
    * counting began (ns on the account's clock, and the iteration then). */
   uint32_t rising;
   int64_t rising_from;     /* the low point the rising run began at */
+  int64_t rising_largest;  /* its largest single rise */
   uint64_t rising_since;   /* the iteration it began at */
   int64_t largest_fall;
   uint64_t clock_iteration, clock_ns;

@@ -443,7 +443,10 @@ bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, ui
   if (p->rising++ == 0) {
     p->rising_from = valley_of(p, i - 1);
     p->rising_since = i - 1;
+    p->rising_largest = 0;
   }
+  if (rise > p->rising_largest)
+    p->rising_largest = rise;
   if (p->leak.fired || p->rising < OL_LEAK_STREAK)
     return false;
   int64_t grown = valley_of(p, i) - p->rising_from;
@@ -453,6 +456,11 @@ bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, ui
    * variable-length job's low point drifts by a few MiB; an iteration
    * found inside a larger one rises by a fraction of the leak each). */
   if (grown < (capacity ? (int64_t)(capacity / OL_LEAK_SHARE) : OL_LEAK_BYTES))
+    return false;
+  /* ... and no one rise makes most of it: a leak keeps about as much each
+   * iteration, while state made once (the optimizer's, at its first step,
+   * when the iterations found are a step's layers) is one jump. */
+  if (2 * p->rising_largest > grown)
     return false;
   ol_leak_warning_t *w = &p->leak;
   w->fired = true;

@@ -27,6 +27,7 @@ typedef struct corpus_case {
   char name[64], trace[128], policy[32], expected[32];
   uint64_t capacity;
   int64_t batch, batch_truth; /* batch_truth -1: none */
+  bool leak_warning;          /* the early warning fires (before the OOM, if any) */
 } corpus_case_t;
 
 static corpus_case_t cases[MAX_CASES];
@@ -54,6 +55,8 @@ static bool read_case(const ol_json_t *entry, corpus_case_t *c)
   text_of(entry, "cap", cap, sizeof cap, "");
   c->batch = ol_json_path_int64(entry, "batch", 0);
   c->batch_truth = ol_json_path_int64(entry, "batch_truth", -1);
+  c->leak_warning = false;
+  ol_json_bool(ol_json_get(entry, "leak_warning"), &c->leak_warning);
   return ol_parse_size(cap, &c->capacity) && c->capacity > 0 && *c->trace && *c->expected;
 }
 
@@ -99,6 +102,25 @@ static void check_oom_batch(const corpus_case_t *c, const ol_oom_record_t *recor
     check_estimate(c, fits, fits_headroom);
 }
 
+/* The report of the trace warns of a leak where what outlives iterations
+ * grows (by construction), before the job ran out, and nowhere else. */
+static void check_leak_warning(const corpus_case_t *c, const char *path)
+{
+  ol_report_t view;
+  ol_error_t err;
+  ck_assert_msg(ol_view_load_trace(&view, path, &err) == 0, "%s: %s", c->name, err.text);
+  const ol_device_stats_t *s = &view.devices[0].stats;
+  ck_assert_msg(s->phases.leak.fired == c->leak_warning, "%s: leak warning %s", c->name,
+                s->phases.leak.fired ? "fired" : "did not fire");
+  const ol_timeline_t *tl = &view.devices[0].timeline;
+  if (s->phases.leak.fired && view.devices[0].has_timeline && tl->oom_count > 0) {
+    double oom_s = ol_timeline_seconds(tl, tl->ooms[0].t_ns); /* both from the first event */
+    ck_assert_msg(s->phases.leak.at_s <= oom_s, "%s: warned at %.3f s, ran out at %.3f s",
+                  c->name, s->phases.leak.at_s, oom_s);
+  }
+  ol_report_free(&view);
+}
+
 /* A job that fitted: the report of its trace names the batch that would. */
 static void check_report_batch(const corpus_case_t *c, const char *path)
 {
@@ -134,6 +156,7 @@ START_TEST(each_case_gets_its_class_and_batch)
                                     : "none";
   ck_assert_msg(strcmp(got, c->expected) == 0, "%s: replay says %s, the truth is %s", c->name,
                 got, c->expected);
+  check_leak_warning(c, path);
   if (c->batch_truth >= 0 && result.recorded)
     check_oom_batch(c, record);
   else if (c->batch_truth >= 0)
