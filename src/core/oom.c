@@ -321,6 +321,17 @@ static batch_fit_t batch_fit(const ol_oom_record_t *r)
   return f;
 }
 
+/* A bound is all a failed first iteration gives (the rest of it was never
+ * asked for); one that finishes gives the figure: say how to get it. */
+static void advise_measuring(ol_buf_t *out, const ol_batch_figure_t *f)
+{
+  int64_t trial = f->fits_headroom / 2 > 0 ? f->fits_headroom / 2 : 1;
+  if (f->need_is_lower_bound)
+    ol_buf_printf(out, "(The first iteration did not finish, so these are upper bounds: run "
+                  "once at batch %" PRId64 " with --batch %" PRId64 ", and its report names the "
+                  "batch that fits.) ", trial, trial);
+}
+
 /* "batch 5 fits; 4 with 20% headroom; keep the effective batch of 8 with 2
  * accumulation steps of 4" when the batch is known; shares otherwise. */
 static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
@@ -335,6 +346,7 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
                     " accumulation steps of %" PRId64 ". ",
                     r->batch, bound, f->fits, bound, f->fits_headroom, HEADROOM_PERCENT, r->batch,
                     steps, micro);
+      advise_measuring(out, f);
     } else if (f->fits >= 1) {
       ol_buf_printf(out, "At batch %" PRId64 ": %sbatch %" PRId64 " fits with no headroom, and none "
                     "keeps %d%% free: cut the memory per sample as well. ",

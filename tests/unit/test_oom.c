@@ -163,6 +163,9 @@ START_TEST(batch_figures_in_batches)
                                           "20% headroom; keep the effective batch of 6 with 2 "
                                           "accumulation steps of 3"));
   ck_assert_ptr_nonnull(strstr(text.data, "in the first iteration, which did not finish"));
+  /* ... and how to get the figure: one run that finishes an iteration */
+  ck_assert_ptr_nonnull(strstr(text.data, "run once at batch 2 with --batch 2, and its report "
+                                          "names the batch that fits"));
   ck_assert_ptr_nonnull(strstr(text.data, "weights 500.00 MiB"));
   ol_buf_free(&text);
 }
