@@ -10,8 +10,10 @@
  *   1. a request larger than the device (nothing else matters);
  *   2. free memory in pieces (enough is free, no block is large enough);
  *   3. others' memory (ours would fit without it);
- *   4. growth across iterations (a leak fills the device whatever the
- *      batch, so it is ruled in before the size of the state is weighed);
+ *   4. growth across iterations, or memory that is not the state kept
+ *      across them and grown to a quarter of the device (a leak fills the
+ *      device whatever the batch, so it is ruled in before the size of the
+ *      state is weighed);
  *   5. the state alone (weights, gradients, optimizer state) leaves no room
  *      for any batch with the guides' headroom;
  *   6. else the iteration's own memory: activations.
@@ -156,13 +158,6 @@ static bool growth_to_blame(const ol_oom_record_t *r)
          r->growth * (int64_t)(seen - 1) >= (int64_t)r->request;
 }
 
-/* What outlives iterations but is not the state (roles say what the state
- * is) has grown since the first iteration to a quarter of what the device
- * offers: kept activations, outputs, caches. It finds the leak whatever
- * the iterations found inside one step rise each (a loss kept with its
- * graph makes the finder see the layers' repeat; a KV cache grows a layer
- * at a time); a buffer made once before the loop outlived the first
- * iteration too, so it does not count. */
 /* What was there before the growth: the lower of what outlived the first
  * iteration found (found late, when the repeat was seen late, it is
  * already grown) and what the job held when it first freed memory. */
@@ -174,6 +169,13 @@ static int64_t growth_base(const ol_oom_record_t *r)
   return base;
 }
 
+/* What outlives iterations but is not the state (roles say what the state
+ * is) has grown to a quarter of what the device offers: kept activations,
+ * outputs, caches. It finds the leak however little the iterations found
+ * inside one step rise each (a loss kept with its graph makes the finder
+ * see the layers' repeat; a KV cache grows a layer at a time); a buffer
+ * made once before the loop was there before the growth, so it does not
+ * count. */
 static bool kept_to_blame(const ol_oom_record_t *r, state_t s)
 {
   if (s.source != STATE_ROLES || r->iterations < 2 || growth_base(r) < 0)
