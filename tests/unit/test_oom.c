@@ -20,7 +20,8 @@ typedef struct {
 } class_case_t;
 
 #define NOT_TIMED .before_first_free = -1, .iteration_need = -1, .first_persistent = -1 /* no free seen, none finished */
-#define BASE .capacity = 16 * GiB, .device_free = 0, NOT_TIMED
+#define DEVICE16 .capacity = 16 * GiB, .device_free = 0
+#define BASE DEVICE16, NOT_TIMED
 #define NO_BLOCKS .free_reserved = -1, .largest_free_block = -1 /* not known */
 /* Roles known: weights W, gradients G, optimizer state O, activations A. */
 #define ROLES(w, g, o, a)                                                               \
@@ -108,6 +109,26 @@ static const class_case_t class_cases[] = {
     .self_device_bytes = 3 * GiB + 520 * MiB, .before_first_free = 500 * MiB,
     .iteration_need = -1, .other_count = 1,
     .others = {{.pid = 4242, .bytes = 8 * GiB, .name = "python3"}}}, OL_OOM_external},
+  /* Jobs of kinds the corpus does not have, to pin what the rules mean. */
+  {"LoRA: large frozen weights, the first step's activations do not fit",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
+    .before_first_free = 11 * GiB, .iteration_need = -1, .first_persistent = -1,
+    ROLES(11 * GiB, 0, 0, 4 * GiB), .request_role_known = true,
+    .request_role = OL_ROLE_activations}, OL_OOM_activations},
+  {"a buffer made once before the loop is no leak",
+   {DEVICE16, NO_BLOCKS, .request = 2 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
+    .iterations = 6, .persistent = 8 * GiB, .growth = 0, .first_persistent = 8 * GiB,
+    .before_first_free = 8 * GiB, .iteration_need = 5 * GiB, ROLES(1 * GiB, 0, 1 * GiB, 6 * GiB),
+    .request_role_known = true, .request_role = OL_ROLE_activations}, OL_OOM_activations},
+  {"kept memory that grew since the loop began is a leak, found late or not",
+   {DEVICE16, NO_BLOCKS, .request = 2 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
+    .iterations = 2, .persistent = 9 * GiB, .growth = 0, .first_persistent = 8 * GiB,
+    .before_first_free = 1 * GiB, .iteration_need = 5 * GiB, ROLES(1 * GiB, 0, 0, 13 * GiB),
+    .request_role_known = true, .request_role = OL_ROLE_activations}, OL_OOM_leak},
+  {"no frames, first iteration: the state by timing is the memory before the first free",
+   {DEVICE16, NO_BLOCKS, .request = 4 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB,
+    .iterations = 0, .before_first_free = 13 * GiB + 512 * MiB, .iteration_need = -1,
+    .first_persistent = -1}, OL_OOM_persistent},
   {"small external share is not the cause",
    {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB, .external = 512 * MiB,
     .iterations = 3, .persistent = 3 * GiB}, OL_OOM_activations},
