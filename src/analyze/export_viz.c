@@ -20,8 +20,9 @@
  * storing it in the snapshot under "device_traces" for the moment (the
  * key, GET, the entry, APPEND, SETITEM): that leaves the stack as it was
  * without a POP, and the real list of lists replaces it at the end. An
- * out-of-memory entry waits for the next line, which may be its
- * oom_context with the device's free memory as the job saw it. The
+ * out-of-memory entry waits for its device's next line, which may be its
+ * oom_context with the device's free memory as the job saw it (the
+ * library writes that line before anything else of the device). The
  * segments are the state at the end of the trace, written last.
  * time_us is the wall clock (the trace's start_unix_us plus the event's
  * offset; a PyTorch CSV's times are already the wall clock). */
@@ -70,11 +71,14 @@ struct ex_viz {
   uint32_t action_memo[OL_TRACE_ACTION_COUNT];
   uint32_t device_list[OL_TRACE_MAX_DEVICES]; /* 0: none yet */
   int devices;                                /* highest seen + 1 */
-  /* The out-of-memory entry not written yet (its oom_context may follow). */
-  bool oom_waits;
-  ol_trace_event_t oom;   /* frames not kept: its site is */
-  int32_t oom_site;
-  int64_t oom_free;
+  /* Each device's out-of-memory entry not written yet (its oom_context
+   * may follow). */
+  struct waiting_oom {
+    bool waits;
+    ol_trace_event_t ev; /* frames not kept: its site is */
+    int32_t site;
+    int64_t free_bytes;
+  } oom[OL_TRACE_MAX_DEVICES];
 };
 
 /* ---- pickle primitives -------------------------------------------------- */
@@ -392,37 +396,37 @@ static void put_entry(ex_t *x, const ol_trace_event_t *ev, int32_t site, int64_t
   x->result->written++;
 }
 
-static void write_waiting_oom(ex_t *x)
+static void write_waiting_oom(ex_t *x, int device)
 {
-  ex_viz_t *v = x->viz;
-  if (!v->oom_waits)
+  struct waiting_oom *w = &x->viz->oom[device];
+  if (!w->waits)
     return;
-  v->oom_waits = false;
-  put_entry(x, &v->oom, v->oom_site, v->oom_free);
+  w->waits = false;
+  put_entry(x, &w->ev, w->site, w->free_bytes);
 }
 
 void ol_viz_event(ex_t *x, const ol_trace_event_t *ev, int32_t site)
 {
-  ex_viz_t *v = x->viz;
-  write_waiting_oom(x);
+  write_waiting_oom(x, ev->device);
   if (ev->action != OL_TRACE_OOM) {
     put_entry(x, ev, site, 0);
     return;
   }
-  v->oom_waits = true;
-  v->oom = *ev;
-  v->oom.frames = NULL;
-  v->oom.frames_len = 0;
-  v->oom_site = site;
-  v->oom_free = device_free(x, ev->device);
+  struct waiting_oom *w = &x->viz->oom[ev->device];
+  w->waits = true;
+  w->ev = *ev;
+  w->ev.frames = NULL;
+  w->ev.frames_len = 0;
+  w->site = site;
+  w->free_bytes = device_free(x, ev->device);
 }
 
 void ol_viz_context(ex_t *x, const ol_trace_event_t *ev)
 {
-  ex_viz_t *v = x->viz;
-  if (v->oom_waits && v->oom.device == ev->device && ev->context && ev->context->device_free >= 0)
-    v->oom_free = ev->context->device_free;
-  write_waiting_oom(x);
+  struct waiting_oom *w = &x->viz->oom[ev->device];
+  if (w->waits && ev->context && ev->context->device_free >= 0)
+    w->free_bytes = ev->context->device_free;
+  write_waiting_oom(x, ev->device);
 }
 
 /* ---- the segments at the end -------------------------------------------- */
@@ -580,7 +584,8 @@ static void put_segments(ex_t *x, const live_list_t *segs, const live_list_t *bl
 bool ol_viz_end(ex_t *x)
 {
   ex_viz_t *v = x->viz;
-  write_waiting_oom(x);
+  for (int d = 0; d < OL_TRACE_MAX_DEVICES; d++)
+    write_waiting_oom(x, d);
   live_list_t segs = {0}, blocks = {0};
   bool ok = sorted_live(&x->segments, &segs) && sorted_live(&x->account->blocks, &blocks);
   if (ok) {
