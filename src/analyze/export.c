@@ -105,17 +105,47 @@ static int32_t update_state(ex_t *x, const ol_trace_event_t *ev, ol_account_step
 /* ---- folded stacks ------------------------------------------------------ */
 
 typedef struct folded_line {
-  const char *text; /* the site's frames, NUL-terminated */
+  const char *text; /* the site's frames, innermost first, NUL-terminated */
   size_t len;
   int64_t bytes;
+  char *stack;      /* the line's stack, outermost first, as printed */
 } folded_line_t;
 
-static int by_bytes_desc(const void *a, const void *b)
+/* Frames outermost first; ';' already separates them. An empty site is
+ * "[no frames]". The text goes to out (NULL: nowhere); its length back. */
+static size_t folded_stack_text(const folded_line_t *line, char *out)
+{
+  static const char none[] = "[no frames]";
+  if (line->len == 0) {
+    if (out)
+      memcpy(out, none, sizeof none - 1);
+    return sizeof none - 1;
+  }
+  const char *text = line->text, *end = text + line->len;
+  size_t at = 0;
+  while (end > text) {
+    const char *start = end;
+    while (start > text && start[-1] != ';')
+      start--;
+    if (at > 0 && out)
+      out[at] = ';';
+    at += at > 0;
+    if (out)
+      memcpy(out + at, start, (size_t)(end - start));
+    at += (size_t)(end - start);
+    end = start > text ? start - 1 : start;
+  }
+  return at;
+}
+
+/* Lines sorted by their stack, byte by byte (as `sort` with LC_ALL=C and
+ * flamegraph.pl's stackcollapse do), so that a viewer merging only
+ * neighbouring equal prefixes (speedscope's time order) shows each root
+ * once. */
+static int by_stack(const void *a, const void *b)
 {
   const folded_line_t *x = a, *y = b;
-  if (x->bytes != y->bytes)
-    return x->bytes < y->bytes ? 1 : -1;
-  return strcmp(x->text, y->text);
+  return strcmp(x->stack, y->stack);
 }
 
 static int64_t folded_value(const ex_t *x, const ol_site_figures_t *f)
@@ -127,23 +157,15 @@ static int64_t folded_value(const ex_t *x, const ol_site_figures_t *f)
   }
 }
 
-/* Frames outermost first; ';' already separates them. */
-static void print_folded_stack(FILE *out, const folded_line_t *line)
+static char *folded_stack(const folded_line_t *line)
 {
-  if (line->len == 0) {
-    fputs("[no frames]", out);
-    return;
+  size_t n = folded_stack_text(line, NULL);
+  char *stack = malloc(n + 1);
+  if (stack) {
+    folded_stack_text(line, stack);
+    stack[n] = '\0';
   }
-  const char *text = line->text, *end = text + line->len;
-  bool first = true;
-  while (end > text) {
-    const char *start = end;
-    while (start > text && start[-1] != ';')
-      start--;
-    fprintf(out, "%s%.*s", first ? "" : ";", (int)(end - start), start);
-    first = false;
-    end = start > text ? start - 1 : start;
-  }
+  return stack;
 }
 
 static bool folded_end(ex_t *x)
@@ -161,14 +183,19 @@ static bool folded_end(ex_t *x)
     lines[count].text = ol_sites_key_bytes(sites, (int32_t)i, &lines[count].len);
     count++;
   }
-  qsort(lines, count, sizeof *lines, by_bytes_desc);
-  for (size_t i = 0; i < count; i++) {
-    print_folded_stack(x->out, &lines[i]);
-    fprintf(x->out, " %" PRId64 "\n", lines[i].bytes);
+  bool ok = true;
+  for (size_t i = 0; i < count; i++)
+    ok = (lines[i].stack = folded_stack(&lines[i])) != NULL && ok;
+  if (ok) {
+    qsort(lines, count, sizeof *lines, by_stack);
+    for (size_t i = 0; i < count; i++)
+      fprintf(x->out, "%s %" PRId64 "\n", lines[i].stack, lines[i].bytes);
+    x->result->written = count;
   }
-  x->result->written = count;
+  for (size_t i = 0; i < count; i++)
+    free(lines[i].stack);
   free(lines);
-  return true;
+  return ok;
 }
 
 /* ---- Chrome/Perfetto trace-event JSON ----------------------------------- */
@@ -179,6 +206,27 @@ static void json_event_start(ex_t *x)
   x->perfetto.any = true;
 }
 
+/* A device's process id: its ordinal + 1, as Perfetto keeps pid 0 for
+ * itself (the idle process) and would fold device 0 into it. Its one
+ * thread has the pid as its tid, a process's main thread as on Linux. */
+static int perfetto_pid(int device)
+{
+  return device + 1;
+}
+
+/* allocated and reserved are counters of their own (each "C" event's name
+ * is a track; two args of one event would be two series of one track,
+ * which the trace viewers draw stacked, one on top of the other). */
+static void perfetto_counter(ex_t *x, int device, uint64_t ts, const char *name, int64_t bytes)
+{
+  json_event_start(x);
+  fprintf(x->out,
+          "{\"ph\":\"C\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%" PRIu64
+          ",\"args\":{\"bytes\":%" PRId64 "}}",
+          name, perfetto_pid(device), perfetto_pid(device), ts, bytes);
+  x->result->written++;
+}
+
 /* One counter sample per device and moment: the figures after the last
  * event at that time. */
 static void perfetto_sample(ex_t *x, int device)
@@ -187,16 +235,11 @@ static void perfetto_sample(ex_t *x, int device)
   if (!p->pending[device])
     return;
   const ol_device_stats_t *d = ex_stats(x, device);
-  json_event_start(x);
-  fprintf(x->out,
-          "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":%d,\"tid\":0,\"ts\":%" PRIu64
-          ",\"args\":{\"allocated\":%" PRId64,
-          device, p->pending_time[device], d->allocated_bytes[OL_POOL_ALL].current);
+  uint64_t ts = p->pending_time[device];
+  perfetto_counter(x, device, ts, "allocated", d->allocated_bytes[OL_POOL_ALL].current);
   if (x->devices[device].has_segments)
-    fprintf(x->out, ",\"reserved\":%" PRId64, d->reserved_bytes[OL_POOL_ALL].current);
-  fputs("}}", x->out);
+    perfetto_counter(x, device, ts, "reserved", d->reserved_bytes[OL_POOL_ALL].current);
   p->pending[device] = false;
-  x->result->written++;
 }
 
 static void perfetto_begin(ex_t *x)
@@ -222,10 +265,10 @@ static void perfetto_event(ex_t *x, const ol_trace_event_t *ev)
   if (ev->action == OL_TRACE_OOM) {
     json_event_start(x);
     fprintf(x->out,
-            "{\"ph\":\"i\",\"s\":\"p\",\"name\":\"out of memory\",\"pid\":%d,\"tid\":0,"
+            "{\"ph\":\"i\",\"s\":\"p\",\"name\":\"out of memory\",\"pid\":%d,\"tid\":%d,"
             "\"ts\":%" PRIu64 ",\"args\":{\"request\":%" PRIu64 ",\"allocated\":%" PRId64
             ",\"reserved\":%" PRId64 "}}",
-            d, ev->time_us, ev->size, ex_stats(x, d)->allocated_bytes[OL_POOL_ALL].current,
+            perfetto_pid(d), perfetto_pid(d), ev->time_us, ev->size, ex_stats(x, d)->allocated_bytes[OL_POOL_ALL].current,
             ex_stats(x, d)->reserved_bytes[OL_POOL_ALL].current);
     x->result->written++;
     return;
@@ -241,7 +284,7 @@ static void perfetto_device(ex_t *x, int device)
   json_event_start(x);
   fprintf(x->out,
           "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"cuda:%d\"}}",
-          device, device);
+          perfetto_pid(device), device);
 }
 
 static bool perfetto_end(ex_t *x)
@@ -270,13 +313,18 @@ static void rmm_begin(ex_t *x)
   fputs("Thread,Time,Action,Pointer,Size,Stream\n", x->out);
 }
 
-static void rmm_line(ex_t *x, const ol_trace_event_t *ev, const char *action, uint64_t size)
+/* Pointer and stream in hex as RMM's logging_resource_adaptor writes them
+ * (fmt::ptr: "0x" and lower-case digits; a failed allocation's pointer is
+ * a null one, 0x0). The trace has no thread per event: the process id
+ * stands for it, 1 where the trace has none. */
+static void rmm_line(ex_t *x, const ol_trace_event_t *ev, const char *action, uint64_t addr,
+                     uint64_t size)
 {
   char when[32];
   long thread = ol_trace_pid(x->trace) > 0 ? ol_trace_pid(x->trace) : 1;
   rmm_time(x, ev->time_us, when, sizeof when);
-  fprintf(x->out, "%ld,%s,%s,0x%" PRIx64 ",%" PRIu64 ",%" PRIu64 "\n", thread, when, action,
-          ev->addr, size, ev->stream);
+  fprintf(x->out, "%ld,%s,%s,0x%" PRIx64 ",%" PRIu64 ",0x%" PRIx64 "\n", thread, when, action,
+          addr, size, ev->stream);
   x->result->written++;
 }
 
@@ -292,6 +340,8 @@ static void first_sight(ex_t *x, int device)
 static void handle(ex_t *x, const ol_trace_event_t *ev)
 {
   if (ev->action == OL_TRACE_OOM_CONTEXT) { /* counted (the OOM settled), no entry of its own */
+    if (x->options->format == OL_EXPORT_MEMORY_VIZ)
+      ol_viz_context(x, ev); /* the OOM entry's free memory */
     if (!ol_account_apply(x->account, ev, NULL))
       x->failed = true;
     return;
@@ -318,9 +368,11 @@ static void handle(ex_t *x, const ol_trace_event_t *ev)
     break;
   case OL_EXPORT_RMM_CSV:
     if (ev->action == OL_TRACE_ALLOC && ev->size > 0)
-      rmm_line(x, ev, "allocate", ev->size);
+      rmm_line(x, ev, "allocate", ev->addr, ev->size);
     else if (ev->action == OL_TRACE_FREE_COMPLETED && known)
-      rmm_line(x, ev, "free", freed);
+      rmm_line(x, ev, "free", ev->addr, freed);
+    else if (ev->action == OL_TRACE_OOM)
+      rmm_line(x, ev, "allocate failure", 0, ev->size);
     break;
   default:
     break;

@@ -66,6 +66,8 @@ static inline const ol_device_stats_t *ex_stats(const ex_t *x, int device)
  * host memory ran out. */
 bool ol_viz_begin(ex_t *x);
 void ol_viz_event(ex_t *x, const ol_trace_event_t *ev, int32_t site);
+/* An oom_context line: the free memory of the OOM entry it settles. */
+void ol_viz_context(ex_t *x, const ol_trace_event_t *ev);
 bool ol_viz_end(ex_t *x);
 void ol_viz_free(ex_t *x); /* whatever the viz writer still holds */
 

@@ -7,13 +7,25 @@
  * entry: action, addr, size, stream, time_us, frames (device_free for oom)
  * frame: {filename, line, name}, innermost first as PyTorch lists them.
  *
- * The trace entries stream out as they are read: each device's list is
- * made once and kept in the pickle's memo, and each entry is appended to
- * it by fetching it back (GET, the entry, APPEND, POP), so devices may
- * interleave and nothing is held in memory. The segments are the state at
- * the end of the trace, written last. Repeated strings (keys, actions) and
- * each call site's frames list are written once and fetched from the memo
- * after that. */
+ * Only opcodes PyTorch's web viewer reads are written (its unpickler in
+ * torch/utils/viz/MemoryViz.js, the page behind pytorch.org/memory_viz,
+ * knows no POP or DUP; tests/unit/test_export.c checks every export against
+ * its list). So nothing is pushed only to be memoized: a repeated string
+ * (keys, actions) or a call site's frames list is memoized where it is
+ * first used and fetched from the memo after that.
+ *
+ * The trace entries stream out as they are read, so devices may interleave
+ * and nothing is held in memory: each device's list is made once, kept in
+ * the memo, and each entry is appended to it by fetching it back and
+ * storing it in the snapshot under "device_traces" for the moment (the
+ * key, GET, the entry, APPEND, SETITEM): that leaves the stack as it was
+ * without a POP, and the real list of lists replaces it at the end. An
+ * out-of-memory entry waits for its device's next line, which may be its
+ * oom_context with the device's free memory as the job saw it (the
+ * library writes that line before anything else of the device). The
+ * segments are the state at the end of the trace, written last.
+ * time_us is the wall clock (the trace's start_unix_us plus the event's
+ * offset; a PyTorch CSV's times are already the wall clock). */
 #include "export_int.h"
 #include "core.h"
 
@@ -22,11 +34,11 @@
 
 /* Pickle opcodes used here (Python's pickletools names them). */
 enum {
-  OP_PROTO = 0x80, OP_STOP = '.', OP_MARK = '(', OP_POP = '0',
+  OP_PROTO = 0x80, OP_STOP = '.', OP_MARK = '(',
   OP_EMPTY_DICT = '}', OP_EMPTY_LIST = ']', OP_APPEND = 'a', OP_APPENDS = 'e',
   OP_SETITEMS = 'u', OP_SETITEM = 's', OP_TUPLE2 = 0x86, OP_NEWTRUE = 0x88, OP_NEWFALSE = 0x89,
   OP_BININT = 'J', OP_BININT1 = 'K', OP_LONG1 = 0x8a, OP_BINUNICODE = 'X',
-  OP_BINGET = 'h', OP_LONG_BINGET = 'j', OP_LONG_BINPUT = 'r',
+  OP_BINGET = 'h', OP_LONG_BINGET = 'j', OP_BINPUT = 'q', OP_LONG_BINPUT = 'r',
 };
 
 #define KEYS(X)                                                                  \
@@ -59,6 +71,14 @@ struct ex_viz {
   uint32_t action_memo[OL_TRACE_ACTION_COUNT];
   uint32_t device_list[OL_TRACE_MAX_DEVICES]; /* 0: none yet */
   int devices;                                /* highest seen + 1 */
+  /* Each device's out-of-memory entry not written yet (its oom_context
+   * may follow). */
+  struct waiting_oom {
+    bool waits;
+    ol_trace_event_t ev; /* frames not kept: its site is */
+    int32_t site;
+    int64_t free_bytes;
+  } oom[OL_TRACE_MAX_DEVICES];
 };
 
 /* ---- pickle primitives -------------------------------------------------- */
@@ -137,8 +157,13 @@ static void put_str(ex_viz_t *v, const char *text, size_t n)
 static uint32_t memo_put(ex_viz_t *v)
 {
   uint32_t slot = v->next_memo++;
-  op(v, OP_LONG_BINPUT);
-  le(v, slot, 4);
+  if (slot < 256) {
+    op(v, OP_BINPUT);
+    le(v, slot, 1);
+  } else {
+    op(v, OP_LONG_BINPUT);
+    le(v, slot, 4);
+  }
   return slot;
 }
 
@@ -153,18 +178,21 @@ static void memo_get(ex_viz_t *v, uint32_t slot)
   }
 }
 
-static void key(ex_viz_t *v, int k)
+/* A repeated string: written and memoized the first time (*slot 0), from
+ * the memo after that. */
+static void remembered_string(ex_viz_t *v, uint32_t *slot, const char *text)
 {
-  memo_get(v, v->key_memo[k]);
+  if (*slot) {
+    memo_get(v, *slot);
+    return;
+  }
+  put_str(v, text, strlen(text));
+  *slot = memo_put(v);
 }
 
-/* A string kept in the memo, nothing left on the stack. */
-static uint32_t remembered_string(ex_viz_t *v, const char *text)
+static void key(ex_viz_t *v, int k)
 {
-  put_str(v, text, strlen(text));
-  uint32_t slot = memo_put(v);
-  op(v, OP_POP);
-  return slot;
+  remembered_string(v, &v->key_memo[k], key_text[k]);
 }
 
 /* ---- frames ------------------------------------------------------------- */
@@ -300,40 +328,55 @@ bool ol_viz_begin(ex_t *x)
   op(v, OP_PROTO);
   putc(2, v->out);
   op(v, OP_EMPTY_DICT); /* the snapshot, at the bottom of the stack throughout */
-  for (int k = 0; k < KEY_COUNT; k++)
-    v->key_memo[k] = remembered_string(v, key_text[k]);
-  for (int a = 0; a < OL_TRACE_ACTION_COUNT; a++)
-    v->action_memo[a] = remembered_string(v, ol_trace_action_name((ol_trace_action_t)a));
   return true;
 }
 
-static void fetch_device_list(ex_viz_t *v, int device)
+/* Pushes "device_traces" and the device's list (made the first time), for
+ * an entry to be appended and the pair stored (append_to_device_list). */
+static void device_list(ex_viz_t *v, int device)
 {
-  if (!v->device_list[device]) {
+  key(v, K_device_traces);
+  if (v->device_list[device]) {
+    memo_get(v, v->device_list[device]);
+  } else {
     op(v, OP_EMPTY_LIST);
     v->device_list[device] = memo_put(v);
-    op(v, OP_POP);
   }
   if (device + 1 > v->devices)
     v->devices = device + 1;
-  memo_get(v, v->device_list[device]);
 }
 
+static void append_to_device_list(ex_viz_t *v)
+{
+  op(v, OP_APPEND);
+  op(v, OP_SETITEM); /* snapshot["device_traces"] = the list, until the end */
+}
+
+/* What the device had free at an OOM without an oom_context: its size less
+ * what the allocator reserved and what was held outside it (the trace's
+ * outside line, where it has one); -1 when the trace does not know the
+ * size (a PyTorch CSV), which the viewer shows as -1 bytes rather than a
+ * made-up 0. */
 static int64_t device_free(const ex_t *x, int device)
 {
   uint64_t capacity = ol_trace_capacity(x->trace, device);
-  int64_t reserved = ex_stats(x, device)->reserved_bytes[OL_POOL_ALL].current;
-  return capacity > (uint64_t)reserved ? (int64_t)(capacity - (uint64_t)reserved) : 0;
+  if (capacity == 0)
+    return -1;
+  int64_t held = ex_stats(x, device)->reserved_bytes[OL_POOL_ALL].current;
+  int64_t outside = ol_trace_outside(x->trace, device);
+  if (outside > 0)
+    held += outside;
+  return capacity > (uint64_t)held ? (int64_t)(capacity - (uint64_t)held) : 0;
 }
 
-void ol_viz_event(ex_t *x, const ol_trace_event_t *ev, int32_t site)
+static void put_entry(ex_t *x, const ol_trace_event_t *ev, int32_t site, int64_t free_bytes)
 {
   ex_viz_t *v = x->viz;
-  fetch_device_list(v, ev->device);
+  device_list(v, ev->device);
   op(v, OP_EMPTY_DICT);
   op(v, OP_MARK);
   key(v, K_action);
-  memo_get(v, v->action_memo[ev->action]);
+  remembered_string(v, &v->action_memo[ev->action], ol_trace_action_name(ev->action));
   key(v, K_addr);
   put_uint(v, ev->addr);
   key(v, K_size);
@@ -341,17 +384,49 @@ void ol_viz_event(ex_t *x, const ol_trace_event_t *ev, int32_t site)
   key(v, K_stream);
   put_uint(v, ev->stream);
   key(v, K_time_us);
-  put_uint(v, ev->time_us);
+  put_uint(v, ol_trace_start_unix_us(x->trace) + ev->time_us);
   key(v, K_frames);
   put_frames(x, site);
   if (ev->action == OL_TRACE_OOM) {
     key(v, K_device_free);
-    put_int(v, device_free(x, ev->device));
+    put_int(v, free_bytes);
   }
   op(v, OP_SETITEMS);
-  op(v, OP_APPEND);
-  op(v, OP_POP);
+  append_to_device_list(v);
   x->result->written++;
+}
+
+static void write_waiting_oom(ex_t *x, int device)
+{
+  struct waiting_oom *w = &x->viz->oom[device];
+  if (!w->waits)
+    return;
+  w->waits = false;
+  put_entry(x, &w->ev, w->site, w->free_bytes);
+}
+
+void ol_viz_event(ex_t *x, const ol_trace_event_t *ev, int32_t site)
+{
+  write_waiting_oom(x, ev->device);
+  if (ev->action != OL_TRACE_OOM) {
+    put_entry(x, ev, site, 0);
+    return;
+  }
+  struct waiting_oom *w = &x->viz->oom[ev->device];
+  w->waits = true;
+  w->ev = *ev;
+  w->ev.frames = NULL;
+  w->ev.frames_len = 0;
+  w->site = site;
+  w->free_bytes = device_free(x, ev->device);
+}
+
+void ol_viz_context(ex_t *x, const ol_trace_event_t *ev)
+{
+  struct waiting_oom *w = &x->viz->oom[ev->device];
+  if (w->waits && ev->context && ev->context->device_free >= 0)
+    w->free_bytes = ev->context->device_free;
+  write_waiting_oom(x, ev->device);
 }
 
 /* ---- the segments at the end -------------------------------------------- */
@@ -509,6 +584,8 @@ static void put_segments(ex_t *x, const live_list_t *segs, const live_list_t *bl
 bool ol_viz_end(ex_t *x)
 {
   ex_viz_t *v = x->viz;
+  for (int d = 0; d < OL_TRACE_MAX_DEVICES; d++)
+    write_waiting_oom(x, d);
   live_list_t segs = {0}, blocks = {0};
   bool ok = sorted_live(&x->segments, &segs) && sorted_live(&x->account->blocks, &blocks);
   if (ok) {

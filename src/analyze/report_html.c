@@ -64,7 +64,12 @@ static const char style[] =
   "padding:8px 14px}.badge{display:inline-block;background:#d62728;color:#fff;"
   "border-radius:4px;padding:1px 8px;font-weight:600}"
   "svg.chart{width:100%;height:auto;background:#fff}"
-  ".muted{color:#6b7280}footer{color:#6b7280;font-size:12px;padding:0 28px 20px}";
+  ".muted{color:#6b7280}footer{color:#6b7280;font-size:12px;padding:0 28px 20px}"
+  /* On paper the chart shrinks to the page's width (its 960 units to about
+   * 700 px), which made 11-unit axis text about 8 px: larger there. */
+  "@media print{body{background:#fff}svg.chart{width:100%;height:auto;break-inside:avoid}"
+  "svg.chart text{font-size:15px}svg.chart text.tip,svg.chart .guide{display:none}"
+  "section.device{break-inside:auto}}";
 
 /* Each point's chart position; a point covers [i, i+1) intervals. */
 static double x_at(double seconds, double span)
@@ -114,19 +119,28 @@ static double chart_top(const ol_timeline_t *tl, double *step)
   return ceil(high / *step) * *step;
 }
 
-/* Seconds in the unit that reads best for the whole span. */
+/* The time unit that reads best for the whole span: its seconds and its
+ * name. One rule for the axis, the hover read-out and the points' width,
+ * so that they all speak the same unit. */
+static double time_unit(double span, const char **name)
+{
+  static const struct { double limit, seconds; const char *name; } units[] = {
+    {2e-3, 1e-6, "us"}, {2.0, 1e-3, "ms"}, {600.0, 1, "s"}, {36000.0, 60, "min"},
+  };
+  for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+    if (span < units[i].limit) {
+      *name = units[i].name;
+      return units[i].seconds;
+    }
+  *name = "h";
+  return 3600;
+}
+
 static void time_text(char *out, size_t cap, double seconds, double span)
 {
-  if (span < 2e-3)
-    snprintf(out, cap, "%.4g us", seconds * 1e6);
-  else if (span < 2.0)
-    snprintf(out, cap, "%.4g ms", seconds * 1e3);
-  else if (span < 600.0)
-    snprintf(out, cap, "%.4g s", seconds);
-  else if (span < 36000.0)
-    snprintf(out, cap, "%.4g min", seconds / 60);
-  else
-    snprintf(out, cap, "%.4g h", seconds / 3600);
+  const char *name;
+  double unit = time_unit(span, &name);
+  snprintf(out, cap, "%.4g %s", seconds / unit, name);
 }
 
 static void axes(ol_buf_t *out, double top, double ystep, double span)
@@ -139,7 +153,8 @@ static void axes(ol_buf_t *out, double top, double ystep, double span)
                   "fill=\"#5b6473\">%s</text>\n", CL, y, CL + PW, y, CL - 6, y + 4,
                   bytes_text(b, (int64_t)v));
   }
-  double unit = span < 2e-3 ? 1e-6 : span < 2.0 ? 1e-3 : span < 600 ? 1 : span < 36000 ? 60 : 3600;
+  const char *name;
+  double unit = time_unit(span, &name);
   double xstep = round_step(span, unit, 6);
   for (double t = 0; t <= span * 1.0001; t += xstep) {
     time_text(b, sizeof b, t, span);
@@ -178,10 +193,14 @@ static void markers(ol_buf_t *out, const ol_timeline_t *tl, double top, double s
   double px = x_at(ol_timeline_seconds(tl, tl->peak_allocated_ns), span);
   double py = y_at(tl->peak_allocated, top);
   bool right_side = px > CL + PW * 0.7; /* label to the left, clear of an OOM line */
+  /* Above the point: nothing of the allocated line is higher than its
+   * peak, so the label never lies over it (beside the point it did, where
+   * the line went on at the peak's height); below the top margin's legend. */
+  double ly = py - 8 < CT + 10 ? CT + 10 : py - 8;
   ol_buf_printf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"#ff7f0e\"/>"
-                "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#b35806\" "
+                "<text class=\"peak\" x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#b35806\" "
                 "text-anchor=\"%s\">peak allocated %s</text>\n", px, py,
-                right_side ? px - 9 : px + 9, py + 4, right_side ? "end" : "start",
+                right_side ? px - 7 : px + 7, ly, right_side ? "end" : "start",
                 bytes_text(b, tl->peak_allocated));
   uint32_t kept = tl->oom_count < OL_TIMELINE_OOMS ? tl->oom_count : OL_TIMELINE_OOMS;
   for (uint32_t i = 0; i < kept; i++) {
@@ -195,11 +214,15 @@ static void markers(ol_buf_t *out, const ol_timeline_t *tl, double top, double s
   }
 }
 
+/* The points, and the axis's time unit for the hover read-out (u: its
+ * seconds, un: its name). */
 static void chart_data(ol_buf_t *out, const ol_timeline_t *tl, int index, double dt)
 {
+  const char *name;
+  double unit = time_unit(tl->count * dt, &name);
   ol_buf_printf(out, "<script type=\"application/json\" id=\"points-%d\">{\"l\":%.1f,\"pw\":%.1f,"
-                "\"w\":%.1f,\"dt\":%.9g,\"n\":%" PRIu32 ",\"a\":[", index, CL, PW, CW, dt,
-                tl->count);
+                "\"w\":%.1f,\"dt\":%.9g,\"u\":%.9g,\"un\":\"%s\",\"n\":%" PRIu32 ",\"a\":[",
+                index, CL, PW, CW, dt, unit, name, tl->count);
   for (uint32_t i = 0; i < tl->count; i++)
     ol_buf_printf(out, "%s%" PRId64, i ? "," : "", tl->allocated[i]);
   ol_buf_printf(out, "],\"r\":[");
@@ -241,6 +264,11 @@ static void chart(ol_buf_t *out, const ol_report_device_t *d, int index)
                 "value in its span; hover for the figures.</p>\n", tl->count, width);
 }
 
+static const char *errors_word(int64_t count)
+{
+  return count == 1 ? "out-of-memory error" : "out-of-memory errors";
+}
+
 static void card(ol_buf_t *out, const char *label, const char *value, bool bad)
 {
   ol_buf_printf(out, "<div class=\"card%s\"><b>", bad ? " bad" : "");
@@ -258,7 +286,7 @@ static void cards(ol_buf_t *out, const ol_report_device_t *d)
   card(out, "peak allocated", bytes_text(a, pa), false);
   card(out, "peak reserved", bytes_text(r, pr), false);
   card(out, "reserved beyond peak allocated", bytes_text(w, pr > pa ? pr - pa : 0), false);
-  card(out, "out-of-memory errors", n, s->num_ooms > 0);
+  card(out, errors_word(s->num_ooms), n, s->num_ooms > 0);
   ol_buf_printf(out, "</div>\n");
 }
 
@@ -277,8 +305,8 @@ static void oom_section(ol_buf_t *out, const ol_report_device_t *d, bool view_is
   char b[32];
   ol_buf_printf(out, "<h3>Why it ran out</h3>\n<div class=\"oom\">\n");
   if (!d->diagnosed) {
-    ol_buf_printf(out, "<p>%lld out-of-memory error(s); the last asked for %s. %s</p></div>\n",
-                  (long long)s->num_ooms, bytes_text(b, s->last_oom_request),
+    ol_buf_printf(out, "<p>%lld %s; the last asked for %s. %s</p></div>\n",
+                  (long long)s->num_ooms, errors_word(s->num_ooms), bytes_text(b, s->last_oom_request),
                   view_is_trace ? "A trace records the request, not the device: "
                   "<code>oomlens replay TRACE --capacity SIZE</code> diagnoses it on a device "
                   "of the size it ran on." : "No diagnosis was recorded (the device&#39;s "
@@ -290,10 +318,10 @@ static void oom_section(ol_buf_t *out, const ol_report_device_t *d, bool view_is
   ol_buf_printf(out, "<p><span class=\"badge\">");
   esc(out, ol_oom_class_name(s->last_oom_class));
   ol_buf_printf(out, "</span> %s: a request of %s on a %s device where this process held %s "
-                "reserved, %s allocated (%lld out-of-memory errors in all).</p>\n<table>\n",
+                "reserved, %s allocated (%lld %s in all).</p>\n<table>\n",
                 ol_oom_class_meaning(s->last_oom_class), bytes_text(q, (int64_t)r->request),
                 bytes_text(c, (int64_t)r->capacity), bytes_text(res, r->reserved),
-                bytes_text(al, r->allocated), (long long)s->num_ooms);
+                bytes_text(al, r->allocated), (long long)s->num_ooms, errors_word(s->num_ooms));
   oom_row(out, "request", (int64_t)r->request);
   oom_row(out, "device capacity", (int64_t)r->capacity);
   oom_row(out, "device free", r->device_free);
@@ -363,17 +391,30 @@ static void sites_section(ol_buf_t *out, const ol_report_device_t *d)
   ol_buf_printf(out, "</table>\n");
 }
 
-static void summary_rows(ol_buf_t *out, const char *title, const ol_stat_t stat[], bool bytes)
+/* What a trace cannot tell: it records blocks and segments, not how much
+ * of a block is in use (active), the size asked for (requested), or which
+ * of PyTorch's pools a segment went to. Such rows read n/a, not 0 B. */
+static bool trace_lacks(const ol_device_stats_t *s, const ol_stat_t stat[], int pool)
+{
+  return stat == s->active_bytes || stat == s->requested_bytes || stat == s->active ||
+         (stat == s->reserved_bytes && pool != OL_POOL_ALL);
+}
+
+static void summary_rows(ol_buf_t *out, const char *title, const ol_stat_t stat[], bool bytes,
+                         const ol_device_stats_t *of_trace)
 {
   static const char *const pools[OL_POOL_COUNT] = {"", "from large pool", "from small pool"};
   for (int p = 0; p < OL_POOL_COUNT; p++) {
     const ol_stat_t *s = &stat[p];
     int64_t v[4] = {s->current, s->peak, s->allocated, s->freed};
+    bool unknown = of_trace && trace_lacks(of_trace, stat, p);
     ol_buf_printf(out, "<tr><td class=\"l\">%s%s</td>", p ? "&nbsp;&nbsp;&nbsp;" : "",
                   p ? pools[p] : title);
     for (int c = 0; c < 4; c++) {
       char b[32];
-      if (bytes)
+      if (unknown)
+        snprintf(b, sizeof b, "n/a");
+      else if (bytes)
         ol_format_bytes(b, sizeof b, v[c]);
       else
         snprintf(b, sizeof b, "%lld", (long long)v[c]);
@@ -383,12 +424,14 @@ static void summary_rows(ol_buf_t *out, const char *title, const ol_stat_t stat[
   }
 }
 
-static void summary_table(ol_buf_t *out, const ol_device_stats_t *s)
+/* is_trace: the rows a trace cannot give read n/a (trace_lacks). */
+static void summary_table(ol_buf_t *out, const ol_device_stats_t *s, bool is_trace)
 {
   ol_buf_printf(out, "<h3>Summary</h3>\n<table class=\"summary\"><tr><th class=\"l\">metric</th>"
                 "<th>current</th><th>peak</th><th>total allocated</th><th>total freed</th>"
                 "</tr>\n");
-#define OL_HTML_ROWS(field, title, bytes) summary_rows(out, title, s->field, bytes);
+#define OL_HTML_ROWS(field, title, bytes) \
+  summary_rows(out, title, s->field, bytes, is_trace ? s : NULL);
   OL_STAT_FIELDS(OL_HTML_ROWS)
 #undef OL_HTML_ROWS
   ol_buf_printf(out, "</table>\n");
@@ -401,7 +444,7 @@ static void device_section(ol_buf_t *out, const ol_report_device_t *d, int index
   chart(out, d, index);
   oom_section(out, d, is_trace);
   sites_section(out, d);
-  summary_table(out, &d->stats);
+  summary_table(out, &d->stats, is_trace);
   ol_buf_printf(out, "</section>\n");
 }
 
@@ -419,7 +462,8 @@ static const char hover_script[] =
   "  if(i<0||i>=d.n){tip.textContent='';guide.setAttribute('visibility','hidden');return;}\n"
   "  guide.setAttribute('x1',x);guide.setAttribute('x2',x);"
   "guide.setAttribute('visibility','visible');\n"
-  "  tip.textContent=(i*d.dt).toPrecision(4)+' s: allocated '+fmt(d.a[i])+', reserved '"
+  "  tip.textContent=(i*d.dt/d.u).toPrecision(4)+' '+d.un+': allocated '+fmt(d.a[i])+"
+  "', reserved '"
   "+fmt(d.r[i]);\n"
   " });\n"
   "});\n"

@@ -417,6 +417,38 @@ static const char *chromium(void)
   return NULL;
 }
 
+/* A trace's page: the rows a trace cannot give read n/a, not 0 B; one OOM
+ * is "1 out-of-memory error"; the peak's label sits above its point (it
+ * lay over the line beside it); a print stylesheet enlarges the chart's
+ * text. */
+START_TEST(html_of_a_trace)
+{
+  char trace[PATH_MAX];
+  snprintf(trace, sizeof trace, "%s/oom_activations.csv.gz", harness_env("OOMLENS_TEST_DATA"));
+  char *html = html_of(trace, "lacks.html");
+  ck_assert_ptr_nonnull(strstr(html, "Active memory</td><td>n/a</td><td>n/a</td>"));
+  ck_assert_ptr_nonnull(strstr(html, "Requested memory</td><td>n/a</td>"));
+  ck_assert_ptr_nonnull(strstr(html, "Active allocs</td><td>n/a</td>"));
+  ck_assert_ptr_nonnull(strstr(html, "GPU reserved memory</td><td>"));
+  ck_assert_ptr_null(strstr(html, "GPU reserved memory</td><td>n/a"));
+  ck_assert_ptr_nonnull(strstr(html, "from large pool</td><td>n/a</td>"));
+  ck_assert_ptr_nonnull(strstr(html, "<span>out-of-memory error</span>"));
+  ck_assert_ptr_null(strstr(html, "1 out-of-memory errors"));
+  ck_assert_ptr_nonnull(strstr(html, "@media print{"));
+  double cy = 0, ty = 0;
+  const char *circle = strstr(html, "<circle cx=\"");
+  const char *label = strstr(html, "<text class=\"peak\" x=\"");
+  ck_assert(circle && label);
+  ck_assert_int_eq(sscanf(strstr(circle, "cy=\"") + 4, "%lf", &cy), 1);
+  ck_assert_int_eq(sscanf(strstr(label, " y=\"") + 4, "%lf", &ty), 1);
+  ck_assert_msg(ty < cy - 4, "label at y %.1f, peak at %.1f", ty, cy);
+  free(html);
+  html = html_of("rank1.json", "rank1.html"); /* a job's report has them all */
+  ck_assert_ptr_null(strstr(html, "n/a"));
+  free(html);
+}
+END_TEST
+
 /* The page of a recorded trace rendered by headless Chromium: the chart's
  * colours (reserved area, allocated line, the OOM's red line) are on the
  * picture, which is the window's size and far from blank. */
@@ -474,6 +506,12 @@ START_TEST(hover_reads_out_a_point)
           "document.body.textContent='TIP['+s.querySelector('.tip').textContent+']';</script>"
           "</body></html>\n", (int)(end - page), page);
   fclose(f);
+  /* The axis's unit, which the read-out must speak (it spoke seconds over
+   * an axis in ms). */
+  const char *unit = strstr(page, "\"un\":\"");
+  ck_assert_ptr_nonnull(unit);
+  char want[32];
+  snprintf(want, sizeof want, " %.*s: allocated ", (int)strcspn(unit + 6, "\""), unit + 6);
   free(page);
   snprintf(url, sizeof url, "file://%s", html);
   snprintf(profile, sizeof profile, "--user-data-dir=%s/profile", harness_dir());
@@ -485,7 +523,7 @@ START_TEST(hover_reads_out_a_point)
   ck_assert_msg(run.status == 0, "chromium exit %d:\n%s", run.status, run.out);
   const char *tip = strstr(run.out, "TIP[");
   ck_assert_msg(tip, "%s", run.out);
-  ck_assert_msg(strstr(tip, " s: allocated ") && strstr(tip, "iB, reserved ") &&
+  ck_assert_msg(strstr(tip, want) && strstr(tip, "iB, reserved ") &&
                   !strstr(tip, "TIP[]"), "%s", tip);
 }
 END_TEST
@@ -504,6 +542,7 @@ static Suite *reports_suite(void)
   tcase_add_test(report, usage_errors);
   tcase_add_test(report, html_equals_and_status);
   tcase_add_test(report, report_from_a_trace);
+  tcase_add_test(report, html_of_a_trace);
   suite_add_tcase(s, report);
   TCase *merge = tcase_create("merge");
   tcase_add_checked_fixture(merge, harness_setup, harness_teardown);

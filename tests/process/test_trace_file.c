@@ -3,7 +3,8 @@
  * with the trace reader: every event present, each call site defined
  * once, the trace replays to the report's own peak, `oomlens report` of
  * the trace shows the live report's table, and the file is whole after
- * SIGTERM, SIGUSR1 and fork. The writer's failure paths (a full
+ * SIGTERM, SIGUSR1 and fork, and its memory_viz export is one PyTorch's
+ * web viewer reads. The writer's failure paths (a full
  * disk, a disk that cannot keep up) run in-process, in a child each. */
 #include <check.h>
 #include <errno.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "check_run.h"
+#include "check_pickle.h"
 #include "harness.h"
 #include "lib.h"
 #include "policy.h"
@@ -444,6 +446,47 @@ START_TEST(trace_replays_to_the_live_diagnosis)
 }
 END_TEST
 
+/* The memory_viz export of a trace the library wrote on the simulated
+ * device: in the opcodes PyTorch's web viewer reads, its entries on the
+ * wall clock (from the trace's start_unix_us), and its OOM entry's free
+ * memory what the job's own report says the device had free. */
+START_TEST(trace_exports_for_the_viewer)
+{
+  const char *argv[] = {harness_env("OOMLENS_TEST_TRACE_PROG"), "mixed", NULL};
+  harness_run_t run, cli;
+  run_prog(&run, NULL, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  char path[PATH_MAX], pickle[PATH_MAX + 32], command[3 * PATH_MAX], got[256] = "", want[256];
+  trace_path(run.pid, path, sizeof path);
+  snprintf(pickle, sizeof pickle, "%s/t.pickle", harness_dir());
+  const char *export_argv[] = {harness_env("OOMLENS_TEST_CLI"), "export", path, "--format",
+                               "memory-viz", "-o", pickle, NULL};
+  harness_exec(&cli, false, NULL, export_argv);
+  ck_assert_msg(cli.status == 0, "exit %d:\n%s", cli.status, cli.out);
+  ol_test_check_viewer_opcodes(pickle, "the mixed job's trace");
+
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(path, &err);
+  ck_assert_msg(t, "%s", err.text);
+  unsigned long long start = (unsigned long long)ol_trace_start_unix_us(t);
+  ol_trace_close(t);
+  ck_assert_uint_gt(start, 0);
+  ol_json_t *r = harness_report(run.pid);
+  ck_assert_ptr_nonnull(r);
+  snprintf(want, sizeof want, "%d [%lld]\n", 1, (long long)harness_int(r, DEV "oom.device_free"));
+  ol_json_free(r);
+  snprintf(command, sizeof command,
+           "python3 -c 'import pickle,sys; e=pickle.load(open(sys.argv[1],\"rb\"))"
+           "[\"device_traces\"][0]; print(int(min(x[\"time_us\"] for x in e) >= %llu), "
+           "[x[\"device_free\"] for x in e if x[\"action\"]==\"oom\"])' '%s'", start, pickle);
+  FILE *p = popen(command, "r");
+  ck_assert_ptr_nonnull(p);
+  got[fread(got, 1, sizeof got - 1, p)] = '\0';
+  ck_assert_int_eq(pclose(p), 0);
+  ck_assert_str_eq(got, want);
+}
+END_TEST
+
 /* ---- the writer's failure paths, in-process (each in a child) --------- */
 
 static int in_child(int (*body)(void))
@@ -566,6 +609,7 @@ static Suite *trace_file_suite(void)
   tcase_add_checked_fixture(job, harness_setup, harness_teardown);
   tcase_set_timeout(job, 60);
   tcase_add_test(job, every_event_without_stacks);
+  tcase_add_test(job, trace_exports_for_the_viewer);
   tcase_add_test(job, sites_written_once);
   tcase_add_test(job, sigterm_leaves_complete_trace);
   tcase_add_test(job, usr1_puts_trace_on_disk);

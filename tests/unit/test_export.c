@@ -2,8 +2,9 @@
  * a small trace of ours whose figures are known by construction, and the
  * recorded GPT-2 trace against figures this test computes itself. The
  * memory_viz pickle is loaded by python3's own pickle
- * (tests/check_snapshot.py); the Perfetto JSON is parsed; the RMM log's
- * columns are read back. */
+ * (tests/check_snapshot.py) and its opcodes are checked against those
+ * PyTorch's web viewer reads; the Perfetto JSON is parsed and checked by
+ * the trace-event format's rules; the RMM log's columns are read back. */
 #include <check.h>
 #include <limits.h>
 #include <pty.h>
@@ -15,6 +16,7 @@
 #include <uthash.h>
 
 #include "check_run.h"
+#include "check_pickle.h"
 #include "json.h"
 #include "core.h"
 #include "trace_csv.h"
@@ -106,13 +108,14 @@ static void expect_output(const char *trace, const char *args, const char *want)
 START_TEST(folded_small)
 {
   const char *t = write_small();
+  /* Sorted by stack, byte by byte, not by bytes. */
   expect_output(t, "--format folded",
-                "train.py:7:main;model.py:20:forward 2621440\n"
-                "train.py:5:main;model.py:10:weights 1048576\n");
+                "train.py:5:main;model.py:10:weights 1048576\n"
+                "train.py:7:main;model.py:20:forward 2621440\n");
   expect_output(t, "--format folded --by total",
-                "train.py:7:main;model.py:20:forward 2621440\n"
                 "[no frames] 1052672\n"
-                "train.py:5:main;model.py:10:weights 1048576\n");
+                "train.py:5:main;model.py:10:weights 1048576\n"
+                "train.py:7:main;model.py:20:forward 2621440\n");
   expect_output(t, "--format=folded --by=leaked",
                 "[no frames] 1052672\n"
                 "train.py:5:main;model.py:10:weights 1048576\n");
@@ -163,17 +166,25 @@ static void oracle(const char *trace, int64_t *peak, int64_t *total, int64_t *le
   ol_trace_close(t);
 }
 
-/* Sum of the folded file's byte counts; every line "stack bytes". */
+/* Sum of the folded file's byte counts; every line "stack bytes", the
+ * stacks in byte order and each once (equal stacks next to each other is
+ * what lets every viewer merge them). */
 static int64_t folded_sum(void)
 {
   FILE *f = fopen(out_path, "r");
   ck_assert_ptr_nonnull(f);
-  char line[65536 + 64];
+  static char line[65536 + 64], last[65536 + 64];
   int64_t sum = 0;
+  last[0] = '\0';
+  bool first = true;
   while (fgets(line, sizeof line, f)) {
     char *space = strrchr(line, ' ');
     ck_assert_msg(space && space > line, "no count on '%s'", line);
     sum += strtoll(space + 1, NULL, 10);
+    *space = '\0';
+    ck_assert_msg(first || strcmp(last, line) < 0, "not sorted: '%.100s' then '%.100s'", last, line);
+    first = false;
+    strcpy(last, line);
   }
   fclose(f);
   return sum;
@@ -194,7 +205,8 @@ START_TEST(folded_sums_on_gpt2)
   ck_assert_int_eq(export_to(t, "--format folded --by leaked"), 0);
   ck_assert_int_eq(folded_sum(), leaked);
   char *text = ol_test_read_file(out_path, NULL); /* outermost first: the script's own frame leads */
-  ck_assert_msg(strncmp(text, "workloads.py:", 13) == 0, "%.200s", text);
+  ck_assert_msg(strncmp(text, "[no frames] ", 12) == 0, "%.200s", text);
+  ck_assert_msg(strstr(text, "\nworkloads.py:"), "%.200s", text);
   free(text);
 }
 END_TEST
@@ -305,8 +317,87 @@ START_TEST(memory_viz_native_source_lines)
 }
 END_TEST
 
+/* ---- memory_viz in PyTorch's web viewer --------------------------------- */
+
+static void check_viewer_opcodes(const char *what)
+{
+  ol_test_check_viewer_opcodes(out_path, what);
+}
+
+/* Every shared trace's export, and one of our format's, in the opcodes the
+ * viewer reads (the landed build wrote POP 27,327 times for GPT-2). */
+START_TEST(memory_viz_opcodes_the_viewer_reads)
+{
+  static const char *const traces[] = {"gpt2.csv.gz", "gpt2_varlen.csv.gz", "resnet50.csv.gz",
+                                       "frag.csv.gz", "oom_params.csv.gz", "oom_activations.csv.gz"};
+  for (size_t i = 0; i < sizeof traces / sizeof *traces; i++) {
+    ck_assert_int_eq(export_to(data(traces[i]), "--format memory-viz"), 0);
+    check_viewer_opcodes(traces[i]);
+  }
+  ck_assert_int_eq(export_to(write_small(), "--format memory-viz"), 0);
+  check_viewer_opcodes("small");
+  ck_assert_int_eq(export_to(write_small(), "--format memory-viz --max-entries 2"), 0);
+  check_viewer_opcodes("small, last 2");
+}
+END_TEST
+
+/* python3 prints EXPR of the snapshot in out_path, loaded as s. */
+static void expect_python(const char *expr, const char *want)
+{
+  char command[4 * PATH_MAX], got[512] = "";
+  snprintf(command, sizeof command,
+           "python3 -c 'import pickle,sys; s=pickle.load(open(sys.argv[1],\"rb\")); print(%s)' '%s'",
+           expr, out_path);
+  FILE *p = popen(command, "r");
+  ck_assert_ptr_nonnull(p);
+  got[fread(got, 1, sizeof got - 1, p)] = '\0';
+  ck_assert_int_eq(pclose(p), 0);
+  ck_assert_msg(strcmp(got, want) == 0, "%s: got %s want %s", expr, got, want);
+}
+
+#define OOM_ENTRIES "[(e[\"time_us\"], e[\"device_free\"]) for e in s[\"device_traces\"][0] if e[\"action\"]==\"oom\"]"
+
+/* Entries carry the wall clock (the viewer dates the run by it): the
+ * trace's start_unix_us plus the event's offset; an OOM the device's free
+ * memory: its size less what was reserved where the trace has no
+ * oom_context, what the oom_context says where it has one, -1 (unknown)
+ * where the trace does not know the size. */
+START_TEST(memory_viz_wall_clock_and_free_memory)
+{
+  ck_assert_int_eq(export_to(write_small(), "--format memory-viz"), 0);
+  expect_python("s[\"device_traces\"][0][0][\"time_us\"], s[\"device_traces\"][1][0][\"time_us\"]",
+                "1700000000000010 1700000000000080\n");
+  expect_python(OOM_ENTRIES, "[(1700000000000070, 1069547520)]\n");
+  snprintf(path, sizeof path, "%s/context.trace", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("# oomlens-trace 2 pid=77 rank=0 start_unix_us=1700000000000000 stacks=1\n"
+        "# time_us,action,addr,size,stream,site,device\n"
+        "device,0,1073741824\n"
+        "10,segment_alloc,0x1000000,4194304,0,,0\n"
+        "70,oom,0x0,8589934592,0,,0\n"
+        "oom_context,0,request=8589934592 capacity=1073741824 free=536870912 class=impossible\n"
+        "80,oom,0x0,4294967296,0,,0\n", f);
+  fclose(f);
+  ck_assert_int_eq(export_to(path, "--format memory-viz"), 0);
+  check_viewer_opcodes("context");
+  expect_python(OOM_ENTRIES, "[(1700000000000070, 536870912), (1700000000000080, 1069547520)]\n");
+  ck_assert_int_eq(export_to(data("oom_params.csv.gz"), "--format memory-viz"), 0);
+  expect_python("set(e[\"device_free\"] for e in s[\"device_traces\"][0] if e[\"action\"]==\"oom\"), "
+                "s[\"device_traces\"][0][0][\"time_us\"] > 1700000000000000",
+                "{-1} True\n");
+}
+END_TEST
+
 /* ---- Perfetto ------------------------------------------------------------ */
 
+/* The trace-event format's rules (Google's "Trace Event Format" document,
+ * which catapult's importer and Perfetto's JSON importer follow): each
+ * counter event ("C") is a track named by its name within its pid, each of
+ * its args a series of that track, drawn stacked on the others; so
+ * allocated and reserved are two counters of one arg each, never two args
+ * of one (reserved read as allocated + reserved). Perfetto keeps pid 0 for
+ * itself: no event has it. */
 START_TEST(perfetto_small)
 {
   ck_assert_int_eq(export_to(write_small(), "--format perfetto"), 0);
@@ -315,31 +406,52 @@ START_TEST(perfetto_small)
   ck_assert_msg(root, "%s", err.text);
   const ol_json_t *events = ol_json_get(root, "traceEvents");
   ck_assert_int_eq(ol_json_kind(events), OL_JSON_ARRAY);
-  int counters = 0, names = 0, ooms = 0;
+  int allocated = 0, reserved = 0, names = 0, ooms = 0;
   int64_t max_allocated = 0, last_ts = -1;
   for (size_t i = 0; i < ol_json_length(events); i++) {
     const ol_json_t *e = ol_json_at(events, i);
     const char *ph = ol_json_string(ol_json_get(e, "ph"));
+    const char *name = ol_json_string(ol_json_get(e, "name"));
+    ck_assert_ptr_nonnull(ph);
+    ck_assert_ptr_nonnull(name);
+    ck_assert_int_ge(ol_json_path_int64(e, "pid", -1), 1);
     if (strcmp(ph, "M") == 0) {
       names++;
-    } else if (strcmp(ph, "C") == 0) {
-      counters++;
-      int64_t a = ol_json_path_int64(e, "args.allocated", -1), ts = ol_json_path_int64(e, "ts", -1);
-      ck_assert_int_ge(a, 0);
+      ck_assert_str_eq(name, "process_name");
+      continue;
+    }
+    int64_t ts = ol_json_path_int64(e, "ts", -1);
+    ck_assert_int_ge(ts, 0);
+    if (strcmp(ph, "C") == 0) {
+      const ol_json_t *args = ol_json_get(e, "args");
+      ck_assert_int_eq(ol_json_kind(args), OL_JSON_OBJECT);
+      ck_assert_msg(ol_json_length(args) == 1, "counter %s has %zu series", name,
+                    ol_json_length(args));
+      int64_t bytes = ol_json_path_int64(e, "args.bytes", -1);
+      ck_assert_int_ge(bytes, 0);
       ck_assert_int_ge(ts, last_ts);
       last_ts = ts;
-      max_allocated = a > max_allocated ? a : max_allocated;
-      if (ts == 10) /* segment and block at one moment: one sample, after both */
-        ck_assert_int_eq(ol_json_path_int64(e, "args.reserved", -1), 4194304);
-    } else if (strcmp(ph, "i") == 0) {
+      if (strcmp(name, "allocated") == 0) {
+        allocated++;
+        max_allocated = bytes > max_allocated ? bytes : max_allocated;
+      } else {
+        ck_assert_str_eq(name, "reserved");
+        reserved++;
+        ck_assert_int_eq(ol_json_path_int64(e, "pid", -1), 1); /* device 0 has segments */
+        if (ts == 10) /* segment and block at one moment: one sample, after both */
+          ck_assert_int_eq(bytes, 4194304);
+      }
+    } else {
+      ck_assert_str_eq(ph, "i");
       ooms++;
       ck_assert_int_eq(ol_json_path_int64(e, "args.request", -1), 8589934592ll);
       ck_assert_int_eq(ol_json_path_int64(e, "args.allocated", -1), 2 * MiB);
-      ck_assert_int_eq(ol_json_path_int64(e, "ts", -1), 70);
+      ck_assert_int_eq(ts, 70);
     }
   }
-  ck_assert_int_eq(names, 2);   /* cuda:0 and cuda:1 */
-  ck_assert_int_eq(counters, 7); /* moments 10, 20, 30, 40, 50, 60 and device 1's 80 */
+  ck_assert_int_eq(names, 2);     /* cuda:0 and cuda:1, pids 1 and 2 */
+  ck_assert_int_eq(allocated, 7); /* moments 10, 20, 30, 40, 50, 60 and device 1's 80 */
+  ck_assert_int_eq(reserved, 6);  /* device 0's moments; device 1 shows no segment */
   ck_assert_int_eq(ooms, 1);
   ck_assert_int_eq(max_allocated, 3 * MiB + MiB / 2);
   ol_json_free(root);
@@ -352,13 +464,14 @@ START_TEST(rmm_small)
 {
   expect_output(write_small(), "--format rmm-csv",
                 "Thread,Time,Action,Pointer,Size,Stream\n"
-                "77,22:13:20.000010,allocate,0x1000000,1048576,0\n"
-                "77,22:13:20.000020,allocate,0x1100000,2097152,0\n"
-                "77,22:13:20.000030,allocate,0x1300000,524288,0\n"
-                "77,22:13:20.000040,free,0x1100000,2097152,0\n"
-                "77,22:13:20.000050,allocate,0x1100000,1048576,0\n"
-                "77,22:13:20.000060,free,0x1300000,524288,0\n"
-                "77,22:13:20.000080,allocate,0x2000000,4096,5\n");
+                "77,22:13:20.000010,allocate,0x1000000,1048576,0x0\n"
+                "77,22:13:20.000020,allocate,0x1100000,2097152,0x0\n"
+                "77,22:13:20.000030,allocate,0x1300000,524288,0x0\n"
+                "77,22:13:20.000040,free,0x1100000,2097152,0x0\n"
+                "77,22:13:20.000050,allocate,0x1100000,1048576,0x0\n"
+                "77,22:13:20.000060,free,0x1300000,524288,0x0\n"
+                "77,22:13:20.000070,allocate failure,0x0,8589934592,0x0\n"
+                "77,22:13:20.000080,allocate,0x2000000,4096,0x5\n");
 }
 END_TEST
 
@@ -381,7 +494,7 @@ START_TEST(rmm_gpt2_columns)
     unsigned hh, mm, ss, us;
     char action[16];
     unsigned long long pointer, size, stream;
-    int fields = sscanf(line, "%ld,%2u:%2u:%2u.%6u,%15[a-z],0x%llx,%llu,%llu", &thread, &hh, &mm,
+    int fields = sscanf(line, "%ld,%2u:%2u:%2u.%6u,%15[a-z],0x%llx,%llu,0x%llx", &thread, &hh, &mm,
                         &ss, &us, action, &pointer, &size, &stream);
     if (fields != 9 || hh > 23 || mm > 59 || ss > 59)
       ck_abort_msg("row %ld: %s", rows, line);
@@ -541,6 +654,8 @@ static Suite *export_suite(void)
   tcase_add_test(formats, memory_viz_last_entries);
   tcase_add_test(formats, memory_viz_gpt2_last_entries);
   tcase_add_test(formats, memory_viz_native_source_lines);
+  tcase_add_test(formats, memory_viz_opcodes_the_viewer_reads);
+  tcase_add_test(formats, memory_viz_wall_clock_and_free_memory);
   tcase_add_test(formats, perfetto_small);
   tcase_add_test(formats, rmm_small);
   tcase_add_test(formats, rmm_gpt2_columns);
