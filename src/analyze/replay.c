@@ -78,22 +78,28 @@ static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
 
 /* The trace's events without frames share one site of no frames: not a
  * call site to name (the job, stacks off, named none). */
-static bool frameless(const replay_t *r, int32_t id)
+static bool frameless(const ol_sites_t *sites, int32_t id)
 {
   size_t len = 0;
-  const ol_sites_t *sites = r->account->devices[0].sites;
   return !sites || !ol_sites_key_bytes(sites, id, &len) || len == 0;
 }
 
-static void drop_frameless_sites(const replay_t *r, ol_oom_record_t *rec)
+static void drop_frameless_sites(const ol_sites_t *sites, ol_oom_record_t *rec)
 {
   int kept = 0;
   for (int i = 0; i < rec->holder_count; i++)
-    if (!frameless(r, rec->holders[i].id))
+    if (!frameless(sites, rec->holders[i].id))
       rec->holders[kept++] = rec->holders[i];
   rec->holder_count = kept;
-  if (rec->grower.id >= 0 && frameless(r, rec->grower.id))
+  if (rec->grower.id >= 0 && frameless(sites, rec->grower.id))
     rec->grower = (ol_oom_site_t){-1, 0};
+}
+
+void ol_replay_attempt_record(const ol_account_t *a, uint64_t request, ol_oom_record_t *out)
+{
+  ol_oom_record_init(out, request);
+  ol_account_oom_figures(a, 0, out);
+  drop_frameless_sites(a->devices[0].sites, out);
 }
 
 /* What the account knows at a recorded failed attempt: the record the job
@@ -102,9 +108,7 @@ static void recorded_failure(replay_t *r, const ol_trace_event_t *ev)
 {
   ol_replay_recorded_t *f = &r->failing;
   *f = (ol_replay_recorded_t){.line = ev->line, .size = ev->size, .job_cause = OL_OOM_CLASS_COUNT};
-  ol_oom_record_init(&f->record, ev->size);
-  ol_account_oom_figures(r->account, 0, &f->record);
-  drop_frameless_sites(r, &f->record);
+  ol_replay_attempt_record(r->account, ev->size, &f->record);
 }
 
 /* Without the job's context the device is the replayed one: its capacity,

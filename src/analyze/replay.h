@@ -49,6 +49,12 @@ typedef struct ol_replay_recorded {
   ol_oom_class_t job_cause; /* the job's, as its line said; OL_OOM_CLASS_COUNT: not said */
 } ol_replay_recorded_t;
 
+/* The record a trace's account gives at a recorded failed attempt on its
+ * device 0 (what the job's own record held, but for its oom_context
+ * line): the figures, and the sites that hold memory but the trace's site
+ * of no frames. Replay's, and `oomlens report` of a trace's. */
+void ol_replay_attempt_record(const ol_account_t *a, uint64_t request, ol_oom_record_t *out);
+
 typedef struct ol_replay_result {
   uint64_t events;        /* events read (all actions), up to the OOM if any */
   uint64_t allocs, frees; /* served by the policy */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "replay.h"
 #include "report_view.h"
 #include "trace_csv.h"
 
@@ -383,7 +384,50 @@ int ol_view_load_json(ol_report_t *v, const char *path, ol_error_t *err)
  * segment events (PyTorch's cache asking cudaMalloc) reserved memory, and
  * the at-peak sites are exact. A view of a trace is one device: every
  * event counts on device 0. */
-static bool count_trace(ol_account_t *account, ol_trace_t *trace, ol_error_t *err, int *got)
+/* The recorded job's last OOM, diagnosed as replay diagnoses it: the
+ * account's record at the failed attempt the OOM settled on, and the
+ * trace's oom_context line for it. */
+typedef struct recorded {
+  ol_oom_record_t attempt; /* the last failed attempt's, while the account waits */
+  bool diagnosed;
+  ol_oom_record_t oom;    /* the last OOM the job saw */
+  bool has_context;
+} recorded_t;
+
+static void settled(recorded_t *rec, const ol_oom_record_t *attempt)
+{
+  rec->oom = *attempt;
+  rec->diagnosed = true;
+  rec->has_context = false;
+}
+
+/* After each event: an OOM event is a failed attempt (settling an earlier
+ * one of another size first, and itself when the recorder marks it
+ * final); any other event may settle the waiting one (the account says:
+ * its OOM count rose); an oom_context line completes the OOM it follows. */
+static void note_recorded(recorded_t *rec, const ol_account_t *a, const ol_trace_event_t *e,
+                          uint64_t waited, int64_t ooms_before)
+{
+  int64_t settled_now = a->devices[0].stats.num_ooms - ooms_before;
+  if (e->action == OL_TRACE_OOM) {
+    if (settled_now > 0 && waited && waited != e->size)
+      settled(rec, &rec->attempt);
+    ol_replay_attempt_record(a, e->size, &rec->attempt);
+    if (e->oom_final && !a->devices[0].wait.request)
+      settled(rec, &rec->attempt);
+    return;
+  }
+  if (settled_now > 0)
+    settled(rec, &rec->attempt);
+  if (e->action == OL_TRACE_OOM_CONTEXT && rec->diagnosed && !rec->has_context &&
+      rec->oom.request == e->size) {
+    ol_oom_context_apply(&rec->oom, e->context);
+    rec->has_context = true;
+  }
+}
+
+static bool count_trace(ol_account_t *account, ol_trace_t *trace, recorded_t *rec,
+                        ol_error_t *err, int *got)
 {
   ol_trace_event_t e;
   while ((*got = ol_trace_next(trace, &e, err)) == 1) {
@@ -392,20 +436,40 @@ static bool count_trace(ol_account_t *account, ol_trace_t *trace, ol_error_t *er
       ol_account_set_capacity(account, 0, ol_trace_capacity(trace, 0));
     if (!account->devices[0].outside_known) /* its outside line, for the batch figure */
       ol_account_set_outside(account, 0, ol_trace_outside(trace, 0));
+    uint64_t waited = account->devices[0].wait.request;
+    int64_t ooms = account->devices[0].stats.num_ooms;
     if (!ol_account_apply(account, &e, NULL))
       return false;
+    note_recorded(rec, account, &e, waited, ooms);
   }
-  ol_account_oom_settle(account, 0); /* a failure still waiting at the end was the job's last */
+  /* a failure still waiting at the end was the job's last */
+  if (ol_account_oom_settle(account, 0))
+    settled(rec, &rec->attempt);
   return true;
+}
+
+/* The diagnosis the job's report had: without its context the device is
+ * the trace's (its device line), nothing known free or held outside. */
+static void trace_diagnosis(ol_report_device_t *d, const ol_account_t *account, recorded_t *rec)
+{
+  if (!rec->diagnosed)
+    return;
+  if (!rec->has_context)
+    rec->oom.capacity = account->devices[0].capacity;
+  d->stats.last_oom = rec->oom;
+  d->stats.last_oom_class = ol_oom_classify(&rec->oom);
+  d->diagnosed = rec->oom.capacity > 0;
 }
 
 /* The account's figures into the report's device 0; its sites into the
  * report's lists by the builder the library uses (a trace's keys are
  * frames text). */
-static void trace_figures(ol_report_t *v, const ol_account_t *account, int64_t batch)
+static void trace_figures(ol_report_t *v, const ol_account_t *account, recorded_t *rec,
+                          int64_t batch)
 {
   ol_report_device_t *d = &v->devices[0];
   ol_account_stats(account, 0, &d->stats);
+  trace_diagnosis(d, account, rec);
   const ol_sites_t *sites = account->devices[0].sites;
   if (sites && ol_sites_count(sites) > 0)
     ol_report_device_sites(v, d, sites, ol_sites_text_frames);
@@ -436,14 +500,15 @@ int ol_view_load_trace(ol_report_t *v, const char *path, ol_error_t *err)
   ol_report_set_text(v, &v->source, path);
   ol_account_init(account, OL_ACCOUNT_SITES | OL_ACCOUNT_TIMELINE);
   int got;
-  if (!count_trace(account, trace, err, &got)) {
+  recorded_t rec = {0};
+  if (!count_trace(account, trace, &rec, err, &got)) {
     ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
     got = -1;
   }
   int64_t batch = (int64_t)ol_trace_batch(trace);
   ol_trace_close(trace);
   if (got == 0)
-    trace_figures(v, account, batch);
+    trace_figures(v, account, &rec, batch);
   ol_account_free(account);
   free(account);
   if (got >= 0 && v->failed)

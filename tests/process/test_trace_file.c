@@ -27,6 +27,7 @@
 #include "lib.h"
 #include "policy.h"
 #include "replay.h"
+#include "report_view.h"
 #include "trace_csv.h"
 
 #define MiB (1ll << 20)
@@ -416,6 +417,14 @@ START_TEST(trace_replays_to_the_live_diagnosis)
   const char *live_class = ol_json_string(ol_json_path(live, DEV "oom.class"));
   ck_assert_str_eq(ol_json_string(ol_json_get(replayed, "class")), live_class);
   ck_assert_str_eq(ol_oom_class_name(result.recorded_oom.job_cause), live_class);
+  /* `oomlens report` of the trace diagnoses it the same way */
+  ol_report_t view;
+  ck_assert_msg(ol_view_load_trace(&view, path, &err) == 0, "%s", err.text);
+  ck_assert(view.devices[0].diagnosed);
+  ck_assert_str_eq(ol_oom_class_name(view.devices[0].stats.last_oom_class), live_class);
+  ck_assert_int_eq(view.devices[0].stats.last_oom.allocated, harness_int(live, DEV "oom.allocated"));
+  ck_assert_int_eq(view.devices[0].stats.last_oom.external, harness_int(live, DEV "oom.external"));
+  ol_report_free(&view);
   for (size_t i = 0; i < sizeof recorded_fields / sizeof *recorded_fields; i++) {
     char at[96];
     snprintf(at, sizeof at, DEV "oom.%s", recorded_fields[i]);

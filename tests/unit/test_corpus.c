@@ -102,14 +102,24 @@ static void check_oom_batch(const corpus_case_t *c, const ol_oom_record_t *recor
     check_estimate(c, fits, fits_headroom);
 }
 
-/* The report of the trace warns of a leak where what outlives iterations
- * grows (by construction), before the job ran out, and nowhere else. */
-static void check_leak_warning(const corpus_case_t *c, const char *path)
+/* `oomlens report` of the trace: the recorded OOM diagnosed as replay
+ * diagnoses it; a leak warned of where what outlives iterations grows (by
+ * construction), before the job ran out, and nowhere else. */
+static void check_trace_report(const corpus_case_t *c, const char *path,
+                               const ol_replay_result_t *replayed)
 {
   ol_report_t view;
   ol_error_t err;
   ck_assert_msg(ol_view_load_trace(&view, path, &err) == 0, "%s: %s", c->name, err.text);
   const ol_device_stats_t *s = &view.devices[0].stats;
+  bool reached = replayed->recorded || !replayed->oom; /* the policy did not stop it first */
+  ck_assert_msg(!reached || view.devices[0].diagnosed == replayed->recorded,
+                "%s: report %s, replay %s", c->name,
+                view.devices[0].diagnosed ? "diagnosed" : "did not diagnose",
+                replayed->recorded ? "did" : "did not");
+  if (replayed->recorded)
+    ck_assert_str_eq(ol_oom_class_name(s->last_oom_class),
+                     ol_oom_class_name(replayed->recorded_oom.cause));
   ck_assert_msg(s->phases.leak.fired == c->leak_warning, "%s: leak warning %s", c->name,
                 s->phases.leak.fired ? "fired" : "did not fire");
   const ol_timeline_t *tl = &view.devices[0].timeline;
@@ -156,7 +166,7 @@ START_TEST(each_case_gets_its_class_and_batch)
                                     : "none";
   ck_assert_msg(strcmp(got, c->expected) == 0, "%s: replay says %s, the truth is %s", c->name,
                 got, c->expected);
-  check_leak_warning(c, path);
+  check_trace_report(c, path, &result);
   if (c->batch_truth >= 0 && result.recorded)
     check_oom_batch(c, record);
   else if (c->batch_truth >= 0)
