@@ -79,6 +79,7 @@ typedef enum state_source {
   STATE_ITERATIONS, /* what outlives the iterations seen */
   STATE_BUILDING,   /* no memory freed yet: all of it is the job's state so far */
   STATE_FIRST_FREE, /* first iteration: what was allocated before the first free */
+  STATE_REQUESTED,  /* segments of no known role, the request's own for the state */
   STATE_HIDDEN,     /* nothing to tell it by */
 } state_source_t;
 
@@ -108,6 +109,11 @@ static state_t state_of(const ol_oom_record_t *r)
   int64_t request = request_is_state(r) ? (int64_t)r->request : 0;
   if (r->roles_known)
     return (state_t){STATE_ROLES, role_state(r) + request};
+  /* Segments no call site named (expandable segments' cuMemCreate carries
+   * none), but the failed request's own site says it was for weights or
+   * optimizer state: the job ran out making its state. */
+  if (r->segments_only && request_is_state(r))
+    return (state_t){STATE_REQUESTED, r->reserved + request};
   if (r->segments_only)
     return (state_t){STATE_HIDDEN, 0};
   if (r->iterations > 0)
@@ -192,7 +198,7 @@ static bool state_to_blame(const ol_oom_record_t *r, state_t s)
 {
   if (s.source == STATE_HIDDEN)
     return false;
-  if (s.source == STATE_BUILDING)
+  if (s.source == STATE_BUILDING || s.source == STATE_REQUESTED)
     return true;
   return s.bytes >= available(r) * (100 - HEADROOM_PERCENT) / 100;
 }
@@ -230,7 +236,7 @@ static const char *size_text(char buf[32], int64_t bytes)
 static int64_t transient_of(const ol_oom_record_t *r)
 {
   state_t s = state_of(r); /* holds the request when the request is state */
-  if (s.source == STATE_HIDDEN || s.source == STATE_BUILDING)
+  if (s.source == STATE_HIDDEN || s.source == STATE_BUILDING || s.source == STATE_REQUESTED)
     return 0;
   return at_least_zero(r->allocated + (int64_t)r->request - s.bytes);
 }
@@ -426,7 +432,14 @@ static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32];
   state_t s = state_of(r);
-  if (s.source == STATE_BUILDING)
+  if (s.source == STATE_REQUESTED)
+    ol_buf_printf(out, "The job ran out making its %s (the failed request's own call site says "
+                  "so), holding %s of PyTorch's segments on a %s device: oomlens saw the "
+                  "segments, not what is in them, and takes them as its state. ",
+                  r->request_role == OL_ROLE_optimizer ? "optimizer state"
+                                                       : ol_role_name(r->request_role),
+                  size_text(a, s.bytes), size_text(b, cap_of(r)));
+  else if (s.source == STATE_BUILDING)
     ol_buf_printf(out, "The job ran out before it freed any memory, while building its state "
                   "(%s so far: weights, as in model.cuda(), or a checkpoint loading) on a %s "
                   "device. ", size_text(a, s.bytes), size_text(b, cap_of(r)));
@@ -594,7 +607,8 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
  * reader need not redo the arithmetic. */
 static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
 {
-  static const char *const sources[] = {"roles", "iterations", "building", "first_free", "hidden"};
+  static const char *const sources[] = {"roles",      "iterations", "building",
+                                        "first_free", "requested",  "hidden"};
   state_t s = state_of(r);
   batch_fit_t f = batch_fit(r);
   ol_buf_printf(out, ", \"roles_known\": %s, \"roles\": {", r->roles_known ? "true" : "false");

@@ -129,6 +129,16 @@ static const class_case_t class_cases[] = {
    {DEVICE16, NO_BLOCKS, .request = 4 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB,
     .iterations = 0, .before_first_free = 13 * GiB + 512 * MiB, .iteration_need = -1,
     .first_persistent = -1}, OL_OOM_persistent},
+  /* Expandable segments in observe mode: cuMemCreate's segments carry no
+   * site, but the failed request's own does (weights, at model.cuda()). */
+  {"segments of no role, the request for weights",
+   {BASE, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
+    .segments_only = true, .request_role_known = true, .request_role = OL_ROLE_weights},
+   OL_OOM_persistent},
+  {"segments of no role, the request for activations: not told",
+   {BASE, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
+    .segments_only = true, .request_role_known = true, .request_role = OL_ROLE_activations},
+   OL_OOM_undetermined},
   {"small external share is not the cause",
    {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB, .external = 512 * MiB,
     .iterations = 3, .persistent = 3 * GiB}, OL_OOM_activations},
