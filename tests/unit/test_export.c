@@ -322,8 +322,8 @@ END_TEST
  * one segment; an unmap may take several ranges or part of one. Here:
  * 0x1000000-0x1800000 mapped in three ranges, then 0x1600000-0x1800000
  * unmapped from inside the last (6 MiB left, holding a 5 MiB tensor);
- * two 2 MiB ranges at 0x3000000 unmapped by one 4 MiB unmap; 2 MiB at
- * 0x4000000 on its own. The landed export made each range a segment, and
+ * two 2 MiB ranges at 0x3000000 unmapped by one 4 MiB unmap; 6 MiB at
+ * 0x4000000 with its middle 2 MiB unmapped (two segments of 2 MiB). The landed export made each range a segment, and
  * the tensor overran its 2 MiB ("blocks do not add up to total_size"). */
 START_TEST(memory_viz_mapped_pages)
 {
@@ -342,11 +342,12 @@ START_TEST(memory_viz_mapped_pages)
         "15,segment_map,0x3000000,2097152,0,,0\n"
         "16,segment_map,0x3200000,2097152,0,,0\n"
         "17,segment_unmap,0x3000000,4194304,0,,0\n"
-        "18,segment_map,0x4000000,2097152,0,,0\n"
-        "# end events=9\n", f);
+        "18,segment_map,0x4000000,6291456,0,,0\n"
+        "19,segment_unmap,0x4200000,2097152,0,,0\n"
+        "# end events=10\n", f);
   fclose(f);
   ck_assert_int_eq(export_to(path, "--format memory-viz"), 0);
-  check_snapshot("devices=1 entries=9 segments=2 blocks=3 active=5242880 reserved=8388608 "
+  check_snapshot("devices=1 entries=10 segments=3 blocks=4 active=5242880 reserved=10485760 "
                  "allocs=1 ooms=0 frames=1\n");
 }
 END_TEST
