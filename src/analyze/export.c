@@ -77,6 +77,76 @@ static void note_segment(ex_t *x, const ol_trace_event_t *ev, int32_t site)
   rec->kind = mapped;
 }
 
+/* What is left of a mapped range after [first, end) is unmapped: its
+ * part above end, kept as a range of its own. */
+static void keep_tail(ex_t *x, const ol_record_t *range, uint64_t end)
+{
+  if (range->key + range->size <= end)
+    return;
+  ol_record_t *tail = ol_records_add(&x->segments, end);
+  if (!tail) {
+    x->failed = true;
+    return;
+  }
+  *tail = *range;
+  tail->key = end;
+  tail->size = range->key + range->size - end;
+}
+
+typedef struct unmapping {
+  uint64_t first, end;
+  int32_t device;
+  ol_record_t straddles; /* the range starting below first that reaches into it */
+  bool found;
+  ol_record_t overruns;  /* a range taken that reaches past end (at most one) */
+  bool overran;
+} unmapping_t;
+
+/* Called while the table is walked: the tail is added after the walk. */
+static void note_overrun(const ol_record_t *range, void *arg)
+{
+  unmapping_t *u = arg;
+  if (range->key + range->size > u->end) {
+    u->overruns = *range;
+    u->overran = true;
+  }
+}
+
+static void find_straddling(const ol_record_t *range, void *arg)
+{
+  unmapping_t *u = arg;
+  if (range->device == u->device && range->kind && range->key < u->first &&
+      range->key + range->size > u->first) {
+    u->straddles = *range;
+    u->found = true;
+  }
+}
+
+/* Pages unmapped: usually one range exactly as it was mapped (our pool's
+ * 2 MiB pages); PyTorch's expandable segments may unmap several ranges at
+ * once, or part of one, so then every range inside [addr, addr + size) goes,
+ * the one reaching into it from below is cut short and what lies above is
+ * kept (a walk of the whole table, only on this rarer path). */
+static void unmap_segment(ex_t *x, const ol_trace_event_t *ev)
+{
+  ol_record_t *exact = ol_records_find(&x->segments, ev->addr);
+  ol_record_t gone;
+  if (exact && exact->size == ev->size) {
+    ol_records_take(&x->segments, ev->addr, &gone);
+    return;
+  }
+  unmapping_t u = {.first = ev->addr, .end = ev->addr + ev->size, .device = ev->device};
+  ol_records_each(&x->segments, find_straddling, &u);
+  ol_records_take_range(&x->segments, u.first, u.end, note_overrun, &u);
+  if (u.overran)
+    keep_tail(x, &u.overruns, u.end);
+  if (u.found) {
+    ol_record_t *below = ol_records_find(&x->segments, u.straddles.key);
+    below->size = u.first - u.straddles.key;
+    keep_tail(x, &u.straddles, u.end);
+  }
+}
+
 /* The account counts the event; the event's site (an alloc's is the
  * account's own) comes back. */
 static int32_t update_state(ex_t *x, const ol_trace_event_t *ev, ol_account_step_t *step)
@@ -93,8 +163,10 @@ static int32_t update_state(ex_t *x, const ol_trace_event_t *ev, ol_account_step
     note_segment(x, ev, site);
     break;
   case OL_TRACE_SEGMENT_FREE:
-  case OL_TRACE_SEGMENT_UNMAP:
     ol_records_take(&x->segments, ev->addr, &gone);
+    break;
+  case OL_TRACE_SEGMENT_UNMAP:
+    unmap_segment(x, ev);
     break;
   default:
     break;

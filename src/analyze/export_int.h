@@ -19,7 +19,8 @@
  * live blocks are the account's (site in the record's site). Segments of
  * reserved memory, which only memory_viz lists, are a table of their own
  * by address: size, stream, device, site as there; kind 1 for a VMM
- * mapping (an expandable segment). */
+ * mapping (an expandable segment: each range as mapped, less what was
+ * unmapped; memory_viz joins contiguous ranges into one segment). */
 typedef struct ex_device {
   bool seen, has_segments;
 } ex_device_t;

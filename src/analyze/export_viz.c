@@ -23,7 +23,9 @@
  * out-of-memory entry waits for its device's next line, which may be its
  * oom_context with the device's free memory as the job saw it (the
  * library writes that line before anything else of the device). The
- * segments are the state at the end of the trace, written last.
+ * segments are the state at the end of the trace, written last; a run of
+ * contiguous mapped pages (expandable segments, our pool under --manage)
+ * is one segment, as in PyTorch's own snapshot.
  * time_us is the wall clock (the trace's start_unix_us plus the event's
  * offset; a PyTorch CSV's times are already the wall clock). */
 #include "export_int.h"
@@ -462,6 +464,29 @@ static bool sorted_live(const ol_records_t *map, live_list_t *out)
   return true;
 }
 
+/* Whether mapped range b carries on where a ends, on a's device and stream. */
+static bool continues(const ol_record_t *a, const ol_record_t *b)
+{
+  return a->kind && b->kind && a->device == b->device && a->stream == b->stream &&
+         a->key + a->size == b->key;
+}
+
+/* PyTorch's snapshot shows an expandable segment as one segment per run of
+ * contiguous mapped pages (its tensors may span the pages of several map
+ * calls), so the ranges a trace mapped one by one become those runs; the
+ * frames are the run's first range's. segs is sorted by place. */
+static void join_mapped_runs(live_list_t *segs)
+{
+  size_t kept = 0;
+  for (size_t i = 0; i < segs->count; i++) {
+    if (kept > 0 && continues(&segs->items[kept - 1], &segs->items[i]))
+      segs->items[kept - 1].size += segs->items[i].size;
+    else
+      segs->items[kept++] = segs->items[i];
+  }
+  segs->count = kept;
+}
+
 /* The segment holding block b, or -1: the last one starting at or before it. */
 static long holder(const live_list_t *segs, const ol_record_t *b)
 {
@@ -589,6 +614,7 @@ bool ol_viz_end(ex_t *x)
   live_list_t segs = {0}, blocks = {0};
   bool ok = sorted_live(&x->segments, &segs) && sorted_live(&x->account->blocks, &blocks);
   if (ok) {
+    join_mapped_runs(&segs);
     put_segments(x, &segs, &blocks);
     key(v, K_device_traces);
     op(v, OP_EMPTY_LIST);

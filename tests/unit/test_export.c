@@ -317,6 +317,52 @@ START_TEST(memory_viz_native_source_lines)
 }
 END_TEST
 
+/* Expandable segments: pages mapped one range at a time, a tensor across
+ * several. As PyTorch's snapshot does, a run of contiguous mapped pages is
+ * one segment; an unmap may take several ranges or part of one. Here:
+ * 0x1000000-0x1800000 mapped in three ranges, then 0x1600000-0x1800000
+ * unmapped from inside the last (6 MiB left, holding a 5 MiB tensor);
+ * two 2 MiB ranges at 0x3000000 unmapped by one 4 MiB unmap; 6 MiB at
+ * 0x4000000 with its middle 2 MiB unmapped (two segments of 2 MiB). The landed export made each range a segment, and
+ * the tensor overran its 2 MiB ("blocks do not add up to total_size"). */
+START_TEST(memory_viz_mapped_pages)
+{
+  snprintf(path, sizeof path, "%s/mapped.trace", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("# oomlens-trace 2 pid=77 rank=0 start_unix_us=1700000000000000 stacks=1\n"
+        "# time_us,action,addr,size,stream,site,device\n"
+        "device,0,1073741824\n"
+        "site,0,0,model.py:10:weights;train.py:5:main\n"
+        "10,segment_map,0x1000000,2097152,0,,0\n"
+        "11,segment_map,0x1200000,2097152,0,,0\n"
+        "12,segment_map,0x1400000,4194304,0,,0\n"
+        "13,alloc,0x1000000,5242880,0,0,0\n"
+        "14,segment_unmap,0x1600000,2097152,0,,0\n"
+        "15,segment_map,0x3000000,2097152,0,,0\n"
+        "16,segment_map,0x3200000,2097152,0,,0\n"
+        "17,segment_unmap,0x3000000,4194304,0,,0\n"
+        "18,segment_map,0x4000000,6291456,0,,0\n"
+        "19,segment_unmap,0x4200000,2097152,0,,0\n"
+        "# end events=10\n", f);
+  fclose(f);
+  ck_assert_int_eq(export_to(path, "--format memory-viz"), 0);
+  check_snapshot("devices=1 entries=10 segments=3 blocks=4 active=5242880 reserved=10485760 "
+                 "allocs=1 ooms=0 frames=1\n");
+}
+END_TEST
+
+/* A trace the library wrote under --manage (its pool maps 2 MiB pages):
+ * the segments hold their tensors, and add up to what was mapped at the
+ * end (the trace's maps less its unmaps, 11 of them). */
+START_TEST(memory_viz_manage_trace)
+{
+  ck_assert_int_eq(export_to(data("oom/gpt2_batch.trace.gz"), "--format memory-viz"), 0);
+  check_snapshot("devices=1 entries=6224 segments=2 blocks=408 active=11520235520 "
+                 "reserved=11525947392 allocs=503 ooms=1 frames=706\n");
+}
+END_TEST
+
 /* ---- memory_viz in PyTorch's web viewer --------------------------------- */
 
 static void check_viewer_opcodes(const char *what)
@@ -654,6 +700,8 @@ static Suite *export_suite(void)
   tcase_add_test(formats, memory_viz_last_entries);
   tcase_add_test(formats, memory_viz_gpt2_last_entries);
   tcase_add_test(formats, memory_viz_native_source_lines);
+  tcase_add_test(formats, memory_viz_mapped_pages);
+  tcase_add_test(formats, memory_viz_manage_trace);
   tcase_add_test(formats, memory_viz_opcodes_the_viewer_reads);
   tcase_add_test(formats, memory_viz_wall_clock_and_free_memory);
   tcase_add_test(formats, perfetto_small);
