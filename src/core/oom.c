@@ -296,36 +296,33 @@ static int64_t scaled(int64_t unit, int64_t room, int64_t need, int64_t fixed)
   return (int64_t)((double)unit * (double)(room - fixed) / (double)(need - fixed));
 }
 
+/* What the state leaves of the guides' 80% of what the device offers. */
+static int64_t room_with_headroom(const ol_batch_figure_t *f)
+{
+  return at_least_zero(f->available * (100 - HEADROOM_PERCENT) / 100 - f->state);
+}
+
 void ol_batch_figure_solve(ol_batch_figure_t *f)
 {
   int64_t room = at_least_zero(f->available - f->state);
-  int64_t room_headroom =
-    at_least_zero(f->available * (100 - HEADROOM_PERCENT) / 100 - f->state);
+  int64_t room_headroom = room_with_headroom(f);
   int64_t unit = f->batch > 0 ? f->batch : 1000;
   int64_t fixed = f->fixed < f->need ? at_least_zero(f->fixed) : 0;
   f->fits = scaled(unit, room, f->need, fixed);
   f->fits_headroom = scaled(unit, room_headroom, f->need, fixed);
 }
 
-typedef struct batch_fit {
-  int64_t room_headroom; /* what the state and others leave of 80% of the device */
-  ol_batch_figure_t figure;
-} batch_fit_t;
-
-static batch_fit_t batch_fit(const ol_oom_record_t *r)
+static ol_batch_figure_t batch_fit(const ol_oom_record_t *r)
 {
   state_t s = state_of(r);
   int64_t now = transient_of(r);
   /* The failed iteration needed what it held plus the request, at least;
    * an earlier iteration's need says more only at the same batch and shape,
    * which holds for a fixed-shape loop: take the larger. */
-  batch_fit_t f = {
-    .room_headroom = at_least_zero(available(r) * (100 - HEADROOM_PERCENT) / 100 - s.bytes),
-    .figure = {.batch = r->batch, .available = available(r), .state = s.bytes,
-               .need = r->iteration_need > now ? r->iteration_need : now,
-               .need_is_lower_bound = r->iteration_need <= now},
-  };
-  ol_batch_figure_solve(&f.figure);
+  ol_batch_figure_t f = {.batch = r->batch, .available = available(r), .state = s.bytes,
+                         .need = r->iteration_need > now ? r->iteration_need : now,
+                         .need_is_lower_bound = r->iteration_need <= now};
+  ol_batch_figure_solve(&f);
   return f;
 }
 
@@ -382,14 +379,14 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32], c[32];
   state_t s = state_of(r);
-  batch_fit_t f = batch_fit(r);
+  ol_batch_figure_t f = batch_fit(r);
   ol_buf_printf(out, "The state (weights, gradients, optimizer state) holds %s and fits; the "
                 "iteration's own memory needed %s%s%s, and %s is left for it with %d%% headroom. ",
-                size_text(a, s.bytes), f.figure.need_is_lower_bound ? "at least " : "",
-                size_text(b, f.figure.need),
+                size_text(a, s.bytes), f.need_is_lower_bound ? "at least " : "",
+                size_text(b, f.need),
                 r->iterations == 0 ? " in the first iteration, which did not finish" : "",
-                size_text(c, f.room_headroom), HEADROOM_PERCENT);
-  advise_batch(out, r, &f.figure);
+                size_text(c, room_with_headroom(&f)), HEADROOM_PERCENT);
+  advise_batch(out, r, &f);
   ol_buf_printf(out, "Or keep the batch and cut the activations: mixed precision (bf16 halves "
                 "them), activation checkpointing (keeps only layer inputs), shorter sequences.");
 }
@@ -610,7 +607,7 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
   static const char *const sources[] = {"roles",      "iterations", "building",
                                         "first_free", "requested",  "hidden"};
   state_t s = state_of(r);
-  batch_fit_t f = batch_fit(r);
+  ol_batch_figure_t f = batch_fit(r);
   ol_buf_printf(out, ", \"roles_known\": %s, \"roles\": {", r->roles_known ? "true" : "false");
   for (int i = 0; i < OL_ROLE_COUNT; i++)
     ol_buf_printf(out, "%s\"%s\": %" PRId64, i ? ", " : "", ol_role_name((ol_role_t)i), r->role_bytes[i]);
@@ -626,11 +623,11 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
                 r->first_persistent, r->batch);
   if (r->batch > 0)
     ol_buf_printf(out, ", \"batch_fits\": %" PRId64 ", \"batch_fits_headroom\": %" PRId64,
-                  f.figure.fits, f.figure.fits_headroom);
+                  f.fits, f.fits_headroom);
   else
     ol_buf_printf(out, ", \"batch_fits\": null, \"batch_fits_headroom\": null");
   ol_buf_printf(out, ", \"batch_figure_is_bound\": %s",
-                f.figure.need_is_lower_bound ? "true" : "false");
+                f.need_is_lower_bound ? "true" : "false");
 }
 
 void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
@@ -660,9 +657,9 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
 bool ol_oom_batch_figures(const ol_oom_record_t *r, int64_t *fits, int64_t *fits_headroom,
                           bool *is_bound)
 {
-  batch_fit_t f = batch_fit(r);
-  *fits = f.figure.fits;
-  *fits_headroom = f.figure.fits_headroom;
-  *is_bound = f.figure.need_is_lower_bound;
+  ol_batch_figure_t f = batch_fit(r);
+  *fits = f.fits;
+  *fits_headroom = f.fits_headroom;
+  *is_bound = f.need_is_lower_bound;
   return r->batch > 0;
 }
