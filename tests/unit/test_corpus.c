@@ -105,43 +105,35 @@ static void check_oom_batch(const corpus_case_t *c, const ol_oom_record_t *recor
 /* `oomlens report` of the trace: the recorded OOM diagnosed as replay
  * diagnoses it; a leak warned of where what outlives iterations grows (by
  * construction), before the job ran out, and nowhere else. */
-static void check_trace_report(const corpus_case_t *c, const char *path,
+static void check_trace_report(const corpus_case_t *c, const ol_report_t *view,
                                const ol_replay_result_t *replayed)
 {
-  ol_report_t view;
-  ol_error_t err;
-  ck_assert_msg(ol_view_load_trace(&view, path, &err) == 0, "%s: %s", c->name, err.text);
-  const ol_device_stats_t *s = &view.devices[0].stats;
+  const ol_device_stats_t *s = &view->devices[0].stats;
   bool reached = replayed->recorded || !replayed->oom; /* the policy did not stop it first */
-  ck_assert_msg(!reached || view.devices[0].diagnosed == replayed->recorded,
+  ck_assert_msg(!reached || view->devices[0].diagnosed == replayed->recorded,
                 "%s: report %s, replay %s", c->name,
-                view.devices[0].diagnosed ? "diagnosed" : "did not diagnose",
+                view->devices[0].diagnosed ? "diagnosed" : "did not diagnose",
                 replayed->recorded ? "did" : "did not");
   if (replayed->recorded)
     ck_assert_str_eq(ol_oom_class_name(s->last_oom_class),
                      ol_oom_class_name(replayed->recorded_oom.cause));
   ck_assert_msg(s->phases.leak.fired == c->leak_warning, "%s: leak warning %s", c->name,
                 s->phases.leak.fired ? "fired" : "did not fire");
-  const ol_timeline_t *tl = &view.devices[0].timeline;
-  if (s->phases.leak.fired && view.devices[0].has_timeline && tl->oom_count > 0) {
+  const ol_timeline_t *tl = &view->devices[0].timeline;
+  if (s->phases.leak.fired && view->devices[0].has_timeline && tl->oom_count > 0) {
     double oom_s = ol_timeline_seconds(tl, tl->ooms[0].t_ns); /* both from the first event */
     ck_assert_msg(s->phases.leak.at_s <= oom_s, "%s: warned at %.3f s, ran out at %.3f s",
                   c->name, s->phases.leak.at_s, oom_s);
   }
-  ol_report_free(&view);
 }
 
 /* A job that fitted: the report of its trace names the batch that would. */
-static void check_report_batch(const corpus_case_t *c, const char *path)
+static void check_report_batch(const corpus_case_t *c, const ol_report_t *view)
 {
-  ol_report_t view;
-  ol_error_t err;
-  ck_assert_msg(ol_view_load_trace(&view, path, &err) == 0, "%s: %s", c->name, err.text);
-  const ol_report_device_t *d = &view.devices[0];
+  const ol_report_device_t *d = &view->devices[0];
   ck_assert_msg(d->has_batch, "%s: the report names no batch", c->name);
   ck_assert_int_eq(d->batch.batch, c->batch);
   check_estimate(c, d->batch.fits, d->batch.fits_headroom);
-  ol_report_free(&view);
 }
 
 START_TEST(each_case_gets_its_class_and_batch)
@@ -166,11 +158,14 @@ START_TEST(each_case_gets_its_class_and_batch)
                                     : "none";
   ck_assert_msg(strcmp(got, c->expected) == 0, "%s: replay says %s, the truth is %s", c->name,
                 got, c->expected);
-  check_trace_report(c, path, &result);
+  ol_report_t view; /* `oomlens report` of the same trace, read once */
+  ck_assert_msg(ol_view_load_trace(&view, path, &err) == 0, "%s: %s", c->name, err.text);
+  check_trace_report(c, &view, &result);
   if (c->batch_truth >= 0 && result.recorded)
     check_oom_batch(c, record);
   else if (c->batch_truth >= 0)
-    check_report_batch(c, path);
+    check_report_batch(c, &view);
+  ol_report_free(&view);
   ol_replay_result_free(&result);
 }
 END_TEST
