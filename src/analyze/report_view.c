@@ -288,7 +288,8 @@ static void read_batch(const ol_json_t *b, ol_report_device_t *d)
   d->stats.outside = ol_json_path_int64(b, "outside", -1);
   d->batch = (ol_batch_figure_t){
     .batch = int_at(b, "batch"), .available = int_at(b, "available"),
-    .state = int_at(b, "state"), .need = int_at(b, "need"), .fixed = int_at(b, "fixed"),
+    .state = int_at(b, "state"), .need = int_at(b, "need"),
+    .overhead = ol_json_path_int64(b, "overhead", 0), /* before 1.3: none counted */
     .fits = int_at(b, "fits"), .fits_headroom = int_at(b, "fits_headroom")};
   d->stats.batch = d->batch.batch;
 }

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 2   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning) */
+#define OL_REPORT_MINOR 3   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed) */
 #define OL_MAX_DEVICES 64
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
 
@@ -372,8 +372,8 @@ typedef struct ol_batch_figure {
   int64_t batch;     /* the batch the need was measured at; 0 unknown (then per mille) */
   int64_t available; /* the device less what is held outside the allocator */
   int64_t state;     /* what outlives iterations, or the state by roles */
-  int64_t need;      /* the iteration's own memory above it */
-  int64_t fixed;     /* of need, what does not scale with the batch */
+  int64_t need;      /* the iteration's own memory above it, at its peak */
+  int64_t overhead;  /* the allocator's reserve above its allocations then: as large at any batch */
   bool need_is_lower_bound; /* the iteration did not finish */
   int64_t fits, fits_headroom; /* out: batches (or per mille), with none and 20% free */
 } ol_batch_figure_t;

@@ -217,16 +217,17 @@ static void text_sites(ol_buf_t *out, const ol_report_sites_t *list, bool by_tot
 static void text_batch(ol_buf_t *out, const ol_report_device_t *d)
 {
   const ol_batch_figure_t *f = &d->batch;
-  char need[32], state[32], fixed[32], outside[32], cap[32];
+  char need[32], state[32], overhead[32], outside[32], cap[32];
   ol_format_bytes(need, sizeof need, f->need);
   ol_format_bytes(state, sizeof state, f->state);
-  ol_format_bytes(fixed, sizeof fixed, f->fixed);
+  ol_format_bytes(overhead, sizeof overhead, f->overhead);
   ol_format_bytes(outside, sizeof outside, d->stats.outside > 0 ? d->stats.outside : 0);
   ol_format_bytes(cap, sizeof cap, d->stats.capacity);
-  ol_buf_printf(out, "Batch that fits: each iteration needed %s above the %s that outlives it",
+  ol_buf_printf(out, "Batch that fits: the peak needed %s above the %s that outlives iterations",
                 need, state);
-  if (f->fixed > 0)
-    ol_buf_printf(out, " (%s of it gradients, as large at any batch)", fixed);
+  if (f->overhead > 0)
+    ol_buf_printf(out, ", and the allocator reserved %s more (counted as the same at any batch)",
+                  overhead);
   if (d->stats.outside >= 0)
     ol_buf_printf(out, "; with %s held outside the allocator on this %s device, ", outside, cap);
   else
@@ -463,11 +464,11 @@ static void json_batch(ol_buf_t *out, const ol_report_device_t *d)
     return;
   }
   ol_buf_printf(out, "{\"batch\": %lld, \"capacity\": %lld, \"outside\": %lld, \"available\": %lld, "
-                "\"state\": %lld, \"need\": %lld, \"fixed\": %lld, \"fits\": %lld, "
+                "\"state\": %lld, \"need\": %lld, \"overhead\": %lld, \"fits\": %lld, "
                 "\"fits_headroom\": %lld}",
                 (long long)f->batch, (long long)d->stats.capacity, (long long)d->stats.outside,
                 (long long)f->available, (long long)f->state, (long long)f->need,
-                (long long)f->fixed, (long long)f->fits, (long long)f->fits_headroom);
+                (long long)f->overhead, (long long)f->fits, (long long)f->fits_headroom);
 }
 
 /* Format 1.2: memory by role, with the sites. */
