@@ -135,16 +135,29 @@ static int64_t others_of(const ol_oom_record_t *r)
   return at_least_zero(r->external - own_context);
 }
 
-/* Would this process's memory plus the request fit if nobody else held
- * any, while others hold a share worth naming? A tenth of the device: a
- * small share outweighs a small request without being what to change (on
- * an 8 GiB device building 10 GB of weights it was the last straw, not
- * the cause). */
-static bool others_to_blame(const ol_oom_record_t *r)
+/* What this process would need with the device to itself: what it holds
+ * plus the request, or, once an iteration finished, what outlives the
+ * iterations plus an iteration's need, if more (on one H200 shared by two
+ * ranks, the rank with 4096-token sequences held 4.3 of a 6 GiB cap when
+ * its 1 GiB request failed: the request would fit without the other rank,
+ * its step would not). */
+static int64_t own_need(const ol_oom_record_t *r)
 {
   int64_t ours = r->reserved + (int64_t)r->request;
+  if (r->iterations > 0 && r->iteration_need > 0 && r->persistent >= 0 &&
+      r->persistent + r->iteration_need > ours)
+    return r->persistent + r->iteration_need;
+  return ours;
+}
+
+/* Would this process fit if nobody else held any memory, while others hold
+ * a share worth naming? A tenth of the device: a small share outweighs a
+ * small request without being what to change (on an 8 GiB device building
+ * 10 GB of weights it was the last straw, not the cause). */
+static bool others_to_blame(const ol_oom_record_t *r)
+{
   int64_t others = others_of(r);
-  return others > 0 && ours <= cap_of(r) && others >= cap_of(r) / 10;
+  return others > 0 && own_need(r) <= cap_of(r) && others >= cap_of(r) / 10;
 }
 
 static bool pieces_to_blame(const ol_oom_record_t *r)
@@ -483,6 +496,10 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
                   "them. Free or move what else runs on the device.",
                   size_text(a, others_of(r)), size_text(b, cap_of(r)),
                   size_text(d, r->reserved));
+    if (r->iterations == 0) /* what the rest of the step needs was never asked */
+      ol_buf_printf(out, " (No iteration had finished: whether the whole step fits alone is "
+                    "not known. If it still runs out with the device to itself, its own memory "
+                    "is the cause.)");
     explain_outside(out, r);
     break;
   case OL_OOM_fragmentation:

@@ -139,6 +139,12 @@ static const class_case_t class_cases[] = {
    {BASE, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
     .segments_only = true, .request_role_known = true, .request_role = OL_ROLE_activations},
    OL_OOM_undetermined},
+  /* Seen on the H200: a rank with long sequences beside another rank on
+   * one device; the request fits without the other, the step does not. */
+  {"others hold memory, but an iteration alone needs more than the device",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 6 * GiB, .allocated = 6 * GiB,
+    .external = 4 * GiB, .iterations = 3, .persistent = 2 * GiB, .iteration_need = 15 * GiB,
+    .before_first_free = 2 * GiB, .first_persistent = 2 * GiB}, OL_OOM_activations},
   {"small external share is not the cause",
    {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB, .external = 512 * MiB,
     .iterations = 3, .persistent = 3 * GiB}, OL_OOM_activations},
@@ -273,6 +279,27 @@ START_TEST(batch_figure_on_measured_runs)
 }
 END_TEST
 
+/* Others' memory blamed before any iteration finished: the words say what
+ * is not known (whether the step fits alone), and name the other process. */
+START_TEST(external_in_the_first_iteration_says_what_is_not_known)
+{
+  ol_oom_record_t r = {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 4 * GiB,
+                       .allocated = 4 * GiB, .external = 9 * GiB, .iterations = 0,
+                       .before_first_free = 2 * GiB, .iteration_need = -1, .other_count = 1,
+                       .others = {{.pid = 4242, .bytes = 8 * GiB, .name = "python3"}}};
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_external);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, OL_OOM_external, NULL, NULL);
+  ck_assert_ptr_nonnull(strstr(text.data, "whether the whole step fits alone is not known"));
+  ck_assert_ptr_nonnull(strstr(text.data, "pid 4242 (python3)"));
+  r.iterations = 4, r.persistent = 2 * GiB, r.iteration_need = 3 * GiB;
+  ol_buf_free(&text);
+  ol_oom_explain(&text, &r, OL_OOM_external, NULL, NULL);
+  ck_assert_ptr_null(strstr(text.data, "not known"));
+  ol_buf_free(&text);
+}
+END_TEST
+
 /* The state leaves less than one sample's share: no batch fits, and the
  * advice says so rather than "batch 0". */
 START_TEST(no_batch_fits_is_said)
@@ -399,6 +426,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, batch_figures_in_batches);
   tcase_add_test(classes, batch_figures_from_a_finished_iteration);
   tcase_add_test(classes, batch_figure_on_measured_runs);
+  tcase_add_test(classes, external_in_the_first_iteration_says_what_is_not_known);
   tcase_add_test(classes, no_batch_fits_is_said);
   suite_add_tcase(s, classes);
   TCase *traces = tcase_create("traces");
