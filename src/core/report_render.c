@@ -242,6 +242,17 @@ static void text_batch(ol_buf_t *out, const ol_report_device_t *d)
                   (long long)(f->fits / 10), (long long)(f->fits_headroom / 10));
 }
 
+/* The batch was given but no figure can be: say why, not nothing. */
+static void text_no_batch(ol_buf_t *out, const ol_report_device_t *d)
+{
+  if (ol_phases_iteration_need(&d->stats.phases) <= 0)
+    ol_buf_printf(out, "Batch that fits: not known: no iteration was found in the allocations "
+                       "seen (too few steps, or only PyTorch's cached segments, which it keeps: "
+                       "--manage sees the tensors)\n");
+  else
+    ol_buf_printf(out, "Batch that fits: not known: the device's size was not learnt\n");
+}
+
 static void text_calls(ol_buf_t *out, const ol_report_device_t *d)
 {
   const ol_device_stats_t *dev = &d->stats;
@@ -269,6 +280,8 @@ static void text_calls(ol_buf_t *out, const ol_report_device_t *d)
   }
   if (d->has_batch)
     text_batch(out, d);
+  else if (dev->batch > 0 && dev->num_ooms == 0)
+    text_no_batch(out, d);
   if (dev->num_ooms > 0) {
     char request[32];
     ol_format_bytes(request, sizeof request, dev->last_oom_request);

@@ -337,6 +337,19 @@ START_TEST(trace_batch_figure_equals_live)
 }
 END_TEST
 
+/* The batch given, but nothing repeats (a job of a few allocations): the
+ * report says why it names no batch, live and from the trace. */
+START_TEST(no_batch_figure_is_said_with_its_reason)
+{
+  const char *env[] = {"OOMLENS_CAPACITY=1G", "OOMLENS_BATCH=4", NULL};
+  harness_run_t cli;
+  const char *live = job_and_trace_report("runtime", env, &cli);
+  const char *why = "Batch that fits: not known: no iteration was found";
+  ck_assert_msg(strstr(live, why), "%s", live);
+  ck_assert_msg(strstr(cli.out, why), "%s", cli.out);
+}
+END_TEST
+
 /* The same job's figures live and from its trace: every row of the table
  * the live report shows (by pool; the OOM counts) reads the same from
  * `oomlens report TRACE`, but what a trace cannot carry. Call sites on. */
@@ -626,6 +639,7 @@ static Suite *trace_file_suite(void)
   tcase_add_test(job, unwritable_trace_does_not_hurt_job);
   tcase_add_test(job, trace_report_table_equals_live);
   tcase_add_test(job, trace_batch_figure_equals_live);
+  tcase_add_test(job, no_batch_figure_is_said_with_its_reason);
   tcase_add_loop_test(job, trace_replays_to_the_live_diagnosis, 0,
                       sizeof recorded_cases / sizeof *recorded_cases);
   suite_add_tcase(s, job);
