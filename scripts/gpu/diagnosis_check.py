@@ -49,6 +49,15 @@ CASES = [
     dict(name='other_process', cap='12G', batch=2, steps=2, truth='external', hog=8),
     dict(name='impossible', cap='12G', batch=1, steps=1, truth='impossible'),
     dict(name='fits', cap='12G', batch=2, steps=2, truth='none'),
+    # Kinds the rules were not first built on (session 3): a leak too slow
+    # for any per-step share near the cap (GPT-2 batch 2 peaks at 5.25 GB),
+    # an evaluation at a larger batch mid-training, another model family.
+    dict(name='slow_leak', cap='6600M', batch=2, steps=400, truth='leak',
+         observe=('undetermined', HIDDEN)),
+    dict(name='eval_batch', cap='12G', batch=2, steps=3, truth='activations',
+         observe=('undetermined', HIDDEN)),
+    dict(name='bert_batch', cap='8G', batch=96, steps=2, truth='activations',
+         observe=('undetermined', HIDDEN)),
     # Jobs that fit, whose report names the batch that would (batch truth:
     # bisected under the same cap, the first two cases').
     dict(name='gpt2_fits', job='gpt2_batch', cap='12G', batch=2, steps=3, truth='none',

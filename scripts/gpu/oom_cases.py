@@ -197,6 +197,51 @@ def fits(batch, steps):
     yield from gpt2_batch(batch, steps)
 
 
+@case
+def slow_leak(batch, steps):
+    """A job near its cap keeps 16 MB a step (the last 40 positions' logits,
+    as a metrics hook might): it fails mid-training after some 50 steps,
+    never more than 0.3% of the device a step (truth: leak)."""
+    m = gpt2_model()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    kept = []
+    for _ in range(steps):
+        x = torch.randint(0, 50257, (batch, 1024), device='cuda')
+        out = m(input_ids=x, labels=x)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        kept.append(out.logits[:, -40:].detach().clone())  # the bug: kept for good
+        del out
+        yield
+
+
+@case
+def eval_batch(batch, steps):
+    """Trains at the batch given, then evaluates under torch.no_grad() at
+    16 times that batch, which does not fit (truth: activations, of the
+    evaluation; nothing leaks)."""
+    m = gpt2_model()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    xs = (torch.randint(0, 50257, (batch, 1024), device='cuda') for _ in range(steps))
+    yield from train_steps(m, opt, xs, lm_loss)
+    with torch.no_grad():
+        val = torch.randint(0, 50257, (16 * batch, 1024), device='cuda')
+        m(input_ids=val, labels=val)
+    yield
+
+
+@case
+def bert_batch(batch, steps):
+    """An encoder of another family (BERT-base, masked LM, fp32 AdamW,
+    sequence 512): the batch is too large for its first step (truth:
+    activations)."""
+    from transformers import BertConfig, BertForMaskedLM
+    m = BertForMaskedLM(BertConfig()).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    xs = (torch.randint(0, 30522, (batch, 512), device='cuda') for _ in range(steps))
+    yield from train_steps(m, opt, xs, lm_loss)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))

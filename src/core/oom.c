@@ -204,6 +204,23 @@ static bool kept_to_blame(const ol_oom_record_t *r, state_t s)
   return kept >= available(r) / 4 && grew >= kept / 2;
 }
 
+/* What outlives iterations was still rising when the job ran out, and has
+ * risen since the first iteration found by more than the request lacked:
+ * without that growth it would fit. A slow leak (a few MB a step, the field
+ * guides' "fails mid-training") passes no per-iteration share, and takes
+ * hours to be a quarter of the device, but adds up to the shortfall. The
+ * first iteration found already holds the optimizer's state, so the state
+ * is not growth; a rise of less than 0.5% of the device is not told from
+ * the allocator's noise. */
+static bool shortfall_grown(const ol_oom_record_t *r)
+{
+  if (r->iterations < OL_LEAK_STREAK + 1 || r->first_persistent < 0 || r->growth <= 0)
+    return false;
+  int64_t grew = r->persistent - r->first_persistent;
+  int64_t lacking = r->reserved + (int64_t)r->request - available(r);
+  return grew >= cap_of(r) / OL_LEAK_SHARE && grew >= lacking;
+}
+
 /* The state, alone, leaves less than the guides' headroom for any batch;
  * or the job ran out before it freed anything at all (still building its
  * state, as in model.cuda()). */
@@ -225,7 +242,7 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
   if (others_to_blame(r))
     return OL_OOM_external;
   state_t s = state_of(r);
-  if (!r->segments_only && (growth_to_blame(r) || kept_to_blame(r, s)))
+  if (!r->segments_only && (growth_to_blame(r) || kept_to_blame(r, s) || shortfall_grown(r)))
     return OL_OOM_leak;
   if (state_to_blame(r, s))
     return OL_OOM_persistent;
@@ -429,7 +446,14 @@ static void explain_outside(ol_buf_t *out, const ol_oom_record_t *r)
 /* The growth as it was found: per iteration, or in all since the first. */
 static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
 {
-  char a[32], b[32], c[32];
+  char a[32], b[32], c[32], d[32];
+  if (!growth_to_blame(r) && !kept_to_blame(r, state_of(r))) {
+    ol_buf_printf(out, "What outlives iterations grew from %s to %s over %" PRIu64 " iterations, "
+                  "%s in the last, and was still growing; without that growth this %s request "
+                  "would fit. ", size_text(a, r->first_persistent), size_text(b, r->persistent),
+                  r->iterations, size_text(c, r->growth), size_text(d, (int64_t)r->request));
+    return;
+  }
   if (growth_to_blame(r)) {
     ol_buf_printf(out, "What outlives an iteration grew by %s per iteration (now %s, after %" PRIu64
                   " iterations). ", size_text(a, r->growth), size_text(b, r->persistent),
