@@ -205,20 +205,28 @@ static bool kept_to_blame(const ol_oom_record_t *r, state_t s)
 }
 
 /* What outlives iterations was still rising when the job ran out, and has
- * risen since the first iteration found by more than the request lacked:
- * without that growth it would fit. A slow leak (a few MB a step, the field
- * guides' "fails mid-training") passes no per-iteration share, and takes
- * hours to be a quarter of the device, but adds up to the shortfall. The
- * first iteration found already holds the optimizer's state, so the state
- * is not growth; a rise of less than 0.5% of the device is not told from
- * the allocator's noise. */
+ * risen since the first iteration found by more than the request lacked,
+ * steadily (its rate over the iterations covers it too): without that
+ * growth it would fit. A slow leak (16 MB a step near a 6.6 GB cap, on the
+ * H200: the field guides' "fails mid-training") passes no per-iteration
+ * share and is far from a quarter of the device, but adds up to the
+ * shortfall. The optimizer's state, made once in the first step, may come
+ * after the first iteration found: where roles say what the weights and
+ * the optimizer's state are, they are not growth. A rise of less than 0.5%
+ * of the device is not told from the allocator's noise. */
 static bool shortfall_grown(const ol_oom_record_t *r)
 {
   if (r->iterations < OL_LEAK_STREAK + 1 || r->first_persistent < 0 || r->growth <= 0)
     return false;
   int64_t grew = r->persistent - r->first_persistent;
+  if (r->roles_known) {
+    int64_t kept = r->persistent - r->role_bytes[OL_ROLE_weights] -
+                   r->role_bytes[OL_ROLE_optimizer];
+    grew = kept < grew ? kept : grew;
+  }
   int64_t lacking = r->reserved + (int64_t)r->request - available(r);
-  return grew >= cap_of(r) / OL_LEAK_SHARE && grew >= lacking;
+  double steady = (double)r->growth * (double)(r->iterations - 1);
+  return grew >= cap_of(r) / OL_LEAK_SHARE && grew >= lacking && steady >= (double)lacking;
 }
 
 /* The state, alone, leaves less than the guides' headroom for any batch;
