@@ -9,8 +9,8 @@
 #
 #   folded      speedscope (npm), its release page in headless Chromium
 #               (scripts/speedscope_import.mjs): the total weight it
-#               imported against replay's peak allocated (of what the job
-#               held: its refused requests left out), and that each
+#               imported against replay's peak allocated (what the job
+#               held: a request it was refused is not in it), and that each
 #               root frame starts once in its time-order view
 #   memory-viz  PyTorch's web viewer's own unpickler
 #               (scripts/check_memory_viz.sh: MEMORY_VIZ_JS or torch)
@@ -67,13 +67,10 @@ install_promtool() {
 
 # ---- our figures ---------------------------------------------------------
 
-# replay's "peak allocated: ... (N bytes" of what the job held: the bytes
-# the folded export sums to. Replay serves the requests the job was
-# refused (its device is 139.8 GiB unless told), so their oom lines are
-# left out first: its peak would count them as held.
+# replay's "peak allocated: ... (N bytes" of what the job held (its
+# refused requests never held): the bytes the folded export sums to.
 peak_allocated() {
-  gzip -cdf "$1" | grep -v ',oom,' >"$scratch/held.trace"
-  build/tools/oomlens replay "$scratch/held.trace" 2>/dev/null |
+  build/tools/oomlens replay "$1" 2>/dev/null |
     sed -n 's/^peak allocated: .*(\([0-9]*\) bytes.*/\1/p'
 }
 
