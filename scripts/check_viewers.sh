@@ -237,8 +237,11 @@ check_memory_viz_page() {
     [ "$(said_figure "$said" timeline_peak)" = "$peak" ] &&
       [ "$(said_figure "$said" segment_peak)" = "$reserved" ] &&
       [ "$(said_figure "$said" allocated)" = "$active" ] &&
-      [ "$(said_figure "$said" reserved)" = "$held" ] || { verdict=DIFFERENT; failed=1; }
-    say "memory-viz page $name: drawn by MemoryViz.js; timeline peak $(said_figure "$said" timeline_peak)," \
+      [ "$(said_figure "$said" reserved)" = "$held" ] &&
+      [ "$(said_figure "$said" timeline_polygons)" -gt 0 ] && [ "$(said_figure "$said" rects)" -gt 0 ] ||
+      { verdict=DIFFERENT; failed=1; }
+    say "memory-viz page $name: drawn by MemoryViz.js ($(said_figure "$said" timeline_polygons) polygons," \
+      "$(said_figure "$said" rects) rectangles); timeline peak $(said_figure "$said" timeline_peak)," \
       "ours $peak; segment timeline peak $(said_figure "$said" segment_peak), ours $reserved;" \
       "state at the end $(said_figure "$said" allocated) allocated / $(said_figure "$said" reserved)" \
       "reserved, ours $active / $held ($verdict)"

@@ -8,8 +8,8 @@
 // Each pickle is dropped on the page as a user drops it (a drop event
 // carrying the file), then each of the viewer's three views is drawn and
 // read back:
-//   Active Memory Timeline          the peak its y axis spans (the axis's
-//                                   own scale: the allocations it plots)
+//   Active Memory Timeline          the peak its y axis spans (the
+//                                   allocations it plots, stacked)
 //   Active Cached Segment Timeline  the same for segments
 //   Allocator State History         "(N allocated / M reserved)", the text
 //                                   it shows for the last event selected
@@ -64,7 +64,7 @@ function importMap() {
 
 const page_html = `<!DOCTYPE html><html><head><meta charset="utf-8">
 <script type="importmap">${JSON.stringify(importMap())}</script></head><body>
-<script type="module">import * as viz from "/MemoryViz.js"; window.__viewer_loaded = true;</script>
+<script type="module">import "/MemoryViz.js"; window.__viewer_loaded = true;</script>
 </body></html>`;
 
 // d3's sources import "./axis" for "./axis.js" (a bundler's habit, which a
@@ -116,8 +116,8 @@ async function show(page, view) {
   }, { timeout: 60000, polling: 200 }, view);
 }
 
-// What the view shows: the peak its y axis spans (d3's axis keeps its
-// scale on the element) and what it drew; the state history's text.
+// What the view shows: the peak its y axis spans (from where d3 put its
+// ticks) and what it drew; the state history's text.
 async function read(page, view) {
   return page.evaluate(view => {
     const div = [...document.querySelectorAll('body > div')].find(d => d.style.display !== 'none' &&
