@@ -6,30 +6,20 @@
 # (tests/unit/check_snapshot.py); prints one line per trace: accepted or
 # not, and the reserved bytes the viewer read against ours.
 #
-# The viewer's code is taken from where it is installed, never kept in
-# this repository: $MEMORY_VIZ_JS, else PyTorch's Python package (pip's
-# torch, Debian's python3-torch): torch/utils/viz/MemoryViz.js. Exit 77
-# (skipped) when node or that file is not here; 1 when a trace is refused
-# or its figures differ. Run after `ninja -C build`.
+# The viewer's code is given by $MEMORY_VIZ_JS (PyTorch's
+# torch/utils/viz/MemoryViz.js, whole or only its unpickle function), never
+# kept in this repository. No package ships it: pip's torch 2.11 wheel has
+# no torch/utils/viz/MemoryViz.js, Debian's python3-torch (1.13.1) neither,
+# and PyTorch's own _memory_viz.py page imports it from jsdelivr's
+# pytorch@main. Exit 77 (skipped) when node or that file is not here; 1
+# when a trace is refused or its figures differ. Run after `ninja -C build`.
 set -eu
 cd "$(dirname "$0")/.."
 
-find_viewer() {
-  if [ -n "${MEMORY_VIZ_JS:-}" ]; then
-    echo "$MEMORY_VIZ_JS"
-    return
-  fi
-  # find_spec: where torch is, without importing it
-  python3 -c 'import importlib.util as u, os, sys; s = u.find_spec("torch")
-if s is None: sys.exit(1)
-print(os.path.join(os.path.dirname(s.origin), "utils", "viz", "MemoryViz.js"))' 2>/dev/null && return
-  dpkg -L python3-torch 2>/dev/null | grep '/MemoryViz\.js$' | head -n 1
-}
-
-viewer=$(find_viewer || true)
+viewer=${MEMORY_VIZ_JS:-}
 if ! command -v node >/dev/null 2>&1 || [ -z "$viewer" ] || [ ! -f "$viewer" ]; then
-  echo "check_memory_viz: skipped: needs node and PyTorch's MemoryViz.js (set MEMORY_VIZ_JS," \
-    "or install torch with pip or python3-torch with apt)"
+  echo "check_memory_viz: skipped: needs node and PyTorch's MemoryViz.js (set MEMORY_VIZ_JS" \
+    "to torch/utils/viz/MemoryViz.js of a PyTorch checkout: no package ships it)"
   exit 77
 fi
 [ $# -gt 0 ] || set -- tests/data/*.csv.gz

@@ -320,6 +320,15 @@ static void print_text_roles(const ol_replay_result_t *r)
   ol_buf_free(&line);
 }
 
+/* The requests the job was refused are not in its peak: it never held
+ * them (the policy tried each, to say whether it would have fitted; its
+ * own figures, --json's policy_peak_allocated, count those it served). */
+static void print_refused(const ol_replay_result_t *r)
+{
+  printf("refused:          %" PRIu64 " request(s) the job was refused: never held, "
+         "not in its peak\n", r->trace_ooms);
+}
+
 static int print_text(const replay_args_t *a, const ol_replay_result_t *r)
 {
   char b1[32], b2[32], b3[32];
@@ -332,8 +341,10 @@ static int print_text(const replay_args_t *a, const ol_replay_result_t *r)
          r->events, r->allocs, r->frees);
   if (r->unknown_frees)
     printf(", %" PRIu64 " frees of unknown addresses skipped", r->unknown_frees);
-  printf(")\npeak allocated:   %s (%" PRId64 " bytes, as the trace asked)\n",
+  printf(")\npeak allocated:   %s (%" PRId64 " bytes, what the job held)\n",
          bytes_text(r->peak_requested, b2, sizeof b2), r->peak_requested);
+  if (r->trace_ooms)
+    print_refused(r);
   printf("peak reserved:    %s (%" PRId64 " bytes)\n",
          bytes_text(r->stats.reserved_peak, b3, sizeof b3), r->stats.reserved_peak);
   printf("ratio:            %.4f (peak reserved / peak allocated)\n", ratio_of(r));

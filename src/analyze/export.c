@@ -335,9 +335,12 @@ static void perfetto_event(ex_t *x, const ol_trace_event_t *ev)
   ex_perfetto_t *p = &x->perfetto;
   int d = ev->device;
   if (ev->action == OL_TRACE_OOM) {
+    /* "I", the instant phase Chrome itself writes: the format's document
+     * gives "i" too, which Perfetto and catapult read but Chrome DevTools'
+     * trace engine drops (its Phase.INSTANT is "I" alone). */
     json_event_start(x);
     fprintf(x->out,
-            "{\"ph\":\"i\",\"s\":\"p\",\"name\":\"out of memory\",\"pid\":%d,\"tid\":%d,"
+            "{\"ph\":\"I\",\"s\":\"p\",\"name\":\"out of memory\",\"pid\":%d,\"tid\":%d,"
             "\"ts\":%" PRIu64 ",\"args\":{\"request\":%" PRIu64 ",\"allocated\":%" PRId64
             ",\"reserved\":%" PRId64 "}}",
             perfetto_pid(d), perfetto_pid(d), ev->time_us, ev->size, ex_stats(x, d)->allocated_bytes[OL_POOL_ALL].current,

@@ -206,9 +206,11 @@ static void on_free(replay_t *r, const ol_trace_event_t *ev)
     r->result->unknown_frees++;
 }
 
-/* The recorded run failed here: the policy gets the same request, and if
- * it serves it, that was an allocation given back at once (it can be the
- * peak). */
+/* The recorded run failed here: the policy gets the same request, to say
+ * whether it would have fitted, and gives it back at once. The account
+ * does not count it: the job never held it, so the peak allocated stays
+ * what the job held (the policy's own figures, stats.allocated_peak and
+ * reserved_peak, count it). */
 static int on_oom(replay_t *r, const ol_trace_event_t *ev)
 {
   r->result->trace_ooms++;
@@ -222,7 +224,6 @@ static int on_oom(replay_t *r, const ol_trace_event_t *ev)
     return 1;
   if (r->ops->alloc(r->policy, ev->size, ev->stream, &addr) != 0)
     return 0;
-  ol_account_probe(r->account, 0, ev->size, site_of(r, ev));
   r->ops->free(r->policy, addr);
   return 1;
 }

@@ -61,7 +61,10 @@ typedef struct ol_replay_result {
   uint64_t unknown_frees; /* free_completed of an address never allocated: skipped */
   uint64_t zero_allocs;   /* alloc of 0 bytes: nothing to allocate */
   uint64_t trace_ooms;    /* `oom` events met */
-  int64_t peak_requested; /* peak of the live bytes the trace asked for */
+  /* Peak of the live bytes the job held, as the report of its trace and
+   * every export count it: the requests it was refused are not in it (the
+   * policy's stats.allocated_peak counts them, served for an instant). */
+  int64_t peak_requested;
   ol_policy_stats_t stats;  /* the policy's at the end (or at the OOM) */
   bool oom;
   ol_replay_oom_t oom_at; /* set when oom */

@@ -127,14 +127,6 @@ bool __attribute__((cold)) ol_account_unknown_free(ol_account_t *a, int device)
   return false;
 }
 
-void ol_account_probe(ol_account_t *a, int device, uint64_t size, int32_t site)
-{
-  int d = ol_account_device(a, device);
-  ol_record_t b = {.size = size, .device = d, .site = site, .kind = OL_ORIGIN_NONE};
-  ol_account_added(a, &b, d);
-  ol_account_removed(a, &b, d);
-}
-
 /* ---- iterations ------------------------------------------------------------ */
 
 /* The device's size for the leak's projection: as its owner set it, else

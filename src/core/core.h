@@ -1124,10 +1124,6 @@ static inline bool ol_account_release(ol_account_t *a, uint64_t addr, int device
   return true;
 }
 
-/* A request served and given back at once (replay's recorded out-of-memory,
- * when its policy could serve it): it counts as a block that lived an
- * instant, so it can be the peak. */
-void ol_account_probe(ol_account_t *a, int device, uint64_t size, int32_t site);
 /* Reserved memory changes by delta bytes in one segment (size picks its
  * pool). Never below zero: a trace may begin after its segments were made. */
 void ol_account_reserved(ol_account_t *a, int device, uint64_t size, int64_t delta,

@@ -488,7 +488,7 @@ START_TEST(perfetto_small)
           ck_assert_int_eq(bytes, 4194304);
       }
     } else {
-      ck_assert_str_eq(ph, "i");
+      ck_assert_str_eq(ph, "I"); /* the phase DevTools' trace engine reads too */
       ooms++;
       ck_assert_int_eq(ol_json_path_int64(e, "args.request", -1), 8589934592ll);
       ck_assert_int_eq(ol_json_path_int64(e, "args.allocated", -1), 2 * MiB);
