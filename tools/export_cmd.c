@@ -54,10 +54,14 @@ static void print_help(FILE *out)
           "  --max-entries N       memory-viz: only each device's last N trace entries\n"
           "                        (default 1000000; 0: all); the segments still show\n"
           "                        the memory at the end of the trace\n"
-          "  -o, --output OUT      write to OUT (default: standard output)\n"
+          "  -o, --output OUT      write to OUT (default: standard output): replaced\n"
+          "                        only by a whole export; refused when it is not a\n"
+          "                        regular file of yours (a folder, link, device, FIFO)\n"
+          "                        or is TRACE itself\n"
           "\n"
-          "Exit status: 0 when written, 2 for a usage or input error, 1 when the host\n"
-          "runs out of memory or the output cannot be written.\n");
+          "Exit status: 0 when written, 2 for a usage or input error or a refused OUT,\n"
+          "1 when the host runs out of memory or the output cannot be written (OUT is\n"
+          "then as it was).\n");
 }
 
 static bool parse_format(const char *text, void *field, const void *data)

@@ -32,10 +32,12 @@ static void print_help(FILE *out)
           "prints the text report. With --html, writes one self-contained page (no\n"
           "network): memory over time per device with the OOM marked, the call sites\n"
           "holding memory at the peak, why it ran out, and the summary table.\n"
-          "OUT.html may be - for stdout.\n"
+          "OUT.html may be - for stdout; a file is replaced only by a whole page, and\n"
+          "refused when it is not a regular file of yours (a folder, link, device,\n"
+          "FIFO) or is FILE itself.\n"
           "\n"
-          "Exit status: 0 done, 2 for a usage error or an unreadable file, 1 when the\n"
-          "page cannot be written.\n");
+          "Exit status: 0 done, 2 for a usage error, an unreadable file or a refused\n"
+          "OUT, 1 when the page cannot be written (OUT is then as it was).\n");
 }
 
 /* The page (or the text) whole: OUT replaced only by a complete page
