@@ -553,7 +553,7 @@ int ol_tracefile_open(const char *path)
     close(tf.fd);
     tf.fd = -1;
     if (created)
-      unlink(path); /* ours, and holding not even its header */
+      unlink(path); /* ours, holding at most its header: no trace, no file */
   }
   pthread_mutex_unlock(&tf.lock);
   return rc;
