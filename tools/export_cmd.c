@@ -1,7 +1,8 @@
 /* export_cmd.c: `oomlens export TRACE --format F [-o OUT]`, a trace (ours
  * or PyTorch's CSV) in a format other tools view (src/analyze/export.h). Exit
  * codes: 0 written; 2 for a usage or input error; 1 when the host runs
- * out of memory or the output cannot be written. */
+ * out of memory or the output cannot be written. OUT is never anything but
+ * a regular file of the user's, and never the trace itself (exit 2). */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -53,10 +54,14 @@ static void print_help(FILE *out)
           "  --max-entries N       memory-viz: only each device's last N trace entries\n"
           "                        (default 1000000; 0: all); the segments still show\n"
           "                        the memory at the end of the trace\n"
-          "  -o, --output OUT      write to OUT (default: standard output)\n"
+          "  -o, --output OUT      write to OUT (default: standard output): replaced\n"
+          "                        only by a whole export; refused when it is not a\n"
+          "                        regular file of yours (a folder, link, device, FIFO)\n"
+          "                        or is TRACE itself\n"
           "\n"
-          "Exit status: 0 when written, 2 for a usage or input error, 1 when the host\n"
-          "runs out of memory or the output cannot be written.\n");
+          "Exit status: 0 when written, 2 for a usage or input error or a refused OUT,\n"
+          "1 when the host runs out of memory or the output cannot be written (OUT is\n"
+          "then as it was).\n");
 }
 
 static bool parse_format(const char *text, void *field, const void *data)
@@ -106,8 +111,28 @@ static bool parse_args(int argc, char **argv, export_args_t *a, int *status)
   return true;
 }
 
-/* The output is opened only once the trace is known to open, so a bad
- * trace never leaves an empty file behind; a failed export removes it. */
+/* OUT as a stream for the exporter: a temporary file beside OUT (its own
+ * descriptor, so fclose leaves the output's to commit), published only once
+ * the whole export is written (core's output_file.c). */
+static FILE *open_output(ol_output_t *o, const char *path, ol_error_t *err)
+{
+  if (!ol_output_begin(o, path, OL_OUTPUT_SHARED, err))
+    return NULL;
+  int fd = dup(o->fd);
+  FILE *out = fd >= 0 ? fdopen(fd, "wb") : NULL;
+  if (!out) {
+    ol_fail(err, OL_EXIT_FAILURE, "%s: cannot write: %s", path, strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    ol_output_abort(o);
+  }
+  return out;
+}
+
+/* The output is checked before anything is read (a refused OUT, such as
+ * the trace itself, costs nothing), and opened only once the trace is
+ * known to open; OUT is replaced only by a whole export, so a failed
+ * one leaves it as it was. */
 int ol_cmd_export(int argc, char **argv)
 {
   export_args_t a;
@@ -115,15 +140,17 @@ int ol_cmd_export(int argc, char **argv)
   if (!parse_args(argc, argv, &a, &status))
     return status;
   ol_error_t err;
+  const char *inputs[] = {a.trace, NULL};
+  if (a.output && !ol_output_check(a.output, inputs, &err))
+    return ol_args_fail("export", &err);
   ol_trace_t *probe = ol_trace_open(a.trace, &err);
   if (!probe)
     return ol_args_fail("export", &err);
   ol_trace_close(probe);
-  FILE *out = a.output ? fopen(a.output, "wb") : stdout;
-  if (!out) {
-    ol_fail(&err, OL_EXIT_FAILURE, "cannot write %s: %s", a.output, strerror(errno));
+  ol_output_t output;
+  FILE *out = a.output ? open_output(&output, a.output, &err) : stdout;
+  if (!out)
     return ol_args_fail("export", &err);
-  }
   static char buffer[1 << 16];
   setvbuf(out, buffer, _IOFBF, sizeof buffer);
   ol_progress_t progress;
@@ -133,16 +160,18 @@ int ol_cmd_export(int argc, char **argv)
   ol_export_result_t result;
   int rc = ol_export_file(a.trace, out, &a.options, &result, &err);
   ol_progress_end(&progress);
-  bool closed = !a.output || fclose(out) == 0;
+  bool closed = a.output ? fclose(out) == 0 : fflush(out) == 0;
   if (rc == 0 && !closed) {
-    ol_fail(&err, OL_EXIT_FAILURE, "cannot write %s: %s", a.output, strerror(errno));
+    ol_fail(&err, OL_EXIT_FAILURE, "%s: cannot write: %s", a.output ? a.output : "standard output",
+            strerror(errno));
     rc = -1;
   }
-  if (rc != 0) {
-    if (a.output)
-      unlink(a.output);
+  if (a.output && rc != 0)
+    ol_output_abort(&output);
+  if (a.output && rc == 0 && !ol_output_commit(&output, &err))
+    rc = -1;
+  if (rc != 0)
     return ol_args_fail("export", &err);
-  }
   if (result.left_out)
     fprintf(stderr, "oomlens export: kept the last %llu entries of each device, left out %llu "
                     "earlier ones (--max-entries 0 keeps all)\n",

@@ -1,7 +1,8 @@
 /* report_cmd.c: `oomlens report FILE [--html OUT]`: a report the library
  * wrote (JSON), or a recorded trace, printed as the text report or turned
  * into one self-contained HTML page. Exit codes: 0 done, 2 for a usage
- * error or a file that cannot be read or is not ours, 1 when the page
+ * error, a file that cannot be read or is not ours, or an OUT that is not
+ * a regular file of the user's (or is FILE itself), 1 when the page
  * cannot be written. */
 #include <errno.h>
 #include <stdio.h>
@@ -31,12 +32,16 @@ static void print_help(FILE *out)
           "prints the text report. With --html, writes one self-contained page (no\n"
           "network): memory over time per device with the OOM marked, the call sites\n"
           "holding memory at the peak, why it ran out, and the summary table.\n"
-          "OUT.html may be - for stdout.\n"
+          "OUT.html may be - for stdout; a file is replaced only by a whole page, and\n"
+          "refused when it is not a regular file of yours (a folder, link, device,\n"
+          "FIFO) or is FILE itself.\n"
           "\n"
-          "Exit status: 0 done, 2 for a usage error or an unreadable file, 1 when the\n"
-          "page cannot be written.\n");
+          "Exit status: 0 done, 2 for a usage error, an unreadable file or a refused\n"
+          "OUT, 1 when the page cannot be written (OUT is then as it was).\n");
 }
 
+/* The page (or the text) whole: OUT replaced only by a complete page
+ * (core's output_file.c), stdout written and flushed. */
 static int write_out(const char *path, const ol_buf_t *buf)
 {
   ol_error_t err;
@@ -44,13 +49,12 @@ static int write_out(const char *path, const ol_buf_t *buf)
     ol_fail(&err, OL_EXIT_FAILURE, "out of memory");
     return ol_args_fail("report", &err);
   }
-  bool to_stdout = strcmp(path, "-") == 0;
-  FILE *f = to_stdout ? stdout : fopen(path, "w");
-  bool ok = f && fwrite(buf->data, 1, buf->len, f) == buf->len;
-  if (f)
-    ok &= to_stdout ? fflush(f) == 0 : fclose(f) == 0;
-  if (!ok) {
-    ol_fail(&err, OL_EXIT_FAILURE, "cannot write %s: %s", path, strerror(errno));
+  if (strcmp(path, "-") != 0)
+    return ol_output_write_file(path, buf->data, buf->len, OL_OUTPUT_SHARED, &err)
+             ? OL_EXIT_OK
+             : ol_args_fail("report", &err);
+  if (fwrite(buf->data, 1, buf->len, stdout) != buf->len || fflush(stdout) != 0) {
+    ol_fail(&err, OL_EXIT_FAILURE, "standard output: cannot write: %s", strerror(errno));
     return ol_args_fail("report", &err);
   }
   return OL_EXIT_OK;
@@ -71,6 +75,9 @@ int ol_cmd_report(int argc, char **argv)
     return ol_args_usage("report", "one FILE only (oomlens merge reads several)");
   ol_report_t view;
   ol_error_t err;
+  const char *inputs[] = {argv[0], NULL};
+  if (a.html && strcmp(a.html, "-") != 0 && !ol_output_check(a.html, inputs, &err))
+    return ol_args_fail("report", &err); /* before reading: x --html x keeps x */
   if (ol_view_load(&view, argv[0], &err) != 0)
     return ol_args_fail("report", &err);
   ol_buf_t out = {0};

@@ -811,8 +811,52 @@ int ol_expand_path(const char *pattern, long pid, const char *rank, char *out, s
 int ol_output_path(const char *pattern, long pid, const char *rank, bool forked_child,
                    const char *keep_ext, char *out, size_t cap);
 int ol_json_path_for(const char *text_path, char *out, size_t cap);
-int ol_write_file_atomic(const char *path, const char *data, size_t len);
-int ol_write_file_atomic_quiet(const char *path, const char *data, size_t len); /* 0 or errno */
+/* The text report and its JSON beside it (json NULL: none) are one
+ * output: both targets pass output_file.c's rule before either is
+ * written, so a refused one refuses both and nothing is written (no
+ * x.json beside a refused x). False with *err ("PATH: why"). */
+bool ol_report_files_write(const char *text_path, const ol_buf_t *text, const ol_buf_t *json,
+                           ol_error_t *err);
+
+/* ---- output_file.c: every file oomlens writes, never destroying one ---- */
+/* A target is written only when it is absent or a regular file of the
+ * same user: a path ending in '/', a folder, a symbolic link, a device, a
+ * FIFO, a socket, another user's file or one of the command's inputs is
+ * refused (err's status OL_EXIT_USAGE) before anything is created. A
+ * failed write is OL_EXIT_FAILURE. Messages are "PATH: why". */
+#define OL_OUTPUT_PRIVATE 0600 /* a new file's mode (less the umask): the job's reports and trace */
+#define OL_OUTPUT_SHARED 0666  /* metrics (read by a collector) and the command line's outputs */
+#define OL_OUTPUT_TEMP_MAX (4096 + 64)
+
+/* A whole output being written: a temporary file in the target's folder,
+ * published under the target's name only by ol_output_commit. */
+typedef struct ol_output {
+  const char *target; /* the caller's string, kept until commit or abort */
+  int fd;             /* the temporary file; -1 once closed */
+  bool keep_mode;     /* the target exists: the result takes its mode */
+  unsigned mode;
+  char temp[OL_OUTPUT_TEMP_MAX]; /* "" once published or removed */
+} ol_output_t;
+
+/* Whether path may be written, inputs (NULL-terminated, may be NULL)
+ * being the files the command reads: the check to make before reading
+ * anything, so a refused output costs nothing. */
+bool ol_output_check(const char *path, const char *const *inputs, ol_error_t *err);
+/* new_mode: OL_OUTPUT_PRIVATE or OL_OUTPUT_SHARED, for a target that does
+ * not exist yet (an existing one keeps its mode). A write or commit that
+ * fails removes the temporary file itself; abort is for the caller that
+ * gives up (safe to call twice, and after a failure). */
+bool ol_output_begin(ol_output_t *o, const char *path, unsigned new_mode, ol_error_t *err);
+bool ol_output_write(ol_output_t *o, const void *data, size_t len, ol_error_t *err);
+bool ol_output_commit(ol_output_t *o, ol_error_t *err); /* synced, closed, published */
+void ol_output_abort(ol_output_t *o);
+bool ol_output_write_file(const char *path, const void *data, size_t len, unsigned new_mode,
+                          ol_error_t *err);
+/* A stream written in place while the job runs (the trace): a regular
+ * file of ours (emptied) or a FIFO with a reader; opening never waits.
+ * The fd (blocking writes, close-on-exec), *created when the file is new
+ * (the caller removes it if it gives up at once), or -1 with *err. */
+int ol_output_open_stream(const char *path, unsigned new_mode, bool *created, ol_error_t *err);
 
 
 /* ---- trace_actions.c: the trace's vocabulary, an event as read

@@ -1,17 +1,10 @@
-/* report_file.c: where reports go and how they reach the disk.
- *
- * A report is written whole or not at all: into a new temporary file beside
- * the target (O_EXCL|O_NOFOLLOW, mode 0600, so a planted link is never
- * followed), synced, then renamed over the target. rename() replaces a link
- * at the target itself rather than writing through it. */
-#include <errno.h>
-#include <fcntl.h>
+/* report_file.c: where reports go: the paths' patterns (%p, %r), a forked
+ * child's own name, the JSON beside the text, and the text and JSON
+ * written as one output (output_file.c's rule for each: whole or not at
+ * all, never over anything but a regular file of ours). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "core.h"
 
@@ -100,71 +93,31 @@ int ol_json_path_for(const char *text_path, char *out, size_t cap)
   return 0;
 }
 
-static int write_all(int fd, const char *data, size_t len)
+/* Both files checked, both written to their temporary files, then both
+ * published: a refusal or a failed write leaves neither behind. */
+bool ol_report_files_write(const char *text_path, const ol_buf_t *text, const ol_buf_t *json,
+                           ol_error_t *err)
 {
-  while (len > 0) {
-    ssize_t n = write(fd, data, len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return -1;
-    data += n;
-    len -= (size_t)n;
+  char json_path[OL_OUTPUT_TEMP_MAX];
+  if (json && ol_json_path_for(text_path, json_path, sizeof json_path) != 0) {
+    ol_fail(err, OL_EXIT_USAGE, "%s: too long a path for the JSON beside it", text_path);
+    return false;
   }
-  return 0;
-}
-
-static int open_temporary(const char *path, char *tmp, size_t cap)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  for (int attempt = 0; attempt < 8; attempt++) {
-    int n = snprintf(tmp, cap, "%s.tmp.%ld.%ld", path, (long)getpid(),
-                     (long)(ts.tv_nsec + attempt) % 1000000);
-    if (n < 0 || (size_t)n >= cap) {
-      errno = ENAMETOOLONG;
-      return -1;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0 || errno != EEXIST)
-      return fd;
+  if (!ol_output_check(text_path, NULL, err) || (json && !ol_output_check(json_path, NULL, err)))
+    return false;
+  ol_output_t t, j;
+  if (!ol_output_begin(&t, text_path, OL_OUTPUT_PRIVATE, err)
+      || !ol_output_write(&t, text->data, text->len, err))
+    return false;
+  if (json && !(ol_output_begin(&j, json_path, OL_OUTPUT_PRIVATE, err)
+                && ol_output_write(&j, json->data, json->len, err))) {
+    ol_output_abort(&t);
+    return false;
   }
-  return -1;
-}
-
-/* 0, or the errno of what failed (the temporary file is then gone). */
-static int write_atomic(const char *path, const char *data, size_t len)
-{
-  char tmp[4096 + 64];
-  int fd = open_temporary(path, tmp, sizeof tmp);
-  if (fd < 0)
-    return errno ? -errno : -EIO;
-  int failed = write_all(fd, data, len) != 0 || fsync(fd) != 0;
-  int saved = errno;
-  failed |= close(fd) != 0;
-  if (!failed && rename(tmp, path) != 0) {
-    saved = errno;
-    failed = 1;
+  if (!ol_output_commit(&t, err)) {
+    if (json)
+      ol_output_abort(&j);
+    return false;
   }
-  if (failed) {
-    unlink(tmp);
-    return saved ? saved : EIO;
-  }
-  return 0;
-}
-
-int ol_write_file_atomic(const char *path, const char *data, size_t len)
-{
-  int err = write_atomic(path, data, len);
-  if (err < 0)
-    ol_log_warn("cannot create a report beside %s: %s", path, strerror(-err));
-  else if (err > 0)
-    ol_log_warn("cannot write the report %s: %s", path, strerror(err));
-  return err ? -1 : 0;
-}
-
-int ol_write_file_atomic_quiet(const char *path, const char *data, size_t len)
-{
-  int err = write_atomic(path, data, len);
-  return err < 0 ? -err : err;
+  return !json || ol_output_commit(&j, err);
 }

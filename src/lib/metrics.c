@@ -7,8 +7,10 @@
  * and # TYPE once, then its samples together, one series per label set, no
  * timestamps (the collector rejects a file that has them), a final newline.
  * The file is replaced whole (temporary file in the same folder, then
- * rename: report_file.c), and the temporary name does not end in .prom, so
- * the collector never reads half a file. Labels pid, rank and device keep
+ * rename: output_file.c, which also refuses a target that is not a regular
+ * file of ours), and the temporary name does not end in .prom, so the
+ * collector never reads half a file. A new file is 0666 less the umask:
+ * the collector usually runs as another user. Labels pid, rank and device keep
  * the series of several processes apart when their files share a folder.
  *
  * The job's threads never wait for us: the thread holds the tracker's lock
@@ -126,10 +128,12 @@ static void write_now(void)
     ol_track_snapshot(snap);
     ol_metrics_text(&text, snap, (long)getpid(), ol_rank_text());
   }
-  int err = !snap || text.failed ? ENOMEM : ol_write_file_atomic_quiet(path, text.data, text.len);
-  if (err)
-    ol_log_warn_once(&warned, "cannot write the metrics file %s: %s (said once)", path,
-                     strerror(err));
+  ol_error_t err;
+  if (!snap || text.failed)
+    ol_log_warn_once(&warned, "out of memory for the metrics file %s; not written (said once)",
+                     path);
+  else if (!ol_output_write_file(path, text.data, text.len, OL_OUTPUT_SHARED, &err))
+    ol_log_warn_once(&warned, "cannot write the metrics file: %s (said once)", err.text);
   ol_buf_free(&text);
   free(snap);
 }

@@ -70,21 +70,25 @@ static void read_command(char *out, size_t cap)
   out[n] = '\0';
 }
 
-static int publish(const char *path, ol_buf_t *buf)
+/* The text and the JSON (with OOMLENS_JSON) as one output: a refused or
+ * failed one leaves neither (report_file.c), with one warning. */
+static int publish(const char *text_path, const ol_buf_t *text, const ol_buf_t *json)
 {
-  if (buf->failed) {
-    ol_log_warn("out of memory while formatting %s; not written", path);
+  if (text->failed || (json && json->failed)) {
+    ol_log_warn("out of memory while formatting the report %s; not written", text_path);
     return -1;
   }
-  return ol_write_file_atomic(path, buf->data, buf->len);
+  ol_error_t err;
+  if (!ol_report_files_write(text_path, text, json, &err)) {
+    ol_log_warn("cannot write the report: %s", err.text);
+    return -1;
+  }
+  return 0;
 }
 
-static int report_paths(char *text_path, char *json_path, size_t cap)
+static int report_path(char *text_path, size_t cap)
 {
-  const char *pattern = ol_option_text(OL_OPT_REPORT);
-  if (ol_lifecycle_output_path(pattern, NULL, text_path, cap) != 0)
-    return -1;
-  return ol_json_path_for(text_path, json_path, cap);
+  return ol_lifecycle_output_path(ol_option_text(OL_OPT_REPORT), NULL, text_path, cap);
 }
 
 static pthread_mutex_t writing = PTHREAD_MUTEX_INITIALIZER;
@@ -134,7 +138,7 @@ int ol_report_take(ol_report_t *r, const char *reason)
 
 int ol_report_write_all(const char *reason)
 {
-  char text_path[PATH_MAX], json_path[PATH_MAX];
+  char text_path[PATH_MAX];
   ol_report_t report;
   ol_track_oom_settle(-1); /* a failure waiting for its verdict: the report diagnoses it */
   pthread_mutex_lock(&writing);
@@ -143,16 +147,15 @@ int ol_report_write_all(const char *reason)
     return -1;
   }
   int result = -1;
-  if (report_paths(text_path, json_path, sizeof text_path) != 0) {
+  if (report_path(text_path, sizeof text_path) != 0) {
     ol_log_warn("report path from OOMLENS_REPORT is too long; no report written");
   } else {
     ol_buf_t text = {0}, json = {0};
+    bool with_json = ol_option_bool(OL_OPT_JSON);
     ol_report_render_text(&text, &report);
-    result = publish(text_path, &text);
-    if (ol_option_bool(OL_OPT_JSON)) {
+    if (with_json)
       ol_report_render_json(&json, &report);
-      result |= publish(json_path, &json);
-    }
+    result = publish(text_path, &text, with_json ? &json : NULL);
     if (result == 0)
       ol_log_info("report written to %s", text_path);
     ol_buf_free(&text);

@@ -527,9 +527,13 @@ int ol_tracefile_open(const char *path)
     return -1;
   }
   snprintf(tf.path, sizeof tf.path, "%s", path);
-  tf.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  /* In place, never waiting, never over anything but a regular file of
+   * ours or a FIFO (output_file.c): a job killed early keeps its trace. */
+  ol_error_t err;
+  bool created = false;
+  tf.fd = ol_output_open_stream(path, OL_OUTPUT_PRIVATE, &created, &err);
   if (tf.fd < 0) {
-    ol_log_warn("cannot create the trace %s: %s; no trace is written", path, strerror(errno));
+    ol_log_warn("cannot write the trace: %s; no trace is written", err.text);
   } else if (!write_header(tf.fd) || !allocate_chunks()) {
     ol_log_warn("cannot start the trace %s: %s; no trace is written", path, strerror(errno));
   } else {
@@ -548,6 +552,8 @@ int ol_tracefile_open(const char *path)
   if (rc != 0 && tf.fd >= 0) {
     close(tf.fd);
     tf.fd = -1;
+    if (created)
+      unlink(path); /* ours, holding at most its header: no trace, no file */
   }
   pthread_mutex_unlock(&tf.lock);
   return rc;

@@ -9,10 +9,11 @@ actual=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^oomlens_' | 
 public=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep '^oomlens_' | sort | tr '\n' ' ')
 if [ "$expected" != "$actual" ]; then
   echo "exported symbols differ from cuda_abi.h:"
-  printf '%s\n' "$expected" > /tmp/oomlens-expected.$$
-  printf '%s\n' "$actual" > /tmp/oomlens-actual.$$
-  diff /tmp/oomlens-expected.$$ /tmp/oomlens-actual.$$ || true
-  rm -f /tmp/oomlens-expected.$$ /tmp/oomlens-actual.$$
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/oomlens-exports.XXXXXX")
+  printf '%s\n' "$expected" > "$scratch/expected"
+  printf '%s\n' "$actual" > "$scratch/actual"
+  diff "$scratch/expected" "$scratch/actual" || true
+  rm -rf "$scratch"
   exit 1
 fi
 [ "$public" = "oomlens_version oomlens_write_report " ] || { echo "public API: $public"; exit 1; }

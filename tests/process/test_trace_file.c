@@ -260,7 +260,7 @@ START_TEST(unwritable_trace_does_not_hurt_job)
   harness_run_t run;
   harness_exec(&run, true, env, argv);
   ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
-  ck_assert_ptr_nonnull(strstr(run.out, "oomlens: warning: cannot create the trace"));
+  ck_assert_ptr_nonnull(strstr(run.out, "oomlens: warning: cannot write the trace: /nonexistent/dir/t.trace: cannot create it"));
   ol_json_t *r = harness_report(run.pid);
   ck_assert_ptr_nonnull(r); /* the report is written all the same */
   ol_json_free(r);
@@ -624,6 +624,27 @@ START_TEST(unwritable_header_means_no_trace)
 }
 END_TEST
 
+/* A disk full from the start (RLIMIT_FSIZE 0, SIGXFSZ ignored): the file
+ * created for the trace goes again. Before: a 0-byte trace was left. */
+static int header_past_the_limit(void)
+{
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/empty.trace", harness_dir());
+  struct rlimit limit = {0, 0};
+  signal(SIGXFSZ, SIG_IGN);
+  if (setrlimit(RLIMIT_FSIZE, &limit) != 0)
+    return 10;
+  if (ol_tracefile_open(path) != -1 || ol_tracefile_on())
+    return 11;
+  return access(path, F_OK) != 0 ? 0 : 12;
+}
+
+START_TEST(unwritable_header_leaves_no_file)
+{
+  ck_assert_int_eq(in_child(header_past_the_limit), 0);
+}
+END_TEST
+
 static Suite *trace_file_suite(void)
 {
   Suite *s = suite_create("trace_file");
@@ -649,6 +670,7 @@ static Suite *trace_file_suite(void)
   tcase_add_test(writer, full_disk_stops_tracing);
   tcase_add_test(writer, slow_disk_stops_tracing);
   tcase_add_test(writer, unwritable_header_means_no_trace);
+  tcase_add_test(writer, unwritable_header_leaves_no_file);
   suite_add_tcase(s, writer);
   return s;
 }

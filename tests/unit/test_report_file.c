@@ -1,5 +1,6 @@
-/* test_report_file.c: report paths (%p, %r, %%) and the atomic writer:
- * whole or nothing, mode 0600, never through a planted link. */
+/* test_report_file.c: report paths (%p, %r, %%) and the report's text and
+ * JSON written as one output: whole or nothing, mode 0600, a refused half
+ * (a link, a FIFO, a folder) refusing both. */
 #include <check.h>
 
 #include "check_run.h"
@@ -132,21 +133,40 @@ START_TEST(rank_from_environment)
 }
 END_TEST
 
-START_TEST(atomic_write_whole_and_private)
+/* Writes "text" and "json" as a report pair at dir/name. */
+static bool write_pair(const char *name, bool with_json, ol_error_t *err)
 {
   char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  ol_buf_t text = {0}, json = {0};
+  ol_buf_printf(&text, "text\n");
+  ol_buf_printf(&json, "{}\n");
+  bool ok = ol_report_files_write(path, &text, with_json ? &json : NULL, err);
+  ol_buf_free(&text);
+  ol_buf_free(&json);
+  return ok;
+}
+
+START_TEST(pair_whole_and_private)
+{
+  ol_error_t err;
+  ck_assert_msg(write_pair("report.txt", true, &err), "%s", err.text);
+  ck_assert_msg(write_pair("report.txt", true, &err), "%s", err.text);
+  char path[PATH_MAX + 16];
   snprintf(path, sizeof path, "%s/report.txt", dir);
-  ck_assert_int_eq(ol_write_file_atomic(path, "first\n", 6), 0);
-  ck_assert_int_eq(ol_write_file_atomic(path, "second\n", 7), 0);
-  ck_assert_str_eq(slurp(path), "second\n");
+  ck_assert_str_eq(slurp(path), "text\n");
   struct stat st;
   ck_assert_int_eq(stat(path, &st), 0);
-  ck_assert_int_eq(st.st_mode & 0777, 0600);
-  ck_assert_int_eq(count_entries(), 1); /* no temporary file left behind */
+  ck_assert_int_eq(st.st_mode & 0077, 0); /* 0600 less the umask */
+  snprintf(path, sizeof path, "%s/report.json", dir);
+  ck_assert_str_eq(slurp(path), "{}\n");
+  ck_assert_int_eq(count_entries(), 2); /* no temporary file left behind */
 }
 END_TEST
 
-START_TEST(planted_link_not_followed)
+/* Before: the link was replaced by the report (and the JSON written
+ * beside it); now refused, link and target as they were, no JSON. */
+START_TEST(planted_link_refused)
 {
   char victim[PATH_MAX + 16], path[PATH_MAX + 16];
   snprintf(victim, sizeof victim, "%s/victim", dir);
@@ -155,20 +175,58 @@ START_TEST(planted_link_not_followed)
   fputs("precious\n", f);
   fclose(f);
   ck_assert_int_eq(symlink(victim, path), 0);
-  ck_assert_int_eq(ol_write_file_atomic(path, "report\n", 7), 0);
+  ol_error_t err;
+  ck_assert(!write_pair("report.txt", true, &err));
+  ck_assert_msg(strstr(err.text, "report.txt: is a symbolic link"), "%s", err.text);
   ck_assert_str_eq(slurp(victim), "precious\n");
   struct stat st;
   ck_assert_int_eq(lstat(path, &st), 0);
-  ck_assert(S_ISREG(st.st_mode));
-  ck_assert_str_eq(slurp(path), "report\n");
+  ck_assert(S_ISLNK(st.st_mode));
+  ck_assert_int_eq(count_entries(), 2);
+}
+END_TEST
+
+/* One refused file refuses the pair: a FIFO as the text leaves no JSON
+ * (before: x.json was written beside a refused x), a FIFO as the JSON
+ * leaves no text. */
+START_TEST(refused_half_refuses_the_pair)
+{
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/a.txt", dir);
+  ck_assert_int_eq(mkfifo(path, 0600), 0);
+  ol_error_t err;
+  ck_assert(!write_pair("a.txt", true, &err));
+  ck_assert_int_eq(err.status, OL_EXIT_USAGE);
+  snprintf(path, sizeof path, "%s/b.json", dir);
+  ck_assert_int_eq(mkfifo(path, 0600), 0);
+  ck_assert(!write_pair("b.txt", true, &err));
+  ck_assert_msg(strstr(err.text, "b.json: is a FIFO"), "%s", err.text);
+  ck_assert_int_eq(count_entries(), 2); /* the two FIFOs alone */
+  ck_assert_msg(write_pair("b.txt", false, &err), "%s", err.text); /* no JSON asked */
+  ck_assert_int_eq(count_entries(), 3);
+}
+END_TEST
+
+/* "dir/" and a folder: before, dir/.json and dir.json were written. */
+START_TEST(folder_refused_no_json_beside)
+{
+  char sub[PATH_MAX + 16];
+  snprintf(sub, sizeof sub, "%s/sub", dir);
+  ck_assert_int_eq(mkdir(sub, 0700), 0);
+  ol_error_t err;
+  ck_assert(!write_pair("sub", true, &err));
+  ck_assert(!write_pair("sub/", true, &err));
+  ck_assert_msg(strstr(err.text, "sub/: ends with '/'"), "%s", err.text);
+  ck_assert_int_eq(count_entries(), 1);
+  ck_assert_int_eq(rmdir(sub), 0); /* still empty */
 }
 END_TEST
 
 START_TEST(missing_directory_fails_cleanly)
 {
-  char path[PATH_MAX + 32];
-  snprintf(path, sizeof path, "%s/no/such/dir/report.txt", dir);
-  ck_assert_int_eq(ol_write_file_atomic(path, "x", 1), -1);
+  ol_error_t err;
+  ck_assert(!write_pair("no/such/dir/report.txt", true, &err));
+  ck_assert_int_eq(err.status, OL_EXIT_FAILURE);
   ck_assert_int_eq(count_entries(), 0);
 }
 END_TEST
@@ -176,13 +234,12 @@ END_TEST
 START_TEST(read_only_directory_refused)
 {
   chmod(dir, 0500);
-  char path[PATH_MAX + 16];
-  snprintf(path, sizeof path, "%s/report.txt", dir);
-  int result = ol_write_file_atomic(path, "x", 1);
+  ol_error_t err;
+  bool ok = write_pair("report.txt", true, &err);
   chmod(dir, 0700);
   if (geteuid() != 0) /* root may write anyway */
-    ck_assert_int_eq(result, -1);
-  ck_assert_int_le(count_entries(), result == 0 ? 1 : 0);
+    ck_assert(!ok);
+  ck_assert_int_eq(count_entries(), ok ? 2 : 0);
 }
 END_TEST
 
@@ -198,8 +255,10 @@ static Suite *report_file_suite(void)
   suite_add_tcase(s, paths);
   TCase *writer = tcase_create("writer");
   tcase_add_checked_fixture(writer, make_dir, remove_dir);
-  tcase_add_test(writer, atomic_write_whole_and_private);
-  tcase_add_test(writer, planted_link_not_followed);
+  tcase_add_test(writer, pair_whole_and_private);
+  tcase_add_test(writer, planted_link_refused);
+  tcase_add_test(writer, refused_half_refuses_the_pair);
+  tcase_add_test(writer, folder_refused_no_json_beside);
   tcase_add_test(writer, missing_directory_fails_cleanly);
   tcase_add_test(writer, read_only_directory_refused);
   suite_add_tcase(s, writer);
