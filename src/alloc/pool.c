@@ -40,7 +40,7 @@
 #define NBINS (EXACT_UNITS + (64 - 6) * (1 << SUB_BITS))
 #define NBIN_WORDS ((NBINS + 63) / 64)
 #define MAX_RANGES 4096
-#define CANDIDATES 4 /* blocks weighed when the best fit needs mapping */
+#define CANDIDATES 64 /* blocks weighed when the best fit needs mapping */
 
 /* 40 bytes; what a tree search reads comes first. */
 typedef struct blk {
@@ -1114,6 +1114,11 @@ void ol_pool_stats(const ol_pool_t *p, ol_policy_stats_t *out)
     .largest_free_block = (int64_t)largest,
     .free_reserved = (int64_t)(p->reserved - p->allocated),
     .segments = (int64_t)(p->reserved >> p->shift),
+    /* one physical handle per granule (pool.h's backend contract) */
+    .calls = {.creates = (int64_t)(p->counts.mapped_bytes >> p->shift),
+              .maps = (int64_t)(p->counts.mapped_bytes >> p->shift),
+              .unmaps = (int64_t)(p->counts.unmapped_bytes >> p->shift),
+              .releases = (int64_t)(p->counts.unmapped_bytes >> p->shift)},
   };
 }
 
