@@ -14,7 +14,16 @@ layer. tests/data/llama_varlen.csv.gz is its output with the defaults (the
 replay tests pin the driver calls on it); gzip'd without a timestamp, so
 the same arguments give the same bytes.
 
-usage: gen_varlen_trace.py OUT.csv.gz [--steps N] [--seed K] [--layers L]
+With --generate it writes instead a generation job on the same
+architecture in bf16: calls of Hugging Face generate with a batch of 1-16
+and a prompt of 128-1024 tokens drawn per call, 48 new tokens each, the KV
+cache of each layer grown by concatenation at every token (DynamicCache)
+and freed at the end of the call; the logits of the last position only.
+tests/data/llama_generate.csv.gz is its output with --generate --layers 4
+--steps 6 (calls of batch and prompt 5x710, 3x389, 4x635, 15x611, 13x935,
+7x224).
+
+usage: gen_varlen_trace.py OUT.csv.gz [--steps N] [--seed K] [--layers L] [--generate]
 """
 import argparse
 import gzip
@@ -170,6 +179,51 @@ def step(tr, s, weights, state):
     tr.free_all(grads)  # zero_grad(set_to_none=True)
 
 
+def generate_call(tr, batch, prompt, new_tokens):
+    """One generate call: the prefill over the prompt, then a token at a
+    time, each layer's keys and values concatenated onto its cache."""
+    ids_ = tr.alloc(batch * prompt * 8, site("input_ids", 20))
+    mask = tr.alloc(batch * prompt * 8, site("attention_mask", 21))
+    cache = []
+    length = prompt
+    for t in range(new_tokens + 1):
+        n = prompt if t == 0 else 1
+        hidden = tr.alloc(batch * n * H * 2, site("embedding", 30))
+        for layer in range(LAYERS):
+            norm = tr.alloc(batch * n * H * 2, site("rmsnorm", 60))
+            q = tr.alloc(batch * n * H * 2, site("q_proj", 71))
+            k = tr.alloc(batch * n * H * 2, site("k_proj", 71))
+            v = tr.alloc(batch * n * H * 2, site("v_proj", 71))
+            if t == 0:
+                cache.append([k, v])  # the prompt's keys and values are the cache
+            else:
+                for i, new in enumerate((k, v)):
+                    grown = tr.alloc(batch * length * H * 2, site("cache_update", 85))
+                    tr.free(cache[layer][i])
+                    tr.free(new)
+                    cache[layer][i] = grown
+            attn = tr.alloc(batch * n * H * 2, site("sdpa", 90))
+            o = tr.alloc(batch * n * H * 2, site("o_proj", 96))
+            tr.free_all([norm, q, attn])
+            norm2 = tr.alloc(batch * n * H * 2, site("rmsnorm", 60))
+            gate = tr.alloc(batch * n * I * 2, site("gate_proj", 111))
+            up = tr.alloc(batch * n * I * 2, site("up_proj", 111))
+            act = tr.alloc(batch * n * I * 2, site("silu_mul", 115))
+            tr.free_all([gate, up])
+            down = tr.alloc(batch * n * H * 2, site("down_proj", 121))
+            tr.free_all([act, norm2])
+            out = tr.alloc(batch * n * H * 2, site("residual", 125))
+            tr.free_all([o, down, hidden])
+            hidden = out
+        logits = tr.alloc(batch * V * 4, site("lm_head", 156))
+        nxt = tr.alloc(batch * 8, site("argmax", 170))
+        tr.free_all([hidden, logits, nxt])
+        length += 1
+    for k, v in cache:
+        tr.free_all([k, v])
+    tr.free_all([ids_, mask])
+
+
 def main():
     global LAYERS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -177,10 +231,31 @@ def main():
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--generate", action="store_true")
     a = ap.parse_args()
     LAYERS = a.layers
     rng = random.Random(a.seed)
     tr = Trace()
+    if a.generate:
+        write_generation(tr, rng, a.steps)
+    else:
+        write_training(tr, rng, a.steps)
+    with open(a.out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
+                                                 filename="") as f:
+        f.write("".join(tr.lines).encode())
+
+
+def write_generation(tr, rng, calls):
+    for _ in range(LAYERS):  # bf16 weights
+        for size in (H * H,) * 4 + (H * I,) * 3:
+            tr.alloc(size * 2, site("linear_weight", 11))
+    tr.alloc(V * H * 2, site("embed_tokens", 10))
+    tr.alloc(V * H * 2, site("lm_head_weight", 13))
+    for _ in range(calls):
+        generate_call(tr, rng.randint(1, 16), rng.randint(128, 1024), 48)
+
+
+def write_training(tr, rng, steps):
     weights = [tr.alloc(V * H * 4, site("embed_tokens", 10))]
     for _ in range(LAYERS):
         for size in (H * H,) * 4 + (H * I,) * 3:
@@ -189,12 +264,9 @@ def main():
     weights.append(tr.alloc(H * 4, site("norm_weight", 12)))
     weights.append(tr.alloc(V * H * 4, site("lm_head_weight", 13)))
     state = []
-    for i in range(a.steps):
+    for i in range(steps):
         s = rng.randint(256, 4096)
         step(tr, s, weights, state)
-    with open(a.out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
-                                                 filename="") as f:
-        f.write("".join(tr.lines).encode())
 
 
 LAYERS = 12

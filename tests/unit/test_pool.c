@@ -895,6 +895,23 @@ START_TEST(varlen_steady_state_makes_no_driver_calls)
 }
 END_TEST
 
+/* Generation (scripts/gen_varlen_trace.py --generate): each call grows a
+ * KV cache token by token and frees it at its end. Only a call that needs
+ * more than any before it (the first, the fourth, the fifth) maps or
+ * unmaps; the others, smaller, run on what is mapped. */
+START_TEST(generate_calls_smaller_than_the_largest_make_no_driver_calls)
+{
+  replay_t r = replay_trace("llama_generate", H200_CAPACITY, 0);
+  ck_assert_int_eq(r.steps, 6);
+  int64_t end = r.stats.calls.maps + r.stats.calls.unmaps;
+  ck_assert_int_eq(r.calls_before[1], r.calls_before[2]); /* call 2 */
+  ck_assert_int_eq(r.calls_before[2], r.calls_before[3]); /* call 3 */
+  ck_assert_int_eq(r.calls_before[5], end);               /* call 6 */
+  ck_assert_int_le(end, 1085 + 308);
+  ck_assert_int_le(r.stats.reserved_peak, r.stats.allocated_peak + r.stats.allocated_peak / 50);
+}
+END_TEST
+
 /* The max-split rule keeps the waste within bounds too (at a cost in
  * mapping traffic: see docs/measurements.md). */
 START_TEST(traces_with_max_split)
@@ -964,6 +981,7 @@ static Suite *pool_suite(void)
   tcase_add_test(tc, policy_lookup);
   tcase_add_test(tc, frag_fits_in_6_gib);
   tcase_add_test(tc, varlen_steady_state_makes_no_driver_calls);
+  tcase_add_test(tc, generate_calls_smaller_than_the_largest_make_no_driver_calls);
   tcase_add_loop_test(tc, traces_waste_at_most_2_percent, 0, 6);
   tcase_add_test(tc, traces_with_max_split);
   suite_add_tcase(s, tc);
