@@ -80,7 +80,7 @@ def llama_config():
     from transformers import LlamaConfig
     return LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5504,
                        num_hidden_layers=12, num_attention_heads=16, num_key_value_heads=16,
-                       max_position_embeddings=4096, attn_implementation='sdpa')
+                       max_position_embeddings=4096)
 
 
 def llama_varlen(steps):

@@ -18,11 +18,11 @@ typedef struct ol_policy_options {
 } ol_policy_options_t;
 
 /* The driver calls a policy's memory costs on a real device, as the
- * interposer (or PyTorch) makes them: VMM policies create a physical handle,
- * map it and set its access per mapping unit (cuMemCreate, cuMemMap,
- * cuMemSetAccess: counted once, as a map), and unmap and release it; the
- * cudaMalloc policy asks for whole segments. What replay prints per policy,
- * so a trim policy can be tuned and pinned offline. */
+ * interposer (or PyTorch) makes them: VMM policies create a physical handle
+ * per mapping unit (cuMemCreate), map it (cuMemMap and cuMemSetAccess,
+ * counted as one map), then unmap and release it; the cudaMalloc policy
+ * asks for whole segments. What replay prints per policy, so that a trim
+ * policy can be tuned and pinned offline. */
 typedef struct ol_policy_calls {
   int64_t creates, maps, unmaps, releases; /* cuMemCreate, cuMemMap, cuMemUnmap, cuMemRelease */
   int64_t mallocs, frees;                  /* cudaMalloc, cudaFree of a segment */
