@@ -29,7 +29,7 @@ static void print_main_help(FILE *out)
           "      exits with CMD's exit status\n"
           "  replay TRACE [--capacity SIZE] [--policy NAME] [--max-split-size SIZE] [--json]\n"
           "      run a recorded allocation trace through an allocator on a simulated\n"
-          "      device: peak reserved memory, and whether and where it runs out\n"
+          "      device: peak reserved, driver calls, whether and where it runs out\n"
           "  export TRACE --format folded|memory-viz|perfetto|rmm-csv [--max-entries N]\n"
           "      [-o OUT]\n"
           "      write a trace as flame graph stacks, PyTorch's memory_viz snapshot,\n"

@@ -29,7 +29,8 @@ static void print_help(FILE *out)
 {
   fprintf(out,
           "usage: oomlens replay TRACE [--capacity SIZE] [--policy NAME]\n"
-          "                      [--max-split-size SIZE] [--device N] [--batch N] [--json]\n"
+          "                      [--max-split-size SIZE] [--device N] [--batch N] [--no-trim]\n"
+          "                      [--json]\n"
           "\n"
           "Replays a recorded allocation trace (oomlens's own, OOMLENS_TRACE, or the\n"
           "CSV of PyTorch's recorder; gzip'd or plain) through an allocator on a\n"
@@ -45,6 +46,8 @@ static void print_help(FILE *out)
           "  --device N             only device N's events (default: all)\n"
           "  --batch N              the recorded job's batch size: an out-of-memory's\n"
           "                         advice then names the batch that fits\n"
+          "  --no-trim              oomlens: never unmap free memory but to serve a request\n"
+          "                         (the live OOMLENS_POOL_TRIM=0)\n"
           "  --json                 one JSON object on stdout\n"
           "\n"
           "SIZE is in bytes, or with a K, M, G or T suffix (powers of 1024), which may\n"
@@ -60,6 +63,7 @@ static const ol_opt_t opts[] = {
   OL_VALUE("--device", &ol_arg_device, replay_args_t, device),
   OL_VALUE("--batch", &ol_arg_batch, replay_args_t, batch),
   OL_FLAG("--json", replay_args_t, json),
+  OL_FLAG("--no-trim", replay_args_t, options.keep_mapped),
   {0},
 };
 
@@ -152,6 +156,29 @@ static void print_json_roles(ol_buf_t *out, const ol_replay_result_t *r)
   ol_roles_json(out, bytes);
 }
 
+static void json_calls(ol_buf_t *out, const char *name, const ol_policy_calls_t *c)
+{
+  ol_buf_printf(out,
+                ", \"%s\": {\"creates\": %" PRId64 ", \"maps\": %" PRId64
+                ", \"unmaps\": %" PRId64 ", \"releases\": %" PRId64 ", \"mallocs\": %" PRId64
+                ", \"frees\": %" PRId64 ", \"total\": %" PRId64 "}",
+                name, c->creates, c->maps, c->unmaps, c->releases, c->mallocs, c->frees,
+                ol_policy_calls_total(c));
+}
+
+/* The driver calls, all of them and those of the steady state. */
+static void print_json_calls(ol_buf_t *out, const ol_replay_result_t *r)
+{
+  ol_replay_steady_t st;
+  ol_replay_steady(r, &st);
+  json_calls(out, "driver_calls", &r->stats.calls);
+  ol_buf_printf(out, ", \"steady_state\": {\"iterations\": %" PRIu64 ", \"of\": %" PRIu64,
+                st.iterations, st.of);
+  json_calls(out, "calls", &st.calls);
+  json_calls(out, "worst_iteration", &st.worst);
+  ol_buf_printf(out, "}");
+}
+
 static int print_json(const replay_args_t *a, const ol_replay_result_t *r)
 {
   ol_buf_t out = {0};
@@ -203,6 +230,7 @@ static int print_json(const replay_args_t *a, const ol_replay_result_t *r)
     ol_oom_json(&out, &o->record, o->cause, name_site, r->sites);
     ol_buf_printf(&out, "}");
   }
+  print_json_calls(&out, r);
   print_peak_sites(&out, r->sites);
   print_json_roles(&out, r);
   ol_buf_printf(&out, "}\n");
@@ -329,6 +357,45 @@ static void print_refused(const ol_replay_result_t *r)
          "not in its peak\n", r->trace_ooms);
 }
 
+/* "3 creates, 3 maps" and so on, the kinds a policy makes (none: "none"). */
+static void calls_text(ol_buf_t *out, const ol_policy_calls_t *c)
+{
+  const struct { const char *what; int64_t n; } kinds[] = {
+    {"cuMemCreate", c->creates}, {"cuMemMap", c->maps},    {"cuMemUnmap", c->unmaps},
+    {"cuMemRelease", c->releases}, {"cudaMalloc", c->mallocs}, {"cudaFree", c->frees},
+  };
+  int said = 0;
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (kinds[i].n)
+      ol_buf_printf(out, "%s%" PRId64 " %s", said++ ? ", " : "", kinds[i].n, kinds[i].what);
+  if (!said)
+    ol_buf_printf(out, "none");
+}
+
+/* What the policy would ask of the driver, and how much of it in the
+ * iterations after warm-up (what a job pays every step). */
+static void print_text_calls(const ol_replay_result_t *r)
+{
+  ol_replay_steady_t st;
+  ol_replay_steady(r, &st);
+  ol_buf_t line = {0};
+  calls_text(&line, &r->stats.calls);
+  printf("driver calls:     %s\n", line.data && !line.failed ? line.data : "?");
+  ol_buf_free(&line);
+  if (!st.iterations) {
+    printf("steady state:     not known (fewer than 2 iterations found)\n");
+    return;
+  }
+  ol_buf_t sum = {0}, worst = {0};
+  calls_text(&sum, &st.calls);
+  calls_text(&worst, &st.worst);
+  printf("steady state:     the last %" PRIu64 " of %" PRIu64 " iterations: %s; the worst "
+         "iteration: %s\n", st.iterations, st.of, sum.data && !sum.failed ? sum.data : "?",
+         worst.data && !worst.failed ? worst.data : "?");
+  ol_buf_free(&sum);
+  ol_buf_free(&worst);
+}
+
 static int print_text(const replay_args_t *a, const ol_replay_result_t *r)
 {
   char b1[32], b2[32], b3[32];
@@ -348,6 +415,7 @@ static int print_text(const replay_args_t *a, const ol_replay_result_t *r)
   printf("peak reserved:    %s (%" PRId64 " bytes)\n",
          bytes_text(r->stats.reserved_peak, b3, sizeof b3), r->stats.reserved_peak);
   printf("ratio:            %.4f (peak reserved / peak allocated)\n", ratio_of(r));
+  print_text_calls(r);
   if (r->recovered_allocs)
     printf("recovered:        %" PRIu64 " failed allocation(s) the job's allocator recovered "
            "by its retry (not OOMs)\n", r->recovered_allocs);

@@ -1,136 +1,242 @@
-"""Runs on the GPU machine (scripts/gpu_stage.sh, then
-OOMLENS_GPU_CHECK=manage_check.py sh .gpu/run.sh): real PyTorch jobs under
-`oomlens run --manage` (our pool serves every tensor, PyTorch's cache off)
-next to the same job on PyTorch's own caching allocator.
+"""Runs on the GPU machine (scripts/gpu_stage.sh here, then in one device
+call: OOMLENS_GPU_CHECK=manage_check.py sh .gpu/run.sh): issue 16's
+benchmark of manage mode against PyTorch's caching allocator.
 
-Per workload: step time (median of the steps after the first two), peak
-reserved (ours: the pool's mapped memory; PyTorch's: its peak reserved),
-and the ratio of peak reserved to peak allocated. Then the same seeded
-GPT-2 training run both ways, deterministic kernels, losses compared.
-Writes results.json and table.md into $OUT."""
-import json, os, statistics, subprocess, sys
+Jobs (manage_jobs.py): gpt2, resnet50, gpt2_varlen, llama_varlen
+(checkpointing, lengths 256..4096 per step) and generate (HF generate,
+batch 1-16, prompt 128-1024, 48 new tokens). For each job, alternated pairs
+(PyTorch's default cache, then `oomlens run --manage`), MANAGE_CHECK_PAIRS
+of them (default 3) of MANAGE_CHECK_STEPS steps (default 18; the first
+MANAGE_CHECK_WARM, default 2, are warm-up and not timed); then, as time
+allows, one run each of PyTorch's other two configurations
+(expandable_segments:True, backend:cudaMallocAsync). Every pair round runs
+all jobs before the next round, so a run cut short by the budget
+(MANAGE_CHECK_BUDGET_S, default 480 s) still has whole rounds.
+
+Per job it prints: the median over pairs of the ratio of median step times
+(--manage / default), the worst pair, for generate the worst call ratio
+(call i has the same shape in every run), the ratio to the fastest of
+PyTorch's three configurations, peak reserved / peak allocated for both,
+and per steady-state step (after warm-up, from the report oomlens writes on
+SIGUSR1 then and the one at exit): chunks mapped and unmapped (each a
+cuMemCreate+cuMemMap+cuMemSetAccess, or a cuMemUnmap+cuMemRelease), device
+synchronisations and fence waits; and whether the seeded losses (for
+generate, token checksums) are identical to PyTorch's.
+
+Writes into $OUT: results.json, table.md, and manage_check.tar.gz holding
+both and runs/ (every run's log and oomlens's reports)."""
+import json, os, statistics, subprocess, sys, tarfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLI = os.path.join(HERE, 'oomlens')
-WORKLOADS = os.path.join(HERE, 'workloads.py')
-OUT = os.environ.get('OUT', '/tmp/oomlens-out')
+JOBS_PY = os.path.join(HERE, 'manage_jobs.py')
+OUT = os.environ.get('OUT', os.path.join(HERE, 'out'))
+RUNS = os.path.join(HERE, 'runs')  # packed into the tar, not left in $OUT one by one
+JOBS = os.environ.get('MANAGE_CHECK_JOBS', 'gpt2,resnet50,gpt2_varlen,llama_varlen,generate').split(',')
+PAIRS = int(os.environ.get('MANAGE_CHECK_PAIRS', '3'))
+STEPS = int(os.environ.get('MANAGE_CHECK_STEPS', '18'))
+WARM = int(os.environ.get('MANAGE_CHECK_WARM', '2'))
+BUDGET = float(os.environ.get('MANAGE_CHECK_BUDGET_S', '480'))
+START = time.monotonic()
+# generate: a call is a step; 12 timed calls, as the issue measured
+STEPS_OF = {'generate': int(os.environ.get('MANAGE_CHECK_CALLS', str(WARM + 12)))}
+CONFS = {'default': None, 'expandable': 'expandable_segments:True',
+         'async': 'backend:cudaMallocAsync'}
 
 
-def run(cmd, managed, tag, extra_env=None):
+def run(job, conf, tag):
+    """One process of job under conf ('manage' or a key of CONFS)."""
     env = dict(os.environ)
     env.pop('LD_PRELOAD', None)
-    env.update(extra_env or {})
-    if managed:
-        cmd = [CLI, 'run', '--manage', '--report', os.path.join(OUT, f'm-{tag}-%p.txt'), '--'] + cmd
+    env.pop('PYTORCH_CUDA_ALLOC_CONF', None)
+    env['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'
+    steps = STEPS_OF.get(job, STEPS)
+    cmd = [sys.executable, JOBS_PY, job, '--steps', str(steps), '--warm', str(WARM)]
+    report = os.path.join(RUNS, f'{tag}-%p.txt')
+    mark = os.path.join(RUNS, f'{tag}-warm.json')
+    if conf == 'manage':
+        env['MANAGE_CHECK_MARK'] = mark
+        cmd = [CLI, 'run', '--manage', '--report', report, '--'] + cmd
+    elif CONFS[conf]:
+        env['PYTORCH_CUDA_ALLOC_CONF'] = CONFS[conf]
+    t = time.monotonic()
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    result, losses = None, []
+    with open(os.path.join(RUNS, f'{tag}.log'), 'w') as f:
+        f.write(p.stdout + '\n--- stderr\n' + p.stderr)
+    steps, losses, result = [], [], None
     for line in p.stdout.splitlines():
-        if line.startswith('RESULT '):
+        if line.startswith('STEP '):
+            steps.append(float(line.split()[1]))
+        elif line.startswith('LOSS '):
+            losses.append(line.split()[1])
+        elif line.startswith('RESULT '):
             result = json.loads(line[7:])
-        if line.startswith('LOSS '):
-            losses.append(float(line.split()[1]))
-    report = None
-    for name in sorted(os.listdir(OUT)):
-        if managed and name.startswith(f'm-{tag}-') and name.endswith('.json'):
-            with open(os.path.join(OUT, name)) as f:
-                report = json.load(f)
-    if p.returncode != 0:
-        sys.stderr.write(f'--- {tag} exited {p.returncode}\n{p.stderr[-3000:]}\n')
-    notes = [l for l in p.stderr.splitlines() if 'first stream created' in l]
-    return dict(rc=p.returncode, result=result, report=report, losses=losses,
-                stderr=p.stderr[-1500:], notes=notes)
+    r = dict(job=job, conf=conf, rc=p.returncode, steps=steps, losses=losses, result=result,
+             wall_s=round(time.monotonic() - t, 2))
+    if conf == 'manage':
+        r['report'] = read_json(final_report(tag))
+        r['warm_report'] = read_json(mark)
+    if p.returncode != 0 or not result:
+        r['error'] = p.stderr[-2000:]
+    return r
 
 
-def steady(result):
-    return statistics.median(result['step_s'][2:] or result['step_s'])
+def final_report(tag):
+    for name in sorted(os.listdir(RUNS)):
+        if name.startswith(tag + '-') and name.endswith('.json') and not name.endswith('-warm.json'):
+            return os.path.join(RUNS, name)
+    return None
 
 
-def workload_rows():
-    rows = []
-    plan = os.environ.get('OOMLENS_GPU_PLAN', 'gpt2:0,gpt2:1,resnet50:0,resnet50:1')
-    for name, trim in (item.split(':') for item in plan.split(',') if item):
-        steps = 10
-        cmd = [sys.executable, WORKLOADS, name, '--steps', str(steps)]
-        native = run(cmd, False, f'{name}-{trim}-native')
-        ours = run(cmd, True, f'{name}-{trim}-manage', {'OOMLENS_POOL_TRIM': trim})
-        row = dict(workload=f'{name} (OOMLENS_POOL_TRIM={trim})')
-        if not (native['result'] and ours['result'] and ours['report']):
-            row['error'] = ours['stderr'] or native['stderr']
-            rows.append(row)
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, TypeError, ValueError):
+        return None
+
+
+def timed(r):
+    return r['steps'][WARM:] or r['steps']
+
+
+def median_step(r):
+    return statistics.median(timed(r)) if timed(r) else None
+
+
+def steady_calls(r):
+    """Per step after warm-up: chunks mapped, unmapped, syncs, fence waits
+    (the final report less the one written at the end of warm-up)."""
+    fin, warm = r.get('report'), r.get('warm_report')
+    if not fin or not warm:
+        return None
+    n = max(1, len(r['steps']) - WARM)
+
+    def figures(rep):
+        d = rep['devices'][0]
+        seg = d['stats']['segment']['all']
+        return dict(maps=seg['allocated'], unmaps=seg['freed'],
+                    syncs=d['calls'].get('device_syncs', 0), fence_waits=d['calls'].get('fence_waits', 0))
+    a, b = figures(warm), figures(fin)
+    return {k: (b[k] - a[k]) / n for k in a} | {'total_' + k: b[k] for k in b}
+
+
+def manage_ratio(r):
+    d = (r.get('report') or {}).get('devices', [{}])[0]
+    try:
+        return d['origins']['pool']['peak'] / max(1, d['stats']['allocated_bytes']['all']['peak'])
+    except (KeyError, TypeError):
+        return None
+
+
+def native_ratio(r):
+    res = r.get('result') or {}
+    return res.get('peak_reserved', 0) / max(1, res.get('peak_alloc', 0)) if res else None
+
+
+def over_budget():
+    return time.monotonic() - START > BUDGET
+
+
+def summarise(job, runs):
+    pairs = [(d, m) for d, m in zip(runs['default'], runs['manage']) if not d.get('error') and not m.get('error')]
+    row = dict(job=job, pairs=len(pairs))
+    errors = [r['error'] for rs in runs.values() for r in rs if r.get('error')]
+    if errors:
+        row['errors'] = [e[-600:] for e in errors]
+    if not pairs:
+        return row
+    ratios = [median_step(m) / median_step(d) for d, m in pairs]
+    row.update(median_ratio=statistics.median(ratios), worst_pair=max(ratios), pair_ratios=ratios,
+               default_step=statistics.median(median_step(d) for d, _ in pairs),
+               manage_step=statistics.median(median_step(m) for _, m in pairs))
+    if job == 'generate':  # call i has the same shape in every run
+        per_call = [max(m['steps'][i] / d['steps'][i] for d, m in pairs)
+                    for i in range(WARM, min(len(pairs[0][0]['steps']), len(pairs[0][1]['steps'])))]
+        row['worst_call_ratio'] = max(per_call) if per_call else None
+        row['call_ratios'] = per_call
+    fastest = {'default': row['default_step']}
+    for conf in ('expandable', 'async'):
+        good = [r for r in runs.get(conf, []) if not r.get('error') and timed(r)]
+        if good:
+            fastest[conf] = median_step(good[0])
+            row[conf + '_step'] = fastest[conf]
+            row[conf + '_reserved_ratio'] = native_ratio(good[0])
+    best = min(fastest, key=fastest.get)
+    row.update(fastest_pytorch=best, ratio_to_fastest=row['manage_step'] / fastest[best])
+    row['default_reserved_ratio'] = statistics.median(native_ratio(d) for d, _ in pairs)
+    mr = [manage_ratio(m) for _, m in pairs if manage_ratio(m)]
+    row['manage_reserved_ratio'] = max(mr) if mr else None
+    calls = [steady_calls(m) for _, m in pairs]
+    calls = [c for c in calls if c]
+    if calls:
+        row['steady_per_step'] = {k: max(c[k] for c in calls) for k in calls[0]}
+    row['losses_identical'] = all(d['losses'] == m['losses'] and len(d['losses']) == STEPS_OF.get(job, STEPS)
+                                  for d, m in pairs)
+    # a kernel that is not deterministic (one warn_only let through) makes
+    # PyTorch's own runs differ too: then a difference says nothing of ours
+    row['default_runs_identical'] = all(d['losses'] == pairs[0][0]['losses'] for d, _ in pairs)
+    return row
+
+
+def fmt(v, spec='.3f'):
+    return '-' if v is None else format(v, spec)
+
+
+def table(rows):
+    lines = [f'manage_check: {PAIRS} alternated pairs of {STEPS} steps ({WARM} warm-up), '
+             f'{round(time.monotonic() - START)} s', '',
+             '| job | pairs | median ratio --manage/default | worst pair | worst call (generate) | '
+             'ratio to fastest PyTorch (which) | reserved/allocated: default, --manage | '
+             'steady state per step: maps, unmaps, syncs, fence waits | losses identical (default runs among themselves) |',
+             '| --- | --- | --- | --- | --- | --- | --- | --- | --- |']
+    for r in rows:
+        if 'median_ratio' not in r:
+            lines.append(f"| {r['job']} | 0 | error: {(r.get('errors') or ['no run'])[0][-300:]!r} |")
             continue
-        dev = ours['report']['devices'][0]
-        stats = dev['stats']
-        row.update(native_step=steady(native['result']), manage_step=steady(ours['result']),
-                   native_peak_reserved=native['result']['peak_reserved'],
-                   native_peak_alloc=native['result']['peak_alloc'],
-                   pool_peak=dev['origins']['pool']['peak'],
-                   driver_peak=dev['origins']['driver']['peak'],
-                   runtime_peak=dev['origins']['runtime']['peak'],
-                   our_peak_alloc=stats['allocated_bytes']['all']['peak'],
-                   pending_peak=stats['pending_free_bytes']['peak'],
-                   calls=dev['calls'], native_steps=native['result']['step_s'],
-                   manage_steps=ours['result']['step_s'])
-        row['step_ratio'] = row['manage_step'] / row['native_step']
-        row['our_ratio'] = row['pool_peak'] / max(1, row['our_peak_alloc'])
-        row['native_ratio'] = row['native_peak_reserved'] / max(1, row['native_peak_alloc'])
-        rows.append(row)
-    return rows
-
-
-LOSS = r'''
-import os, torch
-torch.manual_seed(0)
-torch.use_deterministic_algorithms(True)
-from transformers import GPT2Config, GPT2LMHeadModel
-m = GPT2LMHeadModel(GPT2Config(n_layer=6)).cuda()
-opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-g = torch.Generator(device='cuda'); g.manual_seed(1)
-for step in range(6):
-    x = torch.randint(0, 50257, (8, 512), device='cuda', generator=g)
-    with torch.autocast('cuda', dtype=torch.bfloat16):
-        loss = m(input_ids=x, labels=x).loss
-    loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
-    print('LOSS', repr(loss.item()), flush=True)
-print('RESULT {}')
-'''
-
-
-def loss_rows():
-    env = {'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'OOMLENS_VERBOSE': '1'}
-    native = run([sys.executable, '-c', LOSS], False, 'loss-native', env)
-    ours = run([sys.executable, '-c', LOSS], True, 'loss-manage', env)
-    same = native['losses'] == ours['losses'] and len(native['losses']) == 6
-    diff = max((abs(a - b) for a, b in zip(native['losses'], ours['losses'])), default=None)
-    return dict(native=native['losses'], manage=ours['losses'], identical=same, max_abs_diff=diff,
-                stderr=None if same else ours['stderr'], notes=ours['notes'],
-                calls=ours['report']['devices'][0]['calls'] if ours['report'] else None)
+        s = r.get('steady_per_step') or {}
+        lines.append(
+            f"| {r['job']} | {r['pairs']} | {fmt(r['median_ratio'])} | {fmt(r['worst_pair'])} | "
+            f"{fmt(r.get('worst_call_ratio'))} | {fmt(r['ratio_to_fastest'])} ({r['fastest_pytorch']}) | "
+            f"{fmt(r['default_reserved_ratio'], '.4f')}, {fmt(r['manage_reserved_ratio'], '.4f')} | "
+            f"{fmt(s.get('maps'), '.1f')}, {fmt(s.get('unmaps'), '.1f')}, {fmt(s.get('syncs'), '.2f')}, "
+            f"{fmt(s.get('fence_waits'), '.2f')} | {r['losses_identical']} ({r['default_runs_identical']}) |")
+    lines += ['', 'step medians (s): ' + '; '.join(
+        f"{r['job']} default {fmt(r.get('default_step'), '.4f')} manage {fmt(r.get('manage_step'), '.4f')} "
+        f"expandable {fmt(r.get('expandable_step'), '.4f')} async {fmt(r.get('async_step'), '.4f')}"
+        for r in rows if 'median_ratio' in r)]
+    return '\n'.join(lines)
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
-    rows = workload_rows()
-    losses = loss_rows()
+    os.makedirs(RUNS, exist_ok=True)
+    runs = {job: {c: [] for c in ('default', 'manage', 'expandable', 'async')} for job in JOBS}
+    skipped = []
+    for pair in range(PAIRS):
+        for job in JOBS:
+            if over_budget():
+                skipped.append(f'{job} pair {pair}')
+                continue
+            runs[job]['default'].append(run(job, 'default', f'{job}-p{pair}-default'))
+            runs[job]['manage'].append(run(job, 'manage', f'{job}-p{pair}-manage'))
+    for conf in ('expandable', 'async'):
+        for job in JOBS:
+            if over_budget():
+                skipped.append(f'{job} {conf}')
+                continue
+            runs[job][conf].append(run(job, conf, f'{job}-{conf}'))
+    rows = [summarise(job, runs[job]) for job in JOBS]
+    text = table(rows) + ('\n\nskipped for the time budget: ' + ', '.join(skipped) if skipped else '')
+    lean = {job: {c: [{k: v for k, v in r.items() if k not in ('report', 'warm_report')} for r in rs]
+                  for c, rs in confs.items()} for job, confs in runs.items()}  # reports: in runs/
     with open(os.path.join(OUT, 'results.json'), 'w') as f:
-        json.dump(dict(workloads=rows, losses=losses), f, indent=1)
-    lines = ['| workload | step s PyTorch cache | step s oomlens --manage | ratio | PyTorch peak reserved '
-             '(ratio to allocated) | oomlens pool peak (ratio) | driver-direct peak | pending-free peak | '
-             'fence waits | device syncs | fallbacks |',
-             '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |']
-    for r in rows:
-        if 'error' in r:
-            lines.append(f"| {r['workload']} | error: {r['error'][-300:]!r} |")
-            continue
-        c = r['calls']
-        lines.append(f"| {r['workload']} | {r['native_step']:.4f} | {r['manage_step']:.4f} | {r['step_ratio']:.4f} | "
-                     f"{r['native_peak_reserved']} ({r['native_ratio']:.4f}) | {r['pool_peak']} ({r['our_ratio']:.4f}) | "
-                     f"{r['driver_peak']} | {r['pending_peak']} | {c.get('fence_waits')} | {c.get('device_syncs')} | "
-                     f"{c.get('manage_fallbacks')} |")
-    lines += ['', f"losses identical: {losses['identical']} (max abs diff {losses['max_abs_diff']})",
-              f"native: {losses['native']}", f"manage: {losses['manage']}",
-              f"streams: {losses['notes']}", f"calls: {losses['calls']}"]
-    text = '\n'.join(lines)
+        json.dump(dict(rows=rows, runs=lean, skipped=skipped, pairs=PAIRS, steps=STEPS, warm=WARM), f, indent=1)
     with open(os.path.join(OUT, 'table.md'), 'w') as f:
         f.write(text + '\n')
+    with tarfile.open(os.path.join(OUT, 'manage_check.tar.gz'), 'w:gz') as tar:
+        for name in ('results.json', 'table.md'):
+            tar.add(os.path.join(OUT, name), arcname=name)
+        tar.add(RUNS, arcname='runs')
     print(text)
 
 

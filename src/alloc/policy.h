@@ -14,7 +14,19 @@
 typedef struct ol_policy_options {
   uint64_t capacity;       /* bytes the simulated device holds */
   uint64_t max_split_size; /* blocks at or above it are never split; 0 = no limit */
+  bool keep_mapped;        /* oomlens: no trimming (OOMLENS_POOL_TRIM=0); others ignore it */
 } ol_policy_options_t;
+
+/* The driver calls a policy's memory costs on a real device, as the
+ * interposer (or PyTorch) makes them: VMM policies create a physical handle
+ * per mapping unit (cuMemCreate), map it (cuMemMap and cuMemSetAccess,
+ * counted as one map), then unmap and release it; the cudaMalloc policy
+ * asks for whole segments. What replay prints per policy, so that a trim
+ * policy can be tuned and pinned offline. */
+typedef struct ol_policy_calls {
+  int64_t creates, maps, unmaps, releases; /* cuMemCreate, cuMemMap, cuMemUnmap, cuMemRelease */
+  int64_t mallocs, frees;                  /* cudaMalloc, cudaFree of a segment */
+} ol_policy_calls_t;
 
 typedef struct ol_policy_stats {
   int64_t allocated, allocated_peak; /* bytes handed out (as the policy counts them) */
@@ -22,6 +34,7 @@ typedef struct ol_policy_stats {
   int64_t largest_free_block;        /* largest block it could hand out without growing */
   int64_t free_reserved;             /* reserved but not allocated */
   int64_t segments;                  /* segments or mapped chunks held now */
+  ol_policy_calls_t calls;           /* since the policy was created */
 } ol_policy_stats_t;
 
 typedef struct ol_policy ol_policy_t; /* one instance per simulated device */

@@ -42,6 +42,7 @@ static ol_policy_t *oomlens_create(const ol_policy_options_t *options)
   ol_pool_config_t config = {
     .address_space = space ? space : SIM_GRANULARITY,
     .max_split_size = options->max_split_size,
+    .keep_mapped = options->keep_mapped,
   };
   policy->pool = ol_pool_create(&backend, &config);
   if (!policy->pool) {

@@ -79,6 +79,7 @@ struct ol_policy {
   segment_t *segments;
   uint64_t next_va;
   int64_t allocated, allocated_peak, reserved, reserved_peak, segment_count;
+  ol_policy_calls_t calls;
   block_t **scratch;  /* release_blocks' list of expandable blocks */
   size_t scratch_cap;
 };
@@ -205,8 +206,16 @@ static void set_erase(block_set_t *set, block_t *b)
 
 /* ---- accounting --------------------------------------------------------- */
 
+/* Expandable segments map page by page, one handle each (segments counts
+ * pages then); the default asks cudaMalloc for one segment. */
 static void reserve(ol_policy_t *m, uint64_t bytes, int64_t segments)
 {
+  if (m->expandable) {
+    m->calls.creates += segments;
+    m->calls.maps += segments;
+  } else {
+    m->calls.mallocs++;
+  }
   m->reserved += (int64_t)bytes;
   m->segment_count += segments;
   if (m->reserved > m->reserved_peak)
@@ -215,6 +224,12 @@ static void reserve(ol_policy_t *m, uint64_t bytes, int64_t segments)
 
 static void unreserve(ol_policy_t *m, uint64_t bytes, int64_t segments)
 {
+  if (m->expandable) {
+    m->calls.unmaps += segments;
+    m->calls.releases += segments;
+  } else {
+    m->calls.frees++;
+  }
   m->reserved -= (int64_t)bytes;
   m->segment_count -= segments;
 }
@@ -632,6 +647,7 @@ static void model_stats(const ol_policy_t *m, ol_policy_stats_t *out)
     .largest_free_block = (int64_t)(small > large ? small : large),
     .free_reserved = m->reserved - m->allocated,
     .segments = m->segment_count,
+    .calls = m->calls,
   };
 }
 

@@ -27,6 +27,8 @@ typedef struct replay {
   ol_replay_result_t *result;
   const ol_replay_extras_t *extras;
   ol_replay_recorded_t failing; /* the recorded failure awaiting its verdict */
+  uint64_t calls_cap;           /* room in result->calls_at */
+  bool calls_lost;              /* host memory ran out for them */
 } replay_t;
 
 /* The same diagnosis a live job gets (the account's figures), with what a
@@ -228,6 +230,64 @@ static int on_oom(replay_t *r, const ol_trace_event_t *ev)
   return 1;
 }
 
+/* An iteration ended (the account found it): the policy's driver calls so
+ * far, for the steady state's count. Without host memory for them the
+ * replay goes on with no per-iteration figures. */
+static void note_iterations(replay_t *r)
+{
+  ol_replay_result_t *res = r->result;
+  uint64_t ended = r->account->devices[0].stats.phases.iterations;
+  if (ended <= res->calls_count || r->calls_lost)
+    return;
+  if (ended > r->calls_cap) {
+    uint64_t cap = r->calls_cap ? r->calls_cap * 2 : 64;
+    while (cap < ended)
+      cap *= 2;
+    ol_policy_calls_t *grown = realloc(res->calls_at, cap * sizeof *grown);
+    if (!grown) {
+      free(res->calls_at);
+      res->calls_at = NULL;
+      res->calls_count = 0;
+      r->calls_lost = true;
+      return;
+    }
+    res->calls_at = grown;
+    r->calls_cap = cap;
+  }
+  ol_policy_stats_t st;
+  r->ops->stats(r->policy, &st);
+  while (res->calls_count < ended)
+    res->calls_at[res->calls_count++] = st.calls;
+}
+
+int64_t ol_policy_calls_total(const ol_policy_calls_t *c)
+{
+  return c->creates + c->maps + c->unmaps + c->releases + c->mallocs + c->frees;
+}
+
+static ol_policy_calls_t calls_between(const ol_policy_calls_t *from, const ol_policy_calls_t *to)
+{
+  return (ol_policy_calls_t){to->creates - from->creates, to->maps - from->maps,
+                             to->unmaps - from->unmaps, to->releases - from->releases,
+                             to->mallocs - from->mallocs, to->frees - from->frees};
+}
+
+void ol_replay_steady(const ol_replay_result_t *result, ol_replay_steady_t *out)
+{
+  *out = (ol_replay_steady_t){.of = result->calls_count};
+  uint64_t n = result->calls_count;
+  if (n < 2)
+    return;
+  uint64_t first = n / 2; /* iteration i spans calls_at[i-1] to calls_at[i] */
+  out->iterations = n - first;
+  out->calls = calls_between(&result->calls_at[first - 1], &result->calls_at[n - 1]);
+  for (uint64_t i = first; i < n; i++) {
+    ol_policy_calls_t one = calls_between(&result->calls_at[i - 1], &result->calls_at[i]);
+    if (ol_policy_calls_total(&one) > ol_policy_calls_total(&out->worst))
+      out->worst = one;
+  }
+}
+
 /* 1 go on, 0 the policy ran out, -1 out of host memory. */
 static int apply(replay_t *r, const ol_trace_event_t *ev)
 {
@@ -259,6 +319,8 @@ static int apply(replay_t *r, const ol_trace_event_t *ev)
   }
   if (served == 0)
     ran_out(r, ev, ev->action == OL_TRACE_OOM);
+  else if (ev->action == OL_TRACE_ALLOC)
+    note_iterations(r);
   return served;
 }
 
@@ -371,6 +433,9 @@ done:
 
 void ol_replay_result_free(ol_replay_result_t *result)
 {
+  free(result->calls_at);
+  result->calls_at = NULL;
+  result->calls_count = 0;
   if (result->account) {
     ol_account_free(result->account);
     free(result->account);

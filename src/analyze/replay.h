@@ -83,7 +83,25 @@ typedef struct ol_replay_result {
    * (core/account.c): device 0 holds the figures (all events count there),
    * its value of a live block is the policy's address. */
   ol_account_t *account;
+  /* The policy's driver calls (stats.calls, cumulative) at the end of each
+   * iteration the account found, [0] at the end of the first; NULL, 0 when
+   * none ended (or host memory ran out for them: then no steady state). */
+  ol_policy_calls_t *calls_at;
+  uint64_t calls_count;
 } ol_replay_result_t;
+
+/* The driver calls of the iterations after warm-up: the last half of the
+ * iterations the account found (at least one ended past the first), summed
+ * and the worst one, by the total of its calls. Zero iterations when the
+ * trace has too few. */
+typedef struct ol_replay_steady {
+  uint64_t iterations, of;    /* iterations counted, of the ones found */
+  ol_policy_calls_t calls;    /* their sum */
+  ol_policy_calls_t worst;    /* the one iteration that made the most calls */
+} ol_replay_steady_t;
+void ol_replay_steady(const ol_replay_result_t *result, ol_replay_steady_t *out);
+/* Every driver call of c added up. */
+int64_t ol_policy_calls_total(const ol_policy_calls_t *c);
 
 /* Frees what a replay result holds (its account and sites). */
 void ol_replay_result_free(ol_replay_result_t *result);

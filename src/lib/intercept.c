@@ -128,6 +128,14 @@ static bool managed_free(uint64_t addr)
   return ol_manage_on() && ol_manage_free(addr);
 }
 
+/* The driver refused a request that our pool did not serve: the pool's
+ * free memory goes back first, and then the request is worth one more try
+ * (never fail what the driver would serve without us). */
+static bool pool_gave_back(bool out_of_memory, int device)
+{
+  return out_of_memory && ol_manage_on() && ol_manage_release_free(device);
+}
+
 /* OOMLENS_CAPACITY: a request the smaller device could not hold fails as
  * the driver fails one, without reaching it. */
 static bool over_capacity(int device, size_t size, ol_kind_t kind)
@@ -156,6 +164,8 @@ cudaError_t ol_on_cudaMalloc(void **ptr, size_t size)
     return cudaErrorMemoryAllocation;
   }
   cudaError_t err = real(ptr, size);
+  if (track && pool_gave_back(err == cudaErrorMemoryAllocation, device))
+    err = real(ptr, size);
   if (track)
     record_result(err == cudaSuccess, err == cudaErrorMemoryAllocation,
                   (uintptr_t)(ptr ? *ptr : NULL), size, device, OL_KIND_RUNTIME, 0);
@@ -208,6 +218,8 @@ static cudaError_t malloc_async(ol_fn_t fn, void **ptr, size_t size, cudaStream_
     return cudaErrorMemoryAllocation;
   }
   cudaError_t err = real(ptr, size, stream);
+  if (track && pool_gave_back(err == cudaErrorMemoryAllocation, device))
+    err = real(ptr, size, stream);
   if (track)
     record_result(err == cudaSuccess, err == cudaErrorMemoryAllocation,
                   (uintptr_t)(ptr ? *ptr : NULL), size, device, OL_KIND_RUNTIME_ASYNC,
@@ -304,6 +316,8 @@ CUresult ol_on_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   CUresult res = real(dptr, size);
+  if (track && pool_gave_back(res == CUDA_ERROR_OUT_OF_MEMORY, device))
+    res = real(dptr, size);
   if (track)
     record_result(res == CUDA_SUCCESS, res == CUDA_ERROR_OUT_OF_MEMORY,
                   (uintptr_t)(dptr ? *dptr : 0), size, device, OL_KIND_DRIVER, 0);
@@ -346,6 +360,8 @@ static CUresult driver_alloc_async(ol_fn_t fn, CUdeviceptr *dptr, size_t size, C
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   CUresult res = real(dptr, size, stream);
+  if (track && pool_gave_back(res == CUDA_ERROR_OUT_OF_MEMORY, device))
+    res = real(dptr, size, stream);
   if (track)
     record_result(res == CUDA_SUCCESS, res == CUDA_ERROR_OUT_OF_MEMORY,
                   (uintptr_t)(dptr ? *dptr : 0), size, device, OL_KIND_DRIVER_ASYNC,
@@ -431,6 +447,8 @@ CUresult ol_on_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   CUresult res = real(handle, size, prop, flags);
+  if (track && pool_gave_back(res == CUDA_ERROR_OUT_OF_MEMORY, device_of_prop(prop)))
+    res = real(handle, size, prop, flags);
   if (track && res == CUDA_SUCCESS && handle)
     ol_track_vmm_create(*handle, size, device_of_prop(prop));
   else if (track && res != CUDA_SUCCESS)

@@ -200,6 +200,9 @@ bool ol_manage_alloc_async(int device, uint64_t size, void *stream, uint64_t *ad
 bool ol_manage_free_async(uint64_t addr, void *stream);
 void ol_manage_stream_destroyed(void *stream);
 bool ol_manage_free_blocks(int device, int64_t *free_reserved, int64_t *largest);
+/* Gives the pool's free memory back to the device after the driver refused
+ * a request of the job's; true when some was, and a retry may succeed. */
+bool ol_manage_release_free(int device);
 
 /* ---- lifecycle.c: start, fork, signals, exit --------------------------- */
 bool ol_lifecycle_enabled(void); /* starts oomlens on first call */

@@ -739,6 +739,39 @@ void ol_manage_stream_destroyed(void *stream)
   }
 }
 
+/* The driver refused a request that did not go through the pool (the
+ * job's own cuMemCreate, a request the pool left to it): its free memory may
+ * be what it lacks, so it all goes back to the device, with the frees
+ * and the chunks still waiting behind fences (their work is waited for:
+ * this is the failure path). True when anything was given back, so a
+ * retry may succeed. Found with OOMLENS_MAX_SPLIT_SIZE and
+ * OOMLENS_POOL_TRIM=0 together, where the pool grew to the whole device
+ * and the job's own cuMemCreate failed. */
+bool ol_manage_release_free(int device)
+{
+  /* during a capture nothing may wait for the device, and nothing it
+   * unmapped would go back before the capture ends */
+  if (device < 0 || device >= OL_MAX_DEVICES || !ol_manage_on() || ol_streams_capturing())
+    return false;
+  pthread_once(&init_once, init_locks);
+  managed_t *m = &devices[device];
+  if (m->state != ACTIVE)
+    return false;
+  pthread_mutex_lock(&m->lock);
+  uint64_t before = m->physical;
+  close_batch(m);
+  close_stream_batches(m);
+  /* frees waiting for the device: theirs too (a fence that cannot be
+   * passed ends the loop rather than spin on it) */
+  for (int n = m->fence_count; n > 0 && wait_oldest(m) && m->fence_count < n; n = m->fence_count)
+    ;
+  ol_pool_release(m->pool, UINT64_MAX);
+  reap_retired(m, true);
+  bool gave = m->physical < before;
+  pthread_mutex_unlock(&m->lock);
+  return gave;
+}
+
 /* For the OOM diagnosis: the pool's free memory and its largest block.
  * False when the device has no pool of ours. */
 bool ol_manage_free_blocks(int device, int64_t *free_reserved, int64_t *largest)

@@ -197,6 +197,20 @@ START_TEST(capacity_limits_the_pool)
 }
 END_TEST
 
+/* Issue 15: with a max split size and no trimming the pool kept the whole
+ * device mapped and the job's own cuMemCreate failed; the pool gives its
+ * free memory back when the driver refuses the job, and the job is served. */
+START_TEST(pool_gives_back_when_the_driver_refuses)
+{
+  const char *extra[] = {"OOMLENS_POOL_TRIM=0", "OOMLENS_MAX_SPLIT_SIZE=4M", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("driver_after_pool", extra, &run);
+  ck_assert_int_eq(harness_int(r, DEV "calls.vmm_creates"), 2);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(destroyed_stream_keeps_its_fence)
 {
   const char *extra[] = {"OOMLENS_CAPACITY=256M", NULL};
@@ -225,6 +239,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, async_free_reused_at_once_on_its_stream);
   tcase_add_test(tc, async_free_waits_for_its_stream_elsewhere);
   tcase_add_test(tc, capacity_limits_the_pool);
+  tcase_add_test(tc, pool_gives_back_when_the_driver_refuses);
   tcase_add_test(tc, destroyed_stream_keeps_its_fence);
   suite_add_tcase(s, tc);
   return s;

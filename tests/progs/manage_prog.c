@@ -352,6 +352,30 @@ static int smaller_device(void)
   return 0;
 }
 
+/* The job's own requests to the driver (cudaMalloc during a capture,
+ * cuMemCreate) when the pool holds the device's memory free: under
+ * OOMLENS_POOL_TRIM=0 the pool keeps what it mapped, and the driver
+ * refuses until the pool gives it back. Each must be served (issue 15:
+ * cuMemCreate failed with 2 while the pool held gigabytes free). */
+static int driver_after_pool(void)
+{
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  size_t capacity = simcu_capacity(0);
+  void *a;
+  CHECK(cudaMalloc(&a, capacity / 4 * 3) == cudaSuccess);
+  CHECK(cudaFree(a) == cudaSuccess);
+  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+  CUmemGenericAllocationHandle h;
+  CHECK(cuMemCreate(&h, capacity / 2, &prop, 0) == CUDA_SUCCESS);
+  CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+  CHECK(cudaMalloc(&a, capacity / 4 * 3) == cudaSuccess); /* the pool maps again */
+  CHECK(cudaFree(a) == cudaSuccess);
+  CHECK(cuMemCreate(&h, capacity / 2, &prop, 0) == CUDA_SUCCESS);
+  CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 2) {
@@ -379,6 +403,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "unmap_pending")) return unmap_pending();
   if (!strcmp(s, "async_same_stream")) return async_same_stream();
   if (!strcmp(s, "capacity")) return smaller_device();
+  if (!strcmp(s, "driver_after_pool")) return driver_after_pool();
   if (!strcmp(s, "async_other_stream")) return async_other_stream();
   if (!strcmp(s, "destroyed_stream")) return destroyed_stream();
   fprintf(stderr, "manage_prog: unknown scenario %s\n", s);

@@ -438,6 +438,87 @@ START_TEST(cli_usage)
 }
 END_TEST
 
+/* ---- driver calls ------------------------------------------------------ */
+
+/* The driver calls each policy would make on the shared traces (the H200's
+ * capacity), pinned: more is a regression of the trim or placement policy
+ * and fails; fewer is progress, and the pin should come down with it. The
+ * steady state is the last half of the iterations the account found (on
+ * llama_varlen and gpt2_varlen those include the steps that first reach a
+ * longer sequence: growth, not churn). Measured, see docs/measurements.md. */
+typedef struct calls_pin {
+  const char *trace, *policy;
+  int64_t total, steady; /* at most */
+} calls_pin_t;
+
+static const calls_pin_t calls_pins[] = {
+  {"gpt2.csv.gz", "oomlens", 27964, 0},
+  {"gpt2_varlen.csv.gz", "oomlens", 27876, 13464},
+  {"resnet50.csv.gz", "oomlens", 5898, 102},
+  {"frag.csv.gz", "oomlens", 17770, 9600},
+  {"oom_params.csv.gz", "oomlens", 8222, 0},
+  {"oom_activations.csv.gz", "oomlens", 13514, 0},
+  {"llama_varlen.csv.gz", "oomlens", 24362, 5042},
+  {"llama_varlen.csv.gz", "pytorch", 334, 9},
+  {"llama_varlen.csv.gz", "pytorch-expandable", 1628, 228},
+  {"gpt2.csv.gz", "pytorch", 162, 0},
+  {"frag.csv.gz", "pytorch-expandable", 550, 224},
+};
+
+START_TEST(driver_calls_pinned)
+{
+  const calls_pin_t *pin = &calls_pins[_i];
+  ol_policy_options_t options = {.capacity = OL_REPLAY_DEFAULT_CAPACITY};
+  ol_replay_result_t r;
+  ol_error_t err;
+  ck_assert_msg(ol_replay_file(data(pin->trace), ol_policy_find(pin->policy), &options, &r, &err) == 0,
+                "%s", err.text);
+  ol_replay_steady_t st;
+  ol_replay_steady(&r, &st);
+  int64_t total = ol_policy_calls_total(&r.stats.calls), steady = ol_policy_calls_total(&st.calls);
+  printf("%s %s: %lld driver calls, %lld in the last %llu of %llu iterations\n", pin->trace,
+         pin->policy, (long long)total, (long long)steady, (unsigned long long)st.iterations,
+         (unsigned long long)st.of);
+  ck_assert_msg(total <= pin->total, "%s %s: %lld calls, pinned at %lld", pin->trace, pin->policy,
+                (long long)total, (long long)pin->total);
+  ck_assert_msg(steady <= pin->steady, "%s %s: %lld steady-state calls, pinned at %lld",
+                pin->trace, pin->policy, (long long)steady, (long long)pin->steady);
+  /* one handle per mapping: each map creates one, each unmap releases one */
+  ck_assert_int_eq(r.stats.calls.creates, r.stats.calls.maps);
+  ck_assert_int_eq(r.stats.calls.releases, r.stats.calls.unmaps);
+  ck_assert(total > 0);
+  ol_replay_result_free(&r);
+}
+END_TEST
+
+/* Both outputs say them: the text's two lines, the JSON's objects. */
+START_TEST(cli_driver_calls)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){data("gpt2.csv.gz"), NULL});
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_msg(strstr(run.out, "driver calls:     13078 cuMemCreate, 13078 cuMemMap, 904 cuMemUnmap, "
+                                "904 cuMemRelease\n"), "%s", run.out);
+  ck_assert_msg(strstr(run.out, "steady state:     the last 3 of 5 iterations: none; the worst "
+                                "iteration: none\n"), "%s", run.out);
+  cli(&run, (const char *[]){data("gpt2.csv.gz"), "--policy", "pytorch", "--json", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ol_json_t *root = parse_out(&run);
+  ck_assert_int_eq(ol_json_path_int64(root, "driver_calls.mallocs", -1), 162);
+  ck_assert_int_eq(ol_json_path_int64(root, "driver_calls.maps", -1), 0);
+  ck_assert_int_eq(ol_json_path_int64(root, "steady_state.iterations", -1), 3);
+  ck_assert_int_eq(ol_json_path_int64(root, "steady_state.calls.total", -1), 0);
+  ol_json_free(root);
+  /* --no-trim: nothing unmapped on a trace that never runs out */
+  cli(&run, (const char *[]){data("gpt2.csv.gz"), "--no-trim", "--json", NULL});
+  ck_assert_int_eq(run.status, 0);
+  root = parse_out(&run);
+  ck_assert_int_eq(ol_json_path_int64(root, "driver_calls.unmaps", -1), 0);
+  ck_assert_int_gt(ol_json_path_int64(root, "driver_calls.maps", -1), 0);
+  ol_json_free(root);
+}
+END_TEST
+
 static Suite *replay_suite(void)
 {
   Suite *s = suite_create("replay");
@@ -462,7 +543,12 @@ static Suite *replay_suite(void)
   tcase_add_test(cmd, cli_status_from_the_error);
   tcase_add_loop_test(cmd, cli_malformed, 0, sizeof bad_files / sizeof *bad_files);
   tcase_add_loop_test(cmd, cli_usage, 0, sizeof usage_cases / sizeof *usage_cases);
+  tcase_add_test(cmd, cli_driver_calls);
   suite_add_tcase(s, cmd);
+  TCase *calls = tcase_create("driver_calls");
+  tcase_set_timeout(calls, 300);
+  tcase_add_loop_test(calls, driver_calls_pinned, 0, sizeof calls_pins / sizeof *calls_pins);
+  suite_add_tcase(s, calls);
   return s;
 }
 
