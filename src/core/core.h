@@ -93,6 +93,7 @@ void ol_buf_printf(ol_buf_t *buf, const char *fmt, ...) __attribute__((format(pr
 void ol_buf_json_string(ol_buf_t *buf, const char *text);
 void ol_buf_free(ol_buf_t *buf);
 void ol_format_bytes(char *out, size_t cap, int64_t bytes); /* "1.50 GiB" */
+void ol_format_size(char *out, size_t cap, uint64_t bytes);  /* the same, never negative */
 /* Exit statuses, one definition for the whole project. The offline code
  * hands its errors back as an ol_error_t carrying one of them, and the
  * command line exits with it: never chosen by reading the message. */
@@ -468,19 +469,38 @@ typedef struct ol_device_stats {
   int64_t capacity, outside, batch;
 } ol_device_stats_t;
 
+/* a + b, held at INT64_MAX or INT64_MIN rather than overflow: counters
+ * that sum sizes over a whole run (a crafted trace's sizes near 2^63)
+ * stop at the end of the range instead of turning negative. */
+static inline int64_t ol_sat_add(int64_t a, int64_t b)
+{
+  int64_t sum;
+  if (__builtin_expect(__builtin_add_overflow(a, b, &sum), 0))
+    return b > 0 ? INT64_MAX : INT64_MIN;
+  return sum;
+}
+
+static inline int64_t ol_sat_sub(int64_t a, int64_t b)
+{
+  int64_t diff;
+  if (__builtin_expect(__builtin_sub_overflow(a, b, &diff), 0))
+    return b < 0 ? INT64_MAX : INT64_MIN;
+  return diff;
+}
+
 /* Inline: the tracker updates a dozen of these per allocation. */
 static inline void ol_stat_grow(ol_stat_t *stat, int64_t bytes) /* bytes >= 0 */
 {
-  stat->current += bytes;
-  stat->allocated += bytes;
+  stat->current = ol_sat_add(stat->current, bytes);
+  stat->allocated = ol_sat_add(stat->allocated, bytes);
   if (stat->current > stat->peak)
     stat->peak = stat->current;
 }
 
 static inline void ol_stat_shrink(ol_stat_t *stat, int64_t bytes) /* bytes >= 0 */
 {
-  stat->current -= bytes;
-  stat->freed += bytes;
+  stat->current = ol_sat_add(stat->current, -bytes);
+  stat->freed = ol_sat_add(stat->freed, bytes);
 }
 
 static inline void ol_stat_update(ol_stat_t *stat, int64_t delta)
