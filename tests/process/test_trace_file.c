@@ -500,7 +500,7 @@ END_TEST
 
 #define WRITER_WAIT_S 1.0 /* the longest exit or SIGTERM waits for a stuck writer (README) */
 #define ENDING_LIMIT_S 5.0 /* the longest a SIGTERM of ours waits for its report (README) */
-#define SLACK_S 1.5        /* a loaded machine */
+#define SLACK_S 3.0        /* a loaded machine (the old waits were 10 s and forever) */
 
 /* A FIFO in the test's folder, OOMLENS_TRACE naming it in env_out. With
  * a reader, its read end is opened here and never read: the job's open
@@ -551,7 +551,7 @@ START_TEST(stalled_reader_holds_up_nothing)
   harness_finish(&run, 60);
   close(reader);
   ck_assert_msg(!run.timed_out && run.status == 0, "exit %d:\n%s", run.status, run.out);
-  ck_assert_double_lt(said(&run, "longest_call"), 0.5);
+  ck_assert_double_lt(said(&run, "longest_call"), 1.0);
   double exit_took = run.ended_at - said(&run, "exit_at");
   ck_assert_msg(exit_took < WRITER_WAIT_S + SLACK_S, "exit took %.2f s:\n%s", exit_took, run.out);
   ck_assert_ptr_nonnull(strstr(run.out, "the disk cannot keep up"));
