@@ -271,8 +271,9 @@ void ol_lifecycle_at_exit(void)
 {
   if (atomic_load(&state) != ENABLED)
     return;
-  if (!ol_report_wait()) /* a report begun on SIGUSR1 is finished first, if it can be */
-    return;
+  /* A report begun on SIGUSR1 is finished first, if it can be; one that is
+   * stuck is not waited for twice. */
+  bool reports_free = ol_report_wait();
   /* A failure still waiting for its verdict was the job's last: no retry
    * came (a program that caught its error and ended). Settled before the
    * trace closes, so it has the line. */
@@ -281,6 +282,6 @@ void ol_lifecycle_at_exit(void)
   ol_tracefile_close();
   if (!ol_track_seen_activity())
     return;
-  if (ol_option_bool(OL_OPT_REPORT_AT_EXIT))
+  if (reports_free && ol_option_bool(OL_OPT_REPORT_AT_EXIT))
     ol_report_write_all("exit");
 }
