@@ -43,6 +43,12 @@ static const char *bytes_text(char buf[32], int64_t bytes)
   return buf;
 }
 
+static const char *size_text(char buf[32], uint64_t bytes) /* a request: never negative */
+{
+  ol_format_size(buf, 32, bytes);
+  return buf;
+}
+
 static const char style[] =
   "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;"
   "background:#f6f7f9;color:#1d2330}"
@@ -224,7 +230,7 @@ static void markers(ol_buf_t *out, const ol_timeline_t *tl, double top, double s
                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" "
                   "stroke-width=\"3\" stroke-dasharray=\"6 3\"/><text x=\"%.1f\" y=\"%.1f\" "
                   "font-size=\"12\" font-weight=\"bold\" fill=\"#d62728\" text-anchor=\"end\">"
-                  "OOM (%s)</text></g>\n", bytes_text(b, tl->ooms[i].request), x, CT, x,
+                  "OOM (%s)</text></g>\n", size_text(b, tl->ooms[i].request), x, CT, x,
                   CT + PH, x - 4, CT + 12, b);
   }
 }
@@ -321,7 +327,7 @@ static void oom_section(ol_buf_t *out, const ol_report_device_t *d, bool view_is
   ol_buf_printf(out, "<h3>Why it ran out</h3>\n<div class=\"oom\">\n");
   if (!d->diagnosed) {
     ol_buf_printf(out, "<p>%lld %s; the last asked for %s. %s</p></div>\n",
-                  (long long)s->num_ooms, errors_word(s->num_ooms), bytes_text(b, s->last_oom_request),
+                  (long long)s->num_ooms, errors_word(s->num_ooms), size_text(b, s->last_oom_request),
                   view_is_trace ? "A trace records the request, not the device: "
                   "<code>oomlens replay TRACE --capacity SIZE</code> diagnoses it on a device "
                   "of the size it ran on." : "No diagnosis was recorded (the device&#39;s "

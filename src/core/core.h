@@ -455,7 +455,7 @@ typedef struct ol_device_stats {
 #undef OL_CALL_MEMBER
   int64_t num_ooms;         /* out-of-memory errors the job saw (account.c: a failure settled) */
   int64_t recovered_allocs; /* failed allocations the allocator's retry recovered (not OOMs) */
-  int64_t last_oom_request;
+  uint64_t last_oom_request; /* bytes: unsigned, as the request was */
   ol_phases_t phases;      /* iterations in this device's allocated bytes */
   ol_oom_record_t last_oom; /* the diagnosis of the last out-of-memory */
   ol_oom_class_t last_oom_class;
@@ -659,7 +659,7 @@ long ol_site_groups_top(const ol_sites_t *sites, ol_site_order_t order, size_t f
 
 typedef struct ol_timeline_oom {
   uint64_t t_ns;
-  int64_t request;
+  uint64_t request;
 } ol_timeline_oom_t;
 
 typedef struct ol_timeline {
@@ -681,7 +681,7 @@ void ol_timeline_note(ol_timeline_t *tl, uint64_t t_ns, int64_t allocated, int64
 /* A note known to come before bound_ns, if that alone places it; else false. */
 bool ol_timeline_note_before(ol_timeline_t *tl, uint64_t bound_ns, int64_t allocated,
                              int64_t reserved);
-void ol_timeline_oom(ol_timeline_t *tl, uint64_t t_ns, int64_t request);
+void ol_timeline_oom(ol_timeline_t *tl, uint64_t t_ns, uint64_t request);
 double ol_timeline_seconds(const ol_timeline_t *tl, uint64_t t_ns); /* since the start */
 void ol_timeline_json(ol_buf_t *out, const ol_timeline_t *tl);
 /* The same with each kept OOM's wall clock given (NULL: start_unix + t). */
