@@ -97,7 +97,7 @@ static struct {
   int spare[CHUNKS], spare_count;
   int full[CHUNKS], full_head, full_count;
   uint64_t handed, written; /* chunks given to the writer, and written by it */
-  uint64_t start_ns, start_unix_us;
+  uint64_t start_ns;
   uint64_t events;
   bool device_seen[OL_MAX_DEVICES];
   const char *stopped; /* why tracing stopped early, NULL if it did not */
