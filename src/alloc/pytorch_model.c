@@ -26,6 +26,10 @@
 #define NO_LIMIT UINT64_MAX
 #define VA_START ((uint64_t)0x7f0000000000)
 #define MAX_VA_DEVICE ((uint64_t)1 << 50)
+/* The largest device modelled (1 EiB, 2^60; no device comes near): a larger
+ * --capacity is modelled as this, so that no size the model computes
+ * (rounded up, 9/8 of it, a segment's end) can pass 2^64. */
+#define MAX_CAPACITY ((uint64_t)1 << 60)
 #define SLAB_BLOCKS 1024
 
 typedef struct pool pool_t;
@@ -241,11 +245,19 @@ static bool fits(const ol_policy_t *m, uint64_t bytes)
   return (uint64_t)m->reserved <= m->capacity && bytes <= m->capacity - (uint64_t)m->reserved;
 }
 
+/* Segments start 2 MiB aligned, as cudaMalloc's large allocations do.
+ * Addresses are never reused, so a trace of more than 2^64 - VA_START
+ * bytes of segments (16 EiB: only a crafted one) starts again at VA_START
+ * rather than wrap through zero; a segment still held from the first
+ * round could then share an address with a new one, which mixes up the
+ * two blocks' figures, never the model's memory. */
 static uint64_t take_va(ol_policy_t *m, uint64_t size)
 {
+  uint64_t bytes = (size + OL_PT_ROUND_LARGE - 1) / OL_PT_ROUND_LARGE * OL_PT_ROUND_LARGE;
+  if (bytes > UINT64_MAX - m->next_va)
+    m->next_va = VA_START;
   uint64_t ptr = m->next_va;
-  /* Segments start 2 MiB aligned, as cudaMalloc's large allocations do. */
-  m->next_va += (size + OL_PT_ROUND_LARGE - 1) / OL_PT_ROUND_LARGE * OL_PT_ROUND_LARGE;
+  m->next_va += bytes;
   return ptr;
 }
 
@@ -358,8 +370,9 @@ static uint64_t page_of(const pool_t *pool)
 
 /* A new segment reserves address space for 9/8 of the device, as PyTorch
  * does, all of it unmapped. Capacities past 1 PiB reserve as for 1 PiB, so
- * that simulated addresses cannot wrap around. */
-static block_t *new_segment(ol_policy_t *m, pool_t *pool, uint64_t stream)
+ * that simulated addresses last; a request larger than that (on such a
+ * device) gets a segment its own size, where PyTorch's 9/8 would hold it. */
+static block_t *new_segment(ol_policy_t *m, pool_t *pool, uint64_t size, uint64_t stream)
 {
   segment_t *es = malloc(sizeof *es);
   if (!es)
@@ -367,6 +380,8 @@ static block_t *new_segment(ol_policy_t *m, pool_t *pool, uint64_t stream)
   es->page = page_of(pool);
   uint64_t device = m->capacity < MAX_VA_DEVICE ? m->capacity : MAX_VA_DEVICE;
   uint64_t want = device + device / 8;
+  if (want < size)
+    want = size; /* at most MAX_CAPACITY: no overflow below */
   es->size = (want / es->page + 1) * es->page;
   es->base = take_va(m, es->size);
   es->next_segment = m->segments;
@@ -407,7 +422,7 @@ static block_t *find_expandable(ol_policy_t *m, pool_t *pool, uint64_t size, uin
     if (has_room(c, size))
       return c;
   }
-  return new_segment(m, pool, stream);
+  return new_segment(m, pool, size, stream);
 }
 
 /* map_block(): maps whole pages at the front of an unmapped range to cover
@@ -594,6 +609,8 @@ static void release_cached(ol_policy_t *m)
 
 static int model_alloc(ol_policy_t *m, uint64_t request, uint64_t stream, uint64_t *addr)
 {
+  if (request > m->capacity)
+    return -1; /* and the rounding below cannot overflow */
   uint64_t size = ol_pt_round_size(request);
   pool_t *pool = size <= OL_PT_SMALL_SIZE ? &m->small : &m->large;
   block_t *b = get_free_block(m, pool, size, stream);
@@ -656,7 +673,7 @@ static ol_policy_t *create(const ol_policy_options_t *options, bool expandable)
   ol_policy_t *m = calloc(1, sizeof *m);
   if (!m)
     return NULL;
-  m->capacity = options->capacity;
+  m->capacity = options->capacity < MAX_CAPACITY ? options->capacity : MAX_CAPACITY;
   m->max_split = options->max_split_size ? options->max_split_size : NO_LIMIT;
   m->expandable = expandable;
   m->small = (pool_t){.blocks.by_size = true, .is_small = true};

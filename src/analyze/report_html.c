@@ -43,6 +43,12 @@ static const char *bytes_text(char buf[32], int64_t bytes)
   return buf;
 }
 
+static const char *size_text(char buf[32], uint64_t bytes) /* a request: never negative */
+{
+  ol_format_size(buf, 32, bytes);
+  return buf;
+}
+
 static const char style[] =
   "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;"
   "background:#f6f7f9;color:#1d2330}"
@@ -77,7 +83,7 @@ static double x_at(double seconds, double span)
   return CL + seconds / span * PW;
 }
 
-static double y_at(int64_t bytes, double top)
+static double y_at(double bytes, double top)
 {
   return CT + PH - (double)bytes / top * PH;
 }
@@ -143,20 +149,35 @@ static void time_text(char *out, size_t cap, double seconds, double span)
   snprintf(out, cap, "%.4g %s", seconds / unit, name);
 }
 
+/* An axis value as bytes: a tick past INT64_MAX (the chart's top is 5%
+ * above the highest point) is printed from the double, never cast to a
+ * type that cannot hold it. */
+static const char *tick_text(char buf[32], double v)
+{
+  ol_format_size(buf, 32, v > 0 && v < 1.8e19 ? (uint64_t)v : 0);
+  return buf;
+}
+
+/* Ticks at 0, step, 2 step... up to top: at most this many, whatever the
+ * figures (a step too small for top would never end). */
+#define MAX_TICKS 64
+
 static void axes(ol_buf_t *out, double top, double ystep, double span)
 {
   char b[32];
-  for (double v = 0; v <= top * 1.0001; v += ystep) {
-    double y = y_at((int64_t)v, top);
+  for (int i = 0; i < MAX_TICKS && i * ystep <= top * 1.0001; i++) {
+    double v = i * ystep;
+    double y = y_at(v, top);
     ol_buf_printf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e7eb\"/>"
                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"11\" "
                   "fill=\"#5b6473\">%s</text>\n", CL, y, CL + PW, y, CL - 6, y + 4,
-                  bytes_text(b, (int64_t)v));
+                  tick_text(b, v));
   }
   const char *name;
   double unit = time_unit(span, &name);
   double xstep = round_step(span, unit, 6);
-  for (double t = 0; t <= span * 1.0001; t += xstep) {
+  for (int i = 0; i < MAX_TICKS && i * xstep <= span * 1.0001; i++) {
+    double t = i * xstep;
     time_text(b, sizeof b, t, span);
     ol_buf_printf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
                   "fill=\"#5b6473\">%s</text>\n", x_at(t, span), CT + PH + 16, b);
@@ -209,7 +230,7 @@ static void markers(ol_buf_t *out, const ol_timeline_t *tl, double top, double s
                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" "
                   "stroke-width=\"3\" stroke-dasharray=\"6 3\"/><text x=\"%.1f\" y=\"%.1f\" "
                   "font-size=\"12\" font-weight=\"bold\" fill=\"#d62728\" text-anchor=\"end\">"
-                  "OOM (%s)</text></g>\n", bytes_text(b, tl->ooms[i].request), x, CT, x,
+                  "OOM (%s)</text></g>\n", size_text(b, tl->ooms[i].request), x, CT, x,
                   CT + PH, x - 4, CT + 12, b);
   }
 }
@@ -306,7 +327,7 @@ static void oom_section(ol_buf_t *out, const ol_report_device_t *d, bool view_is
   ol_buf_printf(out, "<h3>Why it ran out</h3>\n<div class=\"oom\">\n");
   if (!d->diagnosed) {
     ol_buf_printf(out, "<p>%lld %s; the last asked for %s. %s</p></div>\n",
-                  (long long)s->num_ooms, errors_word(s->num_ooms), bytes_text(b, s->last_oom_request),
+                  (long long)s->num_ooms, errors_word(s->num_ooms), size_text(b, s->last_oom_request),
                   view_is_trace ? "A trace records the request, not the device: "
                   "<code>oomlens replay TRACE --capacity SIZE</code> diagnoses it on a device "
                   "of the size it ran on." : "No diagnosis was recorded (the device&#39;s "

@@ -274,14 +274,14 @@ bool ol_account_oom_settle(ol_account_t *a, int device)
     return false;
   ad->wait = (ol_oom_wait_t){0};
   ad->stats.num_ooms++;
-  ad->stats.last_oom_request = (int64_t)w.request;
+  ad->stats.last_oom_request = w.request;
   if (w.wall_unix > 0) {
     ad->stats.last_oom_unix = w.wall_unix;
     if (ad->stats.first_oom_unix == 0)
       ad->stats.first_oom_unix = w.wall_unix;
   }
   if (ad->timeline)
-    ol_timeline_oom(ad->timeline, w.t_ns, (int64_t)w.request);
+    ol_timeline_oom(ad->timeline, w.t_ns, w.request);
   return true;
 }
 

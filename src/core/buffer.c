@@ -73,19 +73,32 @@ void ol_fail(ol_error_t *err, int status, const char *fmt, ...)
   va_end(ap);
 }
 
-void ol_format_bytes(char *out, size_t cap, int64_t bytes)
+/* Binary units up to EiB: 2^64 - 1 bytes is "16.00 EiB". */
+static void format_magnitude(char *out, size_t cap, const char *sign, uint64_t bytes)
 {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double value = (double)bytes;
   size_t unit = 0;
-  while (unit + 1 < sizeof units / sizeof *units && (value >= 1024.0 || value <= -1024.0)) {
+  while (unit + 1 < sizeof units / sizeof *units && value >= 1024.0) {
     value /= 1024.0;
     unit++;
   }
   if (unit == 0)
-    snprintf(out, cap, "%lld B", (long long)bytes);
+    snprintf(out, cap, "%s%llu B", sign, (unsigned long long)bytes);
   else
-    snprintf(out, cap, "%.2f %s", value, units[unit]);
+    snprintf(out, cap, "%s%.2f %s", sign, value, units[unit]);
+}
+
+void ol_format_size(char *out, size_t cap, uint64_t bytes)
+{
+  format_magnitude(out, cap, "", bytes);
+}
+
+void ol_format_bytes(char *out, size_t cap, int64_t bytes)
+{
+  /* the magnitude of INT64_MIN is 2^63, which uint64_t holds */
+  uint64_t magnitude = bytes < 0 ? 0 - (uint64_t)bytes : (uint64_t)bytes;
+  format_magnitude(out, cap, bytes < 0 ? "-" : "", magnitude);
 }
 
 /* The one way frames are joined, in text and in JSON. */

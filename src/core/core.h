@@ -93,6 +93,7 @@ void ol_buf_printf(ol_buf_t *buf, const char *fmt, ...) __attribute__((format(pr
 void ol_buf_json_string(ol_buf_t *buf, const char *text);
 void ol_buf_free(ol_buf_t *buf);
 void ol_format_bytes(char *out, size_t cap, int64_t bytes); /* "1.50 GiB" */
+void ol_format_size(char *out, size_t cap, uint64_t bytes);  /* the same, never negative */
 /* Exit statuses, one definition for the whole project. The offline code
  * hands its errors back as an ol_error_t carrying one of them, and the
  * command line exits with it: never chosen by reading the message. */
@@ -454,7 +455,7 @@ typedef struct ol_device_stats {
 #undef OL_CALL_MEMBER
   int64_t num_ooms;         /* out-of-memory errors the job saw (account.c: a failure settled) */
   int64_t recovered_allocs; /* failed allocations the allocator's retry recovered (not OOMs) */
-  int64_t last_oom_request;
+  uint64_t last_oom_request; /* bytes: unsigned, as the request was */
   ol_phases_t phases;      /* iterations in this device's allocated bytes */
   ol_oom_record_t last_oom; /* the diagnosis of the last out-of-memory */
   ol_oom_class_t last_oom_class;
@@ -468,19 +469,41 @@ typedef struct ol_device_stats {
   int64_t capacity, outside, batch;
 } ol_device_stats_t;
 
-/* Inline: the tracker updates a dozen of these per allocation. */
+/* a + b, held at INT64_MAX or INT64_MIN rather than overflow: counters
+ * that sum sizes over a whole run (a crafted trace's sizes near 2^63)
+ * stop at the end of the range instead of turning negative. */
+static inline int64_t ol_sat_add(int64_t a, int64_t b)
+{
+  int64_t sum;
+  if (__builtin_expect(__builtin_add_overflow(a, b, &sum), 0))
+    return b > 0 ? INT64_MAX : INT64_MIN;
+  return sum;
+}
+
+static inline int64_t ol_sat_sub(int64_t a, int64_t b)
+{
+  int64_t diff;
+  if (__builtin_expect(__builtin_sub_overflow(a, b, &diff), 0))
+    return b < 0 ? INT64_MAX : INT64_MIN;
+  return diff;
+}
+
+/* Inline: the tracker updates a dozen of these per allocation. Saturating
+ * (ol_sat_add): a crafted trace's sizes near 2^63 hold a counter at
+ * INT64_MAX rather than overflow it; it costs about 100 instructions of
+ * the 3300 a cudaMalloc+cudaFree pair takes (/root/bin/count_pairs.sh). */
 static inline void ol_stat_grow(ol_stat_t *stat, int64_t bytes) /* bytes >= 0 */
 {
-  stat->current += bytes;
-  stat->allocated += bytes;
+  stat->current = ol_sat_add(stat->current, bytes);
+  stat->allocated = ol_sat_add(stat->allocated, bytes);
   if (stat->current > stat->peak)
     stat->peak = stat->current;
 }
 
 static inline void ol_stat_shrink(ol_stat_t *stat, int64_t bytes) /* bytes >= 0 */
 {
-  stat->current -= bytes;
-  stat->freed += bytes;
+  stat->current = ol_sat_sub(stat->current, bytes);
+  stat->freed = ol_sat_add(stat->freed, bytes);
 }
 
 static inline void ol_stat_update(ol_stat_t *stat, int64_t delta)
@@ -636,7 +659,7 @@ long ol_site_groups_top(const ol_sites_t *sites, ol_site_order_t order, size_t f
 
 typedef struct ol_timeline_oom {
   uint64_t t_ns;
-  int64_t request;
+  uint64_t request;
 } ol_timeline_oom_t;
 
 typedef struct ol_timeline {
@@ -658,7 +681,7 @@ void ol_timeline_note(ol_timeline_t *tl, uint64_t t_ns, int64_t allocated, int64
 /* A note known to come before bound_ns, if that alone places it; else false. */
 bool ol_timeline_note_before(ol_timeline_t *tl, uint64_t bound_ns, int64_t allocated,
                              int64_t reserved);
-void ol_timeline_oom(ol_timeline_t *tl, uint64_t t_ns, int64_t request);
+void ol_timeline_oom(ol_timeline_t *tl, uint64_t t_ns, uint64_t request);
 double ol_timeline_seconds(const ol_timeline_t *tl, uint64_t t_ns); /* since the start */
 void ol_timeline_json(ol_buf_t *out, const ol_timeline_t *tl);
 /* The same with each kept OOM's wall clock given (NULL: start_unix + t). */
@@ -1078,6 +1101,34 @@ static inline void ol_account_pools_shrink(ol_stat_t stat[OL_POOL_COUNT], int po
   ol_stat_shrink(&stat[pool], n);
 }
 
+/* Counts of blocks and segments move by one an event: no job or trace has
+ * 2^63 events, so they need no saturation (which the byte counters pay
+ * for on every event). */
+static inline void ol_stat_count_up(ol_stat_t *stat)
+{
+  stat->current++;
+  stat->allocated++;
+  if (stat->current > stat->peak)
+    stat->peak = stat->current;
+}
+
+static inline void ol_stat_count_down(ol_stat_t *stat)
+{
+  stat->current--;
+  stat->freed++;
+}
+
+static inline void ol_account_pools_count(ol_stat_t stat[OL_POOL_COUNT], int pool, bool up)
+{
+  if (up) {
+    ol_stat_count_up(&stat[OL_POOL_ALL]);
+    ol_stat_count_up(&stat[pool]);
+  } else {
+    ol_stat_count_down(&stat[OL_POOL_ALL]);
+    ol_stat_count_down(&stat[pool]);
+  }
+}
+
 /* The site iterations are told by: none for the site of no frames. */
 static inline int32_t ol_account_phase_site(const ol_account_t *a, int d, int32_t site)
 {
@@ -1100,14 +1151,14 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
                        0))
     ol_account_iteration_ended(a, d);
   ol_account_pools_grow(dev->allocated_bytes, pool, bytes);
-  ol_account_pools_grow(dev->allocation, pool, 1);
+  ol_account_pools_count(dev->allocation, pool, true);
   if (b->kind < OL_ORIGIN_COUNT) {
     ol_stat_grow(&dev->origin_bytes[b->kind], bytes);
     ol_account_pools_grow(dev->reserved_bytes, pool, bytes);
-    ol_account_pools_grow(dev->segment, pool, 1);
+    ol_account_pools_count(dev->segment, pool, true);
   }
   bool new_peak = dev->allocated_bytes[OL_POOL_ALL].current > peak;
-  a->allocated += bytes;
+  a->allocated = ol_sat_add(a->allocated, bytes);
   if (a->flags & OL_ACCOUNT_SITES_SHARED) { /* the peak of all devices together */
     new_peak = a->allocated > a->peak;
     d = 0;
@@ -1126,13 +1177,13 @@ static inline void ol_account_removed(ol_account_t *a, const ol_record_t *b, int
   ol_account_pools_shrink(dev->allocated_bytes, pool, bytes);
   ol_phases_free(&dev->phases, a->devices[d].finder, bytes,
                  dev->allocated_bytes[OL_POOL_ALL].current);
-  ol_account_pools_shrink(dev->allocation, pool, 1);
+  ol_account_pools_count(dev->allocation, pool, false);
   if (b->kind < OL_ORIGIN_COUNT) {
     ol_stat_shrink(&dev->origin_bytes[b->kind], bytes);
     ol_account_pools_shrink(dev->reserved_bytes, pool, bytes);
-    ol_account_pools_shrink(dev->segment, pool, 1);
+    ol_account_pools_count(dev->segment, pool, false);
   }
-  a->allocated -= bytes;
+  a->allocated = ol_sat_sub(a->allocated, bytes);
   if (a->flags & OL_ACCOUNT_SITES_SHARED)
     d = 0;
   if (a->devices[d].sites)

@@ -55,9 +55,35 @@ const char *ol_oom_class_meaning(ol_oom_class_t c)
   return c < OL_OOM_CLASS_COUNT ? meanings[c] : "?";
 }
 
+/* The record's request and capacity are unsigned (a request of 2^64 - 1
+ * is one); the rules' arithmetic is signed and saturating (ol_sat_add):
+ * these give them in its range, held at INT64_MAX. The words print the
+ * unsigned figures themselves (ol_format_size). */
+static int64_t in_range(uint64_t v)
+{
+  return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
 static int64_t cap_of(const ol_oom_record_t *r)
 {
-  return (int64_t)r->capacity;
+  return in_range(r->capacity);
+}
+
+static int64_t request_of(const ol_oom_record_t *r)
+{
+  return in_range(r->request);
+}
+
+/* a / b rounded up, a >= 0, b >= 1, without the overflow of a + b - 1. */
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+  return a / b + (a % b != 0);
+}
+
+/* pct percent of v >= 0, exact and without overflow. */
+static int64_t percent_of(int64_t v, int64_t pct)
+{
+  return v / 100 * pct + v % 100 * pct / 100;
 }
 
 static int64_t at_least_zero(int64_t v)
@@ -69,7 +95,7 @@ static int64_t at_least_zero(int64_t v)
  * (the CUDA context and libraries included: they stay whatever we do). */
 static int64_t available(const ol_oom_record_t *r)
 {
-  return at_least_zero(cap_of(r) - at_least_zero(r->external));
+  return at_least_zero(ol_sat_sub(cap_of(r), at_least_zero(r->external)));
 }
 
 /* ---- what the state is ------------------------------------------------ */
@@ -97,8 +123,8 @@ static bool request_is_state(const ol_oom_record_t *r)
 
 static int64_t role_state(const ol_oom_record_t *r)
 {
-  return r->role_bytes[OL_ROLE_weights] + r->role_bytes[OL_ROLE_gradients] +
-         r->role_bytes[OL_ROLE_optimizer];
+  return ol_sat_add(ol_sat_add(r->role_bytes[OL_ROLE_weights], r->role_bytes[OL_ROLE_gradients]),
+                    r->role_bytes[OL_ROLE_optimizer]);
 }
 
 /* Under PyTorch's cache we see segments, which hold no one's tensors in
@@ -106,20 +132,20 @@ static int64_t role_state(const ol_oom_record_t *r)
  * was made for) say anything of what is in them. */
 static state_t state_of(const ol_oom_record_t *r)
 {
-  int64_t request = request_is_state(r) ? (int64_t)r->request : 0;
+  int64_t request = request_is_state(r) ? request_of(r) : 0;
   if (r->roles_known)
-    return (state_t){STATE_ROLES, role_state(r) + request};
+    return (state_t){STATE_ROLES, ol_sat_add(role_state(r), request)};
   /* Segments no call site named (expandable segments' cuMemCreate carries
    * none), but the failed request's own site says it was for weights or
    * optimizer state: the job ran out making its state. */
   if (r->segments_only && request_is_state(r))
-    return (state_t){STATE_REQUESTED, r->reserved + request};
+    return (state_t){STATE_REQUESTED, ol_sat_add(r->reserved, request)};
   if (r->segments_only)
     return (state_t){STATE_HIDDEN, 0};
   if (r->iterations > 0)
     return (state_t){STATE_ITERATIONS, r->persistent};
   if (r->before_first_free < 0)
-    return (state_t){STATE_BUILDING, r->allocated + (int64_t)r->request};
+    return (state_t){STATE_BUILDING, ol_sat_add(r->allocated, request_of(r))};
   return (state_t){STATE_FIRST_FREE, r->before_first_free};
 }
 
@@ -131,8 +157,9 @@ static state_t state_of(const ol_oom_record_t *r)
  * quarter of the device while the weights being built are the cause). */
 static int64_t others_of(const ol_oom_record_t *r)
 {
-  int64_t own_context = r->self_device_bytes > r->reserved ? r->self_device_bytes - r->reserved : 0;
-  return at_least_zero(r->external - own_context);
+  int64_t own_context =
+    r->self_device_bytes > r->reserved ? ol_sat_sub(r->self_device_bytes, r->reserved) : 0;
+  return at_least_zero(ol_sat_sub(r->external, own_context));
 }
 
 /* What this process would need with the device to itself: what it holds
@@ -143,10 +170,10 @@ static int64_t others_of(const ol_oom_record_t *r)
  * its step would not). */
 static int64_t own_need(const ol_oom_record_t *r)
 {
-  int64_t ours = r->reserved + (int64_t)r->request;
-  if (r->iterations > 0 && r->iteration_need > 0 && r->persistent >= 0 &&
-      r->persistent + r->iteration_need > ours)
-    return r->persistent + r->iteration_need;
+  int64_t ours = ol_sat_add(r->reserved, request_of(r));
+  int64_t iteration = ol_sat_add(r->persistent, r->iteration_need);
+  if (r->iterations > 0 && r->iteration_need > 0 && r->persistent >= 0 && iteration > ours)
+    return iteration;
   return ours;
 }
 
@@ -163,8 +190,7 @@ static bool others_to_blame(const ol_oom_record_t *r)
 static bool pieces_to_blame(const ol_oom_record_t *r)
 {
   return r->free_reserved >= 0 && r->largest_free_block >= 0 &&
-         r->free_reserved >= (int64_t)r->request &&
-         r->largest_free_block < (int64_t)r->request;
+         r->free_reserved >= request_of(r) && r->largest_free_block < request_of(r);
 }
 
 /* What outlives iterations rose by more than 1% of the device per
@@ -173,8 +199,10 @@ static bool pieces_to_blame(const ol_oom_record_t *r)
 static bool growth_to_blame(const ol_oom_record_t *r)
 {
   uint64_t seen = r->iterations < OL_PHASE_VALLEYS ? r->iterations : OL_PHASE_VALLEYS;
-  return r->iterations >= 3 && r->growth > cap_of(r) / 100 &&
-         r->growth * (int64_t)(seen - 1) >= (int64_t)r->request;
+  int64_t gained;
+  if (__builtin_mul_overflow(r->growth, (int64_t)(seen - 1), &gained))
+    gained = r->growth > 0 ? INT64_MAX : INT64_MIN;
+  return r->iterations >= 3 && r->growth > cap_of(r) / 100 && gained >= request_of(r);
 }
 
 /* What was there before the growth: the lower of what outlived the first
@@ -199,8 +227,9 @@ static bool kept_to_blame(const ol_oom_record_t *r, state_t s)
 {
   if (s.source != STATE_ROLES || r->iterations < 2 || growth_base(r) < 0)
     return false;
-  int64_t state_held = s.bytes - (request_is_state(r) ? (int64_t)r->request : 0);
-  int64_t kept = r->persistent - state_held, grew = r->persistent - growth_base(r);
+  int64_t state_held = ol_sat_sub(s.bytes, request_is_state(r) ? request_of(r) : 0);
+  int64_t kept = ol_sat_sub(r->persistent, state_held);
+  int64_t grew = ol_sat_sub(r->persistent, growth_base(r));
   return kept >= available(r) / 4 && grew >= kept / 2;
 }
 
@@ -218,13 +247,13 @@ static bool shortfall_grown(const ol_oom_record_t *r)
 {
   if (r->iterations < OL_LEAK_STREAK + 1 || r->first_persistent < 0 || r->growth <= 0)
     return false;
-  int64_t grew = r->persistent - r->first_persistent;
+  int64_t grew = ol_sat_sub(r->persistent, r->first_persistent);
   if (r->roles_known) {
-    int64_t kept = r->persistent - r->role_bytes[OL_ROLE_weights] -
-                   r->role_bytes[OL_ROLE_optimizer];
+    int64_t kept = ol_sat_sub(ol_sat_sub(r->persistent, r->role_bytes[OL_ROLE_weights]),
+                              r->role_bytes[OL_ROLE_optimizer]);
     grew = kept < grew ? kept : grew;
   }
-  int64_t lacking = r->reserved + (int64_t)r->request - available(r);
+  int64_t lacking = ol_sat_sub(ol_sat_add(r->reserved, request_of(r)), available(r));
   double steady = (double)r->growth * (double)(r->iterations - 1);
   return grew >= cap_of(r) / OL_LEAK_SHARE && grew >= lacking && steady >= (double)lacking;
 }
@@ -238,12 +267,12 @@ static bool state_to_blame(const ol_oom_record_t *r, state_t s)
     return false;
   if (s.source == STATE_BUILDING || s.source == STATE_REQUESTED)
     return true;
-  return s.bytes >= available(r) * (100 - HEADROOM_PERCENT) / 100;
+  return s.bytes >= percent_of(available(r), 100 - HEADROOM_PERCENT);
 }
 
 ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
 {
-  if ((int64_t)r->request > cap_of(r))
+  if (r->request > r->capacity) /* unsigned: 2^64 - 1 is the largest request, not -1 */
     return OL_OOM_impossible;
   if (pieces_to_blame(r))
     return OL_OOM_fragmentation;
@@ -269,6 +298,13 @@ static const char *size_text(char buf[32], int64_t bytes)
   return buf;
 }
 
+/* The request and the device, unsigned: never printed negative. */
+static const char *size_of(char buf[32], uint64_t bytes)
+{
+  ol_format_size(buf, 32, bytes);
+  return buf;
+}
+
 /* The iteration's own memory at the failure, the request included: all
  * that is not the state. */
 static int64_t transient_of(const ol_oom_record_t *r)
@@ -276,7 +312,7 @@ static int64_t transient_of(const ol_oom_record_t *r)
   state_t s = state_of(r); /* holds the request when the request is state */
   if (s.source == STATE_HIDDEN || s.source == STATE_BUILDING || s.source == STATE_REQUESTED)
     return 0;
-  return at_least_zero(r->allocated + (int64_t)r->request - s.bytes);
+  return at_least_zero(ol_sat_sub(ol_sat_add(r->allocated, request_of(r)), s.bytes));
 }
 
 /* "weights 1.2 GiB, optimizer state 2.4 GiB, ..." of the roles that hold
@@ -335,20 +371,23 @@ static int64_t scaled(int64_t unit, int64_t room, int64_t need)
 {
   if (need <= 0 || room <= 0)
     return 0;
-  return (int64_t)((double)unit * (double)room / (double)need);
+  double fits = (double)unit * (double)room / (double)need;
+  return fits < 9.2e18 ? (int64_t)fits : INT64_MAX; /* the cast of more is undefined */
 }
 
 /* What the state and the allocator's reserve leave of the guides' 80% of
  * what the device offers. */
 static int64_t room_with_headroom(const ol_batch_figure_t *f)
 {
-  return at_least_zero(f->available * (100 - HEADROOM_PERCENT) / 100 - f->state -
-                       at_least_zero(f->overhead));
+  return at_least_zero(ol_sat_sub(ol_sat_sub(percent_of(f->available, 100 - HEADROOM_PERCENT),
+                                             f->state),
+                                  at_least_zero(f->overhead)));
 }
 
 void ol_batch_figure_solve(ol_batch_figure_t *f)
 {
-  int64_t room = at_least_zero(f->available - f->state - at_least_zero(f->overhead));
+  int64_t room =
+    at_least_zero(ol_sat_sub(ol_sat_sub(f->available, f->state), at_least_zero(f->overhead)));
   int64_t unit = f->batch > 0 ? f->batch : 1000;
   f->fits = scaled(unit, room, f->need);
   f->fits_headroom = scaled(unit, room_with_headroom(f), f->need);
@@ -386,8 +425,8 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
   const char *bound = f->need_is_lower_bound ? "at most " : "";
   if (r->batch > 0) {
     if (f->fits_headroom >= 1) {
-      int64_t steps = (r->batch + f->fits_headroom - 1) / f->fits_headroom;
-      int64_t micro = (r->batch + steps - 1) / steps;
+      int64_t steps = ceil_div(r->batch, f->fits_headroom);
+      int64_t micro = ceil_div(r->batch, steps);
       ol_buf_printf(out, "At batch %" PRId64 ": %sbatch %" PRId64 " fits on this device, %s%" PRId64
                     " with %d%% headroom; keep the effective batch of %" PRId64 " with %" PRId64
                     " accumulation steps of %" PRId64 ". ",
@@ -405,7 +444,7 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
     return;
   }
   if (f->fits_headroom >= 10) {
-    int64_t steps = (1000 + f->fits_headroom - 1) / f->fits_headroom;
+    int64_t steps = ceil_div(1000, f->fits_headroom);
     ol_buf_printf(out, "%sa batch of %" PRId64 "%% of the current one fits with %d%% headroom "
                   "(%" PRId64 "%% with none): keep the effective batch with gradient accumulation "
                   "over %" PRId64 " steps (give the batch with --batch N for exact figures). ",
@@ -459,7 +498,7 @@ static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
     ol_buf_printf(out, "What outlives iterations grew from %s to %s over %" PRIu64 " iterations, "
                   "%s in the last, and was still growing; without that growth this %s request "
                   "would fit. ", size_text(a, r->first_persistent), size_text(b, r->persistent),
-                  r->iterations, size_text(c, r->growth), size_text(d, (int64_t)r->request));
+                  r->iterations, size_text(c, r->growth), size_of(d, r->request));
     return;
   }
   if (growth_to_blame(r)) {
@@ -519,8 +558,7 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
   case OL_OOM_impossible:
     ol_buf_printf(out, "The request (%s) is larger than the whole device (%s): split the work "
                   "(smaller batch or sequence chunks), shard the tensor across devices, or use "
-                  "a larger device.", size_text(a, (int64_t)r->request),
-                  size_text(b, cap_of(r)));
+                  "a larger device.", size_of(a, r->request), size_of(b, r->capacity));
     break;
   case OL_OOM_external:
     ol_buf_printf(out, "Others hold %s of the %s device (other processes, and NCCL and library "
@@ -635,7 +673,7 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
   ol_buf_printf(out, "out of memory (%s: %s): a request of %s on a %s device where this "
                 "process held %s reserved, %s allocated. ",
                 ol_oom_class_name(c), c < OL_OOM_CLASS_COUNT ? meanings[c] : "?",
-                size_text(a, (int64_t)r->request), size_text(b, cap_of(r)),
+                size_of(a, r->request), size_of(b, r->capacity),
                 size_text(d, r->reserved), size_text(e, r->allocated));
   advise(out, r, c);
   if (c != OL_OOM_impossible)

@@ -323,7 +323,7 @@ bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, 
     if (!f)
       return false;
   }
-  int64_t top = level + (int64_t)size;
+  int64_t top = ol_sat_add(level, size > INT64_MAX ? INT64_MAX : (int64_t)size); /* no overflow */
   if (p->freed && top > f->highest)
     f->highest = top;
   if (top > f->window_high)

@@ -284,7 +284,7 @@ static void text_calls(ol_buf_t *out, const ol_report_device_t *d)
     text_no_batch(out, d);
   if (dev->num_ooms > 0) {
     char request[32];
-    ol_format_bytes(request, sizeof request, dev->last_oom_request);
+    ol_format_size(request, sizeof request, dev->last_oom_request);
     ol_buf_printf(out, "Last out-of-memory request: %s\n", request);
     if (d->diagnosed) {
       ol_oom_explain(out, &dev->last_oom, dev->last_oom_class, ol_report_oom_namer, (void *)d);
@@ -502,9 +502,9 @@ static void json_device(ol_buf_t *out, const ol_report_device_t *d)
   json_stats(out, dev);
   json_origins_calls(out, dev);
   ol_buf_printf(out, "      \"num_ooms\": %lld,\n      \"recovered_allocs\": %lld,\n"
-                     "      \"last_oom_request\": %lld,\n",
+                     "      \"last_oom_request\": %llu,\n",
                 (long long)dev->num_ooms, (long long)dev->recovered_allocs,
-                (long long)dev->last_oom_request);
+                (unsigned long long)dev->last_oom_request);
   ol_buf_printf(out, "      \"mem_info\": {\"free\": %lld, \"total\": %lld},\n      \"oom\": ",
                 (long long)dev->mem_free, (long long)dev->mem_total);
   if (d->diagnosed)

@@ -180,9 +180,9 @@ void ol_sites_add(ol_sites_t *s, int32_t id, int64_t delta)
   if (site->last_change <= s->marked)
     site->at_mark = f->current; /* first change since the mark: its value then */
   site->last_change = ++s->changes;
-  f->current += delta;
+  f->current = ol_sat_add(f->current, delta); /* sizes near 2^63 stop at the range's end */
   if (delta > 0) {
-    f->total += delta;
+    f->total = ol_sat_add(f->total, delta);
     f->allocations++;
     if (site->role == OL_ROLE_backward)
       s->in_backward = true;

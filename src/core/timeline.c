@@ -98,7 +98,7 @@ bool ol_timeline_note_before(ol_timeline_t *tl, uint64_t bound_ns, int64_t alloc
   return true;
 }
 
-void ol_timeline_oom(ol_timeline_t *tl, uint64_t t, int64_t request)
+void ol_timeline_oom(ol_timeline_t *tl, uint64_t t, uint64_t request)
 {
   ol_timeline_note(tl, t, tl->allocated_now, tl->reserved_now); /* the moment is on the chart */
   uint32_t slot = tl->oom_count < OL_TIMELINE_OOMS ? tl->oom_count : OL_TIMELINE_OOMS - 1;
@@ -141,7 +141,7 @@ void ol_timeline_json_times(ol_buf_t *out, const ol_timeline_t *tl, const double
   uint32_t kept = tl->oom_count < OL_TIMELINE_OOMS ? tl->oom_count : OL_TIMELINE_OOMS;
   for (uint32_t i = 0; i < kept; i++) {
     double t = ol_timeline_seconds(tl, tl->ooms[i].t_ns);
-    ol_buf_printf(out, "%s{\"t\": %.6f, \"time_unix\": %.6f, \"request\": %" PRId64 "}",
+    ol_buf_printf(out, "%s{\"t\": %.6f, \"time_unix\": %.6f, \"request\": %" PRIu64 "}",
                   i ? ", " : "", t, oom_unix ? oom_unix[i] : tl->start_unix + t,
                   tl->ooms[i].request);
   }

@@ -169,7 +169,9 @@ bool ol_symbolize_demangle(const char *name, char *out, size_t cap);
  * its order; a site is recorded the first time it is interned. */
 void ol_tracefile_start(void);           /* at start: opens OOMLENS_TRACE if set */
 int ol_tracefile_open(const char *path); /* 0, or -1 with a warning */
-bool ol_tracefile_on(void);
+bool ol_tracefile_on(void);     /* open: the hooks hand us their events */
+bool ol_tracefile_taking(void); /* events kept; false once tracing stopped early */
+uint64_t ol_tracefile_dropped(void); /* events since tracing stopped early, not kept */
 /* A new site: its key, and the text of its Python frames (ol_stacks_label,
  * made on the capturing thread; NULL: none). */
 void ol_tracefile_site(int device, int32_t site, const void *key, size_t len, const char *label);
@@ -181,6 +183,7 @@ void ol_tracefile_oom_context(int device, const ol_oom_record_t *r, ol_oom_class
 /* What the device held outside the allocator at the job's first allocation
  * (the CUDA context, libraries, other processes): an outside line. */
 void ol_tracefile_outside(int device, int64_t bytes);
+/* Each waits for the writer at most CLOSE_WAIT_MS (1 s), never blocking a hook. */
 void ol_tracefile_flush(void);  /* all so far on disk (SIGUSR1) */
 void ol_tracefile_close(void);  /* all on disk, end line, closed (exit, SIGTERM) */
 void ol_tracefile_forget(void); /* a forked child drops its parent's trace */
@@ -224,7 +227,7 @@ void ol_report_stacks_now(ol_report_stacks_t *stacks);
  * memory); 0, or -1 when not even that could be made. */
 int ol_report_take(ol_report_t *r, const char *reason);
 int ol_report_write_all(const char *reason); /* 0 when every file was written */
-void ol_report_wait(void);                   /* until no report is being written */
+bool ol_report_wait(void); /* until no report is being written (at most 5 s: false) */
 
 /* ---- metrics.c: OOMLENS_METRICS, a Prometheus textfile kept current ---- */
 void ol_metrics_start(void);       /* at start, when OOMLENS_METRICS is set */

@@ -7,17 +7,27 @@
  * never touches CUDA should not notice us at all. The signal handler only
  * posts a semaphore; a thread of ours with every signal blocked writes the
  * report, so the job's threads are never interrupted for long and nothing
- * unsafe runs in signal context. */
+ * unsafe runs in signal context.
+ *
+ * A SIGTERM or SIGINT of ours always ends the job, and soon: every wait
+ * on its way is bounded (the trace's writer 1 s, metrics 1 s), and a
+ * second thread of ours, which takes no lock at all, passes the signal on
+ * ENDING_LIMIT_MS after it came whatever the report thread is doing (a
+ * lock held by a thread that cannot go on would otherwise hold the
+ * report, and the job, forever). A second such signal ends it at once. */
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib.h"
 
 enum { NOT_STARTED, ENABLED, DISABLED };
+
+#define ENDING_LIMIT_MS 5000 /* the longest a SIGTERM/SIGINT of ours waits for the report (README) */
 
 static atomic_int state = NOT_STARTED;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -25,6 +35,7 @@ static bool fork_handlers_installed;
 static bool signal_installed;
 static atomic_bool forked_child;
 static sem_t report_requests;
+static sem_t ending_requests; /* posted with an ending signal, for the watchdog */
 
 /* A terminating signal to pass on once its report is written; 0: none. */
 static volatile sig_atomic_t ending_signal;
@@ -50,9 +61,13 @@ static void on_report_signal(int sig)
      * thread of ours will write anything here. */
     if (sig != SIGUSR1)
       pass_on_now(sig);
+  } else if (sig != SIGUSR1 && ending_signal) {
+    pass_on_now(sig); /* asked twice: the job ends now */
   } else {
-    if (sig != SIGUSR1)
+    if (sig != SIGUSR1) {
       ending_signal = sig;
+      sem_post(&ending_requests);
+    }
     sem_post(&report_requests);
   }
   errno = saved;
@@ -88,6 +103,27 @@ static void *reporter_main(void *arg)
   return NULL;
 }
 
+static void sleep_ms(unsigned ms)
+{
+  struct timespec left = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&left, &left) != 0 && errno == EINTR)
+    ;
+}
+
+/* The watchdog: an ending signal's default action, ENDING_LIMIT_MS after
+ * it came, if the report thread has not passed it on by then. It holds
+ * and takes no lock, so nothing another thread holds can stop it. */
+static void *ender_main(void *arg)
+{
+  (void)arg;
+  while (sem_wait(&ending_requests) != 0)
+    if (errno != EINTR)
+      return NULL;
+  sleep_ms(ENDING_LIMIT_MS);
+  pass_on_now(ending_signal);
+  return NULL;
+}
+
 /* Our threads (reporter, trace writer, metrics) block every signal, so a
  * signal meant for the job is never delivered to one of ours; detached,
  * since nobody joins them. */
@@ -118,6 +154,12 @@ static bool start_reporter(void)
   return ol_lifecycle_start_thread(reporter_main, NULL);
 }
 
+/* The ending signals are ours only with their watchdog running. */
+static bool start_ender(void)
+{
+  return sem_init(&ending_requests, 0, 0) == 0 && ol_lifecycle_start_thread(ender_main, NULL);
+}
+
 /* SIGUSR1 is ours only if the job left it at its default (which would kill
  * the job); a handler the job installed, or SIG_IGN, is respected. */
 static void install_report_signal(void)
@@ -141,6 +183,10 @@ static void install_report_signal(void)
     signal_installed = true;
   /* The same for the signals that end a job, where the job left them at
    * their default (Python handles SIGINT itself: then it is left alone). */
+  if (!start_ender()) {
+    ol_log_warn("cannot start the watchdog thread; no report on SIGTERM or SIGINT");
+    return;
+  }
   static const int ending[] = {SIGTERM, SIGINT};
   for (size_t i = 0; i < sizeof ending / sizeof *ending; i++)
     if (sigaction(ending[i], NULL, &current) == 0 && current.sa_handler == SIG_DFL)
@@ -225,7 +271,9 @@ void ol_lifecycle_at_exit(void)
 {
   if (atomic_load(&state) != ENABLED)
     return;
-  ol_report_wait(); /* a report begun on SIGUSR1 is never cut short */
+  /* A report begun on SIGUSR1 is finished first, if it can be; one that is
+   * stuck is not waited for twice. */
+  bool reports_free = ol_report_wait();
   /* A failure still waiting for its verdict was the job's last: no retry
    * came (a program that caught its error and ended). Settled before the
    * trace closes, so it has the line. */
@@ -234,6 +282,6 @@ void ol_lifecycle_at_exit(void)
   ol_tracefile_close();
   if (!ol_track_seen_activity())
     return;
-  if (ol_option_bool(OL_OPT_REPORT_AT_EXIT))
+  if (reports_free && ol_option_bool(OL_OPT_REPORT_AT_EXIT))
     ol_report_write_all("exit");
 }

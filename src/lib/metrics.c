@@ -28,7 +28,7 @@
 
 #include "lib.h"
 
-#define EXIT_WAIT_S 2 /* longest exit waits for a write in progress */
+#define EXIT_WAIT_S 1 /* longest exit waits for a write in progress (README) */
 
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER; /* held while writing */
 static pthread_cond_t wake;

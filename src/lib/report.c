@@ -91,14 +91,33 @@ static int report_path(char *text_path, size_t cap)
   return ol_lifecycle_output_path(ol_option_text(OL_OPT_REPORT), NULL, text_path, cap);
 }
 
+#define WRITING_WAIT_S 5 /* the longest a report waits for one in progress */
+
 static pthread_mutex_t writing = PTHREAD_MUTEX_INITIALIZER;
 
-/* Returns once no report is being written: a report started (on a signal)
- * is finished before the process goes away. */
-void ol_report_wait(void)
+/* The right to write a report, waiting at most WRITING_WAIT_S for one in
+ * progress (on a signal): one that takes longer is stuck (a slow file
+ * system, a lock a stopped thread holds), and exit must not wait on it. */
+static bool lock_writing(void)
 {
-  pthread_mutex_lock(&writing);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += WRITING_WAIT_S;
+  if (pthread_mutex_timedlock(&writing, &until) == 0)
+    return true;
+  static atomic_bool said;
+  ol_log_warn_once(&said, "a report being written is stuck; the process goes on without it");
+  return false;
+}
+
+/* Returns once no report is being written, so that a report started (on a
+ * signal) is finished before the process goes away; false if it is stuck. */
+bool ol_report_wait(void)
+{
+  if (!lock_writing())
+    return false;
   pthread_mutex_unlock(&writing);
+  return true;
 }
 
 /* The wall clock to the millisecond the JSON shows, so the text's second
@@ -141,7 +160,8 @@ int ol_report_write_all(const char *reason)
   char text_path[PATH_MAX];
   ol_report_t report;
   ol_track_oom_settle(-1); /* a failure waiting for its verdict: the report diagnoses it */
-  pthread_mutex_lock(&writing);
+  if (!lock_writing())
+    return -1;
   if (ol_report_take(&report, reason) != 0) {
     pthread_mutex_unlock(&writing);
     return -1;

@@ -11,15 +11,25 @@
  * the tracker interns it, and the writer names its frames (dladdr) with no
  * lock of the tracker held.
  *
- * Memory is bounded: CHUNKS chunks, allocated when the trace opens. When
- * every chunk is full and the writer cannot free one within STALL_MS, or
- * a write fails, tracing stops with one warning and the job goes on; the
- * file keeps what was written and ends with a line saying it is
- * incomplete. At exit and on SIGTERM/SIGINT the trace is closed (all
- * written, then an end line); SIGUSR1 writes out everything so far. */
+ * Nothing the writer does can hold up the job: no lock of ours is held
+ * across a system call that may block (open, write), and the hooks never
+ * wait for the writer. Memory is bounded: CHUNKS chunks, allocated when
+ * the trace opens. When every chunk is full (a reader that stopped
+ * reading, a disk that cannot keep up) or a write fails, tracing stops
+ * with one warning and the job goes on; later events are counted, not
+ * kept (a trace with holes in it would replay to wrong figures), and the
+ * file keeps what was written and ends with a line saying how many were
+ * dropped and why. At exit and on SIGTERM/SIGINT the trace is closed (all
+ * written, then an end line) and SIGUSR1 writes out everything so far,
+ * each waiting at most CLOSE_WAIT_MS for the writer: a writer stuck in
+ * write() is left behind, and that trace ends without its end line (its
+ * reader says it was cut). The writer puts its file in non-blocking mode,
+ * so that a FIFO's write returns rather than blocks, and waits for room
+ * in slices, so it notices it was left behind. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -32,9 +42,9 @@
 
 #define CHUNK_BYTES (256u * 1024)
 #define CHUNKS 16                 /* 4 MiB in all */
-#define STALL_MS 200              /* the longest a hook waits for a chunk */
 #define PERIOD_MS 1000            /* a partly filled chunk goes out after this */
-#define WAIT_MS 10000             /* flush and close wait at most this long */
+#define CLOSE_WAIT_MS 1000        /* flush and close wait at most this long (README) */
+#define ROOM_POLL_MS 100          /* a writer waiting for room looks up this often */
 #define MAX_KEY (CHUNK_BYTES / 4) /* longer site keys are cut (never in practice) */
 #define OUT_BYTES (64u * 1024)
 
@@ -75,8 +85,11 @@ static struct {
   pthread_mutex_t lock;
   pthread_cond_t writer_wake; /* a chunk is full, or a flush or close is asked */
   pthread_cond_t done;        /* a chunk was written, or the file closed */
-  atomic_bool on;             /* events are taken */
-  bool open, closing, closed;
+  atomic_bool on;             /* the trace is open: the hooks call us */
+  atomic_bool taking;         /* events are kept (false once tracing stopped) */
+  atomic_bool abandoned;      /* close gave up waiting for a stuck writer */
+  atomic_uint_fast64_t dropped; /* events after tracing stopped, not kept */
+  bool open, opening, closing, closed;
   int fd;
   char path[PATH_MAX];
   chunk_t *chunks[CHUNKS];
@@ -123,10 +136,20 @@ bool ol_tracefile_on(void)
   return atomic_load_explicit(&tf.on, memory_order_relaxed);
 }
 
+bool ol_tracefile_taking(void)
+{
+  return atomic_load_explicit(&tf.taking, memory_order_relaxed);
+}
+
+uint64_t ol_tracefile_dropped(void)
+{
+  return atomic_load(&tf.dropped);
+}
+
 /* Tracing stops; the job goes on. Called with tf.lock held. */
 static void stop_tracing(const char *why)
 {
-  atomic_store(&tf.on, false);
+  atomic_store(&tf.taking, false);
   if (!tf.stopped)
     tf.stopped = why;
   ol_log_warn_once(&warned, "trace %s: %s; tracing stops, the job continues", tf.path, why);
@@ -145,18 +168,14 @@ static void hand_over(void)
   pthread_cond_signal(&tf.writer_wake);
 }
 
-/* A spare chunk to fill, waiting at most STALL_MS for the writer. */
+/* A spare chunk to fill, never waiting: the hook holds the tracker's
+ * lock, so a wait here would be every job thread's. None spare means the
+ * writer is CHUNKS chunks behind. */
 static bool take_spare(void)
 {
-  struct timespec until = deadline_in(STALL_MS);
-  while (tf.spare_count == 0 && atomic_load(&tf.on)) {
-    if (pthread_cond_timedwait(&tf.done, &tf.lock, &until) == ETIMEDOUT) {
-      if (tf.spare_count == 0)
-        stop_tracing("the disk cannot keep up with the job's allocations");
-      break;
-    }
-  }
-  if (tf.spare_count == 0 || !atomic_load(&tf.on))
+  if (tf.spare_count == 0 && atomic_load(&tf.taking))
+    stop_tracing("the disk cannot keep up with the job's allocations");
+  if (tf.spare_count == 0 || !atomic_load(&tf.taking))
     return false;
   tf.filling = tf.spare[--tf.spare_count];
   tf.chunks[tf.filling]->used = 0;
@@ -206,7 +225,7 @@ static void note_device(int device)
 
 void ol_tracefile_site(int device, int32_t site, const void *key, size_t len, const char *label)
 {
-  if (!ol_tracefile_on() || site < 0)
+  if (!ol_tracefile_taking() || site < 0)
     return;
   size_t label_len = label ? strlen(label) : 0;
   if (len > MAX_KEY)
@@ -214,7 +233,7 @@ void ol_tracefile_site(int device, int32_t site, const void *key, size_t len, co
   if (label_len > MAX_KEY)
     label_len = MAX_KEY;
   pthread_mutex_lock(&tf.lock);
-  site_rec_t *rec = atomic_load(&tf.on) ? reserve(sizeof *rec + len + label_len) : NULL;
+  site_rec_t *rec = atomic_load(&tf.taking) ? reserve(sizeof *rec + len + label_len) : NULL;
   if (rec) {
     *rec = (site_rec_t){.type = REC_SITE, .device = (int16_t)clamp_device(device), .site = site,
                         .len = (uint32_t)len, .label_len = (uint32_t)label_len};
@@ -231,17 +250,23 @@ void ol_tracefile_event(ol_trace_action_t action, uint64_t addr, uint64_t size, 
 {
   if (!ol_tracefile_on())
     return;
+  if (!ol_tracefile_taking()) {
+    atomic_fetch_add_explicit(&tf.dropped, 1, memory_order_relaxed);
+    return;
+  }
   uint64_t now = monotonic_ns();
   device = clamp_device(device);
   pthread_mutex_lock(&tf.lock);
-  if (atomic_load(&tf.on))
+  if (atomic_load(&tf.taking))
     note_device(device);
-  event_rec_t *rec = atomic_load(&tf.on) ? reserve(sizeof *rec) : NULL;
+  event_rec_t *rec = atomic_load(&tf.taking) ? reserve(sizeof *rec) : NULL;
   if (rec) {
     *rec = (event_rec_t){.type = REC_EVENT, .action = (uint8_t)action, .device = (int16_t)device,
                          .site = site, .time_us = (now - tf.start_ns) / 1000, .addr = addr,
                          .size = size, .stream = stream};
     tf.events++;
+  } else {
+    atomic_fetch_add_explicit(&tf.dropped, 1, memory_order_relaxed);
   }
   pthread_mutex_unlock(&tf.lock);
 }
@@ -250,10 +275,10 @@ void ol_tracefile_event(ol_trace_action_t action, uint64_t addr, uint64_t size, 
  * may format on the hook's thread), in the events' order. */
 static void trace_line(const char *text, size_t len)
 {
-  if (!ol_tracefile_on() || len > MAX_KEY)
+  if (!ol_tracefile_taking() || len > MAX_KEY)
     return;
   pthread_mutex_lock(&tf.lock);
-  line_rec_t *rec = atomic_load(&tf.on) ? reserve(sizeof *rec + len) : NULL;
+  line_rec_t *rec = atomic_load(&tf.taking) ? reserve(sizeof *rec + len) : NULL;
   if (rec) {
     *rec = (line_rec_t){.type = REC_LINE, .len = (uint32_t)len};
     memcpy(rec + 1, text, len);
@@ -291,6 +316,29 @@ typedef struct out {
   char data[OUT_BYTES];
 } out_t;
 
+static void write_failed(out_t *o, const char *why)
+{
+  pthread_mutex_lock(&tf.lock);
+  stop_tracing(why);
+  pthread_mutex_unlock(&tf.lock);
+  o->failed = true;
+}
+
+/* A full pipe (a reader that is slow or stopped): waits for room in
+ * slices, until there is some or close gave up on us. No lock held. */
+static bool room_came(void)
+{
+  struct pollfd p = {.fd = tf.fd, .events = POLLOUT};
+  while (!atomic_load(&tf.abandoned)) {
+    int n = poll(&p, 1, ROOM_POLL_MS);
+    if (n > 0)
+      return true; /* room, or an error the next write reports */
+    if (n < 0 && errno != EINTR)
+      return false;
+  }
+  return false;
+}
+
 static void write_out(out_t *o)
 {
   const char *p = o->data;
@@ -299,12 +347,13 @@ static void write_out(out_t *o)
     ssize_t n = write(tf.fd, p, left);
     if (n < 0 && errno == EINTR)
       continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!room_came())
+        write_failed(o, "the reader stopped reading");
+      continue;
+    }
     if (n <= 0) {
-      const char *why = n < 0 ? strerror(errno) : "nothing written";
-      pthread_mutex_lock(&tf.lock);
-      stop_tracing(why);
-      pthread_mutex_unlock(&tf.lock);
-      o->failed = true;
+      write_failed(o, n < 0 ? strerror(errno) : "nothing written");
       break;
     }
     p += n;
@@ -415,8 +464,10 @@ static void format_chunk(out_t *o, const chunk_t *c)
 
 static void write_end(out_t *o)
 {
-  char line[160];
-  snprintf(line, sizeof line, "# end events=%llu%s%s\n", (unsigned long long)tf.events,
+  char line[192], dropped[48] = "";
+  if (tf.stopped)
+    snprintf(dropped, sizeof dropped, " dropped=%llu", (unsigned long long)ol_tracefile_dropped());
+  snprintf(line, sizeof line, "# end events=%llu%s%s%s\n", (unsigned long long)tf.events, dropped,
            tf.stopped ? " incomplete: " : "", tf.stopped ? tf.stopped : "");
   put_text(o, line);
   write_out(o);
@@ -438,9 +489,20 @@ static void write_chunk(out_t *o, int index)
   pthread_cond_broadcast(&tf.done);
 }
 
+/* Non-blocking writes: a FIFO's full pipe returns EAGAIN (room_came
+ * waits for it) rather than holding the writer where nobody can tell it
+ * to give up. A regular file ignores the flag. */
+static void writes_never_block(int fd)
+{
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0 && !(flags & O_NONBLOCK))
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
 static void *writer_main(void *arg)
 {
   out_t *o = arg;
+  writes_never_block(tf.fd);
   pthread_mutex_lock(&tf.lock);
   for (;;) {
     if (tf.full_count > 0) {
@@ -518,14 +580,45 @@ static bool write_header(int fd)
   return n > 0 && write(fd, header, (size_t)n) == n;
 }
 
-int ol_tracefile_open(const char *path)
+/* Whether this caller opens the trace: claimed under the lock, so that
+ * the open and the header's write run with no lock held (one that blocks
+ * holds up its caller only, never a signal's report or another hook). */
+static bool claim_opening(void)
 {
   pthread_mutex_lock(&tf.lock);
-  int rc = -1;
-  if (tf.open) {
-    pthread_mutex_unlock(&tf.lock);
-    return -1;
+  bool mine = !tf.open && !tf.opening;
+  if (mine)
+    tf.opening = true;
+  pthread_mutex_unlock(&tf.lock);
+  return mine;
+}
+
+/* The trace taken from now on, its writer started; false if it could not
+ * start (then nothing is taken). */
+static bool publish_open(void)
+{
+  pthread_mutex_lock(&tf.lock);
+  tf.start_ns = monotonic_ns();
+  tf.open = true;
+  atomic_store(&tf.taking, true);
+  atomic_store(&tf.on, true);
+  bool started = start_writer();
+  if (!started) {
+    atomic_store(&tf.on, false);
+    atomic_store(&tf.taking, false);
+    tf.open = false;
+    free_chunks();
   }
+  tf.opening = false;
+  pthread_mutex_unlock(&tf.lock);
+  return started;
+}
+
+int ol_tracefile_open(const char *path)
+{
+  if (!claim_opening())
+    return -1;
+  int rc = -1;
   snprintf(tf.path, sizeof tf.path, "%s", path);
   /* In place, never waiting, never over anything but a regular file of
    * ours or a FIFO (output_file.c): a job killed early keeps its trace. */
@@ -536,25 +629,19 @@ int ol_tracefile_open(const char *path)
     ol_log_warn("cannot write the trace: %s; no trace is written", err.text);
   } else if (!write_header(tf.fd) || !allocate_chunks()) {
     ol_log_warn("cannot start the trace %s: %s; no trace is written", path, strerror(errno));
+  } else if (publish_open()) {
+    return 0;
   } else {
-    tf.start_ns = monotonic_ns();
-    tf.open = true;
-    atomic_store(&tf.on, true);
-    if (start_writer()) {
-      rc = 0;
-    } else {
-      atomic_store(&tf.on, false);
-      tf.open = false;
-      free_chunks();
-      ol_log_warn("cannot start the trace writer thread; no trace is written");
-    }
+    ol_log_warn("cannot start the trace writer thread; no trace is written");
   }
-  if (rc != 0 && tf.fd >= 0) {
+  if (tf.fd >= 0) {
     close(tf.fd);
     tf.fd = -1;
     if (created)
       unlink(path); /* ours, holding at most its header: no trace, no file */
   }
+  pthread_mutex_lock(&tf.lock);
+  tf.opening = false;
   pthread_mutex_unlock(&tf.lock);
   return rc;
 }
@@ -573,15 +660,28 @@ void ol_tracefile_start(void)
   ol_tracefile_open(path);
 }
 
-/* Waits (tf.lock held) until the writer has written everything handed
- * over so far, or closed the file, or WAIT_MS went by. */
-static void wait_written(bool for_close)
+/* Waits (tf.lock held, and let go while waiting) until the writer has
+ * written everything handed over so far, or closed the file, or
+ * CLOSE_WAIT_MS went by; false in the last case. */
+static bool wait_written(bool for_close)
 {
   uint64_t target = tf.handed;
-  struct timespec until = deadline_in(WAIT_MS);
+  struct timespec until = deadline_in(CLOSE_WAIT_MS);
   while (for_close ? !tf.closed : tf.written < target && !tf.closed)
     if (pthread_cond_timedwait(&tf.done, &tf.lock, &until) == ETIMEDOUT)
-      break;
+      return false;
+  return true;
+}
+
+/* Close could not wait for the writer (stuck in a write a reader does not
+ * take, or on a slow file system): the job goes on to its end without it,
+ * and the writer gives up at its next look. */
+static void leave_writer_behind(void)
+{
+  static atomic_bool said;
+  atomic_store(&tf.abandoned, true);
+  ol_log_warn_once(&said, "trace %s: the writer is stuck; the trace ends without its end line",
+                   tf.path);
 }
 
 void ol_tracefile_flush(void)
@@ -599,10 +699,12 @@ void ol_tracefile_close(void)
   pthread_mutex_lock(&tf.lock);
   if (tf.open && !tf.closing) {
     atomic_store(&tf.on, false); /* events after this one are not the trace's */
+    atomic_store(&tf.taking, false);
     hand_over();
     tf.closing = true;
     pthread_cond_signal(&tf.writer_wake);
-    wait_written(true);
+    if (!wait_written(true))
+      leave_writer_behind();
   }
   pthread_mutex_unlock(&tf.lock);
 }
@@ -621,8 +723,11 @@ void ol_tracefile_forget(void)
     close(tf.fd);
   free_chunks();
   atomic_store(&tf.on, false);
+  atomic_store(&tf.taking, false);
+  atomic_store(&tf.abandoned, false);
+  atomic_store(&tf.dropped, 0);
   tf.fd = -1;
-  tf.open = tf.closing = tf.closed = false;
+  tf.open = tf.opening = tf.closing = tf.closed = false;
   tf.filling = -1;
   tf.spare_count = tf.full_count = tf.full_head = 0;
   tf.handed = tf.written = tf.events = 0;

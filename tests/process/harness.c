@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char dir[PATH_MAX];
@@ -90,6 +92,69 @@ void harness_exec(harness_run_t *run, bool preload, const char *const env[],
   int status;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
   run->pid = pid;
+  run->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+double harness_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void harness_spawn(harness_run_t *run, bool preload, const char *const env[],
+                   const char *const argv[])
+{
+  int pipe_fds[2];
+  ck_assert_int_eq(pipe(pipe_fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    child(preload, env, argv, pipe_fds[1]);
+  }
+  close(pipe_fds[1]);
+  fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
+  run->pid = pid;
+  run->out_fd = pipe_fds[0];
+  run->out[0] = '\0';
+  run->timed_out = false;
+}
+
+/* What the program wrote so far, kept as far as it fits. */
+static void take_output(harness_run_t *run, size_t *len)
+{
+  char sink[4096];
+  ssize_t n;
+  for (;;) {
+    bool room = *len + 1 < sizeof run->out;
+    n = read(run->out_fd, room ? run->out + *len : sink, room ? sizeof run->out - 1 - *len : sizeof sink);
+    if (n <= 0)
+      break;
+    if (room)
+      *len += (size_t)n;
+  }
+  run->out[*len] = '\0';
+}
+
+void harness_finish(harness_run_t *run, double limit_s)
+{
+  double deadline = harness_now() + limit_s;
+  size_t len = 0;
+  int status;
+  pid_t got;
+  while ((got = waitpid(run->pid, &status, WNOHANG)) == 0) {
+    take_output(run, &len);
+    if (harness_now() > deadline && !run->timed_out) {
+      run->timed_out = true;
+      kill(run->pid, SIGKILL);
+    }
+    usleep(2000);
+  }
+  run->ended_at = harness_now();
+  ck_assert_int_eq(got, run->pid);
+  take_output(run, &len);
+  close(run->out_fd);
   run->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 

@@ -15,6 +15,9 @@ typedef struct harness_run {
   int status;  /* exit status, or 128 + signal */
   pid_t pid;
   char out[16384]; /* stdout and stderr, as much as fits */
+  int out_fd;      /* harness_spawn's end of the output pipe */
+  bool timed_out;  /* harness_finish killed it at its limit */
+  double ended_at; /* harness_finish: when it ended */
 } harness_run_t;
 
 const char *harness_dir(void); /* a fresh temporary folder per test */
@@ -25,6 +28,15 @@ void harness_teardown(void);
  * the NULL-terminated "NAME=VALUE" list env on top. */
 void harness_exec(harness_run_t *run, bool preload, const char *const env[],
                   const char *const argv[]);
+/* The same started in the background (harness_spawn), then waited for at
+ * most limit_s seconds (harness_finish): a program still running then is
+ * killed with SIGKILL and run->timed_out is set, so that a program that
+ * hangs fails its test instead of hanging the suite. run->ended_at is
+ * when it ended (CLOCK_MONOTONIC seconds). */
+void harness_spawn(harness_run_t *run, bool preload, const char *const env[],
+                   const char *const argv[]);
+void harness_finish(harness_run_t *run, double limit_s);
+double harness_now(void); /* CLOCK_MONOTONIC seconds */
 const char *harness_env(const char *name); /* fails the test if unset */
 /* A small file's text (up to 64 KiB) in a buffer of the harness's, valid
  * until the next call; fails the test when the file cannot be opened. */

@@ -160,6 +160,27 @@ static void comes_before(const char *text, const char *a, const char *b)
   ck_assert_msg(at_a && at_b && at_a < at_b, "'%s' not before '%s' in:\n%s", a, b, text);
 }
 
+/* A request of 2^64 - 1 bytes: impossible, and every figure of it reads
+ * 16.00 EiB, in the paragraph, the report's line and the JSON. Was:
+ * "persistent: a request of -1 B". */
+START_TEST(size_max_request_is_impossible)
+{
+  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), "size_max", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, NULL, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/r-%ld.txt", harness_dir(), (long)run.pid);
+  const char *text = harness_read_text(path);
+  ck_assert_msg(strstr(text, "out of memory (impossible") &&
+                  strstr(text, "a request of 16.00 EiB") &&
+                  strstr(text, "Last out-of-memory request: 16.00 EiB"), "%s", text);
+  ck_assert_msg(!strstr(text, "-1 B"), "%s", text);
+  snprintf(path, sizeof path, "%s/r-%ld.json", harness_dir(), (long)run.pid);
+  ck_assert_ptr_nonnull(strstr(harness_read_text(path), "\"last_oom_request\": 18446744073709551615"));
+}
+END_TEST
+
 START_TEST(retry_served_is_counted_not_diagnosed)
 {
   harness_run_t run;
@@ -993,6 +1014,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, retry_served_is_counted_not_diagnosed);
   tcase_add_test(paths, retry_refused_is_one_oom);
   tcase_add_test(paths, caught_oom_is_diagnosed_once);
+  tcase_add_test(paths, size_max_request_is_impossible);
   tcase_add_test(paths, no_cache_means_at_once);
   tcase_add_test(paths, several_ooms_one_paragraph_each_up_to_a_bound);
   tcase_add_test(paths, capacity_makes_the_device_smaller);

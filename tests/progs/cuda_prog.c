@@ -234,6 +234,15 @@ static int out_of_memory(void)
   return 0;
 }
 
+/* The largest request there is: refused, and the program goes on. */
+static int size_max_request(void)
+{
+  void *p = (void *)1;
+  CHECK(cudaMalloc(&p, SIZE_MAX) == cudaErrorMemoryAllocation);
+  CHECK(cudaMalloc(&p, MiB) == cudaSuccess);
+  return 0;
+}
+
 /* What an allocator above us does with a refusal, on a 64 MiB device
  * (OOMLENS_CAPACITY): "recovers" frees what it cached and asks again, and
  * is served; "gives_up" asks again, is refused again, and asks
@@ -631,6 +640,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "async")) return async_streams();
   if (!strcmp(s, "threads")) return threads();
   if (!strcmp(s, "oom")) return out_of_memory();
+  if (!strcmp(s, "size_max")) return size_max_request();
   if (!strcmp(s, "retry")) return allocator_retry(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "fork")) return fork_child();
   if (!strcmp(s, "signal")) return report_on_signal(argc > 2 ? argv[2] : NULL);

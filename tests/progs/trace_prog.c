@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda.h>
@@ -139,6 +140,64 @@ static int sigterm_mid_run(void)
   return 3;
 }
 
+static double monotonic_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Far more events than the trace's buffers and a pipe hold (about 240
+ * bytes each pair; 4 MiB of buffers): says the longest call took. */
+static void flood(void)
+{
+  double longest = 0;
+  for (int i = 0; i < 60000; i++) {
+    void *p;
+    double t0 = monotonic_s();
+    CHECK(cudaMalloc(&p, 512) == cudaSuccess);
+    CHECK(cudaFree(p) == cudaSuccess);
+    double took = monotonic_s() - t0;
+    longest = took > longest ? took : longest;
+  }
+  fprintf(stderr, "trace_prog: longest_call=%.3f\n", longest);
+}
+
+/* The trace goes to a reader that never reads: the allocations finish,
+ * and the moment main returns is said (CLOCK_MONOTONIC, the test's clock)
+ * so that the test can tell how long exit took. */
+static int stalled_reader(void)
+{
+  flood();
+  fprintf(stderr, "trace_prog: exit_at=%.3f\n", monotonic_s());
+  return 0;
+}
+
+/* The same, then a SIGTERM while the writer is stuck. */
+static int stalled_reader_sigterm(void)
+{
+  flood();
+  fprintf(stderr, "trace_prog: sigterm_at=%.3f\n", monotonic_s());
+  raise(SIGTERM);
+  for (int i = 0; i < 2000; i++)
+    usleep(10000);
+  fprintf(stderr, "trace_prog: still alive after SIGTERM\n");
+  return 3;
+}
+
+/* Allocates until a signal ends it (the test sends it), at most 20 s. */
+static int until_signal(void)
+{
+  for (int i = 0; i < 2000; i++) {
+    void *p;
+    CHECK(cudaMalloc(&p, MiB) == cudaSuccess);
+    CHECK(cudaFree(p) == cudaSuccess);
+    usleep(10000);
+  }
+  fprintf(stderr, "trace_prog: no signal came\n");
+  return 3;
+}
+
 /* How many lines of the file at path contain text. */
 static int lines_with(const char *path, const char *text)
 {
@@ -180,6 +239,9 @@ int main(int argc, char **argv)
   const char *s = argv[1];
   if (!strcmp(s, "mixed")) return mixed();
   if (!strcmp(s, "sigterm")) return sigterm_mid_run();
+  if (!strcmp(s, "stalled")) return stalled_reader();
+  if (!strcmp(s, "stalled_sigterm")) return stalled_reader_sigterm();
+  if (!strcmp(s, "until_signal")) return until_signal();
   if (!strcmp(s, "usr1")) return usr1_flushes(argc > 2 ? argv[2] : NULL, argc > 3 ? argv[3] : NULL);
   fprintf(stderr, "trace_prog: unknown scenario %s\n", s);
   return 2;

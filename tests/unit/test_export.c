@@ -689,6 +689,81 @@ START_TEST(progress_on_a_terminal)
 }
 END_TEST
 
+/* ---- sizes at the end of the range ------------------------------------ */
+
+/* Blocks of 2^63 - 1 bytes, two live at once, segments mapped and
+ * unmapped, an OOM whose context line says 2^64 - 1: a crafted trace
+ * whose sums pass INT64_MAX everywhere. */
+static const char *const huge_traces[] = {
+  "# oomlens-trace 2 pid=1 rank=0 start_unix_us=1 stacks=1\n"
+  "# time_us,action,addr,size,stream,site,device\n"
+  "site,0,0,a.py:1:f\n"
+  "device,0,18446744073709551615\n"
+  "1,segment_map,0x1000,9223372036854775807,0,,0\n"
+  "2,alloc,0x1000,9223372036854775807,0,0,0\n"
+  "3,segment_map,0x80001000,9223372036854775807,0,,0\n"
+  "4,alloc,0x80001000,9223372036854775807,0,0,0\n"
+  "5,free_requested,0x1000,9223372036854775807,0,0,0\n"
+  "6,free_completed,0x1000,9223372036854775807,0,0,0\n"
+  "7,segment_unmap,0x1000,9223372036854775807,0,,0\n"
+  "8,oom,0x0,9223372036854775807,0,0,0\n"
+  "oom_context,0,request=18446744073709551615 capacity=9223372036854775807 free=-1 "
+  "external=9223372036854775807 free_reserved=9223372036854775807 largest_free_block=-1 "
+  "self_device_bytes=9223372036854775807 batch=9223372036854775807 segments_only=0 managed=0 "
+  "class=impossible\n"
+  "# end events=8\n",
+  "# time_us,action,addr,size,stream,frames\n"
+  "1,segment_alloc,0x1000,9223372036854775807,0,a.py:1:f\n"
+  "2,alloc,0x1000,9223372036854775807,0,a.py:1:f\n"
+  "3,segment_alloc,0x90000000,9223372036854775807,0,b.py:1:g\n"
+  "4,alloc,0x90000000,9223372036854775807,0,b.py:1:g\n"
+  "5,free_requested,0x1000,9223372036854775807,0,a.py:1:f\n"
+  "6,free_completed,0x1000,9223372036854775807,0,a.py:1:f\n"
+  "7,segment_free,0x1000,9223372036854775807,0,a.py:1:f\n"
+  "8,oom,0x0,9223372036854775807,0,a.py:1:f\n",
+};
+
+static int cli(const char *args)
+{
+  char command[8 * PATH_MAX];
+  snprintf(command, sizeof command, "'%s' %s >'%s' 2>'%s'", env("OOMLENS_TEST_CLI"), args,
+           out_path, err_path);
+  int status = system(command);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* Every format, replay (each policy), report and its HTML page read such
+ * a trace without a signed overflow (the sanitizer pass stops at one:
+ * were the account's and the sites' sums, the iteration finder's level,
+ * the OOM rules). */
+START_TEST(sums_past_int64_in_every_command)
+{
+  snprintf(path, sizeof path, "%s/huge-%d.trace", dir, _i);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(huge_traces[_i], f);
+  fclose(f);
+  static const char *const formats[] = {"folded", "folded --by total", "folded --by leaked",
+                                        "memory-viz", "perfetto", "rmm-csv"};
+  for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) {
+    char args[64];
+    snprintf(args, sizeof args, "--format %s", formats[i]);
+    ck_assert_msg(export_to(path, args) == 0, "export %s", formats[i]);
+  }
+  static const char *const after[] = {"", "--policy oomlens",
+                                      "--policy pytorch-expandable --capacity 16G"};
+  char args[3 * PATH_MAX];
+  for (size_t i = 0; i < sizeof after / sizeof *after; i++) {
+    snprintf(args, sizeof args, "replay '%s' %s", path, after[i]);
+    ck_assert_msg(cli(args) == 0, "%s: %s", args, ol_test_read_file(err_path, NULL));
+  }
+  snprintf(args, sizeof args, "report '%s'", path);
+  ck_assert_msg(cli(args) == 0, "%s: %s", args, ol_test_read_file(err_path, NULL));
+  snprintf(args, sizeof args, "report '%s' --html '%s.html'", path, path);
+  ck_assert_msg(cli(args) == 0, "%s: %s", args, ol_test_read_file(err_path, NULL));
+}
+END_TEST
+
 static Suite *export_suite(void)
 {
   Suite *s = suite_create("export");
@@ -710,6 +785,8 @@ static Suite *export_suite(void)
   tcase_add_test(formats, rmm_small);
   tcase_add_test(formats, rmm_gpt2_columns);
   tcase_add_test(formats, replay_reads_our_trace);
+  tcase_add_loop_test(formats, sums_past_int64_in_every_command, 0,
+                      sizeof huge_traces / sizeof *huge_traces);
   suite_add_tcase(s, formats);
   TCase *cli = tcase_create("command");
   tcase_add_checked_fixture(cli, setup, teardown);

@@ -444,6 +444,68 @@ START_TEST(sites_table_orders_and_interns)
 }
 END_TEST
 
+/* ---- sizes at the end of the range ------------------------------------ */
+
+typedef struct {
+  uint64_t request;
+  const char *said; /* how the request reads */
+} huge_case_t;
+
+static const huge_case_t huge_cases[] = {
+  {UINT64_MAX, "a request of 16.00 EiB on a 16.00 GiB device"},
+  {(uint64_t)1 << 63, "a request of 8.00 EiB on a 16.00 GiB device"},
+  {((uint64_t)1 << 63) + 1, "a request of 8.00 EiB on a 16.00 GiB device"},
+};
+
+/* A request past any device is impossible, its size printed as it is.
+ * Was: SIZE_MAX read as -1 ("persistent: a request of -1 B"), 2^63 as
+ * "-8192.00 PiB". */
+START_TEST(request_past_int64_is_impossible)
+{
+  const huge_case_t *c = &huge_cases[_i];
+  ol_oom_record_t r = {BASE, NO_BLOCKS, .request = c->request, .reserved = 1 * GiB,
+                       .allocated = 1 * GiB};
+  ol_oom_class_t got = ol_oom_classify(&r);
+  ck_assert_str_eq(ol_oom_class_name(got), "impossible");
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, got, NULL, NULL);
+  ck_assert_msg(strstr(text.data, c->said), "%s", text.data);
+  ck_assert_msg(!strstr(text.data, "-"), "a negative figure: %s", text.data);
+  ol_buf_free(&text);
+}
+END_TEST
+
+/* Figures at the ends of int64 (a crafted trace or report): every class's
+ * rules and words run without a signed overflow or an out-of-range cast
+ * (the sanitizer build stops at one; were: transient_of, the headroom's
+ * percent, the growth times the iterations, the batch's double). */
+START_TEST(extreme_figures_do_not_overflow)
+{
+  ol_oom_record_t r = {.capacity = UINT64_MAX, .device_free = INT64_MAX, .request = UINT64_MAX - 1,
+                       .allocated = INT64_MAX, .reserved = INT64_MAX,
+                       .free_reserved = INT64_MAX, .largest_free_block = 0,
+                       .external = INT64_MIN, .persistent = INT64_MIN, .growth = INT64_MAX,
+                       .iterations = 5, .before_first_free = INT64_MAX,
+                       .iteration_need = 1, .first_persistent = INT64_MAX, .batch = INT64_MAX,
+                       .self_device_bytes = INT64_MAX,
+                       ROLES(INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX)};
+  for (int variant = 0; variant < 4; variant++) {
+    r.roles_known = variant & 1;
+    r.persistent = variant & 2 ? INT64_MAX : INT64_MIN;
+    for (int c = 0; c < OL_OOM_CLASS_COUNT; c++) {
+      ol_buf_t text = {0}, json = {0};
+      ol_oom_explain(&text, &r, (ol_oom_class_t)c, NULL, NULL);
+      ol_oom_json(&json, &r, (ol_oom_class_t)c, NULL, NULL);
+      ck_assert(!text.failed && !json.failed);
+      ck_assert_ptr_nonnull(strstr(json.data, "\"request\": 18446744073709551614"));
+      ol_buf_free(&text);
+      ol_buf_free(&json);
+    }
+    ck_assert_int_lt(ol_oom_classify(&r), OL_OOM_CLASS_COUNT);
+  }
+}
+END_TEST
+
 static Suite *oom_suite(void)
 {
   Suite *s = suite_create("oom");
@@ -455,6 +517,9 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, batch_figure_on_measured_runs);
   tcase_add_test(classes, external_in_the_first_iteration_says_what_is_not_known);
   tcase_add_test(classes, no_batch_fits_is_said);
+  tcase_add_loop_test(classes, request_past_int64_is_impossible, 0,
+                      sizeof huge_cases / sizeof *huge_cases);
+  tcase_add_test(classes, extreme_figures_do_not_overflow);
   suite_add_tcase(s, classes);
   TCase *traces = tcase_create("traces");
   tcase_set_timeout(traces, 60);

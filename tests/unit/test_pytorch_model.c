@@ -589,6 +589,64 @@ START_TEST(segments_match_trace)
 }
 END_TEST
 
+/* ---- sizes past any device --------------------------------------------- */
+
+#define TiB ((uint64_t)1 << 40)
+
+/* A request past the 1 PiB a segment's address space is capped at (a
+ * 4096 TiB --capacity): a segment its own size. Was: a segfault, the
+ * segment too small and its block's next NULL. */
+START_TEST(expandable_request_past_segment_cap)
+{
+  open_model(&ol_policy_pytorch_expandable, 4096 * TiB, 0);
+  uint64_t size = 2000 * TiB;
+  uint64_t addr = must_alloc(size, 0);
+  ck_assert_int_ge(stats_now().reserved, (int64_t)size);
+  ops->free(policy, addr);
+  ck_assert_int_eq(stats_now().allocated, 0);
+}
+END_TEST
+
+/* A request of 2^64 - 1 on a device of 2^64 - 1: never served. Was: its
+ * rounding wrapped to 0 and it was served as 0 bytes. */
+START_TEST(request_of_size_max_is_refused)
+{
+  for (int expandable = 0; expandable < 2; expandable++) {
+    open_model(expandable ? &ol_policy_pytorch_expandable : &ol_policy_pytorch, UINT64_MAX, 0);
+    uint64_t addr;
+    ck_assert_int_eq(ops->alloc(policy, UINT64_MAX, 0, &addr), -1);
+    ck_assert_int_eq(ops->alloc(policy, UINT64_MAX - 100, 0, &addr), -1);
+    ck_assert_int_eq(stats_now().reserved, 0);
+    close_model();
+  }
+}
+END_TEST
+
+/* Segment after segment of 3/4 of a 1 EiB device, each released to make
+ * room for the next: more than 2^64 bytes of addresses in all. Each is
+ * past the one before, or the model's start again once the addresses ran
+ * out (was: they wrapped through 2^64 to anywhere). */
+START_TEST(addresses_start_again_past_2_64)
+{
+  uint64_t device = (uint64_t)1 << 60, start = 0, last = 0;
+  open_model(&ol_policy_pytorch, device, 0);
+  int restarts = 0;
+  for (uint64_t i = 0; i < 40; i++) {
+    uint64_t addr = must_alloc(device / 4 * 3 + i * 2 * MiB, 0);
+    if (i == 0)
+      start = addr;
+    else if (addr == start)
+      restarts++;
+    else
+      ck_assert_uint_gt(addr, last);
+    last = addr;
+    ops->free(policy, addr);
+  }
+  ck_assert_int_ge(restarts, 1);
+  ck_assert_int_eq(stats_now().allocated, 0);
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
   Suite *s = suite_create("pytorch_model");
@@ -617,6 +675,13 @@ static Suite *model_suite(void)
   tcase_add_test(exp, expandable_release_at_cap);
   tcase_add_test(exp, expandable_unmaps_only_whole_free_pages);
   suite_add_tcase(s, exp);
+
+  TCase *huge = tcase_create("huge");
+  tcase_add_checked_fixture(huge, NULL, close_model);
+  tcase_add_test(huge, expandable_request_past_segment_cap);
+  tcase_add_test(huge, request_of_size_max_is_refused);
+  tcase_add_test(huge, addresses_start_again_past_2_64);
+  suite_add_tcase(s, huge);
 
   TCase *random = tcase_create("random");
   tcase_add_checked_fixture(random, NULL, close_model);

@@ -10,6 +10,7 @@
 
 #include "json.h"
 #include "lib.h"
+#include "report_view.h"
 
 #define US 1000ull /* ns */
 
@@ -152,6 +153,41 @@ START_TEST(note_before_only_when_the_bucket_is_certain)
 }
 END_TEST
 
+/* The HTML chart of a timeline at the ends of the range (a crafted trace
+ * or report): finished, with its axis labels printed as sizes. Were: a
+ * tick value past INT64_MAX cast to int64_t (undefined; the sanitizer
+ * build stops at it), and a step too small for the span never ended. */
+START_TEST(html_chart_of_extreme_figures)
+{
+  static const int64_t highs[] = {INT64_MAX, 1, 0};
+  static const uint64_t widths[] = {UINT64_MAX, 1, 0};
+  for (size_t h = 0; h < sizeof highs / sizeof *highs; h++) {
+    for (size_t w = 0; w < sizeof widths / sizeof *widths; w++) {
+      ol_report_t r;
+      ck_assert_int_eq(ol_report_init(&r, 1), 0);
+      ol_timeline_t *line = &r.devices[0].timeline;
+      r.devices[0].has_timeline = true;
+      line->width_ns = widths[w];
+      line->count = 3;
+      for (uint32_t i = 0; i < line->count; i++)
+        line->allocated[i] = line->reserved[i] = highs[h];
+      line->peak_allocated = line->peak_reserved = highs[h];
+      line->oom_count = 1;
+      line->ooms[0] = (ol_timeline_oom_t){.t_ns = UINT64_MAX, .request = INT64_MAX};
+      ol_buf_t html = {0};
+      ol_view_html(&html, &r);
+      ck_assert(!html.failed);
+      ck_assert_ptr_nonnull(strstr(html.data, "<svg class=\"chart\""));
+      if (highs[h] == INT64_MAX)
+        ck_assert_ptr_nonnull(strstr(html.data, " EiB</text>"));
+      ck_assert_msg(!strstr(html.data, "\">-"), "a negative axis label"); /* the cast's wrap */
+      ol_buf_free(&html);
+      ol_report_free(&r);
+    }
+  }
+}
+END_TEST
+
 static Suite *timeline_suite(void)
 {
   Suite *s = suite_create("timeline");
@@ -162,6 +198,7 @@ static Suite *timeline_suite(void)
   tcase_add_test(t, json_reads_back);
   tcase_add_test(t, tracker_timeline_matches_counters);
   tcase_add_test(t, note_before_only_when_the_bucket_is_certain);
+  tcase_add_test(t, html_chart_of_extreme_figures);
   suite_add_tcase(s, t);
   return s;
 }
