@@ -143,6 +143,8 @@ int ol_cmd_export(int argc, char **argv)
       unlink(a.output);
     return ol_args_fail("export", &err);
   }
+  if (result.note[0])
+    fprintf(stderr, "oomlens export: %s: %s\n", a.trace, result.note);
   if (result.left_out)
     fprintf(stderr, "oomlens export: kept the last %llu entries of each device, left out %llu "
                     "earlier ones (--max-entries 0 keeps all)\n",

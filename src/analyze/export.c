@@ -561,6 +561,8 @@ int ol_export_file(const char *path, FILE *out, const ol_export_options_t *optio
     goto done;
   }
   rc = run(&x, path, err);
+  if (rc == 0)
+    rc = ol_trace_finish(x.trace, options->device, result->note, sizeof result->note, err);
   result->peak = x.account->peak;
   result->sites = distinct_frames(ex_sites(&x));
   if (rc == 0 && !end(&x)) {

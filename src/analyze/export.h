@@ -54,6 +54,7 @@ typedef struct ol_export_result {
   uint64_t left_out;   /* memory-viz: entries before the last max_entries */
   int64_t peak;        /* peak allocated bytes */
   uint64_t sites;      /* distinct call sites (frames texts) */
+  char note[200];      /* the trace's ol_trace_note (cut short...); "" for a whole trace */
 } ol_export_result_t;
 
 /* "folded", "memory-viz", "perfetto", "rmm-csv"; false if none matches. */

@@ -80,6 +80,7 @@ typedef struct ol_replay_result {
    * (core/account.c): device 0 holds the figures (all events count there),
    * its value of a live block is the policy's address. */
   ol_account_t *account;
+  char note[200]; /* the trace's ol_trace_note (cut short...); "" for a whole trace */
 } ol_replay_result_t;
 
 /* Frees what a replay result holds (its account and sites). */

@@ -506,6 +506,12 @@ int ol_view_load_trace(ol_report_t *v, const char *path, ol_error_t *err)
     got = -1;
   }
   int64_t batch = (int64_t)ol_trace_batch(trace);
+  const char *note = got == 0 ? ol_trace_note(trace) : NULL;
+  if (note) { /* the report says it, in its reason */
+    char reason[256];
+    snprintf(reason, sizeof reason, "trace, %s", note);
+    ol_report_set_text(v, &v->reason, reason);
+  }
   ol_trace_close(trace);
   if (got == 0)
     trace_figures(v, account, &rec, batch);
