@@ -33,6 +33,11 @@ bool ol_export_format_parse(const char *name, ol_export_format_t *out)
   return false;
 }
 
+const char *ol_export_format_name(ol_export_format_t format)
+{
+  return (unsigned)format < OL_EXPORT_FORMAT_COUNT ? format_names[format] : "?";
+}
+
 bool ol_export_by_parse(const char *name, ol_export_by_t *out)
 {
   static const char *const names[] = {"peak", "total", "leaked"};

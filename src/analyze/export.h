@@ -60,6 +60,7 @@ typedef struct ol_export_result {
 /* "folded", "memory-viz", "perfetto", "rmm-csv"; false if none matches. */
 bool ol_export_format_parse(const char *name, ol_export_format_t *out);
 bool ol_export_by_parse(const char *name, ol_export_by_t *out);
+const char *ol_export_format_name(ol_export_format_t format); /* "folded", ...; "?" */
 
 /* Exports the trace at path to out. 0 done; -1 with the error in err: a
  * malformed trace, named with its line (OL_EXIT_USAGE), or host memory

@@ -617,6 +617,41 @@ START_TEST(usage_and_input_errors)
 }
 END_TEST
 
+/* Before: --by with perfetto (or memory-viz, rmm-csv) and --max-entries
+ * with folded were ignored without a word, and --device 7 on a trace
+ * without it wrote an empty export, exit 0. */
+START_TEST(flags_of_another_format_are_errors)
+{
+  const char *t = write_small();
+  static const struct {
+    const char *args, *message;
+  } cases[] = {
+    {"--format perfetto --by peak", "--by (folded only) does not apply to --format perfetto"},
+    {"--format memory-viz --by total", "--by (folded only) does not apply to --format memory-viz"},
+    {"--format rmm-csv --by leaked", "--by (folded only) does not apply to --format rmm-csv"},
+    {"--format folded --max-entries 3",
+     "--max-entries (memory-viz only) does not apply to --format folded"},
+    {"--format perfetto --max-entries 0", "--max-entries (memory-viz only) does not apply"},
+    {"--format rmm-csv --max-entries=10", "--max-entries (memory-viz only) does not apply"},
+    {"--format folded --device 7", "small.trace: no event of device 7 (its events are on device 0"},
+    {"--format memory-viz --device 7", "no event of device 7"},
+    {"--format perfetto --device 7", "no event of device 7"},
+    {"--format rmm-csv --device 7", "no event of device 7"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    ck_assert_int_eq(export_to(t, cases[i].args), 2);
+    char *err = ol_test_read_file(err_path, NULL);
+    ck_assert_msg(strstr(err, cases[i].message) && strncmp(err, "oomlens export: ", 16) == 0,
+                  "%s: %s", cases[i].args, err);
+    free(err);
+  }
+  /* where they apply, they still work */
+  ck_assert_int_eq(export_to(t, "--format folded --by total"), 0);
+  ck_assert_int_eq(export_to(t, "--format memory-viz --max-entries 2"), 0);
+  ck_assert_int_eq(export_to(t, "--format perfetto --device 0"), 0);
+}
+END_TEST
+
 /* The exit status is the error's: 1 for our own failure (the output cannot
  * be written), 2 for a bad input file, whatever the messages say (a trace
  * named "cannot write" is still a bad input file). */
@@ -713,6 +748,7 @@ static Suite *export_suite(void)
   tcase_add_checked_fixture(cli, setup, teardown);
   tcase_set_timeout(cli, 60);
   tcase_add_test(cli, usage_and_input_errors);
+  tcase_add_test(cli, flags_of_another_format_are_errors);
   tcase_add_test(cli, status_from_the_error);
   tcase_add_test(cli, quiet_when_not_a_terminal);
   tcase_add_test(cli, progress_on_a_terminal);
