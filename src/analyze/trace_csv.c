@@ -52,6 +52,7 @@ struct ol_trace {
   uint64_t last_time_us;   /* the last event's time: an oom_context line's */
   uint64_t devices_seen;   /* bit d: an event of device d was read */
   bool ended;              /* our format's "# end" line was read */
+  bool at_end;             /* ol_trace_next said 0: read to the end */
   bool unterminated;       /* the line handed out last had no newline: the file's last */
   bool cut;                /* a last line cut short was dropped */
   uint64_t cut_line;       /* its number */
@@ -712,6 +713,7 @@ static int cut_short(ol_trace_t *t, ol_error_t *err)
 {
   t->cut = true;
   t->cut_line = t->line;
+  t->at_end = true;
   ol_error_clear(err);
   return 0;
 }
@@ -722,6 +724,7 @@ int ol_trace_next(ol_trace_t *t, ol_trace_event_t *ev, ol_error_t *err)
     const char *line;
     size_t len;
     int got = next_line(t, &line, &len, err);
+    t->at_end = got == 0;
     if (got <= 0)
       return got;
     if (t->unterminated && t->format == OL_TRACE_FORMAT_OOMLENS)
@@ -742,6 +745,8 @@ int ol_trace_next(ol_trace_t *t, ol_trace_event_t *ev, ol_error_t *err)
 
 const char *ol_trace_note(ol_trace_t *t)
 {
+  if (!t->at_end) /* a reader that stopped early (replay at its OOM) knows nothing of the end */
+    return NULL;
   if (t->cut)
     snprintf(t->note, sizeof t->note, "cut short: line %llu ends without its newline (the disk "
              "filled, or the job was killed while writing it); read up to line %llu",

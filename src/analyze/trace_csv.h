@@ -34,7 +34,7 @@
 /* The largest size (and device capacity, and bytes outside) a line may
  * carry, and the latest time: beyond them a line is refused with its
  * number, so that no sum or product the readers make can overflow. */
-#define OL_TRACE_MAX_BYTES ((uint64_t)1 << 56)
+#define OL_TRACE_MAX_BYTES OL_MAX_BYTES
 #define OL_TRACE_MAX_TIME_US ((uint64_t)1 << 53)
 
 
@@ -58,7 +58,7 @@ int ol_trace_next(ol_trace_t *trace, ol_trace_event_t *event, ol_error_t *err);
 
 void ol_trace_close(ol_trace_t *trace); /* NULL is fine */
 
-/* Once read to its end: NULL for a whole trace, else one line saying how
+/* Once read to its end (before it: NULL): NULL for a whole trace, else one line saying how
  * it was not (valid until the next call or the close), for a note on
  * stderr and in what the command writes:
  *   "cut short: no end line (...); read its 1200 lines"       (ours only)

@@ -27,9 +27,7 @@ typedef struct option {
   long long min, max; /* sizes and counts accepted; both 0: any the kind parses */
 } option_t;
 
-/* No device is near 2^56 bytes (64 PiB): a size above it is a typo, and
- * keeping sizes below it keeps every sum of them far from overflow. */
-#define MAX_BYTES (1LL << 56)
+#define MAX_BYTES ((long long)OL_MAX_BYTES)
 
 static option_t options[OL_OPT_COUNT] = {
   [OL_OPT_ENABLE] = {"OOMLENS_ENABLE", KIND_BOOL, "1",

@@ -369,6 +369,20 @@ START_TEST(cli_malformed)
 }
 END_TEST
 
+/* One size grammar with one bound: a size past 2^56 bytes is refused by
+ * every flag, as OOMLENS_* sizes and trace lines are. */
+START_TEST(cli_size_beyond_any_device)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){data("frag.csv.gz"), "--capacity", "65537T", NULL});
+  ck_assert_int_eq(run.status, 2);
+  ck_assert_msg(strstr(run.err, "bad size '65537T' for --capacity") &&
+                strstr(run.err, "at most 65536T"), "%s", run.err);
+  cli(&run, (const char *[]){data("frag.csv.gz"), "--max-split-size=72057594037927937", NULL});
+  ck_assert_int_eq(run.status, 2);
+}
+END_TEST
+
 /* Before: --device 7 on a trace without it replayed 0 events, exit 0. */
 START_TEST(cli_device_not_in_the_trace)
 {
@@ -497,6 +511,7 @@ static Suite *replay_suite(void)
   tcase_add_test(cmd, cli_peak_roles);
   tcase_add_test(cmd, cli_equals_and_fractions);
   tcase_add_test(cmd, cli_device_not_in_the_trace);
+  tcase_add_test(cmd, cli_size_beyond_any_device);
   tcase_add_test(cmd, cli_cut_trace_is_read_with_a_note);
   tcase_add_test(cmd, cli_status_from_the_error);
   tcase_add_loop_test(cmd, cli_malformed, 0, sizeof bad_files / sizeof *bad_files);
