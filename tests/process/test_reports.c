@@ -6,6 +6,7 @@
  * data/reports/ were written by the library on the simulated CUDA (see
  * data/reports/README.md). */
 #include <check.h>
+#include <dirent.h>
 
 #include "check_run.h"
 #include <limits.h>
@@ -669,6 +670,62 @@ START_TEST(merge_reads_gzip)
 }
 END_TEST
 
+/* The inputs scripts/fuzz_cli.sh found (tests/data/fuzz_cli/, each with
+ * a .txt saying what it found and the command): a report is refused with
+ * the field named, exit 2, by report, report --html and merge alike; a
+ * trace is read or refused (0 or 2), never a crash. Under the sanitizer
+ * pass a finding's undefined behaviour would end the command. */
+static void run_finding(const char *path, bool report)
+{
+  char html[PATH_MAX + 32];
+  snprintf(html, sizeof html, "%s/finding.html", harness_dir());
+  const char *const report_runs[][5] = {{"report", path}, {"report", path, "--html", html},
+                                        {"merge", path}, {"merge", "--json", path}};
+  const char *const trace_runs[][7] = {
+    {"replay", path}, {"replay", path, "--policy", "pytorch"},
+    {"replay", path, "--policy", "pytorch-expandable"},
+    {"export", path, "--format", "folded", "-o", html},
+    {"export", path, "--format", "memory-viz", "-o", html},
+    {"export", path, "--format", "perfetto", "-o", html},
+    {"export", path, "--format", "rmm-csv", "-o", html}, {"report", path}};
+  size_t n = report ? sizeof report_runs / sizeof *report_runs
+                    : sizeof trace_runs / sizeof *trace_runs;
+  for (size_t i = 0; i < n; i++) {
+    harness_run_t run;
+    cli(&run, report ? report_runs[i] : trace_runs[i]);
+    if (report)
+      ck_assert_msg(run.status == 2 && strstr(run.out, path), "%s %s: exit %d:\n%s",
+                    report_runs[i][0], path, run.status, run.out);
+    else
+      ck_assert_msg(run.status == 0 || run.status == 2, "%s %s: exit %d:\n%s", trace_runs[i][0],
+                    path, run.status, run.out);
+    unlink(html);
+  }
+}
+
+START_TEST(fuzz_findings_stay_fixed)
+{
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/fuzz_cli", harness_env("OOMLENS_TEST_DATA"));
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  int seen = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t len = strlen(e->d_name);
+    bool json = len > 5 && strcmp(e->d_name + len - 5, ".json") == 0;
+    bool trace = len > 6 && strcmp(e->d_name + len - 6, ".trace") == 0;
+    if (!json && !trace)
+      continue;
+    char path[2 * PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    run_finding(path, json);
+    seen++;
+  }
+  closedir(d);
+  ck_assert_int_gt(seen, 0);
+}
+END_TEST
+
 static Suite *reports_suite(void)
 {
   Suite *s = suite_create("reports");
@@ -686,6 +743,7 @@ static Suite *reports_suite(void)
   tcase_add_test(report, html_of_a_trace);
   tcase_add_loop_test(report, strict_figures_exit_2, 0, sizeof strict_cases / sizeof *strict_cases);
   tcase_add_test(report, strict_reads_every_fixture);
+  tcase_add_test(report, fuzz_findings_stay_fixed);
   suite_add_tcase(s, report);
   TCase *merge = tcase_create("merge");
   tcase_add_checked_fixture(merge, harness_setup, harness_teardown);
