@@ -2,7 +2,7 @@
 # fuzz.sh: builds the libFuzzer targets of tests/fuzz/ with clang (ASan and
 # UBSan on) into build-fuzz/ and runs each for SECONDS (default 60):
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
-# Targets: trace_csv, json, options. The seeds of tests/fuzz/corpus/<target>
+# Targets: trace_csv, json, options, report. The seeds of tests/fuzz/corpus/<target>
 # are copied into build-fuzz/corpus/<target>, which grows across runs and
 # stays out of git; a crash lands in build-fuzz/crashes/<target>/ and makes
 # the script exit 1. Not part of scripts/test.sh; the seeds are (the
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 seconds=${1:-60}
 if [ $# -gt 0 ]; then shift; fi  # not `&& shift`: under set -e a false test there ends the script
-targets=${*:-trace_csv json options}
+targets=${*:-trace_csv json options report}
 
 # Debian 12: clang 14; libFuzzer's runtime is in libclang-rt-14-dev.
 missing=""
@@ -44,6 +44,7 @@ sources_of() {
     trace_csv) echo "src/analyze/trace_csv.c $core -lz -lm -lpthread" ;;
     json) echo "src/analyze/json.c $core -lz -lm -lpthread" ;;
     options) echo "$core -lm -lpthread" ;;
+    report) echo "$(ls src/analyze/*.c src/alloc/*.c) $core -Isrc/alloc -lz -lm -lpthread" ;;
     *) echo "fuzz: unknown target $1" >&2; exit 2 ;;
   esac
 }

@@ -214,7 +214,10 @@ def main():
     counts, findings = {}, {}
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        seed, data = rng.choice(loaded)
+        # half the rounds on a JSON report, half on a trace: fewer reports than traces seed it
+        want_json = rng.random() < 0.5
+        pool = [(s, d) for s, d in loaded if (d.lstrip()[:1] == b"{") == want_json]
+        seed, data = rng.choice(pool or loaded)
         is_json = data.lstrip()[:1] == b"{"
         mutant = mutate(rng, data, is_json)
         inp = os.path.join(work, "input.json" if is_json else "input.trace")

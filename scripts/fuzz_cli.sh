@@ -4,7 +4,8 @@
 # --html, merge) with inputs mutated from seeds:
 #   scripts/fuzz_cli.sh [SECONDS]     # default 600
 # Builds tools/oomlens into build-fuzzcli/ with ASan and UBSan, every UBSan
-# check fatal (-fno-sanitize-recover=all), then runs scripts/fuzz_cli.py,
+# check fatal (-fno-sanitize-recover=all), float-to-integer overflow too
+# (gcc leaves -fsanitize=float-cast-overflow out of "undefined"), then runs scripts/fuzz_cli.py,
 # which says what it mutates and what counts as a finding. Seeds: the
 # recorded traces of tests/data (their heads), the OOM traces of
 # tests/data/oom, the trace corpus of tests/fuzz, the JSON reports of
@@ -21,7 +22,8 @@ out=build-fuzzcli
 if [ ! -f "$out/build.ninja" ]; then
   meson setup "$out" -Dcudaheaders="$cuda_headers" -Dbuildtype=debug \
     -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dc_args=-fno-sanitize-recover=all >/dev/null
+    -Dc_args='-fno-sanitize-recover=all -fsanitize=float-cast-overflow' \
+    -Dc_link_args=-fsanitize=float-cast-overflow >/dev/null
 fi
 ninja -C "$out" tools/oomlens >/dev/null
 
