@@ -51,6 +51,7 @@ struct ol_trace {
   ol_oom_record_t context; /* the last oom_context line's, handed out by pointer */
   uint64_t last_time_us;   /* the last event's time: an oom_context line's */
   uint64_t devices_seen;   /* bit d: an event of device d was read */
+  uint64_t sizes_read;     /* every event's size added up, at most OL_TRACE_MAX_TOTAL */
   bool ended;              /* our format's "# end" line was read */
   bool at_end;             /* ol_trace_next said 0: read to the end */
   bool unterminated;       /* the line handed out last had no newline: the file's last */
@@ -718,6 +719,26 @@ static int cut_short(ol_trace_t *t, ol_error_t *err)
   return 0;
 }
 
+/* Each size is at most 2^56, and all of them together at most 2^62: then
+ * no total made of them (bytes allocated and freed, a call site's, live
+ * bytes at any moment) can overflow in any reader, and the live path pays
+ * nothing for it. */
+static int count_size(ol_trace_t *t, const ol_trace_event_t *ev, ol_error_t *err)
+{
+  if (ev->size > OL_TRACE_MAX_BYTES) { /* an oom_context line's request: its words' number */
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: request %llu is out of range (more than 2^56 bytes)",
+            t->path, (unsigned long long)ev->line, (unsigned long long)ev->size);
+    return -1;
+  }
+  t->sizes_read += ev->size; /* at most 2^62 + 2^56: no wrap */
+  if (t->sizes_read <= OL_TRACE_MAX_TOTAL)
+    return 1;
+  ol_fail(err, OL_EXIT_USAGE, "%s:%llu: the sizes of the trace's events add up to more than "
+          "2^62 bytes (4 EiB), more than any run allocates", t->path,
+          (unsigned long long)ev->line);
+  return -1;
+}
+
 int ol_trace_next(ol_trace_t *t, ol_trace_event_t *ev, ol_error_t *err)
 {
   for (;;) {
@@ -738,7 +759,9 @@ int ol_trace_next(ol_trace_t *t, ol_trace_event_t *ev, ol_error_t *err)
                                                      : parse_our_line(t, line, len, ev, err);
     if (got_event < 0 && t->unterminated && (!err || err->status == OL_EXIT_USAGE))
       return cut_short(t, err);
-    if (got_event != 0)
+    if (got_event > 0)
+      return count_size(t, ev, err);
+    if (got_event < 0)
       return got_event;
   }
 }

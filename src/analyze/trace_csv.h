@@ -36,6 +36,8 @@
  * number, so that no sum or product the readers make can overflow. */
 #define OL_TRACE_MAX_BYTES OL_MAX_BYTES
 #define OL_TRACE_MAX_TIME_US ((uint64_t)1 << 53)
+/* All the sizes of a trace's events added up: at most this. */
+#define OL_TRACE_MAX_TOTAL ((uint64_t)1 << 62)
 
 
 typedef enum ol_trace_format {

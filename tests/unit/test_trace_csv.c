@@ -637,6 +637,38 @@ START_TEST(device_without_events_is_an_error)
 }
 END_TEST
 
+/* Before: 128 events of 2^56 bytes overflowed the totals of every reader
+ * (export, report: signed overflow in the account's counters and the call
+ * sites' bytes). All the sizes together may not pass 2^62; an oom_context
+ * request is bounded as an event's size is. */
+START_TEST(sizes_add_up_to_at_most_2_62)
+{
+  static char text[64 * 1024];
+  size_t n = (size_t)snprintf(text, sizeof text, "%s", HEADER);
+  for (int i = 0; i < 70; i++)
+    n += (size_t)snprintf(text + n, sizeof text - n, "%d,alloc,0x10,72057594037927936,0,\n", i);
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(write_trace(text, false), &err);
+  ck_assert_ptr_nonnull(t);
+  ol_trace_event_t ev;
+  int got, events = 0;
+  while ((got = ol_trace_next(t, &ev, &err)) == 1)
+    events++;
+  ck_assert_int_eq(got, -1);
+  ck_assert_int_eq(events, 64); /* 64 x 2^56 = 2^62, the 65th passes it */
+  ck_assert_msg(strstr(err.text, "t.csv:66: the sizes of the trace's events add up to more than "
+                                 "2^62 bytes"), "%s", err.text);
+  ol_trace_close(t);
+  t = ol_trace_open(write_trace(OUR_HEADER "oom_context,0,request=1152921504606846976\n", false),
+                    &err);
+  ck_assert_ptr_nonnull(t);
+  ck_assert_int_eq(ol_trace_next(t, &ev, &err), -1);
+  ck_assert_msg(strstr(err.text, "t.csv:3: request 1152921504606846976 is out of range"), "%s",
+                err.text);
+  ol_trace_close(t);
+}
+END_TEST
+
 static Suite *trace_suite(void)
 {
   Suite *s = suite_create("trace_csv");
@@ -663,6 +695,7 @@ static Suite *trace_suite(void)
   tcase_add_test(bad, ours_without_end_line_is_noted);
   tcase_add_test(bad, cut_mid_line_reads_the_whole_lines);
   tcase_add_test(bad, device_without_events_is_an_error);
+  tcase_add_test(bad, sizes_add_up_to_at_most_2_62);
   suite_add_tcase(s, bad);
   return s;
 }
