@@ -7,7 +7,7 @@ with -fno-sanitize-recover) and calls:
     fuzz_cli.py OOMLENS SECONDS OUTDIR SEED...
 
 Each round takes a seed (a trace, CSV or ours, or a JSON report), mutates it
-(bytes, lines, numbers swapped for the values that broke readers before:
+(bytes, lines (one repeated up to 300 times), numbers swapped for the values that broke readers before:
 2^63, 2^64, -1, 1e309, -1e9, inf, 1.1e19, a size above 2^56; fields of a
 JSON report removed or given another type; the file cut anywhere) and runs
 one target on it:
@@ -72,9 +72,14 @@ def mutate_lines(rng, data):
     lines = data.split(b"\n")
     if len(lines) < 2:
         return data
-    op = rng.randrange(4)
+    op = rng.randrange(5)
     i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
-    if op == 0:
+    if op == 4:  # one line many times: running totals (2^56 x 128 passes 2^63)
+        fields = lines[i].split(b",")
+        if len(fields) > 3 and rng.random() < 0.5:
+            fields[3] = rng.choice([b"72057594037927936", b"4611686018427387904", b"1099511627776"])
+        lines[i:i] = [b",".join(fields)] * rng.randint(2, 300)
+    elif op == 0:
         del lines[i]
     elif op == 1:
         lines.insert(i, lines[j])
