@@ -379,15 +379,15 @@ static void read_roles(const at_t *dev, ol_report_device_t *d)
   }
 }
 
-static void read_device(const reading_t *r, const at_t *dev, int index, ol_report_device_t *d)
+static void read_device(const reading_t *r, const at_t *dev, ol_report_device_t *d)
 {
   ol_report_t *v = r->v;
   d->device = (int)ol_json_need_int(dev, "device", 0, OL_MAX_DEVICES - 1);
-  (void)index;
   read_stats(r, dev, &d->stats);
   read_oom(dev, v, d);
   at_t sites = ol_json_may_object(dev, "sites");
-  at_t at_peak = ol_json_need_array(&sites, "at_peak"), by_total = ol_json_need_array(&sites, "by_total");
+  at_t at_peak = ol_json_need_array(&sites, "at_peak");
+  at_t by_total = ol_json_need_array(&sites, "by_total");
   d->has_sites = at_peak.node != NULL;
   read_sites(&at_peak, v, &d->at_peak);
   read_sites(&by_total, v, &d->by_total);
@@ -432,7 +432,7 @@ static void read_report(reading_t *r, const at_t *root, const char *path)
     at_t dev = ol_json_at_index(&devices, (size_t)d);
     if (ol_json_kind(dev.node) != OL_JSON_OBJECT)
       ol_json_at_fail(&dev, "not an object");
-    read_device(r, &dev, d, &v->devices[d]);
+    read_device(r, &dev, &v->devices[d]);
   }
 }
 
