@@ -22,7 +22,7 @@ static bool parse_text(const char *text, void *field, const void *data)
 bool ol_arg_parse_size(const char *text, void *field, const void *data)
 {
   uint64_t bytes;
-  if (!ol_parse_size(text, &bytes) || bytes > INT64_MAX)
+  if (!ol_parse_size(text, &bytes) || bytes > OL_MAX_BYTES)
     return false;
   *(uint64_t *)field = bytes;
   return true;
@@ -46,7 +46,8 @@ _Static_assert(OL_TRACE_MAX_DEVICES == 64, "ol_arg_device's message says 0 to 63
 
 const ol_arg_type_t ol_arg_text = {"value", "expected a non-empty text", parse_text};
 const ol_arg_type_t ol_arg_size = {
-  "size", "expected bytes or a K, M, G, T size (powers of 1024) such as 24G or 1.5G",
+  "size", "expected bytes or a K, M, G, T size (powers of 1024) such as 24G or 1.5G, "
+  "at most 65536T",
   ol_arg_parse_size};
 const ol_arg_type_t ol_arg_uint = {"value", "expected a whole number", parse_uint};
 /* A batch: what OOMLENS_BATCH accepts (options.c's counts: at most 10^6). */

@@ -33,7 +33,7 @@ typedef struct ol_arg_type {
 } ol_arg_type_t;
 
 extern const ol_arg_type_t ol_arg_text;   /* const char *: any text but an empty one */
-extern const ol_arg_type_t ol_arg_size;   /* uint64_t bytes: ol_parse_size, below 2^63 */
+extern const ol_arg_type_t ol_arg_size;   /* uint64_t bytes: ol_parse_size, at most OL_MAX_BYTES */
 extern const ol_arg_type_t ol_arg_uint;   /* uint64_t: decimal digits */
 extern const ol_arg_type_t ol_arg_batch;  /* uint64_t: a batch size, 1 to 10^6 */
 extern const ol_arg_type_t ol_arg_device; /* int: a CUDA device, 0 to OL_TRACE_MAX_DEVICES - 1 */

@@ -24,10 +24,24 @@
  * own guide records 100,000 (--max-entries 100000 for a quicker viewer). */
 #define DEFAULT_MAX_ENTRIES 1000000
 
+/* A flag that only some formats take: given or not, so that giving it
+ * to a format it does not apply to is an error, not ignored. */
+typedef struct by_flag {
+  ol_export_by_t by;
+  bool given;
+} by_flag_t;
+
+typedef struct count_flag {
+  uint64_t n;
+  bool given;
+} count_flag_t;
+
 typedef struct export_args {
   const char *trace;
   const char *output; /* NULL: stdout */
   ol_export_options_t options;
+  by_flag_t by;            /* folded only */
+  count_flag_t max_entries; /* memory-viz only */
 } export_args_t;
 
 static void print_help(FILE *out)
@@ -58,6 +72,8 @@ static void print_help(FILE *out)
           "                        only by a whole export; refused when it is not a\n"
           "                        regular file of yours (a folder, link, device, FIFO)\n"
           "                        or is TRACE itself\n"
+          "--by and --max-entries with a format they are not for are errors, as is\n"
+          "--device N on a trace without device N.\n"
           "\n"
           "Exit status: 0 when written, 2 for a usage or input error or a refused OUT,\n"
           "1 when the host runs out of memory or the output cannot be written (OUT is\n"
@@ -71,30 +87,57 @@ static bool parse_format(const char *text, void *field, const void *data)
 
 static bool parse_by(const char *text, void *field, const void *data)
 {
-  return ol_export_by_parse(text, field);
+  by_flag_t *f = field;
+  return (f->given = ol_export_by_parse(text, &f->by));
+}
+
+static bool parse_entries(const char *text, void *field, const void *data)
+{
+  count_flag_t *f = field;
+  return (f->given = ol_parse_count(text, &f->n));
 }
 
 static const ol_arg_type_t format_type = {
   "format", "expected folded, memory-viz, perfetto or rmm-csv", parse_format};
 static const ol_arg_type_t by_type = {"value", "expected peak, total or leaked", parse_by};
+static const ol_arg_type_t entries_type = {"value", "expected a count of entries (0: all)",
+                                           parse_entries};
 
 static const ol_opt_t opts[] = {
   OL_VALUE("--format", &format_type, export_args_t, options.format),
-  OL_VALUE("--by", &by_type, export_args_t, options.by),
+  OL_VALUE("--by", &by_type, export_args_t, by),
   OL_VALUE("--device", &ol_arg_device, export_args_t, options.device),
-  {"--max-entries", NULL, &ol_arg_uint, offsetof(export_args_t, options.max_entries), NULL,
-   "expected a count of entries (0: all)"},
+  OL_VALUE("--max-entries", &entries_type, export_args_t, max_entries),
   {"--output", "-o", &ol_arg_text, offsetof(export_args_t, output), NULL, NULL},
   {0},
 };
+
+/* --by is folded's, --max-entries memory-viz's: with another format each
+ * is a usage error (it used to be ignored without a word). */
+static bool flags_apply(export_args_t *a, int *status)
+{
+  ol_export_format_t f = a->options.format;
+  const char *stray = a->by.given && f != OL_EXPORT_FOLDED           ? "--by (folded only)"
+                      : a->max_entries.given && f != OL_EXPORT_MEMORY_VIZ ? "--max-entries (memory-viz only)"
+                                                                          : NULL;
+  if (stray) {
+    *status = ol_args_usage("export", "%s does not apply to --format %s", stray,
+                            ol_export_format_name(f));
+    return false;
+  }
+  a->options.by = a->by.by;
+  a->options.max_entries = a->max_entries.n;
+  return true;
+}
 
 /* true parsed; false: return *status (help printed, or a usage error said). */
 static bool parse_args(int argc, char **argv, export_args_t *a, int *status)
 {
   static const ol_cmd_t cmd = {"export", opts, print_help, false};
   const ol_export_format_t unset = OL_EXPORT_FORMAT_COUNT; /* tells --format given */
-  *a = (export_args_t){.options = {.format = unset, .device = -1,
-                                   .max_entries = DEFAULT_MAX_ENTRIES}};
+  *a = (export_args_t){.options = {.format = unset, .device = -1},
+                       .by = {OL_EXPORT_BY_PEAK, false},
+                       .max_entries = {DEFAULT_MAX_ENTRIES, false}};
   int n;
   if (!ol_args_take(&cmd, argc, argv, a, &n, status))
     return false;
@@ -108,7 +151,7 @@ static bool parse_args(int argc, char **argv, export_args_t *a, int *status)
     *status = ol_args_usage("export", "no --format given");
     return false;
   }
-  return true;
+  return flags_apply(a, status);
 }
 
 /* OUT as a stream for the exporter: a temporary file beside OUT (its own
@@ -172,6 +215,8 @@ int ol_cmd_export(int argc, char **argv)
     rc = -1;
   if (rc != 0)
     return ol_args_fail("export", &err);
+  if (result.note[0])
+    fprintf(stderr, "oomlens export: %s: %s\n", a.trace, result.note);
   if (result.left_out)
     fprintf(stderr, "oomlens export: kept the last %llu entries of each device, left out %llu "
                     "earlier ones (--max-entries 0 keeps all)\n",

@@ -233,6 +233,11 @@ static int print_json(const replay_args_t *a, const ol_replay_result_t *r)
   print_json_calls(&out, r);
   print_peak_sites(&out, r->sites);
   print_json_roles(&out, r);
+  ol_buf_printf(&out, ", \"trace_note\": ");
+  if (r->note[0])
+    ol_buf_json_string(&out, r->note);
+  else
+    ol_buf_printf(&out, "null");
   ol_buf_printf(&out, "}\n");
   int status = OL_EXIT_OK;
   if (out.failed) {
@@ -415,6 +420,8 @@ static int print_text(const replay_args_t *a, const ol_replay_result_t *r)
   printf("peak reserved:    %s (%" PRId64 " bytes)\n",
          bytes_text(r->stats.reserved_peak, b3, sizeof b3), r->stats.reserved_peak);
   printf("ratio:            %.4f (peak reserved / peak allocated)\n", ratio_of(r));
+  if (r->note[0])
+    printf("trace note:       %s\n", r->note);
   print_text_calls(r);
   if (r->recovered_allocs)
     printf("recovered:        %" PRIu64 " failed allocation(s) the job's allocator recovered "
@@ -480,6 +487,8 @@ int ol_cmd_replay(int argc, char **argv)
   ol_progress_end(&progress);
   if (rc != 0)
     return ol_args_fail("replay", &err);
+  if (result.note[0]) /* also on stderr, where a script reading stdout sees it */
+    fprintf(stderr, "oomlens replay: %s: %s\n", a.trace, result.note);
   status = OL_EXIT_OK;
   if (a.json)
     status = print_json(&a, &result);

@@ -80,6 +80,8 @@ int ol_cmd_report(int argc, char **argv)
     return ol_args_fail("report", &err); /* before reading: x --html x keeps x */
   if (ol_view_load(&view, argv[0], &err) != 0)
     return ol_args_fail("report", &err);
+  if (strcmp(view.mode, "trace") == 0 && strcmp(view.reason, "trace") != 0)
+    fprintf(stderr, "oomlens report: %s: %s\n", argv[0], view.reason + strlen("trace, "));
   ol_buf_t out = {0};
   if (a.html)
     ol_view_html(&out, &view);

@@ -33,6 +33,11 @@ bool ol_export_format_parse(const char *name, ol_export_format_t *out)
   return false;
 }
 
+const char *ol_export_format_name(ol_export_format_t format)
+{
+  return (unsigned)format < OL_EXPORT_FORMAT_COUNT ? format_names[format] : "?";
+}
+
 bool ol_export_by_parse(const char *name, ol_export_by_t *out)
 {
   static const char *const names[] = {"peak", "total", "leaked"};
@@ -564,6 +569,8 @@ int ol_export_file(const char *path, FILE *out, const ol_export_options_t *optio
     goto done;
   }
   rc = run(&x, path, err);
+  if (rc == 0)
+    rc = ol_trace_finish(x.trace, options->device, result->note, sizeof result->note, err);
   result->peak = x.account->peak;
   result->sites = distinct_frames(ex_sites(&x));
   if (rc == 0 && !end(&x)) {

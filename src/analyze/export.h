@@ -54,11 +54,13 @@ typedef struct ol_export_result {
   uint64_t left_out;   /* memory-viz: entries before the last max_entries */
   int64_t peak;        /* peak allocated bytes */
   uint64_t sites;      /* distinct call sites (frames texts) */
+  char note[200];      /* the trace's ol_trace_note (cut short...); "" for a whole trace */
 } ol_export_result_t;
 
 /* "folded", "memory-viz", "perfetto", "rmm-csv"; false if none matches. */
 bool ol_export_format_parse(const char *name, ol_export_format_t *out);
 bool ol_export_by_parse(const char *name, ol_export_by_t *out);
+const char *ol_export_format_name(ol_export_format_t format); /* "folded", ...; "?" */
 
 /* Exports the trace at path to out. 0 done; -1 with the error in err: a
  * malformed trace, named with its line (OL_EXIT_USAGE), or host memory

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <locale.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 typedef struct ol_json_slot ol_json_slot_t;
 
@@ -835,6 +837,54 @@ static bool read_fd(int fd, const char *path, char **out, size_t *out_len, ol_er
   return false;
 }
 
+/* A gzip'd file (its magic bytes first) inflated in memory, as the trace
+ * reader reads gzip'd traces: `oomlens merge r*.json.gz` works as `report`
+ * does. The same bound as a plain file's holds for what it inflates to. */
+static bool gunzip(const char *path, char **text, size_t *len, ol_error_t *err)
+{
+  if (*len < 2 || (unsigned char)(*text)[0] != 0x1f || (unsigned char)(*text)[1] != 0x8b)
+    return true;
+  z_stream z = {.next_in = (Bytef *)*text, .avail_in = (uInt)*len};
+  size_t cap = *len * 4 + 4096, used = 0;
+  char *out = cap <= OL_JSON_MAX_FILE + 1 ? xmalloc(cap) : NULL;
+  int rc = out && *len <= UINT_MAX ? inflateInit2(&z, 16 + MAX_WBITS) : Z_MEM_ERROR;
+  while (rc == Z_OK) {
+    if (used == cap) {
+      char *grown = cap <= OL_JSON_MAX_FILE ? xrealloc(out, cap * 2) : NULL;
+      if (!grown) {
+        rc = cap > OL_JSON_MAX_FILE ? Z_BUF_ERROR : Z_MEM_ERROR;
+        break;
+      }
+      out = grown;
+      cap *= 2;
+    }
+    z.next_out = (Bytef *)out + used;
+    z.avail_out = (uInt)(cap - used < UINT_MAX ? cap - used : UINT_MAX);
+    rc = inflate(&z, Z_NO_FLUSH);
+    used = (size_t)((char *)z.next_out - out);
+    if (rc == Z_BUF_ERROR && z.avail_in == 0)
+      rc = Z_DATA_ERROR; /* the stream ends before its end: cut short */
+  }
+  if (out)
+    inflateEnd(&z);
+  free(*text);
+  *text = NULL;
+  if (rc != Z_STREAM_END || used > OL_JSON_MAX_FILE) {
+    free(out);
+    if (rc == Z_MEM_ERROR)
+      ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
+    else if (rc == Z_BUF_ERROR || used > OL_JSON_MAX_FILE)
+      too_big(path, err);
+    else
+      ol_fail(err, OL_EXIT_USAGE, "%s: a gzip'd file that does not inflate (cut short or "
+                   "corrupt)", path);
+    return false;
+  }
+  *text = out;
+  *len = used;
+  return true;
+}
+
 ol_json_t *ol_json_parse_file(const char *path, ol_error_t *err)
 {
   ol_error_clear(err);
@@ -851,7 +901,7 @@ ol_json_t *ol_json_parse_file(const char *path, ol_error_t *err)
   size_t len = 0;
   bool ok = read_fd(fd, path, &text, &len, err);
   close(fd);
-  if (!ok)
+  if (!ok || !gunzip(path, &text, &len, err))
     return NULL;
   char msg[256];
   bool no_memory = false;

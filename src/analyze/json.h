@@ -44,7 +44,7 @@ typedef enum ol_json_kind {
  * On success err holds "". Duplicate keys are kept; lookups find the first. */
 ol_json_t *ol_json_parse(const char *text, size_t len, char *err, size_t err_cap);
 
-/* Reads and parses a whole file, for the command line: NULL with the error
+/* Reads and parses a whole file (gzip'd or plain), for the command line: NULL with the error
  * in err (NULL: none wanted), whose messages name the path: "cannot open
  * P: <strerror>", "cannot read P: <strerror>", "P is over the 256 MiB
  * limit", "P: line L, column C: ..." (status OL_EXIT_USAGE: a bad input
@@ -100,6 +100,62 @@ const ol_json_t *ol_json_path(const ol_json_t *root, const char *path);
 
 /* ol_json_int64() of ol_json_path(), or fallback when either fails. */
 int64_t ol_json_path_int64(const ol_json_t *root, const char *path, int64_t fallback);
+
+/* ---- json_fields.c: figures read with presence, type and range checked --
+ *
+ * A reader of a file's tree walks it with ol_json_at_t cursors (a node and
+ * the way to it, on the caller's stack); each read names what it wants,
+ * and the first that does not get it records
+ *   "FILE: devices[0].stats.allocated_bytes.all.peak: missing"
+ *   "FILE: devices[0].stats.allocated_bytes.all.peak: \"big\" is not an integer"
+ *   "FILE: devices[0].num_ooms: -5 is out of range (0 to 4611686018427387904)"
+ * in the check's err (OL_EXIT_USAGE), after which every read gives 0, "",
+ * false or an absent node: a reader goes on without a test after each read
+ * and looks at check->failed once at the end. ol_json_need_* want the
+ * field; ol_json_may_* take it absent or null as the fallback (fields a
+ * later minor format added, or that the writer leaves out or null) but
+ * check it like need when it is there. */
+typedef struct ol_json_check {
+  const char *file;
+  ol_error_t *err;
+  bool failed;
+} ol_json_check_t;
+
+typedef struct ol_json_at {
+  const ol_json_t *node;       /* NULL: absent (or the walk failed above) */
+  const struct ol_json_at *up; /* NULL: the root */
+  const char *key;             /* NULL: element index of up's array */
+  size_t index;
+  ol_json_check_t *check;
+} ol_json_at_t;
+
+ol_json_at_t ol_json_at_root(ol_json_check_t *check, const ol_json_t *root);
+/* Steps without a check: the node is NULL when absent. */
+ol_json_at_t ol_json_at_key(const ol_json_at_t *obj, const char *key);
+ol_json_at_t ol_json_at_index(const ol_json_at_t *arr, size_t i);
+/* Records "FILE: PATH: <what>" unless a failure is already recorded. */
+void ol_json_at_fail(const ol_json_at_t *at, const char *fmt, ...)
+  __attribute__((format(printf, 2, 3)));
+
+int64_t ol_json_need_int(const ol_json_at_t *obj, const char *key, int64_t min, int64_t max);
+int64_t ol_json_may_int(const ol_json_at_t *obj, const char *key, int64_t min, int64_t max,
+                        int64_t fallback);
+double ol_json_need_number(const ol_json_at_t *obj, const char *key, double min, double max);
+double ol_json_may_number(const ol_json_at_t *obj, const char *key, double min, double max,
+                          double fallback);
+bool ol_json_need_bool(const ol_json_at_t *obj, const char *key);
+bool ol_json_may_bool(const ol_json_at_t *obj, const char *key, bool fallback);
+const char *ol_json_need_string(const ol_json_at_t *obj, const char *key);
+const char *ol_json_may_string(const ol_json_at_t *obj, const char *key, const char *fallback);
+/* The member as a cursor, checked to be an object (array); may: absent or
+ * null give a cursor whose node is NULL, which reads as absent. */
+ol_json_at_t ol_json_need_object(const ol_json_at_t *obj, const char *key);
+ol_json_at_t ol_json_may_object(const ol_json_at_t *obj, const char *key);
+ol_json_at_t ol_json_need_array(const ol_json_at_t *obj, const char *key);
+ol_json_at_t ol_json_may_array(const ol_json_at_t *obj, const char *key);
+/* An element of an array read as a value itself (a timeline's points). */
+int64_t ol_json_need_int_at(const ol_json_at_t *arr, size_t i, int64_t min, int64_t max);
+const char *ol_json_need_string_at(const ol_json_at_t *arr, size_t i);
 
 /* For tests only: the nth allocation the reader makes from now on, in this
  * thread, fails (1 = the next one); 0 turns it off. It fails once. */

@@ -145,6 +145,9 @@ static void text_row(ol_buf_t *out, const row_t *r, const row_t *first)
                 cls ? cls : "-", when);
 }
 
+/* The peaks come from report_view.c, which refuses any outside 0 to
+ * 2^62: max - min and the mean cannot overflow (a peak of 2^63 - 1 beside
+ * one of -5 once did). */
 static void text_spread(ol_buf_t *out, const char *what, const spread_t *s)
 {
   char hi[32], lo[32], gap[32], mean[32];

@@ -413,6 +413,8 @@ int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
     goto done;
   }
   rc = run(&r, trace, path, err);
+  if (rc == 0)
+    rc = ol_trace_finish(trace, extras->device, result->note, sizeof result->note, err);
   if (rc == 0 && extras->progress)
     extras->progress(1.0, extras->progress_arg);
   if (rc == 0 && !result->oom)

@@ -88,6 +88,7 @@ typedef struct ol_replay_result {
    * none ended (or host memory ran out for them: then no steady state). */
   ol_policy_calls_t *calls_at;
   uint64_t calls_count;
+  char note[200]; /* the trace's ol_trace_note (cut short...); "" for a whole trace */
 } ol_replay_result_t;
 
 /* The driver calls of the iterations after warm-up: the last half of the

@@ -2,70 +2,110 @@
  * model (report_view.h), which core's renderer prints as the library
  * wrote it.
  *
- * Reading is lenient about figures (a missing one is 0, so reports of
- * format 1.0, without the timeline, still read) and strict about identity:
- * a file that is not an oomlens report, or of a newer format, is refused
- * with a message naming it. What is read is copied into the model, so the
- * parsed tree is freed before anything is printed. */
+ * Reading a JSON report is strict (json_fields.c): every figure is checked
+ * for presence, kind and range, and the first that fails refuses the file
+ * with its path ("r.json: devices[0].stats.allocated_bytes.all.peak:
+ * missing"), exit 2: a figure shown is a figure read. What a later minor
+ * format added may be absent from an older report (format 1.0 has no
+ * timeline, 1.1 no leak warning), and sections the library writes only
+ * when it has them (stacks, sites, the timeline) may be absent; anything
+ * present is checked all the same. The ranges keep every sum the renderer,
+ * the HTML page and merge make (a spread, a ratio, seconds to nanoseconds)
+ * from overflowing. What is read is copied into the model, so the parsed
+ * tree is freed before anything is printed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "replay.h"
 #include "report_view.h"
 #include "trace_csv.h"
 
-static int64_t int_at(const ol_json_t *node, const char *path)
+/* Bytes and counts: a figure above 2^62 is no device's, and four of them
+ * still add up without overflow. */
+#define FIGURE ((int64_t)1 << 62)
+#define BYTES 0, FIGURE
+#define SIGNED -FIGURE, FIGURE
+#define OR_NONE -1, FIGURE /* -1: not known */
+/* Seconds: of the wall clock (up to the year 5138), and into the job (31
+ * years: in nanoseconds still far below 2^63). */
+#define WALL 0.0, 1e11
+#define SPAN 0.0, 1e9
+
+typedef ol_json_at_t at_t;
+
+typedef struct reading {
+  ol_report_t *v;
+  int minor; /* the report's: what it must have */
+} reading_t;
+
+/* A field the report has from format 1.minor on: needed there, else may. */
+static int64_t int_since(const reading_t *r, const at_t *obj, const char *key, int minor,
+                         int64_t min, int64_t max)
 {
-  return ol_json_path_int64(node, path, 0);
+  return r->minor >= minor ? ol_json_need_int(obj, key, min, max)
+                           : ol_json_may_int(obj, key, min, max, 0);
 }
 
-static void read_stat(const ol_json_t *node, ol_stat_t *stat)
+static void read_stat(const at_t *obj, const char *key, ol_stat_t *stat)
 {
-  stat->current = int_at(node, "current");
-  stat->peak = int_at(node, "peak");
-  stat->allocated = int_at(node, "allocated");
-  stat->freed = int_at(node, "freed");
+  at_t s = ol_json_need_object(obj, key);
+  stat->current = ol_json_need_int(&s, "current", BYTES);
+  stat->peak = ol_json_need_int(&s, "peak", BYTES);
+  stat->allocated = ol_json_need_int(&s, "allocated", BYTES);
+  stat->freed = ol_json_need_int(&s, "freed", BYTES);
+  if (s.node && !s.check->failed && stat->peak < stat->current) {
+    at_t peak = ol_json_at_key(&s, "peak");
+    ol_json_at_fail(&peak, "%lld is below current %lld", (long long)stat->peak,
+                    (long long)stat->current);
+  }
 }
 
 static const char *const pool_names[OL_POOL_COUNT] = {"all", "large_pool", "small_pool"};
 
-static void read_pools(const ol_json_t *stats, const char *name, ol_stat_t stat[])
+static void read_pools(const at_t *stats, const char *name, ol_stat_t stat[])
 {
-  const ol_json_t *field = ol_json_get(stats, name);
+  at_t field = ol_json_need_object(stats, name);
   for (int p = 0; p < OL_POOL_COUNT; p++)
-    read_stat(ol_json_get(field, pool_names[p]), &stat[p]);
+    read_stat(&field, pool_names[p], &stat[p]);
 }
 
-static void read_stats(const ol_json_t *dev, ol_device_stats_t *s)
+static void read_stats(const reading_t *r, const at_t *dev, ol_device_stats_t *s)
 {
-  const ol_json_t *stats = ol_json_get(dev, "stats");
-#define OL_READ_POOLS(field, title, bytes) read_pools(stats, #field, s->field);
+  at_t stats = ol_json_need_object(dev, "stats");
+#define OL_READ_POOLS(field, title, bytes) read_pools(&stats, #field, s->field);
   OL_STAT_FIELDS(OL_READ_POOLS)
 #undef OL_READ_POOLS
-  read_stat(ol_json_get(stats, "oversize_allocations"), &s->oversize_allocations);
-  read_stat(ol_json_get(stats, "oversize_segments"), &s->oversize_segments);
-  read_stat(ol_json_get(stats, "vmm_mapped_bytes"), &s->vmm_mapped_bytes);
-  read_stat(ol_json_get(stats, "va_reserved_bytes"), &s->va_reserved_bytes);
-  read_stat(ol_json_get(stats, "pending_free_bytes"), &s->pending_bytes);
-  const ol_json_t *origins = ol_json_get(dev, "origins");
-#define OL_READ_ORIGIN(name, what) read_stat(ol_json_get(origins, #name), &s->origin_bytes[OL_ORIGIN_##name]);
+  read_stat(&stats, "oversize_allocations", &s->oversize_allocations);
+  read_stat(&stats, "oversize_segments", &s->oversize_segments);
+  read_stat(&stats, "vmm_mapped_bytes", &s->vmm_mapped_bytes);
+  read_stat(&stats, "va_reserved_bytes", &s->va_reserved_bytes);
+  read_stat(&stats, "pending_free_bytes", &s->pending_bytes);
+  at_t origins = ol_json_need_object(dev, "origins");
+#define OL_READ_ORIGIN(name, what) read_stat(&origins, #name, &s->origin_bytes[OL_ORIGIN_##name]);
   OL_ORIGINS(OL_READ_ORIGIN)
 #undef OL_READ_ORIGIN
-  const ol_json_t *calls = ol_json_get(dev, "calls");
-#define OL_READ_CALL(field, what) s->field = int_at(calls, #field);
+  at_t calls = ol_json_need_object(dev, "calls");
+#define OL_READ_CALL(field, what) s->field = ol_json_need_int(&calls, #field, BYTES);
   OL_CALL_FIELDS(OL_READ_CALL)
 #undef OL_READ_CALL
-  s->num_ooms = int_at(dev, "num_ooms");
-  s->recovered_allocs = int_at(dev, "recovered_allocs"); /* format 1.2; 0 before */
-  s->last_oom_request = int_at(dev, "last_oom_request");
-  s->mem_free = int_at(dev, "mem_info.free");
-  s->mem_total = int_at(dev, "mem_info.total");
-  s->first_oom_unix = ol_json_number(ol_json_get(dev, "first_oom_time_unix"));
-  s->last_oom_unix = ol_json_number(ol_json_get(dev, "last_oom_time_unix"));
-  const ol_json_t *by_class = ol_json_get(dev, "ooms_by_class");
+  s->num_ooms = ol_json_need_int(dev, "num_ooms", BYTES);
+  s->recovered_allocs = int_since(r, dev, "recovered_allocs", 2, BYTES);
+  s->last_oom_request = ol_json_need_int(dev, "last_oom_request", BYTES);
+  at_t mem = ol_json_need_object(dev, "mem_info");
+  s->mem_free = ol_json_need_int(&mem, "free", BYTES);
+  s->mem_total = ol_json_need_int(&mem, "total", BYTES);
+  s->first_oom_unix = r->minor >= 1 ? ol_json_need_number(dev, "first_oom_time_unix", WALL)
+                                    : ol_json_may_number(dev, "first_oom_time_unix", WALL, 0);
+  s->last_oom_unix = r->minor >= 1 ? ol_json_need_number(dev, "last_oom_time_unix", WALL)
+                                   : ol_json_may_number(dev, "last_oom_time_unix", WALL, 0);
+  at_t by_class = r->minor >= 1 ? ol_json_need_object(dev, "ooms_by_class")
+                                : ol_json_may_object(dev, "ooms_by_class");
+  /* A class newer than the report (undetermined came after 1.1) counts none. */
   for (int c = 0; c < OL_OOM_CLASS_COUNT; c++)
-    s->ooms_by_class[c] = int_at(by_class, ol_oom_class_name((ol_oom_class_t)c));
+    s->ooms_by_class[c] = ol_json_may_int(&by_class, ol_oom_class_name((ol_oom_class_t)c),
+                                          BYTES, 0);
 }
 
 static bool class_named(const char *name, ol_oom_class_t *out)
@@ -79,20 +119,20 @@ static bool class_named(const char *name, ol_oom_class_t *out)
 }
 
 /* Who held what was outside this process's allocations (NVML). */
-static void read_outside(const ol_json_t *oom, ol_oom_record_t *r)
+static void read_outside(const at_t *oom, ol_oom_record_t *r)
 {
-  const ol_json_t *list = ol_json_get(oom, "external_holders");
-  size_t n = ol_json_length(list);
+  at_t list = ol_json_may_array(oom, "external_holders");
+  size_t n = ol_json_length(list.node);
   r->other_count = 0;
-  for (size_t i = 0; list && i < n && i < OL_OOM_SITES; i++) {
-    const ol_json_t *h = ol_json_at(list, (uint32_t)i);
-    const char *name = ol_json_string(ol_json_get(h, "name"));
-    r->others[i].pid = (uint32_t)int_at(h, "pid");
-    r->others[i].bytes = int_at(h, "bytes");
-    snprintf(r->others[i].name, sizeof r->others[i].name, "%s", name ? name : "");
+  for (size_t i = 0; i < n && i < OL_OOM_SITES; i++) {
+    at_t h = ol_json_at_index(&list, i);
+    r->others[i].pid = (uint32_t)ol_json_need_int(&h, "pid", 0, UINT32_MAX);
+    r->others[i].bytes = ol_json_need_int(&h, "bytes", BYTES);
+    snprintf(r->others[i].name, sizeof r->others[i].name, "%s",
+             ol_json_may_string(&h, "name", ""));
     r->other_count++;
   }
-  r->self_device_bytes = int_at(oom, "self_device_bytes");
+  r->self_device_bytes = ol_json_may_int(oom, "self_device_bytes", OR_NONE, -1);
 }
 
 /* A site named as the library wrote it: its frames joined by
@@ -108,216 +148,253 @@ static void read_name(ol_report_t *v, ol_report_frames_t *frames, const char *na
 }
 
 /* The record keeps site ids; here they index the device's own names. */
-static void read_oom_sites(const ol_json_t *oom, ol_report_t *v, ol_report_device_t *d)
+static void read_oom_sites(const at_t *oom, ol_report_t *v, ol_report_device_t *d)
 {
   ol_oom_record_t *r = &d->stats.last_oom;
-  const ol_json_t *sites = ol_json_get(oom, "sites"), *grower = ol_json_get(oom, "growing_site");
-  size_t n = ol_json_length(sites);
+  at_t sites = ol_json_may_array(oom, "sites"), grower = ol_json_may_object(oom, "growing_site");
+  size_t n = ol_json_length(sites.node);
   r->holder_count = 0;
-  for (size_t i = 0; sites && i < n && i < OL_OOM_SITES; i++) {
-    const ol_json_t *site = ol_json_at(sites, (uint32_t)i);
-    r->holders[i] = (ol_oom_site_t){(int32_t)i, int_at(site, "bytes")};
-    read_name(v, &d->oom_names[i], ol_json_string(ol_json_get(site, "site")));
+  for (size_t i = 0; i < n && i < OL_OOM_SITES; i++) {
+    at_t site = ol_json_at_index(&sites, i);
+    r->holders[i] = (ol_oom_site_t){(int32_t)i, ol_json_need_int(&site, "bytes", BYTES)};
+    read_name(v, &d->oom_names[i], ol_json_need_string(&site, "site"));
     r->holder_count++;
   }
   r->grower = (ol_oom_site_t){-1, 0};
-  if (grower && ol_json_get(grower, "site")) {
-    r->grower = (ol_oom_site_t){OL_REPORT_GROWER, int_at(grower, "growth")};
-    read_name(v, &d->oom_names[OL_REPORT_GROWER], ol_json_string(ol_json_get(grower, "site")));
+  const char *grew = ol_json_may_string(&grower, "site", NULL);
+  if (grew) {
+    r->grower = (ol_oom_site_t){OL_REPORT_GROWER, ol_json_need_int(&grower, "growth", SIGNED)};
+    read_name(v, &d->oom_names[OL_REPORT_GROWER], grew);
   }
 }
 
-static const char *text_or(const ol_json_t *root, const char *key, const char *fallback)
-{
-  const char *s = ol_json_string(ol_json_get(root, key));
-  return s ? s : fallback;
-}
-
 /* What the call sites were made of, as the library wrote it. */
-static void read_stacks(const ol_json_t *s, ol_report_t *v)
+static void read_stacks(const at_t *root, ol_report_t *v)
 {
-  const ol_json_t *py = ol_json_get(s, "python");
-  v->has_stacks = s != NULL;
-  if (!s)
+  at_t s = ol_json_may_object(root, "stacks");
+  v->has_stacks = s.node != NULL;
+  if (!s.node)
     return;
-  ol_json_bool(ol_json_get(s, "native"), &v->stacks.native);
-  v->stacks.depth = (uint64_t)int_at(s, "depth");
-  v->stacks.sample = (uint64_t)int_at(s, "sample_bytes");
-  snprintf(v->stacks.py_state, sizeof v->stacks.py_state, "%s", text_or(py, "state", ""));
-  snprintf(v->stacks.py_version, sizeof v->stacks.py_version, "%s", text_or(py, "version", ""));
-  v->stacks.with_python = (uint64_t)int_at(py, "with_frames");
-  v->stacks.without_python = (uint64_t)int_at(py, "without_frames");
-  ol_json_bool(ol_json_get(s, "roles_only"), &v->stacks.roles_only);
+  at_t py = ol_json_need_object(&s, "python");
+  v->stacks.native = ol_json_need_bool(&s, "native");
+  v->stacks.depth = (uint64_t)ol_json_need_int(&s, "depth", 0, 1000000);
+  v->stacks.sample = (uint64_t)ol_json_need_int(&s, "sample_bytes", BYTES);
+  snprintf(v->stacks.py_state, sizeof v->stacks.py_state, "%s",
+           ol_json_need_string(&py, "state"));
+  snprintf(v->stacks.py_version, sizeof v->stacks.py_version, "%s",
+           ol_json_need_string(&py, "version"));
+  v->stacks.with_python = (uint64_t)ol_json_need_int(&py, "with_frames", BYTES);
+  v->stacks.without_python = (uint64_t)ol_json_need_int(&py, "without_frames", BYTES);
+  v->stacks.roles_only = ol_json_may_bool(&s, "roles_only", false);
 }
 
 /* What the memory was for at the failure, and the request's own role. */
-static void read_oom_roles(const ol_json_t *oom, ol_oom_record_t *r)
+static void read_oom_roles(const at_t *oom, ol_oom_record_t *r)
 {
-  const ol_json_t *roles = ol_json_get(oom, "roles");
-  ol_json_bool(ol_json_get(oom, "roles_known"), &r->roles_known);
-  for (int i = 0; roles && i < OL_ROLE_COUNT; i++)
-    r->role_bytes[i] = int_at(roles, ol_role_name((ol_role_t)i));
-  r->request_role_known = ol_role_parse(ol_json_string(ol_json_get(oom, "request_role")),
-                                        &r->request_role);
+  at_t roles = ol_json_may_object(oom, "roles");
+  r->roles_known = ol_json_may_bool(oom, "roles_known", false);
+  for (int i = 0; i < OL_ROLE_COUNT; i++)
+    r->role_bytes[i] = ol_json_need_int(&roles, ol_role_name((ol_role_t)i), BYTES);
+  const char *role = ol_json_may_string(oom, "request_role", NULL);
+  r->request_role_known = ol_role_parse(role, &r->request_role);
 }
 
-static void read_oom(const ol_json_t *oom, ol_report_t *v, ol_report_device_t *d)
+static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)
 {
   ol_oom_record_t *r = &d->stats.last_oom;
-  if (!class_named(ol_json_string(ol_json_get(oom, "class")), &d->stats.last_oom_class))
+  at_t oom = ol_json_may_object(dev, "oom");
+  if (!oom.node)
+    return; /* null: no diagnosis */
+  const char *name = ol_json_need_string(&oom, "class");
+  if (!class_named(name, &d->stats.last_oom_class)) {
+    at_t cls = ol_json_at_key(&oom, "class");
+    ol_json_at_fail(&cls, "\"%.40s\" is not a class this oomlens knows", name);
     return;
-  r->request = (uint64_t)int_at(oom, "request");
-  r->capacity = (uint64_t)int_at(oom, "capacity");
-  r->device_free = int_at(oom, "device_free");
-  r->allocated = int_at(oom, "allocated");
-  r->reserved = int_at(oom, "reserved");
-  r->free_reserved = int_at(oom, "free_reserved");
-  r->largest_free_block = int_at(oom, "largest_free_block");
-  r->external = int_at(oom, "external");
-  r->persistent = int_at(oom, "persistent");
-  r->iterations = (uint64_t)int_at(oom, "iterations");
-  r->growth = int_at(oom, "growth_per_iteration");
-  ol_json_bool(ol_json_get(oom, "segments_only"), &r->segments_only);
-  read_oom_roles(oom, r);
-  r->before_first_free = ol_json_path_int64(oom, "before_first_free", -1);
-  r->iteration_need = ol_json_path_int64(oom, "iteration_need", -1);
-  r->first_persistent = ol_json_path_int64(oom, "first_persistent", -1);
-  r->batch = int_at(oom, "batch");
+  }
+  r->request = (uint64_t)ol_json_need_int(&oom, "request", 0, INT64_MAX);
+  r->capacity = (uint64_t)ol_json_need_int(&oom, "capacity", BYTES);
+  r->device_free = ol_json_need_int(&oom, "device_free", OR_NONE);
+  r->allocated = ol_json_need_int(&oom, "allocated", BYTES);
+  r->reserved = ol_json_need_int(&oom, "reserved", BYTES);
+  r->free_reserved = ol_json_need_int(&oom, "free_reserved", OR_NONE);
+  r->largest_free_block = ol_json_need_int(&oom, "largest_free_block", OR_NONE);
+  r->external = ol_json_need_int(&oom, "external", SIGNED);
+  r->persistent = ol_json_need_int(&oom, "persistent", SIGNED);
+  r->iterations = (uint64_t)ol_json_need_int(&oom, "iterations", BYTES);
+  r->growth = ol_json_need_int(&oom, "growth_per_iteration", SIGNED);
+  r->segments_only = ol_json_need_bool(&oom, "segments_only");
+  read_oom_roles(&oom, r);
+  r->before_first_free = ol_json_may_int(&oom, "before_first_free", OR_NONE, -1);
+  r->iteration_need = ol_json_may_int(&oom, "iteration_need", OR_NONE, -1);
+  r->first_persistent = ol_json_may_int(&oom, "first_persistent", OR_NONE, -1);
+  r->batch = ol_json_may_int(&oom, "batch", BYTES, 0);
   /* Not in the JSON: a live job's pool served its tensors in manage mode
    * (oom_live.c), which the advice on fragmentation depends on. */
   r->managed = strcmp(v->mode, "manage") == 0;
-  read_oom_sites(oom, v, d);
-  read_outside(oom, r);
-  const char *advice = ol_json_string(ol_json_get(oom, "advice"));
+  read_oom_sites(&oom, v, d);
+  read_outside(&oom, r);
+  const char *advice = ol_json_may_string(&oom, "advice", NULL);
   if (advice)
     ol_report_set_text(v, &d->advice, advice);
   d->diagnosed = r->capacity > 0;
 }
 
-static void read_array(const ol_json_t *arr, int64_t *out, uint32_t n)
+/* A list of points, as long as want. */
+static void read_points(const at_t *t, const char *key, int64_t *out, size_t want)
 {
-  for (uint32_t i = 0; i < n; i++)
-    out[i] = ol_json_path_int64(ol_json_at(arr, i), "", 0);
+  at_t arr = ol_json_need_array(t, key);
+  if (arr.node && ol_json_length(arr.node) != want)
+    ol_json_at_fail(&arr, "%zu points, where \"allocated\" has %zu", ol_json_length(arr.node),
+                    want);
+  for (size_t i = 0; arr.node && i < want; i++)
+    out[i] = ol_json_need_int_at(&arr, i, BYTES);
+}
+
+static uint64_t ns_of(double seconds)
+{
+  return (uint64_t)(seconds * 1e9); /* seconds within SPAN: below 2^63 ns */
 }
 
 /* The timeline back into its struct; times become nanoseconds from 0, and
  * each OOM keeps the wall clock it was written with. */
-static void read_timeline(const ol_json_t *t, ol_report_device_t *d)
+static void read_timeline(const at_t *dev, ol_report_device_t *d)
 {
   ol_timeline_t *tl = &d->timeline;
-  const ol_json_t *alloc = ol_json_get(t, "allocated"), *res = ol_json_get(t, "reserved");
-  double interval = ol_json_number(ol_json_get(t, "interval_s"));
-  size_t n = ol_json_length(alloc);
-  if (!t || interval <= 0 || n != ol_json_length(res) || n > OL_TIMELINE_POINTS)
+  at_t t = ol_json_may_object(dev, "timeline");
+  if (!t.node)
     return;
-  ol_timeline_init(tl, 0, ol_json_number(ol_json_get(t, "start_unix")));
+  at_t alloc = ol_json_need_array(&t, "allocated"), peak = ol_json_need_object(&t, "peak");
+  size_t n = ol_json_length(alloc.node);
+  if (n > OL_TIMELINE_POINTS)
+    ol_json_at_fail(&alloc, "%zu points, more than the %d a timeline has", n, OL_TIMELINE_POINTS);
+  double interval = ol_json_need_number(&t, "interval_s", 1e-9, 1e6);
+  ol_timeline_init(tl, 0, ol_json_need_number(&t, "start_unix", WALL));
+  if (t.check->failed)
+    return;
   tl->width_ns = (uint64_t)(interval * 1e9 + 0.5);
   tl->count = (uint32_t)n;
-  read_array(alloc, tl->allocated, tl->count);
-  read_array(res, tl->reserved, tl->count);
-  tl->peak_allocated = int_at(t, "peak.allocated");
-  tl->peak_reserved = int_at(t, "peak.reserved");
-  tl->peak_allocated_ns = (uint64_t)(ol_json_number(ol_json_path(t, "peak.allocated_t")) * 1e9);
-  tl->peak_reserved_ns = (uint64_t)(ol_json_number(ol_json_path(t, "peak.reserved_t")) * 1e9);
-  tl->oom_count = (uint32_t)int_at(t, "num_ooms");
-  const ol_json_t *ooms = ol_json_get(t, "ooms");
-  for (size_t i = 0; i < ol_json_length(ooms) && i < OL_TIMELINE_OOMS; i++) {
-    tl->ooms[i].t_ns = (uint64_t)(ol_json_number(ol_json_path(ol_json_at(ooms, i), "t")) * 1e9);
-    tl->ooms[i].request = int_at(ol_json_at(ooms, i), "request");
+  read_points(&t, "allocated", tl->allocated, n);
+  read_points(&t, "reserved", tl->reserved, n);
+  tl->peak_allocated = ol_json_need_int(&peak, "allocated", BYTES);
+  tl->peak_reserved = ol_json_need_int(&peak, "reserved", BYTES);
+  tl->peak_allocated_ns = ns_of(ol_json_need_number(&peak, "allocated_t", SPAN));
+  tl->peak_reserved_ns = ns_of(ol_json_need_number(&peak, "reserved_t", SPAN));
+  tl->oom_count = (uint32_t)ol_json_need_int(&t, "num_ooms", 0, UINT32_MAX);
+  at_t ooms = ol_json_need_array(&t, "ooms");
+  size_t shown = ol_json_length(ooms.node) < OL_TIMELINE_OOMS ? ol_json_length(ooms.node)
+                                                              : OL_TIMELINE_OOMS;
+  double when[OL_TIMELINE_OOMS];
+  for (size_t i = 0; i < shown; i++) {
+    at_t oom = ol_json_at_index(&ooms, i);
+    tl->ooms[i].t_ns = ns_of(ol_json_need_number(&oom, "t", SPAN));
+    tl->ooms[i].request = ol_json_need_int(&oom, "request", BYTES);
+    when[i] = ol_json_may_number(&oom, "time_unix", WALL, -1);
   }
+  if (t.check->failed)
+    return;
   ol_report_device_timeline(d, tl);
-  for (size_t i = 0; i < ol_json_length(ooms) && i < OL_TIMELINE_OOMS; i++) {
-    const ol_json_t *when = ol_json_get(ol_json_at(ooms, i), "time_unix");
-    if (when)
-      d->oom_time_unix[i] = ol_json_number(when);
-  }
+  for (size_t i = 0; i < shown; i++)
+    if (when[i] >= 0)
+      d->oom_time_unix[i] = when[i];
 }
 
-/* A list of call sites; a frame that is not text shows as "?". */
-static void read_sites(const ol_json_t *arr, ol_report_t *v, ol_report_sites_t *list)
+/* A list of call sites. */
+static void read_sites(const at_t *arr, ol_report_t *v, ol_report_sites_t *list)
 {
-  size_t n = ol_json_length(arr);
+  size_t n = ol_json_length(arr->node);
   list->site = n ? calloc(n, sizeof *list->site) : NULL;
   if (n && !list->site) {
     v->failed = true;
     return;
   }
   list->count = n;
-  for (size_t i = 0; i < n; i++) {
-    const ol_json_t *site = ol_json_at(arr, i), *frames = ol_json_get(site, "frames");
+  for (size_t i = 0; i < n && !arr->check->failed; i++) {
+    at_t site = ol_json_at_index(arr, i);
+    at_t frames = ol_json_need_array(&site, "frames");
     ol_report_site_t *s = &list->site[i];
-    s->bytes = int_at(site, "bytes");
-    s->allocations = int_at(site, "allocations");
-    s->stacks = (int)ol_json_path_int64(site, "stacks", 1);
-    for (size_t f = 0; f < ol_json_length(frames); f++) {
-      const char *where = ol_json_string(ol_json_at(frames, f));
-      ol_report_frames_add(v, &s->frames, where ? where : "?", strlen(where ? where : "?"));
+    s->bytes = ol_json_need_int(&site, "bytes", BYTES);
+    s->allocations = ol_json_need_int(&site, "allocations", BYTES);
+    s->stacks = (int)ol_json_may_int(&site, "stacks", 0, INT32_MAX, 1);
+    for (size_t f = 0; f < ol_json_length(frames.node); f++) {
+      const char *where = ol_json_need_string_at(&frames, f);
+      ol_report_frames_add(v, &s->frames, where, strlen(where));
     }
   }
 }
 
 /* Format 1.2's leak warning (null, or absent before it: none). */
-static void read_leak(const ol_json_t *leak, ol_report_t *v, ol_report_device_t *d)
+static void read_leak(const reading_t *r, const at_t *dev, ol_report_device_t *d)
 {
   ol_leak_warning_t *w = &d->stats.phases.leak;
   *w = (ol_leak_warning_t){.site = -1};
-  if (ol_json_kind(leak) != OL_JSON_OBJECT)
+  at_t leak = ol_json_may_object(dev, "leak_warning");
+  if (r->minor >= 2 && !ol_json_get(dev->node, "leak_warning"))
+    ol_json_at_fail(&leak, "missing (null when no leak was seen)");
+  if (!leak.node)
     return;
   w->fired = true;
-  w->growth = int_at(leak, "growth_per_iteration");
-  w->since = (uint64_t)int_at(leak, "since_iteration");
-  w->at = (uint64_t)int_at(leak, "at_iteration");
-  w->at_s = ol_json_number(ol_json_get(leak, "at_s"));
-  w->runs_out_at = int_at(leak, "runs_out_at_iteration");
-  w->runs_out_s = ol_json_number(ol_json_get(leak, "runs_out_s"));
-  w->site_growth = int_at(leak, "site_growth");
-  const char *site = ol_json_string(ol_json_get(leak, "site"));
+  w->growth = ol_json_need_int(&leak, "growth_per_iteration", SIGNED);
+  w->since = (uint64_t)ol_json_need_int(&leak, "since_iteration", BYTES);
+  w->at = (uint64_t)ol_json_need_int(&leak, "at_iteration", BYTES);
+  w->at_s = ol_json_need_number(&leak, "at_s", -1, 1e9);
+  w->runs_out_at = ol_json_need_int(&leak, "runs_out_at_iteration", OR_NONE);
+  w->runs_out_s = ol_json_need_number(&leak, "runs_out_s", -1, 1e12);
+  w->site_growth = ol_json_need_int(&leak, "site_growth", SIGNED);
+  const char *site = ol_json_may_string(&leak, "site", NULL);
   if (site) {
-    read_name(v, &d->leak_site, site);
+    read_name(r->v, &d->leak_site, site);
     w->site = 0;
   }
 }
 
 /* The batch figure (format 1.2) as written: null or absent, none. */
-static void read_batch(const ol_json_t *b, ol_report_device_t *d)
+static void read_batch(const reading_t *r, const at_t *dev, ol_report_device_t *d)
 {
-  d->has_batch = ol_json_kind(b) == OL_JSON_OBJECT;
+  at_t b = ol_json_may_object(dev, "batch_figure");
+  d->has_batch = b.node != NULL;
   if (!d->has_batch)
     return;
-  d->stats.capacity = int_at(b, "capacity");
-  d->stats.outside = ol_json_path_int64(b, "outside", -1);
+  d->stats.capacity = ol_json_need_int(&b, "capacity", BYTES);
+  d->stats.outside = ol_json_need_int(&b, "outside", OR_NONE);
   d->batch = (ol_batch_figure_t){
-    .batch = int_at(b, "batch"), .available = int_at(b, "available"),
-    .state = int_at(b, "state"), .need = int_at(b, "need"),
-    .overhead = ol_json_path_int64(b, "overhead", 0), /* before 1.3: none counted */
-    .fits = int_at(b, "fits"), .fits_headroom = int_at(b, "fits_headroom")};
+    .batch = ol_json_need_int(&b, "batch", BYTES),
+    .available = ol_json_need_int(&b, "available", SIGNED),
+    .state = ol_json_need_int(&b, "state", SIGNED),
+    .need = ol_json_need_int(&b, "need", SIGNED),
+    .overhead = int_since(r, &b, "overhead", 3, BYTES), /* before 1.3: none counted */
+    .fits = ol_json_need_int(&b, "fits", SIGNED),
+    .fits_headroom = ol_json_need_int(&b, "fits_headroom", SIGNED)};
   d->stats.batch = d->batch.batch;
 }
 
-/* Memory by role (format 1.2); a report before it has none: not known. */
-static void read_roles(const ol_json_t *roles, ol_report_device_t *d)
+/* Memory by role (format 1.2, with the sites); none before it: not known. */
+static void read_roles(const at_t *dev, ol_report_device_t *d)
 {
-  const ol_json_t *peak = ol_json_get(roles, "at_peak"), *now = ol_json_get(roles, "now");
-  ol_json_bool(ol_json_get(roles, "known"), &d->roles_known);
+  at_t roles = ol_json_may_object(dev, "roles");
+  at_t peak = ol_json_need_object(&roles, "at_peak"), now = ol_json_need_object(&roles, "now");
+  d->roles_known = ol_json_may_bool(&roles, "known", false);
   for (int i = 0; i < OL_ROLE_COUNT; i++) {
-    d->roles_at_peak[i] = int_at(peak, ol_role_name((ol_role_t)i));
-    d->roles_now[i] = int_at(now, ol_role_name((ol_role_t)i));
+    d->roles_at_peak[i] = ol_json_need_int(&peak, ol_role_name((ol_role_t)i), BYTES);
+    d->roles_now[i] = ol_json_need_int(&now, ol_role_name((ol_role_t)i), BYTES);
   }
 }
 
-static void read_device(const ol_json_t *dev, int index, ol_report_t *v, ol_report_device_t *d)
+static void read_device(const reading_t *r, const at_t *dev, ol_report_device_t *d)
 {
-  d->device = (int)ol_json_path_int64(dev, "device", index);
-  read_stats(dev, &d->stats);
-  read_oom(ol_json_get(dev, "oom"), v, d);
-  const ol_json_t *at_peak = ol_json_path(dev, "sites.at_peak");
-  d->has_sites = at_peak != NULL;
-  read_sites(at_peak, v, &d->at_peak);
-  read_sites(ol_json_path(dev, "sites.by_total"), v, &d->by_total);
-  read_roles(ol_json_get(dev, "roles"), d);
-  read_timeline(ol_json_get(dev, "timeline"), d);
-  read_leak(ol_json_get(dev, "leak_warning"), v, d);
-  read_batch(ol_json_get(dev, "batch_figure"), d);
+  ol_report_t *v = r->v;
+  d->device = (int)ol_json_need_int(dev, "device", 0, OL_MAX_DEVICES - 1);
+  read_stats(r, dev, &d->stats);
+  read_oom(dev, v, d);
+  at_t sites = ol_json_may_object(dev, "sites");
+  at_t at_peak = ol_json_need_array(&sites, "at_peak");
+  at_t by_total = ol_json_need_array(&sites, "by_total");
+  d->has_sites = at_peak.node != NULL;
+  read_sites(&at_peak, v, &d->at_peak);
+  read_sites(&by_total, v, &d->by_total);
+  read_roles(dev, d);
+  read_timeline(dev, d);
+  read_leak(r, dev, d);
+  read_batch(r, dev, d);
 }
 
 static int identify(const ol_json_t *root, const char *path, ol_error_t *err)
@@ -337,21 +414,26 @@ static int identify(const ol_json_t *root, const char *path, ol_error_t *err)
   return 0;
 }
 
-static void read_report(const ol_json_t *r, const char *path, ol_report_t *v)
+static void read_report(reading_t *r, const at_t *root, const char *path)
 {
-  const ol_json_t *devices = ol_json_get(r, "devices");
+  ol_report_t *v = r->v;
+  at_t devices = ol_json_need_array(root, "devices");
   ol_report_set_text(v, &v->source, path);
-  ol_report_set_text(v, &v->version, text_or(r, "version", "?"));
-  ol_report_set_text(v, &v->mode, text_or(r, "mode", "observe"));
-  ol_report_set_text(v, &v->reason, text_or(r, "reason", "?"));
-  ol_report_set_text(v, &v->rank, text_or(r, "rank", "0"));
-  ol_report_set_text(v, &v->command, text_or(r, "command", ""));
-  v->pid = (long)int_at(r, "pid");
-  v->time_unix = ol_json_number(ol_json_get(r, "time_unix"));
-  ol_json_bool(ol_json_get(r, "tracking_failed"), &v->tracking_failed);
-  read_stacks(ol_json_get(r, "stacks"), v);
-  for (int d = 0; d < v->device_count && !v->failed; d++)
-    read_device(ol_json_at(devices, (size_t)d), d, v, &v->devices[d]);
+  ol_report_set_text(v, &v->version, ol_json_need_string(root, "version"));
+  ol_report_set_text(v, &v->mode, ol_json_need_string(root, "mode"));
+  ol_report_set_text(v, &v->reason, ol_json_need_string(root, "reason"));
+  ol_report_set_text(v, &v->rank, ol_json_need_string(root, "rank"));
+  ol_report_set_text(v, &v->command, ol_json_need_string(root, "command"));
+  v->pid = (long)ol_json_need_int(root, "pid", 0, INT32_MAX);
+  v->time_unix = ol_json_need_number(root, "time_unix", WALL);
+  v->tracking_failed = ol_json_need_bool(root, "tracking_failed");
+  read_stacks(root, v);
+  for (int d = 0; d < v->device_count && !v->failed && !root->check->failed; d++) {
+    at_t dev = ol_json_at_index(&devices, (size_t)d);
+    if (ol_json_kind(dev.node) != OL_JSON_OBJECT)
+      ol_json_at_fail(&dev, "not an object");
+    read_device(r, &dev, &v->devices[d]);
+  }
 }
 
 int ol_view_load_json(ol_report_t *v, const char *path, ol_error_t *err)
@@ -364,11 +446,22 @@ int ol_view_load_json(ol_report_t *v, const char *path, ol_error_t *err)
     ol_json_free(root);
     return -1;
   }
-  if (ol_report_init(v, (int)ol_json_length(ol_json_get(root, "devices"))) == 0) {
-    v->minor = (int)ol_json_path_int64(root, "oomlens_report_minor", 0);
-    read_report(root, path, v);
+  ol_json_check_t check = {path, err, false};
+  at_t top = ol_json_at_root(&check, root);
+  size_t devices = ol_json_length(ol_json_get(root, "devices"));
+  if (devices > OL_MAX_DEVICES) {
+    at_t list = ol_json_at_key(&top, "devices");
+    ol_json_at_fail(&list, "%zu devices, more than %d", devices, OL_MAX_DEVICES);
+  } else if (ol_report_init(v, (int)devices) == 0) {
+    reading_t r = {v, (int)ol_json_may_int(&top, "oomlens_report_minor", 0, INT32_MAX, 0)};
+    v->minor = r.minor;
+    read_report(&r, &top, path);
   }
   ol_json_free(root);
+  if (check.failed) {
+    ol_report_free(v);
+    return -1;
+  }
   if (v->failed) {
     ol_fail(err, OL_EXIT_FAILURE, "%s: out of memory", path);
     ol_report_free(v);
@@ -507,6 +600,12 @@ int ol_view_load_trace(ol_report_t *v, const char *path, ol_error_t *err)
     got = -1;
   }
   int64_t batch = (int64_t)ol_trace_batch(trace);
+  const char *note = got == 0 ? ol_trace_note(trace) : NULL;
+  if (note) { /* the report says it, in its reason */
+    char reason[256];
+    snprintf(reason, sizeof reason, "trace, %s", note);
+    ol_report_set_text(v, &v->reason, reason);
+  }
   ol_trace_close(trace);
   if (got == 0)
     trace_figures(v, account, &rec, batch);
@@ -521,14 +620,16 @@ int ol_view_load_trace(ol_report_t *v, const char *path, ol_error_t *err)
   return 0;
 }
 
+/* A JSON report starts with '{' (after any space), gzip'd or not; zlib
+ * reads both, as it does traces. */
 int ol_view_load(ol_report_t *v, const char *path, ol_error_t *err)
 {
-  FILE *f = fopen(path, "rb");
-  int first = f ? fgetc(f) : EOF;
+  gzFile f = gzopen(path, "rb");
+  int first = f ? gzgetc(f) : EOF;
   while (f && (first == ' ' || first == '\n' || first == '\t' || first == '\r'))
-    first = fgetc(f);
+    first = gzgetc(f);
   if (f)
-    fclose(f);
+    gzclose(f);
   return first == '{' ? ol_view_load_json(v, path, err)
                       : ol_view_load_trace(v, path, err);
 }

@@ -50,6 +50,15 @@ struct ol_trace {
   site_table_t sites[OL_TRACE_MAX_DEVICES];
   ol_oom_record_t context; /* the last oom_context line's, handed out by pointer */
   uint64_t last_time_us;   /* the last event's time: an oom_context line's */
+  uint64_t devices_seen;   /* bit d: an event of device d was read */
+  uint64_t sizes_read;     /* every event's size added up, at most OL_TRACE_MAX_TOTAL */
+  bool ended;              /* our format's "# end" line was read */
+  bool at_end;             /* ol_trace_next said 0: read to the end */
+  bool unterminated;       /* the line handed out last had no newline: the file's last */
+  bool cut;                /* a last line cut short was dropped */
+  uint64_t cut_line;       /* its number */
+  char incomplete[96];     /* the end line's "incomplete: REASON", "" none */
+  char note[200];          /* ol_trace_note's text */
   char buf[BUF_SIZE];
 };
 
@@ -93,6 +102,7 @@ static int next_line(ol_trace_t *t, const char **line, size_t *len, ol_error_t *
       *len = have;
       t->start += have + (nl != NULL);
       t->line++;
+      t->unterminated = nl == NULL;
       if (*len > 0 && (*line)[*len - 1] == '\r')
         (*len)--;
       return 1;
@@ -302,6 +312,23 @@ static bool all_digits(field_t f)
   return f.n > 0;
 }
 
+/* Bounds that keep every sum and product of the readers' arithmetic far
+ * from overflow (sizes added up over millions of events, times turned into
+ * nanoseconds), set where no real trace comes near: a size above 2^56
+ * bytes (64 PiB) or a time past 2^53 us (285 years: the CSV counts from 1970) is a broken line. */
+#define BYTES_RANGE "is out of range (more than 2^56 bytes)"
+#define TIME_RANGE "is out of range (more than 2^53 us)"
+
+static bool parse_bytes(field_t f, uint64_t *out)
+{
+  return parse_decimal(f, out) && *out <= OL_TRACE_MAX_BYTES;
+}
+
+static bool parse_time(field_t f, uint64_t *out)
+{
+  return parse_decimal(f, out) && *out <= OL_TRACE_MAX_TIME_US;
+}
+
 static int hex_digit(char c)
 {
   if (c >= '0' && c <= '9')
@@ -373,9 +400,9 @@ static int parse_event(ol_trace_t *t, const char *line, size_t len, ol_trace_eve
             HEADER_COLUMNS);
     return -1;
   }
-  if (!parse_decimal(f[0], &ev->time_us)) {
-    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: time_us '%s' is not a decimal number", t->path, at,
-        shown(f[0], tmp, sizeof tmp));
+  if (!parse_time(f[0], &ev->time_us)) {
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: time_us '%s' %s", t->path, at,
+        shown(f[0], tmp, sizeof tmp), all_digits(f[0]) ? TIME_RANGE : "is not a decimal number");
     return -1;
   }
   if (!parse_action(f[1], &ev->action)) {
@@ -388,9 +415,9 @@ static int parse_event(ol_trace_t *t, const char *line, size_t len, ol_trace_eve
         shown(f[2], tmp, sizeof tmp));
     return -1;
   }
-  if (!parse_decimal(f[3], &ev->size) || ev->size > INT64_MAX) {
+  if (!parse_bytes(f[3], &ev->size)) {
     ol_fail(err, OL_EXIT_USAGE, "%s:%llu: size '%s' %s", t->path, at, shown(f[3], tmp, sizeof tmp),
-        all_digits(f[3]) ? "overflows (more than 2^63-1 bytes)" : "is not a decimal number");
+        all_digits(f[3]) ? BYTES_RANGE : "is not a decimal number");
     return -1;
   }
   if (!parse_decimal(f[4], &ev->stream)) {
@@ -405,6 +432,7 @@ static int parse_event(ol_trace_t *t, const char *line, size_t len, ol_trace_eve
   ev->device = 0;
   ev->oom_final = true; /* the recorder writes an oom only where the job got its error */
   ev->context = NULL;
+  t->devices_seen |= 1; /* the CSV's one device */
   return 1;
 }
 
@@ -497,9 +525,14 @@ static int parse_device_line(ol_trace_t *t, const char *line, size_t len, ol_err
     ol_fail(err, OL_EXIT_USAGE, "%s:%llu: a device line is device,DEVICE,CAPACITY", t->path, at);
     return -1;
   }
-  if (!parse_device(f[1], &device) || !parse_decimal(f[2], &bytes)) {
+  if (!parse_device(f[1], &device)) {
     ol_fail(err, OL_EXIT_USAGE, "%s:%llu: bad device line (device '%s')", t->path, at,
         shown(f[1], tmp, sizeof tmp));
+    return -1;
+  }
+  if (!parse_bytes(f[2], &bytes)) {
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: device capacity '%s' %s", t->path, at,
+        shown(f[2], tmp, sizeof tmp), all_digits(f[2]) ? BYTES_RANGE : "is not a decimal number");
     return -1;
   }
   t->capacity[device] = bytes;
@@ -514,7 +547,7 @@ static int parse_outside_line(ol_trace_t *t, const char *line, size_t len, ol_er
   int device;
   uint64_t bytes;
   if (split_n(line, len, f, 4) != 3 || !parse_device(f[1], &device) ||
-      !parse_decimal(f[2], &bytes) || bytes >= INT64_MAX) {
+      !parse_bytes(f[2], &bytes)) {
     ol_fail(err, OL_EXIT_USAGE, "%s:%llu: an outside line is outside,DEVICE,BYTES", t->path,
             (unsigned long long)t->line);
     return -1;
@@ -566,16 +599,18 @@ static int parse_our_event(ol_trace_t *t, const char *line, size_t len, ol_trace
   /* The first five columns are the CSV's, parsed as it parses them. */
   static const char *const names[] = {"time_us", "action", "addr", "size", "stream"};
   bool ok[5] = {
-    parse_decimal(f[0], &ev->time_us),
+    parse_time(f[0], &ev->time_us),
     parse_action(f[1], &ev->action),
     parse_hex(f[2], &ev->addr),
-    parse_decimal(f[3], &ev->size) && ev->size <= INT64_MAX,
+    parse_bytes(f[3], &ev->size),
     parse_decimal(f[4], &ev->stream),
   };
+  const char *range[5] = {TIME_RANGE, NULL, NULL, BYTES_RANGE, NULL};
   for (int i = 0; i < 5; i++) {
     if (!ok[i]) {
-      ol_fail(err, OL_EXIT_USAGE, "%s:%llu: bad %s '%s'", t->path, at, names[i],
-          shown(f[i], tmp, sizeof tmp));
+      bool out_of_range = range[i] && all_digits(f[i]) && f[i].n <= 20;
+      ol_fail(err, OL_EXIT_USAGE, "%s:%llu: bad %s '%s'%s%s", t->path, at, names[i],
+          shown(f[i], tmp, sizeof tmp), out_of_range ? ": " : "", out_of_range ? range[i] : "");
       return -1;
     }
   }
@@ -586,6 +621,7 @@ static int parse_our_event(ol_trace_t *t, const char *line, size_t len, ol_trace
   }
   if (resolve_site(t, f[5], ev->device, ev, err) < 0)
     return -1;
+  t->devices_seen |= (uint64_t)1 << ev->device;
   ev->line = t->line;
   ev->oom_final = false; /* each failed attempt: account.c settles which the job saw */
   ev->context = NULL;
@@ -654,21 +690,118 @@ static int parse_our_line(ol_trace_t *t, const char *line, size_t len, ol_trace_
   return parse_our_event(t, line, len, ev, err);
 }
 
+/* "# end events=N" or "# end events=N incomplete: REASON": the writer
+ * closed the trace, whole or stopped early. */
+static void read_comment(ol_trace_t *t, const char *line, size_t len)
+{
+  static const char end[] = "# end events=", incomplete[] = " incomplete: ";
+  if (t->format != OL_TRACE_FORMAT_OOMLENS || !starts_with(line, len, end))
+    return;
+  t->ended = true;
+  const char *why = memmem(line, len, incomplete, strlen(incomplete));
+  if (why) {
+    why += strlen(incomplete);
+    size_t n = (size_t)(line + len - why);
+    snprintf(t->incomplete, sizeof t->incomplete, "%.*s", (int)(n < 80 ? n : 80), why);
+  }
+}
+
+/* The file's last line had no newline and does not read: the disk filled
+ * or the job died while it was being written. Every line before it is
+ * whole; this one is dropped. Ours always ends its lines, so an
+ * unterminated last line of our format is cut whether it reads or not. */
+static int cut_short(ol_trace_t *t, ol_error_t *err)
+{
+  t->cut = true;
+  t->cut_line = t->line;
+  t->at_end = true;
+  ol_error_clear(err);
+  return 0;
+}
+
+/* Each size is at most 2^56, and all of them together at most 2^62: then
+ * no total made of them (bytes allocated and freed, a call site's, live
+ * bytes at any moment) can overflow in any reader, and the live path pays
+ * nothing for it. */
+static int count_size(ol_trace_t *t, const ol_trace_event_t *ev, ol_error_t *err)
+{
+  if (ev->size > OL_TRACE_MAX_BYTES) { /* an oom_context line's request: its words' number */
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: request %llu is out of range (more than 2^56 bytes)",
+            t->path, (unsigned long long)ev->line, (unsigned long long)ev->size);
+    return -1;
+  }
+  t->sizes_read += ev->size; /* at most 2^62 + 2^56: no wrap */
+  if (t->sizes_read <= OL_TRACE_MAX_TOTAL)
+    return 1;
+  ol_fail(err, OL_EXIT_USAGE, "%s:%llu: the sizes of the trace's events add up to more than "
+          "2^62 bytes (4 EiB), more than any run allocates", t->path,
+          (unsigned long long)ev->line);
+  return -1;
+}
+
 int ol_trace_next(ol_trace_t *t, ol_trace_event_t *ev, ol_error_t *err)
 {
   for (;;) {
     const char *line;
     size_t len;
     int got = next_line(t, &line, &len, err);
+    t->at_end = got == 0;
     if (got <= 0)
       return got;
+    if (t->unterminated && t->format == OL_TRACE_FORMAT_OOMLENS)
+      return cut_short(t, err);
     /* Blank lines and later '#' comments carry no event. */
-    if (len == 0 || line[0] == '#')
+    if (len == 0 || line[0] == '#') {
+      read_comment(t, line, len);
       continue;
-    if (t->format == OL_TRACE_FORMAT_CSV)
-      return parse_event(t, line, len, ev, err);
-    int got_event = parse_our_line(t, line, len, ev, err);
-    if (got_event != 0)
+    }
+    int got_event = t->format == OL_TRACE_FORMAT_CSV ? parse_event(t, line, len, ev, err)
+                                                     : parse_our_line(t, line, len, ev, err);
+    if (got_event < 0 && t->unterminated && (!err || err->status == OL_EXIT_USAGE))
+      return cut_short(t, err);
+    if (got_event > 0)
+      return count_size(t, ev, err);
+    if (got_event < 0)
       return got_event;
   }
+}
+
+const char *ol_trace_note(ol_trace_t *t)
+{
+  if (!t->at_end) /* a reader that stopped early (replay at its OOM) knows nothing of the end */
+    return NULL;
+  if (t->cut)
+    snprintf(t->note, sizeof t->note, "cut short: line %llu ends without its newline (the disk "
+             "filled, or the job was killed while writing it); read up to line %llu",
+             (unsigned long long)t->cut_line, (unsigned long long)t->cut_line - 1);
+  else if (t->format == OL_TRACE_FORMAT_OOMLENS && !t->ended)
+    snprintf(t->note, sizeof t->note, "cut short: no end line (the job was killed or crashed, "
+             "or the disk filled); read its %llu lines", (unsigned long long)t->line);
+  else if (t->incomplete[0])
+    snprintf(t->note, sizeof t->note, "incomplete: tracing stopped early (%s)", t->incomplete);
+  else
+    return NULL;
+  return t->note;
+}
+
+int ol_trace_check_device(const ol_trace_t *t, int device, ol_error_t *err)
+{
+  if (device < 0 || device >= OL_TRACE_MAX_DEVICES || t->devices_seen & (uint64_t)1 << device)
+    return 0;
+  char list[OL_TRACE_MAX_DEVICES * 4] = "";
+  size_t n = 0;
+  for (int d = 0; d < OL_TRACE_MAX_DEVICES; d++)
+    if (t->devices_seen & (uint64_t)1 << d)
+      n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", n ? ", " : "", d);
+  ol_fail(err, OL_EXIT_USAGE, "%s: no event of device %d (%s%s)", t->path, device,
+          n ? "its events are on device " : "it has no events", list);
+  return -1;
+}
+
+int ol_trace_finish(ol_trace_t *t, int device, char *note, size_t cap, ol_error_t *err)
+{
+  const char *said = ol_trace_note(t);
+  if (cap)
+    snprintf(note, cap, "%s", said ? said : "");
+  return ol_trace_check_device(t, device, err);
 }

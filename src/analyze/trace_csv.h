@@ -31,6 +31,14 @@
  * far below this; a longer line is a broken file, not a trace. */
 #define OL_TRACE_MAX_LINE 65536
 
+/* The largest size (and device capacity, and bytes outside) a line may
+ * carry, and the latest time: beyond them a line is refused with its
+ * number, so that no sum or product the readers make can overflow. */
+#define OL_TRACE_MAX_BYTES OL_MAX_BYTES
+#define OL_TRACE_MAX_TIME_US ((uint64_t)1 << 53)
+/* All the sizes of a trace's events added up: at most this. */
+#define OL_TRACE_MAX_TOTAL ((uint64_t)1 << 62)
+
 
 typedef enum ol_trace_format {
   OL_TRACE_FORMAT_CSV,     /* PyTorch's recorder, tests/data */
@@ -45,10 +53,30 @@ typedef struct ol_trace ol_trace_t;
 ol_trace_t *ol_trace_open(const char *path, ol_error_t *err);
 
 /* 1 and *event filled; 0 at the end of the trace; -1 with the error in err
- * for a malformed line or a read error (the trace is unusable after that). */
+ * for a malformed line or a read error (the trace is unusable after that).
+ * A last line cut short (no newline, and ours, or not readable) is the
+ * end: every line before it is whole; ol_trace_note says so. */
 int ol_trace_next(ol_trace_t *trace, ol_trace_event_t *event, ol_error_t *err);
 
 void ol_trace_close(ol_trace_t *trace); /* NULL is fine */
+
+/* Once read to its end (before it: NULL): NULL for a whole trace, else one line saying how
+ * it was not (valid until the next call or the close), for a note on
+ * stderr and in what the command writes:
+ *   "cut short: no end line (...); read its 1200 lines"       (ours only)
+ *   "cut short: line 7 ends without its newline (...); read up to line 6"
+ *   "incomplete: tracing stopped early (REASON)"               (its end line) */
+const char *ol_trace_note(ol_trace_t *trace);
+
+/* -1 with "PATH: no event of device N (its events are on device 0, 1)"
+ * (OL_EXIT_USAGE) when device >= 0 and no event read so far was on it;
+ * else 0. For --device, once the trace is read. */
+int ol_trace_check_device(const ol_trace_t *trace, int device, ol_error_t *err);
+
+/* Both, for a command that read the trace to its end: the note copied into
+ * note (cap bytes; "" for a whole trace), and 0; or -1 from the device
+ * check. */
+int ol_trace_finish(ol_trace_t *trace, int device, char *note, size_t cap, ol_error_t *err);
 
 ol_trace_format_t ol_trace_format(const ol_trace_t *trace);
 /* What our format's header and device lines say: the recording process's

@@ -20,6 +20,10 @@
 #define OL_REPORT_MINOR 3   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed) */
 #define OL_MAX_DEVICES 64
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
+/* The largest size oomlens takes anywhere (options, flags, trace lines):
+ * 2^56 bytes (64 PiB) is beyond any device, so a larger one is a typo or a
+ * broken file, and sums of sizes below it stay far from overflow. */
+#define OL_MAX_BYTES ((uint64_t)1 << 56)
 
 /* ---- log.c ---------------------------------------------------------- */
 void ol_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

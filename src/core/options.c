@@ -24,7 +24,10 @@ typedef struct option {
   const char *help;
   long long value;  /* bool, size, and seconds (in milliseconds) */
   const char *text; /* string, or the raw text of the others */
+  long long min, max; /* sizes and counts accepted; both 0: any the kind parses */
 } option_t;
+
+#define MAX_BYTES ((long long)OL_MAX_BYTES)
 
 static option_t options[OL_OPT_COUNT] = {
   [OL_OPT_ENABLE] = {"OOMLENS_ENABLE", KIND_BOOL, "1",
@@ -46,20 +49,22 @@ static option_t options[OL_OPT_COUNT] = {
                      0, NULL},
   [OL_OPT_MAX_SPLIT_SIZE] = {"OOMLENS_MAX_SPLIT_SIZE", KIND_SIZE, "0",
                              "manage mode: free blocks this large or larger are never split "
-                             "(0: no limit; bytes, or K/M/G/T, fractions such as 1.5G)", 0, NULL},
+                             "(0: no limit; bytes, or K/M/G/T, fractions such as 1.5G)", 0, NULL,
+                             0, MAX_BYTES},
   [OL_OPT_CAPACITY] = {"OOMLENS_CAPACITY", KIND_SIZE, "0",
                        "make each device look this small (memory queries included) to see "
                        "whether a job fits a smaller card; 0: off (oomlens run --capacity)",
-                       0, NULL},
+                       0, NULL, 0, MAX_BYTES},
   [OL_OPT_STACKS] = {"OOMLENS_STACKS", KIND_BOOL, "0",
                      "record the native call stack of each allocation (needs libunwind.so.8) "
                      "and report the call sites that held memory at the peak", 0, NULL},
   [OL_OPT_STACK_DEPTH] = {"OOMLENS_STACK_DEPTH", KIND_COUNT, "16",
-                          "frames kept per call site (at most 64)", 0, NULL},
+                          "frames kept per call site (1 to 64)", 0, NULL, 1, 64},
   [OL_OPT_STACK_SAMPLE] = {"OOMLENS_STACK_SAMPLE", KIND_SIZE, "0",
                            "take stacks for a sample: on average one every this many bytes, "
                            "large allocations almost always (K/M/G/T, 1.5M; 0: every allocation); the "
-                           "rest is counted under one \"not sampled\" site", 0, NULL},
+                           "rest is counted under one \"not sampled\" site", 0, NULL, 0,
+                           MAX_BYTES},
   [OL_OPT_PYTHON_FRAMES] = {"OOMLENS_PYTHON_FRAMES", KIND_BOOL, "1",
                             "with OOMLENS_STACKS, name the Python lines (file:line:function) of "
                             "each call site when the job runs CPython 3.10-3.13", 0, NULL},
@@ -71,7 +76,8 @@ static option_t options[OL_OPT_COUNT] = {
                            "where the binaries carry debug info (needs libdw.so.1)", 0, NULL},
   [OL_OPT_BATCH] = {"OOMLENS_BATCH", KIND_COUNT, "0",
                      "the job's batch size, so that the out-of-memory advice names the batch "
-                     "that fits in samples (oomlens run --batch N); 0: not known", 0, NULL},
+                     "that fits in samples (oomlens run --batch N); 0: not known", 0, NULL,
+                     0, 1000000},
   [OL_OPT_ROLES] = {"OOMLENS_ROLES", KIND_BOOL, "1",
                     "take the Python frames (no native ones) of a byte-weighted "
                     "sample of allocations, one in OOMLENS_STACK_SAMPLE bytes (1M when that is "
@@ -247,7 +253,7 @@ static bool parse_value(option_t *opt, const char *text)
     opt->value = (long long)size;
     return true;
   case KIND_COUNT:
-    if (!ol_parse_count(text, &size) || size > 1000000) /* no count of ours is near it */
+    if (!ol_parse_count(text, &size) || size > LLONG_MAX) /* each row says its range */
       return false;
     opt->value = (long long)size;
     return true;
@@ -263,6 +269,14 @@ static bool parse_value(option_t *opt, const char *text)
   return false;
 }
 
+static bool in_range(const option_t *opt)
+{
+  return (opt->min == 0 && opt->max == 0) || (opt->value >= opt->min && opt->value <= opt->max);
+}
+
+/* A value that does not parse, or parses out of the option's range, is
+ * warned about once (each load) and the default kept, its text too: what
+ * the report says the option was is what the library used. */
 static void load_option(option_t *opt)
 {
   bool ok = parse_value(opt, opt->default_text);
@@ -271,13 +285,18 @@ static void load_option(option_t *opt)
   const char *env = getenv(opt->name);
   if (!env)
     return;
-  if (parse_value(opt, env)) {
+  bool parsed = parse_value(opt, env);
+  if (parsed && in_range(opt)) {
     opt->text = env;
     return;
   }
   parse_value(opt, opt->default_text);
-  ol_log_warn("%s=\"%.64s\" is not valid; using the default %s", opt->name, env,
-              opt->default_text);
+  if (parsed)
+    ol_log_warn("%s=\"%.64s\" is out of range (%lld to %lld); using the default %s", opt->name,
+                env, opt->min, opt->max, opt->default_text);
+  else
+    ol_log_warn("%s=\"%.64s\" is not valid; using the default %s", opt->name, env,
+                opt->default_text);
 }
 
 static void load_all(void)
@@ -328,7 +347,7 @@ bool ol_options_defaults_valid(void)
 {
   for (int i = 0; i < OL_OPT_COUNT; i++) {
     option_t copy = options[i];
-    if (!parse_value(&copy, copy.default_text))
+    if (!parse_value(&copy, copy.default_text) || !in_range(&copy))
       return false;
   }
   return true;

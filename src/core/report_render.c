@@ -327,6 +327,9 @@ static void trace_header(ol_buf_t *out, const ol_report_t *r)
                 "%lld out-of-memory event(s) over %.3f s\n", a, b,
                 (long long)d->stats.num_ooms,
                 d->has_timeline ? d->timeline.count * (double)d->timeline.width_ns / 1e9 : 0.0);
+  /* report_view.c puts a trace's note (cut short, incomplete) in its reason */
+  if (r->reason && strncmp(r->reason, "trace, ", strlen("trace, ")) == 0)
+    ol_buf_printf(out, "note: %s\n", r->reason + strlen("trace, "));
 }
 
 void ol_report_render_text(ol_buf_t *out, const ol_report_t *r)

@@ -6,6 +6,7 @@
  * data/reports/ were written by the library on the simulated CUDA (see
  * data/reports/README.md). */
 #include <check.h>
+#include <dirent.h>
 
 #include "check_run.h"
 #include <limits.h>
@@ -530,6 +531,203 @@ START_TEST(hover_reads_out_a_point)
 }
 END_TEST
 
+
+/* ---- strict reading (issue 15) ------------------------------------------ */
+
+/* rank1.json with the value of the first `"key": ` after `after` (NULL:
+ * from the top) replaced by value, or with that key renamed (value NULL):
+ * the file's path. */
+static const char *mutated(const char *after, const char *key, const char *value)
+{
+  static char path[PATH_MAX + 32];
+  char *text = ol_test_read_file(fixture("rank1.json"), NULL);
+  char needle[96];
+  snprintf(needle, sizeof needle, "\"%s\": ", key);
+  char *from = after ? strstr(text, after) : text;
+  ck_assert_ptr_nonnull(from);
+  char *at = strstr(from, needle);
+  ck_assert_msg(at != NULL, "no %s in rank1.json", needle);
+  char *end = at + strlen(needle);
+  if (value) {
+    if (*end == '{' || *end == '[') { /* a whole object or list: to its match */
+      int depth = 0;
+      do
+        depth += (*end == '{' || *end == '[') - (*end == '}' || *end == ']');
+      while (*++end && depth > 0);
+    } else {
+      end += strcspn(end, ",}]\n");
+    }
+  } else {
+    at[1] = 'x'; /* "stats" becomes "xtats": the key is gone */
+    end = at;
+  }
+  snprintf(path, sizeof path, "%s/mutated.json", harness_dir());
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fwrite(text, 1, (size_t)(at - text), f);
+  fputs(value ? needle : "", f);
+  fputs(value ? value : "", f);
+  fputs(end, f);
+  fclose(f);
+  free(text);
+  return path;
+}
+
+typedef struct {
+  const char *after, *key, *value; /* as mutated() takes them */
+  const char *message;             /* after "FILE: " */
+} strict_case_t;
+
+/* Before the fix each of these read as 0 B (or -5 B, or 0 s) with exit 0
+ * in report and merge, and the timeline's times overflowed their cast. */
+static const strict_case_t strict_cases[] = {
+  {NULL, "stats", NULL, "devices[0].stats: missing"},
+  {"\"allocated_bytes\"", "peak", NULL, "devices[0].stats.allocated_bytes.all.peak: missing"},
+  {"\"allocated_bytes\"", "peak", "\"big\"",
+   "devices[0].stats.allocated_bytes.all.peak: \"big\" is not an integer"},
+  {"\"allocated_bytes\"", "peak", "-5", "devices[0].stats.allocated_bytes.all.peak: -5 is out of range"},
+  {"\"allocated_bytes\"", "peak", "9223372036854775808",
+   "devices[0].stats.allocated_bytes.all.peak: 9.2233720368547758e+18 is not an integer"},
+  {"\"allocated_bytes\"", "peak", "12", "devices[0].stats.allocated_bytes.all.peak: 12 is below current"},
+  {"\"reserved_bytes\"", "peak", "1.5", "devices[0].stats.reserved_bytes.all.peak: 1.5 is not an integer"},
+  {NULL, "num_ooms", "true", "devices[0].num_ooms: true or false, not an integer"},
+  {NULL, "mem_info", "[]", "devices[0].mem_info: a list, not an object"},
+  {NULL, "pid", "-1", "pid: -1 is out of range"},
+  {NULL, "time_unix", "1e300", "time_unix: 1.0000000000000001e+300 is out of range"},
+  {"\"timeline\"", "allocated_t", "1.1e19", "devices[0].timeline.peak.allocated_t: 1.1e+19 is out of range"},
+  {"\"timeline\"", "allocated_t", "-1e9", "devices[0].timeline.peak.allocated_t: -1000000000 is out of range"},
+  {"\"timeline\"", "interval_s", "-1", "devices[0].timeline.interval_s: -1 is out of range"},
+  {"\"timeline\"", "reserved", "[1, 2]", "devices[0].timeline.reserved: 2 points, where \"allocated\" has"},
+  {"\"oom\"", "class", "\"sideways\"", "devices[0].oom.class: \"sideways\" is not a class this oomlens knows"},
+  {"\"oom\"", "request", "\"1G\"", "devices[0].oom.request: \"1G\" is not an integer"},
+  {"\"at_peak\"", "bytes", "null", "devices[0].sites.at_peak[0].bytes: null, not an integer"},
+};
+
+START_TEST(strict_figures_exit_2)
+{
+  const strict_case_t *c = &strict_cases[_i];
+  const char *path = mutated(c->after, c->key, c->value);
+  char want[PATH_MAX + 200];
+  snprintf(want, sizeof want, "%s: %s", path, c->message);
+  static const char *const how[][3] = {{"report", NULL}, {"report", "--html", "x.html"},
+                                       {"merge", NULL}, {"merge", "--json", NULL}};
+  for (size_t i = 0; i < sizeof how / sizeof *how; i++) {
+    harness_run_t run;
+    const char *argv[6] = {how[i][0]};
+    int n = 1;
+    char html[PATH_MAX + 32];
+    snprintf(html, sizeof html, "%s/x.html", harness_dir());
+    for (int k = 1; k < 3 && how[i][k]; k++)
+      argv[n++] = strcmp(how[i][k], "x.html") == 0 ? html : how[i][k];
+    if (strcmp(how[i][0], "merge") == 0)
+      argv[n++] = fixture("rank0.json");
+    argv[n++] = path;
+    cli(&run, argv);
+    ck_assert_msg(run.status == 2 && strstr(run.out, want), "%s: exit %d, want '%s' in:\n%s",
+                  how[i][0], run.status, want, run.out);
+    ck_assert_ptr_null(strstr(run.out, "rank ")); /* nothing printed */
+  }
+}
+END_TEST
+
+/* The fixtures themselves read: the checks refuse only what is wrong. */
+START_TEST(strict_reads_every_fixture)
+{
+  static const char *const names[] = {"rank0.json", "rank1.json", "rank2.json", "evil.json",
+                                      "format_1_0.json"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    ol_report_t v;
+    ol_error_t err;
+    ck_assert_msg(ol_view_load_json(&v, fixture(names[i]), &err) == 0, "%s", err.text);
+    ck_assert_int_gt(v.devices[0].stats.allocated_bytes[OL_POOL_ALL].peak, 0);
+    ol_report_free(&v);
+  }
+}
+END_TEST
+
+/* Before: merge of a gzip'd report said "expected a value, found byte
+ * 0x1F". Now a gzip'd report reads as report reads a gzip'd trace. */
+START_TEST(merge_reads_gzip)
+{
+  char *text = ol_test_read_file(fixture("rank1.json"), NULL);
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/rank1.json.gz", harness_dir());
+  gzFile gz = gzopen(path, "wb");
+  ck_assert_ptr_nonnull(gz);
+  ck_assert_int_eq(gzputs(gz, text), (int)strlen(text));
+  gzclose(gz);
+  free(text);
+  harness_run_t run;
+  cli(&run, (const char *[]){"merge", "--json", fixture("rank0.json"), path, NULL});
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  ck_assert_ptr_nonnull(strstr(run.out, "\"reports\": 2"));
+  cli(&run, (const char *[]){"report", path, NULL});
+  ck_assert_msg(run.status == 0 && strstr(run.out, "activations"), "exit %d:\n%s", run.status,
+                run.out);
+  /* cut short: refused, saying so */
+  truncate(path, 200);
+  cli(&run, (const char *[]){"merge", path, NULL});
+  ck_assert_msg(run.status == 2 && strstr(run.out, "a gzip'd file that does not inflate"),
+                "exit %d:\n%s", run.status, run.out);
+}
+END_TEST
+
+/* The inputs scripts/fuzz_cli.sh found (tests/data/fuzz_cli/, each with
+ * a .txt saying what it found and the command): a report is refused with
+ * the field named, exit 2, by report, report --html and merge alike; a
+ * trace is read or refused (0 or 2), never a crash. Under the sanitizer
+ * pass a finding's undefined behaviour would end the command. */
+static void run_finding(const char *path, bool report)
+{
+  char html[PATH_MAX + 32];
+  snprintf(html, sizeof html, "%s/finding.html", harness_dir());
+  const char *const report_runs[][5] = {{"report", path}, {"report", path, "--html", html},
+                                        {"merge", path}, {"merge", "--json", path}};
+  const char *const trace_runs[][7] = {
+    {"replay", path, "--policy", "oomlens"}, {"replay", path, "--policy", "pytorch"},
+    {"replay", path, "--policy", "pytorch-expandable"},
+    {"export", path, "--format", "folded", "-o", html},
+    {"export", path, "--format", "memory-viz", "-o", html},
+    {"export", path, "--format", "perfetto", "-o", html},
+    {"export", path, "--format", "rmm-csv", "-o", html}, {"report", path}};
+  size_t n = report ? sizeof report_runs / sizeof *report_runs
+                    : sizeof trace_runs / sizeof *trace_runs;
+  for (size_t i = 0; i < n; i++) {
+    harness_run_t run;
+    cli(&run, report ? report_runs[i] : trace_runs[i]);
+    if (report)
+      ck_assert_msg(run.status == 2 && strstr(run.out, path), "%s %s: exit %d:\n%s",
+                    report_runs[i][0], path, run.status, run.out);
+    else
+      ck_assert_msg(run.status == 0 || run.status == 2, "%s %s: exit %d:\n%s", trace_runs[i][0],
+                    path, run.status, run.out);
+    unlink(html);
+  }
+}
+
+START_TEST(fuzz_findings_stay_fixed)
+{
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/fuzz_cli", harness_env("OOMLENS_TEST_DATA"));
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  int seen = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t len = strlen(e->d_name);
+    bool json = len > 5 && strcmp(e->d_name + len - 5, ".json") == 0;
+    bool trace = len > 6 && strcmp(e->d_name + len - 6, ".trace") == 0;
+    if (!json && !trace)
+      continue;
+    char path[2 * PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    run_finding(path, json);
+    seen++;
+  }
+  closedir(d);
+  ck_assert_int_gt(seen, 0);
+}
+END_TEST
+
 static Suite *reports_suite(void)
 {
   Suite *s = suite_create("reports");
@@ -545,6 +743,9 @@ static Suite *reports_suite(void)
   tcase_add_test(report, html_equals_and_status);
   tcase_add_test(report, report_from_a_trace);
   tcase_add_test(report, html_of_a_trace);
+  tcase_add_loop_test(report, strict_figures_exit_2, 0, sizeof strict_cases / sizeof *strict_cases);
+  tcase_add_test(report, strict_reads_every_fixture);
+  tcase_add_test(report, fuzz_findings_stay_fixed);
   suite_add_tcase(s, report);
   TCase *merge = tcase_create("merge");
   tcase_add_checked_fixture(merge, harness_setup, harness_teardown);
@@ -552,6 +753,7 @@ static Suite *reports_suite(void)
   tcase_add_test(merge, merge_table);
   tcase_add_test(merge, merge_json);
   tcase_add_test(merge, merge_without_oom_times);
+  tcase_add_test(merge, merge_reads_gzip);
   suite_add_tcase(s, merge);
   TCase *browser = tcase_create("browser");
   tcase_add_checked_fixture(browser, harness_setup, harness_teardown);

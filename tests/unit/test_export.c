@@ -617,6 +617,41 @@ START_TEST(usage_and_input_errors)
 }
 END_TEST
 
+/* Before: --by with perfetto (or memory-viz, rmm-csv) and --max-entries
+ * with folded were ignored without a word, and --device 7 on a trace
+ * without it wrote an empty export, exit 0. */
+START_TEST(flags_of_another_format_are_errors)
+{
+  const char *t = write_small();
+  static const struct {
+    const char *args, *message;
+  } cases[] = {
+    {"--format perfetto --by peak", "--by (folded only) does not apply to --format perfetto"},
+    {"--format memory-viz --by total", "--by (folded only) does not apply to --format memory-viz"},
+    {"--format rmm-csv --by leaked", "--by (folded only) does not apply to --format rmm-csv"},
+    {"--format folded --max-entries 3",
+     "--max-entries (memory-viz only) does not apply to --format folded"},
+    {"--format perfetto --max-entries 0", "--max-entries (memory-viz only) does not apply"},
+    {"--format rmm-csv --max-entries=10", "--max-entries (memory-viz only) does not apply"},
+    {"--format folded --device 7", "small.trace: no event of device 7 (its events are on device 0"},
+    {"--format memory-viz --device 7", "no event of device 7"},
+    {"--format perfetto --device 7", "no event of device 7"},
+    {"--format rmm-csv --device 7", "no event of device 7"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    ck_assert_int_eq(export_to(t, cases[i].args), 2);
+    char *err = ol_test_read_file(err_path, NULL);
+    ck_assert_msg(strstr(err, cases[i].message) && strncmp(err, "oomlens export: ", 16) == 0,
+                  "%s: %s", cases[i].args, err);
+    free(err);
+  }
+  /* where they apply, they still work */
+  ck_assert_int_eq(export_to(t, "--format folded --by total"), 0);
+  ck_assert_int_eq(export_to(t, "--format memory-viz --max-entries 2"), 0);
+  ck_assert_int_eq(export_to(t, "--format perfetto --device 0"), 0);
+}
+END_TEST
+
 /* The exit status is the error's: 1 for our own failure (the output cannot
  * be written), 2 for a bad input file, whatever the messages say (a trace
  * named "cannot write" is still a bad input file). */
@@ -732,10 +767,33 @@ static int cli(const char *args)
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-/* Every format, replay (each policy), report and its HTML page read such
- * a trace without a signed overflow (the sanitizer pass stops at one:
- * were the account's and the sites' sums, the iteration finder's level,
- * the OOM rules). */
+/* The trace with every figure past int64 replaced by the largest a trace
+ * may hold (2^56 bytes, the readers' bound). */
+static void write_at_the_limit(const char *text, const char *to)
+{
+  static const char *const past[] = {"18446744073709551615", "9223372036854775807"};
+  FILE *f = fopen(to, "w");
+  ck_assert_ptr_nonnull(f);
+  for (const char *at = text; *at;) {
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof past / sizeof *past && !n; i++)
+      if (!strncmp(at, past[i], strlen(past[i])))
+        n = strlen(past[i]);
+    if (n) {
+      fputs("72057594037927936", f);
+      at += n;
+    } else {
+      fputc(*at++, f);
+    }
+  }
+  fclose(f);
+}
+
+/* Figures past int64 are refused with the line that holds them (exit 2),
+ * and at the largest a trace may hold every format, replay (each policy),
+ * report and its HTML page read it without a signed overflow (the
+ * sanitizer pass stops at one: were the account's and the sites' sums, the
+ * iteration finder's level, the OOM rules). */
 START_TEST(sums_past_int64_in_every_command)
 {
   snprintf(path, sizeof path, "%s/huge-%d.trace", dir, _i);
@@ -743,16 +801,20 @@ START_TEST(sums_past_int64_in_every_command)
   ck_assert_ptr_nonnull(f);
   fputs(huge_traces[_i], f);
   fclose(f);
+  char args[3 * PATH_MAX];
+  snprintf(args, sizeof args, "export '%s' --format folded", path);
+  ck_assert_int_eq(cli(args), 2);
+  ck_assert_ptr_nonnull(strstr(ol_test_read_file(err_path, NULL), "is out of range"));
+  write_at_the_limit(huge_traces[_i], path);
   static const char *const formats[] = {"folded", "folded --by total", "folded --by leaked",
                                         "memory-viz", "perfetto", "rmm-csv"};
   for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) {
-    char args[64];
-    snprintf(args, sizeof args, "--format %s", formats[i]);
-    ck_assert_msg(export_to(path, args) == 0, "export %s", formats[i]);
+    char format[64];
+    snprintf(format, sizeof format, "--format %s", formats[i]);
+    ck_assert_msg(export_to(path, format) == 0, "export %s", formats[i]);
   }
   static const char *const after[] = {"", "--policy oomlens",
                                       "--policy pytorch-expandable --capacity 16G"};
-  char args[3 * PATH_MAX];
   for (size_t i = 0; i < sizeof after / sizeof *after; i++) {
     snprintf(args, sizeof args, "replay '%s' %s", path, after[i]);
     ck_assert_msg(cli(args) == 0, "%s: %s", args, ol_test_read_file(err_path, NULL));
@@ -792,6 +854,7 @@ static Suite *export_suite(void)
   tcase_add_checked_fixture(cli, setup, teardown);
   tcase_set_timeout(cli, 60);
   tcase_add_test(cli, usage_and_input_errors);
+  tcase_add_test(cli, flags_of_another_format_are_errors);
   tcase_add_test(cli, status_from_the_error);
   tcase_add_test(cli, quiet_when_not_a_terminal);
   tcase_add_test(cli, progress_on_a_terminal);

@@ -3,7 +3,11 @@
 #include <check.h>
 
 #include "check_run.h"
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "core.h"
 
@@ -159,8 +163,10 @@ START_TEST(stack_depth_is_a_count)
   static const struct {
     const char *text;
     uint64_t value;
-  } cases[] = {{"32", 32}, {"0", 0}, {"1.5K", 16}, {"16B", 16}, {"2K", 16}, {"-1", 16},
-               {"", 16}, {"99999999999", 16}};
+  } cases[] = {{"32", 32}, {"1", 1}, {"64", 64}, {"1.5K", 16}, {"16B", 16}, {"2K", 16},
+               {"-1", 16}, {"", 16}, {"99999999999", 16},
+               /* issue 15: out of range, no longer call sites turned off or 1000 kept */
+               {"0", 16}, {"65", 16}, {"1000", 16}, {"3G", 16}, {"4G", 16}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     setenv("OOMLENS_STACK_DEPTH", cases[i].text, 1);
     ol_options_reload();
@@ -185,6 +191,74 @@ START_TEST(bad_value_keeps_default)
 }
 END_TEST
 
+static int lines_in(const char *text)
+{
+  int n = 0;
+  for (; *text; text++)
+    n += *text == '\n';
+  return n;
+}
+
+/* The options' warnings, as the job's stderr would show them, for one
+ * load with name=value. */
+static char *warnings_of(const char *name, const char *value)
+{
+  char dir[OL_TEST_DIR_MAX], path[OL_TEST_DIR_MAX + 16];
+  ol_test_make_dir(dir, sizeof dir, "options");
+  snprintf(path, sizeof path, "%s/stderr", dir);
+  int saved = dup(STDERR_FILENO), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ck_assert(saved >= 0 && fd >= 0);
+  dup2(fd, STDERR_FILENO);
+  close(fd);
+  setenv(name, value, 1);
+  ol_options_reload();
+  unsetenv(name);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  char *text = ol_test_read_file(path, NULL);
+  ck_assert(ol_test_remove_tree(dir));
+  return text;
+}
+
+/* Before: OOMLENS_STACK_DEPTH=1000 was taken silently (the stacks capped
+ * at 64, the report saying 1000), 0 turned call sites off without a word,
+ * and a capacity of 100000T was kept. Out of range: one warning naming
+ * the range, the default kept, value and text alike. */
+START_TEST(out_of_range_warns_and_keeps_default)
+{
+  static const struct {
+    const char *name, *value, *warning;
+    ol_option_t opt;
+    uint64_t kept;
+  } cases[] = {
+    {"OOMLENS_STACK_DEPTH", "1000", "OOMLENS_STACK_DEPTH=\"1000\" is out of range (1 to 64); "
+     "using the default 16", OL_OPT_STACK_DEPTH, 16},
+    {"OOMLENS_STACK_DEPTH", "0", "is out of range (1 to 64)", OL_OPT_STACK_DEPTH, 16},
+    {"OOMLENS_STACK_DEPTH", "3G", "OOMLENS_STACK_DEPTH=\"3G\" is not valid; using the default 16",
+     OL_OPT_STACK_DEPTH, 16},
+    {"OOMLENS_CAPACITY", "100000T", "OOMLENS_CAPACITY=\"100000T\" is out of range (0 to "
+     "72057594037927936)", OL_OPT_CAPACITY, 0},
+    {"OOMLENS_MAX_SPLIT_SIZE", "65537T", "is out of range", OL_OPT_MAX_SPLIT_SIZE, 0},
+    {"OOMLENS_STACK_SAMPLE", "65537T", "is out of range", OL_OPT_STACK_SAMPLE, 0},
+    {"OOMLENS_BATCH", "1000001", "OOMLENS_BATCH=\"1000001\" is out of range (0 to 1000000)",
+     OL_OPT_BATCH, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char *said = warnings_of(cases[i].name, cases[i].value);
+    ck_assert_msg(strstr(said, cases[i].warning), "%s=%s said '%s'", cases[i].name,
+                  cases[i].value, said);
+    ck_assert_int_eq(lines_in(said), 1);
+    free(said);
+    setenv(cases[i].name, cases[i].value, 1);
+    ol_options_reload();
+    unsetenv(cases[i].name);
+    ck_assert_uint_eq(ol_option_size(cases[i].opt), cases[i].kept);
+    ck_assert_str_ne(ol_option_text(cases[i].opt), cases[i].value);
+  }
+  ol_options_reload();
+}
+END_TEST
+
 static Suite *options_suite(void)
 {
   Suite *s = suite_create("options");
@@ -198,6 +272,7 @@ static Suite *options_suite(void)
   tcase_add_test(table, env_overrides_default);
   tcase_add_test(table, env_size_with_fraction);
   tcase_add_test(table, stack_depth_is_a_count);
+  tcase_add_test(table, out_of_range_warns_and_keeps_default);
   tcase_add_test(table, bad_value_keeps_default);
   suite_add_tcase(s, table);
   return s;

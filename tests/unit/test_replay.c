@@ -347,7 +347,7 @@ static const bad_file_t bad_files[] = {
   {"bad_action.csv", "bad_action.csv:3: bad action 'allocate'"},
   {"missing_fields.csv", "missing_fields.csv:3: missing fields: 4 of 6"},
   {"bad_addr.csv", "bad_addr.csv:2: addr '1000z' is not a hex address"},
-  {"size_overflow.csv", "size_overflow.csv:2: size '99999999999999999999' overflows"},
+  {"size_overflow.csv", "size_overflow.csv:2: size '99999999999999999999' is out of range"},
   {"unknown_format.csv", "unknown_format.csv:1: unknown trace format"},
   {"empty.csv", "empty.csv: empty file, not a trace"},
   {"truncated.csv.gz", "truncated.csv.gz:"},
@@ -367,6 +367,57 @@ START_TEST(cli_malformed)
     ck_assert_msg(strstr(run.err, c->message) != NULL, "want '%s' in '%s'", c->message, run.err);
     ck_assert_str_eq(run.out, "");
   }
+}
+END_TEST
+
+/* One size grammar with one bound: a size past 2^56 bytes is refused by
+ * every flag, as OOMLENS_* sizes and trace lines are. */
+START_TEST(cli_size_beyond_any_device)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){data("frag.csv.gz"), "--capacity", "65537T", NULL});
+  ck_assert_int_eq(run.status, 2);
+  ck_assert_msg(strstr(run.err, "bad size '65537T' for --capacity") &&
+                strstr(run.err, "at most 65536T"), "%s", run.err);
+  cli(&run, (const char *[]){data("frag.csv.gz"), "--max-split-size=72057594037927937", NULL});
+  ck_assert_int_eq(run.status, 2);
+}
+END_TEST
+
+/* Before: --device 7 on a trace without it replayed 0 events, exit 0. */
+START_TEST(cli_device_not_in_the_trace)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){data("frag.csv.gz"), "--device", "7", NULL});
+  ck_assert_int_eq(run.status, 2);
+  ck_assert_msg(strstr(run.err, "frag.csv.gz: no event of device 7 (its events are on device 0)"),
+                "%s", run.err);
+  ck_assert_str_eq(run.out, "");
+}
+END_TEST
+
+/* Before: a trace cut mid-line was refused whole (exit 2). Now it is
+ * replayed to its last whole line, and the note is on stderr and in the
+ * JSON. */
+START_TEST(cli_cut_trace_is_read_with_a_note)
+{
+  char named[600];
+  snprintf(named, sizeof named, "%s/cut.csv", dir);
+  FILE *f = fopen(named, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(HEADER "1,alloc,0x10,512,0,\n2,free_completed,0x10,512,0,\n3,alloc,0x2", f);
+  fclose(f);
+  cli_run_t run;
+  cli(&run, (const char *[]){named, "--json", NULL});
+  unlink(named);
+  ck_assert_msg(run.status == 0, "%d: %s", run.status, run.err);
+  ck_assert_msg(strstr(run.err, "cut.csv: cut short: line 4 ends without its newline"), "%s",
+                run.err);
+  ol_json_t *root = parse_out(&run);
+  ck_assert_int_eq(ol_json_path_int64(root, "allocs", -1), 1);
+  const char *note = ol_json_string(ol_json_get(root, "trace_note"));
+  ck_assert_msg(note && strstr(note, "read up to line 3"), "%s", note ? note : "(none)");
+  ol_json_free(root);
 }
 END_TEST
 
@@ -578,6 +629,9 @@ static Suite *replay_suite(void)
   tcase_add_test(cmd, cli_text);
   tcase_add_test(cmd, cli_peak_roles);
   tcase_add_test(cmd, cli_equals_and_fractions);
+  tcase_add_test(cmd, cli_device_not_in_the_trace);
+  tcase_add_test(cmd, cli_size_beyond_any_device);
+  tcase_add_test(cmd, cli_cut_trace_is_read_with_a_note);
   tcase_add_test(cmd, cli_status_from_the_error);
   tcase_add_loop_test(cmd, cli_malformed, 0, sizeof bad_files / sizeof *bad_files);
   tcase_add_loop_test(cmd, cli_usage, 0, sizeof usage_cases / sizeof *usage_cases);

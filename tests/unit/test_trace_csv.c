@@ -60,7 +60,7 @@ static const char good_text[] =
   "104,segment_free,0xffffffffffffffff,2097152,0,\n"
   "105,segment_map,0x10,20971520,0,\n"
   "106,segment_unmap,0x10,20971520,0,\n"
-  "107,oom,0x0,9223372036854775807,0,last line without newline";
+  "107,oom,0x0,72057594037927936,0,last line without newline";
 
 typedef struct {
   uint64_t time_us;
@@ -78,7 +78,7 @@ static const want_t good_events[] = {
   {104, OL_TRACE_SEGMENT_FREE, UINT64_MAX, 2097152, 0, "", 8},
   {105, OL_TRACE_SEGMENT_MAP, 0x10, 20971520, 0, "", 9},
   {106, OL_TRACE_SEGMENT_UNMAP, 0x10, 20971520, 0, "", 10},
-  {107, OL_TRACE_OOM, 0, INT64_MAX, 0, "last line without newline", 11},
+  {107, OL_TRACE_OOM, 0, OL_TRACE_MAX_BYTES, 0, "last line without newline", 11},
 };
 
 static void check_good(bool gz)
@@ -170,7 +170,8 @@ static const bad_case_t bad_cases[] = {
   {"1,ALLOC,0x1,512,0,", "bad action 'ALLOC'"},
   {"x1,alloc,0x1,512,0,", "time_us 'x1' is not a decimal number"},
   {"-1,alloc,0x1,512,0,", "time_us '-1' is not a decimal number"},
-  {"18446744073709551616,alloc,0x1,512,0,", "time_us '18446744073709551616' is not"},
+  {"18446744073709551616,alloc,0x1,512,0,", "time_us '18446744073709551616' is out of range"},
+  {"9007199254740993,alloc,0x1,512,0,", "time_us '9007199254740993' is out of range (more than 2^53"},
   {",alloc,0x1,512,0,", "time_us '' is not a decimal number"},
   {"1,alloc,0x1,512,0", "missing fields: 5 of 6"},
   {"1,alloc,0x1", "missing fields: 3 of 6"},
@@ -180,8 +181,10 @@ static const bad_case_t bad_cases[] = {
   {"1,alloc,0x12g4,512,0,", "addr '0x12g4' is not a hex address"},
   {"1,alloc,0x11111111111111111,512,0,", "addr '0x11111111111111111' is not a hex"},
   {"1,alloc, 0x1,512,0,", "addr ' 0x1' is not a hex address"},
-  {"1,alloc,0x1,99999999999999999999,0,", "size '99999999999999999999' overflows"},
-  {"1,alloc,0x1,9223372036854775808,0,", "size '9223372036854775808' overflows"},
+  {"1,alloc,0x1,99999999999999999999,0,", "size '99999999999999999999' is out of range"},
+  {"1,alloc,0x1,9223372036854775808,0,", "size '9223372036854775808' is out of range"},
+  /* issue 15: above 2^56 a size is refused with its line, so no sum overflows */
+  {"1,alloc,0x1,72057594037927937,0,", "size '72057594037927937' is out of range (more than 2^56 bytes)"},
   {"1,alloc,0x1,12.5,0,", "size '12.5' is not a decimal number"},
   {"1,alloc,0x1,,0,", "size '' is not a decimal number"},
   {"1,alloc,0x1,-512,0,", "size '-512' is not a decimal number"},
@@ -509,6 +512,10 @@ static const bad_case_t our_bad_cases[] = {
   {"oom_context,0,class=sideways", "bad oom_context words 'class=sideways'"},
   {"2,alloc,1,512,0,,0", "bad addr '1'"},
   {"2,alloc,0x1,9223372036854775808,0,,0", "bad size '9223372036854775808'"},
+  {"2,alloc,0x1,72057594037927937,0,,0", "bad size '72057594037927937': is out of range (more than 2^56"},
+  {"9007199254740993,alloc,0x1,512,0,,0", "bad time_us '9007199254740993': is out of range"},
+  {"device,0,72057594037927937", "device capacity '72057594037927937' is out of range"},
+  {"outside,0,72057594037927937", "an outside line is outside,DEVICE,BYTES"},
   {"2,alloc,0x1,512,-1,,0", "bad stream '-1'"},
   {"site,0,0,again", "site '0' out of order (device 0's next site is 1)"},
   {"site,0,2,skipped one", "site '2' out of order (device 0's next site is 1)"},
@@ -526,6 +533,139 @@ START_TEST(ours_bad_table)
   snprintf(text, sizeof text, OUR_HEADER "site,0,0,a.py:1:f\n1,alloc,0x1,512,0,0,0\n%s\n"
            "4,alloc,0x2,512,0,,0\n", c->line);
   refused_at(text, 5, c);
+}
+END_TEST
+
+
+/* ---- a trace cut short, and --device (issue 15) ------------------------ */
+
+/* Reads every event; returns how many, with the note (NULL: whole) and the
+ * last event's line. */
+static int read_all(const char *text, const char **note, uint64_t *last_line, ol_trace_t **out)
+{
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(write_trace(text, false), &err);
+  ck_assert_msg(t != NULL, "%s", err.text);
+  ol_trace_event_t ev;
+  int n = 0, got;
+  while ((got = ol_trace_next(t, &ev, &err)) == 1) {
+    n++;
+    *last_line = ev.line;
+  }
+  ck_assert_msg(got == 0, "refused: %s", err.text);
+  *note = ol_trace_note(t);
+  *out = t;
+  return n;
+}
+
+#define OUR_EVENTS OUR_HEADER "site,0,0,a.py:1:f\n1,alloc,0x1,512,0,0,0\n2,alloc,0x2,512,0,,0\n"
+
+/* Before: a trace without its end line was read with no word of it. */
+START_TEST(ours_without_end_line_is_noted)
+{
+  const char *note;
+  uint64_t line = 0;
+  ol_trace_t *t;
+  ck_assert_int_eq(read_all(OUR_EVENTS, &note, &line, &t), 2);
+  ck_assert_ptr_nonnull(note);
+  ck_assert_msg(strstr(note, "cut short: no end line") && strstr(note, "read its 5 lines"),
+                "%s", note);
+  ol_trace_close(t);
+  ck_assert_int_eq(read_all(OUR_EVENTS "# end events=2\n", &note, &line, &t), 2);
+  ck_assert_ptr_null(note);
+  ol_trace_close(t);
+  ck_assert_int_eq(read_all(OUR_EVENTS "# end events=2 incomplete: disk full\n", &note, &line, &t),
+                   2);
+  ck_assert_str_eq(note, "incomplete: tracing stopped early (disk full)");
+  ol_trace_close(t);
+}
+END_TEST
+
+/* Before: a trace cut in the middle of a line (a full disk) was refused
+ * whole at that line. Now it is read up to its last whole line. */
+START_TEST(cut_mid_line_reads_the_whole_lines)
+{
+  static const char *const cut[] = {
+    OUR_EVENTS "3,alloc,0x3,51",    /* reads as a line, but ours always ends its lines */
+    OUR_EVENTS "3,alloc,0x3,512,0", /* does not read */
+    OUR_EVENTS "3,al",
+  };
+  for (size_t i = 0; i < sizeof cut / sizeof *cut; i++) {
+    const char *note;
+    uint64_t line = 0;
+    ol_trace_t *t;
+    ck_assert_int_eq(read_all(cut[i], &note, &line, &t), 2);
+    ck_assert_uint_eq(line, 5);
+    ck_assert_ptr_nonnull(note);
+    ck_assert_msg(strstr(note, "line 6 ends without its newline") &&
+                  strstr(note, "read up to line 5"), "%zu: %s", i, note);
+    ol_trace_close(t);
+  }
+  /* The CSV: a last line that does not read is cut; one that reads is kept. */
+  const char *note;
+  uint64_t line = 0;
+  ol_trace_t *t;
+  ck_assert_int_eq(read_all(HEADER "1,alloc,0x1,512,0,\n2,alloc,0x2,5", &note, &line, &t), 1);
+  ck_assert_ptr_nonnull(strstr(note, "line 3 ends without its newline"));
+  ol_trace_close(t);
+  ck_assert_int_eq(read_all(HEADER "1,alloc,0x1,512,0,\n2,alloc,0x2,5,0,", &note, &line, &t), 2);
+  ck_assert_ptr_null(note);
+  ol_trace_close(t);
+}
+END_TEST
+
+/* Before: --device 7 on a trace without it gave 0 events and exit 0. */
+START_TEST(device_without_events_is_an_error)
+{
+  const char *note;
+  uint64_t line = 0;
+  ol_trace_t *t;
+  ol_error_t err;
+  read_all(our_text, &note, &line, &t);
+  ck_assert_int_eq(ol_trace_check_device(t, 0, &err), 0);
+  ck_assert_int_eq(ol_trace_check_device(t, 1, &err), 0);
+  ck_assert_int_eq(ol_trace_check_device(t, -1, &err), 0);
+  ck_assert_int_eq(ol_trace_check_device(t, 7, &err), -1);
+  ck_assert_int_eq(err.status, OL_EXIT_USAGE);
+  ck_assert_msg(strstr(err.text, "t.csv: no event of device 7 (its events are on device 0, 1)"),
+                "%s", err.text);
+  ol_trace_close(t);
+  read_all(HEADER, &note, &line, &t);
+  ck_assert_int_eq(ol_trace_check_device(t, 0, &err), -1);
+  ck_assert_ptr_nonnull(strstr(err.text, "no event of device 0 (it has no events)"));
+  ol_trace_close(t);
+}
+END_TEST
+
+/* Before: 128 events of 2^56 bytes overflowed the totals of every reader
+ * (export, report: signed overflow in the account's counters and the call
+ * sites' bytes). All the sizes together may not pass 2^62; an oom_context
+ * request is bounded as an event's size is. */
+START_TEST(sizes_add_up_to_at_most_2_62)
+{
+  static char text[64 * 1024];
+  size_t n = (size_t)snprintf(text, sizeof text, "%s", HEADER);
+  for (int i = 0; i < 70; i++)
+    n += (size_t)snprintf(text + n, sizeof text - n, "%d,alloc,0x10,72057594037927936,0,\n", i);
+  ol_error_t err;
+  ol_trace_t *t = ol_trace_open(write_trace(text, false), &err);
+  ck_assert_ptr_nonnull(t);
+  ol_trace_event_t ev;
+  int got, events = 0;
+  while ((got = ol_trace_next(t, &ev, &err)) == 1)
+    events++;
+  ck_assert_int_eq(got, -1);
+  ck_assert_int_eq(events, 64); /* 64 x 2^56 = 2^62, the 65th passes it */
+  ck_assert_msg(strstr(err.text, "t.csv:66: the sizes of the trace's events add up to more than "
+                                 "2^62 bytes"), "%s", err.text);
+  ol_trace_close(t);
+  t = ol_trace_open(write_trace(OUR_HEADER "oom_context,0,request=1152921504606846976\n", false),
+                    &err);
+  ck_assert_ptr_nonnull(t);
+  ck_assert_int_eq(ol_trace_next(t, &ev, &err), -1);
+  ck_assert_msg(strstr(err.text, "t.csv:3: request 1152921504606846976 is out of range"), "%s",
+                err.text);
+  ol_trace_close(t);
 }
 END_TEST
 
@@ -552,6 +692,10 @@ static Suite *trace_suite(void)
   tcase_add_test(bad, truncated_gzip);
   tcase_add_loop_test(bad, ours_open_table, 0, sizeof our_open_cases / sizeof *our_open_cases);
   tcase_add_loop_test(bad, ours_bad_table, 0, sizeof our_bad_cases / sizeof *our_bad_cases);
+  tcase_add_test(bad, ours_without_end_line_is_noted);
+  tcase_add_test(bad, cut_mid_line_reads_the_whole_lines);
+  tcase_add_test(bad, device_without_events_is_an_error);
+  tcase_add_test(bad, sizes_add_up_to_at_most_2_62);
   suite_add_tcase(s, bad);
   return s;
 }
