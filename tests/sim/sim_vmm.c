@@ -347,11 +347,12 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
                                     sizeof *sim.resv);
     if (!r && !arr)
         r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (arr) /* the grow may have moved it: keep it whatever follows */
+        sim.resv = arr;
     void *p = r ? NULL : reserve_range(size, alignment, (uintptr_t)addr);
     if (!r && !p)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (!r) {
-        sim.resv = arr;
         sim.resv[sim.n_resv++] = (sim_reservation_t){(uintptr_t)p, size};
         *ptr = (CUdeviceptr)(uintptr_t)p;
     }

@@ -718,6 +718,24 @@ START_TEST(test_vmm_adjacent_chunks)
 }
 END_TEST
 
+/* A reservation the address space refuses, made when the table of
+ * reservations had to grow: the table the grow moved is kept (it was left
+ * pointing at freed memory: valgrind's 256 bytes lost, and the next
+ * reservation written there). */
+START_TEST(test_vmm_refused_reservation_keeps_the_table)
+{
+    CUdeviceptr va[40], refused;
+    for (int i = 0; i < 40; i++) {
+        ck_assert_int_eq(cuMemAddressReserve(&refused, (size_t)1 << 62, 0, 0, 0),
+                         CUDA_ERROR_OUT_OF_MEMORY);
+        CU_OK(cuMemAddressReserve(&va[i], GRAN, 0, 0, 0));
+    }
+    for (int i = 0; i < 40; i++)
+        CU_OK(cuMemAddressFree(va[i], GRAN));
+    ck_assert_int_eq(cuMemAddressFree(va[0], GRAN), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
 START_TEST(test_vmm_errors)
 {
     CUmemAllocationProp prop = vmm_prop(0);
@@ -1618,6 +1636,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, test_vmm_data_survives_remap);
     tcase_add_test(tc, test_vmm_adjacent_chunks);
     tcase_add_test(tc, test_vmm_errors);
+    tcase_add_test(tc, test_vmm_refused_reservation_keeps_the_table);
     tcase_add_test(tc, test_vmm_unsupported);
     suite_add_tcase(s, tc);
 
