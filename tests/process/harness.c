@@ -68,26 +68,35 @@ static void child(bool preload, const char *const env[], const char *const argv[
   _exit(127);
 }
 
-void harness_exec(harness_run_t *run, bool preload, const char *const env[],
-                  const char *const argv[])
+/* The program started with its output (stdout and stderr) on a pipe; the
+ * pipe's read end. */
+static int start(bool preload, const char *const env[], const char *const argv[], pid_t *pid)
 {
   int pipe_fds[2];
   ck_assert_int_eq(pipe(pipe_fds), 0);
-  pid_t pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if (pid == 0) {
+  *pid = fork();
+  ck_assert_int_ge(*pid, 0);
+  if (*pid == 0) {
     close(pipe_fds[0]);
     child(preload, env, argv, pipe_fds[1]);
   }
   close(pipe_fds[1]);
+  return pipe_fds[0];
+}
+
+void harness_exec(harness_run_t *run, bool preload, const char *const env[],
+                  const char *const argv[])
+{
+  pid_t pid;
+  int out = start(preload, env, argv, &pid);
   size_t len = 0;
   ssize_t n;
   char sink[4096];
-  while ((n = read(pipe_fds[0], len + 1 < sizeof run->out ? run->out + len : sink,
+  while ((n = read(out, len + 1 < sizeof run->out ? run->out + len : sink,
                    len + 1 < sizeof run->out ? sizeof run->out - 1 - len : sizeof sink)) > 0)
     if (len + 1 < sizeof run->out)
       len += (size_t)n;
-  close(pipe_fds[0]);
+  close(out);
   run->out[len] = '\0';
   int status;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -105,18 +114,11 @@ double harness_now(void)
 void harness_spawn(harness_run_t *run, bool preload, const char *const env[],
                    const char *const argv[])
 {
-  int pipe_fds[2];
-  ck_assert_int_eq(pipe(pipe_fds), 0);
-  pid_t pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if (pid == 0) {
-    close(pipe_fds[0]);
-    child(preload, env, argv, pipe_fds[1]);
-  }
-  close(pipe_fds[1]);
-  fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
+  pid_t pid;
+  int out = start(preload, env, argv, &pid);
+  fcntl(out, F_SETFL, O_NONBLOCK);
   run->pid = pid;
-  run->out_fd = pipe_fds[0];
+  run->out_fd = out;
   run->out[0] = '\0';
   run->timed_out = false;
 }
