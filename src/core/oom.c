@@ -193,16 +193,23 @@ static bool pieces_to_blame(const ol_oom_record_t *r)
          r->free_reserved >= request_of(r) && r->largest_free_block < request_of(r);
 }
 
+/* growth a step over steps steps, held in the int64 range. */
+static int64_t grown_over(int64_t growth, uint64_t steps)
+{
+  int64_t gained;
+  if (steps > (uint64_t)INT64_MAX || __builtin_mul_overflow(growth, (int64_t)steps, &gained))
+    return growth > 0 ? INT64_MAX : INT64_MIN;
+  return gained;
+}
+
 /* What outlives iterations rose by more than 1% of the device per
  * iteration, over at least three iterations (phases.c), and what it gained
  * adds up to more than the request: without that growth it would fit. */
 static bool growth_to_blame(const ol_oom_record_t *r)
 {
   uint64_t seen = r->iterations < OL_PHASE_VALLEYS ? r->iterations : OL_PHASE_VALLEYS;
-  int64_t gained;
-  if (__builtin_mul_overflow(r->growth, (int64_t)(seen - 1), &gained))
-    gained = r->growth > 0 ? INT64_MAX : INT64_MIN;
-  return r->iterations >= 3 && r->growth > cap_of(r) / 100 && gained >= request_of(r);
+  return r->iterations >= 3 && r->growth > cap_of(r) / 100 &&
+         grown_over(r->growth, seen - 1) >= request_of(r);
 }
 
 /* What was there before the growth: the lower of what outlived the first
@@ -254,8 +261,8 @@ static bool shortfall_grown(const ol_oom_record_t *r)
     grew = kept < grew ? kept : grew;
   }
   int64_t lacking = ol_sat_sub(ol_sat_add(r->reserved, request_of(r)), available(r));
-  double steady = (double)r->growth * (double)(r->iterations - 1);
-  return grew >= cap_of(r) / OL_LEAK_SHARE && grew >= lacking && steady >= (double)lacking;
+  return grew >= cap_of(r) / OL_LEAK_SHARE && grew >= lacking &&
+         grown_over(r->growth, r->iterations - 1) >= lacking;
 }
 
 /* The state, alone, leaves less than the guides' headroom for any batch;
@@ -375,21 +382,22 @@ static int64_t scaled(int64_t unit, int64_t room, int64_t need)
   return fits < 9.2e18 ? (int64_t)fits : INT64_MAX; /* the cast of more is undefined */
 }
 
-/* What the state and the allocator's reserve leave of the guides' 80% of
- * what the device offers. */
+/* What the state and the allocator's reserve leave of offered bytes. */
+static int64_t left_for_batches(const ol_batch_figure_t *f, int64_t offered)
+{
+  return at_least_zero(ol_sat_sub(ol_sat_sub(offered, f->state), at_least_zero(f->overhead)));
+}
+
+/* ... of the guides' 80% of what the device offers. */
 static int64_t room_with_headroom(const ol_batch_figure_t *f)
 {
-  return at_least_zero(ol_sat_sub(ol_sat_sub(percent_of(f->available, 100 - HEADROOM_PERCENT),
-                                             f->state),
-                                  at_least_zero(f->overhead)));
+  return left_for_batches(f, percent_of(f->available, 100 - HEADROOM_PERCENT));
 }
 
 void ol_batch_figure_solve(ol_batch_figure_t *f)
 {
-  int64_t room =
-    at_least_zero(ol_sat_sub(ol_sat_sub(f->available, f->state), at_least_zero(f->overhead)));
   int64_t unit = f->batch > 0 ? f->batch : 1000;
-  f->fits = scaled(unit, room, f->need);
+  f->fits = scaled(unit, left_for_batches(f, f->available), f->need);
   f->fits_headroom = scaled(unit, room_with_headroom(f), f->need);
 }
 
