@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Every test executable works in one folder of its own under TMPDIR (or
  * /tmp), made before its suite runs and removed, whatever is in it, once
@@ -59,6 +60,23 @@ static inline char *ol_test_read_file(const char *path, size_t *len)
   if (len)
     *len = (size_t)size;
   return data;
+}
+
+/* Writes text as the whole of path; fails the test when it cannot. */
+static inline void ol_test_write_file(const char *path, const char *text)
+{
+  FILE *f = fopen(path, "w");
+  ck_assert_msg(f, "cannot create %s", path);
+  fputs(text, f);
+  ck_assert_int_eq(fclose(f), 0);
+}
+
+/* path holds exactly want. */
+static inline void ol_test_assert_file_text(const char *path, const char *want)
+{
+  char *got = ol_test_read_file(path, NULL);
+  ck_assert_msg(strcmp(got, want) == 0, "%s holds:\n%s", path, got);
+  free(got);
 }
 
 /* Runs the suite, prints Check's summary, and turns failures into the exit

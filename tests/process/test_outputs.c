@@ -31,21 +31,6 @@ static const char *in_dir(char *out, size_t cap, const char *name)
   return out;
 }
 
-static void put_file(const char *path, const char *text)
-{
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  ck_assert_int_eq(fclose(f), 0);
-}
-
-static void assert_text(const char *path, const char *want)
-{
-  char *got = ol_test_read_file(path, NULL);
-  ck_assert_msg(strcmp(got, want) == 0, "%s holds:\n%s", path, got);
-  free(got);
-}
-
 static void assert_kind(const char *path, mode_t kind)
 {
   struct stat st;
@@ -111,13 +96,13 @@ END_TEST
 START_TEST(report_at_a_link_is_refused)
 {
   char victim[PATH_MAX], link_path[PATH_MAX], env_report[PATH_MAX + 32];
-  put_file(in_dir(victim, sizeof victim, "victim"), "precious\n");
+  ol_test_write_file(in_dir(victim, sizeof victim, "victim"), "precious\n");
   ck_assert_int_eq(symlink(victim, in_dir(link_path, sizeof link_path, "r.txt")), 0);
   snprintf(env_report, sizeof env_report, "OOMLENS_REPORT=%s", link_path);
   harness_run_t run;
   job(&run, (const char *[]){env_report, NULL});
   assert_kind(link_path, S_IFLNK);
-  assert_text(victim, "precious\n");
+  ol_test_assert_file_text(victim, "precious\n");
   ck_assert_int_eq(entries(), 2); /* no r.json */
   assert_said(&run, "r.txt: is a symbolic link; refused");
 }
@@ -177,13 +162,13 @@ END_TEST
 START_TEST(trace_at_a_link_is_refused)
 {
   char victim[PATH_MAX], link_path[PATH_MAX], env_trace[PATH_MAX + 32];
-  put_file(in_dir(victim, sizeof victim, "victim"), "precious\n");
+  ol_test_write_file(in_dir(victim, sizeof victim, "victim"), "precious\n");
   ck_assert_int_eq(symlink(victim, in_dir(link_path, sizeof link_path, "t.trace")), 0);
   snprintf(env_trace, sizeof env_trace, "OOMLENS_TRACE=%s", link_path);
   harness_run_t run;
   job(&run, (const char *[]){env_trace, NULL});
   assert_kind(link_path, S_IFLNK);
-  assert_text(victim, "precious\n");
+  ol_test_assert_file_text(victim, "precious\n");
   assert_said(&run, "t.trace: is a symbolic link; refused");
 }
 END_TEST
@@ -211,8 +196,8 @@ static const char bad_later_trace[] =
 START_TEST(export_failure_keeps_the_old_output)
 {
   char trace[PATH_MAX], out[PATH_MAX];
-  put_file(in_dir(trace, sizeof trace, "bad.trace"), bad_later_trace);
-  put_file(in_dir(out, sizeof out, "out.folded"), "precious\n");
+  ol_test_write_file(in_dir(trace, sizeof trace, "bad.trace"), bad_later_trace);
+  ol_test_write_file(in_dir(out, sizeof out, "out.folded"), "precious\n");
   const char *formats[] = {"folded", "memory-viz", "perfetto", "rmm-csv"};
   for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) {
     harness_run_t run;
@@ -220,7 +205,7 @@ START_TEST(export_failure_keeps_the_old_output)
     ck_assert_msg(run.status == 2, "%s: exit %d:\n%s", formats[i], run.status, run.out);
     assert_said(&run, "bad.trace:4: site '9' of device 0 is not defined");
   }
-  assert_text(out, "precious\n");
+  ol_test_assert_file_text(out, "precious\n");
   ck_assert_int_eq(entries(), 2); /* no temporary file left */
 }
 END_TEST
@@ -230,18 +215,18 @@ END_TEST
 START_TEST(export_onto_its_input_is_refused)
 {
   char trace[PATH_MAX], hard[PATH_MAX], said[PATH_MAX + 64];
-  put_file(in_dir(trace, sizeof trace, "same.trace"), small_trace);
+  ol_test_write_file(in_dir(trace, sizeof trace, "same.trace"), small_trace);
   ck_assert_int_eq(link(trace, in_dir(hard, sizeof hard, "hard.trace")), 0);
   const char *outs[] = {trace, hard};
   for (int i = 0; i < 2; i++) {
     harness_run_t run;
     cli(&run, (const char *[]){"export", trace, "--format", "folded", "-o", outs[i], NULL});
-    assert_text(trace, small_trace);
+    ol_test_assert_file_text(trace, small_trace);
     ck_assert_msg(run.status == 2, "exit %d:\n%s", run.status, run.out);
     snprintf(said, sizeof said, "oomlens export: %s: is this command's input", outs[i]);
     assert_said(&run, said);
   }
-  assert_text(trace, small_trace);
+  ol_test_assert_file_text(trace, small_trace);
   ck_assert_int_eq(entries(), 2);
 }
 END_TEST
@@ -251,8 +236,8 @@ END_TEST
 START_TEST(export_onto_a_link_fifo_or_folder_is_refused)
 {
   char trace[PATH_MAX], victim[PATH_MAX], link_path[PATH_MAX], fifo[PATH_MAX], sub[PATH_MAX];
-  put_file(in_dir(trace, sizeof trace, "t.trace"), small_trace);
-  put_file(in_dir(victim, sizeof victim, "victim"), "precious\n");
+  ol_test_write_file(in_dir(trace, sizeof trace, "t.trace"), small_trace);
+  ol_test_write_file(in_dir(victim, sizeof victim, "victim"), "precious\n");
   ck_assert_int_eq(symlink(victim, in_dir(link_path, sizeof link_path, "out")), 0);
   ck_assert_int_eq(mkfifo(in_dir(fifo, sizeof fifo, "fifo"), 0600), 0);
   ck_assert_int_eq(mkdir(in_dir(sub, sizeof sub, "sub"), 0700), 0);
@@ -262,7 +247,7 @@ START_TEST(export_onto_a_link_fifo_or_folder_is_refused)
     harness_run_t run;
     cli(&run, (const char *[]){"export", trace, "--format", "perfetto", "-o", outs[i], NULL});
     assert_kind(link_path, S_IFLNK);
-    assert_text(victim, "precious\n");
+    ol_test_assert_file_text(victim, "precious\n");
     assert_kind(fifo, S_IFIFO);
     ck_assert_msg(run.status == 2, "exit %d:\n%s", run.status, run.out);
     assert_said(&run, why[i]);
@@ -284,10 +269,10 @@ START_TEST(html_onto_its_input_is_refused)
 {
   char copy[PATH_MAX];
   char *original = ol_test_read_file(report_fixture(), NULL);
-  put_file(in_dir(copy, sizeof copy, "x.json"), original);
+  ol_test_write_file(in_dir(copy, sizeof copy, "x.json"), original);
   harness_run_t run;
   cli(&run, (const char *[]){"report", copy, "--html", copy, NULL});
-  assert_text(copy, original);
+  ol_test_assert_file_text(copy, original);
   ck_assert_msg(run.status == 2, "exit %d:\n%s", run.status, run.out);
   assert_said(&run, "x.json: is this command's input");
   free(original);
@@ -299,12 +284,12 @@ END_TEST
 START_TEST(html_onto_a_link_is_refused)
 {
   char victim[PATH_MAX], link_path[PATH_MAX];
-  put_file(in_dir(victim, sizeof victim, "victim"), "precious\n");
+  ol_test_write_file(in_dir(victim, sizeof victim, "victim"), "precious\n");
   ck_assert_int_eq(symlink(victim, in_dir(link_path, sizeof link_path, "page.html")), 0);
   harness_run_t run;
   cli(&run, (const char *[]){"report", report_fixture(), "--html", link_path, NULL});
   assert_kind(link_path, S_IFLNK);
-  assert_text(victim, "precious\n");
+  ol_test_assert_file_text(victim, "precious\n");
   ck_assert_msg(run.status == 2, "exit %d:\n%s", run.status, run.out);
   assert_said(&run, "page.html: is a symbolic link; refused");
 }
@@ -315,14 +300,14 @@ END_TEST
 START_TEST(html_on_a_full_disk_leaves_the_old_page)
 {
   char page[PATH_MAX], script[3 * PATH_MAX];
-  put_file(in_dir(page, sizeof page, "page.html"), "old page\n");
+  ol_test_write_file(in_dir(page, sizeof page, "page.html"), "old page\n");
   snprintf(script, sizeof script, "ulimit -f 8; trap '' XFSZ; exec '%s' report '%s' --html '%s'",
            harness_env("OOMLENS_TEST_CLI"), report_fixture(), page);
   const char *argv[] = {"/bin/sh", "-c", script, NULL};
   harness_run_t run;
   harness_exec(&run, false, NULL, argv);
   ck_assert_msg(run.status == 1, "exit %d:\n%s", run.status, run.out);
-  assert_text(page, "old page\n");
+  ol_test_assert_file_text(page, "old page\n");
   ck_assert_int_eq(entries(), 1); /* no temporary file left */
   assert_said(&run, "page.html: cannot write: File too large");
 }

@@ -132,10 +132,7 @@ END_TEST
 static void write_file(const char *name, const char *text, char *path, size_t cap)
 {
   snprintf(path, cap, "%s/%s", harness_dir(), name);
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  fclose(f);
+  ol_test_write_file(path, text);
 }
 
 typedef struct {

@@ -53,21 +53,6 @@ static int count_entries(void)
   return n;
 }
 
-static void put_file(const char *path, const char *text)
-{
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  ck_assert_int_eq(fclose(f), 0);
-}
-
-static void assert_text(const char *path, const char *want)
-{
-  char *got = ol_test_read_file(path, NULL);
-  ck_assert_str_eq(got, want);
-  free(got);
-}
-
 static mode_t current_umask(void)
 {
   mode_t mask = umask(022);
@@ -85,7 +70,7 @@ START_TEST(new_file_whole_with_the_umask)
                                  OL_OUTPUT_PRIVATE, &err));
   ck_assert(ol_output_write_file(in_dir(shared, sizeof shared, "m.prom"), "m 1\n", 4,
                                  OL_OUTPUT_SHARED, &err));
-  assert_text(path, "first\n");
+  ol_test_assert_file_text(path, "first\n");
   struct stat st;
   ck_assert_int_eq(stat(path, &st), 0);
   ck_assert_int_eq(st.st_mode & 0777, OL_OUTPUT_PRIVATE & ~current_umask());
@@ -99,11 +84,11 @@ START_TEST(existing_file_replaced_keeping_its_mode)
 {
   char path[PATH_MAX];
   in_dir(path, sizeof path, "r.txt");
-  put_file(path, "old\n");
+  ol_test_write_file(path, "old\n");
   ck_assert_int_eq(chmod(path, 0640), 0);
   ol_error_t err;
   ck_assert_msg(ol_output_write_file(path, "new\n", 4, OL_OUTPUT_PRIVATE, &err), "%s", err.text);
-  assert_text(path, "new\n");
+  ol_test_assert_file_text(path, "new\n");
   struct stat st;
   ck_assert_int_eq(stat(path, &st), 0);
   ck_assert_int_eq(st.st_mode & 0777, 0640);
@@ -116,13 +101,13 @@ END_TEST
 START_TEST(symlink_refused_link_and_target_kept)
 {
   char victim[PATH_MAX], link_path[PATH_MAX], target[PATH_MAX];
-  put_file(in_dir(victim, sizeof victim, "victim"), "precious\n");
+  ol_test_write_file(in_dir(victim, sizeof victim, "victim"), "precious\n");
   ck_assert_int_eq(symlink(victim, in_dir(link_path, sizeof link_path, "r.txt")), 0);
   ol_error_t err;
   ck_assert(!ol_output_write_file(link_path, "report\n", 7, OL_OUTPUT_PRIVATE, &err));
   ck_assert_int_eq(err.status, OL_EXIT_USAGE);
   ck_assert_msg(strstr(err.text, "is a symbolic link"), "%s", err.text);
-  assert_text(victim, "precious\n");
+  ol_test_assert_file_text(victim, "precious\n");
   ck_assert_int_gt(readlink(link_path, target, sizeof target), 0);
   ck_assert_int_eq(count_entries(), 2);
 }
@@ -207,7 +192,7 @@ END_TEST
 START_TEST(an_input_is_refused)
 {
   char input[PATH_MAX], hard[PATH_MAX], soft[PATH_MAX], other[PATH_MAX];
-  put_file(in_dir(input, sizeof input, "in.trace"), "data\n");
+  ol_test_write_file(in_dir(input, sizeof input, "in.trace"), "data\n");
   ck_assert_int_eq(link(input, in_dir(hard, sizeof hard, "hard")), 0);
   ck_assert_int_eq(symlink(input, in_dir(soft, sizeof soft, "soft")), 0);
   const char *inputs[] = {input, NULL}, *by_link[] = {soft, NULL};
@@ -218,7 +203,7 @@ START_TEST(an_input_is_refused)
   ck_assert(!ol_output_check(hard, inputs, &err));
   ck_assert(!ol_output_check(input, by_link, &err));
   ck_assert(ol_output_check(in_dir(other, sizeof other, "out"), inputs, &err));
-  assert_text(input, "data\n");
+  ol_test_assert_file_text(input, "data\n");
 }
 END_TEST
 
@@ -231,11 +216,11 @@ START_TEST(another_users_file_refused)
     return;
   }
   char path[PATH_MAX];
-  put_file(in_dir(path, sizeof path, "theirs"), "theirs\n");
+  ol_test_write_file(in_dir(path, sizeof path, "theirs"), "theirs\n");
   ck_assert_int_eq(chown(path, 65534, 65534), 0);
   ck_assert(!ol_output_write_file(path, "ours\n", 5, OL_OUTPUT_SHARED, &err));
   ck_assert_msg(strstr(err.text, "belongs to another user (uid 65534)"), "%s", err.text);
-  assert_text(path, "theirs\n");
+  ol_test_assert_file_text(path, "theirs\n");
   ck_assert_int_eq(count_entries(), 1);
 }
 END_TEST
@@ -260,7 +245,7 @@ static int write_past_the_limit(const char *path)
 START_TEST(full_disk_leaves_the_old_file)
 {
   char path[PATH_MAX];
-  put_file(in_dir(path, sizeof path, "page.html"), "old page\n");
+  ol_test_write_file(in_dir(path, sizeof path, "page.html"), "old page\n");
   fflush(NULL);
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
@@ -270,7 +255,7 @@ START_TEST(full_disk_leaves_the_old_file)
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
   ck_assert(WIFEXITED(status));
   ck_assert_int_eq(WEXITSTATUS(status), 0);
-  assert_text(path, "old page\n");
+  ol_test_assert_file_text(path, "old page\n");
   ck_assert_int_eq(count_entries(), 1);
 }
 END_TEST
@@ -278,7 +263,7 @@ END_TEST
 START_TEST(abort_leaves_the_target)
 {
   char path[PATH_MAX];
-  put_file(in_dir(path, sizeof path, "out"), "old\n");
+  ol_test_write_file(in_dir(path, sizeof path, "out"), "old\n");
   ol_output_t o;
   ol_error_t err;
   ck_assert(ol_output_begin(&o, path, OL_OUTPUT_SHARED, &err));
@@ -286,7 +271,7 @@ START_TEST(abort_leaves_the_target)
   ck_assert_int_eq(count_entries(), 2); /* the temporary file, beside it */
   ol_output_abort(&o);
   ol_output_abort(&o); /* twice is harmless */
-  assert_text(path, "old\n");
+  ol_test_assert_file_text(path, "old\n");
   ck_assert_int_eq(count_entries(), 1);
 }
 END_TEST
@@ -308,9 +293,9 @@ START_TEST(what_appears_meanwhile_is_judged_at_the_end)
   ck_assert_int_eq(unlink(path), 0);
   ck_assert(ol_output_begin(&o, path, OL_OUTPUT_SHARED, &err));
   ck_assert(ol_output_write(&o, "new\n", 4, &err));
-  put_file(path, "someone's\n");
+  ol_test_write_file(path, "someone's\n");
   ck_assert_msg(ol_output_commit(&o, &err), "%s", err.text);
-  assert_text(path, "new\n");
+  ol_test_assert_file_text(path, "new\n");
   ck_assert_int_eq(count_entries(), 1);
 }
 END_TEST
@@ -347,14 +332,14 @@ START_TEST(stream_new_and_existing_file)
   ck_assert(!created);
   ck_assert_int_eq(write(fd, "2\n", 2), 2);
   close(fd);
-  assert_text(path, "2\n"); /* emptied, then written */
+  ol_test_assert_file_text(path, "2\n"); /* emptied, then written */
 }
 END_TEST
 
 START_TEST(stream_refuses_links_folders_and_devices)
 {
   char victim[PATH_MAX], link_path[PATH_MAX];
-  put_file(in_dir(victim, sizeof victim, "victim"), "precious\n");
+  ol_test_write_file(in_dir(victim, sizeof victim, "victim"), "precious\n");
   ck_assert_int_eq(symlink(victim, in_dir(link_path, sizeof link_path, "t.trace")), 0);
   const char *paths[] = {link_path, dir, "/dev/null"};
   for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
@@ -363,7 +348,7 @@ START_TEST(stream_refuses_links_folders_and_devices)
     ck_assert_int_eq(ol_output_open_stream(paths[i], OL_OUTPUT_PRIVATE, &created, &err), -1);
     ck_assert_msg(err.status == OL_EXIT_USAGE, "%s", err.text);
   }
-  assert_text(victim, "precious\n");
+  ol_test_assert_file_text(victim, "precious\n");
   ck_assert_int_eq(count_entries(), 2);
 }
 END_TEST
