@@ -2,8 +2,8 @@
  * merge` do with a JSON report: the strict reader (report_view.c on
  * json_fields.c), then every printer of what it read: the text and JSON
  * renderers, the HTML page, merge's table and JSON (the report beside
- * itself). The input is an in-memory file (memfd) named through
- * /proc/self/fd, as fuzz_trace_csv.c does. What it checks beyond "no
+ * itself). The input is an in-memory file (fuzz_input.h), as for
+ * fuzz_trace_csv.c. What it checks beyond "no
  * crash, no sanitizer report": a refused report says why, naming the file;
  * a read one's figures are in the ranges the reader promises. */
 #include <stdint.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "fuzz_input.h"
 #include "report_view.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -42,16 +43,11 @@ static void check_ranges(const ol_report_t *v)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  int fd = memfd_create("report", 0);
+  char path[64];
+  int fd = fuzz_input_file(data, size, "report", path, sizeof path);
   if (fd < 0)
     return 0;
-  if (write(fd, data, size) != (ssize_t)size) {
-    close(fd);
-    return 0;
-  }
-  char path[64];
   ol_error_t err;
-  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
   ol_report_t v;
   if (ol_view_load_json(&v, path, &err) == 0) {
     check_ranges(&v);

@@ -8,22 +8,18 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "fuzz_input.h"
 #include "trace_csv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  int fd = memfd_create("trace", 0);
+  char path[64];
+  int fd = fuzz_input_file(data, size, "trace", path, sizeof path);
   if (fd < 0)
     return 0;
-  if (write(fd, data, size) != (ssize_t)size) {
-    close(fd);
-    return 0;
-  }
-  char path[64];
   ol_error_t err;
-  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
   ol_trace_t *trace = ol_trace_open(path, &err);
   if (trace) {
     ol_trace_event_t ev;
