@@ -259,6 +259,7 @@ void ol_tracefile_event(ol_trace_action_t action, uint64_t addr, uint64_t size, 
   pthread_mutex_lock(&tf.lock);
   if (atomic_load(&tf.taking))
     note_device(device);
+  /* read again: note_device's record may have found no room and stopped tracing */
   event_rec_t *rec = atomic_load(&tf.taking) ? reserve(sizeof *rec) : NULL;
   if (rec) {
     *rec = (event_rec_t){.type = REC_EVENT, .action = (uint8_t)action, .device = (int16_t)device,
