@@ -62,6 +62,17 @@ static bool parse_batch(const char *text, void *field, const void *data)
 
 const ol_arg_type_t ol_arg_batch = {"batch", "expected a whole number from 1 to 1000000",
                                     parse_batch};
+/* A pool unit: what OOMLENS_POOL_UNIT accepts (1 to 512 chunks). */
+static bool parse_unit(const char *text, void *field, const void *data)
+{
+  uint64_t n;
+  if (!ol_parse_count(text, &n) || n == 0 || n > 512)
+    return false;
+  *(uint64_t *)field = n;
+  return true;
+}
+
+const ol_arg_type_t ol_arg_unit = {"chunks", "expected a whole number from 1 to 512", parse_unit};
 const ol_arg_type_t ol_arg_device = {"device", "expected 0 to 63", parse_device};
 
 /* ---- the loop ------------------------------------------------------------- */

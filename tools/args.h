@@ -36,6 +36,7 @@ extern const ol_arg_type_t ol_arg_text;   /* const char *: any text but an empty
 extern const ol_arg_type_t ol_arg_size;   /* uint64_t bytes: ol_parse_size, at most OL_MAX_BYTES */
 extern const ol_arg_type_t ol_arg_uint;   /* uint64_t: decimal digits */
 extern const ol_arg_type_t ol_arg_batch;  /* uint64_t: a batch size, 1 to 10^6 */
+extern const ol_arg_type_t ol_arg_unit;   /* uint64_t: OOMLENS_POOL_UNIT's chunks, 1 to 512 */
 extern const ol_arg_type_t ol_arg_device; /* int: a CUDA device, 0 to OL_TRACE_MAX_DEVICES - 1 */
 /* ol_arg_size's parser, for a command's own size type (other words). */
 bool ol_arg_parse_size(const char *text, void *field, const void *data);

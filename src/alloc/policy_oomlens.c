@@ -62,6 +62,7 @@ static ol_policy_t *oomlens_create(const ol_policy_options_t *options)
     .address_space = space ? space : gran,
     .max_split_size = options->max_split_size,
     .keep_mapped = options->keep_mapped,
+    .map_unit = options->map_unit,
   };
   policy->pool = ol_pool_create(&backend, &config);
   if (!policy->pool) {

@@ -55,6 +55,7 @@ typedef struct blk {
 typedef struct range {
   uint64_t base, size;
   uint64_t *mapped;      /* one bit per granule */
+  uint64_t *starts;      /* one bit per granule: the first of a physical extent */
   uint32_t head, tail;   /* first and last block */
   uint64_t top;          /* granules at or above it are unmapped */
 } range_t;
@@ -64,6 +65,7 @@ struct ol_pool {
   uint64_t gran;
   unsigned shift; /* log2(gran) */
   uint64_t address_space, max_split;
+  uint64_t unit; /* granules per physical extent at most (config.map_unit) */
   void *(*host_realloc)(void *ptr, size_t size);
 
   blk_t *blk;
@@ -549,14 +551,16 @@ static uint32_t range_add(ol_pool_t *p, uint64_t size)
   range_t *r = &p->ranges[p->nranges];
   *r = (range_t){.size = size};
   uint64_t granules = size >> p->shift;
-  r->mapped = host_grow(p, NULL, (granules + 63) / 64, sizeof *r->mapped);
-  if (!r->mapped)
-    return NIL;
-  memset(r->mapped, 0, ((granules + 63) / 64) * sizeof *r->mapped);
-  if (p->be.reserve(p->be.ctx, size, &r->base) != 0) {
+  size_t words = (granules + 63) / 64;
+  r->mapped = host_grow(p, NULL, words, sizeof *r->mapped);
+  r->starts = r->mapped ? host_grow(p, NULL, words, sizeof *r->starts) : NULL;
+  if (!r->starts || p->be.reserve(p->be.ctx, size, &r->base) != 0) {
     host_free(p, r->mapped);
+    host_free(p, r->starts);
     return NIL;
   }
+  memset(r->mapped, 0, words * sizeof *r->mapped);
+  memset(r->starts, 0, words * sizeof *r->starts);
   uint32_t x = record_take(p);
   p->blk[x] = (blk_t){.addr = r->base, .size = size, .prev = NIL, .next = NIL,
                       .range = (uint16_t)p->nranges};
@@ -567,9 +571,11 @@ static uint32_t range_add(ol_pool_t *p, uint64_t size)
   return x;
 }
 
+/* Granules [g0, g1) are now one physical extent. */
 static void map_done(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1)
 {
   bits_set(r->mapped, g0, g1, true);
+  bits_set(r->starts, g0, g0 + 1, true);
   if (g1 > r->top)
     r->top = g1;
   p->reserved += (g1 - g0) << p->shift;
@@ -579,16 +585,35 @@ static void map_done(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1)
   p->counts.mapped_bytes += (g1 - g0) << p->shift;
 }
 
-static void unmap_granules(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1)
+/* The extent that begins at granule s ends at the next extent's start or at
+ * the first unmapped granule; no extent is longer than the unit. */
+static uint64_t extent_end(const ol_pool_t *p, const range_t *r, uint64_t s)
+{
+  uint64_t limit = s + p->unit < r->top ? s + p->unit : r->top;
+  uint64_t next = bit_next(r->starts, s + 1, limit, true);
+  return bit_next(r->mapped, s + 1, next, false);
+}
+
+/* The first granule of the extent that holds mapped granule g. */
+static uint64_t extent_start(const ol_pool_t *p, const range_t *r, uint64_t g)
+{
+  uint64_t lo = g + 1 > p->unit ? g + 1 - p->unit : 0;
+  return bit_prev(r->starts, lo, g + 1, true);
+}
+
+/* Unmaps [g0, g1), extents extents side by side, whole: one backend call
+ * (the backend gives back each extent's allocation). */
+static void unmap_extents(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1, uint64_t extents)
 {
   p->be.unmap(p->be.ctx, r->base + (g0 << p->shift), (g1 - g0) << p->shift);
   bits_set(r->mapped, g0, g1, false);
+  bits_set(r->starts, g0, g1, false);
   if (g1 >= r->top) {
     uint64_t last = g0 ? bit_prev(r->mapped, 0, g0, true) : UINT64_MAX;
     r->top = last == UINT64_MAX ? 0 : last + 1;
   }
   p->reserved -= (g1 - g0) << p->shift;
-  p->counts.unmap_calls++;
+  p->counts.unmap_calls += extents;
   p->counts.unmapped_bytes += (g1 - g0) << p->shift;
 }
 
@@ -661,8 +686,9 @@ static uint64_t fit_in(const ol_pool_t *p, uint32_t x, uint64_t size, uint64_t *
   return need;
 }
 
-/* Unmaps mapped granules wholly inside free block x, highest first, until
- * want bytes are gone; returns the bytes released. */
+/* Unmaps the extents wholly inside free block x, highest first, until want
+ * bytes are gone (the last extent may take it past want); returns the bytes
+ * released. An extent that a live block shares stays. */
 static uint64_t release_block(ol_pool_t *p, uint32_t x, uint64_t want)
 {
   uint64_t g0, g1, done = 0;
@@ -675,15 +701,25 @@ static uint64_t release_block(ol_pool_t *p, uint32_t x, uint64_t want)
     uint64_t top = bit_prev(r->mapped, g0, g1, true);
     if (top == UINT64_MAX)
       break;
-    uint64_t bottom = bit_prev(r->mapped, g0, top, false);
-    bottom = bottom == UINT64_MAX ? g0 : bottom + 1;
-    uint64_t rest = want - done; /* in granules, rounded up without overflow */
-    uint64_t left = (rest >> p->shift) + ((rest & (p->gran - 1)) != 0);
-    if (top + 1 - bottom > left)
-      bottom = top + 1 - left;
-    unmap_granules(p, r, bottom, top + 1);
-    done += (top + 1 - bottom) << p->shift;
-    g1 = bottom;
+    uint64_t s = extent_start(p, r, top);
+    if (s < g0)
+      break; /* it reaches below the block, and holds all that is mapped below */
+    uint64_t e = extent_end(p, r, s), n = 1;
+    if (e > g1) { /* it reaches above the block: a live block shares it */
+      g1 = s;
+      continue;
+    }
+    /* the extents right below, while they are wanted: one call for all */
+    while (done + ((e - s) << p->shift) < want && s > g0 && bit_get(r->mapped, s - 1)) {
+      uint64_t below = extent_start(p, r, s - 1);
+      if (below < g0)
+        break;
+      s = below;
+      n++;
+    }
+    unmap_extents(p, r, s, e, n);
+    done += (e - s) << p->shift;
+    g1 = s;
   }
   return done;
 }
@@ -724,7 +760,8 @@ static void trim_before_growing(ol_pool_t *p, uint64_t need, uint64_t new_peak)
   uint64_t bound = new_peak + slack > p->reserved_peak ? new_peak + slack : p->reserved_peak;
   if (after <= bound || after <= p->retry_at)
     return;
-  ol_pool_release(p, after - (bound - slack / 2));
+  uint64_t want = after - (bound - slack / 2);
+  ol_pool_release(p, want);
   p->counts.release_scans++;
   p->retry_at = p->reserved + need + slack / 2;
 }
@@ -735,7 +772,8 @@ static int map_runs(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1)
 {
   bool released = false;
   for (uint64_t a = bit_next(r->mapped, g0, g1, false); a < g1;) {
-    uint64_t b = bit_next(r->mapped, a, g1, true);
+    uint64_t unit_end = (a / p->unit + 1) * p->unit; /* extents never cross a unit */
+    uint64_t b = bit_next(r->mapped, a, unit_end < g1 ? unit_end : g1, true);
     if (p->be.map(p->be.ctx, r->base + (a << p->shift), (b - a) << p->shift) != 0) {
       if (released)
         return -1;
@@ -1118,11 +1156,11 @@ void ol_pool_stats(const ol_pool_t *p, ol_policy_stats_t *out)
     .largest_free_block = (int64_t)largest,
     .free_reserved = (int64_t)(p->reserved - p->allocated),
     .segments = (int64_t)(p->reserved >> p->shift),
-    /* one physical handle per granule (pool.h's backend contract) */
-    .calls = {.creates = (int64_t)(p->counts.mapped_bytes >> p->shift),
-              .maps = (int64_t)(p->counts.mapped_bytes >> p->shift),
-              .unmaps = (int64_t)(p->counts.unmapped_bytes >> p->shift),
-              .releases = (int64_t)(p->counts.unmapped_bytes >> p->shift)},
+    /* one physical handle per extent (pool.h's backend contract) */
+    .calls = {.creates = (int64_t)p->counts.map_calls,
+              .maps = (int64_t)p->counts.map_calls,
+              .unmaps = (int64_t)p->counts.unmap_calls,
+              .releases = (int64_t)p->counts.unmap_calls},
   };
 }
 
@@ -1143,6 +1181,27 @@ static long check_treap(const ol_pool_t *p, uint32_t t, uint32_t parent, uint32_
   long l = check_treap(p, b->child[0], t, bin, lo, b);
   long r = check_treap(p, b->child[1], t, bin, b, hi);
   return l < 0 || r < 0 ? -1 : l + r + 1;
+}
+
+/* Every mapped run is cut into extents of at most a unit, none crossing a
+ * unit's boundary, and every extent starts on a mapped granule. */
+static bool check_extents(const ol_pool_t *p, const range_t *r)
+{
+  uint64_t n = r->size >> p->shift;
+  for (uint64_t g = bit_next(r->starts, 0, n, true); g < n; g = bit_next(r->starts, g + 1, n, true))
+    if (!bit_get(r->mapped, g))
+      return false;
+  for (uint64_t a = bit_next(r->mapped, 0, n, true); a < n;) {
+    uint64_t b = bit_next(r->mapped, a, n, false);
+    for (uint64_t s = a; s < b;) {
+      uint64_t e = s < r->top ? extent_end(p, r, s) : s + 1;
+      if (!bit_get(r->starts, s) || e - s > p->unit || (e - 1) / p->unit != s / p->unit)
+        return false;
+      s = e;
+    }
+    a = bit_next(r->mapped, b, n, true);
+  }
+  return true;
 }
 
 /* Walks one range's blocks: contiguous, linked both ways, no two free
@@ -1167,7 +1226,7 @@ static bool check_range(const ol_pool_t *p, uint32_t i, long *nfree, long *nlive
     at += b->size;
   }
   return prev == r->tail && at == r->base + r->size &&
-         (r->top == 0 || bit_get(r->mapped, r->top - 1));
+         (r->top == 0 || bit_get(r->mapped, r->top - 1)) && check_extents(p, r);
 }
 
 bool ol_pool_check(const ol_pool_t *p)
@@ -1214,6 +1273,7 @@ ol_pool_t *ol_pool_create(const ol_backend_t *backend, const ol_pool_config_t *c
   p->shift = (unsigned)__builtin_ctzll(g);
   p->address_space = round_up(config->address_space, g);
   p->max_split = config->max_split_size;
+  p->unit = config->map_unit ? config->map_unit : 1;
   p->keep_mapped = config->keep_mapped;
   p->host_realloc = host;
   p->spare = NIL;
@@ -1232,14 +1292,13 @@ void ol_pool_destroy(ol_pool_t *p)
     return;
   for (uint32_t i = 0; i < p->nranges; i++) {
     range_t *r = &p->ranges[i];
-    uint64_t n = r->size >> p->shift;
-    for (uint64_t a = bit_next(r->mapped, 0, n, true); a < n;) {
-      uint64_t b = bit_next(r->mapped, a, n, false);
-      unmap_granules(p, r, a, b);
-      a = bit_next(r->mapped, b, n, true);
+    while (r->top > 0) {
+      uint64_t s = extent_start(p, r, r->top - 1);
+      unmap_extents(p, r, s, extent_end(p, r, s), 1);
     }
     p->be.unreserve(p->be.ctx, r->base, r->size);
     host_free(p, r->mapped);
+    host_free(p, r->starts);
   }
   host_free(p, p->ranges);
   host_free(p, p->blk);

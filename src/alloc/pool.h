@@ -25,19 +25,18 @@ typedef struct ol_backend {
    * aligned to granularity. 0 on success, -1 on failure. */
   int (*reserve)(void *ctx, uint64_t size, uint64_t *base);
   void (*unreserve)(void *ctx, uint64_t base, uint64_t size);
-  /* Back [addr, addr+size) with physical memory; both multiples of
-   * granularity, inside a reserved range. 0 on success, -1 when the device
-   * is out of memory (or any other failure). */
+  /* Back [addr, addr+size) with one physical allocation (an extent); both
+   * multiples of granularity, inside a reserved range. 0 on success, -1
+   * when the device is out of memory (or any other failure). */
   int (*map)(void *ctx, uint64_t addr, uint64_t size);
   void (*unmap)(void *ctx, uint64_t addr, uint64_t size);
 } ol_backend_t;
 /* What the pool asks of a backend beyond the comments above:
- * - map is called only on granules that are not mapped, unmap only on
- *   granules that are; but an unmap may cover part of an earlier map, or
- *   several of them, and a map may join runs later unmapped separately. A
- *   driver backend must therefore keep one physical allocation per granule
- *   (cuMemCreate of granularity bytes each, as PyTorch's expandable segments
- *   do), since cuMemUnmap cannot unmap part of one mapping.
+ * - map is called only on granules that are not mapped; unmap exactly on
+ *   one earlier map's range, whole (an extent: cuMemUnmap cannot unmap part
+ *   of one mapping), so one physical allocation per map call is right.
+ *   Extents hold at most config.map_unit granules and never cross a
+ *   multiple of it from the range's base.
  * - a failed map leaves nothing mapped in the range it was given.
  * - unreserve is called only on a range with nothing mapped in it. */
 
@@ -61,6 +60,11 @@ typedef struct ol_pool_config {
    * fence: the layout then shifts from step to step and trimming remapped
    * gigabytes a step on an H200 (OOMLENS_POOL_TRIM=0 in manage mode). */
   bool keep_mapped;
+  /* Granules one physical extent may hold (0 or 1: one per granule). A
+   * larger unit makes one driver call of what were many: each call costs
+   * about the same whatever its size (H200, docs/measurements.md), but a
+   * free extent can be given back only whole, when no live block shares it. */
+  uint64_t map_unit;
 } ol_pool_config_t;
 
 #define OL_POOL_ALIGN 512u /* every size is rounded up to it, as PyTorch does */
@@ -97,7 +101,7 @@ void ol_pool_stats(const ol_pool_t *pool, ol_policy_stats_t *out);
 
 /* Counters beyond the policy's, for tests, benchmarks and reports. */
 typedef struct ol_pool_counts {
-  uint64_t map_calls, unmap_calls;     /* backend calls made */
+  uint64_t map_calls, unmap_calls;     /* extents mapped and unmapped: physical allocations */
   uint64_t mapped_bytes, unmapped_bytes; /* totals over the pool's life */
   uint64_t ranges;                     /* address ranges reserved now */
   uint64_t free_blocks, live_blocks;

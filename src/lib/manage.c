@@ -51,8 +51,10 @@ typedef struct stream_frees {
 
 #define STREAMS_KEPT 16
 
+/* One physical allocation of the pool's: an extent of one or more chunks
+ * (OOMLENS_POOL_UNIT), mapped and unmapped whole. */
 typedef struct chunk_handle {
-  uint64_t addr;
+  uint64_t addr, size;
   uint64_t handle;
   uint64_t retired_by; /* 0: in the pool's use; else the retirement that will unmap it */
   UT_hash_handle hh;
@@ -125,9 +127,9 @@ static void backend_unreserve(void *ctx, uint64_t base, uint64_t size)
 
 static void release_chunk(managed_t *m, chunk_handle_t *c)
 {
-  ol_prim_vmm_unmap(c->addr, m->backend.granularity, c->handle);
-  ol_track_pool_mapped(m->device, c->addr, -(int64_t)m->backend.granularity);
-  m->physical -= m->backend.granularity;
+  ol_prim_vmm_unmap(c->addr, c->size, c->handle);
+  ol_track_pool_mapped(m->device, c->addr, -(int64_t)c->size);
+  m->physical -= c->size;
   HASH_DELETE(hh, m->handles, c);
   free(c);
 }
@@ -152,13 +154,25 @@ static void return_events(managed_t *m, batch_t *fence)
 
 /* The chunks of a range leave the pool's count; `by` says what unmaps them
  * (a retirement, or nothing while parked). */
+/* The next extent at or above at inside [at, end): the pool unmaps whole
+ * extents, so each one starts at a chunk boundary of the range. */
+static chunk_handle_t *extent_from(managed_t *m, uint64_t *at, uint64_t end)
+{
+  for (; *at < end; *at += m->backend.granularity) {
+    chunk_handle_t *c = chunk_at(m, *at);
+    if (c)
+      return c;
+  }
+  return NULL;
+}
+
 static void mark_retired(managed_t *m, uint64_t addr, uint64_t size, uint64_t by)
 {
-  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
-    chunk_handle_t *c = chunk_at(m, at);
-    if (c && !c->retired_by) {
+  chunk_handle_t *c;
+  for (uint64_t at = addr; (c = extent_from(m, &at, addr + size)); at += c->size) {
+    if (!c->retired_by) {
       c->retired_by = by;
-      m->mapped -= m->backend.granularity;
+      m->mapped -= c->size;
     }
   }
 }
@@ -177,9 +191,10 @@ static void reap_retired(managed_t *m, bool wait)
         state = -1; /* the events failed us: only a synchronize is safe */
     if (state < 0 && ol_prim_device_synchronize() == 0)
       ol_track_device_sync(m->device);
-    for (uint64_t at = r->addr; at < r->addr + r->size; at += m->backend.granularity) {
-      chunk_handle_t *c = chunk_at(m, at);
-      if (c && c->retired_by == r->seq)
+    chunk_handle_t *c;
+    for (uint64_t at = r->addr; (c = extent_from(m, &at, r->addr + r->size));) {
+      at += c->size;
+      if (c->retired_by == r->seq)
         release_chunk(m, c);
     }
     return_events(m, &r->fence);
@@ -228,55 +243,61 @@ static void backend_unmap(void *ctx, uint64_t addr, uint64_t size)
   }
   if (ol_prim_device_synchronize() == 0)
     ol_track_device_sync(m->device);
-  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
-    chunk_handle_t *c = chunk_at(m, at);
-    if (c && !c->retired_by)
-      m->mapped -= m->backend.granularity;
-    if (c)
-      release_chunk(m, c);
+  chunk_handle_t *c;
+  for (uint64_t at = addr; (c = extent_from(m, &at, addr + size));) {
+    at += c->size;
+    if (!c->retired_by)
+      m->mapped -= c->size;
+    release_chunk(m, c);
   }
 }
 
-/* One handle per chunk, so that any chunk can be unmapped on its own. A
- * chunk still retiring is simply taken back. */
-static int map_chunk(managed_t *m, uint64_t addr)
+/* Whether a retiring extent other than exactly [addr, addr+size) still
+ * holds part of that range: the pool cut its extents differently there. */
+static bool retiring_overlap(managed_t *m, uint64_t addr, uint64_t size)
+{
+  uint64_t gran = m->backend.granularity, reach = (uint64_t)ol_option_size(OL_OPT_POOL_UNIT);
+  uint64_t from = addr > reach * gran ? addr - reach * gran : 0;
+  for (uint64_t at = from; at < addr + size; at += gran) {
+    chunk_handle_t *c = chunk_at(m, at);
+    if (c && c->addr + c->size > addr && (c->addr != addr || c->size != size))
+      return true;
+  }
+  return false;
+}
+
+/* One handle per extent the pool maps, so that each can be unmapped on its
+ * own. An extent still retiring is simply taken back. */
+static int map_range(managed_t *m, uint64_t addr, uint64_t size)
 {
   chunk_handle_t *c = chunk_at(m, addr);
-  if (c && c->retired_by) {
+  if (c && c->retired_by && c->size == size) {
     c->retired_by = 0;
-    m->mapped += m->backend.granularity;
+    m->mapped += size;
     return 0;
   }
+  if (retiring_overlap(m, addr, size))
+    reap_retired(m, true); /* rare: wait for the old extents to go first */
   c = calloc(1, sizeof *c);
   if (!c)
     return -1;
-  int res = ol_prim_vmm_map(m->device, addr, m->backend.granularity, &c->handle);
+  int res = ol_prim_vmm_map(m->device, addr, size, &c->handle);
   if (res != 0) {
     free(c);
     return -1;
   }
   c->addr = addr;
+  c->size = size;
   handle_table_full = false;
   HASH_ADD(hh, m->handles, addr, sizeof c->addr, c);
   if (handle_table_full) {
-    ol_prim_vmm_unmap(addr, m->backend.granularity, c->handle);
+    ol_prim_vmm_unmap(addr, size, c->handle);
     free(c);
     return -1;
   }
-  m->mapped += m->backend.granularity;
-  m->physical += m->backend.granularity;
-  ol_track_pool_mapped(m->device, addr, (int64_t)m->backend.granularity);
-  return 0;
-}
-
-static int map_range(managed_t *m, uint64_t addr, uint64_t size)
-{
-  for (uint64_t at = addr; at < addr + size; at += m->backend.granularity) {
-    if (map_chunk(m, at) != 0) {
-      backend_unmap(m, addr, at - addr);
-      return -1;
-    }
-  }
+  m->mapped += size;
+  m->physical += size;
+  ol_track_pool_mapped(m->device, addr, (int64_t)size);
   return 0;
 }
 
@@ -321,7 +342,8 @@ static void start_device(managed_t *m)
    * before the device runs out of memory. */
   uint64_t space = (total * 2 + granularity - 1) / granularity * granularity;
   ol_pool_config_t config = {space, ol_option_size(OL_OPT_MAX_SPLIT_SIZE), NULL,
-                             !ol_option_bool(OL_OPT_POOL_TRIM)};
+                             !ol_option_bool(OL_OPT_POOL_TRIM),
+                             ol_option_size(OL_OPT_POOL_UNIT)};
   m->pool = ol_pool_create(&m->backend, &config);
   if (!m->pool)
     return give_up(m, "cannot reserve address space");

@@ -110,8 +110,10 @@ END_TEST
 
 START_TEST(freed_memory_comes_back_under_pressure)
 {
+  const char *units[] = {"OOMLENS_POOL_UNIT=1", "OOMLENS_POOL_UNIT=8"};
+  const char *extra[] = {units[_i], NULL};
   harness_run_t run;
-  ol_json_t *r = run_managed("pressure", NULL, &run);
+  ol_json_t *r = run_managed("pressure", extra, &run);
   ck_assert_int_le(harness_int(r, DEV "origins.pool.peak"), 1ll << 30);
   ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1); /* the request twice the device */
   ol_json_free(r);
@@ -153,8 +155,11 @@ END_TEST
 
 START_TEST(no_unmap_under_running_kernel)
 {
+  /* _i: one chunk per physical allocation, then extents of up to 8 */
+  const char *units[] = {"OOMLENS_POOL_UNIT=1", "OOMLENS_POOL_UNIT=8"};
+  const char *extra[] = {units[_i], NULL};
   harness_run_t run;
-  ol_json_t *r = run_managed("unmap_pending", NULL, &run);
+  ol_json_t *r = run_managed("unmap_pending", extra, &run);
   /* The program checks the simulator saw no unmap under the kernel; the
    * wait is for the events after it, not a device synchronize. */
   ck_assert_int_eq(harness_int(r, DEV "calls.device_syncs"), 0);
@@ -232,10 +237,10 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, pending_kernel_on_nonblocking_stream);
   tcase_add_test(tc, threads_keep_their_data);
   tcase_add_test(tc, capture_goes_to_the_driver);
-  tcase_add_test(tc, freed_memory_comes_back_under_pressure);
+  tcase_add_loop_test(tc, freed_memory_comes_back_under_pressure, 0, 2);
   tcase_add_test(tc, no_vmm_falls_back_to_the_driver);
   tcase_add_test(tc, recorded_gpt2_within_two_percent);
-  tcase_add_test(tc, no_unmap_under_running_kernel);
+  tcase_add_loop_test(tc, no_unmap_under_running_kernel, 0, 2);
   tcase_add_test(tc, async_free_reused_at_once_on_its_stream);
   tcase_add_test(tc, async_free_waits_for_its_stream_elsewhere);
   tcase_add_test(tc, capacity_limits_the_pool);

@@ -28,15 +28,20 @@
 static ol_simdev_t *dev;
 static ol_pool_t *pool;
 
-static void open_pool(uint64_t capacity, uint64_t space, uint64_t max_split)
+static void open_pool_unit(uint64_t capacity, uint64_t space, uint64_t max_split, uint64_t unit)
 {
   dev = ol_simdev_create(capacity, GRAN);
   ck_assert_ptr_nonnull(dev);
   ol_backend_t be;
   ol_simdev_backend(dev, &be);
-  ol_pool_config_t cfg = {.address_space = space, .max_split_size = max_split};
+  ol_pool_config_t cfg = {.address_space = space, .max_split_size = max_split, .map_unit = unit};
   pool = ol_pool_create(&be, &cfg);
   ck_assert_ptr_nonnull(pool);
+}
+
+static void open_pool(uint64_t capacity, uint64_t space, uint64_t max_split)
+{
+  open_pool_unit(capacity, space, max_split, 1);
 }
 
 static void close_pool(void)
@@ -498,9 +503,42 @@ START_TEST(release_and_regrow)
   uint64_t maps = dev_counts().map_calls;
   uint64_t again = take(64 * MiB);
   ck_assert_uint_eq(again, big);
-  ck_assert_uint_eq(dev_counts().map_calls, maps + 1); /* one run: granules 1-31 */
+  ck_assert_uint_eq(dev_counts().map_calls, maps + 31); /* granules 1-31, one extent each */
   ck_assert_int_eq(stats().reserved, 66 * (int64_t)MiB);
   ck_assert_int_eq(stats().reserved_peak, 66 * (int64_t)MiB);
+  close_pool();
+}
+END_TEST
+
+/* Issue 16: with a unit of 4 granules a block's new granules are mapped as
+ * extents cut at multiples of the unit, one backend call each, and only
+ * whole extents are given back: one that a live block shares stays. */
+START_TEST(extents_mapped_by_unit_and_released_whole)
+{
+  open_pool_unit(GiB, GiB, 0, 4);
+  uint64_t keep = take(MiB);     /* granule 0: an extent of its own */
+  uint64_t maps = dev_counts().map_calls;
+  uint64_t big = take(16 * MiB); /* [1 MiB, 17 MiB): granules 0-8 */
+  ck_assert_uint_eq(dev_counts().map_calls, maps + 3); /* [1,4) [4,8) [8,9) */
+  ck_assert(ol_pool_check(pool));
+  give(big);
+  ck_assert_uint_eq(ol_pool_release(pool, UINT64_MAX), 8 * GRAN);
+  ck_assert_int_eq(stats().reserved, (int64_t)GRAN);
+  big = take(16 * MiB);
+  give(big);
+  uint64_t shared = take(2 * MiB); /* [1 MiB, 3 MiB): granules 0-1, so extent [1,4) */
+  ck_assert_uint_eq(shared, keep + MiB);
+  uint64_t unmaps = dev_counts().unmap_calls;
+  ck_assert_uint_eq(ol_pool_release(pool, UINT64_MAX), 5 * GRAN); /* [4,9), not [1,4) */
+  ck_assert_uint_eq(dev_counts().unmap_calls, unmaps + 1);        /* side by side: one call */
+  ck_assert(ol_simdev_is_mapped(dev, keep + 5 * MiB));            /* granule 2, free, shared */
+  ck_assert(!ol_simdev_is_mapped(dev, keep + 9 * MiB));
+  ck_assert_int_eq(stats().reserved, 4 * (int64_t)GRAN);
+  ol_policy_stats_t st = stats();
+  ck_assert_int_eq(st.calls.maps, 7);   /* extents: 1 + 3 + 3 */
+  ck_assert_int_eq(st.calls.unmaps, 5); /* 3 + 2 */
+  give(shared);
+  give(keep);
   close_pool();
 }
 END_TEST
@@ -981,6 +1019,7 @@ static Suite *pool_suite(void)
   tcase_add_test(tc, policy_lookup);
   tcase_add_test(tc, frag_fits_in_6_gib);
   tcase_add_test(tc, varlen_steady_state_makes_no_driver_calls);
+  tcase_add_test(tc, extents_mapped_by_unit_and_released_whole);
   tcase_add_test(tc, generate_calls_smaller_than_the_largest_make_no_driver_calls);
   tcase_add_loop_test(tc, traces_waste_at_most_2_percent, 0, 6);
   tcase_add_test(tc, traces_with_max_split);
