@@ -186,6 +186,8 @@ static void reap_retired(managed_t *m, bool wait)
     int state = fence_state(&r->fence);
     if (state == 0 && !wait)
       return;
+    if (state == 0)
+      ol_track_fence_wait(m->device); /* the CPU waits for the device: counted */
     for (int i = 0; state == 0 && i < r->fence.event_count; i++)
       if (ol_prim_event_wait(r->fence.events[i]) != 0)
         state = -1; /* the events failed us: only a synchronize is safe */

@@ -1,0 +1,70 @@
+"""Runs on the GPU machine (OOMLENS_GPU_CHECK=manage_ab.py sh .gpu/run.sh):
+alternated runs of one manage_jobs.py job under several configurations, to
+tell what in manage mode costs step time (issue 16).
+
+AB_JOB (default llama_varlen), AB_STEPS (default 14, the first 2 not timed),
+AB_ROUNDS (default 2), AB_CONFS: configurations separated by ';', each
+`default` (PyTorch's own cache) or `manage` followed by `:VAR=VALUE,...`
+for oomlens's environment, e.g.
+  AB_CONFS='default;manage:OOMLENS_ROLES=1;manage:OOMLENS_ROLES=0'
+Every round runs each configuration once, the order rotated each round.
+Prints per configuration the median step time of each run and, under
+manage, the report's fence waits, device syncs and chunks mapped at exit;
+writes $OUT/manage_ab.json."""
+import json, os, statistics, subprocess, sys, glob
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLI = os.path.join(HERE, 'oomlens')
+JOBS_PY = os.path.join(HERE, 'manage_jobs.py')
+OUT = os.environ.get('OUT', '.')
+JOB = os.environ.get('AB_JOB', 'llama_varlen')
+STEPS = int(os.environ.get('AB_STEPS', '14'))
+ROUNDS = int(os.environ.get('AB_ROUNDS', '2'))
+CONFS = os.environ.get('AB_CONFS', 'default;manage:OOMLENS_ROLES=1;manage:OOMLENS_ROLES=0').split(';')
+WORK = os.path.join(HERE, 'ab_work')
+
+
+def run(conf, tag):
+    env = dict(os.environ)
+    env.pop('LD_PRELOAD', None)
+    env['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'
+    kind, _, extra = conf.partition(':')
+    cmd = [sys.executable, JOBS_PY, JOB, '--steps', str(STEPS), '--warm', '2']
+    report = os.path.join(WORK, f'{tag}-%p.txt')
+    if kind == 'manage':
+        for kv in filter(None, extra.split(',')):
+            k, _, v = kv.partition('=')
+            env[k] = v
+        cmd = [CLI, 'run', '--manage', '--report', report, '--'] + cmd
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    steps = [float(l.split()[1]) for l in p.stdout.splitlines() if l.startswith('STEP ')]
+    r = dict(conf=conf, rc=p.returncode, median=statistics.median(steps[2:]) if len(steps) > 2 else None)
+    reps = glob.glob(os.path.join(WORK, f'{tag}-*.json'))
+    if reps:
+        with open(reps[0]) as f:
+            d = json.load(f)['devices'][0]
+        r.update(fence_waits=d['calls'].get('fence_waits'), syncs=d['calls'].get('device_syncs'),
+                 maps=d['stats']['segment']['all']['allocated'],
+                 unmaps=d['stats']['segment']['all']['freed'])
+    if p.returncode:
+        r['error'] = p.stderr[-1500:]
+    print(json.dumps(r), flush=True)
+    return r
+
+
+def main():
+    os.makedirs(WORK, exist_ok=True)
+    results = []
+    for i in range(ROUNDS):
+        order = CONFS[i % len(CONFS):] + CONFS[:i % len(CONFS)]
+        for j, conf in enumerate(order):
+            results.append(run(conf, f'r{i}-{j}'))
+    for conf in CONFS:
+        meds = [r['median'] for r in results if r['conf'] == conf and r['median']]
+        print(f'{conf}: medians {meds}', flush=True)
+    with open(os.path.join(OUT, 'manage_ab.json'), 'w') as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == '__main__':
+    main()
