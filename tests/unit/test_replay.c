@@ -501,26 +501,30 @@ END_TEST
 typedef struct calls_pin {
   const char *trace, *policy;
   int64_t total, steady; /* at most */
+  uint64_t map_unit;     /* oomlens's --map-unit; 0: the default */
 } calls_pin_t;
 
 static const calls_pin_t calls_pins[] = {
-  {"gpt2.csv.gz", "oomlens", 27964, 0},
-  {"gpt2_varlen.csv.gz", "oomlens", 27876, 13464},
-  {"resnet50.csv.gz", "oomlens", 5898, 102},
-  {"frag.csv.gz", "oomlens", 17770, 9600},
-  {"oom_params.csv.gz", "oomlens", 8222, 0},
-  {"oom_activations.csv.gz", "oomlens", 13514, 0},
-  {"llama_varlen.csv.gz", "oomlens", 24362, 5042},
-  {"llama_varlen.csv.gz", "pytorch", 334, 9},
-  {"llama_varlen.csv.gz", "pytorch-expandable", 1628, 228},
-  {"gpt2.csv.gz", "pytorch", 162, 0},
-  {"frag.csv.gz", "pytorch-expandable", 550, 224},
+  {"gpt2.csv.gz", "oomlens", 27964, 0, 0},
+  {"gpt2_varlen.csv.gz", "oomlens", 27876, 13464, 0},
+  {"resnet50.csv.gz", "oomlens", 5898, 102, 0},
+  {"frag.csv.gz", "oomlens", 17770, 9600, 0},
+  {"oom_params.csv.gz", "oomlens", 8222, 0, 0},
+  {"oom_activations.csv.gz", "oomlens", 13514, 0, 0},
+  {"llama_varlen.csv.gz", "oomlens", 24362, 5042, 0},
+  {"llama_varlen.csv.gz", "pytorch", 334, 9, 0},
+  {"llama_varlen.csv.gz", "pytorch-expandable", 1628, 228, 0},
+  {"gpt2.csv.gz", "pytorch", 162, 0, 0},
+  {"frag.csv.gz", "pytorch-expandable", 550, 224, 0},
+  /* extents of up to 10 chunks: a call each (pool.h's map_unit) */
+  {"llama_varlen.csv.gz", "oomlens", 2872, 382, 10},
+  {"gpt2.csv.gz", "oomlens", 3170, 0, 10},
 };
 
 START_TEST(driver_calls_pinned)
 {
   const calls_pin_t *pin = &calls_pins[_i];
-  ol_policy_options_t options = {.capacity = OL_REPLAY_DEFAULT_CAPACITY};
+  ol_policy_options_t options = {.capacity = OL_REPLAY_DEFAULT_CAPACITY, .map_unit = pin->map_unit};
   ol_replay_result_t r;
   ol_error_t err;
   ck_assert_msg(ol_replay_file(data(pin->trace), ol_policy_find(pin->policy), &options, &r, &err) == 0,
@@ -568,6 +572,14 @@ START_TEST(cli_driver_calls)
   ck_assert_int_eq(ol_json_path_int64(root, "driver_calls.unmaps", -1), 0);
   ck_assert_int_gt(ol_json_path_int64(root, "driver_calls.maps", -1), 0);
   ol_json_free(root);
+  /* --map-unit 10: a tenth of the calls or so, each one extent */
+  cli(&run, (const char *[]){data("gpt2.csv.gz"), "--map-unit", "10", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_msg(strstr(run.out, "driver calls:     1499 cuMemCreate, 1499 cuMemMap, 86 cuMemUnmap, "
+                                "86 cuMemRelease\n"), "%s", run.out);
+  cli(&run, (const char *[]){data("gpt2.csv.gz"), "--map-unit", "513", NULL});
+  ck_assert_int_eq(run.status, 2);
+  ck_assert_msg(strstr(run.err, "expected a whole number from 1 to 512"), "%s", run.err);
 }
 END_TEST
 
