@@ -16,7 +16,11 @@
  *   that would need granules mapped, up to 64 candidates are weighed by
  *   the mapping they need (see choose());
  * - live blocks: an open-addressing hash from address to record;
- * - per range, one bit per granule: mapped or not.
+ * - per range, one bit per granule: mapped or not, and one more marking
+ *   the first granule of each physical extent. A block's new granules are
+ *   mapped in extents of up to config.map_unit granules, a backend call
+ *   each, cut at multiples of the unit; an extent is unmapped only whole,
+ *   once no live block touches it.
  *
  * Max split size (M = config.max_split_size, 0 = off), after PyTorch's
  * max_split_size_mb: a free block of M bytes or more is "oversize" and is
