@@ -177,14 +177,18 @@ static void mark_retired(managed_t *m, uint64_t addr, uint64_t size, uint64_t by
   }
 }
 
-/* Unmaps the chunks of finished retirements, oldest first; with wait, waits
- * for all of them (memory is short). */
-static void reap_retired(managed_t *m, bool wait)
+#define NO_WAIT UINT64_MAX
+#define RETIRING_ALLOWANCE 128 /* a 128th of the peak may retire without a wait */
+
+/* Unmaps the chunks of finished retirements, oldest first; while the device
+ * memory behind the pool is above hold_at_most, waits for the next one too
+ * (0: for all of them, memory is short; NO_WAIT: never). */
+static void reap_retired(managed_t *m, uint64_t hold_at_most)
 {
   while (m->retire_count > 0) {
     retirement_t *r = &m->retirements[m->retire_head];
     int state = fence_state(&r->fence);
-    if (state == 0 && !wait)
+    if (state == 0 && m->physical <= hold_at_most)
       return;
     if (state == 0)
       ol_track_fence_wait(m->device); /* the CPU waits for the device: counted */
@@ -212,7 +216,7 @@ static void reap_retired(managed_t *m, bool wait)
  * can be recorded (a capture, another device current, no room). */
 static bool retire(managed_t *m, uint64_t addr, uint64_t size)
 {
-  reap_retired(m, false);
+  reap_retired(m, NO_WAIT);
   if (m->retire_count == RETIREMENTS || ol_streams_capturing() ||
       ol_prim_current_device_driver() != m->device)
     return false;
@@ -279,7 +283,7 @@ static int map_range(managed_t *m, uint64_t addr, uint64_t size)
     return 0;
   }
   if (retiring_overlap(m, addr, size))
-    reap_retired(m, true); /* rare: wait for the old extents to go first */
+    reap_retired(m, 0); /* rare: wait for the old extents to go first */
   c = calloc(1, sizeof *c);
   if (!c)
     return -1;
@@ -308,17 +312,24 @@ static int map_range(managed_t *m, uint64_t addr, uint64_t size)
 static int backend_map(void *ctx, uint64_t addr, uint64_t size)
 {
   managed_t *m = ctx;
-  reap_retired(m, false);
+  reap_retired(m, NO_WAIT);
   uint64_t peak = m->mapped + size > m->high_water ? m->mapped + size : m->high_water;
-  if (m->physical + size > peak)
-    reap_retired(m, true); /* wait for the oldest work rather than hold more */
+  /* Wait for the oldest work rather than hold more, but only as long as it
+   * takes to come back under the peak. The chunks just given back retire
+   * behind the work queued until now, so waiting for them drains the whole
+   * queue: up to RETIRING_ALLOWANCE of the peak may stay retiring instead
+   * (counted as the device memory it is) and go once the device has passed
+   * them. peak - size >= mapped >= 0. */
+  uint64_t allowed = peak + peak / RETIRING_ALLOWANCE;
+  if (m->physical + size > allowed)
+    reap_retired(m, allowed - size);
   if (m->mapped + size > m->high_water)
     m->high_water = m->mapped + size;
   if (ol_capacity_allows(m->device, size) && map_range(m, addr, size) == 0)
     return 0;
   if (m->retire_count == 0)
     return -1; /* OOMLENS_CAPACITY or the device: full */
-  reap_retired(m, true);
+  reap_retired(m, 0);
   return ol_capacity_allows(m->device, size) ? map_range(m, addr, size) : -1;
 }
 
@@ -790,7 +801,7 @@ bool ol_manage_release_free(int device)
   for (int n = m->fence_count; n > 0 && wait_oldest(m) && m->fence_count < n; n = m->fence_count)
     ;
   ol_pool_release(m->pool, UINT64_MAX);
-  reap_retired(m, true);
+  reap_retired(m, 0);
   bool gave = m->physical < before;
   pthread_mutex_unlock(&m->lock);
   return gave;
