@@ -1,0 +1,202 @@
+/* first_step.c: how far a job's first iteration had got when it ran out.
+ *
+ * A first-step OOM shows only part of what the step needs: what it held
+ * when it failed. The rest of it was never asked for, so the batch figure
+ * from it is an upper bound (oom.c). Where the allocation stream shows the
+ * shape of the model, more can be said: a model built as one stack of
+ * like layers (GPT-2, BERT, Llama, ViT: the same blocks, each made of the
+ * same tensors) makes its weights in a pattern of sizes that repeats once
+ * a layer at load, and its forward asks for a pattern that repeats once a
+ * layer too, each layer keeping the same bytes for the backward. From how
+ * many layers the forward had begun, the layers still to run are known,
+ * and what they will keep; and when every layer had run, what is left of
+ * the forward is its head and loss.
+ *
+ * Only what repeats exactly is read: the load's sizes (what was allocated
+ * before the job's first free) must repeat three times or more over a
+ * third of the load's bytes or more, and the forward's repeat must keep
+ * the same bytes each layer (within 1%). A model whose layers differ
+ * (ResNet's stages shrink their activations as they widen their weights),
+ * a load that frees as it goes, or a first step longer than the log keeps
+ * gives OL_FIRST_STEP_UNKNOWN, and the figure stays the bound it was: the
+ * rest of a forward of unlike layers cannot be told from its beginning.
+ *
+ * The log is kept by the account (account.c) until an iteration is
+ * found; it costs the hot path one predictable branch afterwards. */
+#include <stdlib.h>
+
+#include "core.h"
+
+#define MAX_PERIOD 2048     /* allocations a layer: more than any model's layer asks for */
+#define MIN_LAYERS 3        /* a stack: fewer repeats are not told from chance */
+#define LOAD_SHARE 3        /* the stack holds a third of the load's bytes or more */
+#define SAME_KEPT_PER_MILLE 10 /* each layer keeps the same bytes, within 1% */
+
+struct ol_first_step_log {
+  size_t count;
+  bool full;
+  uint64_t size[OL_FIRST_STEP_KEEP];
+  int64_t after[OL_FIRST_STEP_KEEP]; /* the device's allocated bytes after it */
+};
+
+ol_first_step_log_t *ol_first_step_log_new(void)
+{
+  return calloc(1, sizeof(ol_first_step_log_t));
+}
+
+void ol_first_step_log_free(ol_first_step_log_t *log)
+{
+  free(log);
+}
+
+bool ol_first_step_log_add(ol_first_step_log_t *log, uint64_t size, int64_t allocated_after)
+{
+  if (log->count == OL_FIRST_STEP_KEEP) {
+    log->full = true;
+    return false;
+  }
+  log->size[log->count] = size;
+  log->after[log->count] = allocated_after;
+  log->count++;
+  return true;
+}
+
+bool ol_first_step_repeat(const uint64_t *sizes, size_t n, size_t max_period, size_t *period,
+                          size_t *start, size_t *covered)
+{
+  size_t best = 0;
+  for (size_t p = 1; p <= max_period && 2 * p <= n; p++) {
+    size_t run = 0;
+    for (size_t i = 0; i + p < n; i++) {
+      run = sizes[i] == sizes[i + p] ? run + 1 : 0;
+      if (run >= p && run + p > best) { /* two copies at least */
+        best = run + p;
+        *period = p;
+        *start = i + 1 - run;
+      }
+    }
+  }
+  *covered = best;
+  return best > 0;
+}
+
+/* The device's allocated bytes just before the i-th logged allocation. */
+static int64_t before(const ol_first_step_log_t *log, size_t i)
+{
+  return ol_sat_sub(log->after[i], (int64_t)log->size[i]);
+}
+
+/* The first allocation that came after a free: the load is what came
+ * before it. 0: nothing was freed yet. */
+static size_t first_after_free(const ol_first_step_log_t *log)
+{
+  for (size_t i = 1; i < log->count; i++)
+    if (before(log, i) < log->after[i - 1])
+      return i;
+  return 0;
+}
+
+static uint64_t sum_of(const uint64_t *sizes, size_t from, size_t to)
+{
+  uint64_t sum = 0;
+  for (size_t i = from; i < to; i++)
+    sum = sum + sizes[i] < sum ? UINT64_MAX : sum + sizes[i];
+  return sum;
+}
+
+/* The layers of the stack the weights were made in: 0 when the load is
+ * not one stack of like layers. */
+static int64_t stack_layers(const ol_first_step_log_t *log, size_t load)
+{
+  size_t period, start, covered;
+  if (!ol_first_step_repeat(log->size, load, MAX_PERIOD, &period, &start, &covered))
+    return 0;
+  int64_t layers = (int64_t)((covered + period / 2) / period);
+  if (layers < MIN_LAYERS ||
+      sum_of(log->size, start, start + covered) < sum_of(log->size, 0, load) / LOAD_SHARE)
+    return 0;
+  return layers;
+}
+
+static int64_t times(int64_t count, int64_t bytes) /* both >= 0, held at INT64_MAX */
+{
+  int64_t product;
+  return __builtin_mul_overflow(count, bytes, &product) ? INT64_MAX : product;
+}
+
+/* The forward's repeat: where it starts, its period and span, in the
+ * forward's own indices (the failed request last). */
+typedef struct repeat {
+  size_t period, start, covered;
+} repeat_t;
+
+/* What each layer of the forward kept: the rise of allocated bytes from
+ * one repeat's start to the next, the same for every layer seen (within
+ * 1%), the least of them; -1 when they differ, or fewer than two were
+ * seen whole. */
+static int64_t kept_per_layer(const ol_first_step_log_t *log, size_t offset, repeat_t r,
+                              size_t logged)
+{
+  int64_t least = -1, most = -1;
+  int seen = 0;
+  for (size_t at = r.start; at + r.period < logged && at + r.period < r.start + r.covered;
+       at += r.period) {
+    int64_t kept = before(log, offset + at + r.period) - before(log, offset + at);
+    least = least < 0 || kept < least ? kept : least;
+    most = kept > most ? kept : most;
+    seen++;
+  }
+  if (seen < 2 || least <= 0 || (most - least) > most / 1000 * SAME_KEPT_PER_MILLE)
+    return -1;
+  return least;
+}
+
+void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_first_step_t *out)
+{
+  *out = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
+  if (!log || log->full)
+    return;
+  size_t load = first_after_free(log);
+  int64_t layers = load ? stack_layers(log, load) : 0;
+  if (layers == 0)
+    return;
+  /* The forward, the failed request appended as its last ask. */
+  size_t n = log->count - load + 1;
+  uint64_t *sizes = malloc(n * sizeof *sizes);
+  if (!sizes)
+    return;
+  for (size_t i = 0; i + 1 < n; i++)
+    sizes[i] = log->size[load + i];
+  sizes[n - 1] = request;
+  repeat_t r;
+  bool found = ol_first_step_repeat(sizes, n, MAX_PERIOD, &r.period, &r.start, &r.covered);
+  int64_t kept = found ? kept_per_layer(log, load, r, n - 1) : -1;
+  if (kept <= 0) {
+    free(sizes);
+    return;
+  }
+  int64_t seen = (int64_t)((r.covered + r.period / 2) / r.period);
+  size_t end = r.start + r.covered;
+  if (end < n && seen == layers) { /* the stack ended, then the head asked */
+    uint64_t largest = 0;
+    for (size_t i = end; i < n; i++)
+      largest = sizes[i] > largest ? sizes[i] : largest;
+    *out = (ol_first_step_t){.stage = OL_FIRST_STEP_HEAD, .layers = layers,
+                             .layers_done = layers, .per_layer = kept,
+                             .largest_after = largest > INT64_MAX ? INT64_MAX : (int64_t)largest};
+  } else if (end == n) { /* the request itself was a layer's */
+    /* Layers begun: the repeats begun in the run, and one more for each
+     * period's worth before it (a first layer unlike the rest, the
+     * embedding): that many may have begun before the run was seen. */
+    int64_t begun = (int64_t)((n - 1 - r.start) / r.period + 1);
+    int64_t before_run = (int64_t)((r.start + r.period - 1) / r.period);
+    int64_t left = layers - begun - before_run;
+    int64_t current = before(log, load + r.start + (size_t)(begun - 1) * r.period);
+    if (left >= 0)
+      *out = (ol_first_step_t){
+        .stage = OL_FIRST_STEP_LAYERS, .layers = layers, .layers_done = begun,
+        .per_layer = kept, .rest = times(left, kept),
+        .stack_end = ol_sat_add(ol_sat_add(current, kept), times(left, kept))};
+  }
+  free(sizes);
+}
