@@ -893,7 +893,7 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
 
 bool ol_oom_first_step_figure(const ol_oom_record_t *r, ol_first_step_figure_t *out)
 {
-  out->bound = batch_fit(r);
+  *out = (ol_first_step_figure_t){.bound = batch_fit(r)};
   out->estimated = first_step_estimate(r, &out->low, &out->high);
   return out->estimated;
 }
