@@ -175,17 +175,21 @@ void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
     a->on_leak(a, d, a->on_leak_arg);
 }
 
-/* The first iteration's allocations are logged until an iteration is
- * found (then a first-step OOM cannot be), the log is full, or there is
- * no host memory for it: the hot path then never calls here again. */
+/* The first iteration's allocations are logged (inline, core.h) until
+ * an iteration is found (then a first-step OOM cannot be), the log is
+ * full (a first step longer than it keeps is not read), or there is no
+ * host memory for it: the hot path then never comes here again. */
 void __attribute__((cold)) ol_account_first_step(ol_account_t *a, int d, uint64_t size)
 {
   ol_account_device_t *ad = &a->devices[d];
-  if (!ad->first_step && ad->stats.phases.iterations == 0)
-    ad->first_step = ol_first_step_log_new();
-  if (ad->first_step && ad->stats.phases.iterations == 0 &&
-      ol_first_step_log_add(ad->first_step, size, ad->stats.allocated_bytes[OL_POOL_ALL].current))
+  const ol_device_stats_t *dev = &ad->stats;
+  if (!ad->first_step && dev->phases.iterations == 0 &&
+      (ad->first_step = ol_first_step_log_new())) {
+    ad->first_step->size[0] = size;
+    ad->first_step->after[0] = dev->allocated_bytes[OL_POOL_ALL].current;
+    ad->first_step->count = 1;
     return;
+  }
   ol_first_step_log_free(ad->first_step);
   ad->first_step = NULL;
   ad->first_step_done = true;

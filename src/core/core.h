@@ -337,11 +337,13 @@ typedef struct ol_first_step {
  * came (size, and the device's allocated bytes after each), until the
  * first iteration is found or OL_FIRST_STEP_KEEP of them are kept. */
 #define OL_FIRST_STEP_KEEP 16384
-typedef struct ol_first_step_log ol_first_step_log_t;
+typedef struct ol_first_step_log {
+  size_t count;
+  uint64_t size[OL_FIRST_STEP_KEEP];
+  int64_t after[OL_FIRST_STEP_KEEP]; /* the device's allocated bytes after it */
+} ol_first_step_log_t;
 ol_first_step_log_t *ol_first_step_log_new(void); /* NULL: no host memory */
 void ol_first_step_log_free(ol_first_step_log_t *log);
-/* false: it is full (nothing more can be read from it). */
-bool ol_first_step_log_add(ol_first_step_log_t *log, uint64_t size, int64_t allocated_after);
 /* What the log says of the stack, at a failure asking for request bytes
  * while allocated bytes are live (log NULL: unknown). */
 void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_first_step_t *out);
@@ -1147,8 +1149,9 @@ bool ol_account_unknown_free(ol_account_t *a, int device);         /* false */
 /* An iteration of device index d just ended (phases.c said so): the sites
  * note what outlives it, the leak watch looks at its low point. */
 void ol_account_iteration_ended(ol_account_t *a, int d);
-/* Device index d's first iteration goes on: its allocation of size is
- * logged (first_step.c), until an iteration is found. */
+/* Device index d's first iteration goes on, and its log has no room or
+ * is not made yet: made (its allocation just counted logged first), or,
+ * once an iteration is found or the log is full, dropped for good. */
 void ol_account_first_step(ol_account_t *a, int d, uint64_t size);
 
 /* A block's bytes change hands at its site; at a new peak, the sites note
@@ -1228,8 +1231,16 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
     ol_account_pools_grow(dev->reserved_bytes, pool, bytes);
     ol_account_pools_count(dev->segment, pool, true);
   }
-  if (__builtin_expect(!a->devices[d].first_step_done, 0))
-    ol_account_first_step(a, d, b->size);
+  if (__builtin_expect(!a->devices[d].first_step_done, 0)) {
+    /* logged inline while there is room: the first step's every allocation */
+    ol_first_step_log_t *log = a->devices[d].first_step;
+    if (log && log->count < OL_FIRST_STEP_KEEP && dev->phases.iterations == 0) {
+      log->size[log->count] = b->size;
+      log->after[log->count++] = dev->allocated_bytes[OL_POOL_ALL].current;
+    } else {
+      ol_account_first_step(a, d, b->size);
+    }
+  }
   bool new_peak = dev->allocated_bytes[OL_POOL_ALL].current > peak;
   a->allocated = ol_sat_add(a->allocated, bytes);
   if (a->flags & OL_ACCOUNT_SITES_SHARED) { /* the peak of all devices together */

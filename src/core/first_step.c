@@ -32,13 +32,6 @@
 #define LOAD_SHARE 3        /* the stack holds a third of the load's bytes or more */
 #define SAME_KEPT_PER_MILLE 10 /* each layer keeps the same bytes, within 1% */
 
-struct ol_first_step_log {
-  size_t count;
-  bool full;
-  uint64_t size[OL_FIRST_STEP_KEEP];
-  int64_t after[OL_FIRST_STEP_KEEP]; /* the device's allocated bytes after it */
-};
-
 ol_first_step_log_t *ol_first_step_log_new(void)
 {
   return calloc(1, sizeof(ol_first_step_log_t));
@@ -47,18 +40,6 @@ ol_first_step_log_t *ol_first_step_log_new(void)
 void ol_first_step_log_free(ol_first_step_log_t *log)
 {
   free(log);
-}
-
-bool ol_first_step_log_add(ol_first_step_log_t *log, uint64_t size, int64_t allocated_after)
-{
-  if (log->count == OL_FIRST_STEP_KEEP) {
-    log->full = true;
-    return false;
-  }
-  log->size[log->count] = size;
-  log->after[log->count] = allocated_after;
-  log->count++;
-  return true;
 }
 
 bool ol_first_step_repeat(const uint64_t *sizes, size_t n, size_t max_period, size_t *period,
@@ -154,7 +135,7 @@ static int64_t kept_per_layer(const ol_first_step_log_t *log, size_t offset, rep
 void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_first_step_t *out)
 {
   *out = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
-  if (!log || log->full)
+  if (!log || log->count == OL_FIRST_STEP_KEEP) /* it may have missed the failure's stretch */
     return;
   size_t load = first_after_free(log);
   int64_t layers = load ? stack_layers(log, load) : 0;
