@@ -432,8 +432,9 @@ typedef struct ol_batch_figure {
  * iteration held, and the layers of the forward not yet run where the
  * stack is clear), and where every layer had run, an estimate: with the
  * backward's first gradient as large as the largest tensor after the
- * stack, and the optimizer's state, made only at the first step's end,
- * from none (high) to twice the weights, as Adam's (low). */
+ * stack, and what the state adds once the first step ends (optimizer
+ * state, kept gradients) from nothing (high) to three times the weights,
+ * as Adam's moments and kept gradients (low). */
 typedef struct ol_first_step_figure {
   ol_batch_figure_t bound;    /* need_is_lower_bound: "at most" */
   bool estimated;             /* low and high hold an estimate */

@@ -435,6 +435,14 @@ static int64_t weights_of(const ol_oom_record_t *r)
   return r->roles_known ? r->role_bytes[OL_ROLE_weights] : state_of(r).bytes;
 }
 
+/* The most the state may add once the first step ends (Adam's moments
+ * and kept gradients): three times the weights, held in range. */
+static int64_t state_to_come(const ol_oom_record_t *r)
+{
+  int64_t w = at_least_zero(weights_of(r));
+  return ol_sat_add(ol_sat_add(w, w), w);
+}
+
 /* Every layer of the stack had run when the first iteration failed
  * (first_step.c): what is left of the forward is its head and loss, and
  * the backward begins by making the gradient of what the loss read, as
@@ -442,8 +450,11 @@ static int64_t weights_of(const ol_oom_record_t *r)
  * the peak a sample measured on the H200 is within 1% of what the first
  * step held plus one logits tensor). That is an estimate, not a bound:
  * a loss may read a smaller tensor, and a backward may make more at once.
- * The optimizer's state is made only when the first step ends: from none
- * (SGD, high) to twice the weights (Adam's two moments, low). */
+ * What the state adds after the first step is not known before it ends:
+ * from nothing (plain SGD, gradients set to None by zero_grad: high) to
+ * three times the weights (Adam's two moments, and gradients kept across
+ * steps by zero_grad(set_to_none=False) or accumulation: low). On GPT-2
+ * the measured peak's fixed part was 3.4 times the weights. */
 static bool first_step_estimate(const ol_oom_record_t *r, ol_batch_figure_t *low,
                                 ol_batch_figure_t *high)
 {
@@ -455,7 +466,7 @@ static bool first_step_estimate(const ol_oom_record_t *r, ol_batch_figure_t *low
   f.need_is_lower_bound = false;
   *high = f;
   ol_batch_figure_solve(high);
-  f.state = ol_sat_add(f.state, ol_sat_add(weights_of(r), weights_of(r)));
+  f.state = ol_sat_add(f.state, state_to_come(r));
   *low = f;
   ol_batch_figure_solve(low);
   return true;
@@ -558,10 +569,11 @@ static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
                 " accumulation steps of %" PRId64 ". ", low->fits_headroom, HEADROOM_PERCENT,
                 f->bound.fits, r->batch, steps, ceil_div(r->batch, steps));
   ol_buf_printf(out, "(An estimate: the backward is taken to begin with a gradient as large as "
-                "the largest tensor asked for after the layers (%s), and the optimizer's state, "
-                "made when the first step ends, as none to twice the weights (Adam's: %s). A run "
-                "at batch %" PRId64 " names the batch that fits in its report.) ",
-                size_text(a, r->first_step.largest_after), size_text(b, 2 * weights_of(r)),
+                "the largest tensor asked for after the layers (%s); what the state adds when "
+                "the first step ends, as from nothing (plain SGD) to three times the weights "
+                "(Adam's moments and gradients kept across steps: %s). A run at batch %" PRId64
+                " names the batch that fits in its report.) ",
+                size_text(a, r->first_step.largest_after), size_text(b, state_to_come(r)),
                 low->fits_headroom);
 }
 
