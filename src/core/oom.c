@@ -530,15 +530,13 @@ static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r)
   if (r->iterations > 0)
     return;
   if (fs->stage == OL_FIRST_STEP_LAYERS)
-    ol_buf_printf(out, "Its forward had begun %" PRId64 " of the %" PRId64 " layers its weights "
-                  "were made in, each keeping %s: the layers not yet begun keep %s more at "
-                  "least, counted in that need; its head, loss and backward were never asked "
-                  "for. ", fs->layers_done, fs->layers, size_text(a, fs->per_layer),
-                  size_text(b, fs->rest));
+    ol_buf_printf(out, "Its forward had begun %" PRId64 " of the %" PRId64 " layers of its "
+                  "stack, %s kept each: the layers not yet begun keep %s more, counted in that "
+                  "need; its head, loss and backward were never asked for. ", fs->layers_done,
+                  fs->layers, size_text(a, fs->per_layer), size_text(b, fs->rest));
   else if (fs->stage == OL_FIRST_STEP_HEAD)
-    ol_buf_printf(out, "Every one of the %" PRId64 " layers its weights were made in had run "
-                  "(%s kept each) when it failed after them, in the head or loss. ",
-                  fs->layers, size_text(a, fs->per_layer));
+    ol_buf_printf(out, "All %" PRId64 " layers of its stack had run (%s kept each): it failed "
+                  "in the head or loss. ", fs->layers, size_text(a, fs->per_layer));
   else
     ol_buf_printf(out, "How far the forward had got cannot be told (its layers were not seen "
                   "as one stack of like layers, whose memory repeats), so the rest of the "
@@ -568,11 +566,10 @@ static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
                 " by what the step held); keep the effective batch of %" PRId64 " with %" PRId64
                 " accumulation steps of %" PRId64 ". ", low->fits_headroom, HEADROOM_PERCENT,
                 f->bound.fits, r->batch, steps, ceil_div(r->batch, steps));
-  ol_buf_printf(out, "(An estimate: the backward is taken to begin with a gradient as large as "
-                "the largest tensor asked for after the layers (%s); what the state adds when "
-                "the first step ends, as from nothing (plain SGD) to three times the weights "
-                "(Adam's moments and gradients kept across steps: %s). A run at batch %" PRId64
-                " names the batch that fits in its report.) ",
+  ol_buf_printf(out, "(An estimate: the backward taken to begin with a gradient as large as "
+                "the largest tensor after the layers, %s; the state to come, from none (SGD) to "
+                "3x the weights (Adam's moments, kept gradients: %s). A run at batch %" PRId64
+                " reports the batch that fits.) ",
                 size_text(a, r->first_step.largest_after), size_text(b, state_to_come(r)),
                 low->fits_headroom);
 }
