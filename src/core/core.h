@@ -331,6 +331,7 @@ typedef struct ol_first_step {
   int64_t rest;        /* LAYERS: what the layers not yet begun keep, at least */
   int64_t stack_end;   /* LAYERS: the allocated bytes when the last layer ends, at least */
   int64_t largest_after; /* HEAD: the largest tensor the forward asked for after the stack */
+  int64_t layer_largest; /* HEAD: the largest tensor a layer asked for */
 } ol_first_step_t;
 
 /* The allocations of a job's first iteration, kept in the order they

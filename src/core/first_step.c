@@ -99,6 +99,11 @@ static int64_t stack_layers(const ol_first_step_log_t *log, size_t load)
   return layers;
 }
 
+static int64_t in_range(uint64_t bytes)
+{
+  return bytes > INT64_MAX ? INT64_MAX : (int64_t)bytes;
+}
+
 static int64_t times(int64_t count, int64_t bytes) /* both >= 0, held at INT64_MAX */
 {
   int64_t product;
@@ -110,6 +115,17 @@ static int64_t times(int64_t count, int64_t bytes) /* both >= 0, held at INT64_M
 typedef struct repeat {
   size_t period, start, covered;
 } repeat_t;
+
+/* The largest tensor a layer asked for: its backward asks for a
+ * gradient as large (softmax's, of attention's probabilities), as does
+ * its recomputation under activation checkpointing. */
+static uint64_t layer_largest(const uint64_t *sizes, repeat_t r)
+{
+  uint64_t most = 0;
+  for (size_t i = r.start; i < r.start + r.covered; i++)
+    most = sizes[i] > most ? sizes[i] : most;
+  return most;
+}
 
 /* What each layer of the forward kept: the rise of allocated bytes from
  * one repeat's start to the next, the same for every layer seen (within
@@ -164,7 +180,8 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
       largest = sizes[i] > largest ? sizes[i] : largest;
     *out = (ol_first_step_t){.stage = OL_FIRST_STEP_HEAD, .layers = layers,
                              .layers_done = layers, .per_layer = kept,
-                             .largest_after = largest > INT64_MAX ? INT64_MAX : (int64_t)largest};
+                             .largest_after = in_range(largest),
+                             .layer_largest = in_range(layer_largest(sizes, r))};
   } else if (end == n) { /* the request itself was a layer's */
     /* Layers begun: the repeats begun in the run, and one more for each
      * period's worth before it (a first layer unlike the rest, the

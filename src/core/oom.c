@@ -443,13 +443,26 @@ static int64_t state_to_come(const ol_oom_record_t *r)
   return ol_sat_add(ol_sat_add(w, w), w);
 }
 
+/* What the backward adds at its peak to what the forward held: the
+ * larger of the gradient of what the loss read, as large as the largest
+ * tensor asked for after the stack (GPT-2's logits: the peak a sample
+ * measured on the H200 is within 1% of what the first step held plus one
+ * logits tensor), and what a layer's backward holds at once, the head's
+ * being freed before the layers' begins: the backward of the op that made
+ * a layer's largest tensor holds the gradient of that tensor and makes
+ * the gradient of its input, as large for an elementwise op or a softmax
+ * (high: one such gradient; low: two). Its recomputation under activation
+ * checkpointing asks as much. */
+static int64_t backward_adds(const ol_first_step_t *fs, bool low)
+{
+  int64_t layer = low ? ol_sat_add(fs->layer_largest, fs->layer_largest) : fs->layer_largest;
+  return fs->largest_after > layer ? fs->largest_after : layer;
+}
+
 /* Every layer of the stack had run when the first iteration failed
- * (first_step.c): what is left of the forward is its head and loss, and
- * the backward begins by making the gradient of what the loss read, as
- * large as the largest tensor asked for after the stack (GPT-2's logits:
- * the peak a sample measured on the H200 is within 1% of what the first
- * step held plus one logits tensor). That is an estimate, not a bound:
- * a loss may read a smaller tensor, and a backward may make more at once.
+ * (first_step.c): what is left of the forward is its head and loss, then
+ * the backward (backward_adds). That is an estimate, not a bound: a loss
+ * may read a smaller tensor, and a backward may make more at once.
  * What the state adds after the first step is not known before it ends:
  * from nothing (plain SGD, gradients set to None by zero_grad: high) to
  * three times the weights (Adam's two moments, and gradients kept across
@@ -462,12 +475,13 @@ static bool first_step_estimate(const ol_oom_record_t *r, ol_batch_figure_t *low
   if (r->iterations > 0 || fs->stage != OL_FIRST_STEP_HEAD || r->segments_only)
     return false;
   ol_batch_figure_t f = batch_fit(r);
-  f.need = ol_sat_add(f.need, fs->largest_after);
   f.need_is_lower_bound = false;
   *high = f;
+  high->need = ol_sat_add(f.need, backward_adds(fs, false));
   ol_batch_figure_solve(high);
-  f.state = ol_sat_add(f.state, state_to_come(r));
   *low = f;
+  low->need = ol_sat_add(f.need, backward_adds(fs, true));
+  low->state = ol_sat_add(f.state, state_to_come(r));
   ol_batch_figure_solve(low);
   return true;
 }
@@ -566,12 +580,16 @@ static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
                 " by what the step held); keep the effective batch of %" PRId64 " with %" PRId64
                 " accumulation steps of %" PRId64 ". ", low->fits_headroom, HEADROOM_PERCENT,
                 f->bound.fits, r->batch, steps, ceil_div(r->batch, steps));
-  ol_buf_printf(out, "(An estimate: the backward taken to begin with a gradient as large as "
-                "the largest tensor after the layers, %s; the state to come, from none (SGD) to "
-                "3x the weights (Adam's moments, kept gradients: %s). A run at batch %" PRId64
-                " reports the batch that fits.) ",
-                size_text(a, r->first_step.largest_after), size_text(b, state_to_come(r)),
-                low->fits_headroom);
+  ol_buf_printf(out, "(An estimate: the backward taken to add %s", 
+                size_text(a, backward_adds(&r->first_step, false)));
+  if (backward_adds(&r->first_step, true) != backward_adds(&r->first_step, false))
+    ol_buf_printf(out, " to %s (the gradients of a layer's largest tensor, one or two at once)",
+                  size_text(a, backward_adds(&r->first_step, true)));
+  else
+    ol_buf_printf(out, " (a gradient as large as the largest tensor after the layers)");
+  ol_buf_printf(out, ", and the state to come from none (SGD) to 3x the weights (Adam's "
+                "moments, kept gradients: %s). A run at batch %" PRId64 " reports the batch "
+                "that fits.) ", size_text(b, state_to_come(r)), low->fits_headroom);
 }
 
 static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
@@ -839,9 +857,11 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r)
   }
   ol_buf_printf(out, ", \"first_step\": {\"stage\": \"%s\", \"layers\": %" PRId64
                 ", \"layers_done\": %" PRId64 ", \"per_layer\": %" PRId64 ", \"rest\": %" PRId64
-                ", \"stack_end\": %" PRId64 ", \"largest_after\": %" PRId64 "}",
+                ", \"stack_end\": %" PRId64 ", \"largest_after\": %" PRId64
+                ", \"layer_largest\": %" PRId64 "}",
                 (unsigned)fs->stage < 3 ? stages[fs->stage] : "unknown", fs->layers,
-                fs->layers_done, fs->per_layer, fs->rest, fs->stack_end, fs->largest_after);
+                fs->layers_done, fs->per_layer, fs->rest, fs->stack_end, fs->largest_after,
+                fs->layer_largest);
 }
 
 /* The state and the batch figures as the paragraph gives them, so a JSON
