@@ -408,8 +408,8 @@ void ol_batch_figure_solve(ol_batch_figure_t *f)
 static int64_t first_step_need(const ol_oom_record_t *r, int64_t now)
 {
   const ol_first_step_t *fs = &r->first_step;
-  if (r->iterations > 0 || fs->stage != OL_FIRST_STEP_LAYERS)
-    return now;
+  if (r->iterations > 0 || r->segments_only || fs->stage != OL_FIRST_STEP_LAYERS)
+    return now; /* PyTorch's segments repeat as they like: no layers in them */
   int64_t stack = at_least_zero(ol_sat_sub(fs->stack_end, state_of(r).bytes));
   return stack > now ? stack : now;
 }
@@ -851,7 +851,7 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r)
     ol_buf_printf(out, ", \"batch_fits_high\": %" PRId64, f.high.fits);
   else
     ol_buf_printf(out, ", \"batch_fits_high\": null");
-  if (r->iterations > 0) {
+  if (r->iterations > 0 || r->segments_only) {
     ol_buf_printf(out, ", \"first_step\": null");
     return;
   }

@@ -364,6 +364,28 @@ START_TEST(unclear_shapes_keep_the_bound)
 }
 END_TEST
 
+/* Under PyTorch's cache the sizes are its segments', which repeat as its
+ * cache likes: no stack is read from them, whatever the record holds. */
+START_TEST(segments_read_no_stack)
+{
+  model_t m = stack(12, 2);
+  outcome_t o = run_out(&m, 16, in_a_third_of_the_stack);
+  ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_LAYERS);
+  ol_oom_record_t segments = o.record, held = o.record;
+  segments.segments_only = true;
+  held.first_step.stage = OL_FIRST_STEP_UNKNOWN;
+  held.segments_only = true;
+  ol_first_step_figure_t with, without;
+  ol_oom_first_step_figure(&segments, &with);
+  ol_oom_first_step_figure(&held, &without);
+  ck_assert_int_eq(with.bound.fits, without.bound.fits);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, &segments, OL_OOM_undetermined, NULL, NULL);
+  ck_assert_ptr_nonnull(strstr(json.data, "\"first_step\": null"));
+  ol_buf_free(&json);
+}
+END_TEST
+
 /* The words say what the figure is: an estimate with its bound, or the
  * bound with the layers it counted; the JSON carries both. */
 START_TEST(the_words_and_json_say_what_the_figure_is)
@@ -430,6 +452,7 @@ static Suite *first_step_suite(void)
   tcase_add_test(t, inside_the_stack_the_rest_of_it_is_counted_in_the_bound);
   tcase_add_test(t, unclear_shapes_keep_the_bound);
   tcase_add_test(t, the_words_and_json_say_what_the_figure_is);
+  tcase_add_test(t, segments_read_no_stack);
   suite_add_tcase(s, t);
   return s;
 }
