@@ -573,13 +573,23 @@ static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
 {
   char a[32], b[32];
   const ol_batch_figure_t *low = &f->low;
-  int64_t steps = ceil_div(r->batch, low->fits_headroom);
-  ol_buf_printf(out, "At batch %" PRId64 ": about batch ", r->batch);
-  print_about(out, low->fits, f->high.fits);
-  ol_buf_printf(out, " fits on this device, %" PRId64 " with %d%% headroom (at most %" PRId64
-                " by what the step held); keep the effective batch of %" PRId64 " with %" PRId64
-                " accumulation steps of %" PRId64 ". ", low->fits_headroom, HEADROOM_PERCENT,
-                f->bound.fits, r->batch, steps, ceil_div(r->batch, steps));
+  if (r->batch > 0) {
+    int64_t steps = ceil_div(r->batch, low->fits_headroom);
+    ol_buf_printf(out, "At batch %" PRId64 ": about batch ", r->batch);
+    print_about(out, low->fits, f->high.fits);
+    ol_buf_printf(out, " fits on this device, %" PRId64 " with %d%% headroom (at most %" PRId64
+                  " by what the step held); keep the effective batch of %" PRId64 " with %" PRId64
+                  " accumulation steps of %" PRId64 ". ", low->fits_headroom, HEADROOM_PERCENT,
+                  f->bound.fits, r->batch, steps, ceil_div(r->batch, steps));
+  } else { /* per mille of the current batch */
+    ol_buf_printf(out, "About a batch of ");
+    print_about(out, low->fits / 10, f->high.fits / 10);
+    ol_buf_printf(out, "%% of the current one fits, %" PRId64 "%% with %d%% headroom (at most "
+                  "%" PRId64 "%% by what the step held): keep the effective batch with gradient "
+                  "accumulation over %" PRId64 " steps (give the batch with --batch N for exact "
+                  "figures). ", low->fits_headroom / 10, HEADROOM_PERCENT, f->bound.fits / 10,
+                  ceil_div(1000, low->fits_headroom));
+  }
   ol_buf_printf(out, "(An estimate: the backward taken to add %s", 
                 size_text(a, backward_adds(&r->first_step, false)));
   if (backward_adds(&r->first_step, true) != backward_adds(&r->first_step, false))
@@ -588,8 +598,8 @@ static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
   else
     ol_buf_printf(out, " (a gradient as large as the largest tensor after the layers)");
   ol_buf_printf(out, ", and the state to come from none (SGD) to 3x the weights (Adam's "
-                "moments, kept gradients: %s). A run at batch %" PRId64 " reports the batch "
-                "that fits.) ", size_text(b, state_to_come(r)), low->fits_headroom);
+                "moments, kept gradients: %s). A run that fits reports the batch that "
+                "fits.) ", size_text(b, state_to_come(r)));
 }
 
 static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
@@ -597,7 +607,9 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
   char a[32], b[32], c[32];
   state_t s = state_of(r);
   ol_first_step_figure_t f;
-  bool estimated = ol_oom_first_step_figure(r, &f) && r->batch > 0 && f.low.fits_headroom >= 1;
+  /* an estimate worth saying: a batch (or 1% of it) keeps the headroom */
+  bool estimated = ol_oom_first_step_figure(r, &f) &&
+                   f.low.fits_headroom >= (r->batch > 0 ? 1 : 10);
   const ol_batch_figure_t *lead = estimated ? &f.low : &f.bound;
   ol_buf_printf(out, "The state (weights, gradients, optimizer state) holds %s and fits; the "
                 "iteration's own memory needed %s%s%s, and %s is left for it with %d%% headroom. ",

@@ -405,6 +405,13 @@ START_TEST(the_words_and_json_say_what_the_figure_is)
   ck_assert_ptr_nonnull(strstr(json.data, "\"stage\": \"head\""));
   ol_buf_free(&text);
   ol_buf_free(&json);
+  o.record.batch = 0; /* not given: shares of the current batch */
+  text = (ol_buf_t){0};
+  ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
+  ck_assert_ptr_nonnull(strstr(text.data, "About a batch of "));
+  ck_assert_ptr_nonnull(strstr(text.data, "% of the current one fits"));
+  ck_assert_ptr_null(strstr(text.data, " 0%"));
+  ol_buf_free(&text);
   o = run_out(&m, 16, in_a_third_of_the_stack);
   text = (ol_buf_t){0};
   ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
