@@ -85,18 +85,24 @@ static uint64_t sum_of(const uint64_t *sizes, size_t from, size_t to)
   return sum;
 }
 
-/* The layers of the stack the weights were made in: 0 when the load is
- * not one stack of like layers. */
-static int64_t stack_layers(const ol_first_step_log_t *log, size_t load)
+/* The layers of the stack the weights were made in: the repeats, to the
+ * nearest (a tensor or two alike at its ends, as a final norm like the
+ * layers' own, match by chance), and those seen whole (what the bound
+ * counts on); 0 when the load is not one stack of like layers. */
+typedef struct stack {
+  int64_t layers, whole;
+} stack_shape_t;
+
+static stack_shape_t stack_layers(const ol_first_step_log_t *log, size_t load)
 {
   size_t period, start, covered;
   if (!ol_first_step_repeat(log->size, load, MAX_PERIOD, &period, &start, &covered))
-    return 0;
-  int64_t layers = (int64_t)((covered + period / 2) / period);
-  if (layers < MIN_LAYERS ||
+    return (stack_shape_t){0, 0};
+  stack_shape_t s = {(int64_t)((covered + period / 2) / period), (int64_t)(covered / period)};
+  if (s.whole < MIN_LAYERS ||
       sum_of(log->size, start, start + covered) < sum_of(log->size, 0, load) / LOAD_SHARE)
-    return 0;
-  return layers;
+    return (stack_shape_t){0, 0};
+  return s;
 }
 
 static int64_t in_range(uint64_t bytes)
@@ -154,7 +160,8 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
   if (!log || log->count == OL_FIRST_STEP_KEEP) /* it may have missed the failure's stretch */
     return;
   size_t load = first_after_free(log);
-  int64_t layers = load ? stack_layers(log, load) : 0;
+  stack_shape_t stack = load ? stack_layers(log, load) : (stack_shape_t){0, 0};
+  int64_t layers = stack.layers;
   if (layers == 0)
     return;
   /* The forward, the failed request appended as its last ask. */
@@ -188,8 +195,9 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
      * embedding): that many may have begun before the run was seen. */
     int64_t begun = (int64_t)((n - 1 - r.start) / r.period + 1);
     int64_t before_run = (int64_t)((r.start + r.period - 1) / r.period);
-    int64_t left = layers - begun - before_run;
-    int64_t current = before(log, load + r.start + (size_t)(begun - 1) * r.period);
+    int64_t left = stack.whole - begun - before_run;
+    size_t at = load + r.start + (size_t)(begun - 1) * r.period; /* the last layer begun */
+    int64_t current = at < log->count ? before(log, at) : log->after[log->count - 1];
     if (left >= 0)
       *out = (ol_first_step_t){
         .stage = OL_FIRST_STEP_LAYERS, .layers = layers, .layers_done = begun,

@@ -243,6 +243,11 @@ static int64_t in_a_third_of_the_stack(const job_t *dry, const model_t *m)
   return dry->layer_at[m->layers / 3] + 1;
 }
 
+static int64_t at_a_layers_start(const job_t *dry, const model_t *m)
+{
+  return dry->layer_at[m->layers / 2];
+}
+
 static int64_t in_the_second_layer(const job_t *dry, const model_t *m)
 {
   (void)m;
@@ -317,6 +322,9 @@ START_TEST(inside_the_stack_the_rest_of_it_is_counted_in_the_bound)
   } cases[] = {{12, 16}, {24, 9}, {36, 40}, {9, 64}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     model_t m = stack(cases[i].layers, 2);
+    outcome_t at_start = run_out(&m, cases[i].batch, at_a_layers_start);
+    ck_assert_int_eq(at_start.record.first_step.stage, OL_FIRST_STEP_LAYERS);
+    check_bound(&at_start);
     outcome_t o = run_out(&m, cases[i].batch, in_a_third_of_the_stack);
     ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_LAYERS);
     ck_assert_int_eq(o.record.first_step.layers, cases[i].layers);
