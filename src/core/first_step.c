@@ -14,8 +14,10 @@
  *
  * Only what repeats exactly is read: the load's sizes (what was allocated
  * before the job's first free) must repeat three times or more over a
- * third of the load's bytes or more, and the forward's repeat must keep
- * the same bytes each layer (within 1%). A model whose layers differ
+ * third of the load's bytes or more, the forward's repeat must keep the
+ * same bytes each layer (within 1%), and neither it nor what follows the
+ * stack may be making the weights' gradients (the backward has begun,
+ * makes_gradients). A model whose layers differ
  * (ResNet's stages shrink their activations as they widen their weights),
  * a load that frees as it goes, or a first step longer than the log keeps
  * gives OL_FIRST_STEP_UNKNOWN, and the figure stays the bound it was: the
@@ -91,17 +93,19 @@ static uint64_t sum_of(const uint64_t *sizes, size_t from, size_t to)
  * counts on); 0 when the load is not one stack of like layers. */
 typedef struct stack {
   int64_t layers, whole;
+  size_t start, period; /* one layer's weights: the load's sizes from start */
 } stack_shape_t;
 
 static stack_shape_t stack_layers(const ol_first_step_log_t *log, size_t load)
 {
   size_t period, start, covered;
   if (!ol_first_step_repeat(log->size, load, MAX_PERIOD, &period, &start, &covered))
-    return (stack_shape_t){0, 0};
-  stack_shape_t s = {(int64_t)((covered + period / 2) / period), (int64_t)(covered / period)};
+    return (stack_shape_t){.layers = 0};
+  stack_shape_t s = {(int64_t)((covered + period / 2) / period), (int64_t)(covered / period),
+                     start, period};
   if (s.whole < MIN_LAYERS ||
       sum_of(log->size, start, start + covered) < sum_of(log->size, 0, load) / LOAD_SHARE)
-    return (stack_shape_t){0, 0};
+    return (stack_shape_t){.layers = 0};
   return s;
 }
 
@@ -121,6 +125,28 @@ static int64_t times(int64_t count, int64_t bytes) /* both >= 0, held at INT64_M
 typedef struct repeat {
   size_t period, start, covered;
 } repeat_t;
+
+/* A first step can run out in its backward, whose layers repeat too
+ * (from the last), and where weights outweigh activations (a large model
+ * at a small batch) each raises what is held, as a forward's layer does.
+ * A backward's layer makes a gradient of each of its weights: sizes[from,
+ * to) asking for three quarters or more of a layer's weight sizes are
+ * taken to be that. (One size alike is a chance: GPT-2's hidden states at
+ * batch 3 and sequence 1024 are as large as its MLP's weight.) */
+static bool makes_gradients(const uint64_t *sizes, size_t from, size_t to,
+                            const ol_first_step_log_t *log, stack_shape_t stack)
+{
+  bool used[MAX_PERIOD] = {false};
+  size_t matched = 0;
+  for (size_t w = stack.start; w < stack.start + stack.period; w++)
+    for (size_t i = from; i < to && i - from < MAX_PERIOD; i++)
+      if (!used[i - from] && sizes[i] == log->size[w]) {
+        used[i - from] = true;
+        matched++;
+        break;
+      }
+  return matched * 4 >= stack.period * 3;
+}
 
 /* The largest tensor a layer asked for: its backward asks for a
  * gradient as large (softmax's, of attention's probabilities), as does
@@ -160,7 +186,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
   if (!log || log->count == OL_FIRST_STEP_KEEP) /* it may have missed the failure's stretch */
     return;
   size_t load = first_after_free(log);
-  stack_shape_t stack = load ? stack_layers(log, load) : (stack_shape_t){0, 0};
+  stack_shape_t stack = load ? stack_layers(log, load) : (stack_shape_t){.layers = 0};
   int64_t layers = stack.layers;
   if (layers == 0)
     return;
@@ -173,7 +199,8 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
     sizes[i] = log->size[load + i];
   sizes[n - 1] = request;
   repeat_t r;
-  bool found = ol_first_step_repeat(sizes, n, MAX_PERIOD, &r.period, &r.start, &r.covered);
+  bool found = ol_first_step_repeat(sizes, n, MAX_PERIOD, &r.period, &r.start, &r.covered) &&
+               !makes_gradients(sizes, r.start, r.start + r.period, log, stack);
   int64_t kept = found ? kept_per_layer(log, load, r, n - 1) : -1;
   if (kept <= 0) {
     free(sizes);
@@ -181,7 +208,8 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
   }
   int64_t seen = (int64_t)((r.covered + r.period / 2) / r.period);
   size_t end = r.start + r.covered;
-  if (end < n && seen == layers) { /* the stack ended, then the head asked */
+  if (end < n && seen == layers && !makes_gradients(sizes, end, n, log, stack)) {
+    /* the stack ended, then the head asked (and not yet the backward) */
     uint64_t largest = 0;
     for (size_t i = end; i < n; i++)
       largest = sizes[i] > largest ? sizes[i] : largest;
