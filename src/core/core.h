@@ -441,7 +441,9 @@ typedef struct ol_first_step_figure {
   bool estimated;             /* low and high hold an estimate */
   ol_batch_figure_t low, high;
 } ol_first_step_figure_t;
-/* true: there is an estimate (out->low, out->high) besides the bound. */
+/* true: there is an estimate (out->low, out->high) besides the bound,
+ * whose low end keeps the headroom for a batch (1% of it when the batch
+ * is not known); the advice and the JSON then lead with it. */
 bool ol_oom_first_step_figure(const ol_oom_record_t *r, ol_first_step_figure_t *out);
 void ol_batch_figure_solve(ol_batch_figure_t *f);
 

@@ -483,7 +483,9 @@ static bool first_step_estimate(const ol_oom_record_t *r, ol_batch_figure_t *low
   low->need = ol_sat_add(f.need, backward_adds(fs, true));
   low->state = ol_sat_add(f.state, state_to_come(r));
   ol_batch_figure_solve(low);
-  return true;
+  /* worth giving when its low end keeps the headroom for a batch (or 1%
+   * of it); else the bound is what is said, and what the JSON leads with */
+  return low->fits_headroom >= (r->batch > 0 ? 1 : 10);
 }
 
 /* A bound is all a failed first iteration gives (the rest of it was never
@@ -558,7 +560,7 @@ static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r)
 }
 
 /* "about batch 5" or "about batch 5 to 6": the estimate's low and high
- * ends (high: no optimizer state; low: Adam's). */
+ * ends (first_step_estimate). */
 static void print_about(ol_buf_t *out, int64_t low, int64_t high)
 {
   if (low == high)
@@ -590,7 +592,7 @@ static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
                   "figures). ", low->fits_headroom / 10, HEADROOM_PERCENT, f->bound.fits / 10,
                   ceil_div(1000, low->fits_headroom));
   }
-  ol_buf_printf(out, "(An estimate: the backward taken to add %s", 
+  ol_buf_printf(out, "(An estimate: the backward taken to add %s",
                 size_text(a, backward_adds(&r->first_step, false)));
   if (backward_adds(&r->first_step, true) != backward_adds(&r->first_step, false))
     ol_buf_printf(out, " to %s (the gradients of a layer's largest tensor, one or two at once)",
@@ -607,9 +609,7 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
   char a[32], b[32], c[32];
   state_t s = state_of(r);
   ol_first_step_figure_t f;
-  /* an estimate worth saying: a batch (or 1% of it) keeps the headroom */
-  bool estimated = ol_oom_first_step_figure(r, &f) &&
-                   f.low.fits_headroom >= (r->batch > 0 ? 1 : 10);
+  bool estimated = ol_oom_first_step_figure(r, &f);
   const ol_batch_figure_t *lead = estimated ? &f.low : &f.bound;
   ol_buf_printf(out, "The state (weights, gradients, optimizer state) holds %s and fits; the "
                 "iteration's own memory needed %s%s%s, and %s is left for it with %d%% headroom. ",
