@@ -200,7 +200,7 @@ static void read_oom_roles(const at_t *oom, ol_oom_record_t *r)
 }
 
 /* How far a failed first iteration had got (minor 4; absent or null:
- * unknown, as a report of minor 3 said nothing of it). */
+ * not read, as a report of minor 3 said nothing of it). */
 static void read_first_step(const at_t *oom, ol_oom_record_t *r)
 {
   static const char *const stages[] = {"unknown", "layers", "head"};
@@ -208,6 +208,7 @@ static void read_first_step(const at_t *oom, ol_oom_record_t *r)
   r->first_step = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
   if (!fs.node)
     return;
+  r->first_step.read = true;
   const char *stage = ol_json_need_string(&fs, "stage");
   int i = 0;
   while (stage && i < 3 && strcmp(stage, stages[i]) != 0)

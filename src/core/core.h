@@ -324,6 +324,7 @@ typedef enum ol_first_step_stage {
 } ol_first_step_stage_t;
 
 typedef struct ol_first_step {
+  bool read; /* a log of the whole first step was there to read (else: nothing is said) */
   ol_first_step_stage_t stage;
   int64_t layers;      /* the stack's layers, from the weights' repeat */
   int64_t layers_done; /* LAYERS: begun in the forward; HEAD: all */

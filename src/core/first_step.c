@@ -185,6 +185,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
   *out = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
   if (!log || log->count == OL_FIRST_STEP_KEEP) /* it may have missed the failure's stretch */
     return;
+  out->read = true;
   size_t load = first_after_free(log);
   stack_shape_t stack = load ? stack_layers(log, load) : (stack_shape_t){.layers = 0};
   int64_t layers = stack.layers;
@@ -213,7 +214,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
     uint64_t largest = 0;
     for (size_t i = end; i < n; i++)
       largest = sizes[i] > largest ? sizes[i] : largest;
-    *out = (ol_first_step_t){.stage = OL_FIRST_STEP_HEAD, .layers = layers,
+    *out = (ol_first_step_t){.read = true, .stage = OL_FIRST_STEP_HEAD, .layers = layers,
                              .layers_done = layers, .per_layer = kept,
                              .largest_after = in_range(largest),
                              .layer_largest = in_range(layer_largest(sizes, r))};
@@ -228,7 +229,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
     int64_t current = at < log->count ? before(log, at) : log->after[log->count - 1];
     if (left >= 0)
       *out = (ol_first_step_t){
-        .stage = OL_FIRST_STEP_LAYERS, .layers = layers, .layers_done = begun,
+        .read = true, .stage = OL_FIRST_STEP_LAYERS, .layers = layers, .layers_done = begun,
         .per_layer = kept, .rest = times(left, kept),
         .stack_end = ol_sat_add(ol_sat_add(current, kept), times(left, kept))};
   }

@@ -553,7 +553,7 @@ static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r)
   else if (fs->stage == OL_FIRST_STEP_HEAD)
     ol_buf_printf(out, "All %" PRId64 " layers of its stack had run (%s kept each): it failed "
                   "in the head or loss. ", fs->layers, size_text(a, fs->per_layer));
-  else
+  else if (fs->read) /* else no log of the whole step was kept (or the report predates it) */
     ol_buf_printf(out, "How far the forward had got cannot be told (its layers were not seen "
                   "as one stack of like layers, whose memory repeats), so the rest of the "
                   "step is not counted. ");
@@ -863,7 +863,7 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r)
     ol_buf_printf(out, ", \"batch_fits_high\": %" PRId64, f.high.fits);
   else
     ol_buf_printf(out, ", \"batch_fits_high\": null");
-  if (r->iterations > 0 || r->segments_only) {
+  if (r->iterations > 0 || r->segments_only || !fs->read) {
     ol_buf_printf(out, ", \"first_step\": null");
     return;
   }

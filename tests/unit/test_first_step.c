@@ -433,6 +433,14 @@ START_TEST(the_words_and_json_say_what_the_figure_is)
   ck_assert_ptr_nonnull(strstr(text.data, "% of the current one fits"));
   ck_assert_ptr_null(strstr(text.data, " 0%"));
   ol_buf_free(&text);
+  /* no log of the step read (a report from before, a step longer than
+   * the log): nothing said of how far it got */
+  o.record.first_step = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
+  text = (ol_buf_t){0};
+  ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
+  ck_assert_ptr_null(strstr(text.data, "How far the forward"));
+  ck_assert_ptr_nonnull(strstr(text.data, "at most batch"));
+  ol_buf_free(&text);
   o = run_out(&m, 16, in_a_third_of_the_stack);
   text = (ol_buf_t){0};
   ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
