@@ -436,6 +436,7 @@ START_TEST(the_words_and_json_say_what_the_figure_is)
   /* no log of the step read (a report from before, a step longer than
    * the log): nothing said of how far it got */
   o.record.first_step = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
+  o.record.batch = 8;
   text = (ol_buf_t){0};
   ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
   ck_assert_ptr_null(strstr(text.data, "How far the forward"));
