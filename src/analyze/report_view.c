@@ -199,6 +199,35 @@ static void read_oom_roles(const at_t *oom, ol_oom_record_t *r)
   r->request_role_known = ol_role_parse(role, &r->request_role);
 }
 
+/* How far a failed first iteration had got (minor 4; absent or null:
+ * not read, as a report of minor 3 said nothing of it). */
+static void read_first_step(const at_t *oom, ol_oom_record_t *r)
+{
+  static const char *const stages[] = {"unknown", "layers", "head"};
+  at_t fs = ol_json_may_object(oom, "first_step");
+  r->first_step = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
+  if (!fs.node)
+    return;
+  r->first_step.read = true;
+  const char *stage = ol_json_need_string(&fs, "stage");
+  int i = 0;
+  while (stage && i < 3 && strcmp(stage, stages[i]) != 0)
+    i++;
+  if (stage && i == 3) {
+    at_t named = ol_json_at_key(&fs, "stage");
+    ol_json_at_fail(&named, "\"%.40s\" is not a first-step stage this oomlens knows", stage);
+    return;
+  }
+  r->first_step.stage = (ol_first_step_stage_t)(stage ? i : 0);
+  r->first_step.layers = ol_json_need_int(&fs, "layers", BYTES);
+  r->first_step.layers_done = ol_json_need_int(&fs, "layers_done", BYTES);
+  r->first_step.per_layer = ol_json_need_int(&fs, "per_layer", BYTES);
+  r->first_step.rest = ol_json_need_int(&fs, "rest", BYTES);
+  r->first_step.stack_end = ol_json_need_int(&fs, "stack_end", BYTES);
+  r->first_step.largest_after = ol_json_need_int(&fs, "largest_after", BYTES);
+  r->first_step.layer_largest = ol_json_need_int(&fs, "layer_largest", BYTES);
+}
+
 static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)
 {
   ol_oom_record_t *r = &d->stats.last_oom;
@@ -228,6 +257,7 @@ static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)
   r->iteration_need = ol_json_may_int(&oom, "iteration_need", OR_NONE, -1);
   r->first_persistent = ol_json_may_int(&oom, "first_persistent", OR_NONE, -1);
   r->batch = ol_json_may_int(&oom, "batch", BYTES, 0);
+  read_first_step(&oom, r);
   /* Not in the JSON: a live job's pool served its tensors in manage mode
    * (oom_live.c), which the advice on fragmentation depends on. */
   r->managed = strcmp(v->mode, "manage") == 0;

@@ -58,6 +58,7 @@ void ol_account_free(ol_account_t *a)
     ol_sites_free(a->devices[d].sites);
     free(a->devices[d].timeline);
     ol_phase_finder_free(a->devices[d].finder);
+    ol_first_step_log_free(a->devices[d].first_step);
   }
   ol_account_leak_fn on_leak = a->on_leak;
   void *arg = a->on_leak_arg;
@@ -172,6 +173,26 @@ void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
   name_grower(&p->leak, sites);
   if (a->on_leak)
     a->on_leak(a, d, a->on_leak_arg);
+}
+
+/* The first iteration's allocations are logged (inline, core.h) until
+ * an iteration is found (then a first-step OOM cannot be), the log is
+ * full (a first step longer than it keeps is not read), or there is no
+ * host memory for it: the hot path then never comes here again. */
+void __attribute__((cold)) ol_account_first_step(ol_account_t *a, int d, uint64_t size)
+{
+  ol_account_device_t *ad = &a->devices[d];
+  const ol_device_stats_t *dev = &ad->stats;
+  if (!ad->first_step && dev->phases.iterations == 0 &&
+      (ad->first_step = ol_first_step_log_new())) {
+    ad->first_step->size[0] = size;
+    ad->first_step->after[0] = dev->allocated_bytes[OL_POOL_ALL].current;
+    ad->first_step->count = 1;
+    return;
+  }
+  ol_first_step_log_free(ad->first_step);
+  ad->first_step = NULL;
+  ad->first_step_done = true;
 }
 
 /* ---- reserved memory, out-of-memory ------------------------------------ */
@@ -316,6 +337,11 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   r->first_persistent = dev->phases.first_low_known ? dev->phases.first_low : -1;
   ol_account_role_bytes(a, device, OL_SITES_BY_CURRENT, &r->roles_known, r->role_bytes);
   request_role(a, device, r);
+  if (r->iterations == 0) /* a log left full reads as unknown */
+    ol_first_step_read(a->devices[ol_account_clamp(device)].first_step, r->request,
+                       &r->first_step);
+  else
+    r->first_step = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
   ol_oom_note_sites(r, ol_account_sites(a, device));
 }
 

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 3   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed) */
+#define OL_REPORT_MINOR 4   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high) */
 #define OL_MAX_DEVICES 64
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
 /* The largest size oomlens takes anywhere (options, flags, trace lines):
@@ -311,6 +311,52 @@ typedef struct ol_oom_site {
   int64_t bytes;
 } ol_oom_site_t;
 
+/* first_step.c: what the first iteration's allocations say of its shape,
+ * for a first-step OOM's batch figure. A job whose weights are one stack
+ * of like layers (the load's sizes repeat `layers` times) and whose
+ * forward repeats a like pattern a layer, each layer keeping per_layer
+ * bytes, can be followed: how many of the layers had run when it failed,
+ * and so what the rest of the forward keeps at least. layers 0: no such
+ * shape was seen (the record's figure stays the upper bound it was). */
+typedef enum ol_first_step_stage {
+  OL_FIRST_STEP_UNKNOWN, /* no clear stack (not uniform, too short, not kept) */
+  OL_FIRST_STEP_LAYERS,  /* it failed inside the stack: layers_done of layers */
+  OL_FIRST_STEP_HEAD,    /* every layer had run: it failed after the stack */
+} ol_first_step_stage_t;
+
+typedef struct ol_first_step {
+  bool read; /* a log of the whole first step was there to read (else: nothing is said) */
+  ol_first_step_stage_t stage;
+  int64_t layers;      /* the stack's layers, from the weights' repeat */
+  int64_t layers_done; /* LAYERS: begun in the forward; HEAD: all */
+  int64_t per_layer;   /* what each layer of the forward kept */
+  int64_t rest;        /* LAYERS: what the layers not yet begun keep, at least */
+  int64_t stack_end;   /* LAYERS: the allocated bytes when the last layer ends, at least */
+  int64_t largest_after; /* HEAD: the largest tensor the forward asked for after the stack */
+  int64_t layer_largest; /* HEAD: the largest tensor a layer asked for */
+} ol_first_step_t;
+
+/* The allocations of a job's first iteration, kept in the order they
+ * came (size, and the device's allocated bytes after each), until the
+ * first iteration is found or OL_FIRST_STEP_KEEP of them are kept. */
+#define OL_FIRST_STEP_KEEP 16384
+typedef struct ol_first_step_log {
+  size_t count;
+  uint64_t size[OL_FIRST_STEP_KEEP];
+  int64_t after[OL_FIRST_STEP_KEEP]; /* the device's allocated bytes after it */
+} ol_first_step_log_t;
+ol_first_step_log_t *ol_first_step_log_new(void); /* NULL: no host memory */
+void ol_first_step_log_free(ol_first_step_log_t *log);
+/* What the log says of the stack, at a failure asking for request bytes
+ * while allocated bytes are live (log NULL: unknown). */
+void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_first_step_t *out);
+/* The longest stretch where sizes[i] == sizes[i + period], over periods 1
+ * to max_period: *start its first index, *covered the elements it spans
+ * (the stretch plus one period); the shortest period wins a tie. false: no
+ * period repeats at all. For tests too. */
+bool ol_first_step_repeat(const uint64_t *sizes, size_t n, size_t max_period, size_t *period,
+                          size_t *start, size_t *covered);
+
 typedef struct ol_oom_record {
   uint64_t request;
   uint64_t capacity;
@@ -339,6 +385,7 @@ typedef struct ol_oom_record {
   int64_t batch; /* the job's batch as the user gave it (--batch), 0 unknown */
   bool segments_only; /* we saw the framework's segments, not its tensors */
   bool managed;       /* our pool served the tensors (manage mode, replay's oomlens) */
+  ol_first_step_t first_step; /* no iteration finished: how far the first one got */
   /* Call sites (ids in the sites table of whoever filled the record), when
    * stacks or trace frames are known: the largest holders at the failure,
    * and the one whose memory grew most across iterations. */
@@ -383,12 +430,31 @@ typedef struct ol_batch_figure {
   bool need_is_lower_bound; /* the iteration did not finish */
   int64_t fits, fits_headroom; /* out: batches (or per mille), with none and 20% free */
 } ol_batch_figure_t;
+
+/* A first-step OOM's figures (oom.c): the upper bound (from what the
+ * iteration held, and the layers of the forward not yet run where the
+ * stack is clear), and where every layer had run, an estimate: with the
+ * backward's first gradient as large as the largest tensor after the
+ * stack, and what the state adds once the first step ends (optimizer
+ * state, kept gradients) from nothing (high) to three times the weights,
+ * as Adam's moments and kept gradients (low). */
+typedef struct ol_first_step_figure {
+  ol_batch_figure_t bound;    /* need_is_lower_bound: "at most" */
+  bool estimated;             /* low and high hold an estimate */
+  ol_batch_figure_t low, high;
+} ol_first_step_figure_t;
+/* true: there is an estimate (out->low, out->high) besides the bound,
+ * whose low end keeps the headroom for a batch (1% of it when the batch
+ * is not known); the advice and the JSON then lead with it. */
+bool ol_oom_first_step_figure(const ol_oom_record_t *r, ol_first_step_figure_t *out);
 void ol_batch_figure_solve(ol_batch_figure_t *f);
 
-/* The batch figures the advice gives: the largest batch that fits, and
- * the one that keeps the guides' headroom (in batches when r->batch is
+/* The batch figures the advice leads with: the largest batch that fits,
+ * and the one that keeps the guides' headroom (in batches when r->batch is
  * known, the return true; else per mille of the current batch); *is_bound:
- * the failed iteration did not finish, so they are upper bounds. */
+ * the failed iteration did not finish, so they are upper bounds. A first
+ * step's estimate, where there is one, is led with (its low end: not a
+ * bound). */
 bool ol_oom_batch_figures(const ol_oom_record_t *r, int64_t *fits, int64_t *fits_headroom,
                           bool *is_bound);
 /* Fills r->holders and r->grower from a sites table (NULL: none). */
@@ -1000,6 +1066,11 @@ typedef struct ol_account_device {
    * live job counted those bytes under no site at all. */
   int32_t frameless_site_plus1;
   int32_t request_site_plus1; /* the last failed request's call site + 1; 0: none */
+  /* The first iteration's allocations (first_step.c), until one is found;
+   * first_step_done: no longer kept (an iteration finished, the log is
+   * full, or no host memory for it). */
+  ol_first_step_log_t *first_step;
+  bool first_step_done;
   bool outside_known;     /* what is held outside the allocator, as its owner measured it */
   int64_t outside;
 } ol_account_device_t;
@@ -1084,6 +1155,10 @@ bool ol_account_unknown_free(ol_account_t *a, int device);         /* false */
 /* An iteration of device index d just ended (phases.c said so): the sites
  * note what outlives it, the leak watch looks at its low point. */
 void ol_account_iteration_ended(ol_account_t *a, int d);
+/* Device index d's first iteration goes on, and its log has no room or
+ * is not made yet: made (its allocation just counted logged first), or,
+ * once an iteration is found or the log is full, dropped for good. */
+void ol_account_first_step(ol_account_t *a, int d, uint64_t size);
 
 /* A block's bytes change hands at its site; at a new peak, the sites note
  * who holds it (O(1), sites.c). */
@@ -1161,6 +1236,16 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
     ol_stat_grow(&dev->origin_bytes[b->kind], bytes);
     ol_account_pools_grow(dev->reserved_bytes, pool, bytes);
     ol_account_pools_count(dev->segment, pool, true);
+  }
+  if (__builtin_expect(!a->devices[d].first_step_done, 0)) {
+    /* logged inline while there is room: the first step's every allocation */
+    ol_first_step_log_t *log = a->devices[d].first_step;
+    if (log && log->count < OL_FIRST_STEP_KEEP && dev->phases.iterations == 0) {
+      log->size[log->count] = b->size;
+      log->after[log->count++] = dev->allocated_bytes[OL_POOL_ALL].current;
+    } else {
+      ol_account_first_step(a, d, b->size);
+    }
   }
   bool new_peak = dev->allocated_bytes[OL_POOL_ALL].current > peak;
   a->allocated = ol_sat_add(a->allocated, bytes);

@@ -401,10 +401,23 @@ void ol_batch_figure_solve(ol_batch_figure_t *f)
   f->fits_headroom = scaled(unit, room_with_headroom(f), f->need);
 }
 
+/* What a failed first iteration needed at least: what it held plus the
+ * request, or, where the forward was inside a stack of like layers
+ * (first_step.c), what it holds once the layers not yet run have kept
+ * theirs, if more. */
+static int64_t first_step_need(const ol_oom_record_t *r, int64_t now)
+{
+  const ol_first_step_t *fs = &r->first_step;
+  if (r->iterations > 0 || r->segments_only || fs->stage != OL_FIRST_STEP_LAYERS)
+    return now; /* PyTorch's segments repeat as they like: no layers in them */
+  int64_t stack = at_least_zero(ol_sat_sub(fs->stack_end, state_of(r).bytes));
+  return stack > now ? stack : now;
+}
+
 static ol_batch_figure_t batch_fit(const ol_oom_record_t *r)
 {
   state_t s = state_of(r);
-  int64_t now = transient_of(r);
+  int64_t now = first_step_need(r, transient_of(r));
   /* The failed iteration needed what it held plus the request, at least;
    * an earlier iteration's need says more only at the same batch and shape,
    * which holds for a fixed-shape loop: take the larger. */
@@ -413,6 +426,66 @@ static ol_batch_figure_t batch_fit(const ol_oom_record_t *r)
                          .need_is_lower_bound = r->iteration_need <= now};
   ol_batch_figure_solve(&f);
   return f;
+}
+
+/* The weights, for the optimizer's state that scales with them: by role,
+ * else the state by timing (what the load made). */
+static int64_t weights_of(const ol_oom_record_t *r)
+{
+  return r->roles_known ? r->role_bytes[OL_ROLE_weights] : state_of(r).bytes;
+}
+
+/* The most the state may add once the first step ends (Adam's moments
+ * and kept gradients): three times the weights, held in range. */
+static int64_t state_to_come(const ol_oom_record_t *r)
+{
+  int64_t w = at_least_zero(weights_of(r));
+  return ol_sat_add(ol_sat_add(w, w), w);
+}
+
+/* What the backward adds at its peak to what the forward held: the
+ * larger of the gradient of what the loss read, as large as the largest
+ * tensor asked for after the stack (GPT-2's logits: the peak a sample
+ * measured on the H200 is within 1% of what the first step held plus one
+ * logits tensor), and what a layer's backward holds at once, the head's
+ * being freed before the layers' begins: the backward of the op that made
+ * a layer's largest tensor holds the gradient of that tensor and makes
+ * the gradient of its input, as large for an elementwise op or a softmax
+ * (high: one such gradient; low: two). Its recomputation under activation
+ * checkpointing asks as much. */
+static int64_t backward_adds(const ol_first_step_t *fs, bool low)
+{
+  int64_t layer = low ? ol_sat_add(fs->layer_largest, fs->layer_largest) : fs->layer_largest;
+  return fs->largest_after > layer ? fs->largest_after : layer;
+}
+
+/* Every layer of the stack had run when the first iteration failed
+ * (first_step.c): what is left of the forward is its head and loss, then
+ * the backward (backward_adds). That is an estimate, not a bound: a loss
+ * may read a smaller tensor, and a backward may make more at once.
+ * What the state adds after the first step is not known before it ends:
+ * from nothing (plain SGD, gradients set to None by zero_grad: high) to
+ * three times the weights (Adam's two moments, and gradients kept across
+ * steps by zero_grad(set_to_none=False) or accumulation: low). On GPT-2
+ * the measured peak's fixed part was 3.4 times the weights. */
+static bool first_step_estimate(const ol_oom_record_t *r, ol_batch_figure_t *low,
+                                ol_batch_figure_t *high)
+{
+  const ol_first_step_t *fs = &r->first_step;
+  if (r->iterations > 0 || fs->stage != OL_FIRST_STEP_HEAD || r->segments_only)
+    return false;
+  ol_batch_figure_t f = batch_fit(r);
+  f.need_is_lower_bound = false;
+  *high = f;
+  high->need = ol_sat_add(f.need, backward_adds(fs, false));
+  ol_batch_figure_solve(high);
+  *low = f;
+  low->need = ol_sat_add(f.need, backward_adds(fs, true));
+  low->state = ol_sat_add(f.state, state_to_come(r));
+  ol_batch_figure_solve(low);
+  /* worth giving when its low end keeps the headroom for a batch (or 1%
+   * of it); else the bound is what is said, and what the JSON leads with */
+  return low->fits_headroom >= (r->batch > 0 ? 1 : 10);
 }
 
 /* A bound is all a failed first iteration gives (the rest of it was never
@@ -464,18 +537,92 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
   }
 }
 
+/* How far the failed first iteration had got in its stack of layers,
+ * where first_step.c could tell. */
+static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32];
+  const ol_first_step_t *fs = &r->first_step;
+  if (r->iterations > 0)
+    return;
+  if (fs->stage == OL_FIRST_STEP_LAYERS)
+    ol_buf_printf(out, "Its forward had begun %" PRId64 " of the %" PRId64 " layers of its "
+                  "stack, %s kept each: the layers not yet begun keep %s more, counted in that "
+                  "need; its head, loss and backward were never asked for. ", fs->layers_done,
+                  fs->layers, size_text(a, fs->per_layer), size_text(b, fs->rest));
+  else if (fs->stage == OL_FIRST_STEP_HEAD)
+    ol_buf_printf(out, "All %" PRId64 " layers of its stack had run (%s kept each): it failed "
+                  "in the head or loss. ", fs->layers, size_text(a, fs->per_layer));
+  else if (fs->read) /* else no log of the whole step was kept (or the report predates it) */
+    ol_buf_printf(out, "How far the forward had got cannot be told (its layers were not seen "
+                  "as one stack of like layers, whose memory repeats), so the rest of the "
+                  "step is not counted. ");
+}
+
+/* "about batch 5" or "about batch 5 to 6": the estimate's low and high
+ * ends (first_step_estimate). */
+static void print_about(ol_buf_t *out, int64_t low, int64_t high)
+{
+  if (low == high)
+    ol_buf_printf(out, "%" PRId64, low);
+  else
+    ol_buf_printf(out, "%" PRId64 " to %" PRId64, low, high);
+}
+
+/* The estimate, with what it rests on, and the bound beside it. */
+static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
+                            const ol_first_step_figure_t *f)
+{
+  char a[32], b[32];
+  const ol_batch_figure_t *low = &f->low;
+  if (r->batch > 0) {
+    int64_t steps = ceil_div(r->batch, low->fits_headroom);
+    ol_buf_printf(out, "At batch %" PRId64 ": about batch ", r->batch);
+    print_about(out, low->fits, f->high.fits);
+    ol_buf_printf(out, " fits on this device, %" PRId64 " with %d%% headroom (at most %" PRId64
+                  " by what the step held); keep the effective batch of %" PRId64 " with %" PRId64
+                  " accumulation steps of %" PRId64 ". ", low->fits_headroom, HEADROOM_PERCENT,
+                  f->bound.fits, r->batch, steps, ceil_div(r->batch, steps));
+  } else { /* per mille of the current batch */
+    ol_buf_printf(out, "About a batch of ");
+    print_about(out, low->fits / 10, f->high.fits / 10);
+    ol_buf_printf(out, "%% of the current one fits, %" PRId64 "%% with %d%% headroom (at most "
+                  "%" PRId64 "%% by what the step held): keep the effective batch with gradient "
+                  "accumulation over %" PRId64 " steps (give the batch with --batch N for exact "
+                  "figures). ", low->fits_headroom / 10, HEADROOM_PERCENT, f->bound.fits / 10,
+                  ceil_div(1000, low->fits_headroom));
+  }
+  ol_buf_printf(out, "(An estimate: the backward taken to add %s",
+                size_text(a, backward_adds(&r->first_step, false)));
+  if (backward_adds(&r->first_step, true) != backward_adds(&r->first_step, false))
+    ol_buf_printf(out, " to %s (the gradients of a layer's largest tensor, one or two at once)",
+                  size_text(a, backward_adds(&r->first_step, true)));
+  else
+    ol_buf_printf(out, " (a gradient as large as the largest tensor after the layers)");
+  ol_buf_printf(out, ", and the state to come from none (SGD) to 3x the weights (Adam's "
+                "moments, kept gradients: %s). A run that fits reports the batch that "
+                "fits.) ", size_text(b, state_to_come(r)));
+}
+
 static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32], c[32];
   state_t s = state_of(r);
-  ol_batch_figure_t f = batch_fit(r);
+  ol_first_step_figure_t f;
+  bool estimated = ol_oom_first_step_figure(r, &f);
+  const ol_batch_figure_t *lead = estimated ? &f.low : &f.bound;
   ol_buf_printf(out, "The state (weights, gradients, optimizer state) holds %s and fits; the "
                 "iteration's own memory needed %s%s%s, and %s is left for it with %d%% headroom. ",
-                size_text(a, s.bytes), f.need_is_lower_bound ? "at least " : "",
-                size_text(b, f.need),
+                size_text(a, s.bytes), f.bound.need_is_lower_bound ? "at least " : "",
+                size_text(b, f.bound.need),
                 r->iterations == 0 ? " in the first iteration, which did not finish" : "",
-                size_text(c, room_with_headroom(&f)), HEADROOM_PERCENT);
-  advise_batch(out, r, &f);
+                size_text(c, room_with_headroom(lead)), HEADROOM_PERCENT);
+  if (r->iterations == 0 && !r->segments_only)
+    explain_first_step(out, r);
+  if (estimated)
+    advise_estimate(out, r, &f);
+  else
+    advise_batch(out, r, &f.bound);
   ol_buf_printf(out, "Or keep the batch and cut the activations: mixed precision (bf16 halves "
                 "them), activation checkpointing (keeps only layer inputs), shorter sequences.");
 }
@@ -699,6 +846,36 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                   "under `oomlens run --manage` to tell weights from activations.)");
 }
 
+/* A first step's shape and figures: the bound beside the estimate, and
+ * the estimate's high end (minor 4). */
+static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  static const char *const stages[] = {"unknown", "layers", "head"};
+  const ol_first_step_t *fs = &r->first_step;
+  ol_first_step_figure_t f;
+  bool estimated = ol_oom_first_step_figure(r, &f);
+  ol_buf_printf(out, ", \"batch_figure_is_estimate\": %s", estimated ? "true" : "false");
+  if (r->batch > 0 && f.bound.need_is_lower_bound)
+    ol_buf_printf(out, ", \"batch_fits_at_most\": %" PRId64, f.bound.fits);
+  else
+    ol_buf_printf(out, ", \"batch_fits_at_most\": null");
+  if (r->batch > 0 && estimated)
+    ol_buf_printf(out, ", \"batch_fits_high\": %" PRId64, f.high.fits);
+  else
+    ol_buf_printf(out, ", \"batch_fits_high\": null");
+  if (r->iterations > 0 || r->segments_only || !fs->read) {
+    ol_buf_printf(out, ", \"first_step\": null");
+    return;
+  }
+  ol_buf_printf(out, ", \"first_step\": {\"stage\": \"%s\", \"layers\": %" PRId64
+                ", \"layers_done\": %" PRId64 ", \"per_layer\": %" PRId64 ", \"rest\": %" PRId64
+                ", \"stack_end\": %" PRId64 ", \"largest_after\": %" PRId64
+                ", \"layer_largest\": %" PRId64 "}",
+                (unsigned)fs->stage < 3 ? stages[fs->stage] : "unknown", fs->layers,
+                fs->layers_done, fs->per_layer, fs->rest, fs->stack_end, fs->largest_after,
+                fs->layer_largest);
+}
+
 /* The state and the batch figures as the paragraph gives them, so a JSON
  * reader need not redo the arithmetic. */
 static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
@@ -706,7 +883,8 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
   static const char *const sources[] = {"roles",      "iterations", "building",
                                         "first_free", "requested",  "hidden"};
   state_t s = state_of(r);
-  ol_batch_figure_t f = batch_fit(r);
+  ol_batch_figure_t f; /* the figures the advice leads with */
+  ol_oom_batch_figures(r, &f.fits, &f.fits_headroom, &f.need_is_lower_bound);
   ol_buf_printf(out, ", \"roles_known\": %s, \"roles\": {", r->roles_known ? "true" : "false");
   for (int i = 0; i < OL_ROLE_COUNT; i++)
     ol_buf_printf(out, "%s\"%s\": %" PRId64, i ? ", " : "", ol_role_name((ol_role_t)i), r->role_bytes[i]);
@@ -727,6 +905,7 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
     ol_buf_printf(out, ", \"batch_fits\": null, \"batch_fits_headroom\": null");
   ol_buf_printf(out, ", \"batch_figure_is_bound\": %s",
                 f.need_is_lower_bound ? "true" : "false");
+  json_first_step(out, r);
 }
 
 void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
@@ -753,12 +932,20 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
   ol_buf_free(&advice);
 }
 
+bool ol_oom_first_step_figure(const ol_oom_record_t *r, ol_first_step_figure_t *out)
+{
+  *out = (ol_first_step_figure_t){.bound = batch_fit(r)};
+  out->estimated = first_step_estimate(r, &out->low, &out->high);
+  return out->estimated;
+}
+
 bool ol_oom_batch_figures(const ol_oom_record_t *r, int64_t *fits, int64_t *fits_headroom,
                           bool *is_bound)
 {
-  ol_batch_figure_t f = batch_fit(r);
-  *fits = f.fits;
-  *fits_headroom = f.fits_headroom;
-  *is_bound = f.need_is_lower_bound;
+  ol_first_step_figure_t f;
+  const ol_batch_figure_t *lead = ol_oom_first_step_figure(r, &f) ? &f.low : &f.bound;
+  *fits = lead->fits;
+  *fits_headroom = lead->fits_headroom;
+  *is_bound = lead->need_is_lower_bound;
   return r->batch > 0;
 }

@@ -304,6 +304,30 @@ START_TEST(live_oom_classes)
 }
 END_TEST
 
+/* A first step that ran out after its stack of like layers, live: how
+ * far its forward got, and the figure given as an estimate with its
+ * bound, in the paragraph and the JSON. */
+START_TEST(first_step_figure_after_its_stack)
+{
+  const char *env[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+                       "SIMCU_EXTERNAL=0", "OOMLENS_BATCH=8", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("oom_first_step", env, &run);
+  ck_assert_str_eq(ol_json_string(ol_json_path(r, DEV "oom.class")), "activations");
+  ck_assert_str_eq(ol_json_string(ol_json_path(r, DEV "oom.first_step.stage")), "head");
+  ck_assert_int_eq(ol_json_path_int64(r, DEV "oom.first_step.layers", -1), 8);
+  ck_assert_int_eq(ol_json_path_int64(r, DEV "oom.first_step.per_layer", -1), 32 << 20);
+  bool estimate = false;
+  ck_assert(ol_json_bool(ol_json_path(r, DEV "oom.batch_figure_is_estimate"), &estimate));
+  ck_assert(estimate);
+  ck_assert_int_le(ol_json_path_int64(r, DEV "oom.batch_fits", -1),
+                   ol_json_path_int64(r, DEV "oom.batch_fits_at_most", -1));
+  ck_assert_msg(strstr(run.out, "All 8 layers of its stack") && strstr(run.out, "about batch"),
+                "%s", run.out);
+  ol_json_free(r);
+}
+END_TEST
+
 /* Memory held outside the job: NVML (here the fake libnvidia-ml of
  * tests/sim) names the other process and its bytes, largest first, in the
  * paragraph and the JSON. */
@@ -966,6 +990,9 @@ static const round_trip_t round_trips[] = {
   {"autograd_thread", {"OOMLENS_MANAGE=1", NULL}},
   /* a job that fitted: the batch that would */
   {"train_fits", {"OOMLENS_CAPACITY=1G", "OOMLENS_BATCH=4", "SIMCU_EXTERNAL=0", NULL}},
+  /* a first step run out after its stack of layers: its estimate and bound */
+  {"oom_first_step", {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+                      "SIMCU_EXTERNAL=0", "OOMLENS_BATCH=8", NULL}},
 };
 
 /* The JSON report the library wrote, read back into the report model and
@@ -1024,6 +1051,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, leak_names_the_growing_site);
   tcase_add_test(paths, leak_warned_before_the_oom);
   tcase_add_test(paths, batch_figure_of_a_job_that_fits);
+  tcase_add_test(paths, first_step_figure_after_its_stack);
   tcase_add_test(paths, external_names_the_other_process);
   tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_test(paths, sites_alike_in_shown_frames_are_one);

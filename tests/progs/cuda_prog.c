@@ -447,6 +447,33 @@ static int train_until_oom(size_t persistent, size_t activations, size_t grow, s
   return 3;
 }
 
+/* A first step that runs out after its stack: 8 like layers of weights
+ * made at load (their sizes repeat), a forward whose 8 layers each keep
+ * 24 + 8 MiB and free a 16 MiB temporary, then a head of 2 x 400 MiB,
+ * the second of which does not fit in 1 GiB (first_step.c reads it). */
+static int first_step_oom(void)
+{
+  static const size_t weights[] = {1 * MiB, 4096, 2 * MiB, 4096};
+  void *p, *temp;
+  CHECK(cudaMalloc(&p, 8 * MiB) == cudaSuccess); /* the embedding */
+  for (int layer = 0; layer < 8; layer++)
+    for (size_t i = 0; i < sizeof weights / sizeof *weights; i++)
+      CHECK(cudaMalloc(&p, weights[i]) == cudaSuccess);
+  CHECK(cudaMalloc(&temp, 4 * MiB) == cudaSuccess);
+  CHECK(cudaFree(temp) == cudaSuccess);
+  for (int layer = 0; layer < 8; layer++) {
+    CHECK(cudaMalloc(&p, 24 * MiB) == cudaSuccess);
+    CHECK(cudaMalloc(&temp, 16 * MiB) == cudaSuccess);
+    CHECK(cudaFree(temp) == cudaSuccess);
+    CHECK(cudaMalloc(&p, 8 * MiB) == cudaSuccess);
+  }
+  for (int i = 0; i < 2; i++)
+    if (cudaMalloc(&p, 400 * MiB) == cudaErrorMemoryAllocation)
+      return 0;
+  fprintf(stderr, "cuda_prog: never ran out\n");
+  return 3;
+}
+
 /* A loop that fits: 64 MiB kept, then 6 steps that each take 10 x 16 MiB
  * and give it back, then the kept memory freed as a job tears down (the
  * report's batch figure). */
@@ -652,6 +679,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "sampled")) return sampled();
   if (!strcmp(s, "autograd_thread")) return autograd_thread();
   if (!strcmp(s, "train_fits")) return train_fits();
+  if (!strcmp(s, "oom_first_step")) return first_step_oom();
   if (!strcmp(s, "oom_persistent")) return train_until_oom((size_t)2 << 30, 0, 0, 0);
   if (!strcmp(s, "oom_activations")) return train_until_oom(256 * MiB, 256 * MiB, 128 * MiB, 0);
   if (!strcmp(s, "oom_leak")) return train_until_oom(128 * MiB, 256 * MiB, 0, 64 * MiB);

@@ -4,7 +4,9 @@
  * under and must get its class. Where the case has a batch truth (the
  * largest batch that fits, found by bisection under the same cap), the
  * batch figures must say what they claim: an OOM in the first iteration
- * gives an upper bound ("at most N": the truth is not above it); a job
+ * gives an upper bound ("at most N": the truth is not above it), and,
+ * where every layer of its forward had run, an estimate within one of the
+ * truth (the manifest's first_step says how far each got); a job
  * whose iterations finished gives an estimate whose 20%-headroom figure
  * fits (is not above the truth) and whose no-headroom figure is not below
  * it by more than one. The manifest is the truth: nothing here is tuned
@@ -28,6 +30,7 @@ typedef struct corpus_case {
   uint64_t capacity;
   int64_t batch, batch_truth; /* batch_truth -1: none */
   bool leak_warning;          /* the early warning fires (before the OOM, if any) */
+  char first_step[16];        /* how far a first-step OOM's forward got ("": not said) */
 } corpus_case_t;
 
 static corpus_case_t cases[MAX_CASES];
@@ -53,6 +56,7 @@ static bool read_case(const ol_json_t *entry, corpus_case_t *c)
   if (ol_json_string(ol_json_get(entry, "replay")))
     text_of(entry, "replay", c->expected, sizeof c->expected, "");
   text_of(entry, "cap", cap, sizeof cap, "");
+  text_of(entry, "first_step", c->first_step, sizeof c->first_step, "");
   c->batch = ol_json_path_int64(entry, "batch", 0);
   c->batch_truth = ol_json_path_int64(entry, "batch_truth", -1);
   c->leak_warning = false;
@@ -90,12 +94,35 @@ static void check_estimate(const corpus_case_t *c, int64_t fits, int64_t fits_he
                 (long long)c->batch_truth);
 }
 
+/* A first-step OOM: its bound is never below the truth; where every
+ * layer of the forward had run, its estimate is within one of it. */
+static void check_first_step(const corpus_case_t *c, const ol_oom_record_t *record)
+{
+  ol_first_step_figure_t f;
+  bool estimated = ol_oom_first_step_figure(record, &f);
+  ck_assert_msg(c->batch_truth <= f.bound.fits, "%s: at most batch %lld fits by the diagnosis, "
+                "%lld by bisection", c->name, (long long)f.bound.fits, (long long)c->batch_truth);
+  if (estimated)
+    check_estimate(c, f.low.fits, f.low.fits_headroom);
+}
+
+/* How far the forward had got, as the manifest says it did. */
+static void check_stage(const corpus_case_t *c, const ol_oom_record_t *record)
+{
+  static const char *const stages[] = {"unknown", "layers", "head"};
+  ck_assert_msg(strcmp(stages[record->first_step.stage], c->first_step) == 0,
+                "%s: the first step read as %s, the manifest says %s", c->name,
+                stages[record->first_step.stage], c->first_step);
+}
+
 static void check_oom_batch(const corpus_case_t *c, const ol_oom_record_t *record)
 {
   int64_t fits, fits_headroom;
   bool bound;
   ck_assert(ol_oom_batch_figures(record, &fits, &fits_headroom, &bound));
-  if (bound) /* "at most": the iteration did not finish */
+  if (record->iterations == 0)
+    check_first_step(c, record);
+  else if (bound) /* "at most": the iteration did not finish */
     ck_assert_msg(c->batch_truth <= fits, "%s: at most batch %lld fits by the diagnosis, %lld "
                   "by bisection", c->name, (long long)fits, (long long)c->batch_truth);
   else
@@ -161,6 +188,8 @@ START_TEST(each_case_gets_its_class_and_batch)
   ol_report_t view; /* `oomlens report` of the same trace, read once */
   ck_assert_msg(ol_view_load_trace(&view, path, &err) == 0, "%s: %s", c->name, err.text);
   check_trace_report(c, &view, &result);
+  if (*c->first_step && result.recorded)
+    check_stage(c, record);
   if (c->batch_truth >= 0 && result.recorded)
     check_oom_batch(c, record);
   else if (c->batch_truth >= 0)

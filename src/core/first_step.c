@@ -1,0 +1,237 @@
+/* first_step.c: how far a job's first iteration had got when it ran out.
+ *
+ * A first-step OOM shows only part of what the step needs: what it held
+ * when it failed. The rest of it was never asked for, so the batch figure
+ * from it is an upper bound (oom.c). Where the allocation stream shows the
+ * shape of the model, more can be said: a model built as one stack of
+ * like layers (GPT-2, BERT, Llama, ViT: the same blocks, each made of the
+ * same tensors) makes its weights in a pattern of sizes that repeats once
+ * a layer at load, and its forward asks for a pattern that repeats once a
+ * layer too, each layer keeping the same bytes for the backward. From how
+ * many layers the forward had begun, the layers still to run are known,
+ * and what they will keep; and when every layer had run, what is left of
+ * the forward is its head and loss.
+ *
+ * Only what repeats exactly is read: the load's sizes (what was allocated
+ * before the job's first free) must repeat three times or more over a
+ * third of the load's bytes or more, the forward's repeat must keep the
+ * same bytes each layer (within 1%), and neither it nor what follows the
+ * stack may be making the weights' gradients (the backward has begun,
+ * makes_gradients). A model whose layers differ
+ * (ResNet's stages shrink their activations as they widen their weights),
+ * a load that frees as it goes, or a first step longer than the log keeps
+ * gives OL_FIRST_STEP_UNKNOWN, and the figure stays the bound it was: the
+ * rest of a forward of unlike layers cannot be told from its beginning.
+ *
+ * The log is kept by the account (account.c) until an iteration is
+ * found; it costs the hot path one predictable branch afterwards. */
+#include <stdlib.h>
+
+#include "core.h"
+
+#define MAX_PERIOD 2048     /* allocations a layer: more than any model's layer asks for */
+#define MIN_LAYERS 3        /* a stack: fewer repeats are not told from chance */
+#define LOAD_SHARE 3        /* the stack holds a third of the load's bytes or more */
+#define SAME_KEPT_PER_MILLE 10 /* each layer keeps the same bytes, within 1% */
+
+ol_first_step_log_t *ol_first_step_log_new(void)
+{
+  return calloc(1, sizeof(ol_first_step_log_t));
+}
+
+void ol_first_step_log_free(ol_first_step_log_t *log)
+{
+  free(log);
+}
+
+bool ol_first_step_repeat(const uint64_t *sizes, size_t n, size_t max_period, size_t *period,
+                          size_t *start, size_t *covered)
+{
+  size_t best = 0;
+  for (size_t p = 1; p <= max_period && 2 * p <= n; p++) {
+    size_t run = 0;
+    for (size_t i = 0; i + p < n; i++) {
+      run = sizes[i] == sizes[i + p] ? run + 1 : 0;
+      if (run >= p && run + p > best) { /* two copies at least */
+        best = run + p;
+        *period = p;
+        *start = i + 1 - run;
+      }
+    }
+  }
+  *covered = best;
+  return best > 0;
+}
+
+/* The device's allocated bytes just before the i-th logged allocation. */
+static int64_t before(const ol_first_step_log_t *log, size_t i)
+{
+  return ol_sat_sub(log->after[i], (int64_t)log->size[i]);
+}
+
+/* The first allocation that came after a free: the load is what came
+ * before it. 0: nothing was freed yet. */
+static size_t first_after_free(const ol_first_step_log_t *log)
+{
+  for (size_t i = 1; i < log->count; i++)
+    if (before(log, i) < log->after[i - 1])
+      return i;
+  return 0;
+}
+
+static uint64_t sum_of(const uint64_t *sizes, size_t from, size_t to)
+{
+  uint64_t sum = 0;
+  for (size_t i = from; i < to; i++)
+    sum = sum + sizes[i] < sum ? UINT64_MAX : sum + sizes[i];
+  return sum;
+}
+
+/* The layers of the stack the weights were made in: the repeats, to the
+ * nearest (a tensor or two alike at its ends, as a final norm like the
+ * layers' own, match by chance), and those seen whole (what the bound
+ * counts on); 0 when the load is not one stack of like layers. */
+typedef struct stack {
+  int64_t layers, whole;
+  size_t start, period; /* one layer's weights: the load's sizes from start */
+} stack_shape_t;
+
+static stack_shape_t stack_layers(const ol_first_step_log_t *log, size_t load)
+{
+  size_t period, start, covered;
+  if (!ol_first_step_repeat(log->size, load, MAX_PERIOD, &period, &start, &covered))
+    return (stack_shape_t){.layers = 0};
+  stack_shape_t s = {(int64_t)((covered + period / 2) / period), (int64_t)(covered / period),
+                     start, period};
+  if (s.whole < MIN_LAYERS ||
+      sum_of(log->size, start, start + covered) < sum_of(log->size, 0, load) / LOAD_SHARE)
+    return (stack_shape_t){.layers = 0};
+  return s;
+}
+
+static int64_t in_range(uint64_t bytes)
+{
+  return bytes > INT64_MAX ? INT64_MAX : (int64_t)bytes;
+}
+
+static int64_t times(int64_t count, int64_t bytes) /* both >= 0, held at INT64_MAX */
+{
+  int64_t product;
+  return __builtin_mul_overflow(count, bytes, &product) ? INT64_MAX : product;
+}
+
+/* The forward's repeat: where it starts, its period and span, in the
+ * forward's own indices (the failed request last). */
+typedef struct repeat {
+  size_t period, start, covered;
+} repeat_t;
+
+/* A first step can run out in its backward, whose layers repeat too
+ * (from the last), and where weights outweigh activations (a large model
+ * at a small batch) each raises what is held, as a forward's layer does.
+ * A backward's layer makes a gradient of each of its weights: sizes[from,
+ * to) asking for three quarters or more of a layer's weight sizes are
+ * taken to be that. (One size alike is a chance: GPT-2's hidden states at
+ * batch 3 and sequence 1024 are as large as its MLP's weight.) */
+static bool makes_gradients(const uint64_t *sizes, size_t from, size_t to,
+                            const ol_first_step_log_t *log, stack_shape_t stack)
+{
+  bool used[MAX_PERIOD] = {false};
+  size_t matched = 0;
+  for (size_t w = stack.start; w < stack.start + stack.period; w++)
+    for (size_t i = from; i < to && i - from < MAX_PERIOD; i++)
+      if (!used[i - from] && sizes[i] == log->size[w]) {
+        used[i - from] = true;
+        matched++;
+        break;
+      }
+  return matched * 4 >= stack.period * 3;
+}
+
+/* The largest tensor a layer asked for: its backward asks for a
+ * gradient as large (softmax's, of attention's probabilities), as does
+ * its recomputation under activation checkpointing. */
+static uint64_t layer_largest(const uint64_t *sizes, repeat_t r)
+{
+  uint64_t most = 0;
+  for (size_t i = r.start; i < r.start + r.covered; i++)
+    most = sizes[i] > most ? sizes[i] : most;
+  return most;
+}
+
+/* What each layer of the forward kept: the rise of allocated bytes from
+ * one repeat's start to the next, the same for every layer seen (within
+ * 1%), the least of them; -1 when they differ, or fewer than two were
+ * seen whole. */
+static int64_t kept_per_layer(const ol_first_step_log_t *log, size_t offset, repeat_t r,
+                              size_t logged)
+{
+  int64_t least = -1, most = -1;
+  int seen = 0;
+  for (size_t at = r.start; at + r.period < logged && at + r.period < r.start + r.covered;
+       at += r.period) {
+    int64_t kept = before(log, offset + at + r.period) - before(log, offset + at);
+    least = least < 0 || kept < least ? kept : least;
+    most = kept > most ? kept : most;
+    seen++;
+  }
+  if (seen < 2 || least <= 0 || (most - least) > most / 1000 * SAME_KEPT_PER_MILLE)
+    return -1;
+  return least;
+}
+
+void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_first_step_t *out)
+{
+  *out = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
+  if (!log || log->count == OL_FIRST_STEP_KEEP) /* it may have missed the failure's stretch */
+    return;
+  out->read = true;
+  size_t load = first_after_free(log);
+  stack_shape_t stack = load ? stack_layers(log, load) : (stack_shape_t){.layers = 0};
+  int64_t layers = stack.layers;
+  if (layers == 0)
+    return;
+  /* The forward, the failed request appended as its last ask. */
+  size_t n = log->count - load + 1;
+  uint64_t *sizes = malloc(n * sizeof *sizes);
+  if (!sizes)
+    return;
+  for (size_t i = 0; i + 1 < n; i++)
+    sizes[i] = log->size[load + i];
+  sizes[n - 1] = request;
+  repeat_t r;
+  bool found = ol_first_step_repeat(sizes, n, MAX_PERIOD, &r.period, &r.start, &r.covered) &&
+               !makes_gradients(sizes, r.start, r.start + r.period, log, stack);
+  int64_t kept = found ? kept_per_layer(log, load, r, n - 1) : -1;
+  if (kept <= 0) {
+    free(sizes);
+    return;
+  }
+  int64_t seen = (int64_t)((r.covered + r.period / 2) / r.period);
+  size_t end = r.start + r.covered;
+  if (end < n && seen == layers && !makes_gradients(sizes, end, n, log, stack)) {
+    /* the stack ended, then the head asked (and not yet the backward) */
+    uint64_t largest = 0;
+    for (size_t i = end; i < n; i++)
+      largest = sizes[i] > largest ? sizes[i] : largest;
+    *out = (ol_first_step_t){.read = true, .stage = OL_FIRST_STEP_HEAD, .layers = layers,
+                             .layers_done = layers, .per_layer = kept,
+                             .largest_after = in_range(largest),
+                             .layer_largest = in_range(layer_largest(sizes, r))};
+  } else if (end == n) { /* the request itself was a layer's */
+    /* Layers begun: the repeats begun in the run, and one more for each
+     * period's worth before it (a first layer unlike the rest, the
+     * embedding): that many may have begun before the run was seen. */
+    int64_t begun = (int64_t)((n - 1 - r.start) / r.period + 1);
+    int64_t before_run = (int64_t)((r.start + r.period - 1) / r.period);
+    int64_t left = stack.whole - begun - before_run;
+    size_t at = load + r.start + (size_t)(begun - 1) * r.period; /* the last layer begun */
+    int64_t current = at < log->count ? before(log, at) : log->after[log->count - 1];
+    if (left >= 0)
+      *out = (ol_first_step_t){
+        .read = true, .stage = OL_FIRST_STEP_LAYERS, .layers = layers, .layers_done = begun,
+        .per_layer = kept, .rest = times(left, kept),
+        .stack_end = ol_sat_add(ol_sat_add(current, kept), times(left, kept))};
+  }
+  free(sizes);
+}

@@ -1,0 +1,500 @@
+/* test_first_step.c: a first-step OOM's batch figure from how far the
+ * forward had got (core/first_step.c, core/oom.c).
+ *
+ * The corpus holds two first-step OOMs; these are the jobs it does not
+ * hold: synthetic training steps fed through an account as a trace's
+ * events, built like a real one (weights made layer by layer at load; a
+ * forward whose layers each keep tensors for the backward and free their
+ * temporaries; a head and loss; a backward that begins with the gradient
+ * of what the loss read and frees each layer's tensors as it goes back,
+ * making the weights' gradients; an optimizer whose state is made at the
+ * first step's end; a second step). The truth is found as the corpus's
+ * is, by bisection: the largest batch whose two steps fit the device.
+ * Each case runs out at a chosen allocation of a larger batch, and the
+ * figure must say what it claims: the bound is never below the truth, an
+ * estimate is within one of it. Models whose layers differ, stacks too
+ * short to be one, and loads that free as they go must keep the bound
+ * and say the forward's progress is not known. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "core.h"
+
+#define KiB ((uint64_t)1 << 10)
+#define MiB ((uint64_t)1 << 20)
+#define MAX_PER_LAYER 8
+#define MAX_LAYERS 64
+
+typedef struct model {
+  int layers;
+  uint64_t embed;                    /* the embedding's weights */
+  uint64_t weights[MAX_PER_LAYER];   /* each layer's tensors, made at load */
+  int weight_count;
+  uint64_t kept[MAX_PER_LAYER];      /* a sample's tensors a layer keeps for the backward */
+  int kept_count;
+  uint64_t temp;                     /* a sample's temporary in each layer */
+  uint64_t head;                     /* a sample's logits (the loss reads them) */
+  int adam;                          /* optimizer state: this many copies of the weights */
+  bool shrink;                       /* layer l keeps 1/(l+1) of the first's (unlike layers) */
+  bool load_frees;                   /* each layer's weights made, cast, and the first freed */
+} model_t;
+
+/* The job as an account sees it, allocation by allocation. */
+typedef struct job {
+  ol_account_t a;
+  uint64_t t, next_addr;
+  int64_t allocs, fail_at; /* fail the fail_at-th allocation (-1: never) */
+  bool failed;
+  uint64_t failed_size;
+  int64_t capacity;        /* what fails it: allocated + request past it */
+  int64_t logits_at, layer_at[MAX_LAYERS], backward_at[MAX_LAYERS]; /* the first step's */
+} job_t;
+
+static void job_init(job_t *j, int64_t fail_at)
+{
+  memset(j, 0, sizeof *j);
+  ol_account_init(&j->a, OL_ACCOUNT_SITES);
+  j->next_addr = 0x100000;
+  j->fail_at = fail_at;
+}
+
+static void event(job_t *j, ol_trace_action_t action, uint64_t addr, uint64_t size)
+{
+  ol_trace_event_t ev = {.time_us = ++j->t, .action = action, .addr = addr, .size = size};
+  ck_assert(ol_account_apply(&j->a, &ev, NULL));
+}
+
+/* 0 once the job has failed: nothing more is asked. */
+static uint64_t take(job_t *j, uint64_t size)
+{
+  if (j->failed)
+    return 0;
+  if (j->allocs++ == j->fail_at) {
+    j->failed = true;
+    j->failed_size = size;
+    j->capacity = j->a.devices[0].stats.allocated_bytes[OL_POOL_ALL].current + (int64_t)size - 1;
+    event(j, OL_TRACE_OOM, 0, size);
+    return 0;
+  }
+  uint64_t addr = j->next_addr;
+  j->next_addr += size + 4096;
+  event(j, OL_TRACE_ALLOC, addr, size);
+  return addr;
+}
+
+static void give(job_t *j, uint64_t addr, uint64_t size)
+{
+  if (addr && !j->failed)
+    event(j, OL_TRACE_FREE_COMPLETED, addr, size);
+}
+
+static uint64_t kept_size(const model_t *m, int layer, int i, int64_t batch)
+{
+  uint64_t bytes = m->kept[i] * (uint64_t)batch;
+  return m->shrink ? bytes / (uint64_t)(layer + 1) : bytes;
+}
+
+static uint64_t weights_total(const model_t *m)
+{
+  uint64_t w = m->embed;
+  for (int i = 0; i < m->weight_count; i++)
+    w += m->weights[i] * (uint64_t)m->layers;
+  return w;
+}
+
+static void load(job_t *j, const model_t *m)
+{
+  take(j, m->embed);
+  for (int l = 0; l < m->layers; l++)
+    for (int i = 0; i < m->weight_count; i++) {
+      if (!m->load_frees) {
+        take(j, m->weights[i]);
+        continue;
+      }
+      uint64_t wide = take(j, m->weights[i] * 2); /* made wide, cast, the wide one freed */
+      take(j, m->weights[i]);
+      give(j, wide, m->weights[i] * 2);
+    }
+}
+
+/* One training step: forward, loss, backward, the optimizer's step (its
+ * state made at the first), zero_grad. */
+static void step(job_t *j, const model_t *m, int64_t batch, bool first)
+{
+  static uint64_t kept[MAX_LAYERS][MAX_PER_LAYER];
+  uint64_t b = (uint64_t)batch;
+  uint64_t input = take(j, 4 * KiB * b);
+  give(j, take(j, 4 * KiB * b), 4 * KiB * b); /* the embedding's temporary */
+  uint64_t hidden = take(j, m->kept[0] * b);
+  for (int l = 0; l < m->layers; l++) {
+    if (first)
+      j->layer_at[l] = j->allocs;
+    for (int i = 0; i < m->kept_count; i++) {
+      kept[l][i] = take(j, kept_size(m, l, i, batch));
+      if (i == 0)
+        give(j, take(j, m->temp * b), m->temp * b);
+    }
+  }
+  if (first)
+    j->logits_at = j->allocs;
+  uint64_t logits = take(j, m->head * b);
+  uint64_t log_probs = take(j, m->head * b);
+  /* backward: the loss's gradient first, all the forward kept still live;
+   * then each layer's, from the last: the gradient of its largest tensor
+   * and a temporary while its own tensors are live, its weights'
+   * gradients made, its tensors freed */
+  uint64_t grad = take(j, m->head * b);
+  give(j, log_probs, m->head * b);
+  give(j, logits, m->head * b);
+  give(j, grad, m->head * b);
+  uint64_t grads[MAX_LAYERS][MAX_PER_LAYER];
+  for (int l = m->layers - 1; l >= 0; l--) {
+    if (first)
+      j->backward_at[l] = j->allocs;
+    uint64_t largest = 0;
+    for (int i = 0; i < m->kept_count; i++)
+      largest = kept_size(m, l, i, batch) > largest ? kept_size(m, l, i, batch) : largest;
+    uint64_t layer_grad = take(j, largest);
+    give(j, take(j, m->temp * b), m->temp * b);
+    for (int i = 0; i < m->weight_count; i++)
+      grads[l][i] = take(j, m->weights[i]);
+    for (int i = 0; i < m->kept_count; i++)
+      give(j, kept[l][i], kept_size(m, l, i, batch));
+    give(j, layer_grad, largest);
+  }
+  give(j, hidden, m->kept[0] * b);
+  give(j, input, 4 * KiB * b);
+  for (int n = 0; first && n < m->adam; n++)
+    take(j, weights_total(m));
+  for (int l = 0; l < m->layers; l++)
+    for (int i = 0; i < m->weight_count; i++)
+      give(j, grads[l][i], m->weights[i]);
+}
+
+static void run(job_t *j, const model_t *m, int64_t batch)
+{
+  load(j, m);
+  step(j, m, batch, true);
+  step(j, m, batch, false);
+}
+
+static int64_t peak_at(const model_t *m, int64_t batch)
+{
+  job_t j;
+  job_init(&j, -1);
+  run(&j, m, batch);
+  int64_t peak = j.a.devices[0].stats.allocated_bytes[OL_POOL_ALL].peak;
+  ol_account_free(&j.a);
+  return peak;
+}
+
+/* The largest batch whose two steps fit: the bisection's truth. */
+static int64_t truth_of(const model_t *m, int64_t capacity, int64_t below)
+{
+  int64_t fits = 0;
+  for (int64_t b = 1; b < below && peak_at(m, b) <= capacity; b++)
+    fits = b;
+  return fits;
+}
+
+/* The job at batch, run out at its allocation where(j) (an index a dry
+ * run found), diagnosed as the live job and replay would. */
+typedef int64_t (*where_fn)(const job_t *dry, const model_t *m);
+
+typedef struct outcome {
+  ol_oom_record_t record;
+  ol_first_step_figure_t figure;
+  int64_t truth;
+} outcome_t;
+
+static outcome_t run_out(const model_t *m, int64_t batch, where_fn where)
+{
+  job_t dry, j;
+  job_init(&dry, -1);
+  run(&dry, m, batch);
+  job_init(&j, where(&dry, m));
+  ol_account_free(&dry.a);
+  run(&j, m, batch);
+  ck_assert(j.failed);
+  outcome_t o;
+  ol_oom_record_init(&o.record, j.failed_size);
+  o.record.capacity = (uint64_t)j.capacity;
+  o.record.external = 0;
+  o.record.batch = batch;
+  ol_account_oom_figures(&j.a, 0, &o.record);
+  ck_assert_int_eq(o.record.iterations, 0);
+  ck_assert_str_eq(ol_oom_class_name(ol_oom_classify(&o.record)), "activations");
+  ol_oom_first_step_figure(&o.record, &o.figure);
+  o.truth = truth_of(m, j.capacity, batch);
+  ol_account_free(&j.a);
+  return o;
+}
+
+static int64_t at_log_probs(const job_t *dry, const model_t *m)
+{
+  (void)m;
+  return dry->logits_at + 1;
+}
+
+static int64_t in_a_third_of_the_stack(const job_t *dry, const model_t *m)
+{
+  return dry->layer_at[m->layers / 3] + 1;
+}
+
+static int64_t at_a_layers_start(const job_t *dry, const model_t *m)
+{
+  return dry->layer_at[m->layers / 2];
+}
+
+static int64_t in_the_backward(const job_t *dry, const model_t *m)
+{
+  return dry->backward_at[m->layers / 2] + 2;
+}
+
+static int64_t in_the_second_layer(const job_t *dry, const model_t *m)
+{
+  (void)m;
+  return dry->layer_at[1] + 2;
+}
+
+/* The bound is never below the truth; a bound that counts the layers not
+ * yet run is tighter than what was held alone. */
+static void check_bound(const outcome_t *o)
+{
+  ck_assert(o->figure.bound.need_is_lower_bound);
+  ck_assert_msg(o->truth <= o->figure.bound.fits, "at most %lld by the figure, %lld fits",
+                (long long)o->figure.bound.fits, (long long)o->truth);
+}
+
+static void check_estimate(const outcome_t *o)
+{
+  const ol_first_step_figure_t *f = &o->figure;
+  ck_assert_msg(o->truth >= 1, "no batch fits: the case says nothing");
+  ck_assert(f->estimated);
+  ck_assert_msg(f->low.fits <= o->truth + 1 && o->truth <= f->high.fits + 1 &&
+                  f->low.fits_headroom <= o->truth,
+                "about %lld to %lld (%lld with headroom) by the figure, %lld fits",
+                (long long)f->low.fits, (long long)f->high.fits,
+                (long long)f->low.fits_headroom, (long long)o->truth);
+}
+
+/* A transformer-like stack: like layers, a large head. */
+static model_t stack(int layers, int adam)
+{
+  return (model_t){.layers = layers, .embed = 40 * MiB,
+                   .weights = {3 * KiB, 3 * KiB, 7 * MiB, 9 * KiB, 2 * MiB, 3 * KiB,
+                               9 * MiB, 9 * MiB},
+                   .weight_count = 8,
+                   .kept = {3 * MiB, 9 * MiB, 3 * MiB, 12 * MiB, 12 * MiB},
+                   .kept_count = 5, .temp = 6 * MiB, .head = 24 * MiB, .adam = adam};
+}
+
+/* The same with a classifier's head (a few logits a sample): the
+ * backward's peak is then a layer's, not the head's. */
+static model_t classifier(int layers, int adam)
+{
+  model_t m = stack(layers, adam);
+  m.head = 64 * KiB;
+  return m;
+}
+
+START_TEST(after_the_stack_the_figure_is_an_estimate_within_one)
+{
+  static const struct {
+    int layers, adam;
+    int64_t batch;
+  } cases[] = {{12, 2, 8}, {24, 2, 7}, {6, 0, 40}, {32, 1, 6}, {4, 2, 100}, {48, 2, 12}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (int head = 0; head < 2; head++) {
+      model_t m = head ? classifier(cases[i].layers, cases[i].adam)
+                       : stack(cases[i].layers, cases[i].adam);
+      outcome_t o = run_out(&m, cases[i].batch, at_log_probs);
+      ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_HEAD);
+      ck_assert_int_eq(o.record.first_step.layers, cases[i].layers);
+      check_bound(&o);
+      check_estimate(&o);
+    }
+  }
+}
+END_TEST
+
+START_TEST(inside_the_stack_the_rest_of_it_is_counted_in_the_bound)
+{
+  static const struct {
+    int layers;
+    int64_t batch;
+  } cases[] = {{12, 16}, {24, 9}, {36, 40}, {9, 64}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    model_t m = stack(cases[i].layers, 2);
+    outcome_t at_start = run_out(&m, cases[i].batch, at_a_layers_start);
+    ck_assert_int_eq(at_start.record.first_step.stage, OL_FIRST_STEP_LAYERS);
+    check_bound(&at_start);
+    outcome_t o = run_out(&m, cases[i].batch, in_a_third_of_the_stack);
+    ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_LAYERS);
+    ck_assert_int_eq(o.record.first_step.layers, cases[i].layers);
+    ck_assert_msg(o.truth >= 1, "no batch fits: the case says nothing");
+    ck_assert(o.record.first_step.rest > 0);
+    check_bound(&o);
+    ck_assert(!o.figure.estimated);
+    /* tighter than what the step held alone */
+    ol_oom_record_t held = o.record;
+    held.first_step.stage = OL_FIRST_STEP_UNKNOWN;
+    ol_first_step_figure_t plain;
+    ol_oom_first_step_figure(&held, &plain);
+    ck_assert_int_lt(o.figure.bound.fits, plain.bound.fits);
+  }
+}
+END_TEST
+
+/* Layers whose memory differs (a CNN's stages), a stack of two, a load
+ * that frees as it goes, a failure before two layers were seen whole:
+ * nothing is extrapolated, the bound is what was held, and it says so. */
+START_TEST(unclear_shapes_keep_the_bound)
+{
+  model_t shrinking = stack(16, 1), short_stack = stack(2, 2), freeing = stack(12, 2);
+  shrinking.shrink = true;
+  freeing.load_frees = true;
+  model_t early = stack(12, 2);
+  /* weights that outweigh a sample's activations: the backward's layers,
+   * each making its gradients, raise what is held as a forward's would */
+  model_t heavy = stack(12, 0);
+  for (int i = 0; i < heavy.weight_count; i++)
+    heavy.weights[i] *= 16;
+  const struct {
+    const model_t *m;
+    where_fn where;
+    int64_t batch;
+  } cases[] = {{&shrinking, in_a_third_of_the_stack, 12}, {&shrinking, at_log_probs, 12},
+               {&short_stack, at_log_probs, 12}, {&freeing, at_log_probs, 12},
+               {&early, in_the_second_layer, 80}, {&heavy, in_the_backward, 2}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    outcome_t o = run_out(cases[i].m, cases[i].batch, cases[i].where);
+    ck_assert_msg(o.record.first_step.stage == OL_FIRST_STEP_UNKNOWN, "case %zu: stage %d", i,
+                  (int)o.record.first_step.stage);
+    ck_assert(!o.figure.estimated);
+    check_bound(&o);
+    ol_buf_t text = {0};
+    ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
+    ck_assert_ptr_nonnull(strstr(text.data, "How far the forward had got cannot be told"));
+    ck_assert_ptr_nonnull(strstr(text.data, "at most batch"));
+    ol_buf_free(&text);
+  }
+}
+END_TEST
+
+/* Under PyTorch's cache the sizes are its segments', which repeat as its
+ * cache likes: no stack is read from them, whatever the record holds. */
+START_TEST(segments_read_no_stack)
+{
+  model_t m = stack(12, 2);
+  outcome_t o = run_out(&m, 16, in_a_third_of_the_stack);
+  ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_LAYERS);
+  ol_oom_record_t segments = o.record, held = o.record;
+  segments.segments_only = true;
+  held.first_step.stage = OL_FIRST_STEP_UNKNOWN;
+  held.segments_only = true;
+  ol_first_step_figure_t with, without;
+  ol_oom_first_step_figure(&segments, &with);
+  ol_oom_first_step_figure(&held, &without);
+  ck_assert_int_eq(with.bound.fits, without.bound.fits);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, &segments, OL_OOM_undetermined, NULL, NULL);
+  ck_assert_ptr_nonnull(strstr(json.data, "\"first_step\": null"));
+  ol_buf_free(&json);
+}
+END_TEST
+
+/* The words say what the figure is: an estimate with its bound, or the
+ * bound with the layers it counted; the JSON carries both. */
+START_TEST(the_words_and_json_say_what_the_figure_is)
+{
+  model_t m = stack(12, 2);
+  outcome_t o = run_out(&m, 8, at_log_probs);
+  ol_buf_t text = {0}, json = {0};
+  ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
+  ck_assert_ptr_nonnull(strstr(text.data, "All 12 layers of its stack"));
+  ck_assert_ptr_nonnull(strstr(text.data, "about batch"));
+  ck_assert_ptr_nonnull(strstr(text.data, "by what the step held"));
+  ck_assert_ptr_null(strstr(text.data, " 0%"));
+  ck_assert_ptr_null(strstr(text.data, " 0 steps"));
+  ol_oom_json(&json, &o.record, OL_OOM_activations, NULL, NULL);
+  ck_assert_ptr_nonnull(strstr(json.data, "\"batch_figure_is_estimate\": true"));
+  ck_assert_ptr_nonnull(strstr(json.data, "\"batch_figure_is_bound\": false"));
+  ck_assert_ptr_nonnull(strstr(json.data, "\"stage\": \"head\""));
+  ol_buf_free(&text);
+  ol_buf_free(&json);
+  o.record.batch = 0; /* not given: shares of the current batch */
+  text = (ol_buf_t){0};
+  ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
+  ck_assert_ptr_nonnull(strstr(text.data, "About a batch of "));
+  ck_assert_ptr_nonnull(strstr(text.data, "% of the current one fits"));
+  ck_assert_ptr_null(strstr(text.data, " 0%"));
+  ol_buf_free(&text);
+  /* no log of the step read (a report from before, a step longer than
+   * the log): nothing said of how far it got */
+  o.record.first_step = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
+  o.record.batch = 8;
+  text = (ol_buf_t){0};
+  ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
+  ck_assert_ptr_null(strstr(text.data, "How far the forward"));
+  ck_assert_ptr_nonnull(strstr(text.data, "at most batch"));
+  ol_buf_free(&text);
+  o = run_out(&m, 16, in_a_third_of_the_stack);
+  text = (ol_buf_t){0};
+  ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
+  ck_assert_ptr_nonnull(strstr(text.data, "of the 12 layers of its stack"));
+  ck_assert_ptr_nonnull(strstr(text.data, "at most batch"));
+  ol_buf_free(&text);
+}
+END_TEST
+
+/* The repeat finder, on sequences whose answer is plain. */
+START_TEST(repeat_finder)
+{
+  static const struct {
+    uint64_t s[16];
+    size_t n, period, start, covered;
+    bool found;
+  } cases[] = {
+    {{1, 2, 3, 1, 2, 3, 1, 2, 3}, 9, 3, 0, 9, true},
+    {{9, 1, 2, 1, 2, 1, 2, 7}, 8, 2, 1, 6, true},
+    {{5, 5, 5, 5}, 4, 1, 0, 4, true},
+    {{1, 2, 3, 4, 5}, 5, 0, 0, 0, false},
+    {{1, 2, 3, 1, 2, 4}, 6, 0, 0, 0, false},           /* one element alike is no repeat */
+    {{4, 1, 2, 1, 2, 3, 1, 2, 3, 1, 2, 3}, 12, 3, 3, 9, true}, /* the longer span wins */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t period = 0, start = 0, covered = 0;
+    bool found = ol_first_step_repeat(cases[i].s, cases[i].n, 8, &period, &start, &covered);
+    ck_assert_msg(found == cases[i].found, "case %zu", i);
+    if (!found)
+      continue;
+    ck_assert_msg(period == cases[i].period && start == cases[i].start &&
+                    covered == cases[i].covered,
+                  "case %zu: period %zu start %zu covered %zu", i, period, start, covered);
+  }
+}
+END_TEST
+
+static Suite *first_step_suite(void)
+{
+  Suite *s = suite_create("first_step");
+  TCase *t = tcase_create("figure");
+  tcase_set_timeout(t, 120);
+  tcase_add_test(t, repeat_finder);
+  tcase_add_test(t, after_the_stack_the_figure_is_an_estimate_within_one);
+  tcase_add_test(t, inside_the_stack_the_rest_of_it_is_counted_in_the_bound);
+  tcase_add_test(t, unclear_shapes_keep_the_bound);
+  tcase_add_test(t, the_words_and_json_say_what_the_figure_is);
+  tcase_add_test(t, segments_read_no_stack);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void)
+{
+  return ol_run_suite(first_step_suite());
+}
