@@ -373,8 +373,10 @@ static bool record_fence(managed_t *m, batch_t *b, const stream_frees_t *only)
 
 static void release_batch(managed_t *m, batch_t *b)
 {
-  for (size_t i = 0; i < b->count; i++)
+  for (size_t i = 0; i < b->count; i++) {
     ol_pool_free(m->pool, b->blocks[i]);
+    ol_track_pool_held(m->device, b->blocks[i], false);
+  }
   for (int i = 0; i < b->event_count; i++)
     put_event(m, b->events[i]);
   ol_track_pending(m->device, -(int64_t)b->bytes);
@@ -613,6 +615,7 @@ static void hold(managed_t *m, batch_t *b, uint64_t addr, uint64_t size)
   }
   m->pending += size;
   ol_track_pending(m->device, (int64_t)size);
+  ol_track_pool_held(m->device, addr, true);
 }
 
 static bool batch_full(const batch_t *b)
