@@ -219,6 +219,16 @@ START_TEST(destroyed_stream_keeps_its_fence)
 }
 END_TEST
 
+START_TEST(held_frees_come_back_before_the_pool_grows)
+{
+  harness_run_t run;
+  ol_json_t *r = run_managed("held_before_growing", NULL, &run);
+  ck_assert_int_eq(harness_int(r, DEV "calls.fence_waits"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "stats.segment.all.allocated"), 13);
+  ol_json_free(r);
+}
+END_TEST
+
 /* ---- replay of the job's trace ----------------------------------------- */
 
 typedef struct replayed_job {
@@ -236,6 +246,7 @@ static const replayed_job_t replayed_jobs[] = {
   {"async_same_stream", NULL},
   {"churn", NULL},
   {"churn", "SIMCU_NO_VMM=1"},
+  {"held_before_growing", NULL},
 };
 
 /* `oomlens replay` of a job's trace makes the driver calls the job's pool
@@ -301,6 +312,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, capacity_limits_the_pool);
   tcase_add_test(tc, pool_gives_back_when_the_driver_refuses);
   tcase_add_test(tc, destroyed_stream_keeps_its_fence);
+  tcase_add_test(tc, held_frees_come_back_before_the_pool_grows);
   tcase_add_loop_test(tc, replay_makes_the_jobs_driver_calls, 0,
                       sizeof replayed_jobs / sizeof *replayed_jobs);
   suite_add_tcase(s, tc);
