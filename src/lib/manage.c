@@ -512,8 +512,9 @@ static managed_t *device_for_alloc(int device)
  * gives it back at once if the other streams are idle. Else the pool grew
  * past frees that only waited for the batch to fill, and a layout made so
  * was trimmed and mapped again every step (ResNet-50 beside cuDNN's idle
- * stream: 16.7 chunks mapped and 12.7 unmapped a step, none with this; at
- * most one such round a step after warm-up on the H200 traces). */
+ * stream: 16.7 chunks mapped and 12.7 unmapped a step; with this, modelled
+ * on its trace, none after its fifth step, for one more round of queries
+ * in 17 steps; docs/measurements.md). */
 static void wait_instead_of_growing(managed_t *m, uint64_t size)
 {
   uint64_t need = (size + 511) / 512 * 512;
