@@ -179,7 +179,8 @@ static void print_json_calls(ol_buf_t *out, const ol_replay_result_t *r)
                 st.iterations, st.of);
   json_calls(out, "calls", &st.calls);
   json_calls(out, "worst_iteration", &st.worst);
-  ol_buf_printf(out, "}");
+  ol_buf_printf(out, "}, \"followed\": {\"held_frees\": %" PRIu64 ", \"driver_allocs\": %" PRIu64
+                "}", r->held_frees, r->driver_allocs);
 }
 
 static int print_json(const replay_args_t *a, const ol_replay_result_t *r)
@@ -426,6 +427,9 @@ static int print_text(const replay_args_t *a, const ol_replay_result_t *r)
   if (r->note[0])
     printf("trace note:       %s\n", r->note);
   print_text_calls(r);
+  if (r->held_frees || r->driver_allocs)
+    printf("live pool:        followed: %" PRIu64 " frees held behind its fences, %" PRIu64
+           " allocations left to the driver\n", r->held_frees, r->driver_allocs);
   if (r->recovered_allocs)
     printf("recovered:        %" PRIu64 " failed allocation(s) the job's allocator recovered "
            "by its retry (not OOMs)\n", r->recovered_allocs);

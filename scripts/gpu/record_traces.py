@@ -10,7 +10,11 @@ Each job runs once; its trace is gzip'd into $OUT/traces/JOB.csv.gz, its
 final JSON report into $OUT/traces/JOB.json and the one written after
 warm-up into $OUT/traces/JOB-warm.json; the step times go into
 $OUT/traces/JOB.log. Prints one line per job: steps, median step, chunks
-mapped and unmapped in the steady state (final report less the warm one)."""
+mapped and unmapped in the steady state (final report less the warm one),
+then `oomlens replay` of the trace against the live pool: the chunks
+replay maps and unmaps (plus the requests the pool left to the driver,
+each a segment of the report's) against the report's, and whether they
+agree within 1%."""
 import glob, gzip, json, os, shutil, statistics, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -69,6 +73,24 @@ def record(job):
           flush=True)
     if p.returncode:
         print(p.stderr[-3000:], flush=True)
+    if end:
+        replay_against(job, end)
+
+
+def replay_against(job, live):
+    """Replay of the job's trace against its report's segments (mapped, unmapped)."""
+    trace = os.path.join(DEST, f'{job}.csv.gz')
+    p = subprocess.run([CLI, 'replay', trace, '--json'], capture_output=True, text=True)
+    try:
+        r = json.loads(p.stdout)
+        driver = r['followed']['driver_allocs']
+        got = (r['driver_calls']['maps'] + driver, r['driver_calls']['unmaps'] + driver)
+    except (ValueError, KeyError, TypeError):
+        print(f'{job}: replay failed (rc {p.returncode}): {p.stderr[-500:]}', flush=True)
+        return
+    close = all(abs(g - l) <= l / 100 for g, l in zip(got, live))
+    print(f'{job}: replay (maps, unmaps; {driver} left to the driver) {got}, live {tuple(live)}, '
+          f'held frees followed {r["followed"]["held_frees"]}, within 1%: {close}', flush=True)
 
 
 def main():

@@ -6,7 +6,15 @@
  * of live blocks (the record's value; open addressing, no allocation per
  * entry), so a replay runs in memory proportional to what is live, never
  * to the trace's length. One simulated device: every event counts on the
- * account's device 0. */
+ * account's device 0.
+ *
+ * Replaying our pool on a trace of manage mode follows what the live pool
+ * did, so that the driver calls it counts are the job's: a block the live
+ * pool kept behind a fence after its free (a pool_held line, while the job
+ * had streams besides the default one) returns to the replayed pool at its
+ * pool_freed line, not at its free; an allocation the live pool left to
+ * the driver (its own segment_alloc in a trace whose header says manage=1)
+ * is not the replayed pool's either. */
 #include "replay.h"
 #include "core.h"
 
@@ -19,6 +27,10 @@
 
 /* ---- the replay -------------------------------------------------------- */
 
+#define DEFERRED_MAX 16
+/* The value of a block the live pool left to the driver: no policy address. */
+#define DRIVER_BLOCK UINT64_MAX
+
 typedef struct replay {
   const ol_policy_ops_t *ops;
   ol_policy_t *policy;
@@ -29,6 +41,16 @@ typedef struct replay {
   ol_replay_recorded_t failing; /* the recorded failure awaiting its verdict */
   uint64_t calls_cap;           /* room in result->calls_at */
   bool calls_lost;              /* host memory ran out for them */
+  /* Following the live pool (our policy on a trace of manage mode): */
+  bool follow_pool;             /* the oomlens policy: the trace's pool lines are followed */
+  bool managed;                 /* the trace's header says manage=1 */
+  uint64_t driver_segment;      /* the address of a segment_alloc just read, 0 none */
+  /* Frees the account has counted but the policy has not yet been given:
+   * the live pool's pool_held line for one comes after its free. Given to
+   * the policy, oldest first, before its next allocation. */
+  ol_record_t deferred[DEFERRED_MAX];
+  int deferred_count;
+  ol_records_t held; /* trace address -> the policy's (value), behind the live pool's fence */
 } replay_t;
 
 /* The same diagnosis a live job gets (the account's figures), with what a
@@ -163,6 +185,92 @@ static void recorded_verdict(replay_t *r, ol_oom_verdict_t verdict)
     recorded_settled(r, NULL);
 }
 
+/* ---- following the live pool ------------------------------------------ */
+
+static void give_deferred(replay_t *r)
+{
+  for (int i = 0; i < r->deferred_count; i++)
+    r->ops->free(r->policy, r->deferred[i].value);
+  r->deferred_count = 0;
+}
+
+/* A free the live pool may yet say it held: kept back until the policy's
+ * next allocation (or the pool_held line). */
+static void defer_free(replay_t *r, const ol_record_t *gone)
+{
+  if (r->deferred_count == DEFERRED_MAX) {
+    r->ops->free(r->policy, r->deferred[0].value);
+    memmove(r->deferred, r->deferred + 1, sizeof r->deferred[0] * (DEFERRED_MAX - 1));
+    r->deferred_count--;
+  }
+  r->deferred[r->deferred_count++] = *gone;
+}
+
+/* pool_held: the block freed at trace_addr waits behind the live pool's
+ * fence. A line whose free was given to the policy already (a line out of
+ * order, which the live pool's lock rules out) is not followed. -1: out of
+ * host memory. */
+static int on_pool_held(replay_t *r, uint64_t trace_addr)
+{
+  for (int i = 0; i < r->deferred_count; i++) {
+    if (r->deferred[i].key != trace_addr)
+      continue;
+    ol_record_t *rec = ol_records_add(&r->held, trace_addr);
+    if (!rec)
+      return -1;
+    rec->value = r->deferred[i].value;
+    memmove(r->deferred + i, r->deferred + i + 1,
+            sizeof r->deferred[0] * (size_t)(r->deferred_count - i - 1));
+    r->deferred_count--;
+    r->result->held_frees++;
+    return 1;
+  }
+  return 1;
+}
+
+/* pool_freed: the live pool took the block back. */
+static void on_pool_freed(replay_t *r, uint64_t trace_addr)
+{
+  ol_record_t rec;
+  if (ol_records_take(&r->held, trace_addr, &rec))
+    r->ops->free(r->policy, rec.value);
+}
+
+/* An allocation at the address of a held block: the live pool handed it
+ * out again from behind its fence (a stream-ordered free reused on its
+ * stream), never through the pool. */
+static bool take_held(replay_t *r, uint64_t trace_addr, uint64_t *addr)
+{
+  ol_record_t rec;
+  if (!ol_records_take(&r->held, trace_addr, &rec))
+    return false;
+  *addr = rec.value;
+  return true;
+}
+
+/* The live pool left this allocation to the driver: it came with its own
+ * segment in a trace of manage mode. */
+static bool left_to_driver(replay_t *r, const ol_trace_event_t *ev)
+{
+  bool driver = r->follow_pool && r->managed && r->driver_segment == ev->addr && ev->addr;
+  r->driver_segment = 0;
+  return driver;
+}
+
+/* 0 and *addr set: the policy's block for the request; -1 it ran out. */
+static int policy_block(replay_t *r, const ol_trace_event_t *ev, uint64_t *addr)
+{
+  if (left_to_driver(r, ev)) {
+    *addr = DRIVER_BLOCK;
+    r->result->driver_allocs++;
+    return 0;
+  }
+  give_deferred(r);
+  if (take_held(r, ev->addr, addr))
+    return 0;
+  return r->ops->alloc(r->policy, ev->size, ev->stream, addr);
+}
+
 /* A tensor the trace let go of (or, at an address allocated again, one it
  * never freed: released so that the two cannot be confused). False when
  * nothing is live at that address. */
@@ -171,7 +279,13 @@ static bool forget(replay_t *r, uint64_t trace_addr)
   ol_record_t gone;
   if (!ol_account_release(r->account, trace_addr, 0, &gone))
     return false;
-  r->ops->free(r->policy, gone.value);
+  if (gone.value == DRIVER_BLOCK)
+    return true;
+  gone.key = trace_addr;
+  if (r->follow_pool)
+    defer_free(r, &gone);
+  else
+    r->ops->free(r->policy, gone.value);
   return true;
 }
 
@@ -187,7 +301,7 @@ static int on_alloc(replay_t *r, const ol_trace_event_t *ev)
   if (ol_records_find(&r->account->blocks, ev->addr))
     forget(r, ev->addr); /* before the policy allocates: its memory is free again */
   uint64_t addr;
-  if (r->ops->alloc(r->policy, ev->size, ev->stream, &addr) != 0)
+  if (policy_block(r, ev, &addr) != 0)
     return 0;
   ol_record_t block = {.key = ev->addr, .size = ev->size, .stream = ev->stream,
                        .site = site_of(r, ev), .kind = OL_ORIGIN_NONE, .value = addr,
@@ -224,6 +338,7 @@ static int on_oom(replay_t *r, const ol_trace_event_t *ev)
   uint64_t addr;
   if (ev->size == 0)
     return 1;
+  give_deferred(r);
   if (r->ops->alloc(r->policy, ev->size, ev->stream, &addr) != 0)
     return 0;
   r->ops->free(r->policy, addr);
@@ -305,10 +420,18 @@ static int apply(replay_t *r, const ol_trace_event_t *ev)
   case OL_TRACE_OOM_CONTEXT:
     on_context(r, ev);
     break;
+  case OL_TRACE_POOL_HELD:
+    served = on_pool_held(r, ev->addr);
+    break;
+  case OL_TRACE_POOL_FREED:
+    on_pool_freed(r, ev->addr);
+    break;
   case OL_TRACE_SEGMENT_ALLOC:
   case OL_TRACE_SEGMENT_FREE:
   case OL_TRACE_SEGMENT_MAP:
   case OL_TRACE_SEGMENT_UNMAP: { /* the job's reserved memory; the policy makes its own */
+    if (ev->action == OL_TRACE_SEGMENT_ALLOC)
+      r->driver_segment = ev->addr;
     ol_trace_event_t on_device = *ev;
     on_device.device = 0;
     ol_account_apply(r->account, &on_device, NULL);
@@ -350,6 +473,12 @@ static int verdict_after_stop(replay_t *r, ol_trace_t *trace, ol_error_t *err)
   return 0;
 }
 
+static bool is_line(ol_trace_action_t action)
+{
+  return action == OL_TRACE_OOM_CONTEXT || action == OL_TRACE_POOL_HELD ||
+         action == OL_TRACE_POOL_FREED;
+}
+
 static int run(replay_t *r, ol_trace_t *trace, const char *path, ol_error_t *err)
 {
   ol_trace_event_t ev;
@@ -361,7 +490,7 @@ static int run(replay_t *r, ol_trace_t *trace, const char *path, ol_error_t *err
       x->progress(ol_trace_progress(trace), x->progress_arg);
     if (x->device >= 0 && ev.device != x->device)
       continue;
-    if (ev.action != OL_TRACE_OOM_CONTEXT) /* a line of its own, not an event */
+    if (!is_line(ev.action)) /* a line of its own, not an event */
       r->result->events++;
     int step = apply(r, &ev);
     if (step < 0) {
@@ -374,6 +503,7 @@ static int run(replay_t *r, ol_trace_t *trace, const char *path, ol_error_t *err
   }
   if (got == 0 && ol_account_oom_settle(r->account, 0))
     recorded_settled(r, NULL); /* the trace ends on a failure: the job's last word */
+  give_deferred(r);
   return got;
 }
 
@@ -395,6 +525,10 @@ int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
   if (!trace)
     return -1;
   replay_t r = {.ops = ops, .result = result, .capacity = options->capacity, .extras = extras};
+  r.follow_pool = strcmp(ops->name, "oomlens") == 0;
+  r.managed = ol_trace_managed(trace);
+  if (r.follow_pool)
+    ol_trace_want_pool_lines(trace);
   int rc = -1;
   result->account = r.account = malloc(sizeof *r.account);
   if (!r.account) {
@@ -429,6 +563,7 @@ done:
     ol_replay_result_free(result);
   if (r.policy)
     ops->destroy(r.policy);
+  ol_records_free(&r.held);
   ol_trace_close(trace);
   return rc < 0 ? -1 : 0;
 }

@@ -61,6 +61,10 @@ typedef struct ol_replay_result {
   uint64_t unknown_frees; /* free_completed of an address never allocated: skipped */
   uint64_t zero_allocs;   /* alloc of 0 bytes: nothing to allocate */
   uint64_t trace_ooms;    /* `oom` events met */
+  /* Our pool on a trace of manage mode, following the live pool: frees it
+   * held behind a fence (pool_held lines), and allocations it left to the
+   * driver (served by neither pool). */
+  uint64_t held_frees, driver_allocs;
   /* Peak of the live bytes the job held, as the report of its trace and
    * every export count it: the requests it was refused are not in it (the
    * policy's stats.allocated_peak counts them, served for an instant). */

@@ -44,6 +44,8 @@ struct ol_trace {
   long pid;
   uint64_t start_unix_us;
   uint64_t batch; /* the header's batch= (OOMLENS_BATCH); 0 none */
+  bool managed;    /* the header's manage=1: our pool served the job's tensors */
+  bool pool_lines; /* pool_held and pool_freed lines are handed out (replay) */
   uint64_t file_size;
   uint64_t capacity[OL_TRACE_MAX_DEVICES];
   int64_t outside_plus1[OL_TRACE_MAX_DEVICES]; /* an outside line's bytes + 1; 0: none */
@@ -173,6 +175,8 @@ static bool parse_our_header(ol_trace_t *t, const char *line, size_t len, ol_err
       t->start_unix_us = value;
     else if (sscanf(text, "batch=%llu", &value) == 1)
       t->batch = value;
+    else if (strcmp(text, "manage=1") == 0)
+      t->managed = true;
   }
   return true;
 }
@@ -238,6 +242,16 @@ long ol_trace_pid(const ol_trace_t *t)
 uint64_t ol_trace_batch(const ol_trace_t *t)
 {
   return t->batch;
+}
+
+bool ol_trace_managed(const ol_trace_t *t)
+{
+  return t->managed;
+}
+
+void ol_trace_want_pool_lines(ol_trace_t *t)
+{
+  t->pool_lines = true;
 }
 
 uint64_t ol_trace_start_unix_us(const ol_trace_t *t)
@@ -356,10 +370,12 @@ static bool parse_hex(field_t f, uint64_t *out)
   return true;
 }
 
-/* An event's action: oom_context names a line of its own, not an event. */
+/* An event's action: oom_context and the pool lines name lines of their
+ * own, not events. */
 static bool parse_action(field_t f, ol_trace_action_t *out)
 {
-  return ol_trace_action_parse(f.p, f.n, out) && *out != OL_TRACE_OOM_CONTEXT;
+  return ol_trace_action_parse(f.p, f.n, out) && *out != OL_TRACE_OOM_CONTEXT &&
+         *out != OL_TRACE_POOL_HELD && *out != OL_TRACE_POOL_FREED;
 }
 
 /* Splits at the first five commas; the sixth field (frames) is the rest of
@@ -666,6 +682,36 @@ static int parse_context_line(ol_trace_t *t, const char *line, size_t len, ol_tr
   return 1;
 }
 
+/* "pool_held,DEVICE,ADDR" or "pool_freed,DEVICE,ADDR": manage mode's pool
+ * kept a freed block out of use, or took it back. An event of its own for
+ * a reader that asked (at the time of the event before it, no size), else
+ * skipped like any named line. */
+static int parse_pool_line(ol_trace_t *t, const char *line, size_t len, ol_trace_action_t action,
+                           ol_trace_event_t *ev, ol_error_t *err)
+{
+  field_t f[4];
+  if (!t->pool_lines)
+    return 0;
+  if (split_n(line, len, f, 4) != 3 || !parse_device(f[1], &ev->device) ||
+      !parse_hex(f[2], &ev->addr)) {
+    ol_fail(err, OL_EXIT_USAGE, "%s:%llu: a %s line is %s,DEVICE,ADDR", t->path,
+            (unsigned long long)t->line, ol_trace_action_name(action),
+            ol_trace_action_name(action));
+    return -1;
+  }
+  ev->action = action;
+  ev->time_us = t->last_time_us;
+  ev->size = 0;
+  ev->stream = 0;
+  ev->frames = "";
+  ev->frames_len = 0;
+  ev->site_plus1 = 0;
+  ev->line = t->line;
+  ev->oom_final = false;
+  ev->context = NULL;
+  return 1;
+}
+
 /* A line named by a lowercase word (site, device, oom_context, ...), as
  * against an event, which starts with its time's digits. */
 static bool is_named_line(const char *line, size_t len)
@@ -685,6 +731,10 @@ static int parse_our_line(ol_trace_t *t, const char *line, size_t len, ol_trace_
     return parse_context_line(t, line, len, ev, err);
   if (starts_with(line, len, "outside,"))
     return parse_outside_line(t, line, len, err);
+  if (starts_with(line, len, "pool_held,"))
+    return parse_pool_line(t, line, len, OL_TRACE_POOL_HELD, ev, err);
+  if (starts_with(line, len, "pool_freed,"))
+    return parse_pool_line(t, line, len, OL_TRACE_POOL_FREED, ev, err);
   if (is_named_line(line, len))
     return 0; /* a line of a later minor addition: skipped (docs/trace-format.md) */
   return parse_our_event(t, line, len, ev, err);

@@ -85,6 +85,13 @@ ol_trace_format_t ol_trace_format(const ol_trace_t *trace);
 long ol_trace_pid(const ol_trace_t *trace);
 uint64_t ol_trace_start_unix_us(const ol_trace_t *trace);
 uint64_t ol_trace_batch(const ol_trace_t *trace); /* the job's OOMLENS_BATCH; 0 none */
+/* The header's manage=1: oomlens's pool served the job's tensors, so an
+ * allocation with a segment of its own was one the pool left to the driver. */
+bool ol_trace_managed(const ol_trace_t *trace);
+/* From now on ol_trace_next hands out the pool_held and pool_freed lines
+ * (OL_TRACE_POOL_HELD, OL_TRACE_POOL_FREED: device and addr set, size 0),
+ * which every other reader skips. For replay, which follows them. */
+void ol_trace_want_pool_lines(ol_trace_t *trace);
 /* A device's outside line, read so far: what it held outside the
  * allocator at the job's first allocation; -1 none. */
 int64_t ol_trace_outside(const ol_trace_t *trace, int device);

@@ -965,6 +965,11 @@ typedef enum ol_trace_action {
   OL_TRACE_SEGMENT_UNMAP,
   OL_TRACE_OOM,            /* the request that failed in the recorded run */
   OL_TRACE_OOM_CONTEXT,    /* our format's oom_context line: the OOM the job saw, settled */
+  /* Manage mode's pool lines (given only to a reader that asks for them,
+   * ol_trace_want_pool_lines): a freed block the pool keeps out of use
+   * behind a fence (pool_held), and the moment it returns (pool_freed). */
+  OL_TRACE_POOL_HELD,
+  OL_TRACE_POOL_FREED,
   OL_TRACE_ACTION_COUNT
 } ol_trace_action_t;
 

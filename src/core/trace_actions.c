@@ -20,6 +20,8 @@ static const struct {
   [OL_TRACE_SEGMENT_UNMAP] = ACTION("segment_unmap"),
   [OL_TRACE_OOM] = ACTION("oom"),
   [OL_TRACE_OOM_CONTEXT] = ACTION("oom_context"), /* a line of its own, never an event's action */
+  [OL_TRACE_POOL_HELD] = ACTION("pool_held"),   /* so are these two */
+  [OL_TRACE_POOL_FREED] = ACTION("pool_freed"),
 };
 #undef ACTION
 

@@ -61,6 +61,9 @@ void ol_track_mem_info(int device, size_t free_bytes, size_t total_bytes);
 void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta);
 int64_t ol_track_reserved_now(int device);
 void ol_track_pending(int device, int64_t delta);     /* freed, waiting for a fence */
+/* A freed block of the pool's at addr kept out of use (held) or given back
+ * to the pool: for the trace (pool_held / pool_freed), which replay follows */
+void ol_track_pool_held(int device, uint64_t addr, bool held);
 void ol_track_fence_wait(int device);
 void ol_track_device_sync(int device);
 void ol_track_manage_fallback(int device);
@@ -183,6 +186,9 @@ void ol_tracefile_oom_context(int device, const ol_oom_record_t *r, ol_oom_class
 /* What the device held outside the allocator at the job's first allocation
  * (the CUDA context, libraries, other processes): an outside line. */
 void ol_tracefile_outside(int device, int64_t bytes);
+/* Manage mode: a freed block of the pool's kept out of use behind a fence
+ * (held), or given back to the pool (pool_held / pool_freed lines). */
+void ol_tracefile_pool(int device, uint64_t addr, bool held);
 /* Each waits for the writer at most CLOSE_WAIT_MS (1 s), never blocking a hook. */
 void ol_tracefile_flush(void);  /* all so far on disk (SIGUSR1) */
 void ol_tracefile_close(void);  /* all on disk, end line, closed (exit, SIGTERM) */

@@ -272,6 +272,24 @@ void ol_tracefile_event(ol_trace_action_t action, uint64_t addr, uint64_t size, 
   pthread_mutex_unlock(&tf.lock);
 }
 
+/* Manage mode's pool kept a freed block out of use (held) or took it
+ * back: a pool_held or pool_freed line, in the events' order, so that
+ * replay hands the block to its pool when the live pool got it. Kept as an
+ * event's record (formatted by the writer, not on the hook's thread), but
+ * not an event: the end line's count leaves it out. */
+void ol_tracefile_pool(int device, uint64_t addr, bool held)
+{
+  if (!ol_tracefile_taking())
+    return;
+  pthread_mutex_lock(&tf.lock);
+  event_rec_t *rec = atomic_load(&tf.taking) ? reserve(sizeof *rec) : NULL;
+  if (rec)
+    *rec = (event_rec_t){.type = REC_EVENT,
+                         .action = (uint8_t)(held ? OL_TRACE_POOL_HELD : OL_TRACE_POOL_FREED),
+                         .device = (int16_t)clamp_device(device), .site = -1, .addr = addr};
+  pthread_mutex_unlock(&tf.lock);
+}
+
 /* A line of text, formatted by the caller (an out-of-memory is rare: it
  * may format on the hook's thread), in the events' order. */
 static void trace_line(const char *text, size_t len)
@@ -399,8 +417,21 @@ static void put_text(out_t *o, const char *text)
   put(o, text, strlen(text));
 }
 
+/* "pool_held,DEVICE,ADDR" (or pool_freed): a line of its own. */
+static void format_pool_line(out_t *o, const event_rec_t *r)
+{
+  put_text(o, ol_trace_action_name((ol_trace_action_t)r->action));
+  put(o, ",", 1);
+  put_number(o, (uint64_t)r->device, false, ',');
+  put_number(o, r->addr, true, '\n');
+}
+
 static void format_event(out_t *o, const event_rec_t *r)
 {
+  if (r->action == OL_TRACE_POOL_HELD || r->action == OL_TRACE_POOL_FREED) {
+    format_pool_line(o, r);
+    return;
+  }
   put_number(o, r->time_us, false, ',');
   put_text(o, ol_trace_action_name((ol_trace_action_t)r->action));
   put(o, ",", 1);
@@ -572,12 +603,13 @@ static bool write_header(int fd)
   char header[256], batch[32] = "";
   if (ol_option_size(OL_OPT_BATCH))
     snprintf(batch, sizeof batch, " batch=%llu", (unsigned long long)ol_option_size(OL_OPT_BATCH));
+  /* manage=1: replay leaves to the driver what the pool left to it */
   int n = snprintf(header, sizeof header,
-                   "# oomlens-trace 2 pid=%ld rank=%s start_unix_us=%llu stacks=%d%s\n"
+                   "# oomlens-trace 2 pid=%ld rank=%s start_unix_us=%llu stacks=%d%s%s\n"
                    "# time_us,action,addr,size,stream,site,device\n",
                    (long)getpid(), ol_rank_text(),
                    (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000,
-                   ol_stacks_on() ? 1 : 0, batch);
+                   ol_stacks_on() ? 1 : 0, batch, ol_manage_on() ? " manage=1" : "");
   return n > 0 && write(fd, header, (size_t)n) == n;
 }
 

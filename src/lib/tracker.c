@@ -666,6 +666,16 @@ void ol_track_pending(int device, int64_t delta)
   end();
 }
 
+/* Only a trace's line (the figures count pending bytes above), under the
+ * lock so that it falls in the events' order; nothing without a trace. */
+void ol_track_pool_held(int device, uint64_t addr, bool held)
+{
+  if (!ol_tracefile_on() || !begin())
+    return;
+  ol_tracefile_pool(device, addr, held);
+  end();
+}
+
 #define OL_COUNTER_FN(fn, field)      \
   void fn(int device)                  \
   {                                    \

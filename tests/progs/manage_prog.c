@@ -141,6 +141,36 @@ static int pending_on_nonblocking(void)
   return pending_kernel(s);
 }
 
+/* With an idle library stream (cuDNN's under PyTorch) frees wait in a
+ * batch. A request the pool's free memory cannot hold but a held free
+ * would complete (the 8 MiB freed next to 12 free ones, for 20) must not
+ * map new chunks: the batch goes back first, after one round of stream
+ * queries. Was (issue 16): the pool grew past it, and on ResNet-50 the
+ * layout so made trimmed and remapped chunks every step (16.7 maps and
+ * 12.7 unmaps a step). */
+static int held_before_growing(void)
+{
+  cudaStream_t idle;
+  CHECK(cudaStreamCreateWithFlags(&idle, cudaStreamNonBlocking) == cudaSuccess);
+  void *a, *b, *guard, *d, *e;
+  CHECK(cudaMalloc(&a, 16 * MiB) == cudaSuccess);
+  CHECK(cudaMalloc(&b, 8 * MiB) == cudaSuccess);
+  CHECK(cudaMalloc(&guard, 2 * MiB) == cudaSuccess);
+  CHECK(cudaFree(a) == cudaSuccess);
+  CHECK(cudaMalloc(&d, 4 * MiB) == cudaSuccess); /* a's 16 come back for it: 12 stay free */
+  CHECK(cudaFree(b) == cudaSuccess);             /* held: 8 MiB, less than the next request */
+  unsigned long maps = simcu_call_count("cuMemMap");
+  CHECK(cudaMalloc(&e, 20 * MiB) == cudaSuccess);
+  CHECK(simcu_call_count("cuMemMap") == maps);
+  CHECK((char *)e >= (char *)d + 4 * MiB || (char *)e + 20 * MiB <= (char *)d);
+  CHECK((char *)e >= (char *)guard + 2 * MiB || (char *)e + 20 * MiB <= (char *)guard);
+  CHECK(cudaFree(d) == cudaSuccess);
+  CHECK(cudaFree(e) == cudaSuccess);
+  CHECK(cudaFree(guard) == cudaSuccess);
+  CHECK(simcu_fault_count() == 0);
+  return 0;
+}
+
 #define THREADS 8
 
 static void *thread_churn(void *arg)
@@ -406,6 +436,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "driver_after_pool")) return driver_after_pool();
   if (!strcmp(s, "async_other_stream")) return async_other_stream();
   if (!strcmp(s, "destroyed_stream")) return destroyed_stream();
+  if (!strcmp(s, "held_before_growing")) return held_before_growing();
   fprintf(stderr, "manage_prog: unknown scenario %s\n", s);
   return 2;
 }

@@ -127,6 +127,83 @@ START_TEST(malformed_is_an_error)
 }
 END_TEST
 
+/* ---- following the live pool ---------------------------------------------- */
+
+#define OURS "# oomlens-trace 2 pid=1 rank=0 start_unix_us=0 stacks=0 manage=1\n" \
+             "# time_us,action,addr,size,stream,site,device\n"                        \
+             "device,0,1073741824\n"
+
+static ol_replay_result_t run_pool(const char *text)
+{
+  ol_policy_options_t options = {.capacity = GiB};
+  ol_replay_result_t r;
+  ol_error_t err;
+  ck_assert_msg(ol_replay_file(write_trace(text), ol_policy_find("oomlens"), &options, &r, &err) == 0,
+                "%s", err.text);
+  ol_replay_result_free(&r);
+  return r;
+}
+
+/* A manage-mode trace: A's free was held behind the live pool's fence
+ * until after C was served (pool_held, pool_freed), so C needed chunks of
+ * its own and D took A's; E was freed and held on its stream and taken
+ * back there by the next request; F was left to the driver (its own
+ * segment). The replayed pool does the same: 4 chunks mapped, no more.
+ * Was (issue 16): A went back at its free and C took its chunks, so D
+ * mapped its own, and F took a chunk of the pool's (5). */
+START_TEST(follows_the_live_pool)
+{
+  ol_replay_result_t r = run_pool(OURS
+                                  "1,alloc,0x10000000,4194304,0,,0\n"
+                                  "2,free_requested,0x10000000,4194304,0,,0\n"
+                                  "3,free_completed,0x10000000,4194304,0,,0\n"
+                                  "pool_held,0,0x10000000\n"
+                                  "4,alloc,0x10400000,4194304,0,,0\n"
+                                  "pool_freed,0,0x10000000\n"
+                                  "5,alloc,0x10000000,4194304,0,,0\n"
+                                  "6,free_requested,0x10400000,4194304,7,,0\n"
+                                  "7,free_completed,0x10400000,4194304,7,,0\n"
+                                  "pool_held,0,0x10400000\n"
+                                  "8,alloc,0x10400000,4194304,7,,0\n"
+                                  "9,segment_alloc,0x7f0000000,4,0,,0\n"
+                                  "10,alloc,0x7f0000000,4,0,,0\n"
+                                  "11,free_requested,0x7f0000000,4,0,,0\n"
+                                  "12,free_completed,0x7f0000000,4,0,,0\n"
+                                  "13,segment_free,0x7f0000000,4,0,,0\n");
+  ck_assert_int_eq(r.stats.calls.maps, 4);
+  ck_assert_int_eq(r.stats.reserved_peak, (int64_t)(8 * MiB));
+  ck_assert_int_eq(r.stats.allocated, (int64_t)(8 * MiB));
+  ck_assert_uint_eq(r.held_frees, 2);
+  ck_assert_uint_eq(r.driver_allocs, 1);
+  ck_assert_uint_eq(r.allocs, 4 + 1);
+  ck_assert_uint_eq(r.events, 13); /* the pool lines are not events */
+}
+END_TEST
+
+/* Without manage=1 an allocation with its own segment is the job's (a
+ * cudaMalloc seen in observe mode): the policy serves it. A pool line
+ * for a block whose free the policy already has, or for no held block,
+ * changes nothing. */
+START_TEST(segments_are_the_jobs_without_manage)
+{
+  ol_replay_result_t r = run_pool("# oomlens-trace 2 pid=1 rank=0 start_unix_us=0 stacks=0\n"
+                                  "# time_us,action,addr,size,stream,site,device\n"
+                                  "device,0,1073741824\n"
+                                  "1,segment_alloc,0x7f0000000,4194304,0,,0\n"
+                                  "2,alloc,0x7f0000000,4194304,0,,0\n"
+                                  "3,free_requested,0x7f0000000,4194304,0,,0\n"
+                                  "4,free_completed,0x7f0000000,4194304,0,,0\n"
+                                  "5,segment_free,0x7f0000000,4194304,0,,0\n"
+                                  "6,alloc,0x7f0000000,2097152,0,,0\n"
+                                  "pool_freed,0,0x7f0000000\n"
+                                  "pool_held,0,0x12345000\n");
+  ck_assert_uint_eq(r.driver_allocs, 0);
+  ck_assert_uint_eq(r.held_frees, 0);
+  ck_assert_int_eq(r.stats.calls.maps, 2);
+  ck_assert_int_eq(r.stats.allocated, (int64_t)(2 * MiB));
+}
+END_TEST
+
 /* ---- the command line ------------------------------------------------------ */
 
 typedef struct cli_run {
@@ -625,6 +702,8 @@ static Suite *replay_suite(void)
   tcase_add_test(driver, trace_oom_served_and_released);
   tcase_add_test(driver, stops_at_first_oom);
   tcase_add_test(driver, malformed_is_an_error);
+  tcase_add_test(driver, follows_the_live_pool);
+  tcase_add_test(driver, segments_are_the_jobs_without_manage);
   suite_add_tcase(s, driver);
   TCase *huge = tcase_create("huge");
   tcase_add_loop_test(huge, any_capacity_stays_bounded, 0,

@@ -537,6 +537,55 @@ START_TEST(ours_bad_table)
 END_TEST
 
 
+/* Manage mode's pool lines: skipped by every reader but one that asks
+ * (replay), which gets them as events of their own at the time of the
+ * event before; the header's manage=1 is kept. As an event's action they
+ * are refused, like oom_context. */
+START_TEST(ours_pool_lines)
+{
+  static const char text[] = "# oomlens-trace 2 pid=1 manage=1\n7,free_completed,0x10,512,0,,1\n"
+                             "pool_held,1,0x10\npool_freed,1,0x10\n8,alloc,0x20,512,0,,1\n";
+  const char *path = write_trace(text, false);
+  ol_error_t err;
+  ol_trace_event_t ev;
+  for (int asked = 0; asked < 2; asked++) {
+    ol_trace_t *t = ol_trace_open(path, &err);
+    ck_assert_msg(t != NULL, "%s", err.text);
+    ck_assert(ol_trace_managed(t));
+    if (asked)
+      ol_trace_want_pool_lines(t);
+    ck_assert_int_eq(ol_trace_next(t, &ev, &err), 1);
+    ck_assert_int_eq(ev.action, OL_TRACE_FREE_COMPLETED);
+    for (int i = 0; asked && i < 2; i++) {
+      ck_assert_int_eq(ol_trace_next(t, &ev, &err), 1);
+      ck_assert_int_eq(ev.action, i == 0 ? OL_TRACE_POOL_HELD : OL_TRACE_POOL_FREED);
+      ck_assert_int_eq(ev.device, 1);
+      ck_assert_uint_eq(ev.addr, 0x10);
+      ck_assert_uint_eq(ev.time_us, 7);
+      ck_assert_uint_eq(ev.size, 0);
+    }
+    ck_assert_int_eq(ol_trace_next(t, &ev, &err), 1);
+    ck_assert_int_eq(ev.action, OL_TRACE_ALLOC);
+    ck_assert_int_eq(ol_trace_next(t, &ev, &err), 0);
+    ol_trace_close(t);
+  }
+  ol_trace_t *t = ol_trace_open(write_trace("# oomlens-trace 2 pid=1\npool_held,0\n", false), &err);
+  ck_assert_msg(t != NULL, "%s", err.text);
+  ck_assert(!ol_trace_managed(t));
+  ol_trace_want_pool_lines(t);
+  ck_assert_int_eq(ol_trace_next(t, &ev, &err), -1);
+  ck_assert_msg(strstr(err.text, "t.csv:2: a pool_held line is pool_held,DEVICE,ADDR"), "%s",
+                err.text);
+  ol_trace_close(t);
+  t = ol_trace_open(write_trace("# oomlens-trace 2 pid=1\n5,pool_freed,0x1,0,0,,0\n", false),
+                    &err);
+  ck_assert_msg(t != NULL, "%s", err.text);
+  ck_assert_int_eq(ol_trace_next(t, &ev, &err), -1);
+  ck_assert_msg(strstr(err.text, "bad action 'pool_freed'"), "%s", err.text);
+  ol_trace_close(t);
+}
+END_TEST
+
 /* ---- a trace cut short, and --device (issue 15) ------------------------ */
 
 /* Reads every event; returns how many, with the note (NULL: whole) and the
@@ -681,6 +730,7 @@ static Suite *trace_suite(void)
   tcase_add_test(good, action_names);
   tcase_add_test(good, ours_good);
   tcase_add_test(good, ours_context_line);
+  tcase_add_test(good, ours_pool_lines);
   tcase_add_test(good, csv_is_csv);
   suite_add_tcase(s, good);
   TCase *bad = tcase_create("malformed");
