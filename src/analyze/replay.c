@@ -540,7 +540,11 @@ int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
     ol_account_set_capacity(r.account, d, options->capacity);
   /* The table exists from the start (NULL: the replay runs without sites). */
   r.account->devices[0].sites = ol_sites_new();
-  r.policy = ops->create(options);
+  /* our pool maps in the extents the recorded one did, unless told */
+  ol_policy_options_t opts = *options;
+  if (!opts.map_unit)
+    opts.map_unit = ol_trace_pool_unit(trace);
+  r.policy = ops->create(&opts);
   if (!r.policy) {
     ol_fail(err, OL_EXIT_FAILURE, "%s: cannot create the %s policy: out of host memory", path,
             ops->name);

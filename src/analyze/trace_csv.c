@@ -45,6 +45,7 @@ struct ol_trace {
   uint64_t start_unix_us;
   uint64_t batch; /* the header's batch= (OOMLENS_BATCH); 0 none */
   bool managed;    /* the header's manage=1: our pool served the job's tensors */
+  uint64_t pool_unit; /* the header's pool_unit=N (OOMLENS_POOL_UNIT), 0 if none */
   bool pool_lines; /* pool_held and pool_freed lines are handed out (replay) */
   uint64_t file_size;
   uint64_t capacity[OL_TRACE_MAX_DEVICES];
@@ -177,6 +178,8 @@ static bool parse_our_header(ol_trace_t *t, const char *line, size_t len, ol_err
       t->batch = value;
     else if (strcmp(text, "manage=1") == 0)
       t->managed = true;
+    else if (sscanf(text, "pool_unit=%llu", &value) == 1 && value >= 1 && value <= 512)
+      t->pool_unit = value;
   }
   return true;
 }
@@ -247,6 +250,11 @@ uint64_t ol_trace_batch(const ol_trace_t *t)
 bool ol_trace_managed(const ol_trace_t *t)
 {
   return t->managed;
+}
+
+uint64_t ol_trace_pool_unit(const ol_trace_t *t)
+{
+  return t->pool_unit;
 }
 
 void ol_trace_want_pool_lines(ol_trace_t *t)

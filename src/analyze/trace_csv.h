@@ -88,6 +88,9 @@ uint64_t ol_trace_batch(const ol_trace_t *trace); /* the job's OOMLENS_BATCH; 0 
 /* The header's manage=1: oomlens's pool served the job's tensors, so an
  * allocation with a segment of its own was one the pool left to the driver. */
 bool ol_trace_managed(const ol_trace_t *trace);
+/* The header's pool_unit=N: the chunks per physical extent the live pool
+ * mapped in (OOMLENS_POOL_UNIT); 0 where the header does not say. */
+uint64_t ol_trace_pool_unit(const ol_trace_t *trace);
 /* From now on ol_trace_next hands out the pool_held and pool_freed lines
  * (OL_TRACE_POOL_HELD, OL_TRACE_POOL_FREED: device and addr set, size 0),
  * which every other reader skips. For replay, which follows them. */

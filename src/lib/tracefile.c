@@ -600,16 +600,20 @@ static bool write_header(int fd)
 {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  char header[256], batch[32] = "";
+  char header[256], batch[32] = "", unit[32] = "";
   if (ol_option_size(OL_OPT_BATCH))
     snprintf(batch, sizeof batch, " batch=%llu", (unsigned long long)ol_option_size(OL_OPT_BATCH));
-  /* manage=1: replay leaves to the driver what the pool left to it */
+  /* manage=1: replay leaves to the driver what the pool left to it;
+   * pool_unit=N: and maps in the extents the live pool did */
+  if (ol_manage_on())
+    snprintf(unit, sizeof unit, " manage=1 pool_unit=%llu",
+             (unsigned long long)ol_option_size(OL_OPT_POOL_UNIT));
   int n = snprintf(header, sizeof header,
                    "# oomlens-trace 2 pid=%ld rank=%s start_unix_us=%llu stacks=%d%s%s\n"
                    "# time_us,action,addr,size,stream,site,device\n",
                    (long)getpid(), ol_rank_text(),
                    (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000,
-                   ol_stacks_on() ? 1 : 0, batch, ol_manage_on() ? " manage=1" : "");
+                   ol_stacks_on() ? 1 : 0, batch, unit);
   return n > 0 && write(fd, header, (size_t)n) == n;
 }
 

@@ -180,6 +180,25 @@ START_TEST(follows_the_live_pool)
 }
 END_TEST
 
+/* A trace recorded with OOMLENS_POOL_UNIT=4 says so in its header, and
+ * replay maps in the same extents (16 MiB: two of 4 chunks, not 8 chunks)
+ * unless --map-unit says otherwise. */
+START_TEST(maps_in_the_recorded_unit)
+{
+  static const char *const units[] = {" pool_unit=4", ""};
+  static const int64_t maps[] = {2, 8};
+  char text[512];
+  snprintf(text, sizeof text,
+           "# oomlens-trace 2 pid=1 rank=0 start_unix_us=0 stacks=0 manage=1%s\n"
+           "# time_us,action,addr,size,stream,site,device\n"
+           "device,0,1073741824\n"
+           "1,alloc,0x10000000,16777216,0,,0\n",
+           units[_i]);
+  ol_replay_result_t r = run_pool(text);
+  ck_assert_int_eq(r.stats.calls.maps, maps[_i]);
+}
+END_TEST
+
 /* Without manage=1 an allocation with its own segment is the job's (a
  * cudaMalloc seen in observe mode): the policy serves it. A pool line
  * for a block whose free the policy already has, or for no held block,
@@ -704,6 +723,7 @@ static Suite *replay_suite(void)
   tcase_add_test(driver, malformed_is_an_error);
   tcase_add_test(driver, follows_the_live_pool);
   tcase_add_test(driver, segments_are_the_jobs_without_manage);
+  tcase_add_loop_test(driver, maps_in_the_recorded_unit, 0, 2);
   suite_add_tcase(s, driver);
   TCase *huge = tcase_create("huge");
   tcase_add_loop_test(huge, any_capacity_stays_bounded, 0,

@@ -545,11 +545,11 @@ START_TEST(ours_pool_lines)
 {
   static const char text[] = "# oomlens-trace 2 pid=1 manage=1\n7,free_completed,0x10,512,0,,1\n"
                              "pool_held,1,0x10\npool_freed,1,0x10\n8,alloc,0x20,512,0,,1\n";
-  const char *path = write_trace(text, false);
+  const char *file = write_trace(text, false);
   ol_error_t err;
   ol_trace_event_t ev;
   for (int asked = 0; asked < 2; asked++) {
-    ol_trace_t *t = ol_trace_open(path, &err);
+    ol_trace_t *t = ol_trace_open(file, &err);
     ck_assert_msg(t != NULL, "%s", err.text);
     ck_assert(ol_trace_managed(t));
     if (asked)
