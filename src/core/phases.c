@@ -89,6 +89,7 @@ struct ol_phase_finder {
   uint64_t n;         /* allocations so far */
   bool fell;          /* memory was freed since the last allocation */
   int64_t highest;    /* highest allocated since the first free */
+  uint64_t loaded;    /* allocations made before the first free */
   uint64_t anchor;    /* the signature iterations are counted by; 0: none */
   uint64_t anchor_last;
   uint64_t anchor_broke; /* allocation number at which the anchor last came late; 0: never */
@@ -344,7 +345,7 @@ static bool takes_over(const ol_phases_t *p, const ol_phase_finder_t *f, const s
 static bool worth_a_look(const ol_phases_t *p, const ol_phase_finder_t *f, const slot_t *s,
                          uint64_t gap, bool steady)
 {
-  if (gap < MIN_PERIOD || !p->freed || (!steady && s->gap != 0))
+  if (gap < MIN_PERIOD || gap < f->loaded || !p->freed || (!steady && s->gap != 0))
     return false;
   if (f->anchor && !takes_over(p, f, s, gap))
     return false;
@@ -463,8 +464,10 @@ void ol_phases_free(ol_phases_t *p, ol_phase_finder_t *f, int64_t bytes, int64_t
   if (!p->freed) {
     p->freed = true;
     p->before_first_free = level + bytes;
-    if (f)
+    if (f) {
       f->highest = level + bytes;
+      f->loaded = f->n;
+    }
   }
   if (!f)
     return;
