@@ -89,7 +89,8 @@ struct ol_phase_finder {
   uint64_t n;         /* allocations so far */
   bool fell;          /* memory was freed since the last allocation */
   int64_t highest;    /* highest allocated since the first free */
-  uint64_t loaded;    /* allocations made before the first free */
+  uint64_t live;      /* blocks allocated and not freed */
+  uint64_t fewest_live; /* the fewest live since the first free: the state's blocks, at most */
   uint64_t anchor;    /* the signature iterations are counted by; 0: none */
   uint64_t anchor_last;
   uint64_t anchor_broke; /* allocation number at which the anchor last came late; 0: never */
@@ -231,11 +232,25 @@ static void end_iteration(ol_phases_t *p, int64_t low, int64_t high, int64_t end
 
 /* The window that ended now, from the slot's last occurrence, is shaped
  * like an iteration (the file's comment says why each test). */
+/* The fewest allocations a window that keeps memory must make: as many as
+ * the fewest blocks live since the job first freed memory (its state:
+ * the parameters, at least, live all along). A training step gives each
+ * parameter a gradient; the layers of one pass make fewer, and a pass
+ * whose layers each keep something (a checkpointed forward keeps each
+ * layer's input, a backward that keeps its graph each layer's gradients)
+ * would read as iterations that leak. */
+static uint64_t fewest_keeping(const ol_phase_finder_t *f)
+{
+  return f->fewest_live;
+}
+
 static bool shaped_like_iteration(const ol_phase_finder_t *f, const slot_t *s, int64_t level,
-                                  int64_t low, int64_t high)
+                                  int64_t low, int64_t high, uint64_t gap)
 {
   int64_t start = s->level, rise = high - start, kept = level - start;
   if (rise <= 0 || (start - low) * 10 > rise)
+    return false;
+  if (64 * kept > rise && gap < fewest_keeping(f))
     return false;
   /* A signature's first window may keep more: the first step makes the
    * optimizer's state. The next window must not (a first forward pass's
@@ -295,13 +310,13 @@ static bool anchor_seen(ol_phases_t *p, ol_phase_finder_t *f, int64_t level)
   if (2 * gap < p->period)
     return false;
   uint64_t periods = periods_in(gap, p->period);
-  if (periods == 1)
-    p->period = gap;
-  else if (gap > p->period)
+  if (periods != 1 && gap > p->period)
     f->anchor_broke = f->n; /* an inner repeat: the rest of a longer one came between */
   int64_t low = p->low < level ? p->low : level;
   for (uint64_t i = periods > 1 ? periods : 1; i > 0; i--)
     end_iteration(p, low, f->window_high, level);
+  if (periods == 0) /* not a whole number of periods: this low point is not an iteration's */
+    p->broke_at = p->iterations;
   p->low = level;
   f->window_high = level;
   f->anchor_last = f->n;
@@ -345,7 +360,7 @@ static bool takes_over(const ol_phases_t *p, const ol_phase_finder_t *f, const s
 static bool worth_a_look(const ol_phases_t *p, const ol_phase_finder_t *f, const slot_t *s,
                          uint64_t gap, bool steady)
 {
-  if (gap < MIN_PERIOD || gap < f->loaded || !p->freed || (!steady && s->gap != 0))
+  if (gap < MIN_PERIOD || !p->freed || (!steady && s->gap != 0))
     return false;
   if (f->anchor && !takes_over(p, f, s, gap))
     return false;
@@ -407,7 +422,7 @@ static bool occurs(ol_phases_t *p, ol_phase_finder_t *f, uint64_t sig, int64_t l
   if (worth_a_look(p, f, s, gap, steady)) {
     int64_t low, high;
     window_range(f, s->last, s->level, &low, &high);
-    if (shaped_like_iteration(f, s, level, low, high)) {
+    if (shaped_like_iteration(f, s, level, low, high, gap)) {
       s->fails = 0;
       if (++s->cycles >= 2 && steady) {
         adopt(p, f, s, gap, level, low, high);
@@ -453,6 +468,7 @@ bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, 
     ended = occurs(p, f, signature(size, -1, f->fell || !p->freed), level);
   note_level(f, f->n, level, top);
   f->n++;
+  f->live++;
   f->fell = false;
   return ended;
 }
@@ -466,11 +482,15 @@ void ol_phases_free(ol_phases_t *p, ol_phase_finder_t *f, int64_t bytes, int64_t
     p->before_first_free = level + bytes;
     if (f) {
       f->highest = level + bytes;
-      f->loaded = f->n;
+      f->fewest_live = f->live;
     }
   }
   if (!f)
     return;
+  if (f->live > 0) /* a block allocated before the finder was made is not counted */
+    f->live--;
+  if (f->live < f->fewest_live)
+    f->fewest_live = f->live;
   f->fell = true;
   if (f->n > 0) {
     int64_t *low = block_low(f, f->n - 1);
@@ -552,6 +572,10 @@ bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, ui
    * warming up, never a leak: rises count from the second on. */
   if (i < 3 || !valley_known(p, i - 1))
     return false;
+  if (p->broke_at == i) { /* its low point is not one iteration's: a rising run starts again */
+    p->rising = 0;
+    return false;
+  }
   int64_t rise = valley_of(p, i) - valley_of(p, i - 1);
   if (rise <= 0) {
     p->rising = 0;

@@ -572,7 +572,7 @@ static const trace_case_t trace_cases[] = {
   {"llama_generate.csv.gz", 5, false},
   {"oom/leak_loss.trace.gz", 7, true},
   {"oom/varlen_long.trace.gz", 4, false},
-  {"oom/kv_cache.trace.gz", 121, true},
+  {"oom/kv_cache.trace.gz", 138, true},
 };
 
 START_TEST(recorded_traces)
