@@ -190,12 +190,14 @@ typedef struct ol_sites ol_sites_t; /* sites.c, below */
 
 /* ---- phases.c: iterations found in the allocation stream ------------- */
 /* A training loop repeats: the same sizes from the same call sites come
- * back each iteration. phases.c finds the repeat (an allocation whose
- * signature recurs once per iteration, a steady number of allocations
- * apart, over windows that each rise and give most of it back) and counts
- * iterations from it; ol_phases_t holds what it found (copied with the
- * device's counters), the finder its working state (one per device, in the
- * account, made at the device's first allocation). */
+ * back each iteration. phases.c finds the outermost repeat (an allocation
+ * whose signature recurs once per iteration, a steady number of
+ * allocations apart, over windows that each rise and give some of it back;
+ * a longer repeat that holds a shorter one, as a step holds its layers,
+ * takes over) and counts iterations from it; ol_phases_t holds what it
+ * found (copied with the device's counters), the finder its working state
+ * (one per device, in the account, made at the device's first
+ * allocation). */
 #define OL_PHASE_VALLEYS 8
 #define OL_LEAK_STREAK 3 /* iterations in a row whose low point rose: a leak warning */
 #define OL_LEAK_SHARE 200 /* ... adding up to 1/200 of the device (0.5%) */
@@ -215,7 +217,7 @@ typedef struct ol_leak_warning {
 
 typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
   uint64_t iterations;     /* iterations seen to end (the next one began) */
-  uint64_t period;         /* allocations an iteration makes; 0: no repetition found */
+  uint64_t period;         /* allocations an iteration makes (as found); 0: no repetition found */
   uint64_t first_known;    /* the first iteration whose low point is in valleys[] */
   int64_t valleys[OL_PHASE_VALLEYS]; /* lowest allocated in each iteration, by its number % */
   int64_t low;             /* lowest allocated since the last iteration ended */

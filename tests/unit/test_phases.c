@@ -95,7 +95,8 @@ typedef struct model {
   int64_t saved;       /* a layer's activations saved for the backward pass, at scale 1 */
   int64_t temp;        /* a layer's forward temporaries, freed in the layer */
   int64_t leak;        /* kept every step (0: none) */
-  bool keep_graph;     /* the backward pass frees no saved activation (a loss kept with its graph) */
+  bool keep_graph;     /* the backward frees no saved activation (a loss kept with its graph) */
+  bool checkpoint;     /* the forward keeps each layer's input (`saved`), freeing its own */
   bool lazy_state;     /* the optimizer makes its state (2x weights) in the first step */
 } model_t;
 
@@ -129,6 +130,13 @@ static bool step(training_t *t, int64_t scale, int stop_after)
   for (int l = 0; l < m->layers; l++) { /* forward: each layer keeps what it saves */
     uint64_t tmp = take(j, 11, m->temp * scale);
     saved[l] = take(j, 12, m->saved * scale);
+    if (m->checkpoint) { /* the layer's own activations, recomputed in the backward */
+      uint64_t own[8];
+      for (int a = 0; a < 8; a++)
+        own[a] = take(j, 20 + a, m->saved * scale);
+      for (int a = 0; a < 8; a++)
+        give(j, own[a]);
+    }
     give(j, tmp);
     if (MADE())
       return false;
@@ -302,6 +310,30 @@ START_TEST(a_loss_kept_with_its_graph_leaks_a_step_an_iteration)
   ck_assert_int_eq(ol_phases_growth(p), 12 * 256 * MiB);
   ck_assert_int_eq(told.calls, 1);
   ck_assert_int_eq(p->leak.growth, 12 * 256 * MiB);
+  training_free(t);
+}
+END_TEST
+
+/* Activation checkpointing: each layer of the forward keeps its input
+ * and gives back the rest, so a step's layers are shaped like iterations
+ * that each keep a little. They are not a leak: under the finder before,
+ * the first step's 24 layers warned of one (as the live llama_varlen job
+ * did, 184 MiB an iteration, in its first second). */
+START_TEST(a_checkpointed_forward_is_no_leak)
+{
+  model_t m = {.layers = 24, .weights = 4 * GiB, .saved = 64 * MiB, .temp = 256 * MiB,
+               .checkpoint = true, .lazy_state = true};
+  training_t *t = training(m);
+  told_t told = {0};
+  t->j->a->on_leak = on_leak;
+  t->j->a->on_leak_arg = &told;
+  ol_account_set_capacity(t->j->a, 0, 40 * GiB);
+  for (int s = 0; s < 5; s++)
+    step(t, 1, -1);
+  ck_assert_msg(told.calls == 0, "%s", told.line);
+  const ol_phases_t *p = phases(t->j);
+  ck_assert_uint_eq(p->iterations, 4);
+  ck_assert_int_eq(ol_phases_growth(p), 0);
   training_free(t);
 }
 END_TEST
@@ -552,7 +584,10 @@ typedef struct trace_case {
  * ended, counted from the large request each makes at its end (the 23rd's
  * failed); llama_varlen: 16 steps of 12 checkpointed layers (the finder
  * took their layers for iterations: 34); llama_generate: 6 calls of
- * generate, 48 tokens each through 4 layers (the call is the iteration).
+ * generate, 48 tokens each through 4 layers (the call is the iteration);
+ * llama_varlen_live: the first 4 steps of the same job run live under
+ * --manage (its layers' inputs kept by checkpointing read as a leak of
+ * 184 MiB an iteration in its first step: the job's own report warned).
  * The corpus's (oom/, manifest.json): leak_loss kept each step's graph
  * and ran out in its eighth step (the finder counted the backward pass's
  * layers: 69 iterations, then 28 steps of it); varlen_long ran out in its
@@ -570,6 +605,7 @@ static const trace_case_t trace_cases[] = {
   {"frag.csv.gz", 21, true},
   {"llama_varlen.csv.gz", 15, false},
   {"llama_generate.csv.gz", 5, false},
+  {"llama_varlen_live.trace.gz", 3, false},
   {"oom/leak_loss.trace.gz", 7, true},
   {"oom/varlen_long.trace.gz", 4, false},
   {"oom/kv_cache.trace.gz", 138, true},
@@ -601,9 +637,9 @@ START_TEST(recorded_traces)
                 (unsigned long long)p->iterations, (unsigned long long)c->iterations);
   if (c->iterations > 0) /* the last iteration's low point (the job freed all at its end) */
     ck_assert_int_gt(p->valleys[p->iterations % OL_PHASE_VALLEYS], 0);
-  if (!c->leaks) {
+  if (!c->leaks) { /* a live job's low point drifts by a few KiB (a small tensor of a new shape) */
     ck_assert_msg(told.calls == 0, "%s: %s", c->file, told.line);
-    ck_assert_int_le(ol_phases_growth(p), 0);
+    ck_assert_int_le(ol_phases_growth(p), MiB);
   }
   ol_account_free(a);
   free(a);
@@ -621,6 +657,7 @@ int main(void)
   tcase_add_test(loops, a_small_leak_with_small_churn_is_growth_within_three_iterations);
   tcase_add_test(loops, a_loss_kept_with_its_graph_leaks_a_step_an_iteration);
   tcase_add_test(loops, a_kv_cache_grows_per_token_inside_each_call);
+  tcase_add_test(loops, a_checkpointed_forward_is_no_leak);
   tcase_add_test(loops, a_large_model_with_little_churn);
   tcase_add_test(loops, variable_sizes_with_sites);
   tcase_add_test(loops, steady_sizes_without_sites);
