@@ -236,7 +236,7 @@ typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
   uint64_t rising_since;   /* the iteration it began at */
   int64_t largest_fall;
   uint64_t clock_iteration, clock_ns;
-  uint64_t broke_at;       /* an iteration the anchor came late to end: no rise counted at it */
+  uint64_t broke_at;       /* an iteration that ended no whole number of periods on: no rise at it */
   ol_leak_warning_t leak;
 } ol_phases_t;
 
