@@ -352,6 +352,8 @@ static void note_iterations(replay_t *r)
 {
   ol_replay_result_t *res = r->result;
   uint64_t ended = r->account->devices[0].stats.phases.iterations;
+  if (ended < res->calls_count) /* a longer repeat took over: recounted, its ends not known */
+    res->calls_count = 0;
   if (ended <= res->calls_count || r->calls_lost)
     return;
   if (ended > r->calls_cap) {

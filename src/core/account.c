@@ -176,15 +176,15 @@ void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
 }
 
 /* The first iteration's allocations are logged (inline, core.h) until
- * an iteration is found (then a first-step OOM cannot be), the log is
- * full (a first step longer than it keeps is not read), or there is no
+ * the log is full (a first step longer than it keeps is not read: kept
+ * past the first iterations found, since a repeat the finder takes for a
+ * loop may be a model's load, ol_phases_loop_ended), or there is no
  * host memory for it: the hot path then never comes here again. */
 void __attribute__((cold)) ol_account_first_step(ol_account_t *a, int d, uint64_t size)
 {
   ol_account_device_t *ad = &a->devices[d];
   const ol_device_stats_t *dev = &ad->stats;
-  if (!ad->first_step && dev->phases.iterations == 0 &&
-      (ad->first_step = ol_first_step_log_new())) {
+  if (!ad->first_step && (ad->first_step = ol_first_step_log_new())) {
     ad->first_step->size[0] = size;
     ad->first_step->after[0] = dev->allocated_bytes[OL_POOL_ALL].current;
     ad->first_step->count = 1;
@@ -332,6 +332,11 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   r->persistent = ol_phases_persistent(&dev->phases);
   r->growth = ol_phases_growth(&dev->phases);
   r->iterations = dev->phases.iterations;
+  /* a repeat that stopped long before the failure is not the loop the
+   * job runs now (a load that cast its weights layer by layer): what the
+   * iterations say does not speak for this one */
+  if (ol_phases_loop_ended(&dev->phases, a->devices[ol_account_clamp(device)].finder))
+    r->iterations = 0;
   r->before_first_free = ol_phases_before_first_free(&dev->phases);
   r->iteration_need = ol_phases_iteration_need(&dev->phases);
   r->first_persistent = dev->phases.first_low_known ? dev->phases.first_low : -1;

@@ -191,12 +191,14 @@ typedef struct ol_sites ol_sites_t; /* sites.c, below */
 
 /* ---- phases.c: iterations found in the allocation stream ------------- */
 /* A training loop repeats: the same sizes from the same call sites come
- * back each iteration. phases.c finds the repeat (an allocation whose
- * signature recurs once per iteration, a steady number of allocations
- * apart, over windows that each rise and give most of it back) and counts
- * iterations from it; ol_phases_t holds what it found (copied with the
- * device's counters), the finder its working state (one per device, in the
- * account, made at the device's first allocation). */
+ * back each iteration. phases.c finds the outermost repeat (an allocation
+ * whose signature recurs once per iteration, a steady number of
+ * allocations apart, over windows that each rise and give some of it back;
+ * a longer repeat that holds a shorter one, as a step holds its layers,
+ * takes over) and counts iterations from it; ol_phases_t holds what it
+ * found (copied with the device's counters), the finder its working state
+ * (one per device, in the account, made at the device's first
+ * allocation). */
 #define OL_PHASE_VALLEYS 8
 #define OL_LEAK_STREAK 3 /* iterations in a row whose low point rose: a leak warning */
 #define OL_LEAK_SHARE 200 /* ... adding up to 1/200 of the device (0.5%) */
@@ -216,7 +218,7 @@ typedef struct ol_leak_warning {
 
 typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
   uint64_t iterations;     /* iterations seen to end (the next one began) */
-  uint64_t period;         /* allocations an iteration makes; 0: no repetition found */
+  uint64_t period;         /* allocations an iteration makes (as found); 0: no repetition found */
   uint64_t first_known;    /* the first iteration whose low point is in valleys[] */
   int64_t valleys[OL_PHASE_VALLEYS]; /* lowest allocated in each iteration, by its number % */
   int64_t low;             /* lowest allocated since the last iteration ended */
@@ -235,6 +237,7 @@ typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
   uint64_t rising_since;   /* the iteration it began at */
   int64_t largest_fall;
   uint64_t clock_iteration, clock_ns;
+  uint64_t broke_at;       /* an iteration that ended no whole number of periods on: no rise at it */
   ol_leak_warning_t leak;
 } ol_phases_t;
 
@@ -249,6 +252,11 @@ bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, 
 /* A free of bytes that left allocated bytes at level. */
 void ol_phases_free(ol_phases_t *p, ol_phase_finder_t *finder, int64_t bytes, int64_t level);
 void ol_phase_finder_free(ol_phase_finder_t *finder);
+/* Whether the repeat the iterations were counted from has stopped: its
+ * anchor has not come back for more periods than a missed occurrence
+ * explains (a model's load that casts each layer's weights repeats like a
+ * loop, then the training begins). */
+bool ol_phases_loop_ended(const ol_phases_t *p, const ol_phase_finder_t *finder);
 /* What outlives iterations: the lowest allocated over the last whole
  * iteration (or since, if lower); 0 when none ended. */
 int64_t ol_phases_persistent(const ol_phases_t *p);
@@ -1071,9 +1079,8 @@ typedef struct ol_account_device {
    * live job counted those bytes under no site at all. */
   int32_t frameless_site_plus1;
   int32_t request_site_plus1; /* the last failed request's call site + 1; 0: none */
-  /* The first iteration's allocations (first_step.c), until one is found;
-   * first_step_done: no longer kept (an iteration finished, the log is
-   * full, or no host memory for it). */
+  /* The first iteration's allocations (first_step.c), until the log is
+   * full; first_step_done: no longer kept (full, or no host memory). */
   ol_first_step_log_t *first_step;
   bool first_step_done;
   bool outside_known;     /* what is held outside the allocator, as its owner measured it */
@@ -1245,7 +1252,7 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
   if (__builtin_expect(!a->devices[d].first_step_done, 0)) {
     /* logged inline while there is room: the first step's every allocation */
     ol_first_step_log_t *log = a->devices[d].first_step;
-    if (log && log->count < OL_FIRST_STEP_KEEP && dev->phases.iterations == 0) {
+    if (log && log->count < OL_FIRST_STEP_KEEP) {
       log->size[log->count] = b->size;
       log->after[log->count++] = dev->allocated_bytes[OL_POOL_ALL].current;
     } else {

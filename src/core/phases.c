@@ -58,14 +58,19 @@
 
 #include "core.h"
 
-#define SLOTS 512u        /* candidate signatures, direct-mapped */
+#define SLOTS 1024u       /* candidate signatures, in sets of two */
 #define BLOCK_SHIFT 4     /* the level's history: one block per 16 allocations */
 #define BLOCKS 4096u      /* ... over the last 65536 allocations */
 #define MIN_PERIOD 8      /* allocations an iteration makes at least */
 #define STEADY_SHARE 4    /* two gaps agree within a quarter of the longer */
+#define EXACT_SHARE 16    /* ... and nearly exactly, within a sixteenth */
+#define EXACT_WINDOWS 3   /* nearly exact windows in a row a longer repeat needs ... */
 #define SWITCH_SHARE 3    /* a repeat 3/2 as long as the anchor's takes over */
 #define KEEP_STEADY 4     /* a steady signature keeps its slot against this many others */
 #define FAILS_BEFORE_BACKOFF 4
+#define MISSED_MAX 4      /* an anchor's gap of up to 4 periods counts them all */
+#define SITES 256u        /* sites whose recent sizes are kept, direct-mapped */
+#define SITE_SIZES 4      /* ... the last 4 distinct sizes of each */
 
 typedef struct slot {
   uint64_t sig;       /* 0: empty */
@@ -76,6 +81,7 @@ typedef struct slot {
   uint8_t cycles;     /* windows in a row shaped like an iteration */
   uint8_t fails;      /* windows in a row that were not */
   uint8_t misses;     /* signatures that wanted this slot since it last occurred */
+  uint8_t exact;      /* windows in a row whose gap agreed within 1/EXACT_SHARE */
   int64_t prev_low, prev_high; /* the last window shaped like an iteration */
 } slot_t;
 
@@ -83,11 +89,15 @@ struct ol_phase_finder {
   uint64_t n;         /* allocations so far */
   bool fell;          /* memory was freed since the last allocation */
   int64_t highest;    /* highest allocated since the first free */
+  uint64_t live;      /* blocks allocated and not freed */
+  uint64_t fewest_live; /* the fewest live since the first free: the state's blocks, at most */
   uint64_t anchor;    /* the signature iterations are counted by; 0: none */
   uint64_t anchor_last;
+  uint64_t anchor_broke; /* allocation number at which the anchor last came late; 0: never */
   int64_t window_high; /* highest allocated since the anchor's last occurrence */
   int64_t block_low[BLOCKS], block_high[BLOCKS];
   slot_t slots[SLOTS];
+  struct { int32_t site; uint32_t next; uint64_t sizes[SITE_SIZES]; } sites[SITES];
 };
 
 void ol_phases_init(ol_phases_t *p)
@@ -103,6 +113,25 @@ void ol_phase_finder_free(ol_phase_finder_t *f)
 /* ---- signatures and the level's history ------------------------------- */
 
 #define NO_SIZE UINT64_MAX
+#define NEW_SIZE (UINT64_MAX - 1)
+
+/* Whether site has not made this size among its last few: a shape that
+ * grows (a cache extended a token at a time) or changes (a new sequence
+ * length) shows first where the loop starts over. */
+static bool new_size_at(ol_phase_finder_t *f, int32_t site, uint64_t size)
+{
+  __typeof__(f->sites[0]) *e = &f->sites[(uint32_t)site & (SITES - 1)];
+  if (e->site != site + 1) {
+    memset(e, 0, sizeof *e);
+    e->site = site + 1;
+  }
+  for (int i = 0; i < SITE_SIZES; i++)
+    if (e->sizes[i] == size)
+      return false;
+  bool known = e->next > 0;
+  e->sizes[e->next++ % SITE_SIZES] = size;
+  return known;
+}
 
 static uint64_t signature(uint64_t size, int32_t site, bool fell)
 {
@@ -112,10 +141,15 @@ static uint64_t signature(uint64_t size, int32_t site, bool fell)
   return h | 1; /* never 0, the empty slot */
 }
 
-static bool agree(uint64_t a, uint64_t b)
+static bool agree_within(uint64_t a, uint64_t b, uint64_t share)
 {
   uint64_t longer = a > b ? a : b, diff = a > b ? a - b : b - a;
-  return diff * STEADY_SHARE <= longer;
+  return diff * share <= longer;
+}
+
+static bool agree(uint64_t a, uint64_t b)
+{
+  return agree_within(a, b, STEADY_SHARE);
 }
 
 static int64_t *block_low(ol_phase_finder_t *f, uint64_t n)
@@ -198,17 +232,31 @@ static void end_iteration(ol_phases_t *p, int64_t low, int64_t high, int64_t end
 
 /* The window that ended now, from the slot's last occurrence, is shaped
  * like an iteration (the file's comment says why each test). */
+/* The fewest allocations a window that keeps memory must make: as many as
+ * the fewest blocks live since the job first freed memory (its state:
+ * the parameters, at least, live all along). A training step gives each
+ * parameter a gradient; the layers of one pass make fewer, and a pass
+ * whose layers each keep something (a checkpointed forward keeps each
+ * layer's input, a backward that keeps its graph each layer's gradients)
+ * would read as iterations that leak. */
+static uint64_t fewest_keeping(const ol_phase_finder_t *f)
+{
+  return f->fewest_live;
+}
+
 static bool shaped_like_iteration(const ol_phase_finder_t *f, const slot_t *s, int64_t level,
-                                  int64_t low, int64_t high)
+                                  int64_t low, int64_t high, uint64_t gap)
 {
   int64_t start = s->level, rise = high - start, kept = level - start;
   if (rise <= 0 || (start - low) * 10 > rise)
+    return false;
+  if (64 * kept > rise && gap < fewest_keeping(f))
     return false;
   /* A signature's first window may keep more: the first step makes the
    * optimizer's state. The next window must not (a first forward pass's
    * layers keep as much each time). */
   bool first = s->gap == 0;
-  if (2 * (kept < 0 ? -kept : first ? 0 : kept) > rise)
+  if (kept < 0 ? 2 * -kept > rise : !first && 4 * kept > 3 * rise)
     return false;
   return 4 * rise >= f->highest - start;
 }
@@ -221,6 +269,7 @@ static void adopt(ol_phases_t *p, ol_phase_finder_t *f, const slot_t *s, uint64_
 {
   f->anchor = s->sig;
   f->anchor_last = f->n;
+  f->anchor_broke = 0;
   f->window_high = level;
   p->period = gap;
   p->iterations = (uint64_t)s->run; /* the run's windows but the newest */
@@ -239,20 +288,69 @@ static void adopt(ol_phases_t *p, ol_phase_finder_t *f, const slot_t *s, uint64_
   p->clock_ns = 0;
 }
 
+/* How many periods a gap of the anchor spans: 1, or 2 to MISSED_MAX when
+ * it is that whole number of periods (its occurrences in between were not
+ * seen: a sampled call site names a small allocation only some of the
+ * time); 0 when it is neither. */
+static uint64_t periods_in(uint64_t gap, uint64_t period)
+{
+  if (agree(gap, period))
+    return 1;
+  uint64_t k = (gap + period / 2) / period;
+  return k >= 2 && k <= MISSED_MAX && agree(gap, k * period) ? k : 0;
+}
+
 /* An occurrence of the anchor: the iteration ends, unless it came too soon
- * to be the next one's start (then it is inside an iteration). */
+ * to be the next one's start (then it is inside an iteration). A gap of
+ * whole periods ends that many (their own low points were not seen: each
+ * gets the window's); any other is a break of the anchor's repeat. */
 static bool anchor_seen(ol_phases_t *p, ol_phase_finder_t *f, int64_t level)
 {
   uint64_t gap = f->n - f->anchor_last;
   if (2 * gap < p->period)
     return false;
-  if (agree(gap, p->period))
-    p->period = gap;
-  end_iteration(p, p->low < level ? p->low : level, f->window_high, level);
+  uint64_t periods = periods_in(gap, p->period);
+  if (periods != 1 && gap > p->period)
+    f->anchor_broke = f->n; /* an inner repeat: the rest of a longer one came between */
+  int64_t low = p->low < level ? p->low : level;
+  for (uint64_t i = periods > 1 ? periods : 1; i > 0; i--)
+    end_iteration(p, low, f->window_high, level);
+  if (periods == 0) /* not a whole number of periods: this low point is not an iteration's */
+    p->broke_at = p->iterations;
   p->low = level;
   f->window_high = level;
   f->anchor_last = f->n;
   return true;
+}
+
+/* Whether the anchor's repeat broke in the window that began at
+ * allocation `since`: the anchor came late in it, or is late now (the rest
+ * of a longer repeat came between its occurrences: a layer's repeat breaks
+ * once a step). */
+static bool anchor_broke_since(const ol_phases_t *p, const ol_phase_finder_t *f, uint64_t since)
+{
+  uint64_t late = f->n - f->anchor_last;
+  return f->anchor_broke > since || (late > p->period && !agree(late, p->period));
+}
+
+/* Whether the slot's repeat, `gap` allocations, may take over from the
+ * anchor: it is longer, and holds the anchor's inside it. Either the
+ * anchor broke in its last window, or, where the anchor kept its period
+ * (a token's repeat runs on from one call of generate to the next, the
+ * call adding an allocation or two), it came back nearly exactly for
+ * EXACT_WINDOWS windows and is no whole number of the anchor's periods
+ * (a signature of every other step adds nothing to the step's). A step's
+ * own anchor keeps its period, and a longer signature that recurs by
+ * chance (a size drawn at random again) is not that steady: neither takes
+ * its place. */
+static bool takes_over(const ol_phases_t *p, const ol_phase_finder_t *f, const slot_t *s,
+                       uint64_t gap)
+{
+  if (SWITCH_SHARE * p->period > 2 * gap)
+    return false;
+  if (anchor_broke_since(p, f, s->last))
+    return true;
+  return s->exact + 1 >= EXACT_WINDOWS && gap % p->period != 0;
 }
 
 /* Whether the window the slot just closed is worth reading back: a gap
@@ -264,11 +362,41 @@ static bool worth_a_look(const ol_phases_t *p, const ol_phase_finder_t *f, const
 {
   if (gap < MIN_PERIOD || !p->freed || (!steady && s->gap != 0))
     return false;
-  if (f->anchor && SWITCH_SHARE * p->period > 2 * gap)
+  if (f->anchor && !takes_over(p, f, s, gap))
     return false;
   if (gap >= (uint64_t)(BLOCKS - 1) << BLOCK_SHIFT)
     return false;
   return s->fails < FAILS_BEFORE_BACKOFF || s->run % 16 == 0;
+}
+
+/* How much a slot is worth keeping: one that recurred steadily most, then
+ * one seen twice, then the one seen longest ago (a signature of a whole
+ * iteration recurs only an iteration later, past many others). */
+static bool worth_more(const slot_t *a, const slot_t *b)
+{
+  if ((a->run > 0) != (b->run > 0))
+    return a->run > 0;
+  if ((a->gap != 0) != (b->gap != 0))
+    return a->gap != 0;
+  return a->last > b->last;
+}
+
+/* sig's slot, or the one of its set it may take (its sig differs then);
+ * NULL: both are kept against it. Two ways a set: a signature that
+ * recurs once an iteration, seen once so far, survives the iteration's
+ * other signatures more often than in one. A steady one keeps its place
+ * against KEEP_STEADY others. */
+static slot_t *find_slot(ol_phase_finder_t *f, uint64_t sig)
+{
+  slot_t *set = &f->slots[(sig >> 40) & (SLOTS - 2)];
+  if (set[0].sig == sig || !set[0].sig)
+    return &set[0];
+  if (set[1].sig == sig || !set[1].sig)
+    return &set[1];
+  slot_t *victim = worth_more(&set[0], &set[1]) ? &set[1] : &set[0];
+  if (victim->run > 0 && ++victim->misses < KEEP_STEADY)
+    return NULL;
+  return victim;
 }
 
 /* Signature sig occurs at allocation f->n, level allocated before it.
@@ -277,10 +405,10 @@ static bool occurs(ol_phases_t *p, ol_phase_finder_t *f, uint64_t sig, int64_t l
 {
   if (sig == f->anchor)
     return anchor_seen(p, f, level);
-  slot_t *s = &f->slots[(sig >> 40) & (SLOTS - 1)];
+  slot_t *s = find_slot(f, sig);
+  if (!s)
+    return false;
   if (s->sig != sig) {
-    if (s->sig && s->run > 0 && ++s->misses < KEEP_STEADY)
-      return false; /* a steady one keeps its place a while */
     *s = (slot_t){.sig = sig, .last = f->n, .level = level};
     return false;
   }
@@ -288,11 +416,13 @@ static bool occurs(ol_phases_t *p, ol_phase_finder_t *f, uint64_t sig, int64_t l
   uint64_t gap = f->n - s->last;
   bool steady = s->gap != 0 && gap >= MIN_PERIOD && agree(gap, s->gap);
   s->run = steady ? s->run + 1 : 0;
+  bool exact = steady && agree_within(gap, s->gap, EXACT_SHARE);
+  s->exact = exact ? (uint8_t)(s->exact < UINT8_MAX ? s->exact + 1 : s->exact) : 0;
   bool ended = false;
   if (worth_a_look(p, f, s, gap, steady)) {
     int64_t low, high;
     window_range(f, s->last, s->level, &low, &high);
-    if (shaped_like_iteration(f, s, level, low, high)) {
+    if (shaped_like_iteration(f, s, level, low, high, gap)) {
       s->fails = 0;
       if (++s->cycles >= 2 && steady) {
         adopt(p, f, s, gap, level, low, high);
@@ -331,11 +461,14 @@ bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, 
   bool ended;
   if (site >= 0) /* the site tells allocations apart */
     ended = occurs(p, f, signature(size, site, false), level) |
-            occurs(p, f, signature(NO_SIZE, site, false), level);
+            occurs(p, f, signature(NO_SIZE, site, false), level) |
+            (new_size_at(f, site, size) &&
+             occurs(p, f, signature(NEW_SIZE, site, false), level));
   else /* before the first free, every allocation may start an iteration */
     ended = occurs(p, f, signature(size, -1, f->fell || !p->freed), level);
   note_level(f, f->n, level, top);
   f->n++;
+  f->live++;
   f->fell = false;
   return ended;
 }
@@ -347,11 +480,17 @@ void ol_phases_free(ol_phases_t *p, ol_phase_finder_t *f, int64_t bytes, int64_t
   if (!p->freed) {
     p->freed = true;
     p->before_first_free = level + bytes;
-    if (f)
+    if (f) {
       f->highest = level + bytes;
+      f->fewest_live = f->live;
+    }
   }
   if (!f)
     return;
+  if (f->live > 0) /* a block allocated before the finder was made is not counted */
+    f->live--;
+  if (f->live < f->fewest_live)
+    f->fewest_live = f->live;
   f->fell = true;
   if (f->n > 0) {
     int64_t *low = block_low(f, f->n - 1);
@@ -433,6 +572,10 @@ bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, ui
    * warming up, never a leak: rises count from the second on. */
   if (i < 3 || !valley_known(p, i - 1))
     return false;
+  if (p->broke_at == i) { /* its low point is not one iteration's: a rising run starts again */
+    p->rising = 0;
+    return false;
+  }
   int64_t rise = valley_of(p, i) - valley_of(p, i - 1);
   if (rise <= 0) {
     p->rising = 0;
@@ -496,4 +639,10 @@ void ol_leak_warning_text(ol_buf_t *out, const ol_leak_warning_t *w, ol_site_nam
   if (w->runs_out_s >= 0 && w->at_s >= 0)
     ol_buf_printf(out, ", in about %.*f s at this rate", w->runs_out_s - w->at_s < 10 ? 1 : 0,
                   w->runs_out_s - w->at_s);
+}
+
+bool ol_phases_loop_ended(const ol_phases_t *p, const ol_phase_finder_t *f)
+{
+  return f && p->iterations > 0 && p->period > 0 &&
+         f->n - f->anchor_last > (MISSED_MAX + 1) * p->period;
 }

@@ -643,6 +643,81 @@ START_TEST(driver_calls_pinned)
 }
 END_TEST
 
+/* A trace of calls of a decoder's generate (as test_phases builds them):
+ * a prompt of the call's batch, then 24 tokens through 8 layers, each
+ * layer's key/value cache grown by a token, all freed at the call's end. */
+typedef struct gen_trace {
+  FILE *f;
+  uint64_t t, addr;
+} gen_trace_t;
+
+static uint64_t gen_take(gen_trace_t *g, int site, uint64_t size)
+{
+  g->addr += 0x100000000ull;
+  fprintf(g->f, "%llu,alloc,0x%llx,%llu,0,gen.py:%d:site%d\n", (unsigned long long)++g->t,
+          (unsigned long long)g->addr, (unsigned long long)size, site, site);
+  return g->addr;
+}
+
+static void gen_give(gen_trace_t *g, uint64_t addr)
+{
+  fprintf(g->f, "%llu,free_completed,0x%llx,0,0,\n", (unsigned long long)++g->t,
+          (unsigned long long)addr);
+}
+
+static void gen_call(gen_trace_t *g, uint64_t batch)
+{
+  const uint64_t token = batch * 64 * 1024;
+  uint64_t prompt = gen_take(g, 30, 512 * token), keys[8] = {0}, values[8] = {0};
+  for (uint64_t t = 1; t <= 24; t++)
+    for (int l = 0; l < 8; l++) {
+      uint64_t q = gen_take(g, 31, token);
+      uint64_t k = gen_take(g, 32, t * token), v = gen_take(g, 33, t * token);
+      if (keys[l]) {
+        gen_give(g, keys[l]);
+        gen_give(g, values[l]);
+      }
+      keys[l] = k;
+      values[l] = v;
+      gen_give(g, gen_take(g, 34, 4 * t * token));
+      gen_give(g, q);
+    }
+  for (int l = 0; l < 8; l++) {
+    gen_give(g, keys[l]);
+    gen_give(g, values[l]);
+  }
+  gen_give(g, prompt);
+}
+
+/* The steady state is counted over the iterations the finder ends with:
+ * when a longer repeat takes over (the call's, from the token's, at the
+ * fourth call), the ends counted before it are dropped, not kept beside
+ * the new ones (the text said "the last 47 of 94 iterations" of a job of
+ * 8 calls). */
+START_TEST(steady_state_counts_the_finders_iterations)
+{
+  static const uint64_t batches[] = {5, 3, 4, 15, 13, 7, 9, 2};
+  gen_trace_t g = {.f = fopen(path, "w")};
+  ck_assert_ptr_nonnull(g.f);
+  fputs(HEADER, g.f);
+  gen_take(&g, 1, 2 * GiB); /* the weights */
+  for (int c = 0; c < 8; c++)
+    gen_call(&g, batches[c]);
+  fclose(g.f);
+  ol_policy_options_t options = {.capacity = OL_REPLAY_DEFAULT_CAPACITY};
+  ol_replay_result_t r;
+  ol_error_t err;
+  ck_assert_msg(ol_replay_file(path, ol_policy_find("oomlens"), &options, &r, &err) == 0, "%s",
+                err.text);
+  ol_replay_steady_t st;
+  ol_replay_steady(&r, &st);
+  ck_assert_uint_eq(r.calls_count, 7);
+  ck_assert_uint_eq(st.of, 7);
+  ck_assert_uint_eq(st.iterations, 4);
+  ol_replay_result_free(&r);
+}
+END_TEST
+
 /* Both outputs say them: the text's two lines, the JSON's objects. */
 START_TEST(cli_driver_calls)
 {
@@ -724,6 +799,7 @@ static Suite *replay_suite(void)
   tcase_add_test(driver, follows_the_live_pool);
   tcase_add_test(driver, segments_are_the_jobs_without_manage);
   tcase_add_loop_test(driver, maps_in_the_recorded_unit, 0, 2);
+  tcase_add_test(driver, steady_state_counts_the_finders_iterations);
   suite_add_tcase(s, driver);
   TCase *huge = tcase_create("huge");
   tcase_add_loop_test(huge, any_capacity_stays_bounded, 0,
