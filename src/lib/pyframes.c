@@ -26,6 +26,13 @@
  *   a race there gives a wrong line, never a crash). A code object freed
  *   and another allocated at the same address would share a key: the key
  *   also holds co_firstlineno, so only a look-alike is mistaken.
+ * - The walk's cost is the frames it passes: a PyTorch op under a
+ *   transformers forward with checkpointing sits 40 to 80 library frames
+ *   above the job's own line. Past the innermost frames a frame costs its
+ *   code pointer, its link and a slot of a per-thread table of code objects
+ *   (whether the code is the job's, from a second table by file, and where
+ *   its traceable code starts): nothing of the code object is read again
+ *   (scripts/bench_capture.sh counts it; docs/measurements.md).
  * - Once the interpreter is finalizing, no frames are read: it frees other
  *   threads' states while daemon threads may still run C code. */
 #include <dlfcn.h>
@@ -102,7 +109,9 @@ static atomic_uint_fast64_t with_python, without_python;
  * model with checkpointing: on a hit a frame costs a few loads of its own
  * and none of its code object). Two ways a set, the one last learnt first:
  * two code objects of one stack that share a set would otherwise evict
- * each other on every walk. */
+ * each other on every walk. A code object freed and another made at its
+ * address keeps the first one's answers until evicted, as it would share
+ * its key (above); so does a file's string. */
 typedef struct class_slot {
   uintptr_t code;
   int32_t first_traceable; /* co_firsttraceable in code units (3.11+), else 0 */

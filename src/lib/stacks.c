@@ -15,8 +15,10 @@
  * an exponential distribution), so big allocations, which make the peak,
  * are nearly always taken and small ones rarely; the rest are counted,
  * exactly, under one "not sampled" site, so a device's sites still sum to
- * its peak. And a per-thread cache maps a key seen before to its site id,
- * so a repeated stack skips the interning under the tracker's lock.
+ * its peak. And a per-thread cache maps a key seen before to its site id
+ * (two slots a set, so two sites of one loop that share a set do not evict
+ * each other), so a repeated stack skips the interning under the tracker's
+ * lock.
  *
  * Call sites are taken in two ways. OOMLENS_STACKS=1: Python and native
  * frames, every allocation unless OOMLENS_STACK_SAMPLE says otherwise.
