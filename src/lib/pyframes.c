@@ -347,10 +347,18 @@ static bool own_path(const char *path)
 
 /* The set of an object (16-byte aligned): its address's low bits, so
  * objects made one after another (a module's code objects) take different
- * sets; a multiplicative hash spread them at random and collided more. */
+ * sets, folded with the bits above them: CPython's small objects live in
+ * 4 KiB pools (16 KiB in 3.13), and the low bits alone send the objects at
+ * one offset of every other pool to one set. Small code objects of one
+ * size filled a few pools on a 120-frame stack, and the table of 512 sets
+ * indexed by the low bits alone missed on most frames (160 000
+ * instructions an allocation, scripts/bench_capture.sh BENCH_DEPTH=120);
+ * a multiplicative hash spreads all objects at random and collides more
+ * on a small stack. */
 static size_t spread(uintptr_t object, unsigned bits)
 {
-  return (size_t)(object >> 4) & (((size_t)1 << bits) - 1);
+  uintptr_t h = object >> 4;
+  return (size_t)(h ^ h >> bits) & (((size_t)1 << bits) - 1);
 }
 
 static bool own_file(uintptr_t name)
@@ -388,7 +396,8 @@ static const class_slot_t *__attribute__((noinline)) learn_class(class_slot_t se
  * hit reads nothing of the object: the address was checked when it was
  * learnt, and a live frame holds its code object. The frames the key
  * keeps are checked again (capture), since their code is read. */
-static const class_slot_t *class_of(class_slot_t (*table)[2], uintptr_t code)
+static inline __attribute__((always_inline)) const class_slot_t *class_of(class_slot_t (*table)[2],
+                                                                        uintptr_t code)
 {
   class_slot_t *set = table[spread(code, 9)];
   _Static_assert(CLASS_SETS == 1 << 9, "spread(code, 9) indexes CLASS_SETS");
