@@ -348,13 +348,14 @@ static bool own_path(const char *path)
 /* The set of an object (16-byte aligned): its address's low bits, so
  * objects made one after another (a module's code objects) take different
  * sets, folded with the bits above them: CPython's small objects live in
- * 4 KiB pools (16 KiB in 3.13), and the low bits alone send the objects at
- * one offset of every other pool to one set. Small code objects of one
- * size filled a few pools on a 120-frame stack, and the table of 512 sets
- * indexed by the low bits alone missed on most frames (160 000
- * instructions an allocation, scripts/bench_capture.sh BENCH_DEPTH=120);
- * a multiplicative hash spreads all objects at random and collides more
- * on a small stack. */
+ * pools of a few KiB, and the low bits alone send the objects at one
+ * offset of pools 8 KiB apart to one set. Small code objects of one size
+ * (wrappers, a model's many forward helpers) fill enough pools on a deep
+ * stack to evict each other on every walk: indexed by the low bits alone,
+ * the direct-mapped table this replaced missed on most frames of a
+ * 120-frame stack (160 000 instructions an allocation,
+ * scripts/bench_capture.sh BENCH_DEPTH=120). A multiplicative hash spreads
+ * all objects at random and collides more on a small stack. */
 static size_t spread(uintptr_t object, unsigned bits)
 {
   uintptr_t h = object >> 4;
