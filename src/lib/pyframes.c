@@ -26,6 +26,13 @@
  *   a race there gives a wrong line, never a crash). A code object freed
  *   and another allocated at the same address would share a key: the key
  *   also holds co_firstlineno, so only a look-alike is mistaken.
+ * - The walk's cost is the frames it passes: a PyTorch op under a
+ *   transformers forward with checkpointing sits 40 to 80 library frames
+ *   above the job's own line. Past the innermost frames a frame costs its
+ *   code pointer, its link and a slot of a per-thread table of code objects
+ *   (whether the code is the job's, from a second table by file, and where
+ *   its traceable code starts): nothing of the code object is read again
+ *   (scripts/bench_capture.sh counts it; docs/measurements.md).
  * - Once the interpreter is finalizing, no frames are read: it frees other
  *   threads' states while daemon threads may still run C code. */
 #include <dlfcn.h>
@@ -75,8 +82,10 @@ static const layout_t layouts[] = {
 
 #define INNERMOST 3 /* frames kept from the top, like PyTorch's recorded traces */
 #define WALK_MAX 256 /* frames looked at for the job's own, at most */
-#define CLASS_SLOTS 512 /* code objects whose ownership is known, per thread: a PyTorch stack
-                          * passes through hundreds, and a miss reads a path */
+#define CLASS_SETS 512 /* code objects known, per thread, two a set: a PyTorch stack passes
+                        * through hundreds of them, and each stack through the same ones */
+#define FILE_SLOTS 64  /* files whose ownership is known, per thread: far fewer than code
+                        * objects, and a miss reads a path */
 
 typedef void *(*tstate_fn)(void);
 typedef int (*addr2line_fn)(void *, int);
@@ -95,12 +104,29 @@ static const char *state = "none";
 static atomic_bool broken; /* frames did not look like CPython's: stop reading them */
 static atomic_uint_fast64_t with_python, without_python;
 
-/* Per thread: is this code object the job's own (not a library's)? */
+/* Per thread, per code object seen: what the walk needs of it, read once
+ * (the walk's cost is the frames it passes, 40 to 80 under a Hugging Face
+ * model with checkpointing: on a hit a frame costs a few loads of its own
+ * and none of its code object). Two ways a set, the one last learnt first:
+ * two code objects of one stack that share a set would otherwise evict
+ * each other on every walk. A code object freed and another made at its
+ * address keeps the first one's answers until evicted, as it would share
+ * its key (above); so does a file's string. */
 typedef struct class_slot {
   uintptr_t code;
-  bool own;
+  int32_t first_traceable; /* co_firsttraceable in code units (3.11+), else 0 */
+  bool own;                /* the job's own code, not a library's */
 } class_slot_t;
-static _Thread_local class_slot_t classes[CLASS_SLOTS];
+static _Thread_local class_slot_t classes[CLASS_SETS][2];
+
+/* Per thread, per co_filename string seen: whether it is the job's own. A
+ * module's code objects share their file's string, so a code object seen
+ * first costs a look-up here, not a path read. */
+typedef struct file_slot {
+  uintptr_t name;
+  bool own;
+} file_slot_t;
+static _Thread_local file_slot_t files[FILE_SLOTS];
 
 static uintptr_t word_at(uintptr_t p, int offset)
 {
@@ -253,15 +279,14 @@ static int64_t unit_of(uintptr_t frame, uintptr_t code)
 
 /* Frames the interpreter itself would not show: C-stack entry frames
  * (3.12+), and frames pushed but not started (3.11+). */
-static bool hidden(uintptr_t frame, uintptr_t code)
+static bool hidden(uintptr_t frame, uintptr_t code, const class_slot_t *class)
 {
   if (layout->frame_owner < 0)
     return false;
   char owner = *(const char *)(frame + (uintptr_t)layout->frame_owner);
   if (owner == OWNED_BY_CSTACK)
     return true;
-  return owner != OWNED_BY_GENERATOR &&
-         raw_unit(frame, code) < (int32_t)u32_at(code, layout->code_firsttraceable);
+  return owner != OWNED_BY_GENERATOR && raw_unit(frame, code) < class->first_traceable;
 }
 
 /* A string's characters as UTF-8 (compact strings only; others "?"). */
@@ -320,16 +345,72 @@ static bool own_path(const char *path)
   return !library_part(path) && strncmp(path, "<frozen", 7) != 0;
 }
 
-static bool own_code(uintptr_t code)
+/* The set of an object (16-byte aligned): its address's low bits, so
+ * objects made one after another (a module's code objects) take different
+ * sets, folded with the bits above them: CPython's small objects live in
+ * pools of a few KiB, and the low bits alone send the objects at one
+ * offset of pools 8 KiB apart to one set. Small code objects of one size
+ * (wrappers, a model's many forward helpers) fill enough pools on a deep
+ * stack to evict each other on every walk: indexed by the low bits alone,
+ * the direct-mapped table this replaced missed on most frames of a
+ * 120-frame stack (160 000 instructions an allocation,
+ * scripts/bench_capture.sh BENCH_DEPTH=120). A multiplicative hash spreads
+ * all objects at random and collides more on a small stack. */
+static size_t spread(uintptr_t object, unsigned bits)
 {
-  class_slot_t *slot = &classes[(code >> 4) % CLASS_SLOTS];
-  if (slot->code != code) {
+  uintptr_t h = object >> 4;
+  return (size_t)(h ^ h >> bits) & (((size_t)1 << bits) - 1);
+}
+
+static bool own_file(uintptr_t name)
+{
+  file_slot_t *slot = &files[spread(name, 6)];
+  _Static_assert(FILE_SLOTS == 1 << 6, "spread(name, 6) indexes FILE_SLOTS");
+  if (slot->name != name) {
     char path[512];
-    string_text(word_at(code, layout->code_filename), path, sizeof path);
+    string_text(name, path, sizeof path);
     slot->own = own_path(path);
-    slot->code = code;
+    slot->name = name;
   }
   return slot->own;
+}
+
+/* A code object in neither way of its set: checked to be one, read, and
+ * put first (the other way keeps the one that was first). NULL: not a
+ * code object. */
+static const class_slot_t *__attribute__((noinline)) learn_class(class_slot_t set[2],
+                                                                  uintptr_t code)
+{
+  if (!has_type(code, code_type))
+    return NULL;
+  set[1] = set[0];
+  set[0] = (class_slot_t){
+    .code = code,
+    .own = own_file(word_at(code, layout->code_filename)),
+    .first_traceable = layout->code_firsttraceable < 0
+                           ? 0
+                           : (int32_t)u32_at(code, layout->code_firsttraceable)};
+  return &set[0];
+}
+
+/* The slot of the code object a frame runs, or NULL when it is not one. A
+ * hit reads nothing of the object: the address was checked when it was
+ * learnt, and a live frame holds its code object. The frames the key
+ * keeps are checked again (capture), since their code is read. */
+static inline __attribute__((always_inline)) const class_slot_t *class_of(class_slot_t (*table)[2],
+                                                                        uintptr_t code)
+{
+  class_slot_t *set = table[spread(code, 9)];
+  _Static_assert(CLASS_SETS == 1 << 9, "spread(code, 9) indexes CLASS_SETS");
+  return set[0].code == code ? &set[0] : set[1].code == code ? &set[1] : learn_class(set, code);
+}
+
+/* This thread's table, found once a capture: in a shared library each
+ * access to a thread-local is a call to __tls_get_addr, which the compiler
+ * would otherwise make again on every frame. */
+static class_slot_t (*__attribute__((noinline)) thread_classes(void))[2]
+{
+  return classes;
 }
 
 static uint64_t where_of(uintptr_t frame, uintptr_t code)
@@ -346,6 +427,38 @@ static int unreadable(int kept)
   return kept;
 }
 
+static void keep(uintptr_t frame, uintptr_t code, uintptr_t *pair)
+{
+  pair[0] = code;
+  pair[1] = where_of(frame, code);
+}
+
+/* Past the innermost frames, the first shown frame of the job's own code,
+ * or 0. This is where a deep stack's cost is (a Hugging Face forward under
+ * checkpointing passes 40 to 80 library frames before the job's loop), so
+ * a frame costs its code pointer, its slot and its link; whether a frame is
+ * hidden, and the type check its fields' reads need, are asked of an own
+ * frame alone. *bad: a frame that is not CPython's (the walk stops). */
+static uintptr_t find_own(class_slot_t (*table)[2], uintptr_t frame, int walked, bool *bad)
+{
+  const int code_at = layout->frame_code, back_at = layout->frame_back;
+  const bool code_always = layout->minor < 13; /* 3.13 frames may run something that is not code */
+  for (; frame && walked < WALK_MAX; walked++, frame = word_at(frame, back_at)) {
+    uintptr_t code = word_at(frame, code_at);
+    const class_slot_t *class = class_of(table, code);
+    bool is_code = class && (!class->own || has_type(code, code_type));
+    if (!is_code && code_always) {
+      *bad = true;
+      return 0;
+    }
+    if (is_code && class->own && !hidden(frame, code, class))
+      return frame;
+  }
+  return 0;
+}
+
+/* The innermost INNERMOST shown frames, then (when none of them is the
+ * job's) the job's own first frame: what a site's key holds. */
 int ol_pyframes_capture(uintptr_t *pairs, int max)
 {
   if (!ready())
@@ -354,25 +467,27 @@ int ol_pyframes_capture(uintptr_t *pairs, int max)
    * under it (by another thread): read no more frames. */
   uintptr_t tstate = finalizing() ? 0 : (uintptr_t)this_thread_state();
   uintptr_t frame = tstate ? innermost(tstate) : 0;
-  int kept = 0;
-  bool have_own = false;
-  for (int walked = 0; frame && walked < WALK_MAX && kept < max; walked++) {
+  class_slot_t(*table)[2] = frame ? thread_classes() : NULL;
+  int kept = 0, walked = 0;
+  bool have_own = false, bad = false;
+  for (; frame && walked < WALK_MAX && kept < max && kept < INNERMOST; walked++) {
     uintptr_t code = code_of(frame);
-    if (!has_type(code, code_type)) {
+    const class_slot_t *class = has_type(code, code_type) ? class_of(table, code) : NULL;
+    if (!class) {
       if (layout->minor < 13) /* 3.13 frames may run something that is not code */
         return unreadable(kept);
-    } else if (!hidden(frame, code)) {
-      bool own = own_code(code);
-      if (kept < INNERMOST || (own && !have_own)) {
-        pairs[2 * kept] = code;
-        pairs[2 * kept + 1] = where_of(frame, code);
-        kept++;
-      }
-      have_own |= own;
-      if (kept >= INNERMOST && have_own)
-        break;
+    } else if (!hidden(frame, code, class)) {
+      keep(frame, code, &pairs[2 * kept++]);
+      have_own |= class->own;
     }
     frame = word_at(frame, layout->frame_back);
+  }
+  if (frame && !have_own && kept == INNERMOST && kept < max) {
+    uintptr_t own = find_own(table, frame, walked, &bad);
+    if (bad)
+      return unreadable(kept);
+    if (own)
+      keep(own, code_of(own), &pairs[2 * kept++]);
   }
   atomic_fetch_add_explicit(kept ? &with_python : &without_python, 1, memory_order_relaxed);
   return kept;

@@ -15,8 +15,10 @@
  * an exponential distribution), so big allocations, which make the peak,
  * are nearly always taken and small ones rarely; the rest are counted,
  * exactly, under one "not sampled" site, so a device's sites still sum to
- * its peak. And a per-thread cache maps a key seen before to its site id,
- * so a repeated stack skips the interning under the tracker's lock.
+ * its peak. And a per-thread cache maps a key seen before to its site id
+ * (two slots a set, so two sites of one loop that share a set do not evict
+ * each other), so a repeated stack skips the interning under the tracker's
+ * lock.
  *
  * Call sites are taken in two ways. OOMLENS_STACKS=1: Python and native
  * frames, every allocation unless OOMLENS_STACK_SAMPLE says otherwise.
@@ -41,6 +43,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +52,7 @@
 #include "prim.h"
 
 #define MAX_SEGMENTS 8
-#define CACHE_SLOTS 128
+#define CACHE_SETS 128 /* two slots each: a model's forward has hundreds of sites */
 #define HEADER_PYTHON(h) ((size_t)((h) & 0xffff))
 #define HEADER_NATIVE(h) ((size_t)((h) >> 16 & 0xffff))
 #define HEADER_UNSAMPLED ((uintptr_t)1 << 32)
@@ -309,35 +312,51 @@ void ol_stacks_request_key(ol_site_key_t *key)
 
 /* ---- the per-thread cache of interned keys -------------------------------- */
 
-static cache_slot_t *slot_for(const ol_site_key_t *key)
+/* The key's set of two slots, the one cached last first. */
+static cache_slot_t *set_for(const ol_site_key_t *key)
 {
   if (!thread.cache && !thread.cache_failed) {
     pthread_once(&once, start);
-    thread.cache = cache_key_ok ? calloc(CACHE_SLOTS, sizeof *thread.cache) : NULL;
+    thread.cache = cache_key_ok ? calloc(2 * CACHE_SETS, sizeof *thread.cache) : NULL;
     thread.cache_failed = !thread.cache || pthread_setspecific(cache_key, thread.cache) != 0;
     if (thread.cache_failed) {
       free(thread.cache);
       thread.cache = NULL;
     }
   }
-  return thread.cache ? &thread.cache[key->hash % CACHE_SLOTS] : NULL;
+  return thread.cache ? &thread.cache[2 * (key->hash % CACHE_SETS)] : NULL;
+}
+
+static bool slot_holds(const cache_slot_t *slot, int device, const ol_site_key_t *key)
+{
+  return slot->hash == key->hash && slot->device == device && slot->words == key->count &&
+         slot->generation == atomic_load_explicit(&generation, memory_order_relaxed) &&
+         memcmp(slot->key, key->words, key->count * sizeof *key->words) == 0;
 }
 
 int32_t ol_stacks_cached_site(int device, const ol_site_key_t *key)
 {
-  const cache_slot_t *slot = slot_for(key);
-  if (!slot || slot->hash != key->hash || slot->device != device || slot->words != key->count ||
-      slot->generation != atomic_load_explicit(&generation, memory_order_relaxed) ||
-      memcmp(slot->key, key->words, key->count * sizeof *key->words) != 0)
-    return -1;
-  return slot->site;
+  const cache_slot_t *set = set_for(key);
+  if (set && slot_holds(&set[0], device, key))
+    return set[0].site;
+  if (set && slot_holds(&set[1], device, key))
+    return set[1].site;
+  return -1;
+}
+
+/* The slot's used part only: a key of Python frames is 9 of its words. */
+static void copy_slot(cache_slot_t *to, const cache_slot_t *from)
+{
+  memcpy(to, from, offsetof(cache_slot_t, key) + from->words * sizeof *from->key);
 }
 
 void ol_stacks_cache_site(int device, const ol_site_key_t *key, int32_t site)
 {
-  cache_slot_t *slot = slot_for(key);
-  if (!slot || site < 0)
+  cache_slot_t *set = set_for(key);
+  if (!set || site < 0)
     return;
+  copy_slot(&set[1], &set[0]); /* the other way keeps the one cached before */
+  cache_slot_t *slot = &set[0];
   slot->hash = key->hash;
   slot->generation = atomic_load_explicit(&generation, memory_order_relaxed);
   slot->device = device;

@@ -182,6 +182,33 @@ START_TEST(python_threads_each_their_own_frames)
 }
 END_TEST
 
+/* A library's op 62 library frames above the job's own line, as PyTorch's
+ * ops under a transformers forward with checkpointing: the site is the
+ * three innermost frames and the job's line past all of them, under manage
+ * mode's capture (Python frames only, every allocation at this sample),
+ * the same for the allocations after the first, which the per-thread
+ * tables answer. */
+START_TEST(python_own_line_below_a_deep_library_stack)
+{
+  const char *env[] = {"OOMLENS_MANAGE=1", "OOMLENS_STACK_SAMPLE=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_python(pythons[_i], "deep", env, &run);
+  ck_assert_int_eq(harness_int(r, "stacks.python.with_frames"), 3);
+  ck_assert_int_eq(harness_int(r, DEV "sites.by_total[0].bytes"), 48 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "sites.by_total[0].allocations"), 3);
+  ck_assert_ptr_null(ol_json_path(r, DEV "sites.by_total[1]"));
+  char own[128];
+  snprintf(own, sizeof own, "py_sites.py:%d:deep", tagged_line("deep"));
+  const char *want[] = {"deeplib/ops.py:3:op", "deeplib/ops.py:126:level_60",
+                        "deeplib/ops.py:124:level_59", own};
+  const ol_json_t *frames = ol_json_path(r, DEV "sites.by_total[0].frames");
+  ck_assert_uint_eq(ol_json_length(frames), 4);
+  for (size_t i = 0; i < 4; i++)
+    ck_assert_str_eq(ol_json_string(ol_json_at(frames, i)), want[i]);
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(python_frames_can_be_turned_off)
 {
   const char *env[] = {"OOMLENS_STACKS=1", "OOMLENS_PYTHON_FRAMES=0", NULL};
@@ -292,6 +319,7 @@ static Suite *pyframes_suite(void)
   tcase_add_loop_test(py, layout_matches_the_headers, 0, python_count);
   tcase_add_loop_test(py, python_lines_at_the_peak, 0, python_count);
   tcase_add_loop_test(py, python_threads_each_their_own_frames, 0, python_count);
+  tcase_add_loop_test(py, python_own_line_below_a_deep_library_stack, 0, python_count);
   tcase_add_test(py, python_frames_can_be_turned_off);
   if (python_count > 0)
     tcase_add_test(py, python_lines_in_the_trace_file);

@@ -5,7 +5,7 @@ the simulated libcudart; ctypes releases the GIL around the call, as
 PyTorch does around its CUDA work). Lines tagged "# site:" are the ones a
 report must name; tests/test_pyframes.c finds them by their tag.
 
-usage: py_sites.py LIBCUDART [two_sites | threads]
+usage: py_sites.py LIBCUDART [two_sites | threads | deep]
 """
 import ctypes
 import sys
@@ -59,5 +59,32 @@ def threads():
     return held
 
 
+# A library's op below DEEP library frames, as PyTorch's below a
+# transformers forward: the code objects carry a site-packages path (the
+# capture reads the path from the code object; no file needs to exist).
+DEEP = 60
+LIBRARY = ("def op(size):\n"
+           "    ptr = ctypes.c_void_p()\n"
+           "    check(runtime.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(size)))\n"
+           "    return ptr\n" +
+           "".join("def level_%d(size):\n    return level_%d(size)\n" % (i, i + 1)
+                   for i in range(DEEP)) +
+           "def level_%d(size):\n    return op(size)\n" % DEEP)
+
+
+def check(err):
+    if err != 0:
+        sys.exit("cudaMalloc failed: %d" % err)
+
+
+def deep():
+    lib = {"ctypes": ctypes, "runtime": runtime, "check": check}
+    exec(compile(LIBRARY, "/usr/lib/python3/site-packages/deeplib/ops.py", "exec"), lib)
+    held = []
+    for _ in range(3):
+        held.append(lib["level_0"](16 * MiB))  # site: deep
+    return held
+
+
 if __name__ == "__main__":
-    kept = {"two_sites": two_sites, "threads": threads}[sys.argv[2]]()
+    kept = {"two_sites": two_sites, "threads": threads, "deep": deep}[sys.argv[2]]()
