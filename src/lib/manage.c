@@ -62,7 +62,7 @@ typedef struct chunk_handle {
 
 /* Chunks the pool gave back, still mapped until the work queued before
  * then has passed (events instead of a device synchronize per trim). */
-#define RETIREMENTS 16
+#define RETIREMENTS 64
 typedef struct retirement {
   batch_t fence; /* events only */
   uint64_t seq, addr, size;
@@ -183,29 +183,36 @@ static void mark_retired(managed_t *m, uint64_t addr, uint64_t size, uint64_t by
 /* Unmaps the chunks of finished retirements, oldest first; while the device
  * memory behind the pool is above hold_at_most, waits for the next one too
  * (0: for all of them, memory is short; NO_WAIT: never). */
+/* Unmaps the oldest retirement's chunks, once its fence has passed (state
+ * 1), waiting for it first (0), or after a synchronize (-1). */
+static void reap_oldest(managed_t *m, int state)
+{
+  retirement_t *r = &m->retirements[m->retire_head];
+  if (state == 0)
+    ol_track_fence_wait(m->device); /* the CPU waits for the device: counted */
+  for (int i = 0; state == 0 && i < r->fence.event_count; i++)
+    if (ol_prim_event_wait(r->fence.events[i]) != 0)
+      state = -1; /* the events failed us: only a synchronize is safe */
+  if (state < 0 && ol_prim_device_synchronize() == 0)
+    ol_track_device_sync(m->device);
+  chunk_handle_t *c;
+  for (uint64_t at = r->addr; (c = extent_from(m, &at, r->addr + r->size));) {
+    at += c->size;
+    if (c->retired_by == r->seq)
+      release_chunk(m, c);
+  }
+  return_events(m, &r->fence);
+  m->retire_head = (m->retire_head + 1) % RETIREMENTS;
+  m->retire_count--;
+}
+
 static void reap_retired(managed_t *m, uint64_t hold_at_most)
 {
   while (m->retire_count > 0) {
-    retirement_t *r = &m->retirements[m->retire_head];
-    int state = fence_state(&r->fence);
+    int state = fence_state(&m->retirements[m->retire_head].fence);
     if (state == 0 && m->physical <= hold_at_most)
       return;
-    if (state == 0)
-      ol_track_fence_wait(m->device); /* the CPU waits for the device: counted */
-    for (int i = 0; state == 0 && i < r->fence.event_count; i++)
-      if (ol_prim_event_wait(r->fence.events[i]) != 0)
-        state = -1; /* the events failed us: only a synchronize is safe */
-    if (state < 0 && ol_prim_device_synchronize() == 0)
-      ol_track_device_sync(m->device);
-    chunk_handle_t *c;
-    for (uint64_t at = r->addr; (c = extent_from(m, &at, r->addr + r->size));) {
-      at += c->size;
-      if (c->retired_by == r->seq)
-        release_chunk(m, c);
-    }
-    return_events(m, &r->fence);
-    m->retire_head = (m->retire_head + 1) % RETIREMENTS;
-    m->retire_count--;
+    reap_oldest(m, state);
   }
 }
 
@@ -217,9 +224,12 @@ static void reap_retired(managed_t *m, uint64_t hold_at_most)
 static bool retire(managed_t *m, uint64_t addr, uint64_t size)
 {
   reap_retired(m, NO_WAIT);
-  if (m->retire_count == RETIREMENTS || ol_streams_capturing() ||
-      ol_prim_current_device_driver() != m->device)
+  if (ol_streams_capturing() || ol_prim_current_device_driver() != m->device)
     return false;
+  /* all in use: wait for the oldest (queued first, done first) rather
+   * than synchronize the device for this one */
+  if (m->retire_count == RETIREMENTS)
+    reap_oldest(m, fence_state(&m->retirements[m->retire_head].fence));
   retirement_t *r = &m->retirements[(m->retire_head + m->retire_count) % RETIREMENTS];
   r->fence.event_count = 0;
   if (!record_fence(m, &r->fence, NULL)) {
