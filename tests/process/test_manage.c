@@ -167,6 +167,20 @@ START_TEST(no_unmap_under_running_kernel)
 }
 END_TEST
 
+/* More runs given back under a running kernel than there are retirement
+ * slots: the oldest is waited for, the device never synchronized (it was
+ * once per run beyond the 16 slots). */
+START_TEST(retirements_beyond_the_slots_wait_without_a_sync)
+{
+  const char *extra[] = {"SIMCU_CAPACITY=1G", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("many_retirements", extra, &run);
+  ck_assert_int_eq(harness_int(r, DEV "calls.device_syncs"), 0);
+  ck_assert_int_ge(harness_int(r, DEV "calls.fence_waits"), 1);
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(async_free_reused_at_once_on_its_stream)
 {
   const char *extra[] = {"EXPECT_REUSE=1", NULL};
@@ -312,6 +326,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, no_vmm_falls_back_to_the_driver);
   tcase_add_test(tc, recorded_gpt2_within_two_percent);
   tcase_add_loop_test(tc, no_unmap_under_running_kernel, 0, 2);
+  tcase_add_test(tc, retirements_beyond_the_slots_wait_without_a_sync);
   tcase_add_test(tc, async_free_reused_at_once_on_its_stream);
   tcase_add_test(tc, async_free_waits_for_its_stream_elsewhere);
   tcase_add_test(tc, capacity_limits_the_pool);

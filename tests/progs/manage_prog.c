@@ -406,6 +406,33 @@ static int driver_after_pool(void)
   return 0;
 }
 
+/* Free memory in more separate runs than manage.c keeps retirements for,
+ * all of it still under a running kernel's queue, given back at once to
+ * serve a request the device holds only without them: each run retires
+ * behind its own events, and none may cost a device synchronize. */
+#define RUNS 80
+static int many_retirements(void)
+{
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  void *hole[RUNS], *wall[RUNS];
+  for (int i = 0; i < RUNS; i++) {
+    CHECK(cudaMalloc(&hole[i], 2 * MiB) == cudaSuccess);
+    CHECK(cudaMalloc(&wall[i], 2 * MiB) == cudaSuccess);
+  }
+  CHECK(simcu_launch_fill(0, (CUdeviceptr)wall[0], 0x11, 4096, 20000) == CUDA_SUCCESS);
+  for (int i = 0; i < RUNS; i++)
+    CHECK(cudaFree(hole[i]) == cudaSuccess);
+  size_t capacity = simcu_capacity(0);
+  void *big;
+  CHECK(cudaMalloc(&big, capacity - RUNS * 2 * MiB - 64 * MiB) == cudaSuccess);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(simcu_fault_count() == 0);
+  CHECK(cudaFree(big) == cudaSuccess);
+  for (int i = 0; i < RUNS; i++)
+    CHECK(cudaFree(wall[i]) == cudaSuccess);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 2) {
@@ -437,6 +464,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "async_other_stream")) return async_other_stream();
   if (!strcmp(s, "destroyed_stream")) return destroyed_stream();
   if (!strcmp(s, "held_before_growing")) return held_before_growing();
+  if (!strcmp(s, "many_retirements")) return many_retirements();
   fprintf(stderr, "manage_prog: unknown scenario %s\n", s);
   return 2;
 }
