@@ -653,6 +653,24 @@ static int parse_our_event(ol_trace_t *t, const char *line, size_t len, ol_trace
   return 1;
 }
 
+/* A named line read as an event of its own: at the time of the event
+ * before it, on no stream, with no call site. */
+static void named_line_event(const ol_trace_t *t, ol_trace_action_t action, uint64_t addr,
+                             uint64_t size, ol_trace_event_t *ev)
+{
+  ev->action = action;
+  ev->time_us = t->last_time_us;
+  ev->addr = addr;
+  ev->size = size;
+  ev->stream = 0;
+  ev->frames = "";
+  ev->frames_len = 0;
+  ev->site_plus1 = 0;
+  ev->line = t->line;
+  ev->oom_final = false;
+  ev->context = NULL;
+}
+
 /* "oom_context,DEVICE,WORDS" (oom_context.c's words): an event of its own,
  * at the time of the event before it, its size the request. */
 static int parse_context_line(ol_trace_t *t, const char *line, size_t len, ol_trace_event_t *ev,
@@ -676,16 +694,7 @@ static int parse_context_line(ol_trace_t *t, const char *line, size_t len, ol_tr
             shown(f[2], tmp, sizeof tmp));
     return -1;
   }
-  ev->action = OL_TRACE_OOM_CONTEXT;
-  ev->time_us = t->last_time_us;
-  ev->addr = 0;
-  ev->size = t->context.request;
-  ev->stream = 0;
-  ev->frames = "";
-  ev->frames_len = 0;
-  ev->site_plus1 = 0;
-  ev->line = t->line;
-  ev->oom_final = false;
+  named_line_event(t, OL_TRACE_OOM_CONTEXT, 0, t->context.request, ev);
   ev->context = &t->context;
   return 1;
 }
@@ -707,16 +716,7 @@ static int parse_pool_line(ol_trace_t *t, const char *line, size_t len, ol_trace
             ol_trace_action_name(action));
     return -1;
   }
-  ev->action = action;
-  ev->time_us = t->last_time_us;
-  ev->size = 0;
-  ev->stream = 0;
-  ev->frames = "";
-  ev->frames_len = 0;
-  ev->site_plus1 = 0;
-  ev->line = t->line;
-  ev->oom_final = false;
-  ev->context = NULL;
+  named_line_event(t, action, ev->addr, 0, ev);
   return 1;
 }
 
