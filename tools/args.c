@@ -50,14 +50,20 @@ const ol_arg_type_t ol_arg_size = {
   "at most 65536T",
   ol_arg_parse_size};
 const ol_arg_type_t ol_arg_uint = {"value", "expected a whole number", parse_uint};
-/* A batch: what OOMLENS_BATCH accepts (options.c's counts: at most 10^6). */
-static bool parse_batch(const char *text, void *field, const void *data)
+/* A count from 1 to max, as options.c's counts accept them. */
+static bool parse_count_to(const char *text, void *field, uint64_t max)
 {
   uint64_t n;
-  if (!ol_parse_count(text, &n) || n == 0 || n > 1000000)
+  if (!ol_parse_count(text, &n) || n == 0 || n > max)
     return false;
   *(uint64_t *)field = n;
   return true;
+}
+
+/* A batch: what OOMLENS_BATCH accepts (at most 10^6). */
+static bool parse_batch(const char *text, void *field, const void *data)
+{
+  return parse_count_to(text, field, 1000000);
 }
 
 const ol_arg_type_t ol_arg_batch = {"batch", "expected a whole number from 1 to 1000000",
@@ -65,11 +71,7 @@ const ol_arg_type_t ol_arg_batch = {"batch", "expected a whole number from 1 to 
 /* A pool unit: what OOMLENS_POOL_UNIT accepts (1 to 512 chunks). */
 static bool parse_unit(const char *text, void *field, const void *data)
 {
-  uint64_t n;
-  if (!ol_parse_count(text, &n) || n == 0 || n > 512)
-    return false;
-  *(uint64_t *)field = n;
-  return true;
+  return parse_count_to(text, field, 512);
 }
 
 const ol_arg_type_t ol_arg_unit = {"chunks", "expected a whole number from 1 to 512", parse_unit};

@@ -764,8 +764,7 @@ static void trim_before_growing(ol_pool_t *p, uint64_t need, uint64_t new_peak)
   uint64_t bound = new_peak + slack > p->reserved_peak ? new_peak + slack : p->reserved_peak;
   if (after <= bound || after <= p->retry_at)
     return;
-  uint64_t want = after - (bound - slack / 2);
-  ol_pool_release(p, want);
+  ol_pool_release(p, after - (bound - slack / 2));
   p->counts.release_scans++;
   p->retry_at = p->reserved + need + slack / 2;
 }

@@ -152,8 +152,6 @@ static void return_events(managed_t *m, batch_t *fence)
   fence->event_count = 0;
 }
 
-/* The chunks of a range leave the pool's count; `by` says what unmaps them
- * (a retirement, or nothing while parked). */
 /* The next extent at or above at inside [at, end): the pool unmaps whole
  * extents, so each one starts at a chunk boundary of the range. */
 static chunk_handle_t *extent_from(managed_t *m, uint64_t *at, uint64_t end)
@@ -166,6 +164,8 @@ static chunk_handle_t *extent_from(managed_t *m, uint64_t *at, uint64_t end)
   return NULL;
 }
 
+/* The chunks of a range leave the pool's count; `by` says what unmaps them
+ * (a retirement, or nothing while parked). */
 static void mark_retired(managed_t *m, uint64_t addr, uint64_t size, uint64_t by)
 {
   chunk_handle_t *c;
@@ -180,9 +180,6 @@ static void mark_retired(managed_t *m, uint64_t addr, uint64_t size, uint64_t by
 #define NO_WAIT UINT64_MAX
 #define RETIRING_ALLOWANCE 128 /* a 128th of the peak may retire without a wait */
 
-/* Unmaps the chunks of finished retirements, oldest first; while the device
- * memory behind the pool is above hold_at_most, waits for the next one too
- * (0: for all of them, memory is short; NO_WAIT: never). */
 /* Unmaps the oldest retirement's chunks, once its fence has passed (state
  * 1), waiting for it first (0), or after a synchronize (-1). */
 static void reap_oldest(managed_t *m, int state)
@@ -206,6 +203,9 @@ static void reap_oldest(managed_t *m, int state)
   m->retire_count--;
 }
 
+/* Unmaps the chunks of finished retirements, oldest first; while the device
+ * memory behind the pool is above hold_at_most, waits for the next one too
+ * (0: for all of them, memory is short; NO_WAIT: never). */
 static void reap_retired(managed_t *m, uint64_t hold_at_most)
 {
   while (m->retire_count > 0) {
