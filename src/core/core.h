@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 4   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high) */
+#define OL_REPORT_MINOR 5   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: stacks.capture_s, capture_span_s) */
 #define OL_MAX_DEVICES 64
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
 /* The largest size oomlens takes anywhere (options, flags, trace lines):
@@ -803,6 +803,10 @@ typedef struct ol_report_stacks {
   char py_version[32]; /* "3.11.7", or "" */
   uint64_t with_python, without_python; /* stacks taken with / without Python frames */
   bool roles_only; /* manage mode's role capture: Python frames only (format 1.2) */
+  /* The capture's own time on the job's threads, and the time since its
+   * first stack (format 1.5); has_capture_time false: an older report. */
+  bool has_capture_time;
+  double capture_s, capture_span_s;
 } ol_report_stacks_t;
 
 typedef struct ol_report_device {

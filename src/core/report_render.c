@@ -148,6 +148,17 @@ static void text_origins(ol_buf_t *out, const ol_device_stats_t *dev)
 #undef OL_TEXT_ORIGIN
 }
 
+/* The capture's own cost: the time the job's threads spent in it, against
+ * the time since its first stack (an upper bound of what it cost the run's
+ * speed: a GPU-bound step hides it). */
+static void text_capture_time(ol_buf_t *out, const ol_report_stacks_t *s)
+{
+  if (!s->has_capture_time || s->capture_span_s <= 0)
+    return;
+  ol_buf_printf(out, "Call sites cost the allocating threads %.3f s in %.1f s (%.2f%%)\n",
+                s->capture_s, s->capture_span_s, 100.0 * s->capture_s / s->capture_span_s);
+}
+
 static void text_stacks_note(ol_buf_t *out, const ol_report_stacks_t *s)
 {
   ol_buf_printf(out, "Call sites: native frames %s",
@@ -171,6 +182,7 @@ static void text_stacks_note(ol_buf_t *out, const ol_report_stacks_t *s)
                   s->py_version[0] ? s->py_version : "of unknown version");
   else
     ol_buf_printf(out, "stopped (CPython %s frames did not look as expected)\n", s->py_version);
+  text_capture_time(out, s);
 }
 
 /* Memory by role (roles.c, sites.c): at the peak and now, each row with
@@ -542,9 +554,13 @@ static void json_stacks(ol_buf_t *out, const ol_report_stacks_t *s)
   ol_buf_printf(out, ", \"version\": ");
   ol_buf_json_string(out, s->py_version);
   ol_buf_printf(out, ", \"with_frames\": %llu, \"without_frames\": %llu}, "
-                     "\"roles_only\": %s},\n",
+                     "\"roles_only\": %s",
                 (unsigned long long)s->with_python, (unsigned long long)s->without_python,
                 s->roles_only ? "true" : "false");
+  if (s->has_capture_time)
+    ol_buf_printf(out, ", \"capture_s\": %.6f, \"capture_span_s\": %.3f", s->capture_s,
+                  s->capture_span_s);
+  ol_buf_printf(out, "},\n");
 }
 
 /* Always of this format and minor: the layout written is this one, whatever

@@ -144,6 +144,12 @@ bool ol_stacks_native_available(void);
 int ol_stacks_capture(void **frames, int max);
 void ol_stacks_site_key(size_t size, ol_site_key_t *key); /* sampling decided here */
 void ol_stacks_request_key(ol_site_key_t *key);           /* a failed request's: always */
+/* The capture's own time on the job's threads: a monotonic clock, a charge
+ * of the time since a reading of it, and the total charged so far (with
+ * the time since the first charge, the span it was spent in). */
+uint64_t ol_stacks_clock_ns(void);
+void ol_stacks_charge(uint64_t since_ns);
+uint64_t ol_stacks_capture_ns(uint64_t *since_first_ns);
 int32_t ol_stacks_cached_site(int device, const ol_site_key_t *key); /* -1: not cached */
 void ol_stacks_cache_site(int device, const ol_site_key_t *key, int32_t site);
 void ol_stacks_forget_sites(void); /* site ids cached by threads are stale */

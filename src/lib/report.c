@@ -35,7 +35,11 @@ void ol_report_stacks_now(ol_report_stacks_t *s)
                             .sample = ol_stacks_sample_bytes(),
                             .with_python = py.with_python,
                             .without_python = py.without_python,
-                            .roles_only = !ol_stacks_native_on()};
+                            .roles_only = !ol_stacks_native_on(),
+                            .has_capture_time = true};
+  uint64_t span_ns, spent_ns = ol_stacks_capture_ns(&span_ns);
+  s->capture_s = (double)spent_ns / 1e9;
+  s->capture_span_s = (double)span_ns / 1e9;
   snprintf(s->py_state, sizeof s->py_state, "%s", py.state);
   snprintf(s->py_version, sizeof s->py_version, "%s", py.version);
 }
