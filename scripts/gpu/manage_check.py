@@ -129,6 +129,15 @@ def manage_ratio(r):
         return None
 
 
+def capture_share(r):
+    """The role capture's own time on the job's threads over the time since
+    its first stack (report format 1.5): what it can cost at most."""
+    st = (r.get('report') or {}).get('stacks') or {}
+    if not st.get('capture_span_s'):
+        return None
+    return st['capture_s'] / st['capture_span_s']
+
+
 def native_ratio(r):
     res = r.get('result') or {}
     return res.get('peak_reserved', 0) / max(1, res.get('peak_alloc', 0)) if res else None
@@ -167,6 +176,8 @@ def summarise(job, runs):
     row['default_reserved_ratio'] = statistics.median(native_ratio(d) for d, _ in pairs)
     mr = [manage_ratio(m) for _, m in pairs if manage_ratio(m)]
     row['manage_reserved_ratio'] = max(mr) if mr else None
+    shares = [capture_share(m) for _, m in pairs if capture_share(m) is not None]
+    row['capture_share'] = max(shares) if shares else None
     calls = [steady_calls(m) for _, m in pairs]
     calls = [c for c in calls if c]
     if calls:
@@ -188,8 +199,9 @@ def table(rows):
              f'{round(time.monotonic() - START)} s', '',
              '| job | pairs | median ratio --manage/default | worst pair | worst call (generate) | '
              'ratio to fastest PyTorch (which) | reserved/allocated: default, --manage | '
-             'steady state per step: maps, unmaps, syncs, fence waits | losses identical (default runs among themselves) |',
-             '| --- | --- | --- | --- | --- | --- | --- | --- | --- |']
+             'steady state per step: maps, unmaps, syncs, fence waits | losses identical (default runs among themselves) | '
+             'role capture\'s time, most of a run |',
+             '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |']
     for r in rows:
         if 'median_ratio' not in r:
             lines.append(f"| {r['job']} | 0 | error: {(r.get('errors') or ['no run'])[0][-300:]!r} |")
@@ -200,7 +212,8 @@ def table(rows):
             f"{fmt(r.get('worst_call_ratio'))} | {fmt(r['ratio_to_fastest'])} ({r['fastest_pytorch']}) | "
             f"{fmt(r['default_reserved_ratio'], '.4f')}, {fmt(r['manage_reserved_ratio'], '.4f')} | "
             f"{fmt(s.get('maps'), '.1f')}, {fmt(s.get('unmaps'), '.1f')}, {fmt(s.get('syncs'), '.2f')}, "
-            f"{fmt(s.get('fence_waits'), '.2f')} | {r['losses_identical']} ({r['default_runs_identical']}) |")
+            f"{fmt(s.get('fence_waits'), '.2f')} | {r['losses_identical']} ({r['default_runs_identical']}) | "
+            f"{fmt(None if r.get('capture_share') is None else 100 * r['capture_share'], '.2f')}% |")
     lines += ['', 'step medians (s): ' + '; '.join(
         f"{r['job']} default {fmt(r.get('default_step'), '.4f')} manage {fmt(r.get('manage_step'), '.4f')} "
         f"expandable {fmt(r.get('expandable_step'), '.4f')} async {fmt(r.get('async_step'), '.4f')}"
