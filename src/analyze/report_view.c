@@ -13,6 +13,7 @@
  * the HTML page and merge make (a spread, a ratio, seconds to nanoseconds)
  * from overflowing. What is read is copied into the model, so the parsed
  * tree is freed before anything is printed. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,8 +190,9 @@ static void read_stacks(const at_t *root, ol_report_t *v)
   double capture = ol_json_may_number(&s, "capture_s", 0, 1e9, -1); /* format 1.5 */
   v->stacks.has_capture_time = capture >= 0;
   if (v->stacks.has_capture_time) {
-    v->stacks.capture_s = capture;
-    v->stacks.capture_span_s = ol_json_need_number(&s, "capture_span_s", 0, 1e12);
+    v->stacks.capture_us = (uint64_t)llround(capture * 1e6);
+    v->stacks.capture_span_us =
+        (uint64_t)llround(ol_json_need_number(&s, "capture_span_s", 0, 1e9) * 1e6);
   }
 }
 

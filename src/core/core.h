@@ -806,7 +806,7 @@ typedef struct ol_report_stacks {
   /* The capture's own time on the job's threads, and the time since its
    * first stack (format 1.5); has_capture_time false: an older report. */
   bool has_capture_time;
-  double capture_s, capture_span_s;
+  uint64_t capture_us, capture_span_us; /* whole microseconds: read back exactly */
 } ol_report_stacks_t;
 
 typedef struct ol_report_device {

@@ -153,10 +153,11 @@ static void text_origins(ol_buf_t *out, const ol_device_stats_t *dev)
  * speed: a GPU-bound step hides it). */
 static void text_capture_time(ol_buf_t *out, const ol_report_stacks_t *s)
 {
-  if (!s->has_capture_time || s->capture_span_s <= 0)
+  if (!s->has_capture_time || s->capture_span_us == 0)
     return;
   ol_buf_printf(out, "Call sites cost the allocating threads %.3f s in %.1f s (%.2f%%)\n",
-                s->capture_s, s->capture_span_s, 100.0 * s->capture_s / s->capture_span_s);
+                (double)s->capture_us / 1e6, (double)s->capture_span_us / 1e6,
+                100.0 * (double)s->capture_us / (double)s->capture_span_us);
 }
 
 static void text_stacks_note(ol_buf_t *out, const ol_report_stacks_t *s)
@@ -558,8 +559,8 @@ static void json_stacks(ol_buf_t *out, const ol_report_stacks_t *s)
                 (unsigned long long)s->with_python, (unsigned long long)s->without_python,
                 s->roles_only ? "true" : "false");
   if (s->has_capture_time)
-    ol_buf_printf(out, ", \"capture_s\": %.6f, \"capture_span_s\": %.3f", s->capture_s,
-                  s->capture_span_s);
+    ol_buf_printf(out, ", \"capture_s\": %.6f, \"capture_span_s\": %.6f",
+                  (double)s->capture_us / 1e6, (double)s->capture_span_us / 1e6);
   ol_buf_printf(out, "},\n");
 }
 

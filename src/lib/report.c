@@ -38,8 +38,8 @@ void ol_report_stacks_now(ol_report_stacks_t *s)
                             .roles_only = !ol_stacks_native_on(),
                             .has_capture_time = true};
   uint64_t span_ns, spent_ns = ol_stacks_capture_ns(&span_ns);
-  s->capture_s = (double)spent_ns / 1e9;
-  s->capture_span_s = (double)span_ns / 1e9;
+  s->capture_us = spent_ns / 1000;
+  s->capture_span_us = span_ns / 1000;
   snprintf(s->py_state, sizeof s->py_state, "%s", py.state);
   snprintf(s->py_version, sizeof s->py_version, "%s", py.version);
 }

@@ -130,8 +130,8 @@ static void setup(void)
   model.stacks = (ol_report_stacks_t){.native = true, .depth = 24, .sample = 1048576,
                                       .py_state = "ok", .py_version = "3.11.7",
                                       .with_python = 70, .without_python = 30,
-                                      .has_capture_time = true, .capture_s = 0.25,
-                                      .capture_span_s = 50.0};
+                                      .has_capture_time = true, .capture_us = 250000,
+                                      .capture_span_us = 50000000};
   ol_device_stats_t stats = {0};
   fill_stats(&stats);
   ol_sites_t *sites = sites_table();
