@@ -10,7 +10,7 @@ earlier (reuse). Prints a table and writes $OUT/vmm_cost.json.
 
 VMM_COST_SIZES (MiB, comma-separated) picks the sizes, and then the part
 on many 2 MiB handles side by side is left out: the huge blocks' extents
-(OOMLENS_POOL_HUGE) alone, in well under a minute:
+(branch `huge`) alone, in well under a minute:
     VMM_COST_SIZES=256,512,1024,2048 VMM_COST_REPS=10"""
 import ctypes, json, os, statistics, time
 
