@@ -42,7 +42,11 @@ def run(conf, tag):
     reps = glob.glob(os.path.join(WORK, f'{tag}-*.json'))
     if reps:
         with open(reps[0]) as f:
-            d = json.load(f)['devices'][0]
+            rep = json.load(f)
+        d = rep['devices'][0]
+        st = rep.get('stacks') or {}
+        if st.get('capture_span_s'):  # report 1.5: the capture's own share of the run
+            r['capture_share'] = st['capture_s'] / st['capture_span_s']
         r.update(fence_waits=d['calls'].get('fence_waits'), syncs=d['calls'].get('device_syncs'),
                  maps=d['stats']['segment']['all']['allocated'],
                  unmaps=d['stats']['segment']['all']['freed'])
