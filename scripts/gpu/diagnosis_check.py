@@ -368,16 +368,17 @@ def bisect_within_budget(case, row):
     while hi - lo > 1 and left_s() > per_try:
         guess = guesses.pop(0) if guesses else None
         mid = guess if guess and lo < guess < hi else (lo + hi) // 2
+        t0 = time.time()
         try:
             ok = fits(case, mid, timeout=min(per_try, left_s()))
         except subprocess.TimeoutExpired:
-            tries.append((mid, 'timeout'))
+            tries.append((mid, 'timeout', round(time.time() - t0, 1)))
             break
-        tries.append((mid, ok))
+        tries.append((mid, ok, round(time.time() - t0, 1)))
         lo, hi = (mid, hi) if ok else (lo, mid)
         if guess == mid and len(tries) == 1:
             guesses.append(mid + 1 if ok else mid - 1)
-    row['bisection'] = tries
+    row['bisection'] = tries  # (batch, fits, seconds)
     if hi - lo == 1:
         row['batch_truth'] = lo
     else:
