@@ -94,6 +94,7 @@ struct ol_phase_finder {
   uint64_t anchor;    /* the signature iterations are counted by; 0: none */
   uint64_t anchor_last;
   uint64_t anchor_broke; /* allocation number at which the anchor last came late; 0: never */
+  uint32_t anchor_hits, anchor_misses; /* its occurrences, and the periods it was not seen in */
   int64_t window_high; /* highest allocated since the anchor's last occurrence */
   int64_t block_low[BLOCKS], block_high[BLOCKS];
   slot_t slots[SLOTS];
@@ -270,6 +271,7 @@ static void adopt(ol_phases_t *p, ol_phase_finder_t *f, const slot_t *s, uint64_
   f->anchor = s->sig;
   f->anchor_last = f->n;
   f->anchor_broke = 0;
+  f->anchor_hits = f->anchor_misses = 0;
   f->window_high = level;
   p->period = gap;
   p->iterations = (uint64_t)s->run; /* the run's windows but the newest */
@@ -300,6 +302,33 @@ static uint64_t periods_in(uint64_t gap, uint64_t period)
   return k >= 2 && k <= MISSED_MAX && agree(gap, k * period) ? k : 0;
 }
 
+/* How many periods the anchor was missed in over a gap of whole periods,
+ * of any number (within a quarter of one period); 0 for a gap of one, or
+ * of no whole number (a repeat broken by the rest of a longer one). */
+static uint64_t periods_missed(uint64_t gap, uint64_t period)
+{
+  uint64_t k = (gap + period / 2) / period;
+  uint64_t off = gap > k * period ? gap - k * period : k * period - gap;
+  return k >= 2 && 4 * off <= period ? k - 1 : 0;
+}
+
+/* The anchor's record of presence. Under byte-weighted sampling (manage
+ * mode's default) a small tensor's site is named only when it is sampled
+ * (a 256 KiB one about a time in five), so a signature with that site
+ * recurs by chance; a few chance recurrences a period apart can make it
+ * the anchor (held-out dict_leak: an LSTM's 256 KiB tensor, then gaps of
+ * 5 and 7 steps, read as breaks, and a repeat of 7 steps taken for the
+ * step). An anchor missed in more periods than it was seen in is given
+ * up: a signature seen every iteration (a tensor large enough to be
+ * always sampled) then takes its place, its steady run counted back. */
+static void count_misses(ol_phase_finder_t *f, uint64_t gap, uint64_t period)
+{
+  f->anchor_hits++;
+  f->anchor_misses += (uint32_t)periods_missed(gap, period);
+  if (f->anchor_misses > f->anchor_hits)
+    f->anchor = 0;
+}
+
 /* An occurrence of the anchor: the iteration ends, unless it came too soon
  * to be the next one's start (then it is inside an iteration). A gap of
  * whole periods ends that many (their own low points were not seen: each
@@ -320,6 +349,7 @@ static bool anchor_seen(ol_phases_t *p, ol_phase_finder_t *f, int64_t level)
   p->low = level;
   f->window_high = level;
   f->anchor_last = f->n;
+  count_misses(f, gap, p->period);
   return true;
 }
 
