@@ -35,6 +35,24 @@ static const class_case_t class_cases[] = {
    {BASE, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 13 * GiB,
     .free_reserved = 2 * GiB, .largest_free_block = 512 * MiB, .iterations = 4,
     .persistent = 3 * GiB}, OL_OOM_fragmentation},
+  /* Held-out adam_vit on the H200 (ViT-L/16 under a 4G cap, --manage):
+   * AdamW's moments being made at the first step, the state 96% of what
+   * the device offers; 33 MiB of the pool free in pieces (its ordinary
+   * slack, 0.9% of the reserve) covered the 16 MiB request and no block
+   * did. It was called fragmentation; defragmenting would serve this
+   * request, never the rest of the moments. */
+  {"the pool's slack in pieces while the state fills the device",
+   {.capacity = 4 * GiB, .device_free = 0, .request = 16 * MiB, .reserved = 3741319168,
+    .allocated = 3704724820, .free_reserved = 34494464, .largest_free_block = 3227648,
+    .external = 528 * MiB, .self_device_bytes = 4399824896, .iterations = 0,
+    .before_first_free = 1219543724,
+    .iteration_need = -1, .first_persistent = -1,
+    ROLES(1211813888, 1316675584, 1060700160, 100663296), .request_role_known = true,
+    .request_role = OL_ROLE_optimizer}, OL_OOM_persistent},
+  {"1% of the reserve in pieces is slack, not the cause of an iteration too large",
+   {BASE, .request = 16 * MiB, .reserved = 15 * GiB, .allocated = 15 * GiB - 150 * MiB,
+    .free_reserved = 150 * MiB, .largest_free_block = 8 * MiB, .iterations = 3,
+    .persistent = 3 * GiB}, OL_OOM_activations},
   {"another process holds most of the device",
    {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 6 * GiB, .allocated = 6 * GiB, .external = 9 * GiB,
     .iterations = 3, .persistent = 2 * GiB}, OL_OOM_external},
