@@ -521,6 +521,28 @@ static void advise_measuring(ol_buf_t *out, const ol_batch_figure_t *f)
                   "batch that fits.) ", trial, trial);
 }
 
+/* What one sample of the batch adds to the state: its share of what the
+ * iteration needed, with the state and the allocator's reserve; more than
+ * the device offers when no batch fits (ol_batch_figure_solve). */
+static int64_t state_and_one_sample(const ol_batch_figure_t *f)
+{
+  int64_t sample = f->batch > 0 ? ceil_div(at_least_zero(f->need), f->batch) : 0;
+  return ol_sat_add(ol_sat_add(f->state, at_least_zero(f->overhead)), sample);
+}
+
+/* No batch fits: what alone exceeds the device, never "batch 0". */
+static void advise_no_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
+{
+  char a[32], b[32], c[32], d[32];
+  int64_t held = ol_sat_add(f->state, at_least_zero(f->overhead));
+  int64_t total = state_and_one_sample(f);
+  ol_buf_printf(out, "At batch %" PRId64 ", no batch fits: the state (%s) and one sample's "
+                "share of the iteration (%s) already need %s%s, more than the %s this process "
+                "can have; cut the memory per sample. ", r->batch, size_text(a, f->state),
+                size_text(b, ol_sat_sub(total, held)), f->need_is_lower_bound ? "at least " : "",
+                size_text(c, total), size_text(d, f->available));
+}
+
 /* "batch 5 fits; 4 with 20% headroom; keep the effective batch of 8 with 2
  * accumulation steps of 4" when the batch is known; shares otherwise. */
 static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
@@ -541,8 +563,7 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
                     "keeps %d%% free: cut the memory per sample as well. ",
                     r->batch, bound, f->fits, HEADROOM_PERCENT);
     } else {
-      ol_buf_printf(out, "At batch %" PRId64 ", one sample's share of the iteration already "
-                    "exceeds what is left: no batch fits; cut the memory per sample. ", r->batch);
+      advise_no_batch(out, r, f);
     }
     return;
   }
@@ -868,23 +889,67 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                   "under `oomlens run --manage` to tell weights from activations.)");
 }
 
+/* The figure the advice leads with: a first step's estimate where there
+ * is one (its low end), else the bound or the figure from iterations. */
+static ol_batch_figure_t lead_figure(const ol_oom_record_t *r)
+{
+  ol_first_step_figure_t f;
+  return ol_oom_first_step_figure(r, &f) ? f.low : f.bound;
+}
+
+/* A batch is the lever where the iteration's own memory is the cause
+ * (activations) and the batch is known: the figures are then the advice.
+ * Elsewhere (the state, a leak, others' memory, pieces) no smaller batch
+ * is the fix, and a figure beside that class would say otherwise. */
+static bool batch_is_the_lever(const ol_oom_record_t *r, ol_oom_class_t c)
+{
+  return c == OL_OOM_activations && r->batch > 0;
+}
+
+/* "name": n where it is a figure to give (1 or more), else null. */
+static void json_batch_count(ol_buf_t *out, const char *name, bool given, int64_t n)
+{
+  if (given && n >= 1)
+    ol_buf_printf(out, ", \"%s\": %" PRId64, name, n);
+  else
+    ol_buf_printf(out, ", \"%s\": null", name);
+}
+
+/* Where no batch fits, what alone takes the device: the state (persistent:
+ * weights, gradients and optimizer state take more than the guides'
+ * headroom leaves, or were still being made), or the state with one
+ * sample's share of the iteration (activations); null elsewhere. */
+static void json_no_batch_fits(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
+{
+  ol_batch_figure_t f = batch_fit(r);
+  const char *because = NULL;
+  int64_t bytes = 0;
+  if (c == OL_OOM_persistent) {
+    because = "state";
+    bytes = state_of(r).bytes;
+  } else if (batch_is_the_lever(r, c) && lead_figure(r).fits < 1) {
+    because = "state_and_one_sample";
+    bytes = state_and_one_sample(&f);
+  }
+  if (!because) {
+    ol_buf_printf(out, ", \"no_batch_fits\": null");
+    return;
+  }
+  ol_buf_printf(out, ", \"no_batch_fits\": {\"because\": \"%s\", \"bytes\": %" PRId64
+                ", \"available\": %" PRId64 "}", because, bytes, available(r));
+}
+
 /* A first step's shape and figures: the bound beside the estimate, and
  * the estimate's high end (minor 4). */
-static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r)
+static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool lever)
 {
   static const char *const stages[] = {"unknown", "layers", "head"};
   const ol_first_step_t *fs = &r->first_step;
   ol_first_step_figure_t f;
-  bool estimated = ol_oom_first_step_figure(r, &f);
+  bool estimated = ol_oom_first_step_figure(r, &f) && lever;
   ol_buf_printf(out, ", \"batch_figure_is_estimate\": %s", estimated ? "true" : "false");
-  if (r->batch > 0 && f.bound.need_is_lower_bound)
-    ol_buf_printf(out, ", \"batch_fits_at_most\": %" PRId64, f.bound.fits);
-  else
-    ol_buf_printf(out, ", \"batch_fits_at_most\": null");
-  if (r->batch > 0 && estimated)
-    ol_buf_printf(out, ", \"batch_fits_high\": %" PRId64, f.high.fits);
-  else
-    ol_buf_printf(out, ", \"batch_fits_high\": null");
+  json_batch_count(out, "batch_fits_at_most", lever && f.bound.need_is_lower_bound, f.bound.fits);
+  json_batch_count(out, "batch_fits_high", estimated, f.high.fits);
   if (r->iterations > 0 || r->segments_only || !fs->read) {
     ol_buf_printf(out, ", \"first_step\": null");
     return;
@@ -899,8 +964,10 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r)
 }
 
 /* The state and the batch figures as the paragraph gives them, so a JSON
- * reader need not redo the arithmetic. */
-static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
+ * reader need not redo the arithmetic (minor 5: only where the batch is
+ * the lever, and never 0; where no batch fits, what alone exceeds the
+ * device instead). */
+static void json_figures(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
 {
   static const char *const sources[] = {"roles",      "iterations", "building",
                                         "first_free", "requested",  "hidden"};
@@ -920,14 +987,14 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
                 ", \"batch\": %" PRId64,
                 s.bytes, sources[s.source], r->before_first_free, r->iteration_need,
                 r->first_persistent, r->batch);
-  if (r->batch > 0)
-    ol_buf_printf(out, ", \"batch_fits\": %" PRId64 ", \"batch_fits_headroom\": %" PRId64,
-                  f.fits, f.fits_headroom);
-  else
-    ol_buf_printf(out, ", \"batch_fits\": null, \"batch_fits_headroom\": null");
+  bool lever = batch_is_the_lever(r, c);
+  ol_buf_printf(out, ", \"batch_is_the_lever\": %s", lever ? "true" : "false");
+  json_batch_count(out, "batch_fits", lever, f.fits);
+  json_batch_count(out, "batch_fits_headroom", lever, f.fits_headroom);
   ol_buf_printf(out, ", \"batch_figure_is_bound\": %s",
-                f.need_is_lower_bound ? "true" : "false");
-  json_first_step(out, r);
+                lever && f.need_is_lower_bound ? "true" : "false");
+  json_no_batch_fits(out, r, c);
+  json_first_step(out, r, lever);
 }
 
 void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
@@ -946,7 +1013,7 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 r->reserved, r->free_reserved, r->largest_free_block, r->external,
                 r->persistent, transient_of(r), r->iterations, r->growth,
                 r->segments_only ? "true" : "false");
-  json_figures(out, r);
+  json_figures(out, r, c);
   ol_buf_printf(out, ", \"advice\": ");
   ol_buf_json_string(out, advice.failed ? "" : advice.data);
   json_sites(out, r, namer, arg);
@@ -964,10 +1031,9 @@ bool ol_oom_first_step_figure(const ol_oom_record_t *r, ol_first_step_figure_t *
 bool ol_oom_batch_figures(const ol_oom_record_t *r, int64_t *fits, int64_t *fits_headroom,
                           bool *is_bound)
 {
-  ol_first_step_figure_t f;
-  const ol_batch_figure_t *lead = ol_oom_first_step_figure(r, &f) ? &f.low : &f.bound;
-  *fits = lead->fits;
-  *fits_headroom = lead->fits_headroom;
-  *is_bound = lead->need_is_lower_bound;
+  ol_batch_figure_t lead = lead_figure(r);
+  *fits = lead.fits;
+  *fits_headroom = lead.fits_headroom;
+  *is_bound = lead.need_is_lower_bound;
   return r->batch > 0;
 }
