@@ -25,7 +25,11 @@ script) lasts; a bisection cut short keeps the bracket it reached. Its
 traces go to $OUT/heldout/ (with their own manifest.json), never into the
 corpus's; it writes $OUT/heldout.json, $OUT/heldout.md and
 $OUT/heldout.tar.gz (the reports and traces). OOMLENS_DIAG_BISECT_ONLY=1
-(heldout) runs only the bisections, for a second call.
+(heldout) runs only the bisections, for a second call;
+OOMLENS_DIAG_BISECT_ONLY=name,... only those cases' (their live runs done
+before), the other cases of OOMLENS_DIAG_CASES running live first. With
+OOMLENS_DIAG_CASES the cases run in the order named, so a later call puts
+what is left to do first.
 
     python3 diagnosis_check.py --help | --list"""
 import ast, gzip, json, os, shutil, subprocess, sys, time
@@ -287,12 +291,21 @@ SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':
     CORPUS = os.path.join(OUT, 'heldout')
     CASES = HELD_OUT
-    if os.environ.get('OOMLENS_DIAG_CASES'):
-        CASES = [c for c in CASES if c['name'] in os.environ['OOMLENS_DIAG_CASES'].split(',')]
+    if os.environ.get('OOMLENS_DIAG_CASES'):  # in the order named: what is left to run first
+        by_name = {c['name']: c for c in HELD_OUT}
+        CASES = [by_name[n] for n in os.environ['OOMLENS_DIAG_CASES'].split(',') if n in by_name]
 elif SET != 'corpus':
     sys.exit(f'diagnosis_check.py: OOMLENS_DIAG_SET is corpus or heldout, not {SET!r}')
 BUDGET_S = float(os.environ.get('OOMLENS_DIAG_BUDGET_S', '480'))
 START = time.time()
+# OOMLENS_DIAG_BISECT_ONLY=1: every case only bisected; =name,...: those
+# cases only bisected (their live runs were made by an earlier call), the
+# others run live first, then every bisection, in OOMLENS_DIAG_CASES's order.
+BISECT_ONLY = os.environ.get('OOMLENS_DIAG_BISECT_ONLY', '')
+
+
+def bisect_only(case):
+    return BISECT_ONLY == '1' or case['name'] in BISECT_ONLY.split(',')
 
 
 def left_s():
@@ -419,13 +432,14 @@ def heldout_markdown(rows):
                    f"| {cell(r['observe_cls'], r['observe_allowed'])} "
                    f"| {cell(r['replay_cls'], [r['truth']])} | {figure_text(r)} "
                    f"| {warn} ({wanted}) | {r['seconds']} |")
-    right = lambda key, allowed: sum(r[key] in allowed(r) for r in rows)
-    n = len(rows)
+    ran = [(c, r) for c, r in zip(CASES, rows) if r['as_built'] != 'not run']
+    right = lambda key, allowed: sum(r[key] in allowed(r) for _, r in ran)
+    n = len(ran)  # a case only bisected here was counted by the call that ran it
     out += ['', f"right: manage {right('manage_cls', lambda r: [r['truth']])}/{n}, "
                 f"observe {right('observe_cls', lambda r: r['observe_allowed'])}/{n} "
                 f"(undetermined allowed where the cache hides it), "
                 f"replay {right('replay_cls', lambda r: [r['truth']])}/{n}, "
-                f"leak warning (manage) {sum(bool(warning_right(c, r['manage'])) for c, r in zip(CASES, rows))}/{n}; "
+                f"leak warning (manage) {sum(bool(warning_right(c, r['manage'])) for c, r in ran)}/{n}; "
                 f"bold: wrong. {round(time.time() - START)} s in all.", '']
     for key, title in (('manage_cls', 'live, --manage'), ('observe_cls', 'live, observe mode'),
                        ('replay_cls', 'replay of the recorded trace')):
@@ -439,7 +453,7 @@ def write_heldout(rows, manifest=True):
                       cap=r['cap'], batch=r['batch'], batch_truth=r.get('batch_truth'),
                       warn=r['warn_truth'],
                       what=c.get('what') or CASES_DOC.get(c.get('job', c['name'])) or '')
-                 for c, r in zip(CASES, rows)]
+                 for c, r in zip(CASES, rows) if r['as_built'] != 'not run']
         with open(os.path.join(CORPUS, 'manifest.json'), 'w') as f:
             json.dump(cases, f, indent=1)
     with open(os.path.join(OUT, 'heldout.json'), 'w') as f:
@@ -448,9 +462,20 @@ def write_heldout(rows, manifest=True):
         f.write(heldout_markdown(rows))
 
 
+def not_run_row(case):
+    """A case left to an earlier call's live runs: only its bisection here."""
+    return dict(name=case['name'], truth=case['truth'], cap=case['cap'], batch=case['batch'],
+                warn_truth=case['warn'], manage=dict(seconds=20), observe=dict(cls='not run'),
+                replay={}, manage_cls='not run', observe_cls='not run', replay_cls='not run',
+                observe_allowed=[], as_built='not run', seconds=0)
+
+
 def run_heldout_cases():
     rows = []
     for case in CASES:
+        if bisect_only(case):
+            rows.append(not_run_row(case))
+            continue
         if left_s() < 20:
             print(f"skipped {case['name']} and after: budget spent", flush=True)
             break
@@ -479,12 +504,10 @@ def main_heldout():
     then), then the bisections, which only add batch truths to
     heldout.json and heldout.md (the manifest in the archive has none)."""
     os.makedirs(CORPUS, exist_ok=True)
-    if os.environ.get('OOMLENS_DIAG_BISECT_ONLY'):
-        rows = [dict(name=c['name'], truth=c['truth'], cap=c['cap'], batch=c['batch'],
-                     warn_truth=c['warn'], manage=dict(seconds=20), observe={}, replay={},
-                     manage_cls='not run', observe_cls='not run', replay_cls='not run',
-                     observe_allowed=[], as_built='not run', seconds=0) for c in CASES]
+    if BISECT_ONLY == '1':
+        rows = [not_run_row(c) for c in CASES]
         bisect_heldout(rows)
+        write_heldout(rows, manifest=False)
         return
     rows = run_heldout_cases()
     write_heldout(rows)

@@ -327,8 +327,17 @@ def dict_leak(batch, steps):
 
 
 def t5_model():
+    """T5-small's shape from its config. transformers 5's T5Config holds no
+    token ids by default, and the decoder's inputs (labels shifted right)
+    need decoder_start_token_id and pad_token_id: t5-small's own, 0 (and
+    eos 1). Without them the first step raised AttributeError after the
+    encoder (held-out accum_leak never ran out; t5_batch ran out in the
+    encoder, before reaching it)."""
     from transformers import T5Config, T5ForConditionalGeneration
-    return T5ForConditionalGeneration(T5Config()).cuda()  # t5-small's shape
+    cfg = T5Config()
+    for name, value in (('decoder_start_token_id', 0), ('pad_token_id', 0), ('eos_token_id', 1)):
+        setattr(cfg, name, value)  # set after: a keyword some versions drop
+    return T5ForConditionalGeneration(cfg).cuda()
 
 
 def t5_loss(m, batch, source=256, target=64):
