@@ -450,7 +450,8 @@ def heldout_markdown(rows):
 def write_heldout(rows, manifest=True):
     if manifest:
         cases = [dict(name=r['name'], trace=f"{r['name']}.trace.gz", truth=r['truth'],
-                      cap=r['cap'], batch=r['batch'], batch_truth=r.get('batch_truth'),
+                      cap=r['cap'], batch=r['batch'] if c.get('tell_batch', True) else None,
+                      batch_truth=r.get('batch_truth'),
                       warn=r['warn_truth'],
                       what=c.get('what') or CASES_DOC.get(c.get('job', c['name'])) or '')
                  for c, r in zip(CASES, rows) if r['as_built'] != 'not run']
