@@ -562,12 +562,12 @@ END_TEST
  * named only when it is sampled, and counted under "not sampled" else.
  * Here a 256 KiB tensor made first in each step is sampled in steps 1 to
  * 4 (by chance, a step apart: its signature looks steady), then only in
- * steps 10, 17 and 21 (and, with the "not sampled" site named, as below). Held-out dict_leak on the H200: such a tensor
- * became the anchor, its gaps of 5 and 7 steps read as breaks, a repeat
- * of 7 steps took over, and a leak of 32 MiB a step got no warning in 41
- * steps. The anchor, missed more often than seen, gives way to the
- * step's own repeat: every step is an iteration, and the leak is warned
- * of within a few. */
+ * steps 10, 17 and 21 (with the "not sampled" site named: see below).
+ * Held-out dict_leak on the H200: such a tensor became the anchor, its
+ * gaps of 5 and 7 steps read as breaks, a repeat of 7 steps took over,
+ * and a leak of 32 MiB a step got no warning in 41 steps. The anchor,
+ * missed more often than seen, gives way to the step's own repeat: every
+ * step is an iteration, and the leak is warned of within a few. */
 static void sampled_by_chance(bool named_unsampled)
 {
   model_t m = {.layers = 8, .weights = 1 * GiB, .saved = 64 * MiB, .temp = 16 * MiB,
