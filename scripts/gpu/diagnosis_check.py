@@ -415,7 +415,7 @@ def heldout_row(case):
 
 
 def cell(got, allowed):
-    return got if got in allowed else f'**{got}**'
+    return got if got in allowed or got == 'not run' else f'**{got}**'
 
 
 def heldout_markdown(rows):
