@@ -15,7 +15,23 @@ $OUT/diagnosis.json and $OUT/diagnosis.md (the confusion tables).
 OOMLENS_DIAG_CASES=name,name picks cases; OOMLENS_DIAG_NO_BISECT=1 skips
 the bisection (the manifest then keeps no batch truth);
 OOMLENS_DIAG_MODES=manage skips the observe-mode runs;
-OOMLENS_DIAG_BATCH_TRUTH=name:N,... gives batch truths bisected before."""
+OOMLENS_DIAG_BATCH_TRUTH=name:N,... gives batch truths bisected before.
+
+OOMLENS_DIAG_SET=heldout runs the held-out set instead (HELD_OUT: kinds,
+models and leak styles the rules were never tuned on), within one device
+call: every case live in both modes and replayed first, then the batch
+bisections while OOMLENS_DIAG_BUDGET_S (default 480 s, for the whole
+script) lasts; a bisection cut short keeps the bracket it reached. Its
+traces go to $OUT/heldout/ (with their own manifest.json), never into the
+corpus's; it writes $OUT/heldout.json, $OUT/heldout.md and
+$OUT/heldout.tar.gz (the reports and traces). OOMLENS_DIAG_BISECT_ONLY=1
+(heldout) runs only the bisections, for a second call;
+OOMLENS_DIAG_BISECT_ONLY=name,... only those cases' (their live runs done
+before), the other cases of OOMLENS_DIAG_CASES running live first. With
+OOMLENS_DIAG_CASES the cases run in the order named, so a later call puts
+what is left to do first.
+
+    python3 diagnosis_check.py --help | --list"""
 import ast, gzip, json, os, shutil, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -81,7 +97,9 @@ def job_env():
 
 
 def run_job(case, manage, batch, report=None, trace=None, timeout=300):
-    cmd = [CLI, 'run', '--capacity', case['cap'], '--batch', str(batch)]
+    cmd = [CLI, 'run', '--capacity', case['cap']]
+    if case.get('tell_batch', True):
+        cmd += ['--batch', str(batch)]
     if manage:
         cmd.append('--manage')
     if report:
@@ -99,8 +117,8 @@ def run_job(case, manage, batch, report=None, trace=None, timeout=300):
     return p, result, round(time.time() - t0, 1)
 
 
-def fits(case, batch):
-    p, result, _ = run_job(case, True, batch)
+def fits(case, batch, timeout=300):
+    p, result, _ = run_job(case, True, batch, timeout=timeout)
     return result is not None and result['oom'] is None
 
 
@@ -138,13 +156,13 @@ def paragraphs(stderr):
     return lines, ooms, warns
 
 
-def live(case, manage, batch):
+def live(case, manage, batch, timeout=300):
     mode = 'manage' if manage else 'observe'
     report = os.path.join(OUT, f"r-{case['name']}-{mode}-%p.txt")
     trace = os.path.join(CORPUS, f"{case['name']}.trace") if manage else None
     hog = start_hog(case.get('hog'))
     try:
-        p, result, secs = run_job(case, manage, batch, report, trace)
+        p, result, secs = run_job(case, manage, batch, report, trace, timeout)
     finally:
         stop_hog(hog)
     oom, warning, figure = report_oom(report)
@@ -159,7 +177,7 @@ def live(case, manage, batch):
                warning_before_oom=bool(warns) and (not ooms or warns[0] < ooms[0]),
                warning=warning, batch_figure=figure,
                stderr=[l for l in lines if l.startswith('oomlens')][-12:])
-    if not oom:
+    if not oom or result is None:  # no report, or the job itself failed
         out['stderr_tail'] = p.stderr[-1500:]
     if trace and os.path.exists(trace):
         with open(trace, 'rb') as src, gzip.open(trace + '.gz', 'wb', 9) as dst:
@@ -168,13 +186,15 @@ def live(case, manage, batch):
     return out
 
 
-def replay(case, batch):
+def replay(case, batch, timeout=300):
     trace = os.path.join(CORPUS, f"{case['name']}.trace.gz")
     if not os.path.exists(trace):
         return dict(cls='no trace')
-    cmd = [CLI, 'replay', trace, '--json', '--batch', str(batch),
-           '--policy', case.get('replay_policy', 'oomlens')]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    cmd = [CLI, 'replay', trace, '--json']
+    if case.get('tell_batch', True):
+        cmd += ['--batch', str(batch)]
+    cmd += ['--policy', case.get('replay_policy', 'oomlens')]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     try:
         r = json.loads(p.stdout)
     except ValueError:
@@ -232,6 +252,272 @@ def write_results(rows, manifest):
         json.dump(rows, f, indent=1)
 
 
+# The held-out set (OOMLENS_DIAG_SET=heldout): cases of oom_cases.py the
+# rules were never tuned on, each with its truth by construction (see each
+# job's docstring). `warn`: the early leak warning must come before the
+# OOM (True) or must not fire at all (False). `tell_batch`: False where
+# the job's batch changes, so no --batch is given. Batch truths are bisected
+# under the same cap after every case has run (the budget allows what it
+# allows). Observe mode may say `undetermined` where PyTorch's cache hides
+# what the truth rests on (HIDDEN), as in the corpus.
+HELD_OUT = [
+    dict(name='weights_bf16', cap='2G', batch=1, steps=1, truth='persistent', warn=False),
+    dict(name='adam_vit', cap='4G', batch=1, steps=2, truth='persistent', warn=False),
+    dict(name='hook_leak', cap='4G', batch=32, steps=2000, truth='leak', warn=True,
+         observe=('undetermined', HIDDEN)),
+    dict(name='dict_leak', cap='4G', batch=32, steps=2000, truth='leak', warn=True,
+         observe=('undetermined', HIDDEN)),
+    dict(name='accum_leak', cap='6G', batch=4, steps=2000, truth='leak', warn=True,
+         observe=('undetermined', HIDDEN)),
+    dict(name='late_batch', cap='4G', batch=32, steps=30, truth='activations', warn=False,
+         tell_batch=False, observe=('undetermined', HIDDEN)),
+    dict(name='plateau_fits', cap='12G', batch=4, steps=24, truth='none', warn=False),
+    dict(name='resnet_near_cap', job='resnet_batch', cap='8G', batch=74, steps=12,
+         truth='none', warn=False,
+         what='ResNet-50 fp32 SGD at batch 74 under 8G, about 85% of the 87 the corpus '
+              'bisected under that cap, for 12 steps (truth: none, and no leak warning).'),
+    dict(name='vit_batch', cap='8G', batch=96, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
+    dict(name='seg_batch', cap='8G', batch=24, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
+    dict(name='t5_batch', cap='6G', batch=64, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
+    dict(name='ckpt_batch', cap='12G', batch=48, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
+    dict(name='generate_batch', cap='4G', batch=96, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
+]
+SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
+if SET == 'heldout':
+    CORPUS = os.path.join(OUT, 'heldout')
+    CASES = HELD_OUT
+    if os.environ.get('OOMLENS_DIAG_CASES'):  # in the order named: what is left to run first
+        by_name = {c['name']: c for c in HELD_OUT}
+        CASES = [by_name[n] for n in os.environ['OOMLENS_DIAG_CASES'].split(',') if n in by_name]
+elif SET != 'corpus':
+    sys.exit(f'diagnosis_check.py: OOMLENS_DIAG_SET is corpus or heldout, not {SET!r}')
+BUDGET_S = float(os.environ.get('OOMLENS_DIAG_BUDGET_S', '480'))
+START = time.time()
+# OOMLENS_DIAG_BISECT_ONLY=1: every case only bisected; =name,...: those
+# cases only bisected (their live runs were made by an earlier call), the
+# others run live first, then every bisection, in OOMLENS_DIAG_CASES's order.
+BISECT_ONLY = os.environ.get('OOMLENS_DIAG_BISECT_ONLY', '')
+
+
+def bisect_only(case):
+    return BISECT_ONLY == '1' or case['name'] in BISECT_ONLY.split(',')
+
+
+def left_s():
+    return BUDGET_S - (time.time() - START)
+
+
+def guarded(what, fn, *args):
+    """fn(*args, timeout=...) within what is left of the budget; a run cut
+    short says so instead of ending the whole set."""
+    limit = max(5, min(150, left_s()))
+    try:
+        return fn(*args, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return dict(cls='timeout', note=f'{what} ran past {limit:.0f} s')
+
+
+def as_built(case, run):
+    """Whether the job did what it was built to do: run out, or fit."""
+    result = run.get('result')
+    if result is None:
+        return 'no result'
+    ran_out = result['oom'] is not None
+    if ran_out == (case['truth'] != 'none'):
+        return 'ok'
+    return 'fitted (not as built)' if case['truth'] != 'none' else 'ran out (not as built)'
+
+
+def warning_text(run):
+    """The early leak warning, and when: iteration and seconds."""
+    w = run.get('warning')
+    if not w:
+        return 'no' + (' (line on stderr)' if run.get('warning_line') else '')
+    when = f"iteration {w.get('at_iteration')}, {w.get('at_s', -1):.1f} s"
+    order = 'before the OOM' if run.get('warning_before_oom') else 'not before the OOM'
+    return f"yes, {when}, {order}, {w.get('growth_per_iteration', 0) / 2**20:.1f} MiB/iteration"
+
+
+def warning_right(case, run):
+    fired = bool(run.get('warning') or run.get('warning_line'))
+    if case['warn']:
+        return fired and run.get('warning_before_oom')
+    return not fired
+
+
+def figure_text(row):
+    m = row['manage']
+    if m.get('batch_fits') is not None:
+        text = f"{m['batch_fits']}, {m.get('batch_fits_headroom')} with headroom"
+        text = ('at most ' if m.get('batch_bound') else '') + text
+    elif m.get('batch_figure'):
+        f = m['batch_figure']
+        text = f"{f.get('fits')}, {f.get('fits_headroom')} with headroom"
+    else:
+        text = ''
+    truth = row.get('batch_truth')
+    if truth is not None:
+        text += f' / {truth}'
+    elif row.get('bracket'):
+        text += f" / in [{row['bracket'][0]}, {row['bracket'][1]})"
+    return text
+
+
+def bisect_within_budget(case, row):
+    """The largest batch that fits, by bisection under the same cap in
+    manage mode, while the budget lasts; each try is allowed twice the
+    case's own manage run. The manage run's own figure, where it gave one,
+    is probed first, then its neighbour: only the order of the tries comes
+    from it, every answer from a run, so a wrong figure costs tries, never
+    the truth."""
+    lo, hi, tries = 0, case['batch'], []
+    per_try = max(10, 2 * row['manage'].get('seconds', 30))
+    guesses = [g for g in [row['manage'].get('batch_fits')] if g]
+    while hi - lo > 1 and left_s() > per_try:
+        guess = guesses.pop(0) if guesses else None
+        mid = guess if guess and lo < guess < hi else (lo + hi) // 2
+        t0 = time.time()
+        try:
+            ok = fits(case, mid, timeout=min(per_try, left_s()))
+        except subprocess.TimeoutExpired:
+            tries.append((mid, 'timeout', round(time.time() - t0, 1)))
+            break
+        tries.append((mid, ok, round(time.time() - t0, 1)))
+        lo, hi = (mid, hi) if ok else (lo, mid)
+        if guess == mid and len(tries) == 1:
+            guesses.append(mid + 1 if ok else mid - 1)
+    row['bisection'] = tries  # (batch, fits, seconds)
+    if hi - lo == 1:
+        row['batch_truth'] = lo
+    else:
+        row['bracket'] = [lo, hi]
+
+
+def heldout_row(case):
+    t0 = time.time()
+    row = dict(name=case['name'], truth=case['truth'], cap=case['cap'], batch=case['batch'],
+               warn_truth=case['warn'])
+    row['manage'] = guarded('manage run', live, case, True, case['batch'])
+    row['observe'] = (guarded('observe run', live, case, False, case['batch'])
+                      if 'observe' in MODES else dict(cls='not run'))
+    row['replay'] = guarded('replay', replay, case, case['batch'])
+    for key in ('manage', 'observe', 'replay'):
+        row[key + '_cls'] = row[key]['cls']
+    row['as_built'] = as_built(case, row['manage'])
+    row['observe_allowed'] = [case['truth']] + [c for c, _ in [case.get('observe') or (None, None)] if c]
+    row['seconds'] = round(time.time() - t0, 1)
+    return row
+
+
+def cell(got, allowed):
+    return got if got in allowed or got == 'not run' else f'**{got}**'
+
+
+def heldout_markdown(rows):
+    out = ['| case | truth | as built | live `--manage` | live observe | replay '
+           '| batch figure / truth | leak warning (wanted) | s |',
+           '| --- | --- | --- | --- | --- | --- | --- | --- | --- |']
+    for r in rows:
+        wanted = 'before the OOM' if r['warn_truth'] else 'none'
+        warn = warning_text(r['manage'])
+        if r['observe'].get('cls') not in ('not run', 'timeout'):
+            warn += '; observe: ' + warning_text(r['observe'])
+        out.append(f"| {r['name']} (cap {r['cap']}, batch {r['batch']}) | {r['truth']} "
+                   f"| {r['as_built']} | {cell(r['manage_cls'], [r['truth']])} "
+                   f"| {cell(r['observe_cls'], r['observe_allowed'])} "
+                   f"| {cell(r['replay_cls'], [r['truth']])} | {figure_text(r)} "
+                   f"| {warn} ({wanted}) | {r['seconds']} |")
+    ran = [(c, r) for c, r in zip(CASES, rows) if r['as_built'] != 'not run']
+    right = lambda key, allowed: sum(r[key] in allowed(r) for _, r in ran)
+    n = len(ran)  # a case only bisected here was counted by the call that ran it
+    out += ['', f"right: manage {right('manage_cls', lambda r: [r['truth']])}/{n}, "
+                f"observe {right('observe_cls', lambda r: r['observe_allowed'])}/{n} "
+                f"(undetermined allowed where the cache hides it), "
+                f"replay {right('replay_cls', lambda r: [r['truth']])}/{n}, "
+                f"leak warning (manage) {sum(bool(warning_right(c, r['manage'])) for c, r in ran)}/{n}; "
+                f"bold: wrong. {round(time.time() - START)} s in all.", '']
+    for key, title in (('manage_cls', 'live, --manage'), ('observe_cls', 'live, observe mode'),
+                       ('replay_cls', 'replay of the recorded trace')):
+        out += [f'### {title}', '', table(rows, key), '']
+    return '\n'.join(out)
+
+
+def write_heldout(rows, manifest=True):
+    if manifest:
+        cases = [dict(name=r['name'], trace=f"{r['name']}.trace.gz", truth=r['truth'],
+                      cap=r['cap'], batch=r['batch'] if c.get('tell_batch', True) else None,
+                      batch_truth=r.get('batch_truth'),
+                      warn=r['warn_truth'],
+                      what=c.get('what') or CASES_DOC.get(c.get('job', c['name'])) or '')
+                 for c, r in zip(CASES, rows) if r['as_built'] != 'not run']
+        with open(os.path.join(CORPUS, 'manifest.json'), 'w') as f:
+            json.dump(cases, f, indent=1)
+    with open(os.path.join(OUT, 'heldout.json'), 'w') as f:
+        json.dump(rows, f, indent=1)
+    with open(os.path.join(OUT, 'heldout.md'), 'w') as f:
+        f.write(heldout_markdown(rows))
+
+
+def not_run_row(case):
+    """A case left to an earlier call's live runs: only its bisection here."""
+    return dict(name=case['name'], truth=case['truth'], cap=case['cap'], batch=case['batch'],
+                warn_truth=case['warn'], manage=dict(seconds=20), observe=dict(cls='not run'),
+                replay={}, manage_cls='not run', observe_cls='not run', replay_cls='not run',
+                observe_allowed=[], as_built='not run', seconds=0)
+
+
+def run_heldout_cases():
+    rows = []
+    for case in CASES:
+        if bisect_only(case):
+            rows.append(not_run_row(case))
+            continue
+        if left_s() < 20:
+            print(f"skipped {case['name']} and after: budget spent", flush=True)
+            break
+        rows.append(heldout_row(case))
+        print(json.dumps({k: rows[-1].get(k) for k in ('name', 'truth', 'as_built', 'manage_cls',
+                                                       'observe_cls', 'replay_cls', 'seconds')}),
+              flush=True)
+        write_heldout(rows)  # after each case: a run cut short keeps what it did
+    return rows
+
+
+def bisect_heldout(rows):
+    for case, row in zip(CASES, rows):
+        name = case.get('fits_truth_of', case['name'])
+        if name in KNOWN_TRUTH:
+            row['batch_truth'] = KNOWN_TRUTH[name]
+        elif case.get('bisect') and not os.environ.get('OOMLENS_DIAG_NO_BISECT'):
+            bisect_within_budget(case, row)
+            print(json.dumps({k: row.get(k) for k in ('name', 'batch_truth', 'bracket', 'bisection')}),
+                  flush=True)
+            write_heldout(rows, manifest=False)
+
+
+def main_heldout():
+    """Every case first, packed (the traces and reports are all written
+    then), then the bisections, which only add batch truths to
+    heldout.json and heldout.md (the manifest in the archive has none)."""
+    os.makedirs(CORPUS, exist_ok=True)
+    if BISECT_ONLY == '1':
+        rows = [not_run_row(c) for c in CASES]
+        bisect_heldout(rows)
+        write_heldout(rows, manifest=False)
+        return
+    rows = run_heldout_cases()
+    write_heldout(rows)
+    pack('heldout')
+    bisect_heldout(rows)
+    write_heldout(rows, manifest=False)
+    print(open(os.path.join(OUT, 'heldout.md')).read())
+
+
 def main():
     os.makedirs(CORPUS, exist_ok=True)
     rows, manifest = [], []
@@ -276,12 +562,42 @@ def main():
     pack()
 
 
-def pack():
-    """Few files come back from the GPU machine: the reports and the corpus
-    go into one archive beside diagnosis.json and diagnosis.md."""
+RETURN_LIMIT = 15 << 20  # a file back from the GPU machine: at most 16 MiB
+
+
+def drop_largest_traces(folder, limit):
+    """Remove the largest traces until the rest, gzip'd again by tar,
+    should fit the limit (their sizes already gzip'd), naming each in
+    DROPPED.txt so a missing trace is known as such. A trace left plain by a
+    run cut short is gzip'd first."""
+    for f in [f for f in os.listdir(folder) if f.endswith('.trace')]:
+        with open(os.path.join(folder, f), 'rb') as src, \
+                gzip.open(os.path.join(folder, f + '.gz'), 'wb', 9) as dst:
+            shutil.copyfileobj(src, dst)
+        os.remove(os.path.join(folder, f))
+    traces = sorted((f for f in os.listdir(folder) if f.endswith('.trace.gz')),
+                    key=lambda f: os.path.getsize(os.path.join(folder, f)))
+    total = sum(os.path.getsize(os.path.join(folder, f)) for f in traces)
+    dropped = []
+    while traces and total > limit:
+        f = traces.pop()
+        total -= os.path.getsize(os.path.join(folder, f))
+        dropped.append(f'{f} {os.path.getsize(os.path.join(folder, f))} bytes')
+        os.remove(os.path.join(folder, f))
+    if dropped:
+        with open(os.path.join(folder, 'DROPPED.txt'), 'w') as fh:
+            fh.write('traces left out: the archive would pass 16 MiB\n' + '\n'.join(dropped) + '\n')
+
+
+def pack(set_name='diagnosis'):
+    """Few files come back from the GPU machine: the reports and the traces
+    go into one archive beside SET.json and SET.md."""
     import tarfile
-    names = [f for f in os.listdir(OUT) if f.startswith('r-')] + ['oom']
-    with tarfile.open(os.path.join(OUT, 'diagnosis.tar.gz'), 'w:gz') as tar:
+    folder = os.path.basename(CORPUS)
+    names = [f for f in os.listdir(OUT) if f.startswith('r-')] + [folder]
+    if set_name != 'diagnosis':  # the corpus's own run keeps what it always did
+        drop_largest_traces(CORPUS, RETURN_LIMIT - (2 << 20))
+    with tarfile.open(os.path.join(OUT, f'{set_name}.tar.gz'), 'w:gz') as tar:
         for n in names:
             tar.add(os.path.join(OUT, n), arcname=n)
     for n in names:
@@ -300,4 +616,15 @@ def case_docs():
 CASES_DOC = case_docs()
 
 if __name__ == '__main__':
-    main()
+    if sys.argv[1:] in (['--help'], ['-h']):
+        print(__doc__)
+    elif sys.argv[1:] == ['--list']:
+        for c in CASES:
+            print(c['name'], c['truth'], c['cap'], c['batch'],
+                  c.get('what') or CASES_DOC.get(c.get('job', c['name']), ''))
+    elif sys.argv[1:]:
+        sys.exit('diagnosis_check.py: no arguments but --help or --list (see --help)')
+    elif SET == 'heldout':
+        main_heldout()
+    else:
+        main()

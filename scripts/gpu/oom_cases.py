@@ -242,6 +242,282 @@ def bert_batch(batch, steps):
     xs = (torch.randint(0, 30522, (batch, 512), device='cuda') for _ in range(steps))
     yield from train_steps(m, opt, xs, lm_loss)
 
+
+# Held-out cases (issue 12): kinds, models and leak styles the corpus
+# lacks, never looked at while the rules were built. diagnosis_check.py
+# runs them with OOMLENS_DIAG_SET=heldout (its HELD_OUT table); their
+# traces go to $OUT/heldout/, never into tests/data/oom/.
+
+
+def hf_from_config(cfg, dtype):
+    """A transformers causal LM made from its config in `dtype`, as a user
+    loading in bf16 writes it (the keyword is `dtype` from transformers 5,
+    `torch_dtype` before)."""
+    from transformers import AutoModelForCausalLM
+    try:
+        return AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    except TypeError:
+        return AutoModelForCausalLM.from_config(cfg, torch_dtype=dtype)
+
+
+class LstmLm(torch.nn.Module):
+    """A two-layer LSTM language model (cuDNN), vocabulary 10000."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10000, 512)
+        self.rnn = torch.nn.LSTM(512, 1024, num_layers=2, batch_first=True)
+        self.head = torch.nn.Linear(1024, 10000)
+
+    def forward(self, x):
+        hidden, _ = self.rnn(self.emb(x))
+        return hidden, self.head(hidden)
+
+
+def lstm_step(m, opt, batch, length=256):
+    """One training step of LstmLm; returns its hidden states (with their
+    graph freed by backward)."""
+    x = torch.randint(0, 10000, (batch, length), device='cuda')
+    hidden, logits = m(x)
+    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), x.flatten())
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return hidden
+
+
+def image_step(m, opt, batch, size=224, classes=1000):
+    x = torch.randn(batch, 3, size, size, device='cuda')
+    y = torch.randint(0, classes, (batch,), device='cuda')
+    loss = torch.nn.functional.cross_entropy(m(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+@case
+def hook_leak(batch, steps):
+    """ResNet-18, SGD, 224x224: a forward hook on layer1 appends its output
+    to a list (a feature-logging hook) without detach: each step keeps one
+    25.7 MB activation at batch 32 for good (truth: leak)."""
+    import torchvision
+    m = torchvision.models.resnet18().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    features = []
+    m.layer1.register_forward_hook(lambda mod, inp, out: features.append(out))
+    for _ in range(steps):
+        image_step(m, opt, batch)
+        yield
+
+
+@case
+def dict_leak(batch, steps):
+    """An LSTM language model keeps, per step, a detached strided view of its
+    hidden states in a dict (`history[step] = hidden[:, ::4].detach()`,
+    for later metrics): no graph, but the view holds its whole 33.5 MB base
+    at batch 32 (truth: leak)."""
+    m = LstmLm().cuda()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    history = {}
+    for step in range(steps):
+        hidden = lstm_step(m, opt, batch)
+        history[step] = hidden[:, ::4].detach()  # the bug: the base stays
+        del hidden
+        yield
+
+
+def t5_model():
+    """T5-small's shape from its config. transformers 5's T5Config holds no
+    token ids by default, and the decoder's inputs (labels shifted right)
+    need decoder_start_token_id and pad_token_id: t5-small's own, 0 (and
+    eos 1). Without them the first step raised AttributeError after the
+    encoder (held-out accum_leak never ran out; t5_batch ran out in the
+    encoder, before reaching it)."""
+    from transformers import T5Config, T5ForConditionalGeneration
+    cfg = T5Config()
+    for name, value in (('decoder_start_token_id', 0), ('pad_token_id', 0), ('eos_token_id', 1)):
+        setattr(cfg, name, value)  # set after: a keyword some versions drop
+    return T5ForConditionalGeneration(cfg).cuda()
+
+
+def t5_loss(m, batch, source=256, target=64):
+    x = torch.randint(0, 32128, (batch, source), device='cuda')
+    y = torch.randint(0, 32128, (batch, target), device='cuda')
+    return m(input_ids=x, labels=y).loss
+
+
+@case
+def accum_leak(batch, steps):
+    """T5-small, gradient accumulation whose window grows: the loss of each
+    micro-step is summed and backward comes only at the window's end, the
+    k-th window being k micro-steps long (a schedule bug). Every micro-step
+    keeps its graph until then, so what outlives a micro-step grows until
+    one window no longer fits (truth: leak: the fix is backward at each
+    micro-step, not a smaller batch). A yield per micro-step."""
+    m = t5_model()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    window, done, total = 1, 0, 0
+    for _ in range(steps):
+        total = total + t5_loss(m, batch)
+        done += 1
+        if done == window:
+            total.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            window, done, total = window + 1, 0, 0
+        yield
+
+
+@case
+def vit_batch(batch, steps):
+    """A vision transformer (torchvision ViT-B/16, fp32 AdamW, 224x224): the
+    batch is too large for its first step (truth: activations)."""
+    import torchvision
+    m = torchvision.models.vit_b_16().cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(steps):
+        image_step(m, opt, batch)
+        yield
+
+
+@case
+def seg_batch(batch, steps):
+    """Semantic segmentation (torchvision FCN-ResNet50, output stride 8,
+    21 classes, 384x384, fp32 SGD): the batch is too large for its first
+    step (truth: activations)."""
+    import torchvision
+    m = torchvision.models.segmentation.fcn_resnet50(
+        weights=None, weights_backbone=None, num_classes=21, aux_loss=False).cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    for _ in range(steps):
+        x = torch.randn(batch, 3, 384, 384, device='cuda')
+        y = torch.randint(0, 21, (batch, 384, 384), device='cuda')
+        loss = torch.nn.functional.cross_entropy(m(x)['out'], y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss, x, y
+        yield
+
+
+@case
+def t5_batch(batch, steps):
+    """An encoder-decoder (T5-small from its config, fp32 AdamW, source 256,
+    target 64): the batch is too large for its first step (truth:
+    activations)."""
+    m = t5_model()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(steps):
+        t5_loss(m, batch).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        yield
+
+
+@case
+def ckpt_batch(batch, steps):
+    """GPT-2 under bf16 autocast with gradient checkpointing, sequence 1024,
+    fp32 AdamW: activations are small per layer, the batch too large
+    nonetheless (truth: activations)."""
+    m = gpt2_model()
+    m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})
+    m.config.use_cache = False
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(steps):
+        x = torch.randint(0, 50257, (batch, 1024), device='cuda')
+        with torch.autocast('cuda', dtype=torch.bfloat16):
+            loss = m(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss
+        yield
+
+
+@case
+def weights_bf16(batch, steps):
+    """A Llama-shaped model of 1.16 B parameters made from its config in
+    bf16 (`from_config(cfg, dtype=torch.bfloat16)`), then `.cuda()`: 2.3 GB
+    of weights for a 2G cap (truth: persistent)."""
+    from transformers import LlamaConfig
+    cfg = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=20,
+                      num_attention_heads=16, num_key_value_heads=16, vocab_size=32000)
+    m = hf_from_config(cfg, torch.bfloat16)
+    m.cuda()
+    yield
+
+
+@case
+def adam_vit(batch, steps):
+    """ViT-L/16 (304 M parameters, 1.2 GB fp32) trains its first forward and
+    backward under a 4G cap; AdamW's two moments (2.4 GB more, made at the
+    first `step()`, foreach) do not fit: weights, gradients and optimizer
+    state alone are 4.9 GB (truth: persistent)."""
+    import torchvision
+    m = torchvision.models.vit_l_16().cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(steps):
+        image_step(m, opt, batch)
+        yield
+
+
+@case
+def generate_batch(batch, steps):
+    """Inference: GPT-2 `generate`, greedy, prompt 128, 384 new tokens forced
+    (`min_new_tokens`), under no_grad, once per step. One call's key/value
+    cache grows by design with each token and is freed when the call
+    returns; at this batch it does not fit within the first call (truth:
+    activations: the working set of one request at this batch; a smaller
+    batch or fewer new tokens fits, nothing outlives the calls)."""
+    m = gpt2_model()
+    m.eval()
+    for _ in range(steps):
+        x = torch.randint(0, 50000, (batch, 128), device='cuda')
+        with torch.no_grad():
+            out = m.generate(input_ids=x, attention_mask=torch.ones_like(x),
+                             max_new_tokens=384, min_new_tokens=384, do_sample=False,
+                             pad_token_id=50256)
+        del out, x
+        yield
+
+
+@case
+def plateau_fits(batch, steps):
+    """GPT-2 (6 layers), a length curriculum 256, 512, 768, 1024 over the
+    first 4 steps, then 1024; the model code memoizes a per-length attention
+    bias (batch x 12 heads x L x L fp32, 201 MB at 1024 and batch 4) and
+    never frees it. What outlives steps grows for 4 steps (by 13, 50, 113
+    and 201 MB), then stays: a bounded cache, not a leak; the job fits
+    (truth: none, and no leak warning standing at the end)."""
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    bias = {}
+    for step in range(steps):
+        n = min(256 * (step + 1), 1024)
+        if n not in bias:
+            bias[n] = torch.zeros(batch, 12, n, n, device='cuda')
+        x = torch.randint(0, 50257, (batch, n), device='cuda')
+        loss = m(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss
+        yield
+
+
+@case
+def late_batch(batch, steps):
+    """An LSTM language model trains healthily at the batch given for all
+    but its last step, which comes at 8 times that batch (a last bucket of a
+    sampler, a batch-size schedule): that step's activations do not fit
+    (truth: activations, after a long run; nothing leaks)."""
+    m = LstmLm().cuda()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    for step in range(steps):
+        lstm_step(m, opt, batch if step < steps - 1 else 8 * batch)
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))

@@ -187,7 +187,7 @@ static void read_stacks(const at_t *root, ol_report_t *v)
   v->stacks.with_python = (uint64_t)ol_json_need_int(&py, "with_frames", BYTES);
   v->stacks.without_python = (uint64_t)ol_json_need_int(&py, "without_frames", BYTES);
   v->stacks.roles_only = ol_json_may_bool(&s, "roles_only", false);
-  double capture = ol_json_may_number(&s, "capture_s", 0, 1e9, -1); /* format 1.5 */
+  double capture = ol_json_may_number(&s, "capture_s", 0, 1e9, -1); /* format 1.6 */
   v->stacks.has_capture_time = capture >= 0;
   if (v->stacks.has_capture_time) {
     v->stacks.capture_us = (uint64_t)llround(capture * 1e6);

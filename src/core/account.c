@@ -101,7 +101,16 @@ int32_t ol_account_site(ol_account_t *a, int device, const char *key, size_t len
     *is_new = made;
   if (id >= 0 && len == 0)
     a->devices[sites_index(a, ol_account_clamp(device))].frameless_site_plus1 = id + 1;
+  if (made && !(a->flags & OL_ACCOUNT_LIVE_KEYS) && len == sizeof OL_SITE_UNSAMPLED_TEXT - 1 &&
+      memcmp(key, OL_SITE_UNSAMPLED_TEXT, len) == 0)
+    ol_account_mark_unsampled(a, device, id);
   return id;
+}
+
+void ol_account_mark_unsampled(ol_account_t *a, int device, int32_t site)
+{
+  if (site >= 0)
+    a->devices[sites_index(a, ol_account_clamp(device))].unsampled_site_plus1 = site + 1;
 }
 
 ol_timeline_t *ol_account_timeline(ol_account_t *a, int device, uint64_t t_ns, double start_unix)

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 5   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: stacks.capture_s, capture_span_s) */
+#define OL_REPORT_MINOR 6   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: stacks.capture_s, capture_span_s) */
 #define OL_MAX_DEVICES 64
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
 /* The largest size oomlens takes anywhere (options, flags, trace lines):
@@ -200,6 +200,10 @@ typedef struct ol_sites ol_sites_t; /* sites.c, below */
  * (one per device, in the account, made at the device's first
  * allocation). */
 #define OL_PHASE_VALLEYS 8
+#define OL_PHASE_SITE_UNSAMPLED (-2) /* ol_phases_alloc's site: "not sampled" */
+/* The "not sampled" site's frames text in a trace (lib/stacks.c writes it,
+ * the account knows it by it). */
+#define OL_SITE_UNSAMPLED_TEXT "(not sampled: OOMLENS_STACK_SAMPLE)"
 #define OL_LEAK_STREAK 3 /* iterations in a row whose low point rose: a leak warning */
 #define OL_LEAK_SHARE 200 /* ... adding up to 1/200 of the device (0.5%) */
 #define OL_LEAK_BYTES (256ll << 20) /* ... or, capacity unknown, to 256 MiB */
@@ -244,7 +248,10 @@ typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
 typedef struct ol_phase_finder ol_phase_finder_t; /* phases.c */
 
 void ol_phases_init(ol_phases_t *p);
-/* An allocation of size bytes at site (-1 unknown) with allocated bytes
+/* An allocation of size bytes at site (-1 unknown; OL_PHASE_SITE_UNSAMPLED:
+ * the capture's "not sampled" site, a miss of the sample for that size: a
+ * size missed far more often than taken is named by chance, and none of
+ * its signatures becomes the loop's anchor) with allocated bytes
  * at level before it. *finder is made on first use (NULL after: no host
  * memory, and no iterations are found). true: an iteration just ended. */
 bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, int32_t site,
@@ -804,7 +811,7 @@ typedef struct ol_report_stacks {
   uint64_t with_python, without_python; /* stacks taken with / without Python frames */
   bool roles_only; /* manage mode's role capture: Python frames only (format 1.2) */
   /* The capture's own time on the job's threads, and the time since its
-   * first stack (format 1.5); has_capture_time false: an older report. */
+   * first stack (format 1.6); has_capture_time false: an older report. */
   bool has_capture_time;
   uint64_t capture_us, capture_span_us; /* whole microseconds: read back exactly */
 } ol_report_stacks_t;
@@ -1082,6 +1089,9 @@ typedef struct ol_account_device {
    * carry none); 0: none. It is no call site to tell iterations by: the
    * live job counted those bytes under no site at all. */
   int32_t frameless_site_plus1;
+  /* The id + 1 of this table's "not sampled" site (manage mode's
+   * byte-weighted capture counts there what no sample took); 0: none. */
+  int32_t unsampled_site_plus1;
   int32_t request_site_plus1; /* the last failed request's call site + 1; 0: none */
   /* The first iteration's allocations (first_step.c), until the log is
    * full; first_step_done: no longer kept (full, or no host memory). */
@@ -1132,6 +1142,9 @@ void ol_account_free(ol_account_t *a); /* all it holds; then empty, flags kept *
  * memory ran out (the bytes then count under no site). *is_new (may be
  * NULL): the site was first seen now. */
 int32_t ol_account_site(ol_account_t *a, int device, const char *key, size_t len, bool *is_new);
+/* Site is the capture's "not sampled" one (a trace's is known by its text,
+ * OL_SITE_UNSAMPLED_TEXT; the live tracker says so of its key). */
+void ol_account_mark_unsampled(ol_account_t *a, int device, int32_t site);
 ol_sites_t *ol_account_sites(const ol_account_t *a, int device); /* NULL: none */
 /* The device's timeline, made at its first use (with OL_ACCOUNT_TIMELINE)
  * starting at t_ns; NULL: off, or no host memory. */
@@ -1232,6 +1245,14 @@ static inline int32_t ol_account_phase_site(const ol_account_t *a, int d, int32_
   return site + 1 == a->devices[t].frameless_site_plus1 ? -1 : site;
 }
 
+/* The "not sampled" site is told to the iteration finder as such
+ * (OL_PHASE_SITE_UNSAMPLED): what it counts is the sample's misses. */
+static inline bool ol_account_site_unsampled(const ol_account_t *a, int d, int32_t site)
+{
+  int t = a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : d;
+  return site >= 0 && site + 1 == a->devices[t].unsampled_site_plus1;
+}
+
 /* Growing and shrinking are written apart: only growth can make a peak. A
  * block with an origin is a segment of reserved memory of its own. d: the
  * block's device index. */
@@ -1240,7 +1261,8 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
   ol_device_stats_t *dev = &a->devices[d].stats;
   int pool = ol_stats_pool_of(b->size);
   int64_t bytes = (int64_t)b->size, peak = dev->allocated_bytes[OL_POOL_ALL].peak;
-  int32_t signature = b->signature_plus1 ? b->signature_plus1 - 1
+  int32_t signature = ol_account_site_unsampled(a, d, b->site) ? OL_PHASE_SITE_UNSAMPLED
+                     : b->signature_plus1 ? b->signature_plus1 - 1
                                           : ol_account_phase_site(a, d, b->site);
   if (__builtin_expect(ol_phases_alloc(&dev->phases, &a->devices[d].finder, b->size, signature,
                                        dev->allocated_bytes[OL_POOL_ALL].current),

@@ -8,7 +8,9 @@
  * misread:
  *
  *   1. a request larger than the device (nothing else matters);
- *   2. free memory in pieces (enough is free, no block is large enough);
+ *   2. free memory in pieces (enough is free, no block is large enough,
+ *      the pieces are more than an allocator's slack and the state alone
+ *      leaves room for a batch: else no placement would have fitted it);
  *   3. others' memory (ours would fit without it);
  *   4. growth across iterations, or memory that is not the state kept
  *      across them and grown to a quarter of the device (a leak fills the
@@ -32,6 +34,7 @@
 #include "core.h"
 
 #define HEADROOM_PERCENT 20 /* the guides keep 20-30% free for spikes */
+#define PIECES_SHARE 10     /* free pieces worth naming: a tenth of the reserve */
 
 static const char *const names[OL_OOM_CLASS_COUNT] = {
 #define OL_OOM_NAME(name, what) #name,
@@ -146,10 +149,15 @@ static state_t state_of(const ol_oom_record_t *r)
     return (state_t){STATE_ITERATIONS, r->persistent};
   if (r->before_first_free < 0)
     return (state_t){STATE_BUILDING, ol_sat_add(r->allocated, request_of(r))};
-  return (state_t){STATE_FIRST_FREE, r->before_first_free};
+  /* no more of it than is live now: a job that freed part of what it
+   * made first no longer holds it */
+  int64_t live = r->allocated < r->before_first_free ? r->allocated : r->before_first_free;
+  return (state_t){STATE_FIRST_FREE, at_least_zero(live)};
 }
 
 /* ---- the rules, in order ---------------------------------------------- */
+
+static bool state_to_blame(const ol_oom_record_t *r, state_t s);
 
 /* What others hold that could be freed or moved: when NVML said what this
  * process holds in all, its own CUDA context and libraries are not among
@@ -187,10 +195,24 @@ static bool others_to_blame(const ol_oom_record_t *r)
   return others > 0 && own_need(r) <= cap_of(r) && others >= cap_of(r) / 10;
 }
 
-static bool pieces_to_blame(const ol_oom_record_t *r)
+/* Free reserved memory in pieces is the cause when it covers the request
+ * and no block does, and when, in one piece, it would change more than
+ * this one request:
+ *   - it is more than an allocator's ordinary slack: a tenth of what is
+ *     reserved (our pool keeps 0.4-1% free at the corpus's OOMs; the
+ *     corpus's frag_cache under PyTorch's policy had 30% in pieces);
+ *   - the state alone leaves room for a batch (rule 5 does not hold): where
+ *     weights, gradients and optimizer state take the device, no allocator
+ *     fits the job, however it places the blocks (held-out adam_vit: AdamW's
+ *     moments being made, 96% of the device the state's, 33 MiB free in
+ *     pieces of a 3.5 GiB reserve, a 16 MiB request: the residue, not the
+ *     cause). */
+static bool pieces_to_blame(const ol_oom_record_t *r, state_t s)
 {
-  return r->free_reserved >= 0 && r->largest_free_block >= 0 &&
-         r->free_reserved >= request_of(r) && r->largest_free_block < request_of(r);
+  if (r->free_reserved < 0 || r->largest_free_block < 0 ||
+      r->free_reserved < request_of(r) || r->largest_free_block >= request_of(r))
+    return false;
+  return r->free_reserved >= r->reserved / PIECES_SHARE && !state_to_blame(r, s);
 }
 
 /* growth a step over steps steps, held in the int64 range. */
@@ -281,11 +303,11 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
 {
   if (r->request > r->capacity) /* unsigned: 2^64 - 1 is the largest request, not -1 */
     return OL_OOM_impossible;
-  if (pieces_to_blame(r))
+  state_t s = state_of(r);
+  if (pieces_to_blame(r, s))
     return OL_OOM_fragmentation;
   if (others_to_blame(r))
     return OL_OOM_external;
-  state_t s = state_of(r);
   if (!r->segments_only && (growth_to_blame(r) || kept_to_blame(r, s) || shortfall_grown(r)))
     return OL_OOM_leak;
   if (state_to_blame(r, s))
@@ -499,6 +521,28 @@ static void advise_measuring(ol_buf_t *out, const ol_batch_figure_t *f)
                   "batch that fits.) ", trial, trial);
 }
 
+/* What one sample of the batch adds to the state: its share of what the
+ * iteration needed, with the state and the allocator's reserve; more than
+ * the device offers when no batch fits (ol_batch_figure_solve). */
+static int64_t state_and_one_sample(const ol_batch_figure_t *f)
+{
+  int64_t sample = f->batch > 0 ? ceil_div(at_least_zero(f->need), f->batch) : 0;
+  return ol_sat_add(ol_sat_add(f->state, at_least_zero(f->overhead)), sample);
+}
+
+/* No batch fits: what alone exceeds the device, never "batch 0". */
+static void advise_no_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
+{
+  char a[32], b[32], c[32], d[32];
+  int64_t held = ol_sat_add(f->state, at_least_zero(f->overhead));
+  int64_t total = state_and_one_sample(f);
+  ol_buf_printf(out, "At batch %" PRId64 ", no batch fits: the state (%s) and one sample's "
+                "share of the iteration (%s) already need %s%s, more than the %s this process "
+                "can have; cut the memory per sample. ", r->batch, size_text(a, f->state),
+                size_text(b, ol_sat_sub(total, held)), f->need_is_lower_bound ? "at least " : "",
+                size_text(c, total), size_text(d, f->available));
+}
+
 /* "batch 5 fits; 4 with 20% headroom; keep the effective batch of 8 with 2
  * accumulation steps of 4" when the batch is known; shares otherwise. */
 static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
@@ -519,8 +563,7 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
                     "keeps %d%% free: cut the memory per sample as well. ",
                     r->batch, bound, f->fits, HEADROOM_PERCENT);
     } else {
-      ol_buf_printf(out, "At batch %" PRId64 ", one sample's share of the iteration already "
-                    "exceeds what is left: no batch fits; cut the memory per sample. ", r->batch);
+      advise_no_batch(out, r, f);
     }
     return;
   }
@@ -846,23 +889,67 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                   "under `oomlens run --manage` to tell weights from activations.)");
 }
 
+/* The figure the advice leads with: a first step's estimate where there
+ * is one (its low end), else the bound or the figure from iterations. */
+static ol_batch_figure_t lead_figure(const ol_oom_record_t *r)
+{
+  ol_first_step_figure_t f;
+  return ol_oom_first_step_figure(r, &f) ? f.low : f.bound;
+}
+
+/* A batch is the lever where the iteration's own memory is the cause
+ * (activations) and the batch is known: the figures are then the advice.
+ * Elsewhere (the state, a leak, others' memory, pieces) no smaller batch
+ * is the fix, and a figure beside that class would say otherwise. */
+static bool batch_is_the_lever(const ol_oom_record_t *r, ol_oom_class_t c)
+{
+  return c == OL_OOM_activations && r->batch > 0;
+}
+
+/* "name": n where it is a figure to give (1 or more), else null. */
+static void json_batch_count(ol_buf_t *out, const char *name, bool given, int64_t n)
+{
+  if (given && n >= 1)
+    ol_buf_printf(out, ", \"%s\": %" PRId64, name, n);
+  else
+    ol_buf_printf(out, ", \"%s\": null", name);
+}
+
+/* Where no batch fits, what alone takes the device: the state (persistent:
+ * weights, gradients and optimizer state take more than the guides'
+ * headroom leaves, or were still being made), or the state with one
+ * sample's share of the iteration (activations); null elsewhere. */
+static void json_no_batch_fits(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
+{
+  ol_batch_figure_t f = batch_fit(r);
+  const char *because = NULL;
+  int64_t bytes = 0;
+  if (c == OL_OOM_persistent) {
+    because = "state";
+    bytes = state_of(r).bytes;
+  } else if (batch_is_the_lever(r, c) && lead_figure(r).fits < 1) {
+    because = "state_and_one_sample";
+    bytes = state_and_one_sample(&f);
+  }
+  if (!because) {
+    ol_buf_printf(out, ", \"no_batch_fits\": null");
+    return;
+  }
+  ol_buf_printf(out, ", \"no_batch_fits\": {\"because\": \"%s\", \"bytes\": %" PRId64
+                ", \"available\": %" PRId64 "}", because, bytes, available(r));
+}
+
 /* A first step's shape and figures: the bound beside the estimate, and
  * the estimate's high end (minor 4). */
-static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r)
+static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool lever)
 {
   static const char *const stages[] = {"unknown", "layers", "head"};
   const ol_first_step_t *fs = &r->first_step;
   ol_first_step_figure_t f;
-  bool estimated = ol_oom_first_step_figure(r, &f);
+  bool estimated = ol_oom_first_step_figure(r, &f) && lever;
   ol_buf_printf(out, ", \"batch_figure_is_estimate\": %s", estimated ? "true" : "false");
-  if (r->batch > 0 && f.bound.need_is_lower_bound)
-    ol_buf_printf(out, ", \"batch_fits_at_most\": %" PRId64, f.bound.fits);
-  else
-    ol_buf_printf(out, ", \"batch_fits_at_most\": null");
-  if (r->batch > 0 && estimated)
-    ol_buf_printf(out, ", \"batch_fits_high\": %" PRId64, f.high.fits);
-  else
-    ol_buf_printf(out, ", \"batch_fits_high\": null");
+  json_batch_count(out, "batch_fits_at_most", lever && f.bound.need_is_lower_bound, f.bound.fits);
+  json_batch_count(out, "batch_fits_high", estimated, f.high.fits);
   if (r->iterations > 0 || r->segments_only || !fs->read) {
     ol_buf_printf(out, ", \"first_step\": null");
     return;
@@ -877,8 +964,10 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r)
 }
 
 /* The state and the batch figures as the paragraph gives them, so a JSON
- * reader need not redo the arithmetic. */
-static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
+ * reader need not redo the arithmetic (minor 5: only where the batch is
+ * the lever, and never 0; where no batch fits, what alone exceeds the
+ * device instead). */
+static void json_figures(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
 {
   static const char *const sources[] = {"roles",      "iterations", "building",
                                         "first_free", "requested",  "hidden"};
@@ -898,14 +987,14 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r)
                 ", \"batch\": %" PRId64,
                 s.bytes, sources[s.source], r->before_first_free, r->iteration_need,
                 r->first_persistent, r->batch);
-  if (r->batch > 0)
-    ol_buf_printf(out, ", \"batch_fits\": %" PRId64 ", \"batch_fits_headroom\": %" PRId64,
-                  f.fits, f.fits_headroom);
-  else
-    ol_buf_printf(out, ", \"batch_fits\": null, \"batch_fits_headroom\": null");
+  bool lever = batch_is_the_lever(r, c);
+  ol_buf_printf(out, ", \"batch_is_the_lever\": %s", lever ? "true" : "false");
+  json_batch_count(out, "batch_fits", lever, f.fits);
+  json_batch_count(out, "batch_fits_headroom", lever, f.fits_headroom);
   ol_buf_printf(out, ", \"batch_figure_is_bound\": %s",
-                f.need_is_lower_bound ? "true" : "false");
-  json_first_step(out, r);
+                lever && f.need_is_lower_bound ? "true" : "false");
+  json_no_batch_fits(out, r, c);
+  json_first_step(out, r, lever);
 }
 
 void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
@@ -924,7 +1013,7 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 r->reserved, r->free_reserved, r->largest_free_block, r->external,
                 r->persistent, transient_of(r), r->iterations, r->growth,
                 r->segments_only ? "true" : "false");
-  json_figures(out, r);
+  json_figures(out, r, c);
   ol_buf_printf(out, ", \"advice\": ");
   ol_buf_json_string(out, advice.failed ? "" : advice.data);
   json_sites(out, r, namer, arg);
@@ -942,10 +1031,9 @@ bool ol_oom_first_step_figure(const ol_oom_record_t *r, ol_first_step_figure_t *
 bool ol_oom_batch_figures(const ol_oom_record_t *r, int64_t *fits, int64_t *fits_headroom,
                           bool *is_bound)
 {
-  ol_first_step_figure_t f;
-  const ol_batch_figure_t *lead = ol_oom_first_step_figure(r, &f) ? &f.low : &f.bound;
-  *fits = lead->fits;
-  *fits_headroom = lead->fits_headroom;
-  *is_bound = lead->need_is_lower_bound;
+  ol_batch_figure_t lead = lead_figure(r);
+  *fits = lead.fits;
+  *fits_headroom = lead.fits_headroom;
+  *is_bound = lead.need_is_lower_bound;
   return r->batch > 0;
 }

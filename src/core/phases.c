@@ -47,6 +47,14 @@
  * failing). A stream that never repeats (inference of shapes that vary)
  * finds no iterations, and says so: iterations 0, period 0.
  *
+ * Under manage mode's byte-weighted capture a small tensor's site is named
+ * only when a sample takes it: per size, the finder counts how often the
+ * sample missed it (it came at the "not sampled" site) and took it. The
+ * signatures of a size missed more than twice as often as taken recur by
+ * chance, and none of them becomes the anchor; an anchor missed in more
+ * periods than it was seen in is given up (a site that is not known as the
+ * "not sampled" one can still name a small tensor by chance).
+ *
  * What is not known: until a repeat is seen twice, nothing is an
  * iteration (an out-of-memory error in the first two steps reads as the
  * first); a forward pass whose layers free most of what they make
@@ -71,6 +79,7 @@
 #define MISSED_MAX 4      /* an anchor's gap of up to 4 periods counts them all */
 #define SITES 256u        /* sites whose recent sizes are kept, direct-mapped */
 #define SITE_SIZES 4      /* ... the last 4 distinct sizes of each */
+#define UNSAMPLED_SIZES 1024u /* sizes whose sampling is counted, direct-mapped */
 
 typedef struct slot {
   uint64_t sig;       /* 0: empty */
@@ -94,10 +103,16 @@ struct ol_phase_finder {
   uint64_t anchor;    /* the signature iterations are counted by; 0: none */
   uint64_t anchor_last;
   uint64_t anchor_broke; /* allocation number at which the anchor last came late; 0: never */
+  uint32_t anchor_hits, anchor_misses; /* its occurrences, and the periods it was not seen in */
+  uint64_t size_now;     /* the size of the allocation being read */
   int64_t window_high; /* highest allocated since the anchor's last occurrence */
   int64_t block_low[BLOCKS], block_high[BLOCKS];
   slot_t slots[SLOTS];
   struct { int32_t site; uint32_t next; uint64_t sizes[SITE_SIZES]; } sites[SITES];
+  /* Sizes seen with a site or at the "not sampled" one, direct-mapped (a
+   * size seen missed keeps its slot against one only taken): how often the
+   * capture's sample missed each and took it. */
+  struct { uint64_t size_plus1; uint32_t missed, taken; } unsampled[UNSAMPLED_SIZES];
 };
 
 void ol_phases_init(ol_phases_t *p)
@@ -270,6 +285,7 @@ static void adopt(ol_phases_t *p, ol_phase_finder_t *f, const slot_t *s, uint64_
   f->anchor = s->sig;
   f->anchor_last = f->n;
   f->anchor_broke = 0;
+  f->anchor_hits = f->anchor_misses = 0;
   f->window_high = level;
   p->period = gap;
   p->iterations = (uint64_t)s->run; /* the run's windows but the newest */
@@ -300,6 +316,33 @@ static uint64_t periods_in(uint64_t gap, uint64_t period)
   return k >= 2 && k <= MISSED_MAX && agree(gap, k * period) ? k : 0;
 }
 
+/* How many periods the anchor was missed in over a gap of whole periods,
+ * of any number (within a quarter of one period); 0 for a gap of one, or
+ * of no whole number (a repeat broken by the rest of a longer one). */
+static uint64_t periods_missed(uint64_t gap, uint64_t period)
+{
+  uint64_t k = (gap + period / 2) / period;
+  uint64_t off = gap > k * period ? gap - k * period : k * period - gap;
+  return k >= 2 && 4 * off <= period ? k - 1 : 0;
+}
+
+/* The anchor's record of presence. Under byte-weighted sampling (manage
+ * mode's default) a small tensor's site is named only when it is sampled
+ * (a 256 KiB one about a time in five), so a signature with that site
+ * recurs by chance; a few chance recurrences a period apart can make it
+ * the anchor (held-out dict_leak: an LSTM's 256 KiB tensor, then gaps of
+ * 5 and 7 steps, read as breaks, and a repeat of 7 steps taken for the
+ * step). An anchor missed in more periods than it was seen in is given
+ * up: a signature seen every iteration (a tensor large enough to be
+ * always sampled) then takes its place, its steady run counted back. */
+static void count_misses(ol_phase_finder_t *f, uint64_t gap, uint64_t period)
+{
+  f->anchor_hits++;
+  f->anchor_misses += (uint32_t)periods_missed(gap, period);
+  if (f->anchor_misses > f->anchor_hits)
+    f->anchor = 0;
+}
+
 /* An occurrence of the anchor: the iteration ends, unless it came too soon
  * to be the next one's start (then it is inside an iteration). A gap of
  * whole periods ends that many (their own low points were not seen: each
@@ -320,6 +363,7 @@ static bool anchor_seen(ol_phases_t *p, ol_phase_finder_t *f, int64_t level)
   p->low = level;
   f->window_high = level;
   f->anchor_last = f->n;
+  count_misses(f, gap, p->period);
   return true;
 }
 
@@ -399,6 +443,50 @@ static slot_t *find_slot(ol_phase_finder_t *f, uint64_t sig)
   return victim;
 }
 
+/* The "not sampled" site, as a site to tell allocations by: one bucket of
+ * its own, as the live site id it stands for was. */
+#define UNSAMPLED_AS_SITE (INT32_MAX - 1)
+
+/* Counts, per size, how often the capture's sample missed it (it came at
+ * the "not sampled" site) and took it (it came with a site). */
+static int32_t note_sampling(ol_phase_finder_t *f, uint64_t size, int32_t site)
+{
+  __typeof__(f->unsampled[0]) *e =
+    &f->unsampled[(size * 0x9E3779B97F4A7C15ull) >> 54 & (UNSAMPLED_SIZES - 1)];
+  if (site == -1)
+    return site;
+  bool missed = site == OL_PHASE_SITE_UNSAMPLED;
+  if (e->size_plus1 != size + 1) {
+    if (!missed && e->size_plus1)
+      return site; /* a size seen missed keeps its slot against one only taken */
+    *e = (__typeof__(*e)){.size_plus1 = size + 1};
+  }
+  if (missed)
+    e->missed++;
+  else
+    e->taken++;
+  if (e->taken >= 1u << 30) { /* a share, kept in range */
+    e->taken /= 2;
+    e->missed /= 2;
+  }
+  return missed ? UNSAMPLED_AS_SITE : site;
+}
+
+/* Whether the allocation being read is of a size the sample misses more
+ * than twice as often as it takes: a site names it by chance (a 256 KiB
+ * tensor about a time in five under manage mode's 1 MiB mean), so its
+ * signatures recur by chance, and a few chance recurrences a period apart
+ * could make one the anchor (held-out dict_leak). Such a signature is not
+ * adopted; a size taken as often as not stays fit to be one (corpus
+ * varlen_long's iterations are told by a 1.5 MiB tensor the sample missed
+ * about half the time: an anchor's gap of whole periods allows for it). */
+static bool sampled_by_chance(const ol_phase_finder_t *f)
+{
+  const __typeof__(f->unsampled[0]) *e =
+    &f->unsampled[(f->size_now * 0x9E3779B97F4A7C15ull) >> 54 & (UNSAMPLED_SIZES - 1)];
+  return e->size_plus1 == f->size_now + 1 && e->missed >= 4 && e->missed > 2ull * e->taken;
+}
+
 /* Signature sig occurs at allocation f->n, level allocated before it.
  * true: an iteration ended. */
 static bool occurs(ol_phases_t *p, ol_phase_finder_t *f, uint64_t sig, int64_t level)
@@ -424,7 +512,7 @@ static bool occurs(ol_phases_t *p, ol_phase_finder_t *f, uint64_t sig, int64_t l
     window_range(f, s->last, s->level, &low, &high);
     if (shaped_like_iteration(f, s, level, low, high, gap)) {
       s->fails = 0;
-      if (++s->cycles >= 2 && steady) {
+      if (++s->cycles >= 2 && steady && !sampled_by_chance(f)) {
         adopt(p, f, s, gap, level, low, high);
         ended = true;
       }
@@ -459,6 +547,8 @@ bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, 
   if (top > f->window_high)
     f->window_high = top;
   bool ended;
+  site = note_sampling(f, size, site);
+  f->size_now = size;
   if (site >= 0) /* the site tells allocations apart */
     ended = occurs(p, f, signature(size, site, false), level) |
             occurs(p, f, signature(NO_SIZE, site, false), level) |

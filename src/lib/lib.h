@@ -143,6 +143,8 @@ ol_role_t ol_stacks_role(const void *key, size_t len, const char *label);
 bool ol_stacks_native_available(void);
 int ol_stacks_capture(void **frames, int max);
 void ol_stacks_site_key(size_t size, ol_site_key_t *key); /* sampling decided here */
+/* Whether a key is the "not sampled" bucket's (its site counts what no sample took). */
+bool ol_stacks_key_unsampled(const void *key, size_t len);
 void ol_stacks_request_key(ol_site_key_t *key);           /* a failed request's: always */
 /* The capture's own time on the job's threads: a monotonic clock, a charge
  * of the time since a reading of it, and the total charged so far (with

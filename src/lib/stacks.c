@@ -338,6 +338,14 @@ void ol_stacks_site_key(size_t size, ol_site_key_t *key)
   key->hash = hash_words(key->words, key->count);
 }
 
+bool ol_stacks_key_unsampled(const void *key, size_t len)
+{
+  uintptr_t header = 0;
+  if (key && len >= sizeof header)
+    memcpy(&header, key, sizeof header);
+  return (header & HEADER_UNSAMPLED) != 0;
+}
+
 /* A failed request's: never left to the sample (what it was for is the
  * diagnosis's to know), nor counted in it. */
 void ol_stacks_request_key(ol_site_key_t *key)
@@ -450,7 +458,7 @@ static size_t key_frames(const char *key, size_t len, const char *label, size_t 
   size_t autograd = HEADER_AUTOGRAD(header);
   const char *alone = NULL;
   if (header & HEADER_UNSAMPLED)
-    alone = "(not sampled: OOMLENS_STACK_SAMPLE)";
+    alone = OL_SITE_UNSAMPLED_TEXT;
   else if (!key || len != (1 + 2 * python + native) * sizeof header)
     alone = "(unreadable key)";
   else if (python + native == 0 && !autograd)

@@ -35,6 +35,24 @@ static const class_case_t class_cases[] = {
    {BASE, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 13 * GiB,
     .free_reserved = 2 * GiB, .largest_free_block = 512 * MiB, .iterations = 4,
     .persistent = 3 * GiB}, OL_OOM_fragmentation},
+  /* Held-out adam_vit on the H200 (ViT-L/16 under a 4G cap, --manage):
+   * AdamW's moments being made at the first step, the state 96% of what
+   * the device offers; 33 MiB of the pool free in pieces (its ordinary
+   * slack, 0.9% of the reserve) covered the 16 MiB request and no block
+   * did. It was called fragmentation; defragmenting would serve this
+   * request, never the rest of the moments. */
+  {"the pool's slack in pieces while the state fills the device",
+   {.capacity = 4 * GiB, .device_free = 0, .request = 16 * MiB, .reserved = 3741319168,
+    .allocated = 3704724820, .free_reserved = 34494464, .largest_free_block = 3227648,
+    .external = 528 * MiB, .self_device_bytes = 4399824896, .iterations = 0,
+    .before_first_free = 1219543724,
+    .iteration_need = -1, .first_persistent = -1,
+    ROLES(1211813888, 1316675584, 1060700160, 100663296), .request_role_known = true,
+    .request_role = OL_ROLE_optimizer, .batch = 1}, OL_OOM_persistent},
+  {"1% of the reserve in pieces is slack, not the cause of an iteration too large",
+   {BASE, .request = 16 * MiB, .reserved = 15 * GiB, .allocated = 15 * GiB - 150 * MiB,
+    .free_reserved = 150 * MiB, .largest_free_block = 8 * MiB, .iterations = 3,
+    .persistent = 3 * GiB}, OL_OOM_activations},
   {"another process holds most of the device",
    {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 6 * GiB, .allocated = 6 * GiB, .external = 9 * GiB,
     .iterations = 3, .persistent = 2 * GiB}, OL_OOM_external},
@@ -192,6 +210,15 @@ START_TEST(each_class_from_its_record)
   ck_assert_ptr_null(strstr(text.data, " 0%"));
   ck_assert_ptr_null(strstr(text.data, " 0 steps"));
   ck_assert_ptr_null(strstr(text.data, "batch 0 "));
+  /* The figures printed with the class agree with it: a batch figure
+   * only where the batch is the lever (held-out adam_vit, persistent,
+   * carried "batch_fits": 1, "batch_fits_headroom": 0), and never 0. */
+  ck_assert_ptr_null(strstr(json.data, "\"batch_fits\": 0,"));
+  ck_assert_ptr_null(strstr(json.data, "\"batch_fits_headroom\": 0,"));
+  if (got != OL_OOM_activations)
+    ck_assert_msg(strstr(json.data, "\"batch_fits\": null, \"batch_fits_headroom\": null") &&
+                    strstr(json.data, "\"batch_fits_at_most\": null"),
+                  "%s: %s", c->what, json.data);
   ol_buf_free(&text);
   ol_buf_free(&json);
 }
@@ -335,10 +362,39 @@ START_TEST(no_batch_fits_is_said)
                        .reserved = 9 * GiB, .allocated = 9 * GiB, .iterations = 0,
                        .before_first_free = 7 * GiB, .iteration_need = -1, .batch = 1};
   ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
-  ol_buf_t text = {0};
+  ol_buf_t text = {0}, json = {0};
   ol_oom_explain(&text, &r, OL_OOM_activations, NULL, NULL);
   ck_assert_ptr_nonnull(strstr(text.data, "no batch fits"));
+  /* what alone exceeds the device: the state and one sample (at least
+   * the 2 GiB held above the state, plus the request) */
+  ck_assert_msg(strstr(text.data, "the state (7.00 GiB) and one sample's share of the "
+                                  "iteration (4.00 GiB) already need at least 11.00 GiB"),
+                "%s", text.data);
+  ol_oom_json(&json, &r, OL_OOM_activations, NULL, NULL);
+  ck_assert_msg(strstr(json.data, "\"batch_fits\": null, \"batch_fits_headroom\": null") &&
+                  strstr(json.data, "\"no_batch_fits\": {\"because\": \"state_and_one_sample\", "
+                                    "\"bytes\": 11811160064, \"available\": 10737418240}"),
+                "%s", json.data);
   ol_buf_free(&text);
+  ol_buf_free(&json);
+}
+END_TEST
+
+/* Persistent: no batch figure, and what alone takes the device is the
+ * state (the weights being made, here). */
+START_TEST(persistent_names_the_state_not_a_batch)
+{
+  ol_oom_record_t r = {BASE, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB,
+                       .allocated = 15 * GiB, ROLES(15 * GiB, 0, 0, 0),
+                       .request_role_known = true, .request_role = OL_ROLE_weights, .batch = 4};
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_persistent);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(json.data, "\"batch_is_the_lever\": false, \"batch_fits\": null") &&
+                  strstr(json.data, "\"no_batch_fits\": {\"because\": \"state\", \"bytes\": "
+                                    "17179869184, \"available\": 17179869184}"),
+                "%s", json.data);
+  ol_buf_free(&json);
 }
 END_TEST
 
@@ -517,6 +573,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, batch_figure_on_measured_runs);
   tcase_add_test(classes, external_in_the_first_iteration_says_what_is_not_known);
   tcase_add_test(classes, no_batch_fits_is_said);
+  tcase_add_test(classes, persistent_names_the_state_not_a_batch);
   tcase_add_loop_test(classes, request_past_int64_is_impossible, 0,
                       sizeof huge_cases / sizeof *huge_cases);
   tcase_add_test(classes, extreme_figures_do_not_overflow);

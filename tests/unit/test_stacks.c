@@ -100,6 +100,32 @@ START_TEST(trace_text_is_the_report_frames)
 }
 END_TEST
 
+/* The "not sampled" bucket is one site to the iteration finder live and
+ * replayed: the live key says it is (the tracker marks its site), and the
+ * text the trace writes for it is the one an account reading the trace
+ * marks (a sampled size's misses are counted from it, core/phases.c). */
+START_TEST(the_not_sampled_bucket_is_known_live_and_in_a_trace)
+{
+  uintptr_t key[16];
+  size_t len = make_key(&cases[1], key);
+  ck_assert(ol_stacks_key_unsampled(key, len));
+  ck_assert(!ol_stacks_key_unsampled(key, make_key(&cases[3], key)));
+  len = make_key(&cases[1], key);
+  ol_buf_t text = {0};
+  ol_stacks_key_text(key, len, NULL, &text);
+  ck_assert_str_eq(text.data, OL_SITE_UNSAMPLED_TEXT);
+  ol_account_t *a = calloc(1, sizeof *a);
+  ol_account_init(a, OL_ACCOUNT_SITES);
+  int32_t other = ol_account_site(a, 0, "a.py:1:f", 8, NULL);
+  int32_t id = ol_account_site(a, 0, text.data, text.len, NULL);
+  ck_assert(ol_account_site_unsampled(a, 0, id));
+  ck_assert(!ol_account_site_unsampled(a, 0, other));
+  ol_buf_free(&text);
+  ol_account_free(a);
+  free(a);
+}
+END_TEST
+
 /* The report asks for a few frames; the walk stops there. */
 START_TEST(site_frames_stop_at_max)
 {
@@ -123,6 +149,7 @@ static Suite *stacks_suite(void)
   TCase *text = tcase_create("text");
   tcase_add_loop_test(text, trace_text_is_the_report_frames, 0, sizeof cases / sizeof *cases);
   tcase_add_test(text, site_frames_stop_at_max);
+  tcase_add_test(text, the_not_sampled_bucket_is_known_live_and_in_a_trace);
   suite_add_tcase(s, text);
   return s;
 }
