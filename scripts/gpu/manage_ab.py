@@ -21,7 +21,7 @@ JOB = os.environ.get('AB_JOB', 'llama_varlen')
 STEPS = int(os.environ.get('AB_STEPS', '14'))
 ROUNDS = int(os.environ.get('AB_ROUNDS', '2'))
 CONFS = os.environ.get('AB_CONFS', 'default;manage:OOMLENS_ROLES=1;manage:OOMLENS_ROLES=0').split(';')
-WORK = os.path.join(HERE, 'ab_work')
+WORK = os.path.join(HERE, 'ab_work', JOB)
 
 
 def run(conf, tag):
@@ -31,6 +31,8 @@ def run(conf, tag):
     kind, _, extra = conf.partition(':')
     cmd = [sys.executable, JOBS_PY, JOB, '--steps', str(STEPS), '--warm', '2']
     report = os.path.join(WORK, f'{tag}-%p.txt')
+    for old in glob.glob(os.path.join(WORK, f'{tag}-*')):
+        os.remove(old)  # a report left by an earlier call (same tags) is not this run's
     if kind == 'manage':
         for kv in filter(None, extra.split(',')):
             k, _, v = kv.partition('=')
