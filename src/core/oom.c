@@ -688,6 +688,33 @@ static void explain_outside(ol_buf_t *out, const ol_oom_record_t *r)
                   "allocations.", size_text(a, r->self_device_bytes - r->reserved));
 }
 
+/* No memory of a backward pass at the failure (no gradients, backward
+ * temporaries or optimizer state, by role): likely inference, where what
+ * grows from one forward to the next is most often a key/value cache, by
+ * design (or a job with no autograd at all: the advice says "if"). */
+static bool inference_only(const ol_oom_record_t *r)
+{
+  return r->roles_known && r->role_bytes[OL_ROLE_gradients] == 0 &&
+         r->role_bytes[OL_ROLE_backward] == 0 && r->role_bytes[OL_ROLE_optimizer] == 0;
+}
+
+/* Growth in inference: memory alone cannot tell a cache that grows with
+ * each generated token and goes when the call returns (one request's
+ * working set: the field guides' fixes are the length, the batch and the
+ * cache) from tensors kept across calls (a leak). Say both, the likelier
+ * first. */
+static void advise_growing_inference(ol_buf_t *out)
+{
+  ol_buf_printf(out, "No gradients, backward-pass memory or optimizer state are held: if this "
+                "is inference, memory that grows from one forward to the next is most often a "
+                "key/value cache growing with each generated token. If it goes when "
+                "generation returns, it is one request's working set, not a leak: lower the "
+                "batch or the length (max_new_tokens), or use a static or quantized cache, or "
+                "a model with fewer key/value heads (GQA/MQA). If it outlives the calls, "
+                "something keeps tensors from step to step: outputs kept on the GPU, or a "
+                "cache never cleared.");
+}
+
 /* The growth as it was found: per iteration, or in all since the first. */
 static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
 {
@@ -784,11 +811,14 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
     break;
   case OL_OOM_leak:
     advise_leak(out, r);
-    ol_buf_printf(out, "Something keeps tensors across steps. Usual causes: a loss kept "
-                  "with its graph (`total += loss` instead of `loss.item()`), evaluation without "
-                  "`torch.no_grad()`, lists or caches of outputs; in generation, a key/value "
-                  "cache that grows with the sequence (cap the length, or preallocate a static "
-                  "cache).");
+    if (inference_only(r))
+      advise_growing_inference(out);
+    else
+      ol_buf_printf(out, "Something keeps tensors across steps. Usual causes: a loss kept "
+                    "with its graph (`total += loss` instead of `loss.item()`), evaluation "
+                    "without `torch.no_grad()`, lists or caches of outputs; in generation, a "
+                    "key/value cache that grows with the sequence (cap the length, or "
+                    "preallocate a static cache).");
     break;
   case OL_OOM_persistent:
     advise_persistent(out, r);
