@@ -423,15 +423,12 @@ def ckpt_batch(batch, steps):
     m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})
     m.config.use_cache = False
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    for _ in range(steps):
-        x = torch.randint(0, 50257, (batch, 1024), device='cuda')
+
+    def bf16_loss(model, x):
         with torch.autocast('cuda', dtype=torch.bfloat16):
-            loss = m(input_ids=x, labels=x).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        del loss
-        yield
+            return lm_loss(model, x)
+    batches = (torch.randint(0, 50257, (batch, 1024), device='cuda') for _ in range(steps))
+    yield from train_steps(m, opt, batches, bf16_loss)
 
 
 @case
@@ -492,17 +489,14 @@ def plateau_fits(batch, steps):
     m = gpt2_model(n_layer=6)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     bias = {}
-    for step in range(steps):
-        n = min(256 * (step + 1), 1024)
-        if n not in bias:
-            bias[n] = torch.zeros(batch, 12, n, n, device='cuda')
-        x = torch.randint(0, 50257, (batch, n), device='cuda')
-        loss = m(input_ids=x, labels=x).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        del loss
-        yield
+
+    def curriculum():
+        for step in range(steps):
+            n = min(256 * (step + 1), 1024)
+            if n not in bias:
+                bias[n] = torch.zeros(batch, 12, n, n, device='cuda')
+            yield torch.randint(0, 50257, (batch, n), device='cuda')
+    yield from train_steps(m, opt, curriculum(), lm_loss)
 
 
 @case
