@@ -46,9 +46,10 @@ def run(conf, tag):
         with open(reps[0]) as f:
             rep = json.load(f)
         d = rep['devices'][0]
-        st = rep.get('stacks') or {}
-        if st.get('capture_span_s'):  # report 1.5: the capture's own share of the run
-            r['capture_share'] = st['capture_s'] / st['capture_span_s']
+        own = rep.get('own_time') or {}
+        if own.get('span_s'):  # report 1.6: oomlens's own time, shares of the run
+            r['pool_share'] = own['manage_pool_s'] / own['span_s']
+            r['capture_share'] = own['call_sites_s'] / own['span_s']
         r.update(fence_waits=d['calls'].get('fence_waits'), syncs=d['calls'].get('device_syncs'),
                  maps=d['stats']['segment']['all']['allocated'],
                  unmaps=d['stats']['segment']['all']['freed'])

@@ -129,13 +129,14 @@ def manage_ratio(r):
         return None
 
 
-def capture_share(r):
-    """The role capture's own time on the job's threads over the time since
-    its first stack (report format 1.5): what it can cost at most."""
-    st = (r.get('report') or {}).get('stacks') or {}
-    if not st.get('capture_span_s'):
+def own_share(r, what):
+    """oomlens's own time on the job's threads (report format 1.6:
+    own_time.call_sites_s or manage_pool_s) over the span it was spent in:
+    what it can cost the run at most."""
+    t = (r.get('report') or {}).get('own_time') or {}
+    if not t.get('span_s'):
         return None
-    return st['capture_s'] / st['capture_span_s']
+    return t[what] / t['span_s']
 
 
 def native_ratio(r):
@@ -176,8 +177,9 @@ def summarise(job, runs):
     row['default_reserved_ratio'] = statistics.median(native_ratio(d) for d, _ in pairs)
     mr = [manage_ratio(m) for _, m in pairs if manage_ratio(m)]
     row['manage_reserved_ratio'] = max(mr) if mr else None
-    shares = [capture_share(m) for _, m in pairs if capture_share(m) is not None]
-    row['capture_share'] = max(shares) if shares else None
+    for key, what in (('capture_share', 'call_sites_s'), ('pool_share', 'manage_pool_s')):
+        shares = [own_share(m, what) for _, m in pairs if own_share(m, what) is not None]
+        row[key] = max(shares) if shares else None
     calls = [steady_calls(m) for _, m in pairs]
     calls = [c for c in calls if c]
     if calls:
@@ -190,6 +192,10 @@ def summarise(job, runs):
     return row
 
 
+def pct(v):
+    return '-' if v is None else f'{100 * v:.2f}%'
+
+
 def fmt(v, spec='.3f'):
     return '-' if v is None else format(v, spec)
 
@@ -200,7 +206,7 @@ def table(rows):
              '| job | pairs | median ratio --manage/default | worst pair | worst call (generate) | '
              'ratio to fastest PyTorch (which) | reserved/allocated: default, --manage | '
              'steady state per step: maps, unmaps, syncs, fence waits | losses identical (default runs among themselves) | '
-             'role capture\'s time, most of a run |',
+             'own time, most of a run: the pool, the role capture |',
              '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |']
     for r in rows:
         if 'median_ratio' not in r:
@@ -213,7 +219,7 @@ def table(rows):
             f"{fmt(r['default_reserved_ratio'], '.4f')}, {fmt(r['manage_reserved_ratio'], '.4f')} | "
             f"{fmt(s.get('maps'), '.1f')}, {fmt(s.get('unmaps'), '.1f')}, {fmt(s.get('syncs'), '.2f')}, "
             f"{fmt(s.get('fence_waits'), '.2f')} | {r['losses_identical']} ({r['default_runs_identical']}) | "
-            f"{fmt(None if r.get('capture_share') is None else 100 * r['capture_share'], '.2f')}% |")
+            f"{pct(r.get('pool_share'))}, {pct(r.get('capture_share'))} |")
     lines += ['', 'step medians (s): ' + '; '.join(
         f"{r['job']} default {fmt(r.get('default_step'), '.4f')} manage {fmt(r.get('manage_step'), '.4f')} "
         f"expandable {fmt(r.get('expandable_step'), '.4f')} async {fmt(r.get('async_step'), '.4f')}"

@@ -187,13 +187,22 @@ static void read_stacks(const at_t *root, ol_report_t *v)
   v->stacks.with_python = (uint64_t)ol_json_need_int(&py, "with_frames", BYTES);
   v->stacks.without_python = (uint64_t)ol_json_need_int(&py, "without_frames", BYTES);
   v->stacks.roles_only = ol_json_may_bool(&s, "roles_only", false);
-  double capture = ol_json_may_number(&s, "capture_s", 0, 1e9, -1); /* format 1.6 */
-  v->stacks.has_capture_time = capture >= 0;
-  if (v->stacks.has_capture_time) {
-    v->stacks.capture_us = (uint64_t)llround(capture * 1e6);
-    v->stacks.capture_span_us =
-        (uint64_t)llround(ol_json_need_number(&s, "capture_span_s", 0, 1e9) * 1e6);
-  }
+}
+
+static uint64_t micros(const at_t *obj, const char *key)
+{
+  return (uint64_t)llround(ol_json_need_number(obj, key, 0, 1e9) * 1e6);
+}
+
+/* oomlens's own time on the job's threads (format 1.6; absent before). */
+static void read_own_time(const at_t *root, ol_report_t *v)
+{
+  at_t t = ol_json_may_object(root, "own_time");
+  if (!t.node)
+    return;
+  v->own_time = (ol_report_own_time_t){.known = true, .span_us = micros(&t, "span_s"),
+                                       .manage_us = micros(&t, "manage_pool_s"),
+                                       .call_sites_us = micros(&t, "call_sites_s")};
 }
 
 /* What the memory was for at the failure, and the request's own role. */
@@ -466,6 +475,7 @@ static void read_report(reading_t *r, const at_t *root, const char *path)
   v->time_unix = ol_json_need_number(root, "time_unix", WALL);
   v->tracking_failed = ol_json_need_bool(root, "tracking_failed");
   read_stacks(root, v);
+  read_own_time(root, v);
   for (int d = 0; d < v->device_count && !v->failed && !root->check->failed; d++) {
     at_t dev = ol_json_at_index(&devices, (size_t)d);
     if (ol_json_kind(dev.node) != OL_JSON_OBJECT)

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 6   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: stacks.capture_s, capture_span_s) */
+#define OL_REPORT_MINOR 6   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time) */
 #define OL_MAX_DEVICES 64
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
 /* The largest size oomlens takes anywhere (options, flags, trace lines):
@@ -810,11 +810,17 @@ typedef struct ol_report_stacks {
   char py_version[32]; /* "3.11.7", or "" */
   uint64_t with_python, without_python; /* stacks taken with / without Python frames */
   bool roles_only; /* manage mode's role capture: Python frames only (format 1.2) */
-  /* The capture's own time on the job's threads, and the time since its
-   * first stack (format 1.6); has_capture_time false: an older report. */
-  bool has_capture_time;
-  uint64_t capture_us, capture_span_us; /* whole microseconds: read back exactly */
 } ol_report_stacks_t;
+
+/* oomlens's own time on the job's threads (format 1.6; known false: an
+ * older report): manage mode's pool (its allocations and frees, driver
+ * calls and waits), the call-site capture, and the span since the first
+ * was clocked. Whole microseconds, so a report read back renders the same
+ * shares. */
+typedef struct ol_report_own_time {
+  bool known;
+  uint64_t span_us, call_sites_us, manage_us;
+} ol_report_own_time_t;
 
 typedef struct ol_report_device {
   int device;
@@ -854,6 +860,7 @@ typedef struct ol_report {
   bool tracking_failed;
   bool has_stacks; /* call sites were on: the note */
   ol_report_stacks_t stacks;
+  ol_report_own_time_t own_time;
   int device_count;
   ol_report_device_t *devices;
   bool failed; /* host memory ran out while building it: not to be written */

@@ -148,18 +148,6 @@ static void text_origins(ol_buf_t *out, const ol_device_stats_t *dev)
 #undef OL_TEXT_ORIGIN
 }
 
-/* The capture's own cost: the time the job's threads spent in it, against
- * the time since its first stack (an upper bound of what it cost the run's
- * speed: a GPU-bound step hides it). */
-static void text_capture_time(ol_buf_t *out, const ol_report_stacks_t *s)
-{
-  if (!s->has_capture_time || s->capture_span_us == 0)
-    return;
-  ol_buf_printf(out, "Call sites cost the allocating threads %.3f s in %.1f s (%.2f%%)\n",
-                (double)s->capture_us / 1e6, (double)s->capture_span_us / 1e6,
-                100.0 * (double)s->capture_us / (double)s->capture_span_us);
-}
-
 static void text_stacks_note(ol_buf_t *out, const ol_report_stacks_t *s)
 {
   ol_buf_printf(out, "Call sites: native frames %s",
@@ -183,7 +171,28 @@ static void text_stacks_note(ol_buf_t *out, const ol_report_stacks_t *s)
                   s->py_version[0] ? s->py_version : "of unknown version");
   else
     ol_buf_printf(out, "stopped (CPython %s frames did not look as expected)\n", s->py_version);
-  text_capture_time(out, s);
+}
+
+/* oomlens's own time on the job's threads against the span it was spent
+ * in: an upper bound of what it cost the run (a step the GPU bounds hides
+ * the CPU's time). */
+static double share_of(uint64_t part_us, uint64_t span_us)
+{
+  return 100.0 * (double)part_us / (double)span_us;
+}
+
+static void text_own_time(ol_buf_t *out, const ol_report_own_time_t *t)
+{
+  if (!t->known || t->span_us == 0 || (t->manage_us == 0 && t->call_sites_us == 0))
+    return;
+  ol_buf_printf(out, "oomlens's own time on the job's threads in %.1f s:", (double)t->span_us / 1e6);
+  if (t->manage_us)
+    ol_buf_printf(out, " manage mode's pool %.3f s (%.2f%%)%s", (double)t->manage_us / 1e6,
+                  share_of(t->manage_us, t->span_us), t->call_sites_us ? "," : "");
+  if (t->call_sites_us)
+    ol_buf_printf(out, " call sites %.3f s (%.2f%%)", (double)t->call_sites_us / 1e6,
+                  share_of(t->call_sites_us, t->span_us));
+  ol_buf_printf(out, "\n");
 }
 
 /* Memory by role (roles.c, sites.c): at the peak and now, each row with
@@ -323,6 +332,7 @@ static void text_header(ol_buf_t *out, const ol_report_t *r)
                        "figures stop at that point\n");
   if (r->has_stacks)
     text_stacks_note(out, &r->stacks);
+  text_own_time(out, &r->own_time);
   if (r->device_count == 0)
     ol_buf_printf(out, "\nNo device memory was allocated through CUDA in this process.\n");
 }
@@ -558,9 +568,6 @@ static void json_stacks(ol_buf_t *out, const ol_report_stacks_t *s)
                      "\"roles_only\": %s",
                 (unsigned long long)s->with_python, (unsigned long long)s->without_python,
                 s->roles_only ? "true" : "false");
-  if (s->has_capture_time)
-    ol_buf_printf(out, ", \"capture_s\": %.6f, \"capture_span_s\": %.6f",
-                  (double)s->capture_us / 1e6, (double)s->capture_span_us / 1e6);
   ol_buf_printf(out, "},\n");
 }
 
@@ -583,6 +590,11 @@ void ol_report_render_json(ol_buf_t *out, const ol_report_t *r)
   ol_buf_printf(out, ",\n  \"tracking_failed\": %s,\n", r->tracking_failed ? "true" : "false");
   if (r->has_stacks)
     json_stacks(out, &r->stacks);
+  if (r->own_time.known)
+    ol_buf_printf(out, "  \"own_time\": {\"span_s\": %.6f, \"manage_pool_s\": %.6f, "
+                       "\"call_sites_s\": %.6f},\n",
+                  (double)r->own_time.span_us / 1e6, (double)r->own_time.manage_us / 1e6,
+                  (double)r->own_time.call_sites_us / 1e6);
   ol_buf_printf(out, "  \"devices\": [\n");
   for (int i = 0; i < r->device_count; i++) {
     json_device(out, &r->devices[i]);

@@ -86,10 +86,10 @@ static void track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind,
     ol_track_alloc_at(addr, size, device, kind, stream, NULL, site);
     return;
   }
-  uint64_t start = ol_stacks_clock_ns(); /* a new site: interned and named */
+  uint64_t start = ol_own_clock_ns(); /* a new site: interned and named */
   site = ol_track_alloc_at(addr, size, device, kind, stream, &key, -1);
   ol_stacks_cache_site(device, &key, site);
-  ol_stacks_charge(start);
+  ol_own_charge(OL_OWN_CALL_SITES, start);
 }
 
 /* A refused allocation; an out-of-memory one gets its diagnosis. */

@@ -146,12 +146,11 @@ void ol_stacks_site_key(size_t size, ol_site_key_t *key); /* sampling decided he
 /* Whether a key is the "not sampled" bucket's (its site counts what no sample took). */
 bool ol_stacks_key_unsampled(const void *key, size_t len);
 void ol_stacks_request_key(ol_site_key_t *key);           /* a failed request's: always */
-/* The capture's own time on the job's threads: a monotonic clock, a charge
- * of the time since a reading of it, and the total charged so far (with
- * the time since the first charge, the span it was spent in). */
-uint64_t ol_stacks_clock_ns(void);
-void ol_stacks_charge(uint64_t since_ns);
-uint64_t ol_stacks_capture_ns(uint64_t *since_first_ns);
+/* ---- own_time.c: oomlens's own time on the job's threads ------------- */
+typedef enum ol_own { OL_OWN_CALL_SITES, OL_OWN_MANAGE, OL_OWN_COUNT } ol_own_t;
+uint64_t ol_own_clock_ns(void);                       /* monotonic */
+void ol_own_charge(ol_own_t what, uint64_t since_ns); /* the time since a reading */
+void ol_own_times(ol_report_own_time_t *out);         /* totals, and the span since the first */
 int32_t ol_stacks_cached_site(int device, const ol_site_key_t *key); /* -1: not cached */
 void ol_stacks_cache_site(int device, const ol_site_key_t *key, int32_t site);
 void ol_stacks_forget_sites(void); /* site ids cached by threads are stale */

@@ -602,6 +602,7 @@ static bool serve(managed_t *m, uint64_t size, uint64_t *addr)
  * requests), first from what was freed on that stream. */
 static bool alloc_on(int device, uint64_t size, bool ordered, void *stream, uint64_t *addr)
 {
+  uint64_t clocked = ol_own_clock_ns(); /* the pool's own time (own_time.c) */
   managed_t *m = device_for_alloc(device);
   bool served = false;
   if (m && size > 0 && !ol_streams_capturing()) {
@@ -616,6 +617,7 @@ static bool alloc_on(int device, uint64_t size, bool ordered, void *stream, uint
   }
   if (!served && size > 0) /* the driver answers an empty request itself */
     ol_track_manage_fallback(device);
+  ol_own_charge(OL_OWN_MANAGE, clocked);
   return served;
 }
 
@@ -679,7 +681,7 @@ static bool batch_full(const batch_t *b)
   return b->bytes >= BATCH_BYTES || b->count >= BATCH_BLOCKS;
 }
 
-bool ol_manage_free(uint64_t addr)
+static bool free_to_pool(uint64_t addr)
 {
   uint64_t size;
   managed_t *m = owner_locked(addr, &size);
@@ -695,6 +697,14 @@ bool ol_manage_free(uint64_t addr)
   }
   pthread_mutex_unlock(&m->lock);
   return true;
+}
+
+bool ol_manage_free(uint64_t addr)
+{
+  uint64_t clocked = ol_own_clock_ns(); /* the pool's own time (own_time.c) */
+  bool ours = free_to_pool(addr);
+  ol_own_charge(OL_OWN_MANAGE, clocked);
+  return ours;
 }
 
 /* ---- stream-ordered requests (cudaMallocAsync, cudaFreeAsync) --------- */
@@ -747,7 +757,7 @@ bool ol_manage_alloc_async(int device, uint64_t size, void *stream, uint64_t *ad
 /* cudaFreeAsync: the memory is free once the work queued on the stream
  * before the call is done. The same stream may reuse it at once; the block
  * goes back to the pool behind an event on that stream. */
-bool ol_manage_free_async(uint64_t addr, void *stream)
+static bool free_to_stream(uint64_t addr, void *stream)
 {
   uint64_t size;
   managed_t *m = owner_locked(addr, &size);
@@ -765,6 +775,14 @@ bool ol_manage_free_async(uint64_t addr, void *stream)
   }
   pthread_mutex_unlock(&m->lock);
   return true;
+}
+
+bool ol_manage_free_async(uint64_t addr, void *stream)
+{
+  uint64_t clocked = ol_own_clock_ns(); /* the pool's own time (own_time.c) */
+  bool ours = free_to_stream(addr, stream);
+  ol_own_charge(OL_OWN_MANAGE, clocked);
+  return ours;
 }
 
 /* Before a stream goes away, what was freed on it goes behind an event on

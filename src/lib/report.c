@@ -35,11 +35,7 @@ void ol_report_stacks_now(ol_report_stacks_t *s)
                             .sample = ol_stacks_sample_bytes(),
                             .with_python = py.with_python,
                             .without_python = py.without_python,
-                            .roles_only = !ol_stacks_native_on(),
-                            .has_capture_time = true};
-  uint64_t span_ns, spent_ns = ol_stacks_capture_ns(&span_ns);
-  s->capture_us = spent_ns / 1000;
-  s->capture_span_us = span_ns / 1000;
+                            .roles_only = !ol_stacks_native_on()};
   snprintf(s->py_state, sizeof s->py_state, "%s", py.state);
   snprintf(s->py_version, sizeof s->py_version, "%s", py.version);
 }
@@ -153,6 +149,7 @@ int ol_report_take(ol_report_t *r, const char *reason)
   r->has_stacks = ol_stacks_on();
   if (r->has_stacks)
     ol_report_stacks_now(&r->stacks);
+  ol_own_times(&r->own_time);
   for (int d = 0; d < r->device_count; d++)
     name_sites(r, d, sites[d]);
   free(sites);

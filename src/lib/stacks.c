@@ -47,7 +47,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lib.h"
 #include "prim.h"
@@ -293,44 +292,12 @@ static void take_key(ol_site_key_t *key)
   key->hash = hash_words(key->words, key->count);
 }
 
-/* ---- what the capture costs the job --------------------------------------- */
-
-/* Nanoseconds the allocating threads spent taking sampled stacks and
- * interning new sites: the capture's whole cost on the job's threads, so a
- * report can say its share of the run without a second run to compare
- * (GPU step times vary more from run to run than the 1% it must stay
- * under). Only the sampled and the new-site paths are clocked: they take
- * microseconds, the clock tens of nanoseconds. */
-static atomic_uint_fast64_t capture_ns, first_charge_ns;
-
-uint64_t ol_stacks_clock_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void ol_stacks_charge(uint64_t since_ns)
-{
-  uint64_t now = ol_stacks_clock_ns(), unset = 0;
-  atomic_compare_exchange_strong(&first_charge_ns, &unset, since_ns);
-  if (now > since_ns)
-    atomic_fetch_add_explicit(&capture_ns, now - since_ns, memory_order_relaxed);
-}
-
-uint64_t ol_stacks_capture_ns(uint64_t *since_first_ns)
-{
-  uint64_t first = atomic_load(&first_charge_ns), now = ol_stacks_clock_ns();
-  *since_first_ns = first && now > first ? now - first : 0;
-  return atomic_load_explicit(&capture_ns, memory_order_relaxed);
-}
-
 void ol_stacks_site_key(size_t size, ol_site_key_t *key)
 {
   if (sampled(size)) {
-    uint64_t start = ol_stacks_clock_ns();
+    uint64_t start = ol_own_clock_ns(); /* the capture's own cost (own_time.c) */
     take_key(key);
-    ol_stacks_charge(start);
+    ol_own_charge(OL_OWN_CALL_SITES, start);
     return;
   }
   key->words[0] = HEADER_UNSAMPLED;

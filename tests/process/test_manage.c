@@ -43,6 +43,11 @@ START_TEST(churn_served_by_pool_with_few_syncs)
   ck_assert_int_le(harness_int(r, DEV "stats.allocated_bytes.all.peak"),
                    harness_int(r, DEV "stats.reserved_bytes.all.peak"));
   ck_assert_int_eq(harness_int(r, DEV "stats.allocated_bytes.all.current"), 0);
+  /* The pool clocked itself (own_time.c): some time, within the span it
+   * was spent in. */
+  double hooks = ol_json_number(ol_json_path(r, "own_time.manage_pool_s"));
+  double span = ol_json_number(ol_json_path(r, "own_time.span_s"));
+  ck_assert_msg(hooks > 0 && hooks <= span, "hooks %f s in %f s", hooks, span);
   ol_json_free(r);
 }
 END_TEST

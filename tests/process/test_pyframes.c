@@ -106,11 +106,12 @@ START_TEST(python_lines_at_the_peak)
   ck_assert_str_eq(text_at(r, "stacks.python.state"), "ok");
   ck_assert_int_eq(harness_int(r, "stacks.python.without_frames"), 0);
   ck_assert_int_eq(harness_int(r, "stacks.python.with_frames"), 5);
-  /* The capture clocked itself: some time, within the span since its first
-   * stack. */
-  double spent = ol_json_number(ol_json_path(r, "stacks.capture_s"));
-  double span = ol_json_number(ol_json_path(r, "stacks.capture_span_s"));
+  /* The capture clocked itself: some time, within the span since the
+   * first charge; observe mode has no pool to clock. */
+  double spent = ol_json_number(ol_json_path(r, "own_time.call_sites_s"));
+  double span = ol_json_number(ol_json_path(r, "own_time.span_s"));
   ck_assert_msg(spent > 0 && spent <= span, "capture %f s in %f s", spent, span);
+  ck_assert(ol_json_number(ol_json_path(r, "own_time.manage_pool_s")) == 0);
   char alloc_line[128], weights_line[128], forward_line[128];
   frame_line(alloc_line, sizeof alloc_line, "device_alloc", "device_alloc");
   snprintf(weights_line, sizeof weights_line, "py_sites.py:%d:", tagged_line("weights"));

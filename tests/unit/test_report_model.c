@@ -129,9 +129,9 @@ static void setup(void)
   model.has_stacks = true;
   model.stacks = (ol_report_stacks_t){.native = true, .depth = 24, .sample = 1048576,
                                       .py_state = "ok", .py_version = "3.11.7",
-                                      .with_python = 70, .without_python = 30,
-                                      .has_capture_time = true, .capture_us = 250000,
-                                      .capture_span_us = 50000000};
+                                      .with_python = 70, .without_python = 30};
+  model.own_time = (ol_report_own_time_t){.known = true, .span_us = 50000000,
+                                          .manage_us = 1000000, .call_sites_us = 250000};
   ol_device_stats_t stats = {0};
   fill_stats(&stats);
   ol_sites_t *sites = sites_table();
@@ -477,13 +477,15 @@ START_TEST(header_and_note_agree_with_the_json)
                        int_of(at("stacks.python.without_frames"))));
   ck_assert_msg(strstr(text, want), "no \"%s\"", want);
   ck_assert_int_eq(int_of(at("stacks.depth")), 24);
-  /* The capture's own time, and its share of the span it was spent in. */
-  snprintf(want, sizeof want, "Call sites cost the allocating threads %.3f s in %.1f s (%.2f%%)\n",
-           ol_json_number(at("stacks.capture_s")), ol_json_number(at("stacks.capture_span_s")),
-           100.0 * ol_json_number(at("stacks.capture_s")) /
-               ol_json_number(at("stacks.capture_span_s")));
+  /* oomlens's own time, and its shares of the span it was spent in. */
+  double span = ol_json_number(at("own_time.span_s"));
+  double hooks = ol_json_number(at("own_time.manage_pool_s"));
+  double sites = ol_json_number(at("own_time.call_sites_s"));
+  snprintf(want, sizeof want, "oomlens's own time on the job's threads in %.1f s: manage mode's "
+           "pool %.3f s (%.2f%%), call sites %.3f s (%.2f%%)\n", span, hooks,
+           100.0 * hooks / span, sites, 100.0 * sites / span);
   ck_assert_msg(strstr(text, want), "no \"%s\"", want);
-  ck_assert_msg(strstr(text, "(0.50%)"), "%s", text);
+  ck_assert_msg(strstr(text, "pool 1.000 s (2.00%), call sites 0.250 s (0.50%)"), "%s", text);
   ck_assert_int_eq(int_of(at("oomlens_report")), OL_REPORT_FORMAT);
   ck_assert_int_eq(int_of(at("oomlens_report_minor")), OL_REPORT_MINOR);
 }
