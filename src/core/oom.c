@@ -510,15 +510,17 @@ static bool first_step_estimate(const ol_oom_record_t *r, ol_batch_figure_t *low
   return low->fits_headroom >= (r->batch > 0 ? 1 : 10);
 }
 
-/* A bound is all a failed first iteration gives (the rest of it was never
- * asked for); one that finishes gives the figure: say how to get it. */
-static void advise_measuring(ol_buf_t *out, const ol_batch_figure_t *f)
+/* A bound is all a failed iteration gives (the rest of it was never asked
+ * for); one that finishes gives the figure: say how to get it. "First"
+ * only where no iteration had finished (held-out accum_leak, out in its
+ * eighth, was told its first had not). */
+static void advise_measuring(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
 {
   int64_t trial = f->fits_headroom / 2 > 0 ? f->fits_headroom / 2 : 1;
   if (f->need_is_lower_bound)
-    ol_buf_printf(out, "(The first iteration did not finish, so these are upper bounds: run "
+    ol_buf_printf(out, "(The %s iteration did not finish, so these are upper bounds: run "
                   "once at batch %" PRId64 " with --batch %" PRId64 ", and its report names the "
-                  "batch that fits.) ", trial, trial);
+                  "batch that fits.) ", r->iterations > 0 ? "failed" : "first", trial, trial);
 }
 
 /* What one sample of the batch adds to the state: its share of what the
@@ -557,7 +559,7 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
                     " accumulation steps of %" PRId64 ". ",
                     r->batch, bound, f->fits, bound, f->fits_headroom, HEADROOM_PERCENT, r->batch,
                     steps, micro);
-      advise_measuring(out, f);
+      advise_measuring(out, r, f);
     } else if (f->fits >= 1) {
       ol_buf_printf(out, "At batch %" PRId64 ": %sbatch %" PRId64 " fits with no headroom, and none "
                     "keeps %d%% free: cut the memory per sample as well. ",

@@ -325,6 +325,29 @@ START_TEST(batch_figures_from_a_finished_iteration)
 }
 END_TEST
 
+/* Out in an iteration that needed more than the ones that finished (held-out
+ * accum_leak: seven found, the eighth ran out): its need is a bound, and the
+ * words say the failed iteration did not finish, not the first. */
+START_TEST(a_later_iteration_that_failed_is_not_called_the_first)
+{
+  ol_oom_record_t r = {.capacity = 10 * GiB, .device_free = 0, NO_BLOCKS, .request = 1 * GiB,
+                       .reserved = 9 * GiB, .allocated = 9 * GiB, .iterations = 7,
+                       .persistent = 1 * GiB, .before_first_free = 1 * GiB,
+                       .iteration_need = 3 * GiB, .batch = 4};
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
+  int64_t fits, fits_headroom;
+  bool bound;
+  ck_assert(ol_oom_batch_figures(&r, &fits, &fits_headroom, &bound));
+  ck_assert(bound);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, OL_OOM_activations, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "(The failed iteration did not finish, so these are upper "
+                                  "bounds") && !strstr(text.data, "first iteration"),
+                "%s", text.data);
+  ol_buf_free(&text);
+}
+END_TEST
+
 /* The figure from a job that fitted, on what the H200 measured
  * (docs/measurements.md, "How an iteration's memory grows with its
  * batch"): each run's peak allocated and reserved under `oomlens run
@@ -605,6 +628,7 @@ static Suite *oom_suite(void)
                       sizeof class_cases / sizeof *class_cases);
   tcase_add_test(classes, batch_figures_in_batches);
   tcase_add_test(classes, batch_figures_from_a_finished_iteration);
+  tcase_add_test(classes, a_later_iteration_that_failed_is_not_called_the_first);
   tcase_add_test(classes, batch_figure_on_measured_runs);
   tcase_add_test(classes, external_in_the_first_iteration_says_what_is_not_known);
   tcase_add_test(classes, no_batch_fits_is_said);
