@@ -71,7 +71,7 @@ const ol_arg_type_t ol_arg_batch = {"batch", "expected a whole number from 1 to 
 /* A pool unit: what OOMLENS_POOL_UNIT accepts (1 to 512 chunks). */
 static bool parse_unit(const char *text, void *field, const void *data)
 {
-  return parse_count_to(text, field, 512);
+  return parse_count_to(text, field, OL_POOL_UNIT_MAX);
 }
 
 const ol_arg_type_t ol_arg_unit = {"chunks", "expected a whole number from 1 to 512", parse_unit};

@@ -223,7 +223,7 @@ static int on_pool_held(replay_t *r, uint64_t trace_addr)
             sizeof r->deferred[0] * (size_t)(r->deferred_count - i - 1));
     r->deferred_count--;
     r->result->held_frees++;
-    return 1;
+    break;
   }
   return 1;
 }
@@ -475,12 +475,6 @@ static int verdict_after_stop(replay_t *r, ol_trace_t *trace, ol_error_t *err)
   return 0;
 }
 
-static bool is_line(ol_trace_action_t action)
-{
-  return action == OL_TRACE_OOM_CONTEXT || action == OL_TRACE_POOL_HELD ||
-         action == OL_TRACE_POOL_FREED;
-}
-
 static int run(replay_t *r, ol_trace_t *trace, const char *path, ol_error_t *err)
 {
   ol_trace_event_t ev;
@@ -492,7 +486,7 @@ static int run(replay_t *r, ol_trace_t *trace, const char *path, ol_error_t *err
       x->progress(ol_trace_progress(trace), x->progress_arg);
     if (x->device >= 0 && ev.device != x->device)
       continue;
-    if (!is_line(ev.action)) /* a line of its own, not an event */
+    if (!ol_trace_action_is_line(ev.action))
       r->result->events++;
     int step = apply(r, &ev);
     if (step < 0) {

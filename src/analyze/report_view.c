@@ -220,22 +220,17 @@ static void read_oom_roles(const at_t *oom, ol_oom_record_t *r)
  * not read, as a report of minor 3 said nothing of it). */
 static void read_first_step(const at_t *oom, ol_oom_record_t *r)
 {
-  static const char *const stages[] = {"unknown", "layers", "head"};
   at_t fs = ol_json_may_object(oom, "first_step");
   r->first_step = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
   if (!fs.node)
     return;
   r->first_step.read = true;
   const char *stage = ol_json_need_string(&fs, "stage");
-  int i = 0;
-  while (stage && i < 3 && strcmp(stage, stages[i]) != 0)
-    i++;
-  if (stage && i == 3) {
+  if (stage && !ol_first_step_stage_parse(stage, &r->first_step.stage)) {
     at_t named = ol_json_at_key(&fs, "stage");
     ol_json_at_fail(&named, "\"%.40s\" is not a first-step stage this oomlens knows", stage);
     return;
   }
-  r->first_step.stage = (ol_first_step_stage_t)(stage ? i : 0);
   r->first_step.layers = ol_json_need_int(&fs, "layers", BYTES);
   r->first_step.layers_done = ol_json_need_int(&fs, "layers_done", BYTES);
   r->first_step.per_layer = ol_json_need_int(&fs, "per_layer", BYTES);

@@ -178,7 +178,8 @@ static bool parse_our_header(ol_trace_t *t, const char *line, size_t len, ol_err
       t->batch = value;
     else if (strcmp(text, "manage=1") == 0)
       t->managed = true;
-    else if (sscanf(text, "pool_unit=%llu", &value) == 1 && value >= 1 && value <= 512)
+    else if (sscanf(text, "pool_unit=%llu", &value) == 1 && value >= 1 &&
+             value <= OL_POOL_UNIT_MAX)
       t->pool_unit = value;
   }
   return true;
@@ -382,8 +383,7 @@ static bool parse_hex(field_t f, uint64_t *out)
  * own, not events. */
 static bool parse_action(field_t f, ol_trace_action_t *out)
 {
-  return ol_trace_action_parse(f.p, f.n, out) && *out != OL_TRACE_OOM_CONTEXT &&
-         *out != OL_TRACE_POOL_HELD && *out != OL_TRACE_POOL_FREED;
+  return ol_trace_action_parse(f.p, f.n, out) && !ol_trace_action_is_line(*out);
 }
 
 /* Splits at the first five commas; the sixth field (frames) is the rest of

@@ -19,6 +19,7 @@
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
 #define OL_REPORT_MINOR 6   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time) */
 #define OL_MAX_DEVICES 64
+#define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
 /* The largest size oomlens takes anywhere (options, flags, trace lines):
  * 2^56 bytes (64 PiB) is beyond any device, so a larger one is a typo or a
@@ -43,7 +44,7 @@ typedef enum ol_option {
   OL_OPT_MANAGE,
   OL_OPT_MAX_SPLIT_SIZE,
   OL_OPT_POOL_TRIM,
-  OL_OPT_POOL_UNIT,
+  OL_OPT_POOL_UNIT, /* 1 to OL_POOL_UNIT_MAX */
   OL_OPT_CAPACITY,
   OL_OPT_STACKS,
   OL_OPT_STACK_DEPTH,
@@ -371,6 +372,10 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
  * period repeats at all. For tests too. */
 bool ol_first_step_repeat(const uint64_t *sizes, size_t n, size_t max_period, size_t *period,
                           size_t *start, size_t *covered);
+/* A stage's name in the report ("unknown", "layers", "head"), and back
+ * (false: no stage of that name). */
+const char *ol_first_step_stage_name(ol_first_step_stage_t stage);
+bool ol_first_step_stage_parse(const char *name, ol_first_step_stage_t *out);
 
 typedef struct ol_oom_record {
   uint64_t request;
@@ -1046,6 +1051,9 @@ void ol_oom_record_init(ol_oom_record_t *r, uint64_t request);
 const char *ol_trace_action_name(ol_trace_action_t action);
 /* The action named by the n bytes at p; false if none. */
 bool ol_trace_action_parse(const char *p, size_t n, ol_trace_action_t *out);
+/* oom_context and the pool lines: lines of their own, never an event's
+ * action (and not counted as events). */
+bool ol_trace_action_is_line(ol_trace_action_t action);
 
 /* ---- account.c: one accounting model, live and offline ----------------- */
 /* What an event stream means for memory, counted once for everyone: the

@@ -26,6 +26,7 @@
  * The log is kept by the account (account.c) until an iteration is
  * found; it costs the hot path one predictable branch afterwards. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core.h"
 
@@ -33,6 +34,26 @@
 #define MIN_LAYERS 3        /* a stack: fewer repeats are not told from chance */
 #define LOAD_SHARE 3        /* the stack holds a third of the load's bytes or more */
 #define SAME_KEPT_PER_MILLE 10 /* each layer keeps the same bytes, within 1% */
+
+static const char *const stage_names[] = {
+  [OL_FIRST_STEP_UNKNOWN] = "unknown", [OL_FIRST_STEP_LAYERS] = "layers",
+  [OL_FIRST_STEP_HEAD] = "head"};
+#define STAGES (sizeof stage_names / sizeof *stage_names)
+
+const char *ol_first_step_stage_name(ol_first_step_stage_t stage)
+{
+  return (unsigned)stage < STAGES ? stage_names[stage] : "unknown";
+}
+
+bool ol_first_step_stage_parse(const char *name, ol_first_step_stage_t *out)
+{
+  for (size_t i = 0; i < STAGES; i++)
+    if (strcmp(name, stage_names[i]) == 0) {
+      *out = (ol_first_step_stage_t)i;
+      return true;
+    }
+  return false;
+}
 
 ol_first_step_log_t *ol_first_step_log_new(void)
 {
@@ -151,12 +172,17 @@ static bool makes_gradients(const uint64_t *sizes, size_t from, size_t to,
 /* The largest tensor a layer asked for: its backward asks for a
  * gradient as large (softmax's, of attention's probabilities), as does
  * its recomputation under activation checkpointing. */
-static uint64_t layer_largest(const uint64_t *sizes, repeat_t r)
+static uint64_t largest_in(const uint64_t *sizes, size_t from, size_t to)
 {
   uint64_t most = 0;
-  for (size_t i = r.start; i < r.start + r.covered; i++)
+  for (size_t i = from; i < to; i++)
     most = sizes[i] > most ? sizes[i] : most;
   return most;
+}
+
+static uint64_t layer_largest(const uint64_t *sizes, repeat_t r)
+{
+  return largest_in(sizes, r.start, r.start + r.covered);
 }
 
 /* What each layer of the forward kept: the rise of allocated bytes from
@@ -211,9 +237,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
   size_t end = r.start + r.covered;
   if (end < n && seen == layers && !makes_gradients(sizes, end, n, log, stack)) {
     /* the stack ended, then the head asked (and not yet the backward) */
-    uint64_t largest = 0;
-    for (size_t i = end; i < n; i++)
-      largest = sizes[i] > largest ? sizes[i] : largest;
+    uint64_t largest = largest_in(sizes, end, n);
     *out = (ol_first_step_t){.read = true, .stage = OL_FIRST_STEP_HEAD, .layers = layers,
                              .layers_done = layers, .per_layer = kept,
                              .largest_after = in_range(largest),

@@ -490,13 +490,13 @@ static int64_t backward_adds(const ol_first_step_t *fs, bool low)
  * three times the weights (Adam's two moments, and gradients kept across
  * steps by zero_grad(set_to_none=False) or accumulation: low). On GPT-2
  * the measured peak's fixed part was 3.4 times the weights. */
-static bool first_step_estimate(const ol_oom_record_t *r, ol_batch_figure_t *low,
-                                ol_batch_figure_t *high)
+static bool first_step_estimate(const ol_oom_record_t *r, const ol_batch_figure_t *bound,
+                                ol_batch_figure_t *low, ol_batch_figure_t *high)
 {
   const ol_first_step_t *fs = &r->first_step;
   if (r->iterations > 0 || fs->stage != OL_FIRST_STEP_HEAD || r->segments_only)
     return false;
-  ol_batch_figure_t f = batch_fit(r);
+  ol_batch_figure_t f = *bound;
   f.need_is_lower_bound = false;
   *high = f;
   high->need = ol_sat_add(f.need, backward_adds(fs, false));
@@ -614,6 +614,13 @@ static void print_about(ol_buf_t *out, int64_t low, int64_t high)
     ol_buf_printf(out, "%" PRId64 " to %" PRId64, low, high);
 }
 
+/* The figure the advice leads with: a first step's estimate where there
+ * is one (its low end), else the bound or the figure from iterations. */
+static const ol_batch_figure_t *lead_of(const ol_first_step_figure_t *f)
+{
+  return f->estimated ? &f->low : &f->bound;
+}
+
 /* The estimate, with what it rests on, and the bound beside it. */
 static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
                             const ol_first_step_figure_t *f)
@@ -655,7 +662,7 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
   state_t s = state_of(r);
   ol_first_step_figure_t f;
   bool estimated = ol_oom_first_step_figure(r, &f);
-  const ol_batch_figure_t *lead = estimated ? &f.low : &f.bound;
+  const ol_batch_figure_t *lead = lead_of(&f);
   ol_buf_printf(out, "The state (weights, gradients, optimizer state) holds %s and fits; the "
                 "iteration's own memory needed %s%s%s, and %s is left for it with %d%% headroom. ",
                 size_text(a, s.bytes), f.bound.need_is_lower_bound ? "at least " : "",
@@ -921,13 +928,6 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                   "under `oomlens run --manage` to tell weights from activations.)");
 }
 
-/* The figure the advice leads with: a first step's estimate where there
- * is one (its low end), else the bound or the figure from iterations. */
-static ol_batch_figure_t lead_figure(const ol_oom_record_t *r)
-{
-  ol_first_step_figure_t f;
-  return ol_oom_first_step_figure(r, &f) ? f.low : f.bound;
-}
 
 /* A batch is the lever where the iteration's own memory is the cause
  * (activations) and the batch is known: the figures are then the advice.
@@ -951,17 +951,17 @@ static void json_batch_count(ol_buf_t *out, const char *name, bool given, int64_
  * weights, gradients and optimizer state take more than the guides'
  * headroom leaves, or were still being made), or the state with one
  * sample's share of the iteration (activations); null elsewhere. */
-static void json_no_batch_fits(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
+static void json_no_batch_fits(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
+                               const ol_first_step_figure_t *f)
 {
-  ol_batch_figure_t f = batch_fit(r);
   const char *because = NULL;
   int64_t bytes = 0;
   if (c == OL_OOM_persistent) {
     because = "state";
     bytes = state_of(r).bytes;
-  } else if (batch_is_the_lever(r, c) && lead_figure(r).fits < 1) {
+  } else if (batch_is_the_lever(r, c) && lead_of(f)->fits < 1) {
     because = "state_and_one_sample";
-    bytes = state_and_one_sample(&f);
+    bytes = state_and_one_sample(&f->bound);
   }
   if (!because) {
     ol_buf_printf(out, ", \"no_batch_fits\": null");
@@ -973,15 +973,15 @@ static void json_no_batch_fits(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_c
 
 /* A first step's shape and figures: the bound beside the estimate, and
  * the estimate's high end (minor 4). */
-static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool lever)
+static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool lever,
+                            const ol_first_step_figure_t *f)
 {
-  static const char *const stages[] = {"unknown", "layers", "head"};
   const ol_first_step_t *fs = &r->first_step;
-  ol_first_step_figure_t f;
-  bool estimated = ol_oom_first_step_figure(r, &f) && lever;
+  bool estimated = f->estimated && lever;
   ol_buf_printf(out, ", \"batch_figure_is_estimate\": %s", estimated ? "true" : "false");
-  json_batch_count(out, "batch_fits_at_most", lever && f.bound.need_is_lower_bound, f.bound.fits);
-  json_batch_count(out, "batch_fits_high", estimated, f.high.fits);
+  json_batch_count(out, "batch_fits_at_most", lever && f->bound.need_is_lower_bound,
+                   f->bound.fits);
+  json_batch_count(out, "batch_fits_high", estimated, f->high.fits);
   if (r->iterations > 0 || r->segments_only || !fs->read) {
     ol_buf_printf(out, ", \"first_step\": null");
     return;
@@ -990,7 +990,7 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool lever)
                 ", \"layers_done\": %" PRId64 ", \"per_layer\": %" PRId64 ", \"rest\": %" PRId64
                 ", \"stack_end\": %" PRId64 ", \"largest_after\": %" PRId64
                 ", \"layer_largest\": %" PRId64 "}",
-                (unsigned)fs->stage < 3 ? stages[fs->stage] : "unknown", fs->layers,
+                ol_first_step_stage_name(fs->stage), fs->layers,
                 fs->layers_done, fs->per_layer, fs->rest, fs->stack_end, fs->largest_after,
                 fs->layer_largest);
 }
@@ -1004,8 +1004,9 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t
   static const char *const sources[] = {"roles",      "iterations", "building",
                                         "first_free", "requested",  "hidden"};
   state_t s = state_of(r);
-  ol_batch_figure_t f; /* the figures the advice leads with */
-  ol_oom_batch_figures(r, &f.fits, &f.fits_headroom, &f.need_is_lower_bound);
+  ol_first_step_figure_t figure;
+  ol_oom_first_step_figure(r, &figure);
+  const ol_batch_figure_t *lead = lead_of(&figure); /* the figures the advice leads with */
   ol_buf_printf(out, ", \"roles_known\": %s, \"roles\": {", r->roles_known ? "true" : "false");
   for (int i = 0; i < OL_ROLE_COUNT; i++)
     ol_buf_printf(out, "%s\"%s\": %" PRId64, i ? ", " : "", ol_role_name((ol_role_t)i), r->role_bytes[i]);
@@ -1021,12 +1022,12 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t
                 r->first_persistent, r->batch);
   bool lever = batch_is_the_lever(r, c);
   ol_buf_printf(out, ", \"batch_is_the_lever\": %s", lever ? "true" : "false");
-  json_batch_count(out, "batch_fits", lever, f.fits);
-  json_batch_count(out, "batch_fits_headroom", lever, f.fits_headroom);
+  json_batch_count(out, "batch_fits", lever, lead->fits);
+  json_batch_count(out, "batch_fits_headroom", lever, lead->fits_headroom);
   ol_buf_printf(out, ", \"batch_figure_is_bound\": %s",
-                lever && f.need_is_lower_bound ? "true" : "false");
-  json_no_batch_fits(out, r, c);
-  json_first_step(out, r, lever);
+                lever && lead->need_is_lower_bound ? "true" : "false");
+  json_no_batch_fits(out, r, c, &figure);
+  json_first_step(out, r, lever, &figure);
 }
 
 void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
@@ -1056,16 +1057,18 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
 bool ol_oom_first_step_figure(const ol_oom_record_t *r, ol_first_step_figure_t *out)
 {
   *out = (ol_first_step_figure_t){.bound = batch_fit(r)};
-  out->estimated = first_step_estimate(r, &out->low, &out->high);
+  out->estimated = first_step_estimate(r, &out->bound, &out->low, &out->high);
   return out->estimated;
 }
 
 bool ol_oom_batch_figures(const ol_oom_record_t *r, int64_t *fits, int64_t *fits_headroom,
                           bool *is_bound)
 {
-  ol_batch_figure_t lead = lead_figure(r);
-  *fits = lead.fits;
-  *fits_headroom = lead.fits_headroom;
-  *is_bound = lead.need_is_lower_bound;
+  ol_first_step_figure_t f;
+  ol_oom_first_step_figure(r, &f);
+  const ol_batch_figure_t *lead = lead_of(&f);
+  *fits = lead->fits;
+  *fits_headroom = lead->fits_headroom;
+  *is_bound = lead->need_is_lower_bound;
   return r->batch > 0;
 }

@@ -90,7 +90,7 @@ static option_t options[OL_OPT_COUNT] = {
   [OL_OPT_POOL_UNIT] = {"OOMLENS_POOL_UNIT", KIND_COUNT, "1",
                         "manage mode: 2 MiB chunks one physical allocation may hold (1 to 512); "
                         "more makes fewer driver calls, but free memory goes back only in "
-                        "whole allocations", 0, NULL, 1, 512},
+                        "whole allocations", 0, NULL, 1, OL_POOL_UNIT_MAX},
   [OL_OPT_METRICS] = {"OOMLENS_METRICS", KIND_STRING, "",
                       "keep this file current in the Prometheus text format (node exporter's "
                       "textfile collector: name it *.prom); %p, %r as in OOMLENS_REPORT; "

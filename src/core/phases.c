@@ -245,8 +245,6 @@ static void end_iteration(ol_phases_t *p, int64_t low, int64_t high, int64_t end
   note_need(p, low, high, end);
 }
 
-/* The window that ended now, from the slot's last occurrence, is shaped
- * like an iteration (the file's comment says why each test). */
 /* The fewest allocations a window that keeps memory must make: as many as
  * the fewest blocks live since the job first freed memory (its state:
  * the parameters, at least, live all along). A training step gives each
@@ -259,6 +257,8 @@ static uint64_t fewest_keeping(const ol_phase_finder_t *f)
   return f->fewest_live;
 }
 
+/* The window that ended now, from the slot's last occurrence, is shaped
+ * like an iteration (the file's comment says why each test). */
 static bool shaped_like_iteration(const ol_phase_finder_t *f, const slot_t *s, int64_t level,
                                   int64_t low, int64_t high, uint64_t gap)
 {
@@ -447,19 +447,26 @@ static slot_t *find_slot(ol_phase_finder_t *f, uint64_t sig)
  * its own, as the live site id it stands for was. */
 #define UNSAMPLED_AS_SITE (INT32_MAX - 1)
 
+typedef __typeof__(((ol_phase_finder_t *)0)->unsampled[0]) sampling_t;
+
+/* The size's entry of the sampling counts (it may hold another size). */
+static sampling_t *sampling_of(ol_phase_finder_t *f, uint64_t size)
+{
+  return &f->unsampled[(size * 0x9E3779B97F4A7C15ull) >> 54 & (UNSAMPLED_SIZES - 1)];
+}
+
 /* Counts, per size, how often the capture's sample missed it (it came at
  * the "not sampled" site) and took it (it came with a site). */
 static int32_t note_sampling(ol_phase_finder_t *f, uint64_t size, int32_t site)
 {
-  __typeof__(f->unsampled[0]) *e =
-    &f->unsampled[(size * 0x9E3779B97F4A7C15ull) >> 54 & (UNSAMPLED_SIZES - 1)];
+  sampling_t *e = sampling_of(f, size);
   if (site == -1)
     return site;
   bool missed = site == OL_PHASE_SITE_UNSAMPLED;
   if (e->size_plus1 != size + 1) {
     if (!missed && e->size_plus1)
       return site; /* a size seen missed keeps its slot against one only taken */
-    *e = (__typeof__(*e)){.size_plus1 = size + 1};
+    *e = (sampling_t){.size_plus1 = size + 1};
   }
   if (missed)
     e->missed++;
@@ -480,10 +487,9 @@ static int32_t note_sampling(ol_phase_finder_t *f, uint64_t size, int32_t site)
  * adopted; a size taken as often as not stays fit to be one (corpus
  * varlen_long's iterations are told by a 1.5 MiB tensor the sample missed
  * about half the time: an anchor's gap of whole periods allows for it). */
-static bool sampled_by_chance(const ol_phase_finder_t *f)
+static bool sampled_by_chance(ol_phase_finder_t *f)
 {
-  const __typeof__(f->unsampled[0]) *e =
-    &f->unsampled[(f->size_now * 0x9E3779B97F4A7C15ull) >> 54 & (UNSAMPLED_SIZES - 1)];
+  const sampling_t *e = sampling_of(f, f->size_now);
   return e->size_plus1 == f->size_now + 1 && e->missed >= 4 && e->missed > 2ull * e->taken;
 }
 

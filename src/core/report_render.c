@@ -565,10 +565,9 @@ static void json_stacks(ol_buf_t *out, const ol_report_stacks_t *s)
   ol_buf_printf(out, ", \"version\": ");
   ol_buf_json_string(out, s->py_version);
   ol_buf_printf(out, ", \"with_frames\": %llu, \"without_frames\": %llu}, "
-                     "\"roles_only\": %s",
+                     "\"roles_only\": %s},\n",
                 (unsigned long long)s->with_python, (unsigned long long)s->without_python,
                 s->roles_only ? "true" : "false");
-  ol_buf_printf(out, "},\n");
 }
 
 /* Always of this format and minor: the layout written is this one, whatever

@@ -25,6 +25,12 @@ static const struct {
 };
 #undef ACTION
 
+bool ol_trace_action_is_line(ol_trace_action_t action)
+{
+  return action == OL_TRACE_OOM_CONTEXT || action == OL_TRACE_POOL_HELD ||
+         action == OL_TRACE_POOL_FREED;
+}
+
 const char *ol_trace_action_name(ol_trace_action_t action)
 {
   return (unsigned)action < OL_TRACE_ACTION_COUNT ? actions[action].name : "?";

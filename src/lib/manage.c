@@ -637,8 +637,6 @@ static bool single_stream(void)
   return ol_streams_single();
 }
 
-/* True when addr was ours: it now waits for its fence. False: not ours,
- * the real driver must free it. */
 /* The device whose pool holds addr, locked, with the block's size; NULL
  * when no pool of ours does. */
 static managed_t *owner_locked(uint64_t addr, uint64_t *size)
@@ -699,6 +697,8 @@ static bool free_to_pool(uint64_t addr)
   return true;
 }
 
+/* True when addr was ours: it now waits for its fence. False: not ours,
+ * the real driver must free it. */
 bool ol_manage_free(uint64_t addr)
 {
   uint64_t clocked = ol_own_clock_ns(); /* the pool's own time (own_time.c) */
