@@ -286,13 +286,15 @@ def lstm_step(m, opt, batch, length=256):
     return hidden
 
 
-def image_step(m, opt, batch, size=224, classes=1000):
-    x = torch.randn(batch, 3, size, size, device='cuda')
-    y = torch.randint(0, classes, (batch,), device='cuda')
-    loss = torch.nn.functional.cross_entropy(m(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+def image_batches(batch, steps, size=224, classes=1000):
+    for _ in range(steps):
+        yield (torch.randn(batch, 3, size, size, device='cuda'),
+               torch.randint(0, classes, (batch,), device='cuda'))
+
+
+def class_loss(model, xy):
+    x, y = xy
+    return torch.nn.functional.cross_entropy(model(x), y)
 
 
 @case
@@ -305,9 +307,7 @@ def hook_leak(batch, steps):
     opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
     features = []
     m.layer1.register_forward_hook(lambda mod, inp, out: features.append(out))
-    for _ in range(steps):
-        image_step(m, opt, batch)
-        yield
+    yield from train_steps(m, opt, image_batches(batch, steps), class_loss)
 
 
 @case
@@ -375,9 +375,7 @@ def vit_batch(batch, steps):
     import torchvision
     m = torchvision.models.vit_b_16().cuda()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    for _ in range(steps):
-        image_step(m, opt, batch)
-        yield
+    yield from train_steps(m, opt, image_batches(batch, steps), class_loss)
 
 
 @case
@@ -453,9 +451,7 @@ def adam_vit(batch, steps):
     import torchvision
     m = torchvision.models.vit_l_16().cuda()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    for _ in range(steps):
-        image_step(m, opt, batch)
-        yield
+    yield from train_steps(m, opt, image_batches(batch, steps), class_loss)
 
 
 @case
