@@ -238,6 +238,8 @@ static void read_first_step(const at_t *oom, ol_oom_record_t *r)
   r->first_step.stack_end = ol_json_need_int(&fs, "stack_end", BYTES);
   r->first_step.largest_after = ol_json_need_int(&fs, "largest_after", BYTES);
   r->first_step.layer_largest = ol_json_need_int(&fs, "layer_largest", BYTES);
+  /* minor 7; a report of an earlier minor saw no upcast */
+  r->first_step.loss_upcast = ol_json_may_bool(&fs, "loss_upcast", false);
 }
 
 static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)

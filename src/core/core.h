@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 6   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time) */
+#define OL_REPORT_MINOR 7   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -350,6 +350,8 @@ typedef struct ol_first_step {
   int64_t stack_end;   /* LAYERS: the allocated bytes when the last layer ends, at least */
   int64_t largest_after; /* HEAD: the largest tensor the forward asked for after the stack */
   int64_t layer_largest; /* HEAD: the largest tensor a layer asked for */
+  bool loss_upcast;      /* HEAD: that largest tensor was made from one half its size
+                          * (logits cast to fp32 for the loss) */
 } ol_first_step_t;
 
 /* The allocations of a job's first iteration, kept in the order they

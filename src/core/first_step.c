@@ -180,6 +180,21 @@ static uint64_t largest_in(const uint64_t *sizes, size_t from, size_t to)
   return most;
 }
 
+/* Whether the largest tensor in sizes[from, to) came after one of half its
+ * size: logits of 16 bits cast to fp32 for the loss (Hugging Face's loss
+ * under autocast or bf16 weights), whose log-softmax is then a second
+ * fp32 tensor as large, held with the copy into the backward. */
+static bool upcast_before_largest(const uint64_t *sizes, size_t from, size_t to)
+{
+  size_t at = from;
+  for (size_t i = from; i < to; i++)
+    at = sizes[i] > sizes[at] ? i : at;
+  for (size_t i = from; i < at; i++)
+    if (sizes[i] * 2 == sizes[at])
+      return true;
+  return false;
+}
+
 static uint64_t layer_largest(const uint64_t *sizes, repeat_t r)
 {
   return largest_in(sizes, r.start, r.start + r.covered);
@@ -241,7 +256,8 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
     *out = (ol_first_step_t){.read = true, .stage = OL_FIRST_STEP_HEAD, .layers = layers,
                              .layers_done = layers, .per_layer = kept,
                              .largest_after = in_range(largest),
-                             .layer_largest = in_range(layer_largest(sizes, r))};
+                             .layer_largest = in_range(layer_largest(sizes, r)),
+                             .loss_upcast = upcast_before_largest(sizes, end, n)};
   } else if (end == n) { /* the request itself was a layer's */
     /* Layers begun: the repeats begun in the run, and one more for each
      * period's worth before it (a first layer unlike the rest, the

@@ -465,20 +465,31 @@ static int64_t state_to_come(const ol_oom_record_t *r)
   return ol_sat_add(ol_sat_add(w, w), w);
 }
 
-/* What the backward adds at its peak to what the forward held: the
- * larger of the gradient of what the loss read, as large as the largest
- * tensor asked for after the stack (GPT-2's logits: the peak a sample
- * measured on the H200 is within 1% of what the first step held plus one
- * logits tensor), and what a layer's backward holds at once, the head's
- * being freed before the layers' begins: the backward of the op that made
- * a layer's largest tensor holds the gradient of that tensor and makes
- * the gradient of its input, as large for an elementwise op or a softmax
- * (high: one such gradient; low: two). Its recomputation under activation
- * checkpointing asks as much. */
+/* What the rest of the head and the backward add at their peak to what
+ * the forward held: the larger of the loss's tensors and what a layer's
+ * backward holds at once, the head's being freed before the layers'
+ * begins.
+ * - The loss reads the largest tensor asked for after the stack (the
+ *   logits) and makes a log-softmax and then a gradient as large: one
+ *   more such tensor at least (GPT-2 in fp32: the peak a sample measured
+ *   on the H200 is within 1% of what the first step held plus one logits
+ *   tensor), two where the tensor was itself an fp32 copy of 16-bit
+ *   logits (first_step.c's loss_upcast: copy and log-softmax both held;
+ *   GPT-2 with checkpointing under bf16 autocast, bisected: 14 fits at
+ *   sequence 1024 under 12G, where one more tensor said 18-20). Without
+ *   the upcast seen, two is the low end still: a loss may hold its input
+ *   and its log-softmax both.
+ * - A layer's backward: the op that made a layer's largest tensor holds
+ *   its gradient and makes its input's, as large for an elementwise op or
+ *   a softmax (high: one such gradient; low: two). Its recomputation
+ *   under activation checkpointing asks as much. */
 static int64_t backward_adds(const ol_first_step_t *fs, bool low)
 {
-  int64_t layer = low ? ol_sat_add(fs->layer_largest, fs->layer_largest) : fs->layer_largest;
-  return fs->largest_after > layer ? fs->largest_after : layer;
+  int64_t twice = ol_sat_add(fs->layer_largest, fs->layer_largest);
+  int64_t layer = low ? twice : fs->layer_largest;
+  int64_t loss = low || fs->loss_upcast ? ol_sat_add(fs->largest_after, fs->largest_after)
+                                        : fs->largest_after;
+  return loss > layer ? loss : layer;
 }
 
 /* Every layer of the stack had run when the first iteration failed
@@ -989,10 +1000,10 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool lever,
   ol_buf_printf(out, ", \"first_step\": {\"stage\": \"%s\", \"layers\": %" PRId64
                 ", \"layers_done\": %" PRId64 ", \"per_layer\": %" PRId64 ", \"rest\": %" PRId64
                 ", \"stack_end\": %" PRId64 ", \"largest_after\": %" PRId64
-                ", \"layer_largest\": %" PRId64 "}",
+                ", \"layer_largest\": %" PRId64 ", \"loss_upcast\": %s}",
                 ol_first_step_stage_name(fs->stage), fs->layers,
                 fs->layers_done, fs->per_layer, fs->rest, fs->stack_end, fs->largest_after,
-                fs->layer_largest);
+                fs->layer_largest, fs->loss_upcast ? "true" : "false");
 }
 
 /* The state and the batch figures as the paragraph gives them, so a JSON
