@@ -284,7 +284,7 @@ HELD_OUT = [
          observe=('undetermined', HIDDEN), bisect=True),
     dict(name='ckpt_batch', cap='12G', batch=48, steps=2, truth='activations', warn=False,
          observe=('undetermined', HIDDEN), bisect=True),
-    dict(name='generate_batch', cap='4G', batch=96, steps=2, truth='activations', warn=False,
+    dict(name='generate_batch', cap='4G', batch=96, steps=2, truth='leak', warn=True,
          observe=('undetermined', HIDDEN), bisect=True),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')

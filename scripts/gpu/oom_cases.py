@@ -460,8 +460,9 @@ def generate_batch(batch, steps):
     (`min_new_tokens`), under no_grad, once per step. One call's key/value
     cache grows by design with each token and is freed when the call
     returns; at this batch it does not fit within the first call (truth:
-    activations: the working set of one request at this batch; a smaller
-    batch or fewer new tokens fits, nothing outlives the calls)."""
+    leak, as kv_cache's: what outlives each decode step grows, and the
+    advice names the cache, one request's working set, with the batch and
+    the new tokens as the lever; the bisected largest batch is 78 to 80)."""
     m = gpt2_model()
     m.eval()
     for _ in range(steps):

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 7   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast) */
+#define OL_REPORT_MINOR 7   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -243,6 +243,12 @@ typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
   int64_t largest_fall;
   uint64_t clock_iteration, clock_ns;
   uint64_t broke_at;       /* an iteration that ended no whole number of periods on: no rise at it */
+  /* Each iteration's own need and the allocation count at its end, by its
+   * number % OL_PHASE_VALLEYS (known from first_known + 1): whether the
+   * iterations' work grows (ol_phases_work_growth). */
+  uint64_t allocs;
+  int64_t needs[OL_PHASE_VALLEYS];
+  uint64_t ends[OL_PHASE_VALLEYS];
   ol_leak_warning_t leak;
 } ol_phases_t;
 
@@ -277,6 +283,11 @@ int64_t ol_phases_growth(const ol_phases_t *p);
 int64_t ol_phases_last_valley(const ol_phases_t *p);
 int64_t ol_phases_before_first_free(const ol_phases_t *p); /* -1: no free yet */
 int64_t ol_phases_iteration_need(const ol_phases_t *p);    /* -1: no iteration ended */
+/* The last OL_WORK_STREAK iterations each made more allocations and
+ * needed more than the one before, by a steady amount: the least rise of
+ * each (false, both 0, otherwise). */
+#define OL_WORK_STREAK 3
+bool ol_phases_work_growth(const ol_phases_t *p, int64_t *need_rise, int64_t *allocs_rise);
 /* At an iteration's end: whether the low point has now risen
  * OL_LEAK_STREAK iterations in a row by more than it ever fell, adding up
  * to a share of the device (OL_LEAK_SHARE); if so (and
@@ -291,7 +302,7 @@ bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, ui
   X(impossible, "the request alone is larger than the device")                  \
   X(external, "memory held outside this process's allocations")                 \
   X(fragmentation, "enough free reserved memory, but no block large enough")    \
-  X(leak, "memory that outlives iterations grows iteration after iteration")    \
+  X(leak, "what the iterations hold grows iteration after iteration")          \
   X(persistent, "weights, gradients and optimizer state do not fit")            \
   X(activations, "memory that lives within one iteration does not fit")         \
   X(undetermined, "what oomlens saw cannot tell which memory did not fit")
@@ -403,6 +414,9 @@ typedef struct ol_oom_record {
   /* The highest the iteration's own memory (allocated above what outlives
    * iterations) reached in an iteration that finished; -1 none finished. */
   int64_t iteration_need;
+  /* The iterations' work grew (ol_phases_work_growth): each needed this
+   * much more than the last, and made this many more allocations; 0 not. */
+  int64_t need_growth, work_growth;
   int64_t first_persistent; /* what outlived the first iteration found; -1 none */
   int64_t batch; /* the job's batch as the user gave it (--batch), 0 unknown */
   bool segments_only; /* we saw the framework's segments, not its tensors */

@@ -287,6 +287,22 @@ static bool shortfall_grown(const ol_oom_record_t *r)
          grown_over(r->growth, r->iterations - 1) >= lacking;
 }
 
+/* Nothing outlives the iterations more each time, but each iteration
+ * needed more than the last and made more allocations, steadily
+ * (ol_phases_work_growth): the same work once more each iteration, kept
+ * until its end (gradient accumulation whose window grows: held-out
+ * accum_leak, read as the batch's activations before). The failed one
+ * needed what the last did and the rise: that it ran out is the growth's
+ * doing where the first of the streak would have fitted. */
+static bool work_grown(const ol_oom_record_t *r)
+{
+  if (r->need_growth <= 0 || r->work_growth <= 0 || r->iteration_need <= 0)
+    return false;
+  int64_t streak_start = ol_sat_sub(r->iteration_need,
+                                    r->need_growth * (OL_WORK_STREAK - 1));
+  return ol_sat_add(r->persistent, streak_start) <= available(r);
+}
+
 /* The state, alone, leaves less than the guides' headroom for any batch;
  * or the job ran out before it freed anything at all (still building its
  * state, as in model.cuda()). */
@@ -308,7 +324,8 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
     return OL_OOM_fragmentation;
   if (others_to_blame(r))
     return OL_OOM_external;
-  if (!r->segments_only && (growth_to_blame(r) || kept_to_blame(r, s) || shortfall_grown(r)))
+  if (!r->segments_only &&
+      (growth_to_blame(r) || kept_to_blame(r, s) || shortfall_grown(r) || work_grown(r)))
     return OL_OOM_leak;
   if (state_to_blame(r, s))
     return OL_OOM_persistent;
@@ -758,6 +775,26 @@ static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
                 size_text(c, role_state(r)));
 }
 
+/* The leak is the iterations' own work growing, nothing kept across
+ * them (work_grown alone). The batch is not the lever: the same batch
+ * fitted the streak's first iteration. What repeats more each time is
+ * named as what it most often is, with the case it cannot be told from. */
+static void advise_growing_work(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32];
+  ol_buf_printf(out, "Nothing is kept from one iteration to the next, but each needs more than "
+                "the last: %s more, and %" PRId64 " more allocations, each of the last %d "
+                "iterations (%s in the last that finished, after %" PRIu64 " iterations): the "
+                "same work once more each time, all of it held until the iteration ends. Most "
+                "often gradient accumulation whose micro-steps keep their graphs until a "
+                "backward that comes later each time (a loss summed over a window that grows): "
+                "call backward on each micro-step's loss (divided by the steps) and step the "
+                "optimizer every N micro-steps. A smaller batch only delays it. If the job's "
+                "sequences grow by design (a curriculum of an unrolled RNN), it is the longest "
+                "one's activations instead.", size_text(a, r->need_growth), r->work_growth,
+                OL_WORK_STREAK, size_text(b, r->iteration_need), r->iterations);
+}
+
 static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32];
@@ -830,6 +867,11 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or max_split_size_mb:128).");
     break;
   case OL_OOM_leak:
+    if (work_grown(r) && !growth_to_blame(r) && !kept_to_blame(r, state_of(r)) &&
+        !shortfall_grown(r)) {
+      advise_growing_work(out, r);
+      break;
+    }
     advise_leak(out, r);
     if (inference_only(r))
       advise_growing_inference(out);
@@ -1052,11 +1094,12 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"largest_free_block\": %" PRId64 ", \"external\": %" PRId64
                 ", \"persistent\": %" PRId64 ", \"transient\": %" PRId64
                 ", \"iterations\": %" PRIu64 ", \"growth_per_iteration\": %" PRId64
-                ", \"segments_only\": %s",
+                ", \"need_growth_per_iteration\": %" PRId64
+                ", \"allocations_growth_per_iteration\": %" PRId64 ", \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
                 r->reserved, r->free_reserved, r->largest_free_block, r->external,
-                r->persistent, transient_of(r), r->iterations, r->growth,
-                r->segments_only ? "true" : "false");
+                r->persistent, transient_of(r), r->iterations, r->growth, r->need_growth,
+                r->work_growth, r->segments_only ? "true" : "false");
   json_figures(out, r, c);
   ol_buf_printf(out, ", \"advice\": ");
   ol_buf_json_string(out, advice.failed ? "" : advice.data);

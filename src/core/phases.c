@@ -230,11 +230,15 @@ static int64_t valley_of(const ol_phases_t *p, uint64_t iteration)
 /* An iteration's own need: its highest above what it left for the next
  * (the first step's optimizer state is then the next's to keep, not its
  * own need), or above its lowest if that is higher. */
+static int64_t need_of(int64_t low, int64_t high, int64_t end)
+{
+  return high - (end > low ? end : low);
+}
+
 static void note_need(ol_phases_t *p, int64_t low, int64_t high, int64_t end)
 {
-  int64_t base = end > low ? end : low;
-  if (high - base > p->need)
-    p->need = high - base;
+  if (need_of(low, high, end) > p->need)
+    p->need = need_of(low, high, end);
 }
 
 /* Iteration p->iterations + 1 ended at level end, with its lowest at low. */
@@ -243,6 +247,8 @@ static void end_iteration(ol_phases_t *p, int64_t low, int64_t high, int64_t end
   p->iterations++;
   *valley(p, p->iterations) = low;
   note_need(p, low, high, end);
+  p->needs[p->iterations % OL_PHASE_VALLEYS] = need_of(low, high, end);
+  p->ends[p->iterations % OL_PHASE_VALLEYS] = p->allocs;
 }
 
 /* The fewest allocations a window that keeps memory must make: as many as
@@ -541,6 +547,7 @@ static bool occurs(ol_phases_t *p, ol_phase_finder_t *f, uint64_t sig, int64_t l
 bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, int32_t site,
                      int64_t level)
 {
+  p->allocs++;
   ol_phase_finder_t *f = *finder;
   if (__builtin_expect(!f, 0)) {
     f = *finder = calloc(1, sizeof *f); /* none: no host memory, no iterations found (yet) */
@@ -628,6 +635,65 @@ int64_t ol_phases_before_first_free(const ol_phases_t *p)
 int64_t ol_phases_iteration_need(const ol_phases_t *p)
 {
   return p->iterations ? p->need : -1;
+}
+
+/* A rise that is steady: each at least a twentieth of where the streak
+ * began, and none more than twice another (a loop that does one more
+ * micro-step's work each iteration; random lengths rise and fall). */
+static bool steady_rises(const int64_t *v, int n, int64_t *least)
+{
+  int64_t lo = INT64_MAX, hi = 0;
+  for (int i = 1; i < n; i++) {
+    int64_t rise = v[i] - v[i - 1];
+    if (rise <= 0 || rise < v[0] / 20)
+      return false;
+    lo = rise < lo ? rise : lo;
+    hi = rise > hi ? rise : hi;
+  }
+  *least = lo;
+  return hi <= 2 * lo;
+}
+
+/* Gradient accumulation whose window grows (held-out accum_leak: the k-th
+ * window's k micro-steps keep their graphs until its one backward) leaves
+ * nothing outliving its iterations, yet each iteration needs more than the
+ * last, and makes more allocations: the same work, once more each time.
+ * Lengths that vary, or grow by a curriculum, change what an iteration
+ * needs but not how many allocations it makes. */
+bool ol_phases_work_growth(const ol_phases_t *p, int64_t *need_rise, int64_t *allocs_rise)
+{
+  *need_rise = *allocs_rise = 0;
+  /* The last OL_WORK_STREAK + 1 ends, newest first, in the ring and after
+   * the anchor was adopted. An occurrence of the anchor that ended several
+   * iterations at once (its gap read as whole periods: a window grown to
+   * about twice the first) is one end. An iteration that ended no whole
+   * number of periods on (broke_at) is what this looks like: the gap grows
+   * with the work. */
+  uint64_t ends[OL_WORK_STREAK + 1];
+  int64_t needs[OL_WORK_STREAK + 1];
+  int n = 0;
+  for (uint64_t it = p->iterations; n <= OL_WORK_STREAK && it > p->first_known &&
+                                    p->iterations - it < OL_PHASE_VALLEYS; it--) {
+    uint64_t end = p->ends[it % OL_PHASE_VALLEYS];
+    if (n > 0 && end == ends[n - 1])
+      continue;
+    ends[n] = end;
+    needs[n++] = p->needs[it % OL_PHASE_VALLEYS];
+  }
+  if (n <= OL_WORK_STREAK)
+    return false;
+  int64_t streak_needs[OL_WORK_STREAK], counts[OL_WORK_STREAK];
+  for (int i = 0; i < OL_WORK_STREAK; i++) { /* oldest first */
+    streak_needs[i] = needs[OL_WORK_STREAK - 1 - i];
+    counts[i] = (int64_t)(ends[OL_WORK_STREAK - 1 - i] - ends[OL_WORK_STREAK - i]);
+  }
+  int64_t need, count;
+  if (!steady_rises(streak_needs, OL_WORK_STREAK, &need) ||
+      !steady_rises(counts, OL_WORK_STREAK, &count))
+    return false;
+  *need_rise = need;
+  *allocs_rise = count;
+  return true;
 }
 
 /* ---- the leak watch ------------------------------------------------------ */

@@ -421,6 +421,71 @@ START_TEST(variable_sizes_with_sites)
   ck_assert_uint_eq(p->iterations, 11);
   ck_assert_int_eq(ol_phases_growth(p), 0);
   ck_assert(!p->leak.fired);
+  int64_t need_rise, allocs_rise; /* its last three rise (3, 5, 8), not its allocations */
+  ck_assert(!ol_phases_work_growth(p, &need_rise, &allocs_rise));
+  training_free(t);
+}
+END_TEST
+
+/* Gradient accumulation whose window grows (held-out accum_leak on the
+ * H200): the k-th window runs k forwards whose graphs all wait for its
+ * one backward, then the optimizer's step. Nothing outlives a window; each
+ * needs one forward's saved activations more than the last, and makes one
+ * forward's allocations more. */
+static void growing_window(training_t *t, int micro_steps)
+{
+  job_t *j = t->j;
+  const model_t *m = &t->m;
+  static uint64_t saved[16][64];
+  uint64_t grads[64];
+  uint64_t x = take(j, 10, 64 * 1024); /* the window's first batch */
+  for (int k = 0; k < micro_steps; k++)
+    for (int l = 0; l < m->layers; l++) {
+      uint64_t tmp = take(j, 11, m->temp);
+      saved[k][l] = take(j, 12, m->saved);
+      give(j, tmp);
+    }
+  for (int l = m->layers - 1; l >= 0; l--) {
+    grads[l] = take(j, 14, m->weights / m->layers);
+    for (int k = 0; k < micro_steps; k++)
+      give(j, saved[k][l]);
+  }
+  for (int l = 0; l < m->layers; l++)
+    give(j, take(j, 16, m->weights / m->layers));
+  for (int l = 0; l < m->layers; l++)
+    give(j, grads[l]);
+  give(j, x);
+}
+
+START_TEST(a_window_that_grows_is_work_growth)
+{
+  model_t m = gpt_like;
+  m.lazy_state = false;
+  training_t *t = training(m);
+  static const int windows[] = {6, 6, 6, 6, 7, 8, 9, 10, 11}; /* steady, then growing */
+  for (size_t i = 0; i < sizeof windows / sizeof *windows; i++)
+    growing_window(t, windows[i]);
+  const ol_phases_t *p = phases(t->j);
+  int64_t need_rise, allocs_rise;
+  ck_assert_uint_ge(p->iterations, OL_WORK_STREAK + 1);
+  ck_assert(ol_phases_work_growth(p, &need_rise, &allocs_rise));
+  ck_assert_int_eq(need_rise, m.layers * m.saved); /* one forward's saved activations */
+  ck_assert_int_eq(allocs_rise, 2 * m.layers);      /* its temporaries and saved tensors */
+  ck_assert_int_eq(ol_phases_growth(p), 0);         /* nothing outlives a window */
+  training_free(t);
+}
+END_TEST
+
+/* Lengths that grow by design (a curriculum) raise the need but not the
+ * allocations a step makes: no work growth. */
+START_TEST(a_curriculum_is_not_work_growth)
+{
+  training_t *t = training(gpt_like);
+  for (int s = 1; s <= 10; s++)
+    step(t, s, -1);
+  int64_t need_rise, allocs_rise;
+  ck_assert(!ol_phases_work_growth(phases(t->j), &need_rise, &allocs_rise));
+  ck_assert_int_eq(need_rise, 0);
   training_free(t);
 }
 END_TEST
@@ -710,6 +775,8 @@ int main(void)
   TCase *loops = tcase_create("loops");
   tcase_set_timeout(loops, 120);
   tcase_add_test(loops, training_steps_are_iterations);
+  tcase_add_test(loops, a_window_that_grows_is_work_growth);
+  tcase_add_test(loops, a_curriculum_is_not_work_growth);
   tcase_add_test(loops, the_first_steps_layers_are_not_iterations);
   tcase_add_test(loops, the_third_step_counts_the_first_two);
   tcase_add_test(loops, a_small_leak_with_small_churn_is_growth_within_three_iterations);
