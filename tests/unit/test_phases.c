@@ -732,6 +732,8 @@ static const trace_case_t trace_cases[] = {
   {"oom/leak_loss.trace.gz", 7, true},
   {"oom/varlen_long.trace.gz", 4, false},
   {"oom/kv_cache.trace.gz", 138, true},
+  {"oom/plateau_fits.trace.gz", 23, false},
+  {"oom/late_batch.trace.gz", 27, false},
 };
 
 START_TEST(recorded_traces)
@@ -749,9 +751,15 @@ START_TEST(recorded_traces)
   a->on_leak_arg = &told;
   ol_trace_event_t e;
   int got;
+  uint64_t seen = 0, work_grew = 0; /* iterations ended after which the work grew */
   while ((got = ol_trace_next(trace, &e, &err)) == 1) {
     e.device = 0;
     ck_assert(ol_account_apply(a, &e, NULL));
+    const ol_phases_t *now = &a->devices[0].stats.phases;
+    int64_t need_rise, allocs_rise;
+    if (now->iterations != seen && ol_phases_work_growth(now, &need_rise, &allocs_rise))
+      work_grew++;
+    seen = now->iterations;
   }
   ck_assert_int_eq(got, 0);
   ol_trace_close(trace);
@@ -760,6 +768,10 @@ START_TEST(recorded_traces)
                 (unsigned long long)p->iterations, (unsigned long long)c->iterations);
   if (c->iterations > 0) /* the last iteration's low point (the job freed all at its end) */
     ck_assert_int_gt(p->valleys[p->iterations % OL_PHASE_VALLEYS], 0);
+  /* None of these iterations does more work each time: varying and
+   * growing lengths raise the need, not the allocations an iteration makes */
+  ck_assert_msg(work_grew == 0, "%s: the work grew after %llu iterations", c->file,
+                (unsigned long long)work_grew);
   if (!c->leaks) { /* a live job's low point drifts by a few KiB (a small tensor of a new shape) */
     ck_assert_msg(told.calls == 0, "%s: %s", c->file, told.line);
     ck_assert_int_le(ol_phases_growth(p), MiB);
