@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 7   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration) */
+#define OL_REPORT_MINOR 7   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -219,6 +219,9 @@ typedef struct ol_leak_warning {
   double runs_out_s;   /* seconds from the start at which it runs out; -1 unknown */
   int32_t site;        /* the call site that grew most (device's sites table), -1 none */
   int64_t site_growth; /* its bytes' growth since the first iteration's end */
+  /* > 0: not what outlives iterations grew, but each iteration's own need
+   * (growth, bytes) and its allocations (this many) (ol_phases_work_growth) */
+  int64_t allocations_growth;
 } ol_leak_warning_t;
 
 typedef struct ol_phases { /* all zero is a valid start: nothing found yet */

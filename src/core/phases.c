@@ -723,7 +723,7 @@ static void clock_the_warning(ol_phases_t *p, uint64_t now_ns, uint64_t start_ns
   w->runs_out_s = w->at_s + per_iteration * (double)(w->runs_out_at - (int64_t)p->iterations);
 }
 
-bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint64_t start_ns)
+static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint64_t start_ns)
 {
   uint64_t i = p->iterations;
   if (p->clock_ns == 0) { /* the rate is counted from the first iteration we see end */
@@ -778,13 +778,48 @@ bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, ui
   return true;
 }
 
+/* The iterations' own work grows (ol_phases_work_growth) by a share of the
+ * device over the streak: warned as a leak is, with the need's rise as the
+ * rate (gradient accumulation whose window grows keeps nothing across
+ * iterations, so the low points never rise). */
+static bool watch_work(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint64_t start_ns)
+{
+  int64_t need_rise, allocs_rise;
+  if (p->leak.fired || !ol_phases_work_growth(p, &need_rise, &allocs_rise))
+    return false;
+  int64_t grown = need_rise * (OL_WORK_STREAK - 1);
+  if (grown < (capacity ? (int64_t)(capacity / OL_LEAK_SHARE) : OL_LEAK_BYTES))
+    return false;
+  ol_leak_warning_t *w = &p->leak;
+  w->fired = true;
+  w->since = p->iterations - OL_WORK_STREAK;
+  w->at = p->iterations;
+  w->growth = need_rise;
+  w->allocations_growth = allocs_rise;
+  w->runs_out_at = runs_out_at(p, capacity, need_rise);
+  w->site = -1;
+  clock_the_warning(p, now_ns, start_ns);
+  return true;
+}
+
+bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint64_t start_ns)
+{
+  return watch_kept(p, capacity, now_ns, start_ns) || watch_work(p, capacity, now_ns, start_ns);
+}
+
 void ol_leak_warning_text(ol_buf_t *out, const ol_leak_warning_t *w, ol_site_namer_t namer,
                           void *arg)
 {
   char growth[32];
   ol_format_bytes(growth, sizeof growth, w->growth);
-  ol_buf_printf(out, "memory that outlives iterations grows by %s per iteration since iteration %llu",
-                growth, (unsigned long long)w->since);
+  if (w->allocations_growth > 0)
+    ol_buf_printf(out, "each iteration needs %s more than the last and makes %lld more "
+                  "allocations, since iteration %llu (the same work once more each time, held "
+                  "to the iteration's end)", growth, (long long)w->allocations_growth,
+                  (unsigned long long)w->since);
+  else
+    ol_buf_printf(out, "memory that outlives iterations grows by %s per iteration since "
+                  "iteration %llu", growth, (unsigned long long)w->since);
   if (w->site >= 0) {
     ol_buf_printf(out, " (site ");
     if (namer)

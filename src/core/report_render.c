@@ -490,7 +490,8 @@ static void json_leak(ol_buf_t *out, const ol_report_device_t *d)
     ol_report_leak_namer(out, w->site, true, (void *)d);
   else
     ol_buf_printf(out, "null");
-  ol_buf_printf(out, ", \"site_growth\": %lld}", (long long)w->site_growth);
+  ol_buf_printf(out, ", \"site_growth\": %lld, \"allocations_growth_per_iteration\": %lld}",
+                (long long)w->site_growth, (long long)w->allocations_growth);
 }
 
 /* Format 1.2: the batch that would fit (null: none to give). */

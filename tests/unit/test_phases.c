@@ -462,6 +462,9 @@ START_TEST(a_window_that_grows_is_work_growth)
   model_t m = gpt_like;
   m.lazy_state = false;
   training_t *t = training(m);
+  told_t told = {0};
+  t->j->a->on_leak = on_leak;
+  t->j->a->on_leak_arg = &told;
   static const int windows[] = {6, 6, 6, 6, 7, 8, 9, 10, 11}; /* steady, then growing */
   for (size_t i = 0; i < sizeof windows / sizeof *windows; i++)
     growing_window(t, windows[i]);
@@ -472,6 +475,11 @@ START_TEST(a_window_that_grows_is_work_growth)
   ck_assert_int_eq(need_rise, m.layers * m.saved); /* one forward's saved activations */
   ck_assert_int_eq(allocs_rise, 2 * m.layers);      /* its temporaries and saved tensors */
   ck_assert_int_eq(ol_phases_growth(p), 0);         /* nothing outlives a window */
+  /* warned once, as a leak is, at the streak's third iteration */
+  ck_assert_int_eq(told.calls, 1);
+  ck_assert_int_eq(p->leak.allocations_growth, 2 * m.layers);
+  ck_assert_msg(strstr(told.line, "each iteration needs 3.00 GiB more than the last and makes "
+                                  "24 more allocations"), "%s", told.line);
   training_free(t);
 }
 END_TEST
