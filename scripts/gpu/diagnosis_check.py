@@ -286,6 +286,19 @@ HELD_OUT = [
          observe=('undetermined', HIDDEN), bisect=True),
     dict(name='generate_batch', cap='4G', batch=96, steps=2, truth='leak', warn=True,
          observe=('undetermined', HIDDEN), bisect=True),
+    # The second held-out set (session 6, 2026-12-02; not yet run: run it
+    # with OOMLENS_DIAG_CASES=frozen_batch,cat_leak,unet_batch,distill_state,
+    # serve_leak,rnn_curriculum_fits before any of it is looked at).
+    dict(name='frozen_batch', cap='8G', batch=32, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
+    dict(name='cat_leak', cap='4G', batch=32, steps=2000, truth='leak', warn=True,
+         observe=('undetermined', HIDDEN)),
+    dict(name='unet_batch', cap='6G', batch=48, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
+    dict(name='distill_state', cap='3G', batch=2, steps=2, truth='persistent', warn=False),
+    dict(name='serve_leak', cap='3G', batch=8, steps=2000, truth='leak', warn=True,
+         observe=('undetermined', HIDDEN)),
+    dict(name='rnn_curriculum_fits', cap='8G', batch=32, steps=12, truth='none', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

@@ -509,6 +509,181 @@ def late_batch(batch, steps):
         yield
 
 
+# The second held-out set (written 2026-12-02, session 6, not yet run):
+# what the first taught the rules is in them now, so these say again how
+# they do on jobs they were not built on. Each truth is by construction.
+
+
+@case
+def frozen_batch(batch, steps):
+    """GPT-2 124M fp32, all but its last two blocks and the head frozen
+    (a partial fine-tune: few gradients, little optimizer state), AdamW,
+    sequence 1024: the batch is too large for its first step (truth:
+    activations)."""
+    m = gpt2_model()
+    for p in m.parameters():
+        p.requires_grad_(False)
+    for block in m.transformer.h[-2:]:
+        for p in block.parameters():
+            p.requires_grad_(True)
+    opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-4)
+    batches = (torch.randint(0, 50257, (batch, 1024), device='cuda') for _ in range(steps))
+    yield from train_steps(m, opt, batches, lm_loss)
+
+
+@case
+def cat_leak(batch, steps):
+    """ResNet-18, SGD, 224x224: the job gathers layer2's detached features of
+    every step into one tensor by concatenation, for an epoch-end
+    embedding plot (`bank = torch.cat([bank, feats.detach()])`): no graph,
+    but the bank is copied larger each step, 12.8 MB more at batch 32
+    (truth: leak; the growth is by replacement, as a cache's is, but in a
+    training job)."""
+    import torchvision
+    m = torchvision.models.resnet18().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    bank = [torch.empty(0, 128, 28, 28, device='cuda')]
+    m.layer2.register_forward_hook(
+        lambda mod, inp, out: bank.__setitem__(0, torch.cat([bank[0], out.detach()])))
+    yield from train_steps(m, opt, image_batches(batch, steps), class_loss)
+
+
+class SmallUnet(torch.nn.Module):
+    """A U-Net of four levels (64 to 512 channels), 3 to 1 channels: its
+    layers differ level by level, so a first step's forward does not
+    repeat alike."""
+
+    def __init__(self):
+        super().__init__()
+        conv = lambda i, o: torch.nn.Sequential(
+            torch.nn.Conv2d(i, o, 3, padding=1), torch.nn.BatchNorm2d(o), torch.nn.ReLU(),
+            torch.nn.Conv2d(o, o, 3, padding=1), torch.nn.BatchNorm2d(o), torch.nn.ReLU())
+        widths = [64, 128, 256, 512]
+        self.down = torch.nn.ModuleList()
+        prev = 3
+        for w in widths:
+            self.down.append(conv(prev, w))
+            prev = w
+        self.up = torch.nn.ModuleList()
+        self.fuse = torch.nn.ModuleList()
+        for w in reversed(widths[:-1]):
+            self.up.append(torch.nn.ConvTranspose2d(prev, w, 2, stride=2))
+            self.fuse.append(conv(2 * w, w))
+            prev = w
+        self.out = torch.nn.Conv2d(prev, 1, 1)
+
+    def forward(self, x):
+        skips = []
+        for i, d in enumerate(self.down):
+            x = d(x)
+            if i < len(self.down) - 1:
+                skips.append(x)
+                x = torch.nn.functional.max_pool2d(x, 2)
+        for up, fuse in zip(self.up, self.fuse):
+            x = fuse(torch.cat([up(x), skips.pop()], dim=1))
+        return self.out(x)
+
+
+@case
+def unet_batch(batch, steps):
+    """A U-Net (SmallUnet), fp32 Adam, 256x256 masks: the batch is too large
+    for its first step (truth: activations; its levels differ, so the
+    figure is an upper bound)."""
+    m = SmallUnet().cuda()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+
+    def seg_loss(model, x):
+        return torch.nn.functional.binary_cross_entropy_with_logits(model(x), (x[:, :1] > 0).float())
+    batches = (torch.randn(batch, 3, 256, 256, device='cuda') for _ in range(steps))
+    yield from train_steps(m, opt, batches, seg_loss)
+
+
+@case
+def distill_state(batch, steps):
+    """Distillation: a frozen GPT-2 teacher of 24 layers, width 1024 (1.4 GB
+    fp32, under no_grad) beside a GPT-2 124M student trained with AdamW,
+    sequence 256, batch 2, under a 3G cap: the teacher's weights and the
+    student's weights, gradients and moments alone do not fit, at its first
+    optimizer step (truth: persistent)."""
+    teacher = gpt2_model(n_layer=24, n_embd=1024, n_head=16).eval()
+    student = gpt2_model()
+    opt = torch.optim.AdamW(student.parameters(), lr=1e-4)
+    for _ in range(steps):
+        x = torch.randint(0, 50257, (batch, 256), device='cuda')
+        with torch.no_grad():
+            target = teacher(input_ids=x).logits.softmax(-1)
+        logits = student(input_ids=x).logits
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(0, 1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss, logits, target
+        yield
+
+
+@case
+def serve_leak(batch, steps):
+    """Inference serving: GPT-2 `generate` per request, batch 8, prompt 64,
+    32 new tokens, under no_grad; the server keeps each request's whole
+    output object (`return_dict_in_generate=True, output_scores=True`: its
+    scores, 51 MB, and its past_key_values where transformers returns them,
+    57 MB) in a list for a later re-ranking pass that never comes (truth:
+    leak: across calls, not within one)."""
+    m = gpt2_model()
+    m.eval()
+    kept = []
+    for _ in range(steps):
+        x = torch.randint(0, 50000, (batch, 64), device='cuda')
+        with torch.no_grad():
+            out = m.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=32,
+                             min_new_tokens=32, do_sample=False, pad_token_id=50256,
+                             return_dict_in_generate=True, output_scores=True,
+                             use_cache=True)
+        kept.append(out)
+        yield
+
+
+class UnrolledGru(torch.nn.Module):
+    """A GRU language model unrolled step by step in Python (a GRUCell per
+    token), vocabulary 8000, hidden 1024: its allocations grow with the
+    sequence length."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(8000, 512)
+        self.cell = torch.nn.GRUCell(512, 1024)
+        self.head = torch.nn.Linear(1024, 8000)
+
+    def forward(self, x):
+        h = torch.zeros(x.shape[0], 1024, device=x.device)
+        e = self.emb(x)
+        outs = []
+        for t in range(x.shape[1]):
+            h = self.cell(e[:, t], h)
+            outs.append(h)
+        return self.head(torch.stack(outs, 1))
+
+
+@case
+def rnn_curriculum_fits(batch, steps):
+    """An unrolled GRU LM trained on a length curriculum: 32 tokens more each
+    step, from 32 to 32 * steps (12 steps: 384), batch 32, Adam, under 8G:
+    each step needs more and makes more allocations by design, and the job
+    fits (truth: none, and no leak warning standing: the rule for growing
+    work, written for accum_leak, must not take a curriculum for a leak)."""
+    m = UnrolledGru().cuda()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    for step in range(steps):
+        x = torch.randint(0, 8000, (batch, 32 * (step + 1)), device='cuda')
+        logits = m(x)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), x.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss, logits
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
