@@ -608,17 +608,14 @@ def distill_state(batch, steps):
     teacher = gpt2_model(n_layer=24, n_embd=1024, n_head=16).eval()
     student = gpt2_model()
     opt = torch.optim.AdamW(student.parameters(), lr=1e-4)
-    for _ in range(steps):
-        x = torch.randint(0, 50257, (batch, 256), device='cuda')
+
+    def distill_loss(model, x):
         with torch.no_grad():
             target = teacher(input_ids=x).logits.softmax(-1)
-        logits = student(input_ids=x).logits
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(0, 1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        del loss, logits, target
-        yield
+        logits = model(input_ids=x).logits
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(0, 1))
+    batches = (torch.randint(0, 50257, (batch, 256), device='cuda') for _ in range(steps))
+    yield from train_steps(student, opt, batches, distill_loss)
 
 
 @case

@@ -216,6 +216,13 @@ static void on_leak(ol_account_t *a, int device, void *arg)
   ol_buf_free(&text);
 }
 
+/* The job's leak warnings, as the tracker would print them, go to told. */
+static void listen(training_t *t, told_t *told)
+{
+  t->j->a->on_leak = on_leak;
+  t->j->a->on_leak_arg = told;
+}
+
 /* ---- tests ---------------------------------------------------------------- */
 
 /* Six steps: five end (the sixth ends when a seventh begins); what
@@ -305,8 +312,7 @@ START_TEST(a_loss_kept_with_its_graph_leaks_a_step_an_iteration)
   m.keep_graph = true;
   training_t *t = training(m);
   told_t told = {0};
-  t->j->a->on_leak = on_leak;
-  t->j->a->on_leak_arg = &told;
+  listen(t, &told);
   ol_account_set_capacity(t->j->a, 0, 80 * GiB);
   for (int s = 0; s < 8; s++)
     step(t, 1, -1);
@@ -331,8 +337,7 @@ START_TEST(a_checkpointed_forward_is_no_leak)
                .checkpoint = true, .lazy_state = true};
   training_t *t = training(m);
   told_t told = {0};
-  t->j->a->on_leak = on_leak;
-  t->j->a->on_leak_arg = &told;
+  listen(t, &told);
   ol_account_set_capacity(t->j->a, 0, 40 * GiB);
   for (int s = 0; s < 5; s++)
     step(t, 1, -1);
@@ -463,8 +468,7 @@ START_TEST(a_window_that_grows_is_work_growth)
   m.lazy_state = false;
   training_t *t = training(m);
   told_t told = {0};
-  t->j->a->on_leak = on_leak;
-  t->j->a->on_leak_arg = &told;
+  listen(t, &told);
   static const int windows[] = {6, 6, 6, 6, 7, 8, 9, 10, 11}; /* steady, then growing */
   for (size_t i = 0; i < sizeof windows / sizeof *windows; i++)
     growing_window(t, windows[i]);
@@ -562,8 +566,7 @@ START_TEST(a_leak_warns_before_the_oom)
                .leak = 82 * MiB, .lazy_state = true};
   training_t *t = training(m);
   told_t told = {0};
-  t->j->a->on_leak = on_leak;
-  t->j->a->on_leak_arg = &told;
+  listen(t, &told);
   ol_account_set_capacity(t->j->a, 0, 40 * GiB);
   int warned_at = -1;
   for (int s = 0; s < 40 && allocated(t->j) < 40 * GiB; s++) {
@@ -618,8 +621,7 @@ START_TEST(a_warm_up_does_not_warn)
 {
   training_t *t = training(gpt_like);
   told_t told = {0};
-  t->j->a->on_leak = on_leak;
-  t->j->a->on_leak_arg = &told;
+  listen(t, &told);
   for (int s = 0; s < 20; s++) {
     if (s == 1 || s == 2)
       take(t->j, 20, 256 * MiB); /* a workspace, made once, kept */
@@ -647,8 +649,7 @@ static void sampled_by_chance(bool named_unsampled)
                .leak = 32 * MiB};
   training_t *t = training(m);
   told_t told = {0};
-  t->j->a->on_leak = on_leak;
-  t->j->a->on_leak_arg = &told;
+  listen(t, &told);
   ol_account_set_capacity(t->j->a, 0, 8 * GiB);
   int warned_at = -1;
   for (int s = 1; s <= 30; s++) {
@@ -690,8 +691,7 @@ START_TEST(a_leak_without_capacity)
                .leak = 82 * MiB};
   training_t *t = training(m);
   told_t told = {0};
-  t->j->a->on_leak = on_leak;
-  t->j->a->on_leak_arg = &told;
+  listen(t, &told);
   for (int s = 0; s < 10; s++)
     step(t, 1, -1);
   ck_assert_int_eq(told.calls, 1);
