@@ -252,6 +252,9 @@ typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
   uint64_t allocs;
   int64_t needs[OL_PHASE_VALLEYS];
   uint64_t ends[OL_PHASE_VALLEYS];
+  /* ... and its largest allocation (the one that ended it included) */
+  uint64_t largest_now, largests[OL_PHASE_VALLEYS];
+  bool largest_ended; /* an iteration just ended: the next allocation starts anew */
   ol_leak_warning_t leak;
 } ol_phases_t;
 

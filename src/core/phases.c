@@ -249,6 +249,8 @@ static void end_iteration(ol_phases_t *p, int64_t low, int64_t high, int64_t end
   note_need(p, low, high, end);
   p->needs[p->iterations % OL_PHASE_VALLEYS] = need_of(low, high, end);
   p->ends[p->iterations % OL_PHASE_VALLEYS] = p->allocs;
+  p->largests[p->iterations % OL_PHASE_VALLEYS] = p->largest_now;
+  p->largest_ended = true;
 }
 
 /* The fewest allocations a window that keeps memory must make: as many as
@@ -548,6 +550,12 @@ bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, 
                      int64_t level)
 {
   p->allocs++;
+  if (p->largest_ended) {
+    p->largest_now = 0;
+    p->largest_ended = false;
+  }
+  if (size > p->largest_now)
+    p->largest_now = size;
   ol_phase_finder_t *f = *finder;
   if (__builtin_expect(!f, 0)) {
     f = *finder = calloc(1, sizeof *f); /* none: no host memory, no iterations found (yet) */
@@ -657,9 +665,11 @@ static bool steady_rises(const int64_t *v, int n, int64_t *least)
 /* Gradient accumulation whose window grows (held-out accum_leak: the k-th
  * window's k micro-steps keep their graphs until its one backward) leaves
  * nothing outliving its iterations, yet each iteration needs more than the
- * last, and makes more allocations: the same work, once more each time.
- * Lengths that vary, or grow by a curriculum, change what an iteration
- * needs but not how many allocations it makes. */
+ * last, and makes more allocations: the same work, once more each time,
+ * its tensors no larger (the largest the same in each). Lengths that vary
+ * change what an iteration needs but not how many allocations it makes;
+ * lengths that grow by a curriculum make even an unrolled loop's tensors
+ * larger (its logits, its inputs), so its largest grows. */
 bool ol_phases_work_growth(const ol_phases_t *p, int64_t *need_rise, int64_t *allocs_rise)
 {
   *need_rise = *allocs_rise = 0;
@@ -669,7 +679,7 @@ bool ol_phases_work_growth(const ol_phases_t *p, int64_t *need_rise, int64_t *al
    * about twice the first) is one end. An iteration that ended no whole
    * number of periods on (broke_at) is what this looks like: the gap grows
    * with the work. */
-  uint64_t ends[OL_WORK_STREAK + 1];
+  uint64_t ends[OL_WORK_STREAK + 1], largests[OL_WORK_STREAK + 1];
   int64_t needs[OL_WORK_STREAK + 1];
   int n = 0;
   for (uint64_t it = p->iterations; n <= OL_WORK_STREAK && it > p->first_known &&
@@ -678,10 +688,14 @@ bool ol_phases_work_growth(const ol_phases_t *p, int64_t *need_rise, int64_t *al
     if (n > 0 && end == ends[n - 1])
       continue;
     ends[n] = end;
+    largests[n] = p->largests[it % OL_PHASE_VALLEYS];
     needs[n++] = p->needs[it % OL_PHASE_VALLEYS];
   }
   if (n <= OL_WORK_STREAK)
     return false;
+  for (int i = 1; i < OL_WORK_STREAK; i++)
+    if (largests[i] != largests[0])
+      return false; /* larger tensors: a longer input, not more of the same work */
   int64_t streak_needs[OL_WORK_STREAK], counts[OL_WORK_STREAK];
   for (int i = 0; i < OL_WORK_STREAK; i++) { /* oldest first */
     streak_needs[i] = needs[OL_WORK_STREAK - 1 - i];

@@ -488,6 +488,55 @@ START_TEST(a_window_that_grows_is_work_growth)
 }
 END_TEST
 
+/* An RNN unrolled in Python, one cell a token, on a length curriculum:
+ * each step makes more allocations and needs more, steadily, as a growing
+ * accumulation window does, but its input and its logits grow with the
+ * length: larger tensors, not more of the same. */
+static void unrolled_step(training_t *t, int tokens)
+{
+  job_t *j = t->j;
+  const model_t *m = &t->m;
+  static uint64_t saved[256];
+  uint64_t grads[64];
+  uint64_t x = take(j, 10, 8 * 1024 * tokens); /* the batch's token ids */
+  for (int k = 0; k < tokens; k++) {
+    uint64_t tmp = take(j, 11, m->temp);
+    saved[k] = take(j, 12, m->saved);
+    give(j, tmp);
+  }
+  uint64_t logits = take(j, 18, 128 * MiB * tokens);
+  for (int l = m->layers - 1; l >= 0; l--)
+    grads[l] = take(j, 14, m->weights / m->layers);
+  give(j, logits);
+  for (int k = 0; k < tokens; k++)
+    give(j, saved[k]);
+  for (int l = 0; l < m->layers; l++)
+    give(j, take(j, 16, m->weights / m->layers));
+  for (int l = 0; l < m->layers; l++)
+    give(j, grads[l]);
+  give(j, x);
+}
+
+START_TEST(an_unrolled_curriculum_is_not_work_growth)
+{
+  model_t m = gpt_like;
+  m.lazy_state = false;
+  m.saved = 4 * MiB;
+  m.temp = 2 * MiB;
+  training_t *t = training(m);
+  told_t told = {0};
+  listen(t, &told);
+  for (int s = 0; s < 12; s++)
+    unrolled_step(t, s < 4 ? 16 : 16 + 4 * (s - 3)); /* steady, then 4 tokens more a step */
+  const ol_phases_t *p = phases(t->j);
+  int64_t need_rise, allocs_rise;
+  ck_assert_uint_ge(p->iterations, OL_WORK_STREAK + 1);
+  ck_assert(!ol_phases_work_growth(p, &need_rise, &allocs_rise));
+  ck_assert_int_eq(told.calls, 0);
+  training_free(t);
+}
+END_TEST
+
 /* Lengths that grow by design (a curriculum) raise the need but not the
  * allocations a step makes: no work growth. */
 START_TEST(a_curriculum_is_not_work_growth)
@@ -797,6 +846,7 @@ int main(void)
   tcase_add_test(loops, training_steps_are_iterations);
   tcase_add_test(loops, a_window_that_grows_is_work_growth);
   tcase_add_test(loops, a_curriculum_is_not_work_growth);
+  tcase_add_test(loops, an_unrolled_curriculum_is_not_work_growth);
   tcase_add_test(loops, the_first_steps_layers_are_not_iterations);
   tcase_add_test(loops, the_third_step_counts_the_first_two);
   tcase_add_test(loops, a_small_leak_with_small_churn_is_growth_within_three_iterations);
