@@ -432,6 +432,15 @@ START_TEST(variable_sizes_with_sites)
 }
 END_TEST
 
+/* The optimizer's step, per parameter, then zero_grad(set_to_none=True). */
+static void optimizer_step(job_t *j, const model_t *m, const uint64_t *grads)
+{
+  for (int l = 0; l < m->layers; l++)
+    give(j, take(j, 16, m->weights / m->layers));
+  for (int l = 0; l < m->layers; l++)
+    give(j, grads[l]);
+}
+
 /* Gradient accumulation whose window grows (held-out accum_leak on the
  * H200): the k-th window runs k forwards whose graphs all wait for its
  * one backward, then the optimizer's step. Nothing outlives a window; each
@@ -455,10 +464,7 @@ static void growing_window(training_t *t, int micro_steps)
     for (int k = 0; k < micro_steps; k++)
       give(j, saved[k][l]);
   }
-  for (int l = 0; l < m->layers; l++)
-    give(j, take(j, 16, m->weights / m->layers));
-  for (int l = 0; l < m->layers; l++)
-    give(j, grads[l]);
+  optimizer_step(j, m, grads);
   give(j, x);
 }
 
@@ -510,10 +516,7 @@ static void unrolled_step(training_t *t, int tokens)
   give(j, logits);
   for (int k = 0; k < tokens; k++)
     give(j, saved[k]);
-  for (int l = 0; l < m->layers; l++)
-    give(j, take(j, 16, m->weights / m->layers));
-  for (int l = 0; l < m->layers; l++)
-    give(j, grads[l]);
+  optimizer_step(j, m, grads);
   give(j, x);
 }
 
