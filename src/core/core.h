@@ -246,15 +246,12 @@ typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
   int64_t largest_fall;
   uint64_t clock_iteration, clock_ns;
   uint64_t broke_at;       /* an iteration that ended no whole number of periods on: no rise at it */
-  /* Each iteration's own need and the allocation count at its end, by its
-   * number % OL_PHASE_VALLEYS (known from first_known + 1): whether the
-   * iterations' work grows (ol_phases_work_growth). */
-  uint64_t allocs;
+  /* Each iteration's own need and the finder's allocation count at its
+   * end, by its number % OL_PHASE_VALLEYS (known from first_known + 1):
+   * whether the iterations' work grows (ol_phases_work_growth). */
   int64_t needs[OL_PHASE_VALLEYS];
   uint64_t ends[OL_PHASE_VALLEYS];
-  /* ... and its largest allocation (the one that ended it included) */
-  uint64_t largest_now, largests[OL_PHASE_VALLEYS];
-  bool largest_ended; /* an iteration just ended: the next allocation starts anew */
+  uint64_t largests[OL_PHASE_VALLEYS]; /* ... and its largest allocation */
   ol_leak_warning_t leak;
 } ol_phases_t;
 

@@ -180,17 +180,15 @@ static uint64_t largest_in(const uint64_t *sizes, size_t from, size_t to)
   return most;
 }
 
-/* Whether the largest tensor in sizes[from, to) came after one of half its
- * size: logits of 16 bits cast to fp32 for the loss (Hugging Face's loss
- * under autocast or bf16 weights), whose log-softmax is then a second
- * fp32 tensor as large, held with the copy into the backward. */
-static bool upcast_before_largest(const uint64_t *sizes, size_t from, size_t to)
+/* Whether largest, the largest tensor in sizes[from, to) (largest_in),
+ * came after one of half its size: logits of 16 bits cast to fp32 for the
+ * loss (Hugging Face's loss under autocast or bf16 weights), whose
+ * log-softmax is then a second fp32 tensor as large, held with the copy
+ * into the backward. */
+static bool upcast_before(const uint64_t *sizes, size_t from, size_t to, uint64_t largest)
 {
-  size_t at = from;
-  for (size_t i = from; i < to; i++)
-    at = sizes[i] > sizes[at] ? i : at;
-  for (size_t i = from; i < at; i++)
-    if (sizes[i] * 2 == sizes[at])
+  for (size_t i = from; i < to && sizes[i] != largest; i++)
+    if (sizes[i] * 2 == largest)
       return true;
   return false;
 }
@@ -257,7 +255,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
                              .layers_done = layers, .per_layer = kept,
                              .largest_after = in_range(largest),
                              .layer_largest = in_range(layer_largest(sizes, r)),
-                             .loss_upcast = upcast_before_largest(sizes, end, n)};
+                             .loss_upcast = upcast_before(sizes, end, n, largest)};
   } else if (end == n) { /* the request itself was a layer's */
     /* Layers begun: the repeats begun in the run, and one more for each
      * period's worth before it (a first layer unlike the rest, the

@@ -106,6 +106,7 @@ struct ol_phase_finder {
   uint32_t anchor_hits, anchor_misses; /* its occurrences, and the periods it was not seen in */
   uint64_t size_now;     /* the size of the allocation being read */
   int64_t window_high; /* highest allocated since the anchor's last occurrence */
+  uint64_t window_largest; /* the largest allocation since then (the anchor's included) */
   int64_t block_low[BLOCKS], block_high[BLOCKS];
   slot_t slots[SLOTS];
   struct { int32_t site; uint32_t next; uint64_t sizes[SITE_SIZES]; } sites[SITES];
@@ -241,16 +242,17 @@ static void note_need(ol_phases_t *p, int64_t low, int64_t high, int64_t end)
     p->need = need_of(low, high, end);
 }
 
-/* Iteration p->iterations + 1 ended at level end, with its lowest at low. */
-static void end_iteration(ol_phases_t *p, int64_t low, int64_t high, int64_t end)
+/* Iteration p->iterations + 1 ended at level end, with its lowest at low,
+ * at the finder's allocation count at, its largest allocation largest. */
+static void end_iteration(ol_phases_t *p, int64_t low, int64_t high, int64_t end, uint64_t at,
+                          uint64_t largest)
 {
   p->iterations++;
   *valley(p, p->iterations) = low;
   note_need(p, low, high, end);
   p->needs[p->iterations % OL_PHASE_VALLEYS] = need_of(low, high, end);
-  p->ends[p->iterations % OL_PHASE_VALLEYS] = p->allocs;
-  p->largests[p->iterations % OL_PHASE_VALLEYS] = p->largest_now;
-  p->largest_ended = true;
+  p->ends[p->iterations % OL_PHASE_VALLEYS] = at;
+  p->largests[p->iterations % OL_PHASE_VALLEYS] = largest;
 }
 
 /* The fewest allocations a window that keeps memory must make: as many as
@@ -305,7 +307,8 @@ static void adopt(ol_phases_t *p, ol_phase_finder_t *f, const slot_t *s, uint64_
     p->first_low = s->prev_low;
   }
   note_need(p, s->prev_low, s->prev_high, s->level);
-  end_iteration(p, low, high, level);
+  end_iteration(p, low, high, level, f->n, f->window_largest);
+  f->window_largest = 0;
   p->low = level;
   p->rising = 0;
   p->largest_fall = 0;
@@ -365,11 +368,12 @@ static bool anchor_seen(ol_phases_t *p, ol_phase_finder_t *f, int64_t level)
     f->anchor_broke = f->n; /* an inner repeat: the rest of a longer one came between */
   int64_t low = p->low < level ? p->low : level;
   for (uint64_t i = periods > 1 ? periods : 1; i > 0; i--)
-    end_iteration(p, low, f->window_high, level);
+    end_iteration(p, low, f->window_high, level, f->n, f->window_largest);
   if (periods == 0) /* not a whole number of periods: this low point is not an iteration's */
     p->broke_at = p->iterations;
   p->low = level;
   f->window_high = level;
+  f->window_largest = 0;
   f->anchor_last = f->n;
   count_misses(f, gap, p->period);
   return true;
@@ -549,13 +553,6 @@ static bool occurs(ol_phases_t *p, ol_phase_finder_t *f, uint64_t sig, int64_t l
 bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, int32_t site,
                      int64_t level)
 {
-  p->allocs++;
-  if (p->largest_ended) {
-    p->largest_now = 0;
-    p->largest_ended = false;
-  }
-  if (size > p->largest_now)
-    p->largest_now = size;
   ol_phase_finder_t *f = *finder;
   if (__builtin_expect(!f, 0)) {
     f = *finder = calloc(1, sizeof *f); /* none: no host memory, no iterations found (yet) */
@@ -567,6 +564,8 @@ bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, 
     f->highest = top;
   if (top > f->window_high)
     f->window_high = top;
+  if (size > f->window_largest)
+    f->window_largest = size;
   bool ended;
   site = note_sampling(f, size, site);
   f->size_now = size;
