@@ -152,7 +152,7 @@ def report_oom(report_base):
 def paragraphs(stderr):
     lines = stderr.splitlines()
     ooms = [i for i, l in enumerate(lines) if l.startswith('oomlens') and 'out of memory (' in l]
-    warns = [i for i, l in enumerate(lines) if l.startswith('oomlens') and 'outlives iterations grows' in l]
+    warns = [i for i, l in enumerate(lines) if l.startswith('oomlens') and 'leak warning:' in l]
     return lines, ooms, warns
 
 

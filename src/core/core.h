@@ -487,6 +487,9 @@ typedef struct ol_first_step_figure {
  * is not known); the advice and the JSON then lead with it. */
 bool ol_oom_first_step_figure(const ol_oom_record_t *r, ol_first_step_figure_t *out);
 void ol_batch_figure_solve(ol_batch_figure_t *f);
+/* Where f is a bound (the failed iteration did not finish), the batch to
+ * run once to finish an iteration: a quarter of its figure with headroom. */
+int64_t ol_batch_figure_trial(const ol_batch_figure_t *f);
 
 /* The batch figures the advice leads with: the largest batch that fits,
  * and the one that keeps the guides' headroom (in batches when r->batch is

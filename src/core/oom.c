@@ -303,6 +303,29 @@ static bool work_grown(const ol_oom_record_t *r)
   return ol_sat_add(r->persistent, streak_start) <= available(r);
 }
 
+/* The first iteration ran out before its backward had begun (roles say no
+ * gradient, backward temporary or optimizer state is held), with weights
+ * so large that training them all leaves no room for a batch: their
+ * gradients alone double them, before Adam's moments (twice the weights
+ * more) come at the first step. What the job trains is not seen before
+ * its backward, and it decides the class: a LoRA fine-tune trains a small
+ * part of large weights, and a smaller batch is its fix; held-out
+ * distill_state (a frozen teacher and a student, 1.78 GiB of weights where
+ * the process could have 2.47 GiB of a 3 GiB cap) ran out in the
+ * teacher's forward, and at any batch would run out at the student's
+ * backward or AdamW's first step. Neither is guessed: the class is
+ * undetermined, and the advice gives both fixes and what the trained part
+ * may weigh (advise_untrained). */
+static bool training_unseen(const ol_oom_record_t *r)
+{
+  if (r->iterations > 0 || !r->roles_known || r->segments_only ||
+      r->role_bytes[OL_ROLE_gradients] > 0 || r->role_bytes[OL_ROLE_optimizer] > 0 ||
+      r->role_bytes[OL_ROLE_backward] > 0)
+    return false;
+  int64_t w = r->role_bytes[OL_ROLE_weights];
+  return w > 0 && ol_sat_add(w, w) >= percent_of(available(r), 100 - HEADROOM_PERCENT);
+}
+
 /* The state, alone, leaves less than the guides' headroom for any batch;
  * or the job ran out before it freed anything at all (still building its
  * state, as in model.cuda()). */
@@ -329,6 +352,8 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
     return OL_OOM_leak;
   if (state_to_blame(r, s))
     return OL_OOM_persistent;
+  if (training_unseen(r))
+    return OL_OOM_undetermined;
   /* Under the cache the iteration's memory cannot be told from a leak: no
    * free of a tensor is seen, so no iteration is. */
   if (r->segments_only)
@@ -453,6 +478,17 @@ static int64_t first_step_need(const ol_oom_record_t *r, int64_t now)
   return stack > now ? stack : now;
 }
 
+/* The batch that ran out does not fit: a figure solved from a need that
+ * is only a lower bound may round up to it (GPT-2 at batch 6 was told "at
+ * most batch 6 fits"). */
+static void below_failed_batch(ol_batch_figure_t *f)
+{
+  if (f->batch <= 0)
+    return;
+  f->fits = f->fits < f->batch ? f->fits : f->batch - 1;
+  f->fits_headroom = f->fits_headroom < f->fits ? f->fits_headroom : f->fits;
+}
+
 static ol_batch_figure_t batch_fit(const ol_oom_record_t *r)
 {
   state_t s = state_of(r);
@@ -464,6 +500,7 @@ static ol_batch_figure_t batch_fit(const ol_oom_record_t *r)
                          .need = r->iteration_need > now ? r->iteration_need : now,
                          .need_is_lower_bound = r->iteration_need <= now};
   ol_batch_figure_solve(&f);
+  below_failed_batch(&f);
   return f;
 }
 
@@ -529,26 +566,39 @@ static bool first_step_estimate(const ol_oom_record_t *r, const ol_batch_figure_
   *high = f;
   high->need = ol_sat_add(f.need, backward_adds(fs, false));
   ol_batch_figure_solve(high);
+  below_failed_batch(high);
   *low = f;
   low->need = ol_sat_add(f.need, backward_adds(fs, true));
   low->state = ol_sat_add(f.state, state_to_come(r));
   ol_batch_figure_solve(low);
+  below_failed_batch(low);
   /* worth giving when its low end keeps the headroom for a batch (or 1%
    * of it); else the bound is what is said, and what the JSON leads with */
   return low->fits_headroom >= (r->batch > 0 ? 1 : 10);
 }
 
 /* A bound is all a failed iteration gives (the rest of it was never asked
- * for); one that finishes gives the figure: say how to get it. "First"
- * only where no iteration had finished (held-out accum_leak, out in its
- * eighth, was told its first had not). */
+ * for); one that finishes gives the figure: say how to get it. The trial
+ * is a quarter of the bound with headroom, for it must finish: on the
+ * H200's first-step OOMs the bisected batch was a quarter to nine tenths
+ * of the bound (held-out frozen_batch 8 of 31, unet_batch 16 of 47,
+ * resnet_batch 87 of 155; docs/diagnosis.md), and a trial too large
+ * only runs out again. "First" only where no iteration had finished
+ * (held-out accum_leak, out in its eighth, was told its first had not). */
+int64_t ol_batch_figure_trial(const ol_batch_figure_t *f)
+{
+  return f->fits_headroom / 4 > 0 ? f->fits_headroom / 4 : 1;
+}
+
 static void advise_measuring(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
 {
-  int64_t trial = f->fits_headroom / 2 > 0 ? f->fits_headroom / 2 : 1;
-  if (f->need_is_lower_bound)
-    ol_buf_printf(out, "(The %s iteration did not finish, so these are upper bounds: run "
-                  "once at batch %" PRId64 " with --batch %" PRId64 ", and its report names the "
-                  "batch that fits.) ", r->iterations > 0 ? "failed" : "first", trial, trial);
+  int64_t trial = ol_batch_figure_trial(f);
+  ol_buf_printf(out, "(The %s iteration did not finish, so these are upper bounds, and the "
+                "batch that fits may be far below them: run once at batch %" PRId64 " with "
+                "--batch %" PRId64 ", small enough to finish an iteration, and its report names "
+                "the batch that fits and the accumulation steps that keep the effective batch "
+                "of %" PRId64 ".) ", r->iterations > 0 ? "failed" : "first", trial, trial,
+                r->batch);
 }
 
 /* What one sample of the batch adds to the state: its share of what the
@@ -579,15 +629,19 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
 {
   const char *bound = f->need_is_lower_bound ? "at most " : "";
   if (r->batch > 0) {
-    if (f->fits_headroom >= 1) {
+    if (f->fits_headroom >= 1 && f->need_is_lower_bound) {
+      /* no accumulation from a bound: steps of its size may not fit */
+      ol_buf_printf(out, "At batch %" PRId64 ": %sbatch %" PRId64 " fits on this device, %s%" PRId64
+                    " with %d%% headroom. ", r->batch, bound, f->fits, bound, f->fits_headroom,
+                    HEADROOM_PERCENT);
+      advise_measuring(out, r, f);
+    } else if (f->fits_headroom >= 1) {
       int64_t steps = ceil_div(r->batch, f->fits_headroom);
       int64_t micro = ceil_div(r->batch, steps);
-      ol_buf_printf(out, "At batch %" PRId64 ": %sbatch %" PRId64 " fits on this device, %s%" PRId64
+      ol_buf_printf(out, "At batch %" PRId64 ": batch %" PRId64 " fits on this device, %" PRId64
                     " with %d%% headroom; keep the effective batch of %" PRId64 " with %" PRId64
                     " accumulation steps of %" PRId64 ". ",
-                    r->batch, bound, f->fits, bound, f->fits_headroom, HEADROOM_PERCENT, r->batch,
-                    steps, micro);
-      advise_measuring(out, r, f);
+                    r->batch, f->fits, f->fits_headroom, HEADROOM_PERCENT, r->batch, steps, micro);
     } else if (f->fits >= 1) {
       ol_buf_printf(out, "At batch %" PRId64 ": %sbatch %" PRId64 " fits with no headroom, and none "
                     "keeps %d%% free: cut the memory per sample as well. ",
@@ -597,13 +651,20 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
     }
     return;
   }
-  if (f->fits_headroom >= 10) {
+  if (f->fits_headroom >= 10 && f->need_is_lower_bound) {
+    ol_buf_printf(out, "At most a batch of %" PRId64 "%% of the current one fits with %d%% "
+                  "headroom (%" PRId64 "%% with none); the %s iteration did not finish, so "
+                  "these are upper bounds and the batch that fits may be far below them: run "
+                  "once at %" PRId64 "%% of it, small enough to finish an iteration, with --batch "
+                  "N, and its report names the batch that fits. ", f->fits_headroom / 10,
+                  HEADROOM_PERCENT, f->fits / 10, r->iterations > 0 ? "failed" : "first",
+                  ol_batch_figure_trial(f) / 10 > 0 ? ol_batch_figure_trial(f) / 10 : 1);
+  } else if (f->fits_headroom >= 10) {
     int64_t steps = ceil_div(1000, f->fits_headroom);
-    ol_buf_printf(out, "%sa batch of %" PRId64 "%% of the current one fits with %d%% headroom "
+    ol_buf_printf(out, "A batch of %" PRId64 "%% of the current one fits with %d%% headroom "
                   "(%" PRId64 "%% with none): keep the effective batch with gradient accumulation "
                   "over %" PRId64 " steps (give the batch with --batch N for exact figures). ",
-                  f->need_is_lower_bound ? "At most " : "", f->fits_headroom / 10,
-                  HEADROOM_PERCENT, f->fits / 10, steps);
+                  f->fits_headroom / 10, HEADROOM_PERCENT, f->fits / 10, steps);
   } else {
     ol_buf_printf(out, "Less than 1%% of the current batch fits with %d%% headroom: cut the "
                   "memory per sample. ", HEADROOM_PERCENT);
@@ -795,6 +856,13 @@ static void advise_growing_work(ol_buf_t *out, const ol_oom_record_t *r)
                 OL_WORK_STREAK, size_text(b, r->iteration_need), r->iterations);
 }
 
+static void advise_shrinking_state(ol_buf_t *out)
+{
+  ol_buf_printf(out, "Shrink the state: bf16 weights and gradients halve them; an 8-bit optimizer cuts "
+                "Adam's 8 bytes a parameter to 2; ZeRO/FSDP divides it by the number of GPUs; "
+                "CPU offload or LoRA move or avoid most of it.");
+}
+
 static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32];
@@ -818,14 +886,42 @@ static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
     ol_buf_printf(out, "Weights, gradients and optimizer state hold %s of the %s this process "
                   "can have, which leaves less than %d%% of it for any batch. ",
                   size_text(a, s.bytes), size_text(b, available(r)), HEADROOM_PERCENT);
-  ol_buf_printf(out, "Shrink it: bf16 weights and gradients halve them; an 8-bit optimizer cuts "
-                "Adam's 8 bytes a parameter to 2; ZeRO/FSDP divides it by the number of GPUs; "
-                "CPU offload or LoRA move or avoid most of it.");
+  advise_shrinking_state(out);
+}
+
+/* The first forward ran out beside weights too large to train whole
+ * (training_unseen): both fixes, and the most the trained part may weigh,
+ * its gradients and Adam's two moments being three times its weights
+ * beside all the weights, at no batch at all. */
+static void advise_untrained(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32], c[32];
+  int64_t w = r->role_bytes[OL_ROLE_weights];
+  int64_t trained = at_least_zero(ol_sat_sub(available(r), w)) / 3;
+  ol_buf_printf(out, "The first iteration ran out in its forward, before any backward, and the "
+                "weights alone hold %s of the %s this process can have. Whether the batch or the "
+                "state must change depends on how much of them the job trains, which is not seen "
+                "before its backward. If it trains them all, their gradients alone (%s more) "
+                "leave less than %d%% of the device for any batch. ", size_text(a, w),
+                size_text(b, available(r)), size_text(c, w), HEADROOM_PERCENT);
+  advise_shrinking_state(out);
+  ol_buf_printf(out, " If it trains a part (LoRA, a frozen backbone or teacher) or none "
+                "(inference), that part's gradients and Adam's moments (three times its "
+                "weights) must fit beside all the weights: at most %s of trained weights (%" PRId64
+                " million fp32 parameters) at no batch at all; within that, the forward's "
+                "activations are what did not fit, and a smaller batch is the fix. ",
+                size_text(a, trained), trained / 4 / 1000000);
+  ol_first_step_figure_t f;
+  ol_oom_first_step_figure(r, &f);
+  advise_batch(out, r, &f.bound);
 }
 
 static void advise_undetermined(ol_buf_t *out, const ol_oom_record_t *r)
 {
-  (void)r;
+  if (training_unseen(r)) {
+    advise_untrained(out, r);
+    return;
+  }
   ol_buf_printf(out, "oomlens saw PyTorch's cached segments, not its tensors, and no call site "
                 "said the state alone is too large: whether the iteration's activations or a "
                 "leak filled the device cannot be told from here. Run it again under "

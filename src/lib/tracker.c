@@ -324,7 +324,7 @@ static void __attribute__((noinline, cold)) say_leak(void)
   memcpy(line, leak_line, sizeof line);
   ol_unlock(&lock);
   if (waiting)
-    ol_log_info("device %d: %s", device, line);
+    ol_log_info("device %d: leak warning: %s", device, line);
 }
 
 /* The device's size, for the warning's projection and the batch figure:

@@ -386,11 +386,11 @@ START_TEST(leak_warned_before_the_oom)
                        "OOMLENS_STACKS=1", NULL};
   harness_run_t run;
   ol_json_t *r = run_scenario("oom_leak", env, &run);
-  const char *line = strstr(run.out, "oomlens: device 0: memory that outlives iterations grows by "
-                                     "64.00 MiB per iteration since iteration ");
+  const char *line = strstr(run.out, "oomlens: device 0: leak warning: memory that outlives "
+                                     "iterations grows by 64.00 MiB per iteration since iteration ");
   const char *oom = strstr(run.out, "out of memory (leak");
   ck_assert_msg(line && oom && line < oom, "no warning before the OOM:\n%s", run.out);
-  ck_assert_ptr_eq(strstr(line + 1, "oomlens: device 0: memory that outlives"), NULL); /* once */
+  ck_assert_ptr_eq(strstr(line + 1, "oomlens: device 0: leak warning:"), NULL); /* once */
   ck_assert_int_eq(harness_int(r, DEV "leak_warning.growth_per_iteration"), 64 * MiB);
   int64_t at = harness_int(r, DEV "leak_warning.at_iteration");
   int64_t runs_out = harness_int(r, DEV "leak_warning.runs_out_at_iteration");
@@ -401,7 +401,7 @@ START_TEST(leak_warned_before_the_oom)
   ol_json_free(r);
   r = run_scenario("oom_activations", env, &run);
   ck_assert_int_eq(ol_json_kind(ol_json_path(r, DEV "leak_warning")), OL_JSON_NULL);
-  ck_assert_ptr_eq(strstr(run.out, "outlives iterations grows by"), NULL);
+  ck_assert_ptr_eq(strstr(run.out, "leak warning:"), NULL);
   ol_json_free(r);
 }
 END_TEST

@@ -4,7 +4,8 @@
  * under and must get its class. Where the case has a batch truth (the
  * largest batch that fits, found by bisection under the same cap), the
  * batch figures must say what they claim: an OOM in the first iteration
- * gives an upper bound ("at most N": the truth is not above it), and,
+ * gives an upper bound ("at most N": the truth is not above it, and the
+ * trial batch it says to run once to get the figure fits), and,
  * where every layer of its forward had run, an estimate within one of the
  * truth (the manifest's first_step says how far each got); a job
  * whose iterations finished gives an estimate whose 20%-headroom figure
@@ -104,6 +105,10 @@ static void check_first_step(const corpus_case_t *c, const ol_oom_record_t *reco
                 "%lld by bisection", c->name, (long long)f.bound.fits, (long long)c->batch_truth);
   if (estimated)
     check_estimate(c, f.low.fits, f.low.fits_headroom);
+  else if (f.bound.need_is_lower_bound) /* the batch it says to run once must finish */
+    ck_assert_msg(ol_batch_figure_trial(&f.bound) <= c->batch_truth, "%s: the trial batch %lld "
+                  "does not fit (%lld by bisection)", c->name,
+                  (long long)ol_batch_figure_trial(&f.bound), (long long)c->batch_truth);
 }
 
 /* How far the forward had got, as the manifest says it did. */
