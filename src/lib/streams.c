@@ -56,12 +56,13 @@ static bool drop(void **set, int *count, void *stream)
   return true;
 }
 
-static atomic_bool any_created;
+#define CREATIONS_SAID 16 /* verbose: the first streams' creators are said */
+static atomic_int creations;
 
-/* Verbose only: which libraries asked for the first stream, so a user can
+/* Verbose only: which libraries asked for the first streams, so a user can
  * tell why manage mode fences frees (glibc's backtrace, frames named by
  * their shared object). */
-static void say_who_created(unsigned int flags)
+static void say_who_created(unsigned int flags, int nth)
 {
   void *frames[12];
   char line[512];
@@ -74,15 +75,19 @@ static void say_who_created(unsigned int flags)
     len += (size_t)snprintf(line + len, sizeof line - len, " %s", base ? base + 1 : name);
   }
   line[len] = '\0';
-  ol_log_verbose("first stream created (flags %u), from:%s; manage mode now fences the frees "
-                 "made while a stream other than the default one has work", flags, line);
+  if (nth == 1)
+    ol_log_verbose("first stream created (flags %u), from:%s; manage mode now fences the frees "
+                   "made while a stream other than the default one has work", flags, line);
+  else
+    ol_log_verbose("stream %d created (flags %u), from:%s%s", nth, flags, line,
+                   nth == CREATIONS_SAID ? " (later ones not said)" : "");
 }
 
 void ol_streams_created(void *stream, unsigned int flags)
 {
-  if (!atomic_exchange_explicit(&any_created, true, memory_order_acq_rel) &&
-      ol_option_bool(OL_OPT_VERBOSE))
-    say_who_created(flags);
+  int nth = atomic_fetch_add_explicit(&creations, 1, memory_order_relaxed) + 1;
+  if (ol_option_bool(OL_OPT_VERBOSE) && nth <= CREATIONS_SAID)
+    say_who_created(flags, nth);
   pthread_mutex_lock(&lock);
   bool kept = flags & CU_STREAM_NON_BLOCKING ? add(nonblocking, &nonblocking_count, stream)
                                              : add(blocking, &blocking_count, stream);
