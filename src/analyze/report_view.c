@@ -89,8 +89,11 @@ static void read_stats(const reading_t *r, const at_t *dev, ol_device_stats_t *s
 #undef OL_READ_ORIGIN
   at_t calls = ol_json_need_object(dev, "calls");
 #define OL_READ_CALL(field, what) s->field = ol_json_need_int(&calls, #field, BYTES);
-  OL_CALL_FIELDS(OL_READ_CALL)
+  OL_CALL_FIELDS_1(OL_READ_CALL)
 #undef OL_READ_CALL
+#define OL_READ_CALL_8(field, what) s->field = int_since(r, &calls, #field, 8, BYTES);
+  OL_CALL_FIELDS_8(OL_READ_CALL_8)
+#undef OL_READ_CALL_8
   s->num_ooms = ol_json_need_int(dev, "num_ooms", BYTES);
   s->recovered_allocs = int_since(r, dev, "recovered_allocs", 2, BYTES);
   s->last_oom_request = ol_json_need_int(dev, "last_oom_request", BYTES);

@@ -84,6 +84,10 @@ static option_t options[OL_OPT_COUNT] = {
                     "0), to attribute memory by role (weights, gradients, optimizer state, "
                     "activations), in manage mode and, for a CPython job, in observe mode; "
                     "0: off", 0, NULL},
+  [OL_OPT_STREAM_MARKS] = {"OOMLENS_STREAM_MARKS", KIND_BOOL, "1",
+                           "manage mode: learn that the job's other streams are past a free "
+                           "from a mark each writes into host memory (0: ask each stream, "
+                           "cuStreamQuery, as before)", 0, NULL},
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},

@@ -65,6 +65,9 @@ void ol_track_pending(int device, int64_t delta);     /* freed, waiting for a fe
  * to the pool: for the trace (pool_held / pool_freed), which replay follows */
 void ol_track_pool_held(int device, uint64_t addr, bool held);
 void ol_track_fence_wait(int device);
+void ol_track_stream_query(int device);
+void ol_track_stream_mark(int device);
+void ol_track_mark_wait(int device);
 void ol_track_device_sync(int device);
 void ol_track_manage_fallback(int device);
 bool ol_track_seen_activity(void);
@@ -91,6 +94,10 @@ void ol_streams_capture_ended(void *stream);
 bool ol_streams_capturing(void);
 bool ol_streams_single(void); /* no stream but the defaults: no driver call */
 bool ol_streams_quiet(void);  /* ... or every other stream idle: queries each */
+/* A mark behind every non-blocking stream's work (no query); false: none */
+bool ol_streams_mark(uint32_t *mark);
+int ol_streams_marked(uint32_t mark);       /* 1 every stream past it, 0 not, -1 unknown */
+bool ol_streams_wait_marked(uint32_t mark, uint64_t max_ns); /* ... waiting: false after it */
 
 /* ---- capacity.c: OOMLENS_CAPACITY, a smaller device ------------------- */
 bool ol_capacity_allows(int device, uint64_t size);

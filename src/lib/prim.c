@@ -45,7 +45,10 @@ static CUresult (*real_cuCtxGetDevice)(CUdevice *);
   X(cuStreamQuery, CUresult, (CUstream))                                                  \
   X(cuCtxGetCurrent, CUresult, (CUcontext *))                                             \
   X(cuDeviceTotalMem_v2, CUresult, (size_t *, CUdevice))                                \
-  X(cuDeviceGetPCIBusId, CUresult, (char *, int, CUdevice))
+  X(cuDeviceGetPCIBusId, CUresult, (char *, int, CUdevice))                             \
+  X(cuMemHostAlloc, CUresult, (void **, size_t, unsigned int))                            \
+  X(cuMemHostGetDevicePointer_v2, CUresult, (CUdeviceptr *, void *, unsigned int))       \
+  X(cuStreamWriteValue32_v2, CUresult, (CUstream, CUdeviceptr, cuuint32_t, unsigned int))
 
 static struct {
 #define OL_HELPER_MEMBER(name, ret, params) ret(*name) params;
@@ -368,6 +371,32 @@ int ol_prim_stream_idle(void *stream)
     return -1;
   CUresult res = helper.cuStreamQuery((CUstream)stream);
   return res == CUDA_SUCCESS ? 1 : res == CUDA_ERROR_NOT_READY ? 0 : -1;
+}
+
+/* Pinned host memory, mapped for every device (portable), which streams
+ * write marks into and the CPU reads without asking the driver. Never
+ * freed: one page a process. */
+uint32_t *ol_prim_host_words(size_t count, uint64_t *device_addr)
+{
+  void *host = NULL;
+  CUdeviceptr dev = 0;
+  if (!helper.cuMemHostAlloc || !helper.cuMemHostGetDevicePointer_v2 ||
+      !helper.cuStreamWriteValue32_v2 ||
+      helper.cuMemHostAlloc(&host, count * sizeof(uint32_t),
+                            CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS)
+    return NULL;
+  if (helper.cuMemHostGetDevicePointer_v2(&dev, host, 0) != CUDA_SUCCESS)
+    return NULL; /* a page lost, once: not worth a path that frees it */
+  *device_addr = (uint64_t)dev;
+  return host;
+}
+
+/* The stream stores value at device_addr once the work enqueued on it
+ * before is done (the default flags: a memory barrier before the write). */
+int ol_prim_stream_write_word(void *stream, uint64_t device_addr, uint32_t value)
+{
+  return helper.cuStreamWriteValue32_v2((CUstream)stream, (CUdeviceptr)device_addr, value, 0) ==
+             CUDA_SUCCESS ? 0 : -1;
 }
 
 int ol_prim_mem_info(size_t *free_bytes, size_t *total_bytes)

@@ -41,6 +41,9 @@ int ol_prim_event_wait(void *event);
 void ol_prim_event_destroy(void *event);
 int ol_prim_device_synchronize(void);
 int ol_prim_stream_idle(void *stream); /* 1 idle, 0 busy, -1 error */
+/* count words of pinned host memory streams can write; NULL: not available */
+uint32_t *ol_prim_host_words(size_t count, uint64_t *device_addr);
+int ol_prim_stream_write_word(void *stream, uint64_t device_addr, uint32_t value); /* 0 ok */
 int ol_prim_mem_info(size_t *free_bytes, size_t *total_bytes); /* current device; 0 ok */
 typedef struct ol_gpu_process {
   uint32_t pid;

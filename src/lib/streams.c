@@ -5,13 +5,23 @@
  * blocking stream (the legacy stream waits for them), so only the streams
  * created non-blocking need events of their own: this keeps that list. It
  * also counts the captures in progress, during which nothing may be
- * recorded or synchronized. Stream creation is rare; one mutex is enough. */
+ * recorded or synchronized. Stream creation is rare; one mutex is enough.
+ *
+ * It also knows how far each non-blocking stream has got, by marks: a
+ * number each stream writes into pinned host memory behind the work it
+ * was given (cuStreamWriteValue32), which the CPU then reads from memory.
+ * Asking a stream instead (cuStreamQuery) reads the device's state over
+ * the bus: 1.35 us a stream while the device is busy on the H200, where a
+ * mark costs 0.26 us to enqueue (scripts/gpu/query_probe.py), and cuDNN
+ * makes 15 or more streams of its own under PyTorch (a round of queries
+ * took 45 us per batch of frees on a Llama-style job: docs/measurements.md). */
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lib.h"
 #include "prim.h"
@@ -28,6 +38,19 @@ static int capturing_count;
 static atomic_int captures_active;
 static atomic_bool overflowed;
 static atomic_bool warned_overflow;
+
+/* Marks, under the lock: nonblocking[i] writes mark_written[i] into
+ * mark_words[mark_word[i]] once past the work enqueued before. A stream
+ * made after a mark starts at the latest: it had no work before it. */
+enum { MARKS_UNTRIED, MARKS_ON, MARKS_OFF };
+static int marks_state = MARKS_UNTRIED;
+static uint32_t *mark_words; /* MAX_TRACKED words, pinned, never freed */
+static uint64_t mark_device; /* their device address */
+static int mark_word[MAX_TRACKED];
+static uint32_t mark_written[MAX_TRACKED];
+static int spare_words[MAX_TRACKED], spare_count;
+static uint32_t mark_seq;
+static atomic_bool warned_marks;
 
 static int find(void *const *set, int count, void *stream)
 {
@@ -54,6 +77,93 @@ static bool drop(void **set, int *count, void *stream)
     return false;
   set[i] = set[--*count];
   return true;
+}
+
+/* Wrap-safe: the word has reached mark. */
+static bool reached(uint32_t word, uint32_t mark)
+{
+  return (int32_t)(word - mark) >= 0;
+}
+
+static uint32_t word_of(int i)
+{
+  return __atomic_load_n(&mark_words[mark_word[i]], __ATOMIC_ACQUIRE);
+}
+
+/* A word for the stream just added at nonblocking[i], at the latest mark. */
+static void give_word(int i)
+{
+  if (marks_state != MARKS_ON)
+    return;
+  mark_word[i] = spare_words[--spare_count]; /* as many words as slots */
+  mark_written[i] = mark_seq;
+  __atomic_store_n(&mark_words[mark_word[i]], mark_seq, __ATOMIC_RELEASE);
+}
+
+static bool marks_ready(void)
+{
+  if (marks_state == MARKS_UNTRIED && ol_prim_has_context()) {
+    mark_words = ol_prim_host_words(MAX_TRACKED, &mark_device);
+    marks_state = mark_words && ol_option_bool(OL_OPT_STREAM_MARKS) ? MARKS_ON : MARKS_OFF;
+    for (int w = MAX_TRACKED - 1; marks_state == MARKS_ON && w >= 0; w--)
+      spare_words[spare_count++] = w;
+    for (int i = 0; marks_state == MARKS_ON && i < nonblocking_count; i++)
+      give_word(i);
+  }
+  return marks_state == MARKS_ON;
+}
+
+static void marks_failed(void)
+{
+  marks_state = MARKS_OFF;
+  ol_log_warn_once(&warned_marks, "a stream refused a mark (cuStreamWriteValue32); manage mode "
+                   "asks the streams instead");
+}
+
+static uint64_t now_ns(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Spins, then sleeps, until stream i has reached mark, for at most max_ns
+ * (given up after two seconds on the paths that must wait: a stream's work
+ * runs that long only on a broken device). */
+#define MARK_WAIT_MAX_NS 2000000000ull
+static bool wait_reached(int i, uint32_t mark, uint64_t max_ns)
+{
+  struct timespec nap = {0, 20000};
+  uint64_t start = 0;
+  for (long spins = 0; !reached(word_of(i), mark); spins++) {
+    uint64_t now = now_ns();
+    start = start ? start : now;
+    if (now - start > max_ns)
+      return false;
+    if (spins > 1000)
+      nanosleep(&nap, NULL);
+  }
+  return true;
+}
+
+/* A stream going away first reaches its last mark: its word may then go to
+ * another stream. One that does not in time keeps its word for good. */
+static void drop_marked(int i)
+{
+  if (marks_state != MARKS_ON)
+    return;
+  if (wait_reached(i, mark_written[i], MARK_WAIT_MAX_NS))
+    spare_words[spare_count++] = mark_word[i];
+}
+
+/* Removes nonblocking[i], its mark slot moving with the last stream. */
+static void drop_nonblocking(int i)
+{
+  drop_marked(i);
+  int last = --nonblocking_count;
+  nonblocking[i] = nonblocking[last];
+  mark_word[i] = mark_word[last];
+  mark_written[i] = mark_written[last];
 }
 
 #define CREATIONS_SAID 16 /* verbose: the first streams' creators are said */
@@ -89,8 +199,12 @@ void ol_streams_created(void *stream, unsigned int flags)
   if (ol_option_bool(OL_OPT_VERBOSE) && nth <= CREATIONS_SAID)
     say_who_created(flags, nth);
   pthread_mutex_lock(&lock);
-  bool kept = flags & CU_STREAM_NON_BLOCKING ? add(nonblocking, &nonblocking_count, stream)
-                                             : add(blocking, &blocking_count, stream);
+  bool nonblocking_stream = flags & CU_STREAM_NON_BLOCKING;
+  int before = nonblocking_count;
+  bool kept = nonblocking_stream ? add(nonblocking, &nonblocking_count, stream)
+                                 : add(blocking, &blocking_count, stream);
+  if (nonblocking_count > before)
+    give_word(before);
   if (!kept) {
     atomic_store(&overflowed, true);
     ol_log_warn_once(&warned_overflow, "more than %d streams; manage mode now fences every "
@@ -102,7 +216,10 @@ void ol_streams_created(void *stream, unsigned int flags)
 void ol_streams_destroyed(void *stream)
 {
   pthread_mutex_lock(&lock);
-  if (!drop(nonblocking, &nonblocking_count, stream))
+  int i = find(nonblocking, nonblocking_count, stream);
+  if (i >= 0)
+    drop_nonblocking(i);
+  else
     drop(blocking, &blocking_count, stream);
   pthread_mutex_unlock(&lock);
 }
@@ -143,6 +260,57 @@ bool ol_streams_quiet(void)
     quiet = ol_prim_stream_idle(nonblocking[i]) == 1;
   pthread_mutex_unlock(&lock);
   return quiet;
+}
+
+/* Has every non-blocking stream a mark behind the work it was given so
+ * far, with only the legacy stream's order beside them (no blocking
+ * stream, no capture)? Then *mark is passed once all the work they had
+ * before this call is done, and what was freed before it may be reused:
+ * the same promise as ol_streams_quiet's, kept without asking the device.
+ * False where marks cannot be had (the caller asks or fences instead). */
+bool ol_streams_mark(uint32_t *mark)
+{
+  if (atomic_load(&captures_active) > 0 || atomic_load(&overflowed))
+    return false;
+  pthread_mutex_lock(&lock);
+  bool marked = blocking_count == 0 && nonblocking_count > 0 && marks_ready();
+  if (marked) {
+    uint32_t seq = ++mark_seq;
+    for (int i = 0; marked && i < nonblocking_count; i++) {
+      marked = ol_prim_stream_write_word(nonblocking[i], mark_device +
+                                         (uint64_t)mark_word[i] * sizeof(uint32_t), seq) == 0;
+      if (marked)
+        mark_written[i] = seq;
+    }
+    if (!marked)
+      marks_failed();
+    *mark = seq;
+  }
+  pthread_mutex_unlock(&lock);
+  return marked;
+}
+
+/* 1: every stream has reached mark; 0: not yet; -1: marks were given up
+ * since (a stream refused one), so only a synchronize tells. */
+int ol_streams_marked(uint32_t mark)
+{
+  pthread_mutex_lock(&lock);
+  int state = marks_state == MARKS_ON ? 1 : -1;
+  for (int i = 0; state == 1 && i < nonblocking_count; i++)
+    state = reached(word_of(i), mark) ? 1 : 0;
+  pthread_mutex_unlock(&lock);
+  return state;
+}
+
+bool ol_streams_wait_marked(uint32_t mark, uint64_t max_ns)
+{
+  uint64_t most = max_ns < MARK_WAIT_MAX_NS ? max_ns : MARK_WAIT_MAX_NS;
+  pthread_mutex_lock(&lock);
+  bool passed = marks_state == MARKS_ON;
+  for (int i = 0; passed && i < nonblocking_count; i++)
+    passed = wait_reached(i, mark, most);
+  pthread_mutex_unlock(&lock);
+  return passed;
 }
 
 /* Copies up to max non-blocking streams into out; returns how many, or -1

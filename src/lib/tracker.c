@@ -687,6 +687,9 @@ void ol_track_pool_held(int device, uint64_t addr, bool held)
     end();                             \
   }
 OL_COUNTER_FN(ol_track_fence_wait, fence_waits)
+OL_COUNTER_FN(ol_track_stream_query, stream_queries)
+OL_COUNTER_FN(ol_track_stream_mark, stream_marks)
+OL_COUNTER_FN(ol_track_mark_wait, mark_waits)
 OL_COUNTER_FN(ol_track_device_sync, device_syncs)
 OL_COUNTER_FN(ol_track_manage_fallback, manage_fallbacks)
 #undef OL_COUNTER_FN

@@ -52,18 +52,46 @@ START_TEST(churn_served_by_pool_with_few_syncs)
 }
 END_TEST
 
-/* cuDNN makes a non-blocking stream for itself under PyTorch; while it has
- * no work, frees come back a batch at a time without fences or waits, and
- * the stream is queried once a batch, not once a free (on the H200 a query
- * per free made ResNet-50 1.5x slower). */
-START_TEST(idle_library_stream_costs_one_query_a_batch)
+/* cuDNN makes non-blocking streams for itself under PyTorch (15 or more
+ * on a Llama-style job); while they have no work, frees come back a batch
+ * at a time without fences or waits, and no stream is asked anything: each
+ * writes a mark behind its work, which the pool reads from host memory
+ * (a round of queries cost 45 us a batch on the H200). */
+START_TEST(idle_library_stream_is_asked_nothing)
 {
-  const char *extra[] = {"EXPECT_FEW_QUERIES=1", "EXPECT_NO_SYNC=1", NULL};
+  const char *extra[] = {"EXPECT_NO_QUERIES=1", "EXPECT_NO_SYNC=1", NULL};
   harness_run_t run;
   ol_json_t *r = run_managed("churn_idle_stream", extra, &run);
   ck_assert_int_le(harness_int(r, DEV "stats.pending_free_bytes.peak"), (64 + 3) << 20);
   ck_assert_int_eq(harness_int(r, DEV "calls.fence_waits"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "calls.stream_queries"), 0);
+  ck_assert_int_gt(harness_int(r, DEV "calls.stream_marks"), 0);
   ol_json_free(r);
+}
+END_TEST
+
+/* Where the driver refuses stream memory operations, or marks are off,
+ * the streams are asked once a batch, not once a free (on the H200 a
+ * query per free made ResNet-50 1.5x slower); a refusal is said once. */
+START_TEST(idle_library_stream_without_marks_costs_one_query_a_batch)
+{
+  const char *refused[] = {"SIMCU_NO_STREAM_MEM_OPS=1", "EXPECT_FEW_QUERIES=1",
+                           "EXPECT_NO_SYNC=1", NULL};
+  const char *off[] = {"OOMLENS_STREAM_MARKS=0", "EXPECT_FEW_QUERIES=1", "EXPECT_NO_SYNC=1",
+                       NULL};
+  const char *const *runs[] = {refused, off};
+  for (int i = 0; i < 2; i++) {
+    harness_run_t run;
+    ol_json_t *r = run_managed("churn_idle_stream", runs[i], &run);
+    ck_assert_int_le(harness_int(r, DEV "stats.pending_free_bytes.peak"), (64 + 3) << 20);
+    ck_assert_int_eq(harness_int(r, DEV "calls.fence_waits"), 0);
+    ck_assert_int_gt(harness_int(r, DEV "calls.stream_queries"), 0);
+    ck_assert_int_eq(harness_int(r, DEV "calls.stream_marks"), 0);
+    const char *said = strstr(run.out, "a stream refused a mark");
+    ck_assert_msg(i == 0 ? said && !strstr(said + 1, "a stream refused a mark") : !said,
+                  "run %d:\n%s", i, run.out);
+    ol_json_free(r);
+  }
 }
 END_TEST
 
@@ -85,10 +113,18 @@ START_TEST(pending_kernel_on_legacy_stream)
 }
 END_TEST
 
+/* The kernel still writing a freed block is on a non-blocking stream: the
+ * block waits for that stream's mark (or, without marks, its event). */
 START_TEST(pending_kernel_on_nonblocking_stream)
 {
+  const char *without_marks[] = {"SIMCU_NO_STREAM_MEM_OPS=1", NULL};
   harness_run_t run;
-  ol_json_free(run_managed("pending_nonblocking", NULL, &run));
+  ol_json_t *r = run_managed("pending_nonblocking", NULL, &run);
+  ck_assert_int_gt(harness_int(r, DEV "calls.stream_marks"), 0);
+  ol_json_free(r);
+  r = run_managed("pending_nonblocking", without_marks, &run);
+  ck_assert_int_eq(harness_int(r, DEV "calls.stream_marks"), 0);
+  ol_json_free(r);
 }
 END_TEST
 
@@ -321,7 +357,8 @@ static Suite *manage_suite(void)
   tcase_add_checked_fixture(tc, harness_setup, harness_teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, churn_served_by_pool_with_few_syncs);
-  tcase_add_test(tc, idle_library_stream_costs_one_query_a_batch);
+  tcase_add_test(tc, idle_library_stream_is_asked_nothing);
+  tcase_add_test(tc, idle_library_stream_without_marks_costs_one_query_a_batch);
   tcase_add_test(tc, blocking_side_stream_turns_fences_on);
   tcase_add_test(tc, pending_kernel_on_legacy_stream);
   tcase_add_test(tc, pending_kernel_on_nonblocking_stream);

@@ -128,7 +128,11 @@
     X(cuEventDestroy, "cuEventDestroy", 2000, 0) \
     X(cuEventDestroy_v2, "cuEventDestroy", 4000, 0) \
     X(cuEventElapsedTime, "cuEventElapsedTime", 2000, 0) \
-    X(cuEventElapsedTime_v2, "cuEventElapsedTime", 12080, 0)
+    X(cuEventElapsedTime_v2, "cuEventElapsedTime", 12080, 0) \
+    X(cuMemHostAlloc, "cuMemHostAlloc", 2020, 0) \
+    X(cuMemFreeHost, "cuMemFreeHost", 2000, 0) \
+    X(cuMemHostGetDevicePointer_v2, "cuMemHostGetDevicePointer", 3020, 0) \
+    X(cuStreamWriteValue32_v2, "cuStreamWriteValue32", 11070, 0)
 
 enum {
 #define SIM_ABI_ENUM(abi, base, ver, ptds) SIM_FN_##abi,
@@ -195,6 +199,7 @@ typedef enum {
     SIM_WORK_RELEASE,
     SIM_WORK_RECORD,
     SIM_WORK_WAIT,
+    SIM_WORK_WRITE32, /* cuStreamWriteValue32: target stored at dst */
 } sim_work_kind_t;
 
 typedef struct sim_item {
@@ -280,6 +285,7 @@ typedef struct sim_state {
     bool initialized;
     int ndev;
     bool no_vmm;
+    bool no_stream_mem_ops; /* SIMCU_NO_STREAM_MEM_OPS: cuStreamWriteValue32 unsupported */
     int driver_version;
     sim_dev_t dev[SIM_MAX_DEVICES];
 

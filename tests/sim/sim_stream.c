@@ -283,6 +283,9 @@ static void execute(sim_item_t *it)
             it->event->completed = it->target;
         it->event->time_ns = sim_now_ns();
         break;
+    case SIM_WORK_WRITE32: /* host memory the CPU polls, not device memory */
+        __atomic_store_n((uint32_t *)it->dst, (uint32_t)it->target, __ATOMIC_RELEASE);
+        break;
     case SIM_WORK_SLEEP:
     case SIM_WORK_WAIT:
         break;
@@ -733,6 +736,73 @@ CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent,
 {
     SIM_CALLED(cuStreamWaitEvent_ptsz);
     return stream_wait_event(hStream, hEvent, Flags, true);
+}
+
+/* ---- stream memory operations and mapped host memory ---- */
+
+/* The value lands at addr once the work enqueued before it on the stream
+ * is done, as a stream's memory operation does; addr is host memory from
+ * cuMemHostAlloc (its device pointer is its host address here). */
+CUresult CUDAAPI cuStreamWriteValue32_v2(CUstream hStream, CUdeviceptr addr,
+                                         cuuint32_t value, unsigned int flags)
+{
+    SIM_CALLED(cuStreamWriteValue32_v2);
+    sim_lock();
+    struct CUstream_st *s = NULL;
+    CUresult r = sim_stream_resolve(hStream, false, &s);
+    if (!r && sim.no_stream_mem_ops)
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    if (!r && (!addr || (addr & 3) || flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER))
+        r = CUDA_ERROR_INVALID_VALUE;
+    /* An idle non-blocking stream runs it at once, as a GPU does in a
+     * microsecond or two; waking the worker thread would take longer on a
+     * loaded test machine than any real stream takes. */
+    bool now = !r && !s->head && s->cap == SIM_CAP_NONE && s->kind == SIM_STREAM_USER &&
+               !is_blocking(s);
+    if (now)
+        __atomic_store_n((uint32_t *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
+    if (!r && !now) {
+        sim_item_t *it = sim_item_new(SIM_WORK_WRITE32);
+        if (it) {
+            it->dst = (uintptr_t)addr;
+            it->target = value;
+        }
+        r = sim_enqueue(s, it);
+    }
+    sim_unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    SIM_CALLED(cuMemHostAlloc);
+    sim_lock();
+    int dev;
+    CUresult r = sim_current_dev(&dev);
+    if (!r && (!pp || !bytesize))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (!r && !(*pp = calloc(1, bytesize)))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    (void)Flags;
+    sim_unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuMemFreeHost(void *p)
+{
+    SIM_CALLED(cuMemFreeHost);
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p,
+                                              unsigned int Flags)
+{
+    SIM_CALLED(cuMemHostGetDevicePointer_v2);
+    if (!pdptr || !p || Flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
 }
 
 /* ---- event API ---- */
