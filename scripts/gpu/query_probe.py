@@ -9,7 +9,10 @@ the device busy on the legacy default stream (a queue of matmuls ahead):
   recorded long ago (passed), cuStreamWaitEvent of the legacy stream on it;
 - how long after it is recorded an event on the idle side stream passes
   while the legacy stream is busy (what a fence on the side streams only
-  would keep a free waiting).
+  would keep a free waiting);
+- cuStreamWriteValue32 of a mark into pinned host memory on the side
+  stream, and how long until the CPU reads it there (a fence whose
+  passing is read from memory, not asked of the driver).
 
 Each call is timed over many calls through ctypes; cuCtxGetCurrent, which
 asks the device nothing, is the cost of the call itself. Writes
@@ -43,6 +46,18 @@ def main():
     assert cu.cuEventRecord(old, su) == 0
     torch.cuda.synchronize()
     ctx = ctypes.c_void_p()
+    for name in ('cuMemHostAlloc', 'cuMemHostGetDevicePointer_v2', 'cuStreamWriteValue32_v2'):
+        getattr(cu, name).restype = ctypes.c_int
+    host = ctypes.c_void_p()
+    assert cu.cuMemHostAlloc(ctypes.byref(host), 4096, 1 | 2) == 0  # PORTABLE | DEVICEMAP
+    dev = ctypes.c_uint64()
+    assert cu.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), host, 0) == 0
+    word = ctypes.cast(host, ctypes.POINTER(ctypes.c_uint32))
+    counter = [0]
+
+    def write_mark(stream):
+        counter[0] += 1
+        return cu.cuStreamWriteValue32_v2(stream, dev, ctypes.c_uint32(counter[0] & 0xffffffff), 0)
 
     calls = dict(
         ctx_get_current=lambda: cu.cuCtxGetCurrent(ctypes.byref(ctx)),
@@ -51,6 +66,8 @@ def main():
         event_record_used=lambda: cu.cuEventRecord(ev, su),
         event_query_passed=lambda: cu.cuEventQuery(old),
         legacy_wait_event=lambda: cu.cuStreamWaitEvent(LEGACY, old, 0),
+        write_value_used=lambda: write_mark(su),
+        read_mark=lambda: word[0],
     )
 
     def per_call(f, n=2000):
@@ -76,7 +93,19 @@ def main():
             out.append((time.perf_counter() - t) * 1e6)
         return dict(median=statistics.median(out), max=max(out))
 
-    r = {}
+    def mark_latency(n=200):
+        """us from writing a mark on the idle side stream to seeing it in host memory."""
+        out = []
+        for _ in range(n):
+            assert write_mark(su) == 0
+            want = counter[0] & 0xffffffff
+            t = time.perf_counter()
+            while word[0] != want:
+                pass
+            out.append((time.perf_counter() - t) * 1e6)
+        return dict(median=statistics.median(out), max=max(out))
+
+    r = {'write_value_result': write_mark(su)}
     for state in ('idle', 'busy'):
         for name, f in calls.items():
             torch.cuda.synchronize()
@@ -89,6 +118,11 @@ def main():
             busy()
         r[f'{state}.fence_latency'] = fence_latency()
         r[f'{state}.fence_latency.device_still_busy'] = cu.cuStreamQuery(LEGACY) != 0
+        torch.cuda.synchronize()
+        if state == 'busy':
+            busy()
+        r[f'{state}.mark_latency'] = mark_latency()
+        r[f'{state}.mark_latency.device_still_busy'] = cu.cuStreamQuery(LEGACY) != 0
     torch.cuda.synchronize()
     for k, v in r.items():
         print(k, v, flush=True)
