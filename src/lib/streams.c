@@ -89,6 +89,7 @@ static uint32_t word_of(int i)
 {
   return __atomic_load_n(&mark_words[mark_word[i]], __ATOMIC_ACQUIRE);
 }
+_Static_assert(MAX_TRACKED <= 65536, "word indices fit in 16 bits (ol_streams_wait_marked)");
 
 /* A word for the stream just added at nonblocking[i], at the latest mark. */
 static void give_word(int i)
@@ -127,15 +128,15 @@ static uint64_t now_ns(void)
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Spins, then sleeps, until stream i has reached mark, for at most max_ns
+/* Spins, then sleeps, until the word has reached mark, for at most max_ns
  * (given up after two seconds on the paths that must wait: a stream's work
- * runs that long only on a broken device). */
+ * runs that long only on a broken device). Reads memory only: no lock. */
 #define MARK_WAIT_MAX_NS 2000000000ull
-static bool wait_reached(int i, uint32_t mark, uint64_t max_ns)
+static bool wait_reached(const uint32_t *word, uint32_t mark, uint64_t max_ns)
 {
   struct timespec nap = {0, 20000};
   uint64_t start = 0;
-  for (long spins = 0; !reached(word_of(i), mark); spins++) {
+  for (long spins = 0; !reached(__atomic_load_n(word, __ATOMIC_ACQUIRE), mark); spins++) {
     uint64_t now = now_ns();
     start = start ? start : now;
     if (now - start > max_ns)
@@ -152,7 +153,7 @@ static void drop_marked(int i)
 {
   if (marks_state != MARKS_ON)
     return;
-  if (wait_reached(i, mark_written[i], MARK_WAIT_MAX_NS))
+  if (wait_reached(&mark_words[mark_word[i]], mark_written[i], MARK_WAIT_MAX_NS))
     spare_words[spare_count++] = mark_word[i];
 }
 
@@ -302,14 +303,23 @@ int ol_streams_marked(uint32_t mark)
   return state;
 }
 
+/* The words are taken under the lock and waited on without it: the
+ * streams' lock is taken by every free (ol_streams_single). A word stays
+ * valid once taken: memory never freed, and a stream going away reaches
+ * its last mark before its word goes to a stream made later, which starts
+ * at the latest mark. */
 bool ol_streams_wait_marked(uint32_t mark, uint64_t max_ns)
 {
-  uint64_t most = max_ns < MARK_WAIT_MAX_NS ? max_ns : MARK_WAIT_MAX_NS;
+  uint16_t words[MAX_TRACKED];
   pthread_mutex_lock(&lock);
   bool passed = marks_state == MARKS_ON;
-  for (int i = 0; passed && i < nonblocking_count; i++)
-    passed = wait_reached(i, mark, most);
+  int n = passed ? nonblocking_count : 0;
+  for (int i = 0; i < n; i++)
+    words[i] = (uint16_t)mark_word[i];
   pthread_mutex_unlock(&lock);
+  uint64_t most = max_ns < MARK_WAIT_MAX_NS ? max_ns : MARK_WAIT_MAX_NS;
+  for (int i = 0; passed && i < n; i++)
+    passed = wait_reached(&mark_words[words[i]], mark, most);
   return passed;
 }
 
