@@ -30,7 +30,7 @@ static void print_help(FILE *out)
   fprintf(out,
           "usage: oomlens replay TRACE [--capacity SIZE] [--policy NAME]\n"
           "                      [--max-split-size SIZE] [--device N] [--batch N] [--no-trim]\n"
-          "                      [--map-unit N] [--json]\n"
+          "                      [--keep-used] [--map-unit N] [--json]\n"
           "\n"
           "Replays a recorded allocation trace (oomlens's own, OOMLENS_TRACE, or the\n"
           "CSV of PyTorch's recorder; gzip'd or plain) through an allocator on a\n"
@@ -48,6 +48,9 @@ static void print_help(FILE *out)
           "                         advice then names the batch that fits\n"
           "  --no-trim              oomlens: never unmap free memory but to serve a request\n"
           "                         (the live OOMLENS_POOL_TRIM=0)\n"
+          "  --keep-used            oomlens: trims spare memory used of late once the job\n"
+          "                         has come back to what a trim unmapped (the live\n"
+          "                         OOMLENS_POOL_KEEP_USED=1)\n"
           "  --map-unit N           oomlens: chunks one physical allocation may hold, 1 to\n"
           "                         512 (the live OOMLENS_POOL_UNIT; default 1)\n"
           "  --json                 one JSON object on stdout\n"
@@ -66,6 +69,7 @@ static const ol_opt_t opts[] = {
   OL_VALUE("--batch", &ol_arg_batch, replay_args_t, batch),
   OL_FLAG("--json", replay_args_t, json),
   OL_FLAG("--no-trim", replay_args_t, options.keep_mapped),
+  OL_FLAG("--keep-used", replay_args_t, options.keep_used),
   OL_VALUE("--map-unit", &ol_arg_unit, replay_args_t, options.map_unit),
   {0},
 };

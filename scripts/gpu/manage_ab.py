@@ -51,6 +51,8 @@ def run(conf, tag):
             r['pool_share'] = own['manage_pool_s'] / own['span_s']
             r['capture_share'] = own['call_sites_s'] / own['span_s']
         r.update(fence_waits=d['calls'].get('fence_waits'), syncs=d['calls'].get('device_syncs'),
+                 stream_queries=d['calls'].get('stream_queries'),  # report 1.8
+                 stream_marks=d['calls'].get('stream_marks'), mark_waits=d['calls'].get('mark_waits'),
                  maps=d['stats']['segment']['all']['allocated'],
                  unmaps=d['stats']['segment']['all']['freed'])
     if p.returncode:

@@ -16,6 +16,7 @@ typedef struct ol_policy_options {
   uint64_t max_split_size; /* blocks at or above it are never split; 0 = no limit */
   bool keep_mapped;        /* oomlens: no trimming (OOMLENS_POOL_TRIM=0); others ignore it */
   uint64_t map_unit;       /* oomlens: granules per physical extent at most (0: the default) */
+  bool keep_used;          /* oomlens: OOMLENS_POOL_KEEP_USED=1 */
 } ol_policy_options_t;
 
 /* The driver calls a policy's memory costs on a real device, as the

@@ -63,6 +63,8 @@ static ol_policy_t *oomlens_create(const ol_policy_options_t *options)
     .max_split_size = options->max_split_size,
     .keep_mapped = options->keep_mapped,
     .map_unit = options->map_unit,
+    .capacity = capacity,
+    .keep_used = options->keep_used,
   };
   policy->pool = ol_pool_create(&backend, &config);
   if (!policy->pool) {

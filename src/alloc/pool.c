@@ -45,6 +45,10 @@
 #define NBIN_WORDS ((NBINS + 63) / 64)
 #define MAX_RANGES 4096
 #define CANDIDATES 64 /* blocks weighed when the best fit needs mapping */
+#define UNMAPPED (1ull << 63) /* used_at: the clock when the granule was unmapped */
+/* A granule mapped again within this many allocated peaks' worth of
+ * requests after a trim unmapped it counts as churn (see note_remap). */
+#define REMAP_HORIZON 16
 
 /* 40 bytes; what a tree search reads comes first. */
 typedef struct blk {
@@ -60,6 +64,7 @@ typedef struct range {
   uint64_t base, size;
   uint64_t *mapped;      /* one bit per granule */
   uint64_t *starts;      /* one bit per granule: the first of a physical extent */
+  uint64_t *used_at;     /* per granule: the pool's clock when a live block last left it */
   uint32_t head, tail;   /* first and last block */
   uint64_t top;          /* granules at or above it are unmapped */
 } range_t;
@@ -88,7 +93,13 @@ struct ol_pool {
 
   uint64_t allocated, allocated_peak, reserved, reserved_peak;
   uint64_t retry_at; /* no automatic release scan below this footprint */
+  uint64_t clock;    /* bytes handed out over the pool's life: its sense of time */
+  uint64_t keep_for; /* free memory used less than this long ago is not trimmed */
+  uint64_t remap_recent, remap_since, remap_gap; /* see note_remap */
+  uint64_t peak_clock; /* the clock when allocated_peak last rose */
+  uint64_t capacity; /* config.capacity: near it, free memory of any age goes */
   bool keep_mapped;  /* config: no automatic release at all */
+  bool keep_used;    /* config: trims spare what was used within keep_for */
   ol_pool_counts_t counts;
 };
 
@@ -558,13 +569,16 @@ static uint32_t range_add(ol_pool_t *p, uint64_t size)
   size_t words = (granules + 63) / 64;
   r->mapped = host_grow(p, NULL, words, sizeof *r->mapped);
   r->starts = r->mapped ? host_grow(p, NULL, words, sizeof *r->starts) : NULL;
-  if (!r->starts || p->be.reserve(p->be.ctx, size, &r->base) != 0) {
+  r->used_at = r->starts ? host_grow(p, NULL, granules ? granules : 1, sizeof *r->used_at) : NULL;
+  if (!r->used_at || p->be.reserve(p->be.ctx, size, &r->base) != 0) {
     host_free(p, r->mapped);
     host_free(p, r->starts);
+    host_free(p, r->used_at);
     return NIL;
   }
   memset(r->mapped, 0, words * sizeof *r->mapped);
   memset(r->starts, 0, words * sizeof *r->starts);
+  memset(r->used_at, 0, (granules ? granules : 1) * sizeof *r->used_at);
   uint32_t x = record_take(p);
   p->blk[x] = (blk_t){.addr = r->base, .size = size, .prev = NIL, .next = NIL,
                       .range = (uint16_t)p->nranges};
@@ -575,11 +589,42 @@ static uint32_t range_add(ol_pool_t *p, uint64_t size)
   return x;
 }
 
+static uint64_t trim_slack(const ol_pool_t *p, uint64_t peak);
+
+/* A granule unmapped at clock `then` is mapped again now. If that came
+ * soon, and the job has reached no new peak since, trimming it was a
+ * mistake the job pays for twice (~100 us a chunk). Once such returns add
+ * up to a slack (halved every horizon, so that a rare one never adds up),
+ * free memory stays mapped until it has gone unused for twice the longest
+ * return seen. */
+
+static void note_remap(ol_pool_t *p, uint64_t then)
+{
+  uint64_t gap = p->clock - then, horizon = p->allocated_peak * REMAP_HORIZON;
+  if (gap > horizon || then < p->peak_clock)
+    return; /* long ago, or the job has grown since: not churn */
+  p->counts.remapped_bytes += p->gran;
+  if (p->clock - p->remap_since > horizon) { /* a new period: what came before counts half */
+    p->remap_recent /= 2;
+    p->remap_since = p->clock;
+  }
+  p->remap_recent += p->gran;
+  if (gap > p->remap_gap)
+    p->remap_gap = gap;
+  if (p->remap_recent >= trim_slack(p, p->allocated_peak) && p->keep_for < 2 * p->remap_gap)
+    p->keep_for = 2 * p->remap_gap;
+}
+
 /* Granules [g0, g1) are now one physical extent. */
 static void map_done(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1)
 {
   bits_set(r->mapped, g0, g1, true);
   bits_set(r->starts, g0, g0 + 1, true);
+  for (uint64_t g = g0; g < g1; g++) {
+    if (r->used_at[g] & UNMAPPED)
+      note_remap(p, r->used_at[g] & ~UNMAPPED);
+    r->used_at[g] = p->clock;
+  }
   if (g1 > r->top)
     r->top = g1;
   p->reserved += (g1 - g0) << p->shift;
@@ -616,6 +661,8 @@ static void unmap_extents(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1, ui
     uint64_t last = g0 ? bit_prev(r->mapped, 0, g0, true) : UINT64_MAX;
     r->top = last == UINT64_MAX ? 0 : last + 1;
   }
+  for (uint64_t g = g0; g < g1; g++)
+    r->used_at[g] = p->clock | UNMAPPED;
   p->reserved -= (g1 - g0) << p->shift;
   p->counts.unmap_calls += extents;
   p->counts.unmapped_bytes += (g1 - g0) << p->shift;
@@ -690,10 +737,21 @@ static uint64_t fit_in(const ol_pool_t *p, uint32_t x, uint64_t size, uint64_t *
   return need;
 }
 
+/* Whether every granule of [g0, g1) was last left by a live block before
+ * the clock read `before`. */
+static bool unused_since(const range_t *r, uint64_t g0, uint64_t g1, uint64_t before)
+{
+  for (uint64_t g = g0; g < g1; g++)
+    if (r->used_at[g] >= before)
+      return false;
+  return true;
+}
+
 /* Unmaps the extents wholly inside free block x, highest first, until want
  * bytes are gone (the last extent may take it past want); returns the bytes
- * released. An extent that a live block shares stays. */
-static uint64_t release_block(ol_pool_t *p, uint32_t x, uint64_t want)
+ * released. An extent that a live block shares stays, and so does one that
+ * a live block left at or after the clock read `before`. */
+static uint64_t release_block(ol_pool_t *p, uint32_t x, uint64_t want, uint64_t before)
 {
   uint64_t g0, g1, done = 0;
   range_t *r = range_of(p, x);
@@ -709,14 +767,14 @@ static uint64_t release_block(ol_pool_t *p, uint32_t x, uint64_t want)
     if (s < g0)
       break; /* it reaches below the block, and holds all that is mapped below */
     uint64_t e = extent_end(p, r, s), n = 1;
-    if (e > g1) { /* it reaches above the block: a live block shares it */
+    if (e > g1 || !unused_since(r, s, e, before)) { /* shared, or used of late */
       g1 = s;
       continue;
     }
     /* the extents right below, while they are wanted: one call for all */
     while (done + ((e - s) << p->shift) < want && s > g0 && bit_get(r->mapped, s - 1)) {
       uint64_t below = extent_start(p, r, s - 1);
-      if (below < g0)
+      if (below < g0 || !unused_since(r, below, s, before))
         break;
       s = below;
       n++;
@@ -728,15 +786,22 @@ static uint64_t release_block(ol_pool_t *p, uint32_t x, uint64_t want)
   return done;
 }
 
-uint64_t ol_pool_release(ol_pool_t *p, uint64_t want)
+/* Releases free memory that no live block has used since the clock read
+ * `before`, highest addresses first, until want bytes are gone. */
+static uint64_t release_unused(ol_pool_t *p, uint64_t want, uint64_t before)
 {
   uint64_t done = 0;
   for (uint32_t i = p->nranges; i-- > 0 && done < want;) {
     for (uint32_t x = p->ranges[i].tail; x != NIL && done < want; x = p->blk[x].prev)
       if (p->blk[x].free)
-        done += release_block(p, x, want - done);
+        done += release_block(p, x, want - done, before);
   }
   return done;
+}
+
+uint64_t ol_pool_release(ol_pool_t *p, uint64_t want)
+{
+  return release_unused(p, want, UINT64_MAX);
 }
 
 /* Release policy. Mapping costs ~50 us and unmapping ~48 us per 2 MiB on an
@@ -744,27 +809,54 @@ uint64_t ol_pool_release(ol_pool_t *p, uint64_t want)
  * within a slack of the peak allocated so far: a training job, whose
  * allocated memory rises to about the same peak every iteration, then maps
  * nothing after its first iterations. Only when growing would take the
- * mapped total past peak + slack (slack = peak/64, at least 4 granules) are
- * free granules unmapped first, down to peak + slack/2: so peak reserved
- * stays within ~1.6% of peak allocated unless the live blocks themselves
- * straddle more. After a scan, the next one waits until another slack/2 is
- * mapped, so that a footprint the scans cannot shrink costs no O(n) walk
- * per allocation. Before reporting out of memory, everything free goes. */
+ * mapped total past peak + slack (slack = peak/64, at least 4 granules) and
+ * past the highest total mapped so far (growing back to it costs no peak)
+ * are free granules unmapped first, down to peak + slack/2: so peak
+ * reserved stays within ~1.6% of peak allocated unless the live blocks
+ * themselves straddle more. After a scan, the next one waits until another
+ * slack/2 is mapped, so that a footprint the scans cannot shrink costs no
+ * O(n) walk per allocation. Before reporting out of memory, everything
+ * free goes.
+ *
+ * With config.keep_used, trimming only when memory is wanted (not the
+ * default: see below): a job whose layout shifts from step
+ * to step (a sequence length drawn per step) needs its free memory mapped
+ * in other places each step, and a trim then unmaps what a later step maps
+ * again: on a Llama-style job ~800 chunks a step, each paid twice. Once the
+ * pool has seen that happen to more than a slack's worth of chunks (since
+ * the job last reached a new peak: growth is not churn), a trim leaves free
+ * memory that a live block left less than twice the longest such return
+ * ago (keep_for, on the pool's clock of bytes handed out), and the
+ * footprint grows instead. Near config.capacity (its last sixteenth) that
+ * exemption and the one for the highest total go: memory is wanted. On the
+ * recorded traces this removes the live Llama-style job's steady unmaps
+ * (1442 an iteration to 4) for 1.13x reserved instead of 1.008x, but where
+ * best fit drifts it costs memory without stopping the churn (ResNet-50
+ * with a max split size: 1.42x, still ~2900 maps an iteration), so it is
+ * an option until a placement keeps a step's layout (docs/measurements.md,
+ * 2026-12-02 session 8). */
+static uint64_t trim_slack(const ol_pool_t *p, uint64_t peak)
+{
+  return peak / 64 > 4 * p->gran ? peak / 64 : 4 * p->gran;
+}
+
 static void trim_before_growing(ol_pool_t *p, uint64_t need, uint64_t new_peak)
 {
   if (p->keep_mapped)
     return;
-  uint64_t slack = new_peak / 64;
-  if (slack < 4 * p->gran)
-    slack = 4 * p->gran;
+  uint64_t slack = trim_slack(p, new_peak);
   uint64_t after = p->reserved + need;
-  /* Growing back up to the highest reserved total seen costs no peak: only
-   * growth past it is worth unmapping for (else a job whose layout shifts a
-   * little each step would remap gigabytes every step). */
-  uint64_t bound = new_peak + slack > p->reserved_peak ? new_peak + slack : p->reserved_peak;
+  bool near_full = p->keep_used && p->capacity && after > p->capacity - p->capacity / 16;
+  uint64_t bound = new_peak + slack;
+  if (!near_full && bound < p->reserved_peak)
+    bound = p->reserved_peak;
   if (after <= bound || after <= p->retry_at)
     return;
-  ol_pool_release(p, after - (bound - slack / 2));
+  uint64_t before = UINT64_MAX; /* any free memory may go */
+  if (p->keep_used && !near_full && p->keep_for)
+    before = p->clock > p->keep_for ? p->clock - p->keep_for : 0;
+  if (before)
+    release_unused(p, after - (bound - slack / 2), before);
   p->counts.release_scans++;
   p->retry_at = p->reserved + need + slack / 2;
 }
@@ -1086,12 +1178,24 @@ int ol_pool_alloc(ol_pool_t *p, uint64_t size, uint64_t *addr)
     return -1;
   const blk_t *b = &p->blk[x];
   hash_put(p, x);
+  p->clock += b->size;
   p->allocated += b->size;
-  if (p->allocated > p->allocated_peak)
+  if (p->allocated > p->allocated_peak) {
     p->allocated_peak = p->allocated;
+    p->peak_clock = p->clock;
+  }
   p->counts.live_blocks++;
   *addr = b->addr;
   return 0;
+}
+
+/* Live block x leaves its granules now: they count as used until now. */
+static void stamp_used(ol_pool_t *p, uint32_t x)
+{
+  range_t *r = range_of(p, x);
+  uint64_t lo = p->blk[x].addr - r->base, hi = lo + p->blk[x].size;
+  for (uint64_t g = lo >> p->shift; g <= (hi - 1) >> p->shift; g++)
+    r->used_at[g] = p->clock;
 }
 
 int ol_pool_free(ol_pool_t *p, uint64_t addr)
@@ -1100,6 +1204,7 @@ int ol_pool_free(ol_pool_t *p, uint64_t addr)
   if (x == NIL)
     return -1;
   hash_delete(p, slot);
+  stamp_used(p, x);
   p->allocated -= p->blk[x].size;
   p->counts.live_blocks--;
   coalesce(p, x);
@@ -1278,6 +1383,8 @@ ol_pool_t *ol_pool_create(const ol_backend_t *backend, const ol_pool_config_t *c
   p->max_split = config->max_split_size;
   p->unit = config->map_unit ? config->map_unit : 1;
   p->keep_mapped = config->keep_mapped;
+  p->capacity = config->capacity;
+  p->keep_used = config->keep_used;
   p->host_realloc = host;
   p->spare = NIL;
   for (uint32_t i = 0; i < NBINS; i++)
@@ -1302,6 +1409,7 @@ void ol_pool_destroy(ol_pool_t *p)
     p->be.unreserve(p->be.ctx, r->base, r->size);
     host_free(p, r->mapped);
     host_free(p, r->starts);
+    host_free(p, r->used_at);
   }
   host_free(p, p->ranges);
   host_free(p, p->blk);

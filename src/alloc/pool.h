@@ -65,6 +65,14 @@ typedef struct ol_pool_config {
    * about the same whatever its size (H200, docs/measurements.md), but a
    * free extent can be given back only whole, when no live block shares it. */
   uint64_t map_unit;
+  /* The memory the pool may come to hold at most (the device, or what
+   * OOMLENS_CAPACITY allows); 0: unknown. Near it, free memory is given
+   * back whenever the pool grows, however recently it was used. */
+  uint64_t capacity;
+  /* Trims spare free memory the job used of late, once it has come back to
+   * memory earlier trims unmapped (pool.c's "trimming only when memory is
+   * wanted"): fewer remaps on jobs whose layout shifts, more reserved. */
+  bool keep_used;
 } ol_pool_config_t;
 
 #define OL_POOL_ALIGN 512u /* every size is rounded up to it, as PyTorch does */
@@ -106,6 +114,7 @@ typedef struct ol_pool_counts {
   uint64_t ranges;                     /* address ranges reserved now */
   uint64_t free_blocks, live_blocks;
   uint64_t release_scans;              /* automatic releases (hysteresis) */
+  uint64_t remapped_bytes;             /* mapped again soon after a trim unmapped them: churn */
 } ol_pool_counts_t;
 void ol_pool_counts(const ol_pool_t *pool, ol_pool_counts_t *out);
 /* For tests: walks every structure (O(n)) and says whether all agree:

@@ -84,13 +84,17 @@ static option_t options[OL_OPT_COUNT] = {
                     "0), to attribute memory by role (weights, gradients, optimizer state, "
                     "activations), in manage mode and, for a CPython job, in observe mode; "
                     "0: off", 0, NULL},
-  [OL_OPT_STREAM_MARKS] = {"OOMLENS_STREAM_MARKS", KIND_BOOL, "1",
+  [OL_OPT_STREAM_MARKS] = {"OOMLENS_STREAM_MARKS", KIND_BOOL, "0",
                            "manage mode: learn that the job's other streams are past a free "
-                           "from a mark each writes into host memory (0: ask each stream, "
-                           "cuStreamQuery, as before)", 0, NULL},
+                           "from a mark each writes into host memory, not by asking each "
+                           "(cuStreamQuery); measured slower on the H200", 0, NULL},
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},
+  [OL_OPT_POOL_KEEP_USED] = {"OOMLENS_POOL_KEEP_USED", KIND_BOOL, "0",
+                             "manage mode: once the job has mapped again memory a trim "
+                             "unmapped, trims spare what it used of late (fewer remaps, more "
+                             "reserved) until the device is nearly full; 0: off", 0, NULL},
   [OL_OPT_POOL_UNIT] = {"OOMLENS_POOL_UNIT", KIND_COUNT, "1",
                         "manage mode: 2 MiB chunks one physical allocation may hold (1 to 512); "
                         "more makes fewer driver calls, but free memory goes back only in "

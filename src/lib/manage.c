@@ -358,6 +358,18 @@ static void give_up(managed_t *m, const char *why)
                    "serves its allocations", m->device, why);
 }
 
+/* What the pool may come to hold: the device's free memory now (what the
+ * context, libraries and other processes hold is not for it), within
+ * OOMLENS_CAPACITY; 0 when the driver does not say. */
+static uint64_t room_for_pool(int device)
+{
+  size_t free_bytes, total_bytes;
+  if (ol_prim_mem_info(&free_bytes, &total_bytes) != 0)
+    return 0;
+  ol_capacity_clamp(device, &free_bytes, &total_bytes);
+  return free_bytes;
+}
+
 static void start_device(managed_t *m)
 {
   uint64_t granularity = ol_prim_vmm_granularity(m->device);
@@ -370,9 +382,12 @@ static void start_device(managed_t *m)
    * left by long-lived blocks never make the pool run out of addresses
    * before the device runs out of memory. */
   uint64_t space = (total * 2 + granularity - 1) / granularity * granularity;
-  ol_pool_config_t config = {space, ol_option_size(OL_OPT_MAX_SPLIT_SIZE), NULL,
-                             !ol_option_bool(OL_OPT_POOL_TRIM),
-                             ol_option_size(OL_OPT_POOL_UNIT)};
+  ol_pool_config_t config = {.address_space = space,
+                             .max_split_size = ol_option_size(OL_OPT_MAX_SPLIT_SIZE),
+                             .keep_mapped = !ol_option_bool(OL_OPT_POOL_TRIM),
+                             .map_unit = ol_option_size(OL_OPT_POOL_UNIT),
+                             .keep_used = ol_option_bool(OL_OPT_POOL_KEEP_USED),
+                             .capacity = room_for_pool(m->device)};
   m->pool = ol_pool_create(&m->backend, &config);
   if (!m->pool)
     return give_up(m, "cannot reserve address space");

@@ -53,13 +53,15 @@ START_TEST(churn_served_by_pool_with_few_syncs)
 END_TEST
 
 /* cuDNN makes non-blocking streams for itself under PyTorch (15 or more
- * on a Llama-style job); while they have no work, frees come back a batch
- * at a time without fences or waits, and no stream is asked anything: each
- * writes a mark behind its work, which the pool reads from host memory
- * (a round of queries cost 45 us a batch on the H200). */
+ * on a Llama-style job). With OOMLENS_STREAM_MARKS=1, while they have no
+ * work, frees come back a batch at a time without fences or waits, and no
+ * stream is asked anything: each writes a mark behind its work, which the
+ * pool reads from host memory. (Not the default: on the H200 a mark costs
+ * what a query does, and passes late often enough to cost more.) */
 START_TEST(idle_library_stream_is_asked_nothing)
 {
-  const char *extra[] = {"EXPECT_NO_QUERIES=1", "EXPECT_NO_SYNC=1", NULL};
+  const char *extra[] = {"OOMLENS_STREAM_MARKS=1", "EXPECT_NO_QUERIES=1", "EXPECT_NO_SYNC=1",
+                         NULL};
   harness_run_t run;
   ol_json_t *r = run_managed("churn_idle_stream", extra, &run);
   ck_assert_int_le(harness_int(r, DEV "stats.pending_free_bytes.peak"), (64 + 3) << 20);
@@ -70,15 +72,15 @@ START_TEST(idle_library_stream_is_asked_nothing)
 }
 END_TEST
 
-/* Where the driver refuses stream memory operations, or marks are off,
- * the streams are asked once a batch, not once a free (on the H200 a
- * query per free made ResNet-50 1.5x slower); a refusal is said once. */
+/* Marks off (the default), or asked for where the driver refuses stream
+ * memory operations: the streams are asked once a batch, not once a free
+ * (on the H200 a query per free made ResNet-50 1.5x slower); a refusal is
+ * said once. */
 START_TEST(idle_library_stream_without_marks_costs_one_query_a_batch)
 {
-  const char *refused[] = {"SIMCU_NO_STREAM_MEM_OPS=1", "EXPECT_FEW_QUERIES=1",
-                           "EXPECT_NO_SYNC=1", NULL};
-  const char *off[] = {"OOMLENS_STREAM_MARKS=0", "EXPECT_FEW_QUERIES=1", "EXPECT_NO_SYNC=1",
-                       NULL};
+  const char *refused[] = {"OOMLENS_STREAM_MARKS=1", "SIMCU_NO_STREAM_MEM_OPS=1",
+                           "EXPECT_FEW_QUERIES=1", "EXPECT_NO_SYNC=1", NULL};
+  const char *off[] = {"EXPECT_FEW_QUERIES=1", "EXPECT_NO_SYNC=1", NULL};
   const char *const *runs[] = {refused, off};
   for (int i = 0; i < 2; i++) {
     harness_run_t run;
@@ -117,12 +119,12 @@ END_TEST
  * block waits for that stream's mark (or, without marks, its event). */
 START_TEST(pending_kernel_on_nonblocking_stream)
 {
-  const char *without_marks[] = {"SIMCU_NO_STREAM_MEM_OPS=1", NULL};
+  const char *with_marks[] = {"OOMLENS_STREAM_MARKS=1", NULL};
   harness_run_t run;
-  ol_json_t *r = run_managed("pending_nonblocking", NULL, &run);
+  ol_json_t *r = run_managed("pending_nonblocking", with_marks, &run);
   ck_assert_int_gt(harness_int(r, DEV "calls.stream_marks"), 0);
   ol_json_free(r);
-  r = run_managed("pending_nonblocking", without_marks, &run);
+  r = run_managed("pending_nonblocking", NULL, &run);
   ck_assert_int_eq(harness_int(r, DEV "calls.stream_marks"), 0);
   ol_json_free(r);
 }

@@ -643,6 +643,75 @@ START_TEST(driver_calls_pinned)
 }
 END_TEST
 
+/* --keep-used (OOMLENS_POOL_KEEP_USED=1) on the live Llama-style trace,
+ * whose layout shifts with the sequence length: the default trim unmaps
+ * ~1442 chunks an iteration that later steps map again; keeping what was
+ * used of late stops that, for more reserved memory (bounded here by what
+ * no trimming at all reserves, plus a slack). Where a job does not come
+ * back to trimmed memory (gpt2, resnet50) nothing changes; near the
+ * capacity trims go on, and nothing runs out. */
+static ol_replay_result_t replay_with(const char *trace, uint64_t capacity, bool keep_used,
+                                      bool keep_mapped, ol_replay_steady_t *st)
+{
+  ol_policy_options_t options = {.capacity = capacity, .keep_used = keep_used,
+                                 .keep_mapped = keep_mapped};
+  ol_replay_result_t r;
+  ol_error_t err;
+  ck_assert_msg(ol_replay_file(data(trace), ol_policy_find("oomlens"), &options, &r, &err) == 0,
+                "%s", err.text);
+  ol_replay_steady(&r, st);
+  return r;
+}
+
+START_TEST(keep_used_stops_remapping_what_was_trimmed)
+{
+  const char *live = "llama_varlen_live.trace.gz";
+  ol_replay_steady_t eager_st, kept_st, none_st;
+  ol_replay_result_t eager = replay_with(live, OL_REPLAY_DEFAULT_CAPACITY, false, false, &eager_st);
+  ol_replay_result_t kept = replay_with(live, OL_REPLAY_DEFAULT_CAPACITY, true, false, &kept_st);
+  ol_replay_result_t none = replay_with(live, OL_REPLAY_DEFAULT_CAPACITY, false, true, &none_st);
+  printf("llama_varlen_live: steady unmaps %lld eager, %lld kept; reserved %lld, %lld, %lld "
+         "without trimming\n", (long long)eager_st.calls.unmaps, (long long)kept_st.calls.unmaps,
+         (long long)eager.stats.reserved_peak, (long long)kept.stats.reserved_peak,
+         (long long)none.stats.reserved_peak);
+  ck_assert_int_gt(eager_st.calls.unmaps, 1000); /* the churn this is for */
+  ck_assert_int_le(kept_st.calls.unmaps, 8);
+  ck_assert_int_lt(kept_st.calls.maps, eager_st.calls.maps);
+  ck_assert_int_le(kept.stats.reserved_peak, none.stats.reserved_peak + none.stats.reserved_peak / 50);
+  ck_assert(!kept.oom);
+  ol_replay_result_free(&eager);
+  ol_replay_result_free(&kept);
+  ol_replay_result_free(&none);
+}
+END_TEST
+
+START_TEST(keep_used_changes_nothing_without_remapping)
+{
+  static const char *const traces[] = {"gpt2.csv.gz", "resnet50.csv.gz", "oom_activations.csv.gz"};
+  ol_replay_steady_t a_st, b_st;
+  ol_replay_result_t a = replay_with(traces[_i], OL_REPLAY_DEFAULT_CAPACITY, false, false, &a_st);
+  ol_replay_result_t b = replay_with(traces[_i], OL_REPLAY_DEFAULT_CAPACITY, true, false, &b_st);
+  ck_assert_int_eq(a.stats.reserved_peak, b.stats.reserved_peak);
+  ck_assert_int_eq(a.stats.calls.maps, b.stats.calls.maps);
+  ck_assert_int_eq(a.stats.calls.unmaps, b.stats.calls.unmaps);
+  ol_replay_result_free(&a);
+  ol_replay_result_free(&b);
+}
+END_TEST
+
+START_TEST(keep_used_trims_near_the_capacity)
+{
+  const uint64_t capacity = 18ull << 30; /* the trace's peak is 15.12 GiB */
+  ol_replay_steady_t st;
+  ol_replay_result_t r = replay_with("llama_varlen_live.trace.gz", capacity, true, false, &st);
+  ck_assert(!r.oom);
+  /* past the last sixteenth (16.875 GiB) memory is wanted: trims go on */
+  ck_assert_int_le(r.stats.reserved_peak, (int64_t)(capacity - capacity / 16 + (256ull << 20)));
+  ck_assert_int_gt(st.calls.unmaps, 0);
+  ol_replay_result_free(&r);
+}
+END_TEST
+
 /* A trace of calls of a decoder's generate (as test_phases builds them):
  * a prompt of the call's batch, then 24 tokens through 8 layers, each
  * layer's key/value cache grown by a token, all freed at the call's end. */
@@ -800,6 +869,9 @@ static Suite *replay_suite(void)
   tcase_add_test(driver, segments_are_the_jobs_without_manage);
   tcase_add_loop_test(driver, maps_in_the_recorded_unit, 0, 2);
   tcase_add_test(driver, steady_state_counts_the_finders_iterations);
+  tcase_add_test(driver, keep_used_stops_remapping_what_was_trimmed);
+  tcase_add_loop_test(driver, keep_used_changes_nothing_without_remapping, 0, 3);
+  tcase_add_test(driver, keep_used_trims_near_the_capacity);
   suite_add_tcase(s, driver);
   TCase *huge = tcase_create("huge");
   tcase_add_loop_test(huge, any_capacity_stays_bounded, 0,
