@@ -545,12 +545,14 @@ static void fence_batch(managed_t *m, batch_t *open, const stream_frees_t *only)
 
 /* A batch of frees made while other streams exist. Once every one of them
  * is past the work it was given before these frees, the default stream
- * orders the rest: the blocks go back. Where the streams take marks, the
- * batch waits for its mark, which idle streams pass within microseconds
- * (2.2 us median while the device was busy, query_probe.py), and the next
- * request finds it passed (reclaim): the blocks come back in the order
- * they were freed, as at once, without asking the device. Else one round
- * of stream queries: if every stream is idle now, at once; else events. */
+ * orders the rest: the blocks go back. By default one round of stream
+ * queries: if every stream is idle now, at once; else events. With
+ * OOMLENS_STREAM_MARKS=1, the batch waits for its mark instead, which idle
+ * streams pass within microseconds (2.6-2.9 us median, query_probe.py),
+ * and the next request finds it passed (reclaim). Not the default: writing
+ * a mark costs what a query does (1.6 us), and on llama_varlen about one
+ * mark in eleven missed the spin, so its batch came back late, the pool
+ * grew elsewhere and waited on fences (docs/measurements.md, session 8). */
 static void close_batch(managed_t *m)
 {
   if (m->open.count == 0)
