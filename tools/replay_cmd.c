@@ -276,6 +276,14 @@ static void print_oom(const ol_replay_result_t *r)
          bytes_text(o->stats.allocated, b2, sizeof b2), bytes_text(o->stats.reserved, b3, sizeof b3),
          bytes_text(o->stats.free_reserved, b4, sizeof b4),
          bytes_text(o->stats.largest_free_block, b5, sizeof b5));
+  /* One OOM, one diagnosis: where the policy ran out at the job's own OOM
+   * for the same reason, the recorded paragraph above is the one to read
+   * (its figures count what the job's device held outside the allocator;
+   * a second paragraph from the replayed device differed in them). */
+  if (r->recorded && o->recorded && o->cause == r->recorded_oom.cause) {
+    printf("  why:            as for the recorded OOM above (%s)\n", ol_oom_class_name(o->cause));
+    return;
+  }
   ol_buf_t why = {0};
   ol_oom_explain(&why, &o->record, o->cause, name_site, r->sites);
   if (!why.failed && why.data)

@@ -823,6 +823,33 @@ START_TEST(cli_driver_calls)
 }
 END_TEST
 
+/* One OOM, one diagnosis: a corpus trace whose replay runs out where the
+ * job did, for the same reason, printed two paragraphs of the same class
+ * whose figures differed (20% headroom: batch 3, then 4; the first counts
+ * what the job's device held outside the allocator). The second now points
+ * at the first. */
+static int count_of(const char *text, const char *what)
+{
+  int n = 0;
+  for (const char *at = text; (at = strstr(at, what)); at += strlen(what))
+    n++;
+  return n;
+}
+
+START_TEST(cli_one_diagnosis_where_the_job_ran_out)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){data("oom/gpt2_batch.trace.gz"), "--capacity", "12G", "--batch",
+                             "8", NULL});
+  ck_assert_int_eq(run.status, 0);
+  ck_assert_msg(strstr(run.out, "(where the recorded run ran out too)"), "%s", run.out);
+  ck_assert_msg(count_of(run.out, "  why:            out of memory (activations") == 1, "%s",
+                run.out);
+  ck_assert_msg(strstr(run.out, "  why:            as for the recorded OOM above (activations)\n"),
+                "%s", run.out);
+}
+END_TEST
+
 /* ---- every policy, any capacity ----------------------------------------- */
 
 static const uint64_t huge_capacities[] = {(uint64_t)1 << 54, (uint64_t)1 << 56,
@@ -872,6 +899,7 @@ static Suite *replay_suite(void)
   tcase_add_test(driver, keep_used_stops_remapping_what_was_trimmed);
   tcase_add_loop_test(driver, keep_used_changes_nothing_without_remapping, 0, 3);
   tcase_add_test(driver, keep_used_trims_near_the_capacity);
+  tcase_add_test(driver, cli_one_diagnosis_where_the_job_ran_out);
   suite_add_tcase(s, driver);
   TCase *huge = tcase_create("huge");
   tcase_add_loop_test(huge, any_capacity_stays_bounded, 0,
