@@ -9,7 +9,9 @@ for oomlens's environment, e.g.
   AB_CONFS='default;manage:OOMLENS_ROLES=1;manage:OOMLENS_ROLES=0'
 Every round runs each configuration once, the order rotated each round.
 Prints per configuration the median step time of each run and, under
-manage, the report's fence waits, device syncs and chunks mapped at exit;
+manage, the report's fence waits, device syncs and chunks mapped at exit,
+and chunks mapped and unmapped per step after warm-up (steady_maps,
+steady_unmaps, from the report manage_jobs.py has written then);
 writes $OUT/manage_ab.json."""
 import json, os, statistics, subprocess, sys, glob
 
@@ -33,7 +35,9 @@ def run(conf, tag):
     report = os.path.join(WORK, f'{tag}-%p.txt')
     for old in glob.glob(os.path.join(WORK, f'{tag}-*')):
         os.remove(old)  # a report left by an earlier call (same tags) is not this run's
+    warm = os.path.join(WORK, f'{tag}-warm.json')
     if kind == 'manage':
+        env['MANAGE_CHECK_MARK'] = warm  # manage_jobs.py: the reports after warm-up, copied here
         for kv in filter(None, extra.split(',')):
             k, _, v = kv.partition('=')
             env[k] = v
@@ -41,7 +45,7 @@ def run(conf, tag):
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     steps = [float(l.split()[1]) for l in p.stdout.splitlines() if l.startswith('STEP ')]
     r = dict(conf=conf, rc=p.returncode, median=statistics.median(steps[2:]) if len(steps) > 2 else None)
-    reps = glob.glob(os.path.join(WORK, f'{tag}-*.json'))
+    reps = [p for p in glob.glob(os.path.join(WORK, f'{tag}-*.json')) if p != warm]
     if reps:
         with open(reps[0]) as f:
             rep = json.load(f)
@@ -55,6 +59,12 @@ def run(conf, tag):
                  stream_marks=d['calls'].get('stream_marks'), mark_waits=d['calls'].get('mark_waits'),
                  maps=d['stats']['segment']['all']['allocated'],
                  unmaps=d['stats']['segment']['all']['freed'])
+        if os.path.exists(warm):  # per step after warm-up: the steady state, not the learning
+            with open(warm) as f:
+                w = json.load(f)['devices'][0]['stats']['segment']['all']
+            n = max(1, len(steps) - 2)
+            r.update(steady_maps=(r['maps'] - w['allocated']) / n,
+                     steady_unmaps=(r['unmaps'] - w['freed']) / n)
     if p.returncode:
         r['error'] = p.stderr[-1500:]
     print(json.dumps(r), flush=True)
