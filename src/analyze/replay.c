@@ -51,6 +51,12 @@ typedef struct replay {
   ol_record_t deferred[DEFERRED_MAX];
   int deferred_count;
   ol_records_t held; /* trace address -> the policy's (value), behind the live pool's fence */
+  /* The job's allocator's segments (segment_alloc/free: PyTorch's cache
+   * asking cudaMalloc), to find the free pieces inside them at a recorded
+   * OOM; a trace with mapped segments (VMM) gives no such figure. */
+  ol_records_t segments;
+  bool segments_mapped;
+  bool segments_lost; /* host memory ran out for them */
 } replay_t;
 
 /* The same diagnosis a live job gets (the account's figures), with what a
@@ -126,6 +132,109 @@ void ol_replay_attempt_record(const ol_account_t *a, uint64_t request, ol_oom_re
   drop_frameless_sites(a->devices[0].sites, out);
 }
 
+/* ---- free pieces inside the job's segments ------------------------------ */
+
+typedef struct span {
+  uint64_t addr, size;
+} span_t;
+
+typedef struct spans {
+  span_t *at;
+  size_t count, cap;
+  bool lost;
+} spans_t;
+
+static void collect_span(const ol_record_t *rec, void *arg)
+{
+  spans_t *s = arg;
+  if (s->count == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    span_t *grown = realloc(s->at, cap * sizeof *grown);
+    if (!grown) {
+      s->lost = true;
+      return;
+    }
+    s->at = grown;
+    s->cap = cap;
+  }
+  s->at[s->count++] = (span_t){rec->key, rec->size};
+}
+
+static int by_address(const void *a, const void *b)
+{
+  uint64_t x = ((const span_t *)a)->addr, y = ((const span_t *)b)->addr;
+  return (x > y) - (x < y);
+}
+
+/* Free bytes inside the segments and the largest free piece, from the
+ * live blocks (both sorted by address); false when a block straddles a
+ * segment's end or lies outside every segment (not PyTorch's layout). */
+static bool sweep_pieces(const spans_t *segs, const spans_t *live, int64_t *free_bytes,
+                         int64_t *largest)
+{
+  size_t b = 0;
+  *free_bytes = *largest = 0;
+  for (size_t i = 0; i < segs->count; i++) {
+    uint64_t at = segs->at[i].addr, end = at + segs->at[i].size;
+    if (b < live->count && live->at[b].addr < at)
+      return false;
+    for (; b < live->count && live->at[b].addr < end; b++) {
+      if (live->at[b].addr < at || live->at[b].addr + live->at[b].size > end)
+        return false;
+      uint64_t gap = live->at[b].addr - at;
+      *free_bytes += (int64_t)gap;
+      if ((int64_t)gap > *largest)
+        *largest = (int64_t)gap;
+      at = live->at[b].addr + live->at[b].size;
+    }
+    *free_bytes += (int64_t)(end - at);
+    if ((int64_t)(end - at) > *largest)
+      *largest = (int64_t)(end - at);
+  }
+  return b == live->count;
+}
+
+/* A PyTorch recorder trace says where each segment and each tensor lies:
+ * the free pieces at a recorded OOM follow, so the diagnosis can tell
+ * memory free but in pieces (shared trace frag: 1.61 GiB free, largest
+ * piece 903 MiB, a 1.01 GiB request) from what the job kept, as the live
+ * report under --manage would. */
+static void recorded_pieces(replay_t *r, ol_oom_record_t *rec)
+{
+  if (r->segments_mapped || r->segments_lost || ol_records_count(&r->segments) == 0)
+    return;
+  spans_t segs = {0}, live = {0};
+  ol_records_each(&r->segments, collect_span, &segs);
+  ol_records_each(&r->account->blocks, collect_span, &live);
+  int64_t free_bytes, largest;
+  if (!segs.lost && !live.lost) {
+    qsort(segs.at, segs.count, sizeof *segs.at, by_address);
+    qsort(live.at, live.count, sizeof *live.at, by_address);
+    if (sweep_pieces(&segs, &live, &free_bytes, &largest)) {
+      rec->free_reserved = free_bytes;
+      rec->largest_free_block = largest;
+    }
+  }
+  free(segs.at);
+  free(live.at);
+}
+
+static void note_segment(replay_t *r, const ol_trace_event_t *ev)
+{
+  if (ev->action == OL_TRACE_SEGMENT_MAP || ev->action == OL_TRACE_SEGMENT_UNMAP) {
+    r->segments_mapped = true;
+  } else if (ev->action == OL_TRACE_SEGMENT_ALLOC) {
+    ol_record_t *rec = ol_records_add(&r->segments, ev->addr);
+    if (rec)
+      rec->size = ev->size;
+    else
+      r->segments_lost = true;
+  } else {
+    ol_record_t gone;
+    ol_records_take(&r->segments, ev->addr, &gone);
+  }
+}
+
 /* What the account knows at a recorded failed attempt: the record the job
  * took then, less what only the job could see (its oom_context line). */
 static void recorded_failure(replay_t *r, const ol_trace_event_t *ev)
@@ -133,6 +242,7 @@ static void recorded_failure(replay_t *r, const ol_trace_event_t *ev)
   ol_replay_recorded_t *f = &r->failing;
   *f = (ol_replay_recorded_t){.line = ev->line, .size = ev->size, .job_cause = OL_OOM_CLASS_COUNT};
   ol_replay_attempt_record(r->account, ev->size, &f->record);
+  recorded_pieces(r, &f->record);
 }
 
 /* Without the job's context the device is the replayed one: its capacity,
@@ -434,6 +544,7 @@ static int apply(replay_t *r, const ol_trace_event_t *ev)
   case OL_TRACE_SEGMENT_UNMAP: { /* the job's reserved memory; the policy makes its own */
     if (ev->action == OL_TRACE_SEGMENT_ALLOC)
       r->driver_segment = ev->addr;
+    note_segment(r, ev);
     ol_trace_event_t on_device = *ev;
     on_device.device = 0;
     ol_account_apply(r->account, &on_device, NULL);
@@ -564,6 +675,7 @@ done:
   if (r.policy)
     ops->destroy(r.policy);
   ol_records_free(&r.held);
+  ol_records_free(&r.segments);
   ol_trace_close(trace);
   return rc < 0 ? -1 : 0;
 }

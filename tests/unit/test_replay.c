@@ -850,6 +850,29 @@ START_TEST(cli_one_diagnosis_where_the_job_ran_out)
 }
 END_TEST
 
+/* A PyTorch recorder trace says where its segments and tensors lie, so
+ * the recorded OOM is diagnosed with the free pieces inside the segments:
+ * shared trace frag (interleaved lifetimes, truth fragmentation: 1.61 GiB
+ * free in PyTorch's segments, none of it in a piece of the 1.01 GiB asked
+ * for) was `leak` before, because the record knew no largest free block
+ * and the long-lived tensors it keeps had grown. */
+START_TEST(recorded_oom_sees_the_pieces_in_the_segments)
+{
+  ol_policy_options_t options = {.capacity = 6ull << 30};
+  ol_replay_result_t r;
+  ol_error_t err;
+  ck_assert_msg(ol_replay_file(data("frag.csv.gz"), ol_policy_find("pytorch"), &options, &r,
+                               &err) == 0, "%s", err.text);
+  ck_assert(r.recorded);
+  const ol_oom_record_t *rec = &r.recorded_oom.record;
+  ck_assert_int_eq(r.recorded_oom.cause, OL_OOM_fragmentation);
+  ck_assert_int_ge(rec->free_reserved, (int64_t)(1600ull << 20));
+  ck_assert_int_lt(rec->largest_free_block, (int64_t)rec->request);
+  ck_assert_int_eq(rec->free_reserved, rec->reserved - rec->allocated);
+  ol_replay_result_free(&r);
+}
+END_TEST
+
 /* ---- every policy, any capacity ----------------------------------------- */
 
 static const uint64_t huge_capacities[] = {(uint64_t)1 << 54, (uint64_t)1 << 56,
@@ -900,6 +923,7 @@ static Suite *replay_suite(void)
   tcase_add_loop_test(driver, keep_used_changes_nothing_without_remapping, 0, 3);
   tcase_add_test(driver, keep_used_trims_near_the_capacity);
   tcase_add_test(driver, cli_one_diagnosis_where_the_job_ran_out);
+  tcase_add_test(driver, recorded_oom_sees_the_pieces_in_the_segments);
   suite_add_tcase(s, driver);
   TCase *huge = tcase_create("huge");
   tcase_add_loop_test(huge, any_capacity_stays_bounded, 0,
