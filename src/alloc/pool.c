@@ -64,7 +64,8 @@ typedef struct range {
   uint64_t base, size;
   uint64_t *mapped;      /* one bit per granule */
   uint64_t *starts;      /* one bit per granule: the first of a physical extent */
-  uint64_t *used_at;     /* per granule: the pool's clock when a live block last left it */
+  uint64_t *used_at;     /* per granule: the pool's clock when a live block last left it
+                          * (config.keep_used only; NULL otherwise) */
   uint32_t head, tail;   /* first and last block */
   uint64_t top;          /* granules at or above it are unmapped */
 } range_t;
@@ -569,8 +570,9 @@ static uint32_t range_add(ol_pool_t *p, uint64_t size)
   size_t words = (granules + 63) / 64;
   r->mapped = host_grow(p, NULL, words, sizeof *r->mapped);
   r->starts = r->mapped ? host_grow(p, NULL, words, sizeof *r->starts) : NULL;
-  r->used_at = r->starts ? host_grow(p, NULL, granules ? granules : 1, sizeof *r->used_at) : NULL;
-  if (!r->used_at || p->be.reserve(p->be.ctx, size, &r->base) != 0) {
+  size_t stamps = p->keep_used ? (granules ? granules : 1) : 0;
+  r->used_at = r->starts && stamps ? host_grow(p, NULL, stamps, sizeof *r->used_at) : NULL;
+  if (!r->starts || (stamps && !r->used_at) || p->be.reserve(p->be.ctx, size, &r->base) != 0) {
     host_free(p, r->mapped);
     host_free(p, r->starts);
     host_free(p, r->used_at);
@@ -578,7 +580,8 @@ static uint32_t range_add(ol_pool_t *p, uint64_t size)
   }
   memset(r->mapped, 0, words * sizeof *r->mapped);
   memset(r->starts, 0, words * sizeof *r->starts);
-  memset(r->used_at, 0, (granules ? granules : 1) * sizeof *r->used_at);
+  if (stamps)
+    memset(r->used_at, 0, stamps * sizeof *r->used_at);
   uint32_t x = record_take(p);
   p->blk[x] = (blk_t){.addr = r->base, .size = size, .prev = NIL, .next = NIL,
                       .range = (uint16_t)p->nranges};
@@ -589,7 +592,10 @@ static uint32_t range_add(ol_pool_t *p, uint64_t size)
   return x;
 }
 
-static uint64_t trim_slack(const ol_pool_t *p, uint64_t peak);
+static uint64_t trim_slack(const ol_pool_t *p, uint64_t peak)
+{
+  return peak / 64 > 4 * p->gran ? peak / 64 : 4 * p->gran;
+}
 
 /* A granule unmapped at clock `then` is mapped again now. If that came
  * soon, and the job has reached no new peak since, trimming it was a
@@ -597,7 +603,6 @@ static uint64_t trim_slack(const ol_pool_t *p, uint64_t peak);
  * up to a slack (halved every horizon, so that a rare one never adds up),
  * free memory stays mapped until it has gone unused for twice the longest
  * return seen. */
-
 static void note_remap(ol_pool_t *p, uint64_t then)
 {
   uint64_t gap = p->clock - then, horizon = p->allocated_peak * REMAP_HORIZON;
@@ -620,7 +625,7 @@ static void map_done(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1)
 {
   bits_set(r->mapped, g0, g1, true);
   bits_set(r->starts, g0, g0 + 1, true);
-  for (uint64_t g = g0; g < g1; g++) {
+  for (uint64_t g = g0; r->used_at && g < g1; g++) {
     if (r->used_at[g] & UNMAPPED)
       note_remap(p, r->used_at[g] & ~UNMAPPED);
     r->used_at[g] = p->clock;
@@ -661,7 +666,7 @@ static void unmap_extents(ol_pool_t *p, range_t *r, uint64_t g0, uint64_t g1, ui
     uint64_t last = g0 ? bit_prev(r->mapped, 0, g0, true) : UINT64_MAX;
     r->top = last == UINT64_MAX ? 0 : last + 1;
   }
-  for (uint64_t g = g0; g < g1; g++)
+  for (uint64_t g = g0; r->used_at && g < g1; g++)
     r->used_at[g] = p->clock | UNMAPPED;
   p->reserved -= (g1 - g0) << p->shift;
   p->counts.unmap_calls += extents;
@@ -741,6 +746,8 @@ static uint64_t fit_in(const ol_pool_t *p, uint32_t x, uint64_t size, uint64_t *
  * the clock read `before`. */
 static bool unused_since(const range_t *r, uint64_t g0, uint64_t g1, uint64_t before)
 {
+  if (before == UINT64_MAX || !r->used_at)
+    return true; /* any free memory may go (stamps are kept with config.keep_used only) */
   for (uint64_t g = g0; g < g1; g++)
     if (r->used_at[g] >= before)
       return false;
@@ -835,11 +842,6 @@ uint64_t ol_pool_release(ol_pool_t *p, uint64_t want)
  * with a max split size: 1.42x, still ~2900 maps an iteration), so it is
  * an option until a placement keeps a step's layout (docs/measurements.md,
  * 2026-12-02 session 8). */
-static uint64_t trim_slack(const ol_pool_t *p, uint64_t peak)
-{
-  return peak / 64 > 4 * p->gran ? peak / 64 : 4 * p->gran;
-}
-
 static void trim_before_growing(ol_pool_t *p, uint64_t need, uint64_t new_peak)
 {
   if (p->keep_mapped)
@@ -1193,6 +1195,8 @@ int ol_pool_alloc(ol_pool_t *p, uint64_t size, uint64_t *addr)
 static void stamp_used(ol_pool_t *p, uint32_t x)
 {
   range_t *r = range_of(p, x);
+  if (!r->used_at)
+    return; /* not kept: the free hook does no work for an option that is off */
   uint64_t lo = p->blk[x].addr - r->base, hi = lo + p->blk[x].size;
   for (uint64_t g = lo >> p->shift; g <= (hi - 1) >> p->shift; g++)
     r->used_at[g] = p->clock;
