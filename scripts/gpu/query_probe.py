@@ -12,7 +12,15 @@ the device busy on the legacy default stream (a queue of matmuls ahead):
   would keep a free waiting);
 - cuStreamWriteValue32 of a mark into pinned host memory on the side
   stream, and how long until the CPU reads it there (a fence whose
-  passing is read from memory, not asked of the driver).
+  passing is read from memory, not asked of the driver);
+- a context barrier (cuCtxRecordEvent then cuCtxWaitEvent, CUDA 12.5),
+  which orders all later work after all earlier work on every stream,
+  with 16 more side streams that ran a kernel (cuDNN makes 15 or more),
+  against a round of cuStreamQuery on those 17 streams; and whether the
+  barrier holds later work back: a side stream writes a tensor late
+  (behind a sleep), then the barrier, then the default stream writes it:
+  the default stream's value must win (without the barrier, the side
+  stream's does).
 
 Each call is timed over many calls through ctypes; cuCtxGetCurrent, which
 asks the device nothing, is the cost of the call itself. Writes
@@ -46,7 +54,8 @@ def main():
     assert cu.cuEventRecord(old, su) == 0
     torch.cuda.synchronize()
     ctx = ctypes.c_void_p()
-    for name in ('cuMemHostAlloc', 'cuMemHostGetDevicePointer_v2', 'cuStreamWriteValue32_v2'):
+    for name in ('cuMemHostAlloc', 'cuMemHostGetDevicePointer_v2', 'cuStreamWriteValue32_v2',
+                 'cuCtxRecordEvent', 'cuCtxWaitEvent'):
         getattr(cu, name).restype = ctypes.c_int
     host = ctypes.c_void_p()
     assert cu.cuMemHostAlloc(ctypes.byref(host), 4096, 1 | 2) == 0  # PORTABLE | DEVICEMAP
@@ -59,8 +68,41 @@ def main():
         counter[0] += 1
         return cu.cuStreamWriteValue32_v2(stream, dev, ctypes.c_uint32(counter[0] & 0xffffffff), 0)
 
+    assert cu.cuCtxGetCurrent(ctypes.byref(ctx)) == 0
+    sides = [torch.cuda.Stream() for _ in range(16)]
+    for st in sides:
+        with torch.cuda.stream(st):
+            torch.ones(1024, device='cuda').add_(1)
+    torch.cuda.synchronize()
+    side_handles = [ctypes.c_void_p(st.cuda_stream) for st in sides] + [su]
+    bar = ctypes.c_void_p()
+    assert cu.cuEventCreate(ctypes.byref(bar), 2) == 0
+
+    def barrier():
+        assert cu.cuCtxRecordEvent(ctx, bar) == 0
+        return cu.cuCtxWaitEvent(ctx, bar)
+
+    def query_round():
+        for h in side_handles:
+            cu.cuStreamQuery(h)
+
+    def barrier_holds(with_barrier):
+        """The value the default stream wrote after the side stream's late write."""
+        t = torch.zeros(1 << 20, device='cuda')
+        torch.cuda.synchronize()
+        with torch.cuda.stream(used):
+            torch.cuda._sleep(50_000_000)  # ~25 ms of spinning on the side stream
+            t.fill_(1.0)
+        if with_barrier:
+            assert barrier() == 0
+        t.fill_(2.0)  # the default stream: not ordered after the side stream
+        torch.cuda.synchronize()
+        return float(t.min().item()), float(t.max().item())
+
     calls = dict(
         ctx_get_current=lambda: cu.cuCtxGetCurrent(ctypes.byref(ctx)),
+        context_barrier=barrier,
+        query_round_17=query_round,
         stream_query_fresh=lambda: cu.cuStreamQuery(sf),
         stream_query_used=lambda: cu.cuStreamQuery(su),
         event_record_used=lambda: cu.cuEventRecord(ev, su),
@@ -105,7 +147,8 @@ def main():
             out.append((time.perf_counter() - t) * 1e6)
         return dict(median=statistics.median(out), max=max(out))
 
-    r = {'write_value_result': write_mark(su)}
+    r = {'write_value_result': write_mark(su),
+         'barrier_holds.with': barrier_holds(True), 'barrier_holds.without': barrier_holds(False)}
     for state in ('idle', 'busy'):
         for name, f in calls.items():
             torch.cuda.synchronize()

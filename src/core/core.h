@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 8   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits) */
+#define OL_REPORT_MINOR 9   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -58,6 +58,7 @@ typedef enum ol_option {
   OL_OPT_BATCH,
   OL_OPT_ROLES,
   OL_OPT_STREAM_MARKS,
+  OL_OPT_STREAM_BARRIER,
   OL_OPT_COUNT
 } ol_option_t;
 
@@ -540,7 +541,7 @@ typedef enum ol_origin {
   X(inactive_split, "Non-releasable allocs", false)
 
 /* Calls seen, per device: X(field, what it counts). */
-#define OL_CALL_FIELDS(X) OL_CALL_FIELDS_1(X) OL_CALL_FIELDS_8(X)
+#define OL_CALL_FIELDS(X) OL_CALL_FIELDS_1(X) OL_CALL_FIELDS_8(X) OL_CALL_FIELDS_9(X)
 #define OL_CALL_FIELDS_1(X)                                          \
   X(runtime_allocs, "cudaMalloc and cudaMallocAsync calls the driver served") \
   X(runtime_frees, "cudaFree and cudaFreeAsync calls")               \
@@ -561,6 +562,9 @@ typedef enum ol_origin {
   X(stream_queries, "manage mode: rounds of asking the other streams if idle") \
   X(stream_marks, "manage mode: marks put behind the other streams' work") \
   X(mark_waits, "manage mode: waits for the other streams to pass a mark")
+/* ... since report format 1.9 */
+#define OL_CALL_FIELDS_9(X)                                          \
+  X(stream_barriers, "manage mode: barriers that order all later work after all earlier work")
 
 typedef struct ol_device_stats {
 #define OL_STAT_MEMBER(field, title, bytes) ol_stat_t field[OL_POOL_COUNT];

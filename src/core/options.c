@@ -88,6 +88,12 @@ static option_t options[OL_OPT_COUNT] = {
                            "manage mode: learn that the job's other streams are past a free "
                            "from a mark each writes into host memory, not by asking each "
                            "(cuStreamQuery); measured slower on the H200", 0, NULL},
+  [OL_OPT_STREAM_BARRIER] = {"OOMLENS_STREAM_BARRIER", KIND_BOOL, "1",
+                             "manage mode: give a batch of frees back at once behind a "
+                             "barrier that orders all later work of the context after all "
+                             "earlier work (cuCtxRecordEvent, cuCtxWaitEvent), not after a "
+                             "round of questions to each of the job's other streams; 0: the "
+                             "questions", 0, NULL},
   [OL_OPT_POOL_TRIM] = {"OOMLENS_POOL_TRIM", KIND_BOOL, "1",
                         "manage mode: unmap free memory to keep reserved near peak allocated "
                         "(0: never, trading memory for no remapping)", 0, NULL},

@@ -67,6 +67,7 @@ void ol_track_pool_held(int device, uint64_t addr, bool held);
 void ol_track_fence_wait(int device);
 void ol_track_stream_query(int device);
 void ol_track_stream_mark(int device);
+void ol_track_stream_barrier(int device);
 void ol_track_mark_wait(int device);
 void ol_track_device_sync(int device);
 void ol_track_manage_fallback(int device);

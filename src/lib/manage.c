@@ -31,6 +31,8 @@ static _Thread_local bool handle_table_full;
 #define FENCE_STREAMS 64          /* non-blocking streams a fence covers */
 #define MARK_SPIN_NS 20000        /* idle streams pass a mark well within it (2 us on the H200) */
 #define MARK_RETRY 64             /* closes between waits once a mark was slow */
+#define BARRIER_PROBE 16          /* every 16th close asks the streams instead of a barrier */
+#define BUSY_CLOSES 256           /* closes that ask after the streams were found working */
 
 enum { UNTRIED, ACTIVE, UNAVAILABLE };
 
@@ -98,6 +100,12 @@ typedef struct managed {
   stream_frees_t streams[STREAMS_KEPT];
   bool marks_slow; /* the last mark waited for did not pass within MARK_SPIN_NS */
   unsigned marks_skipped;
+  /* Barriers (close_batch): the event each records, whether the driver
+   * refused one, closes so far, and closes left that ask the streams
+   * because the last that asked found them working. */
+  void *barrier_event;
+  bool barrier_refused;
+  unsigned closes, busy_closes;
 } managed_t;
 
 static managed_t devices[OL_MAX_DEVICES];
@@ -543,16 +551,52 @@ static void fence_batch(managed_t *m, batch_t *open, const stream_frees_t *only)
   reclaim(m);
 }
 
+/* Closes a batch with a barrier: all later work of the context waits for
+ * all work before it, on every stream, so the blocks go back at once, in
+ * the order they were freed (what lets a loop find its last layout again),
+ * for two driver calls that ask the device nothing, where a round of
+ * queries asks each of the job's streams (cuDNN makes 15 or more under
+ * PyTorch: 45 us a round while the device was busy, 11% of a Llama-style
+ * step, docs/measurements.md). The barrier costs the device nothing while
+ * the other streams are idle or take their work forked from the job's
+ * stream (cuDNN's do); one that works on its own (a data stream, NCCL's)
+ * would be held up behind it. So every BARRIER_PROBE-th close asks the
+ * streams instead, and once they are found working (the batch has to be
+ * fenced) the next BUSY_CLOSES closes ask too. False: ask. */
+static bool barrier_closes(managed_t *m)
+{
+  if (m->barrier_refused || !ol_option_bool(OL_OPT_STREAM_BARRIER) ||
+      ol_streams_capturing() || ol_prim_current_device_driver() != m->device)
+    return false;
+  if (m->busy_closes > 0) {
+    m->busy_closes--;
+    return false;
+  }
+  if (++m->closes % BARRIER_PROBE == 0)
+    return false;
+  if (!m->barrier_event)
+    m->barrier_event = ol_prim_event_create();
+  if (!m->barrier_event || ol_prim_context_barrier(m->barrier_event) != 0) {
+    m->barrier_refused = true; /* an older driver (before CUDA 12.5): ask */
+    ol_log_verbose("manage mode: the driver has no context barrier; frees wait for the "
+                   "other streams' answers");
+    return false;
+  }
+  ol_track_stream_barrier(m->device);
+  return true;
+}
+
 /* A batch of frees made while other streams exist. Once every one of them
  * is past the work it was given before these frees, the default stream
- * orders the rest: the blocks go back. By default one round of stream
- * queries: if every stream is idle now, at once; else events. With
- * OOMLENS_STREAM_MARKS=1, the batch waits for its mark instead, which idle
- * streams pass within microseconds (2.6-2.9 us median, query_probe.py),
- * and the next request finds it passed (reclaim). Not the default: writing
- * a mark costs what a query does (1.6 us), and on llama_varlen about one
- * mark in eleven missed the spin, so its batch came back late, the pool
- * grew elsewhere and waited on fences (docs/measurements.md, session 8). */
+ * orders the rest: the blocks go back. By default a barrier
+ * (barrier_closes). Else one round of stream queries: if every stream is
+ * idle now, at once; else events. With OOMLENS_STREAM_MARKS=1, the batch
+ * waits for its mark instead, which idle streams pass within microseconds
+ * (2.6-2.9 us median, query_probe.py), and the next request finds it
+ * passed (reclaim). Not the default: writing a mark costs what a query
+ * does (1.6 us), and on llama_varlen about one mark in eleven missed the
+ * spin, so its batch came back late, the pool grew elsewhere and waited on
+ * fences (docs/measurements.md, session 8). */
 static void close_batch(managed_t *m)
 {
   if (m->open.count == 0)
@@ -572,11 +616,16 @@ static void close_batch(managed_t *m)
     reclaim(m);
     return;
   }
+  if (barrier_closes(m)) {
+    release_batch(m, &m->open);
+    return;
+  }
   ol_track_stream_query(m->device);
   if (ol_streams_quiet()) {
     release_batch(m, &m->open);
     return;
   }
+  m->busy_closes = BUSY_CLOSES;
   fence_batch(m, &m->open, NULL);
 }
 

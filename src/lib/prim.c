@@ -48,7 +48,9 @@ static CUresult (*real_cuCtxGetDevice)(CUdevice *);
   X(cuDeviceGetPCIBusId, CUresult, (char *, int, CUdevice))                             \
   X(cuMemHostAlloc, CUresult, (void **, size_t, unsigned int))                            \
   X(cuMemHostGetDevicePointer_v2, CUresult, (CUdeviceptr *, void *, unsigned int))       \
-  X(cuStreamWriteValue32_v2, CUresult, (CUstream, CUdeviceptr, cuuint32_t, unsigned int))
+  X(cuStreamWriteValue32_v2, CUresult, (CUstream, CUdeviceptr, cuuint32_t, unsigned int)) \
+  X(cuCtxRecordEvent, CUresult, (CUcontext, CUevent))                                     \
+  X(cuCtxWaitEvent, CUresult, (CUcontext, CUevent))
 
 static struct {
 #define OL_HELPER_MEMBER(name, ret, params) ret(*name) params;
@@ -342,6 +344,23 @@ void ol_prim_event_destroy(void *event)
 {
   if (event)
     helper.cuEventDestroy_v2((CUevent)event);
+}
+
+/* All work submitted to the current context after this call waits for all
+ * work submitted to it before, on every stream (streams made later too),
+ * while the CPU goes on: what cudaFree's synchronize guarantees the next
+ * user of the memory, without the wait. CUDA 12.5's context events; -1
+ * where the driver has none or refuses (a capture in progress: callers
+ * never ask then, since the driver would invalidate the capture). */
+int ol_prim_context_barrier(void *event)
+{
+  CUcontext ctx = NULL;
+  if (!helper.cuCtxRecordEvent || !helper.cuCtxWaitEvent || !helper.cuCtxGetCurrent ||
+      helper.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+    return -1;
+  if (helper.cuCtxRecordEvent(ctx, (CUevent)event) != CUDA_SUCCESS)
+    return -1;
+  return helper.cuCtxWaitEvent(ctx, (CUevent)event) == CUDA_SUCCESS ? 0 : -1;
 }
 
 int ol_prim_device_synchronize(void)

@@ -72,23 +72,62 @@ START_TEST(idle_library_stream_is_asked_nothing)
 }
 END_TEST
 
-/* Marks off (the default), or asked for where the driver refuses stream
- * memory operations: the streams are asked once a batch, not once a free
- * (on the H200 a query per free made ResNet-50 1.5x slower); a refusal is
- * said once. */
+/* By default (no marks) a batch of frees made beside an idle library
+ * stream comes back behind a barrier on the whole context (two driver
+ * calls that wait for nothing): no fence, no wait, and the streams asked
+ * one batch in sixteen only, to learn whether they work on their own. */
+START_TEST(idle_library_stream_frees_come_back_behind_a_barrier)
+{
+  const char *extra[] = {"EXPECT_BARRIERS=1", "EXPECT_NO_SYNC=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("churn_idle_stream", extra, &run);
+  ck_assert_int_le(harness_int(r, DEV "stats.pending_free_bytes.peak"), (64 + 3) << 20);
+  ck_assert_int_eq(harness_int(r, DEV "calls.fence_waits"), 0);
+  int64_t barriers = harness_int(r, DEV "calls.stream_barriers");
+  int64_t queries = harness_int(r, DEV "calls.stream_queries");
+  ck_assert_int_gt(barriers, 16);
+  ck_assert_msg(queries > 0 && queries <= barriers / 8, "%lld queries for %lld barriers",
+                (long long)queries, (long long)barriers);
+  ck_assert_int_eq(harness_int(r, DEV "calls.stream_marks"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
+/* A stream that works on its own (a data stream, NCCL's) would be held up
+ * behind every barrier: once a round of questions finds it working, the
+ * batches are asked about and fenced as before. */
+START_TEST(working_side_stream_turns_barriers_off)
+{
+  harness_run_t run;
+  ol_json_t *r = run_managed("churn_busy_stream", NULL, &run);
+  int64_t barriers = harness_int(r, DEV "calls.stream_barriers");
+  int64_t queries = harness_int(r, DEV "calls.stream_queries");
+  ck_assert_msg(barriers < 16 && queries > barriers, "%lld barriers, %lld queries",
+                (long long)barriers, (long long)queries);
+  ol_json_free(r);
+}
+END_TEST
+
+/* Barriers off, or refused by the driver (before CUDA 12.5), marks off
+ * or refused where the driver refuses stream memory operations: the
+ * streams are asked once a batch, not once a free (on the H200 a query
+ * per free made ResNet-50 1.5x slower); a refused mark is said once. */
 START_TEST(idle_library_stream_without_marks_costs_one_query_a_batch)
 {
   const char *refused[] = {"OOMLENS_STREAM_MARKS=1", "SIMCU_NO_STREAM_MEM_OPS=1",
-                           "EXPECT_FEW_QUERIES=1", "EXPECT_NO_SYNC=1", NULL};
-  const char *off[] = {"EXPECT_FEW_QUERIES=1", "EXPECT_NO_SYNC=1", NULL};
+                           "SIMCU_NO_CTX_EVENTS=1", "EXPECT_FEW_QUERIES=1", "EXPECT_NO_SYNC=1",
+                           NULL};
+  const char *off[] = {"OOMLENS_STREAM_BARRIER=0", "EXPECT_FEW_QUERIES=1", "EXPECT_NO_SYNC=1",
+                       NULL};
   const char *const *runs[] = {refused, off};
   for (int i = 0; i < 2; i++) {
     harness_run_t run;
     ol_json_t *r = run_managed("churn_idle_stream", runs[i], &run);
     ck_assert_int_le(harness_int(r, DEV "stats.pending_free_bytes.peak"), (64 + 3) << 20);
     ck_assert_int_eq(harness_int(r, DEV "calls.fence_waits"), 0);
-    ck_assert_int_gt(harness_int(r, DEV "calls.stream_queries"), 0);
+    ck_assert_int_gt(harness_int(r, DEV "calls.stream_queries"), 16);
     ck_assert_int_eq(harness_int(r, DEV "calls.stream_marks"), 0);
+    ck_assert_int_eq(harness_int(r, DEV "calls.stream_barriers"), 0);
     const char *said = strstr(run.out, "a stream refused a mark");
     ck_assert_msg(i == 0 ? said && !strstr(said + 1, "a stream refused a mark") : !said,
                   "run %d:\n%s", i, run.out);
@@ -116,17 +155,28 @@ START_TEST(pending_kernel_on_legacy_stream)
 END_TEST
 
 /* The kernel still writing a freed block is on a non-blocking stream: the
- * block waits for that stream's mark (or, without marks, its event). */
+ * block waits for that stream's mark, or (the default) the barrier holds
+ * back the next block's work, or (barriers off) the block waits for its
+ * event; the next block written on the default stream or on another
+ * non-blocking stream (which the default stream's order does not cover). */
 START_TEST(pending_kernel_on_nonblocking_stream)
 {
   const char *with_marks[] = {"OOMLENS_STREAM_MARKS=1", NULL};
+  const char *no_barrier[] = {"OOMLENS_STREAM_BARRIER=0", NULL};
   harness_run_t run;
   ol_json_t *r = run_managed("pending_nonblocking", with_marks, &run);
   ck_assert_int_gt(harness_int(r, DEV "calls.stream_marks"), 0);
   ol_json_free(r);
-  r = run_managed("pending_nonblocking", NULL, &run);
-  ck_assert_int_eq(harness_int(r, DEV "calls.stream_marks"), 0);
-  ol_json_free(r);
+  const char *scenarios[] = {"pending_nonblocking", "pending_across"};
+  for (int i = 0; i < 2; i++) {
+    r = run_managed(scenarios[i], NULL, &run);
+    ck_assert_int_eq(harness_int(r, DEV "calls.stream_marks"), 0);
+    ck_assert_int_gt(harness_int(r, DEV "calls.stream_barriers"), 0);
+    ol_json_free(r);
+    r = run_managed(scenarios[i], no_barrier, &run);
+    ck_assert_int_eq(harness_int(r, DEV "calls.stream_barriers"), 0);
+    ol_json_free(r);
+  }
 }
 END_TEST
 
@@ -360,6 +410,8 @@ static Suite *manage_suite(void)
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, churn_served_by_pool_with_few_syncs);
   tcase_add_test(tc, idle_library_stream_is_asked_nothing);
+  tcase_add_test(tc, idle_library_stream_frees_come_back_behind_a_barrier);
+  tcase_add_test(tc, working_side_stream_turns_barriers_off);
   tcase_add_test(tc, idle_library_stream_without_marks_costs_one_query_a_batch);
   tcase_add_test(tc, blocking_side_stream_turns_fences_on);
   tcase_add_test(tc, pending_kernel_on_legacy_stream);

@@ -60,6 +60,11 @@ static unsigned next_random(unsigned *state)
   return *state >> 8;
 }
 
+/* A stream of the job's that works on its own beside the churn (a data
+ * stream, NCCL's): NULL but in churn_busy_stream. */
+static cudaStream_t busy_stream;
+static unsigned char busy_scratch_tag;
+
 /* Random sizes, random frees, every live block checked against all others
  * and its own contents. Also: no device synchronize for all those frees. */
 static int churn(void)
@@ -70,7 +75,13 @@ static int churn(void)
   CHECK(cudaFree(NULL) == cudaSuccess); /* a context, as PyTorch makes first */
   unsigned long syncs = simcu_sync_count(), frees = 0;
   unsigned long queries = simcu_call_count("cuStreamQuery");
+  void *scratch = NULL;
+  if (busy_stream)
+    CHECK(cudaMalloc(&scratch, 4096) == cudaSuccess);
   for (int round = 0; round < ROUNDS; round++) {
+    if (busy_stream && round % 16 == 0)
+      CHECK(simcu_launch_fill((CUstream)busy_stream, (CUdeviceptr)scratch, ++busy_scratch_tag,
+                              4096, 2000) == CUDA_SUCCESS);
     block_t *b = &live[next_random(&seed) % LIVE];
     if (b->p) {
       CHECK(intact(b));
@@ -103,6 +114,14 @@ static int churn(void)
   if (getenv("EXPECT_NO_QUERIES"))
     CHECK(simcu_call_count("cuStreamQuery") == queries &&
           simcu_call_count("cuStreamWriteValue32_v2") > 0);
+  /* ... or a barrier per batch, the streams asked one batch in sixteen */
+  if (getenv("EXPECT_BARRIERS"))
+    CHECK(simcu_call_count("cuCtxWaitEvent") > 0 &&
+          simcu_call_count("cuStreamQuery") - queries <= simcu_call_count("cuCtxWaitEvent") / 8);
+  if (scratch) {
+    CHECK(cudaStreamSynchronize(busy_stream) == cudaSuccess);
+    CHECK(cudaFree(scratch) == cudaSuccess);
+  }
   CHECK(simcu_fault_count() == 0);
   return 0;
 }
@@ -144,6 +163,33 @@ static int pending_on_nonblocking(void)
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
   return pending_kernel(s);
+}
+
+/* The same, the next block written on another non-blocking stream, which
+ * the legacy stream's order does not cover: a barrier must hold back the
+ * work of every stream, not the default stream's only. */
+static int pending_across_nonblocking(void)
+{
+  cudaStream_t late, next;
+  CHECK(cudaStreamCreateWithFlags(&late, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&next, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  for (int round = 0; round < 20; round++) {
+    block_t a = {0}, b = {0};
+    a.size = b.size = 64 * MiB;
+    CHECK(cudaMalloc((void **)&a.p, a.size) == cudaSuccess);
+    CHECK(simcu_launch_fill((CUstream)late, (CUdeviceptr)a.p, 0xee, a.size, 5000) ==
+          CUDA_SUCCESS);
+    CHECK(cudaFree(a.p) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&b.p, b.size) == cudaSuccess);
+    b.tag = 0x11;
+    CHECK(simcu_launch_fill((CUstream)next, (CUdeviceptr)b.p, b.tag, b.size, 0) == CUDA_SUCCESS);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(intact(&b));
+    CHECK(cudaFree(b.p) == cudaSuccess);
+  }
+  CHECK(simcu_fault_count() == 0);
+  return 0;
 }
 
 /* With an idle library stream (cuDNN's under PyTorch) frees wait in a
@@ -353,7 +399,10 @@ static int destroyed_stream_of(size_t size, int kept_blocks)
   CHECK(cudaFree(a.p) == cudaSuccess);
   CHECK(cudaStreamDestroy(s) == cudaSuccess);
   CHECK(cudaMalloc((void **)&b.p, b.size) == cudaSuccess);
-  fill(&b, 0x11);
+  /* written as a job writes device memory, by work on its stream (a host
+   * memset has no order with the device's work at all) */
+  b.tag = 0x11;
+  CHECK(simcu_launch_fill(0, (CUdeviceptr)b.p, b.tag, b.size, 0) == CUDA_SUCCESS);
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
   simcu_wait_idle();
   CHECK(intact(&b));
@@ -451,6 +500,10 @@ int main(int argc, char **argv)
     CHECK(cudaStreamCreateWithFlags(&idle, cudaStreamNonBlocking) == cudaSuccess);
     return churn();
   }
+  if (!strcmp(s, "churn_busy_stream")) { /* a stream that works on its own */
+    CHECK(cudaStreamCreateWithFlags(&busy_stream, cudaStreamNonBlocking) == cudaSuccess);
+    return churn();
+  }
   if (!strcmp(s, "churn_blocking_stream")) { /* the job's own side stream */
     cudaStream_t side;
     CHECK(cudaStreamCreate(&side) == cudaSuccess);
@@ -459,6 +512,7 @@ int main(int argc, char **argv)
 
   if (!strcmp(s, "pending_legacy")) return pending_on_legacy();
   if (!strcmp(s, "pending_nonblocking")) return pending_on_nonblocking();
+  if (!strcmp(s, "pending_across")) return pending_across_nonblocking();
   if (!strcmp(s, "threads")) return threads();
   if (!strcmp(s, "capture")) return capture();
   if (!strcmp(s, "pressure")) return reuse_under_pressure();

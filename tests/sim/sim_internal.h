@@ -132,7 +132,9 @@
     X(cuMemHostAlloc, "cuMemHostAlloc", 2020, 0) \
     X(cuMemFreeHost, "cuMemFreeHost", 2000, 0) \
     X(cuMemHostGetDevicePointer_v2, "cuMemHostGetDevicePointer", 3020, 0) \
-    X(cuStreamWriteValue32_v2, "cuStreamWriteValue32", 11070, 0)
+    X(cuStreamWriteValue32_v2, "cuStreamWriteValue32", 11070, 0) \
+    X(cuCtxRecordEvent, "cuCtxRecordEvent", 12050, 0) \
+    X(cuCtxWaitEvent, "cuCtxWaitEvent", 12050, 0)
 
 enum {
 #define SIM_ABI_ENUM(abi, base, ver, ptds) SIM_FN_##abi,
@@ -218,6 +220,10 @@ typedef struct sim_item {
     sim_region_t *region;     /* SIM_WORK_RELEASE */
     struct CUevent_st *event; /* SIM_WORK_RECORD / SIM_WORK_WAIT */
     uint64_t target;
+    /* a context-recorded event it waits for (cuCtxWaitEvent, or
+     * cuStreamWaitEvent on one): it starts once every stream of its device
+     * has finished the work enqueued up to gate_upto (0: none) */
+    uint64_t gate_upto;
 } sim_item_t;
 
 typedef enum {
@@ -262,6 +268,10 @@ struct CUevent_st {
     uint64_t time_ns;
     unsigned refs;            /* handle + queued items */
     bool destroyed;
+    int dev;                  /* its context's device */
+    /* cuCtxRecordEvent: record ctx_target passes once every stream of the
+     * device has finished its work enqueued up to ctx_upto */
+    uint64_t ctx_target, ctx_upto;
 };
 
 struct CUctx_st {
@@ -275,6 +285,10 @@ typedef struct sim_dev {
     int ctx_refs;
     size_t capacity, external, used, peak;
     struct CUstream_st *legacy;
+    /* cuCtxWaitEvent: work enqueued after it starts once every stream has
+     * finished the work enqueued up to gate_upto (the latest such wait's
+     * is the furthest, and covers the earlier ones) */
+    uint64_t gate_upto;
     int memfd;                /* backs cuMemCreate handles, -1 if none yet */
     size_t memfd_size;
     sim_extent_t *free_ext;   /* free slices of the memfd, sorted */
@@ -286,6 +300,7 @@ typedef struct sim_state {
     int ndev;
     bool no_vmm;
     bool no_stream_mem_ops; /* SIMCU_NO_STREAM_MEM_OPS: cuStreamWriteValue32 unsupported */
+    bool no_ctx_events; /* SIMCU_NO_CTX_EVENTS: cuCtxRecordEvent/cuCtxWaitEvent unsupported */
     int driver_version;
     sim_dev_t dev[SIM_MAX_DEVICES];
 

@@ -124,6 +124,7 @@ static void read_env(void)
     }
     sim.no_vmm = env_bool("SIMCU_NO_VMM", false);
     sim.no_stream_mem_ops = env_bool("SIMCU_NO_STREAM_MEM_OPS", false);
+    sim.no_ctx_events = env_bool("SIMCU_NO_CTX_EVENTS", false);
     sim.fail_at = env_ulong("SIMCU_FAIL_ALLOC", 0, ULONG_MAX);
     sim.fail_error = (CUresult)env_ulong("SIMCU_FAIL_ERROR", CUDA_ERROR_OUT_OF_MEMORY, 100000);
     if (sim.fail_error == CUDA_SUCCESS)

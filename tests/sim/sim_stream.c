@@ -7,7 +7,12 @@
  * one does not hold up another), except as CUDA orders them:
  *   - the legacy default stream waits for work enqueued before on blocking
  *     streams, and blocking streams wait for earlier legacy work;
- *   - cuStreamWaitEvent waits for the event's last record.
+ *   - cuStreamWaitEvent waits for the event's last record;
+ *   - cuCtxRecordEvent's record passes once all work of the device's
+ *     streams enqueued before it is done, and work enqueued after a
+ *     cuCtxWaitEvent (or a cuStreamWaitEvent on such a record) starts only
+ *     once that work is done (a context wait on a stream-recorded event is
+ *     refused: not modelled).
  * Dependencies always point to earlier items, so nothing can deadlock.
  *
  * Kernels run with the lock held, so the memory they touch cannot be
@@ -234,6 +239,24 @@ static void item_free(sim_item_t *it)
     free(it);
 }
 
+static bool device_busy(int dev, uint64_t upto, bool legacy_view);
+
+/* A context record passes once the work it captured is done. */
+static void event_settle(struct CUevent_st *e)
+{
+    if (e->ctx_target && e->completed < e->ctx_target &&
+        !device_busy(e->dev, e->ctx_upto, false)) {
+        e->completed = e->ctx_target;
+        e->time_ns = sim_now_ns();
+    }
+}
+
+static bool event_passed(struct CUevent_st *e, uint64_t target)
+{
+    event_settle(e);
+    return e->completed >= target;
+}
+
 /* Did the kernel find its memory live and accessible? Counts a fault if
  * not: a use after free or an overrun by the code under test. */
 static bool ranges_ok(const sim_item_t *it)
@@ -307,7 +330,9 @@ static bool blocking_work_before(int dev, uint64_t seq)
 
 static bool can_start(const struct CUstream_st *s, const sim_item_t *it)
 {
-    if (it->kind == SIM_WORK_WAIT && it->event->completed < it->target)
+    if (it->kind == SIM_WORK_WAIT && !event_passed(it->event, it->target))
+        return false;
+    if (it->gate_upto && device_busy(s->dev, it->gate_upto, false))
         return false;
     if (s->kind == SIM_STREAM_LEGACY)
         return !blocking_work_before(s->dev, it->seq);
@@ -530,6 +555,9 @@ CUresult sim_enqueue(struct CUstream_st *s, sim_item_t *it)
         return r;
     }
     it->seq = ++sim.seq;
+    uint64_t gate = sim.dev[s->dev].gate_upto;
+    if (gate > it->gate_upto && device_busy(s->dev, gate, false))
+        it->gate_upto = gate;
     const struct CUstream_st *l = sim.dev[s->dev].legacy;
     if (is_blocking(s) && l)
         it->barrier = l->last_seq;
@@ -717,6 +745,10 @@ static CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags,
             it->event = e;
             e->refs++;
             it->target = e->recorded; /* the record at the time of the call */
+            if (e->ctx_target && e->ctx_target == e->recorded) { /* a context record */
+                it->target = 0;
+                it->gate_upto = e->ctx_upto;
+            }
         }
         r = sim_enqueue(s, it);
     }
@@ -825,6 +857,7 @@ CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
     if (!r) {
         e->flags = Flags;
         e->refs = 1;
+        e->dev = dev;
         e->next = sim.events;
         sim.events = e;
         *phEvent = e;
@@ -878,7 +911,7 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent)
     struct CUevent_st *e = r ? NULL : event_find(hEvent);
     if (!r && !e)
         r = CUDA_ERROR_INVALID_HANDLE;
-    if (!r && e->completed < e->recorded)
+    if (!r && !event_passed(e, e->recorded))
         r = CUDA_ERROR_NOT_READY;
     sim_unlock();
     return r;
@@ -898,10 +931,64 @@ CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
         sim.stream_syncs++;
         uint64_t upto = e->recorded;
         e->refs++; /* a racing cuEventDestroy must not free it under us */
-        while (e->completed < upto)
+        while (!event_passed(e, upto))
             sim_wait_done();
         event_unref(e);
     }
+    sim_unlock();
+    return r;
+}
+
+/* ---- context events (CUDA 12.5) ---- */
+
+/* hCtx and hEvent of one context, no capture on its device (the driver
+ * refuses and invalidates every capture there, as in CUDA). */
+static CUresult ctx_event_gate(CUcontext hCtx, CUevent hEvent, struct CUevent_st **out)
+{
+    CUresult r = sim_check_init();
+    if (!r && sim.no_ctx_events)
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    int dev = -1;
+    for (int i = 0; !r && i < sim.ndev; i++)
+        if (hCtx == &sim.dev[i].ctx)
+            dev = i;
+    struct CUevent_st *e = r ? NULL : event_find(hEvent);
+    if (!r && (dev < 0 || !e || e->dev != dev))
+        r = CUDA_ERROR_INVALID_HANDLE;
+    if (!r && invalidate_captures(dev, false))
+        r = violation(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    *out = e;
+    return r;
+}
+
+CUresult CUDAAPI cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+{
+    SIM_CALLED(cuCtxRecordEvent);
+    sim_lock();
+    struct CUevent_st *e;
+    CUresult r = ctx_event_gate(hCtx, hEvent, &e);
+    if (!r)
+        r = worker_ensure();
+    if (!r) {
+        e->ctx_target = ++e->recorded;
+        e->ctx_upto = sim.seq;
+        event_settle(e);
+    }
+    sim_unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
+{
+    SIM_CALLED(cuCtxWaitEvent);
+    sim_lock();
+    struct CUevent_st *e;
+    CUresult r = ctx_event_gate(hCtx, hEvent, &e);
+    if (!r && e->recorded && e->ctx_target != e->recorded)
+        r = CUDA_ERROR_NOT_SUPPORTED; /* a stream record: not modelled */
+    /* the record at the time of the call; none: nothing to wait for */
+    if (!r && e->recorded && sim.dev[e->dev].gate_upto < e->ctx_upto)
+        sim.dev[e->dev].gate_upto = e->ctx_upto;
     sim_unlock();
     return r;
 }
@@ -1273,8 +1360,10 @@ void sim_stream_free_all(void)
         }
         free(s);
     }
-    for (int i = 0; i < SIM_MAX_DEVICES; i++)
+    for (int i = 0; i < SIM_MAX_DEVICES; i++) {
         sim.dev[i].legacy = NULL;
+        sim.dev[i].gate_upto = 0;
+    }
     while (sim.events) {
         struct CUevent_st *e = sim.events;
         sim.events = e->next;
