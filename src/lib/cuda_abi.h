@@ -51,6 +51,15 @@
     (stream, mode))                                                                     \
   X(cuStreamBeginCapture_v2_ptsz, CUresult, (CUstream stream, CUstreamCaptureMode mode),\
     (stream, mode))                                                                     \
+  X(cuStreamBeginCapture, CUresult, (CUstream stream), (stream))                        \
+  X(cuStreamBeginCaptureToGraph, CUresult,                                              \
+    (CUstream stream, CUgraph graph, const CUgraphNode *deps,                           \
+     const CUgraphEdgeData *edges, size_t count, CUstreamCaptureMode mode),             \
+    (stream, graph, deps, edges, count, mode))                                          \
+  X(cuStreamBeginCaptureToGraph_ptsz, CUresult,                                         \
+    (CUstream stream, CUgraph graph, const CUgraphNode *deps,                           \
+     const CUgraphEdgeData *edges, size_t count, CUstreamCaptureMode mode),             \
+    (stream, graph, deps, edges, count, mode))                                          \
   X(cuStreamEndCapture, CUresult, (CUstream stream, CUgraph *graph), (stream, graph))   \
   X(cuStreamEndCapture_ptsz, CUresult, (CUstream stream, CUgraph *graph), (stream, graph))
 

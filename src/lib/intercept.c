@@ -594,6 +594,50 @@ CUresult ol_on_cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode
   return begin_capture(OL_FN_cuStreamBeginCapture_v2_ptsz, stream, mode);
 }
 
+/* The capture's first form (CUDA 10.0, global mode) and the one into the
+ * caller's graph (CUDA 12.3): a capture oomlens did not see would be
+ * invalidated by the fences and barriers it never records during one. */
+CUresult ol_on_cuStreamBeginCapture(CUstream stream)
+{
+  ol_pfn_cuStreamBeginCapture real = (ol_pfn_cuStreamBeginCapture)ol_prim_real(OL_FN_cuStreamBeginCapture);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult res = real(stream);
+  if (res == CUDA_SUCCESS && ol_lifecycle_enabled())
+    ol_streams_capture_began(stream);
+  return res;
+}
+
+static CUresult begin_capture_to_graph(ol_fn_t fn, CUstream stream, CUgraph graph,
+                                       const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                                       size_t count, CUstreamCaptureMode mode)
+{
+  ol_pfn_cuStreamBeginCaptureToGraph real = (ol_pfn_cuStreamBeginCaptureToGraph)ol_prim_real(fn);
+  if (!real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult res = real(stream, graph, deps, edges, count, mode);
+  if (res == CUDA_SUCCESS && ol_lifecycle_enabled())
+    ol_streams_capture_began(stream);
+  return res;
+}
+
+CUresult ol_on_cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph,
+                                           const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                                           size_t count, CUstreamCaptureMode mode)
+{
+  return begin_capture_to_graph(OL_FN_cuStreamBeginCaptureToGraph, stream, graph, deps, edges,
+                                count, mode);
+}
+
+CUresult ol_on_cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph,
+                                                const CUgraphNode *deps,
+                                                const CUgraphEdgeData *edges, size_t count,
+                                                CUstreamCaptureMode mode)
+{
+  return begin_capture_to_graph(OL_FN_cuStreamBeginCaptureToGraph_ptsz, stream, graph, deps,
+                                edges, count, mode);
+}
+
 CUresult ol_on_cuStreamEndCapture(CUstream stream, CUgraph *graph)
 {
   return end_capture(OL_FN_cuStreamEndCapture, stream, graph);

@@ -101,8 +101,9 @@ typedef struct managed {
   bool marks_slow; /* the last mark waited for did not pass within MARK_SPIN_NS */
   unsigned marks_skipped;
   /* Barriers (close_batch): the event each records, whether the driver
-   * refused one, closes so far, and closes left that ask the streams
-   * because the last that asked found them working. */
+   * refused context events (then fences take an event per stream too),
+   * closes so far, and closes left that ask the streams because the last
+   * that asked found them working. */
   void *barrier_event;
   bool barrier_refused;
   unsigned closes, busy_closes;
@@ -427,6 +428,18 @@ static void put_event(managed_t *m, void *event)
  * safe). */
 static bool record_fence(managed_t *m, batch_t *b, const stream_frees_t *only)
 {
+  /* every stream: one context event (CUDA 12.5) where the driver has them */
+  if (!only && !m->barrier_refused) {
+    void *event = take_event(m);
+    if (event && ol_prim_context_record(event) == 0) {
+      b->events[0] = event;
+      b->event_count = 1;
+      return true;
+    }
+    if (event)
+      put_event(m, event);
+    m->barrier_refused = true; /* an older driver: an event on each stream */
+  }
   void *streams[FENCE_STREAMS];
   int n = only ? 0 : ol_streams_nonblocking(streams, FENCE_STREAMS);
   if (n < 0)

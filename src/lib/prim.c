@@ -352,13 +352,28 @@ void ol_prim_event_destroy(void *event)
  * user of the memory, without the wait. CUDA 12.5's context events; -1
  * where the driver has none or refuses (a capture in progress: callers
  * never ask then, since the driver would invalidate the capture). */
-int ol_prim_context_barrier(void *event)
+static CUcontext context_recorded(void *event)
 {
   CUcontext ctx = NULL;
-  if (!helper.cuCtxRecordEvent || !helper.cuCtxWaitEvent || !helper.cuCtxGetCurrent ||
-      helper.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
-    return -1;
-  if (helper.cuCtxRecordEvent(ctx, (CUevent)event) != CUDA_SUCCESS)
+  if (!helper.cuCtxRecordEvent || !helper.cuCtxGetCurrent ||
+      helper.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx ||
+      helper.cuCtxRecordEvent(ctx, (CUevent)event) != CUDA_SUCCESS)
+    return NULL;
+  return ctx;
+}
+
+/* The event passes once all work submitted to the current context so far,
+ * on every stream, is done: one call where an event per stream takes one
+ * each. -1 as for the barrier. */
+int ol_prim_context_record(void *event)
+{
+  return context_recorded(event) ? 0 : -1;
+}
+
+int ol_prim_context_barrier(void *event)
+{
+  CUcontext ctx = helper.cuCtxWaitEvent ? context_recorded(event) : NULL;
+  if (!ctx)
     return -1;
   return helper.cuCtxWaitEvent(ctx, (CUevent)event) == CUDA_SUCCESS ? 0 : -1;
 }

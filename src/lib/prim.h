@@ -41,6 +41,7 @@ int ol_prim_event_wait(void *event);
 void ol_prim_event_destroy(void *event);
 int ol_prim_device_synchronize(void);
 int ol_prim_context_barrier(void *event); /* 0: later work waits for earlier work */
+int ol_prim_context_record(void *event);  /* 0: passes once all earlier work is done */
 int ol_prim_stream_idle(void *stream); /* 1 idle, 0 busy, -1 error */
 /* count words of pinned host memory streams can write; NULL: not available */
 uint32_t *ol_prim_host_words(size_t count, uint64_t *device_addr);

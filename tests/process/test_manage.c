@@ -157,12 +157,14 @@ END_TEST
 /* The kernel still writing a freed block is on a non-blocking stream: the
  * block waits for that stream's mark, or (the default) the barrier holds
  * back the next block's work, or (barriers off) the block waits for its
- * event; the next block written on the default stream or on another
+ * fence (one context event; an event per stream on a driver without
+ * context events); the next block written on the default stream or on another
  * non-blocking stream (which the default stream's order does not cover). */
 START_TEST(pending_kernel_on_nonblocking_stream)
 {
   const char *with_marks[] = {"OOMLENS_STREAM_MARKS=1", NULL};
   const char *no_barrier[] = {"OOMLENS_STREAM_BARRIER=0", NULL};
+  const char *old_driver[] = {"SIMCU_NO_CTX_EVENTS=1", NULL};
   harness_run_t run;
   ol_json_t *r = run_managed("pending_nonblocking", with_marks, &run);
   ck_assert_int_gt(harness_int(r, DEV "calls.stream_marks"), 0);
@@ -174,6 +176,9 @@ START_TEST(pending_kernel_on_nonblocking_stream)
     ck_assert_int_gt(harness_int(r, DEV "calls.stream_barriers"), 0);
     ol_json_free(r);
     r = run_managed(scenarios[i], no_barrier, &run);
+    ck_assert_int_eq(harness_int(r, DEV "calls.stream_barriers"), 0);
+    ol_json_free(r);
+    r = run_managed(scenarios[i], old_driver, &run); /* fences of an event per stream */
     ck_assert_int_eq(harness_int(r, DEV "calls.stream_barriers"), 0);
     ol_json_free(r);
   }
@@ -198,6 +203,19 @@ START_TEST(capture_goes_to_the_driver)
   ol_json_t *r = run_managed("capture", NULL, &run);
   ck_assert_int_ge(harness_int(r, DEV "calls.manage_fallbacks"), 1);
   ol_json_free(r);
+}
+END_TEST
+
+/* A capture begun by the driver's first form (cuStreamBeginCapture) or
+ * into the caller's graph (cuStreamBeginCaptureToGraph) is seen as one:
+ * the batch a free closes during it gets no barrier, which the driver
+ * refuses during a capture, invalidating it (the simulated driver counts a
+ * violation). Was: neither was interposed. */
+START_TEST(every_way_to_begin_a_capture_is_seen)
+{
+  const char *scenarios[] = {"capture_v1", "capture_to_graph"};
+  harness_run_t run;
+  ol_json_free(run_managed(scenarios[_i], NULL, &run));
 }
 END_TEST
 
@@ -418,6 +436,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, pending_kernel_on_nonblocking_stream);
   tcase_add_test(tc, threads_keep_their_data);
   tcase_add_test(tc, capture_goes_to_the_driver);
+  tcase_add_loop_test(tc, every_way_to_begin_a_capture_is_seen, 0, 2);
   tcase_add_loop_test(tc, freed_memory_comes_back_under_pressure, 0, 2);
   tcase_add_test(tc, no_vmm_falls_back_to_the_driver);
   tcase_add_test(tc, recorded_gpt2_within_two_percent);

@@ -264,23 +264,63 @@ static int threads(void)
 
 /* During a capture: no synchronize, no event on a capturing stream; the
  * allocation still succeeds (the driver serves it). */
-static int capture(void)
+/* cuda.h names cuStreamBeginCapture_v2 so; the first form is the ABI's
+ * cuStreamBeginCapture, which older driver code calls. */
+#undef cuStreamBeginCapture
+CUresult CUDAAPI cuStreamBeginCapture(CUstream stream);
+
+/* How a capture begins: the runtime's call (cuStreamBeginCapture_v2), the
+ * driver's first form, or into the caller's graph (CUDA 12.3). */
+enum { CAPTURE_RUNTIME, CAPTURE_V1, CAPTURE_TO_GRAPH };
+
+static int capture_by(int how)
 {
   cudaStream_t s;
-  void *before, *during;
+  void *before, *during, *big;
   CHECK(cudaFree(NULL) == cudaSuccess);
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
   CHECK(cudaMalloc(&before, MiB) == cudaSuccess);
+  /* In manage mode the pool serves a free during the capture, which the
+   * driver would refuse (test_reliability runs this in observe mode). */
+  const char *manage = getenv("OOMLENS_MANAGE");
+  big = NULL;
+  if (manage && !strcmp(manage, "1"))
+    CHECK(cudaMalloc(&big, 64 * MiB) == cudaSuccess);
   CHECK(cudaFree(before) == cudaSuccess); /* pending in manage mode */
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   CHECK(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
-  CHECK(cudaMalloc(&during, MiB) == cudaSuccess);
+  CUgraph into = NULL;
+  if (how == CAPTURE_RUNTIME)
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  else if (how == CAPTURE_V1)
+    CHECK(cuStreamBeginCapture((CUstream)s) == CUDA_SUCCESS);
+  else {
+    CHECK(cuGraphCreate(&into, 0) == CUDA_SUCCESS);
+    CHECK(cuStreamBeginCaptureToGraph((CUstream)s, into, NULL, NULL, 0,
+                                      CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+  }
+  /* (a global-mode capture, the first form's, forbids the driver's
+   * cuMemAlloc that a request during a capture becomes) */
+  during = NULL;
+  if (how != CAPTURE_V1)
+    CHECK(cudaMalloc(&during, MiB) == cudaSuccess);
+  /* a batch's worth freed during the capture: nothing may be recorded,
+   * asked or barred on the device until it ends */
+  if (big)
+    CHECK(cudaFree(big) == cudaSuccess);
   cudaGraph_t graph;
   CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  CHECK(into == NULL || graph == (cudaGraph_t)into);
   CHECK(simcu_capture_violations() == 0);
-  CHECK(cudaFree(during) == cudaSuccess);
+  if (during)
+    CHECK(cudaFree(during) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
   return 0;
+}
+
+static int capture(void)
+{
+  return capture_by(CAPTURE_RUNTIME);
 }
 
 /* More than the device holds at once, in turns: freed memory must come back
@@ -515,6 +555,8 @@ int main(int argc, char **argv)
   if (!strcmp(s, "pending_across")) return pending_across_nonblocking();
   if (!strcmp(s, "threads")) return threads();
   if (!strcmp(s, "capture")) return capture();
+  if (!strcmp(s, "capture_v1")) return capture_by(CAPTURE_V1);
+  if (!strcmp(s, "capture_to_graph")) return capture_by(CAPTURE_TO_GRAPH);
   if (!strcmp(s, "pressure")) return reuse_under_pressure();
   if (!strcmp(s, "unmap_pending")) return unmap_pending();
   if (!strcmp(s, "async_same_stream")) return async_same_stream();

@@ -111,6 +111,9 @@
     X(cuStreamBeginCapture, "cuStreamBeginCapture", 10000, 0) \
     X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, 0) \
     X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, 1) \
+    X(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, 0) \
+    X(cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph", 12030, 1) \
+    X(cuGraphCreate, "cuGraphCreate", 10000, 0) \
     X(cuStreamEndCapture, "cuStreamEndCapture", 10000, 0) \
     X(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, 1) \
     X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000, 0) \

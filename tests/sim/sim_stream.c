@@ -1055,19 +1055,31 @@ CUresult CUDAAPI cuEventElapsedTime(float *pMilliseconds, CUevent hStart,
 
 /* ---- capture API ---- */
 
-static CUresult begin_capture(CUstream h, bool ptds, CUstreamCaptureMode mode)
+static bool graph_known(const struct CUgraph_st *g)
+{
+    for (const struct CUgraph_st *t = sim.graphs; t; t = t->next)
+        if (t == g)
+            return true;
+    return false;
+}
+
+/* Into a new graph, or (cuStreamBeginCaptureToGraph) into the caller's. */
+static CUresult begin_capture_into(CUstream h, bool ptds, CUstreamCaptureMode mode,
+                                   struct CUgraph_st *into)
 {
     sim_lock();
     struct CUstream_st *s = NULL;
-    struct CUgraph_st *g = NULL;
+    struct CUgraph_st *g = into;
     CUresult r = sim_stream_resolve(h, ptds, &s);
+    if (!r && into && !graph_known(into))
+        r = CUDA_ERROR_INVALID_VALUE;
     if (!r && (unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
         r = CUDA_ERROR_INVALID_VALUE;
     if (!r && s->kind == SIM_STREAM_LEGACY)
         r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (!r && s->cap != SIM_CAP_NONE)
         r = CUDA_ERROR_ILLEGAL_STATE;
-    if (!r && !(g = graph_new()))
+    if (!r && !g && !(g = graph_new()))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (!r) {
         s->cap = SIM_CAP_ACTIVE;
@@ -1078,6 +1090,42 @@ static CUresult begin_capture(CUstream h, bool ptds, CUstreamCaptureMode mode)
     }
     sim_unlock();
     return r;
+}
+
+static CUresult begin_capture(CUstream h, bool ptds, CUstreamCaptureMode mode)
+{
+    return begin_capture_into(h, ptds, mode, NULL);
+}
+
+/* Dependencies and edge data are not modelled: none may be given. */
+static CUresult begin_capture_to_graph(CUstream h, bool ptds, CUgraph graph,
+                                       const CUgraphNode *deps, size_t n,
+                                       CUstreamCaptureMode mode)
+{
+    if (!graph || deps || n)
+        return CUDA_ERROR_INVALID_VALUE;
+    return begin_capture_into(h, ptds, mode, graph);
+}
+
+CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                             const CUgraphNode *dependencies,
+                                             const CUgraphEdgeData *dependencyData,
+                                             size_t numDependencies, CUstreamCaptureMode mode)
+{
+    SIM_CALLED(cuStreamBeginCaptureToGraph);
+    (void)dependencyData;
+    return begin_capture_to_graph(hStream, false, hGraph, dependencies, numDependencies, mode);
+}
+
+CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                                  const CUgraphNode *dependencies,
+                                                  const CUgraphEdgeData *dependencyData,
+                                                  size_t numDependencies,
+                                                  CUstreamCaptureMode mode)
+{
+    SIM_CALLED(cuStreamBeginCaptureToGraph_ptsz);
+    (void)dependencyData;
+    return begin_capture_to_graph(hStream, true, hGraph, dependencies, numDependencies, mode);
 }
 
 CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream,
@@ -1247,6 +1295,22 @@ CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
         tls_capture_mode = *mode;
         *mode = old;
     }
+    return r;
+}
+
+CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+    SIM_CALLED(cuGraphCreate);
+    sim_lock();
+    CUresult r = sim_check_init();
+    if (!r && (!phGraph || flags))
+        r = CUDA_ERROR_INVALID_VALUE;
+    struct CUgraph_st *g = r ? NULL : graph_new();
+    if (!r && !g)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!r)
+        *phGraph = g;
+    sim_unlock();
     return r;
 }
 
