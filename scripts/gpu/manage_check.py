@@ -20,8 +20,11 @@ PyTorch's three configurations, peak reserved / peak allocated for both,
 and per steady-state step (after warm-up, from the report oomlens writes on
 SIGUSR1 then and the one at exit): chunks mapped and unmapped (each a
 cuMemCreate+cuMemMap+cuMemSetAccess, or a cuMemUnmap+cuMemRelease), device
-synchronisations and fence waits; and whether the seeded losses (for
-generate, token checksums) are identical to PyTorch's.
+synchronisations and fence waits; whether the seeded losses (for
+generate, token checksums) are identical to PyTorch's, and, since a
+kernel that is not deterministic makes PyTorch's own runs differ too, the
+largest relative difference of a step's loss under --manage from PyTorch's
+beside that among PyTorch's own runs.
 
 Writes into $OUT: results.json, table.md, and manage_check.tar.gz holding
 both and runs/ (every run's log and oomlens's reports)."""
@@ -189,7 +192,26 @@ def summarise(job, runs):
     # a kernel that is not deterministic (one warn_only let through) makes
     # PyTorch's own runs differ too: then a difference says nothing of ours
     row['default_runs_identical'] = all(d['losses'] == pairs[0][0]['losses'] for d, _ in pairs)
+    # ... so the spread is what to compare: the largest relative difference
+    # of a step's loss (generate: checksum) under --manage from its pair's
+    # PyTorch run, against that among PyTorch's own runs (its first run)
+    row['loss_spread_manage'] = max_spread((m['losses'], d['losses']) for d, m in pairs)
+    row['loss_spread_default'] = max_spread((d['losses'], pairs[0][0]['losses']) for d, _ in pairs[1:])
     return row
+
+
+def max_spread(couples):
+    """Largest relative difference of step values over the couples; None
+    where there is none to compare (a run without losses, one run)."""
+    worst = None
+    for a, b in couples:
+        if not a or len(a) != len(b):
+            continue
+        for x, y in zip(a, b):
+            x, y = float(x), float(y)
+            d = abs(x - y) / max(abs(y), 1e-30)
+            worst = d if worst is None else max(worst, d)
+    return worst
 
 
 def pct(v):
@@ -206,8 +228,9 @@ def table(rows):
              '| job | pairs | median ratio --manage/default | worst pair | worst call (generate) | '
              'ratio to fastest PyTorch (which) | reserved/allocated: default, --manage | '
              'steady state per step: maps, unmaps, syncs, fence waits | losses identical (default runs among themselves) | '
+             'largest relative loss difference: --manage from default, default among its runs | '
              'own time, most of a run: the pool, the role capture |',
-             '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |']
+             '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |']
     for r in rows:
         if 'median_ratio' not in r:
             lines.append(f"| {r['job']} | 0 | error: {(r.get('errors') or ['no run'])[0][-300:]!r} |")
@@ -219,6 +242,7 @@ def table(rows):
             f"{fmt(r['default_reserved_ratio'], '.4f')}, {fmt(r['manage_reserved_ratio'], '.4f')} | "
             f"{fmt(s.get('maps'), '.1f')}, {fmt(s.get('unmaps'), '.1f')}, {fmt(s.get('syncs'), '.2f')}, "
             f"{fmt(s.get('fence_waits'), '.2f')} | {r['losses_identical']} ({r['default_runs_identical']}) | "
+            f"{fmt(r.get('loss_spread_manage'), '.1e')}, {fmt(r.get('loss_spread_default'), '.1e')} | "
             f"{pct(r.get('pool_share'))}, {pct(r.get('capture_share'))} |")
     lines += ['', 'step medians (s): ' + '; '.join(
         f"{r['job']} default {fmt(r.get('default_step'), '.4f')} manage {fmt(r.get('manage_step'), '.4f')} "
