@@ -32,7 +32,8 @@ static _Thread_local bool handle_table_full;
 #define MARK_SPIN_NS 20000        /* idle streams pass a mark well within it (2 us on the H200) */
 #define MARK_RETRY 64             /* closes between waits once a mark was slow */
 #define BARRIER_PROBE 16          /* every 16th close asks the streams instead of a barrier */
-#define BUSY_CLOSES 256           /* closes that ask after the streams were found working */
+#define BUSY_CLOSES 256           /* closes that ask after the streams were found working, */
+#define BUSY_DOUBLINGS 8          /* doubled each time again, up to 256 << 8 */
 
 enum { UNTRIED, ACTIVE, UNAVAILABLE };
 
@@ -106,7 +107,7 @@ typedef struct managed {
    * that asked found them working. */
   void *barrier_event;
   bool barrier_refused;
-  unsigned closes, busy_closes;
+  unsigned closes, busy_closes, busy_found;
 } managed_t;
 
 static managed_t devices[OL_MAX_DEVICES];
@@ -575,7 +576,10 @@ static void fence_batch(managed_t *m, batch_t *open, const stream_frees_t *only)
  * stream (cuDNN's do); one that works on its own (a data stream, NCCL's)
  * would be held up behind it. So every BARRIER_PROBE-th close asks the
  * streams instead, and once they are found working (the batch has to be
- * fenced) the next BUSY_CLOSES closes ask too. False: ask. */
+ * fenced) the next BUSY_CLOSES closes ask too, twice as many each time
+ * they are found working again: a job whose streams work on their own
+ * (DDP's NCCL streams, busy in every backward) soon asks for good, one
+ * whose library stream was caught working once loses little. False: ask. */
 static bool barrier_closes(managed_t *m)
 {
   if (m->barrier_refused || !ol_option_bool(OL_OPT_STREAM_BARRIER) ||
@@ -638,7 +642,8 @@ static void close_batch(managed_t *m)
     release_batch(m, &m->open);
     return;
   }
-  m->busy_closes = BUSY_CLOSES;
+  m->busy_closes = BUSY_CLOSES << (m->busy_found < BUSY_DOUBLINGS ? m->busy_found : BUSY_DOUBLINGS);
+  m->busy_found++;
   fence_batch(m, &m->open, NULL);
 }
 

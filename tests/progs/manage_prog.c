@@ -127,52 +127,13 @@ static int churn(void)
 }
 
 /* A kernel still writing a block when it is freed must not land in the next
- * allocation: fill A late, free A, allocate B of the same size, write B,
- * wait for the device: B must hold what we wrote. 64 MiB blocks, so that
- * every free closes a batch at once and its fence is what protects A. */
-static int pending_kernel(cudaStream_t stream)
+ * allocation: fill A late on `late`, free A, allocate B of the same size,
+ * write B on `next`, wait for the device: B must hold what we wrote. B is
+ * written as a job writes device memory, by work on a stream, ordered after
+ * whatever that stream already holds. 64 MiB blocks, so that every free
+ * closes a batch at once and its fence (or barrier) is what protects A. */
+static int pending_kernel(cudaStream_t late, cudaStream_t next)
 {
-  CHECK(cudaFree(NULL) == cudaSuccess);
-  for (int round = 0; round < 20; round++) {
-    block_t a = {0}, b = {0};
-    a.size = b.size = 64 * MiB;
-    CHECK(cudaMalloc((void **)&a.p, a.size) == cudaSuccess);
-    CHECK(simcu_launch_fill((CUstream)stream, (CUdeviceptr)a.p, 0xee, a.size, 5000) ==
-          CUDA_SUCCESS);
-    CHECK(cudaFree(a.p) == cudaSuccess);
-    CHECK(cudaMalloc((void **)&b.p, b.size) == cudaSuccess);
-    /* B is written as a job writes device memory: by work on the default
-     * stream, ordered after whatever that stream already holds. */
-    b.tag = 0x11;
-    CHECK(simcu_launch_fill(0, (CUdeviceptr)b.p, b.tag, b.size, 0) == CUDA_SUCCESS);
-    CHECK(cudaDeviceSynchronize() == cudaSuccess);
-    CHECK(intact(&b));
-    CHECK(cudaFree(b.p) == cudaSuccess);
-  }
-  CHECK(simcu_fault_count() == 0);
-  return 0;
-}
-
-static int pending_on_legacy(void)
-{
-  return pending_kernel(0);
-}
-
-static int pending_on_nonblocking(void)
-{
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-  return pending_kernel(s);
-}
-
-/* The same, the next block written on another non-blocking stream, which
- * the legacy stream's order does not cover: a barrier must hold back the
- * work of every stream, not the default stream's only. */
-static int pending_across_nonblocking(void)
-{
-  cudaStream_t late, next;
-  CHECK(cudaStreamCreateWithFlags(&late, cudaStreamNonBlocking) == cudaSuccess);
-  CHECK(cudaStreamCreateWithFlags(&next, cudaStreamNonBlocking) == cudaSuccess);
   CHECK(cudaFree(NULL) == cudaSuccess);
   for (int round = 0; round < 20; round++) {
     block_t a = {0}, b = {0};
@@ -190,6 +151,29 @@ static int pending_across_nonblocking(void)
   }
   CHECK(simcu_fault_count() == 0);
   return 0;
+}
+
+static int pending_on_legacy(void)
+{
+  return pending_kernel(0, 0);
+}
+
+static int pending_on_nonblocking(void)
+{
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  return pending_kernel(s, 0);
+}
+
+/* The same, the next block written on another non-blocking stream, which
+ * the legacy stream's order does not cover: a barrier must hold back the
+ * work of every stream, not the default stream's only. */
+static int pending_across_nonblocking(void)
+{
+  cudaStream_t late, next;
+  CHECK(cudaStreamCreateWithFlags(&late, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&next, cudaStreamNonBlocking) == cudaSuccess);
+  return pending_kernel(late, next);
 }
 
 /* With an idle library stream (cuDNN's under PyTorch) frees wait in a

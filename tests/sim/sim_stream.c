@@ -961,36 +961,40 @@ static CUresult ctx_event_gate(CUcontext hCtx, CUevent hEvent, struct CUevent_st
     return r;
 }
 
-CUresult CUDAAPI cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+/* cuCtxRecordEvent (wait false): the event passes once the device's work
+ * enqueued so far is done. cuCtxWaitEvent (wait true): work enqueued after
+ * starts once the event's record at the time of the call has passed. */
+static CUresult ctx_event(CUcontext hCtx, CUevent hEvent, bool wait)
 {
-    SIM_CALLED(cuCtxRecordEvent);
     sim_lock();
     struct CUevent_st *e;
     CUresult r = ctx_event_gate(hCtx, hEvent, &e);
-    if (!r)
+    if (!r && !wait)
         r = worker_ensure();
-    if (!r) {
+    if (!r && !wait) {
         e->ctx_target = ++e->recorded;
         e->ctx_upto = sim.seq;
         event_settle(e);
     }
+    if (!r && wait && e->recorded && e->ctx_target != e->recorded)
+        r = CUDA_ERROR_NOT_SUPPORTED; /* a stream record: not modelled */
+    /* never recorded: nothing to wait for */
+    if (!r && wait && e->recorded && sim.dev[e->dev].gate_upto < e->ctx_upto)
+        sim.dev[e->dev].gate_upto = e->ctx_upto;
     sim_unlock();
     return r;
+}
+
+CUresult CUDAAPI cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+{
+    SIM_CALLED(cuCtxRecordEvent);
+    return ctx_event(hCtx, hEvent, false);
 }
 
 CUresult CUDAAPI cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
 {
     SIM_CALLED(cuCtxWaitEvent);
-    sim_lock();
-    struct CUevent_st *e;
-    CUresult r = ctx_event_gate(hCtx, hEvent, &e);
-    if (!r && e->recorded && e->ctx_target != e->recorded)
-        r = CUDA_ERROR_NOT_SUPPORTED; /* a stream record: not modelled */
-    /* the record at the time of the call; none: nothing to wait for */
-    if (!r && e->recorded && sim.dev[e->dev].gate_upto < e->ctx_upto)
-        sim.dev[e->dev].gate_upto = e->ctx_upto;
-    sim_unlock();
-    return r;
+    return ctx_event(hCtx, hEvent, true);
 }
 
 static CUresult event_destroy(CUevent h)
