@@ -102,11 +102,11 @@ typedef struct managed {
   bool marks_slow; /* the last mark waited for did not pass within MARK_SPIN_NS */
   unsigned marks_skipped;
   /* Barriers (close_batch): the event each records, whether the driver
-   * refused context events (then fences take an event per stream too),
-   * closes so far, and closes left that ask the streams because the last
-   * that asked found them working. */
+   * refused context events (then no barriers, and fences take an event
+   * per stream), closes so far, closes left that ask the streams because
+   * the last that asked found them working, and how often they were. */
   void *barrier_event;
-  bool barrier_refused;
+  bool context_events_refused;
   unsigned closes, busy_closes, busy_found;
 } managed_t;
 
@@ -430,7 +430,7 @@ static void put_event(managed_t *m, void *event)
 static bool record_fence(managed_t *m, batch_t *b, const stream_frees_t *only)
 {
   /* every stream: one context event (CUDA 12.5) where the driver has them */
-  if (!only && !m->barrier_refused) {
+  if (!only && !m->context_events_refused) {
     void *event = take_event(m);
     if (event && ol_prim_context_record(event) == 0) {
       b->events[0] = event;
@@ -439,7 +439,7 @@ static bool record_fence(managed_t *m, batch_t *b, const stream_frees_t *only)
     }
     if (event)
       put_event(m, event);
-    m->barrier_refused = true; /* an older driver: an event on each stream */
+    m->context_events_refused = true; /* an older driver: an event on each stream */
   }
   void *streams[FENCE_STREAMS];
   int n = only ? 0 : ol_streams_nonblocking(streams, FENCE_STREAMS);
@@ -582,7 +582,7 @@ static void fence_batch(managed_t *m, batch_t *open, const stream_frees_t *only)
  * whose library stream was caught working once loses little. False: ask. */
 static bool barrier_closes(managed_t *m)
 {
-  if (m->barrier_refused || !ol_option_bool(OL_OPT_STREAM_BARRIER) ||
+  if (m->context_events_refused || !ol_option_bool(OL_OPT_STREAM_BARRIER) ||
       ol_streams_capturing() || ol_prim_current_device_driver() != m->device)
     return false;
   if (m->busy_closes > 0) {
@@ -594,7 +594,7 @@ static bool barrier_closes(managed_t *m)
   if (!m->barrier_event)
     m->barrier_event = ol_prim_event_create();
   if (!m->barrier_event || ol_prim_context_barrier(m->barrier_event) != 0) {
-    m->barrier_refused = true; /* an older driver (before CUDA 12.5): ask */
+    m->context_events_refused = true; /* an older driver (before CUDA 12.5): ask */
     ol_log_verbose("manage mode: the driver has no context barrier; frees wait for the "
                    "other streams' answers");
     return false;
