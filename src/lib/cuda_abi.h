@@ -52,6 +52,7 @@
   X(cuStreamBeginCapture_v2_ptsz, CUresult, (CUstream stream, CUstreamCaptureMode mode),\
     (stream, mode))                                                                     \
   X(cuStreamBeginCapture, CUresult, (CUstream stream), (stream))                        \
+  X(cuStreamBeginCapture_ptsz, CUresult, (CUstream stream), (stream))                   \
   X(cuStreamBeginCaptureToGraph, CUresult,                                              \
     (CUstream stream, CUgraph graph, const CUgraphNode *deps,                           \
      const CUgraphEdgeData *edges, size_t count, CUstreamCaptureMode mode),             \

@@ -597,15 +597,25 @@ CUresult ol_on_cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode
 /* The capture's first form (CUDA 10.0, global mode) and the one into the
  * caller's graph (CUDA 12.3): a capture oomlens did not see would be
  * invalidated by the fences and barriers it never records during one. */
-CUresult ol_on_cuStreamBeginCapture(CUstream stream)
+static CUresult begin_capture_global(ol_fn_t fn, CUstream stream)
 {
-  ol_pfn_cuStreamBeginCapture real = (ol_pfn_cuStreamBeginCapture)ol_prim_real(OL_FN_cuStreamBeginCapture);
+  ol_pfn_cuStreamBeginCapture real = (ol_pfn_cuStreamBeginCapture)ol_prim_real(fn);
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
   CUresult res = real(stream);
   if (res == CUDA_SUCCESS && ol_lifecycle_enabled())
     ol_streams_capture_began(stream);
   return res;
+}
+
+CUresult ol_on_cuStreamBeginCapture(CUstream stream)
+{
+  return begin_capture_global(OL_FN_cuStreamBeginCapture, stream);
+}
+
+CUresult ol_on_cuStreamBeginCapture_ptsz(CUstream stream)
+{
+  return begin_capture_global(OL_FN_cuStreamBeginCapture_ptsz, stream);
 }
 
 static CUresult begin_capture_to_graph(ol_fn_t fn, CUstream stream, CUgraph graph,

@@ -206,13 +206,15 @@ START_TEST(capture_goes_to_the_driver)
 END_TEST
 
 /* A capture begun by the driver's first form (cuStreamBeginCapture) or
- * into the caller's graph (cuStreamBeginCaptureToGraph) is seen as one:
+ * into the caller's graph (cuStreamBeginCaptureToGraph), each also as
+ * _ptsz, is seen as one:
  * the batch a free closes during it gets no barrier, which the driver
  * refuses during a capture, invalidating it (the simulated driver counts a
  * violation). Was: neither was interposed. */
 START_TEST(every_way_to_begin_a_capture_is_seen)
 {
-  const char *scenarios[] = {"capture_v1", "capture_to_graph"};
+  const char *scenarios[] = {"capture_v1", "capture_v1_ptsz", "capture_to_graph",
+                             "capture_to_graph_ptsz"};
   harness_run_t run;
   ol_json_free(run_managed(scenarios[_i], NULL, &run));
 }
@@ -435,7 +437,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, pending_kernel_on_nonblocking_stream);
   tcase_add_test(tc, threads_keep_their_data);
   tcase_add_test(tc, capture_goes_to_the_driver);
-  tcase_add_loop_test(tc, every_way_to_begin_a_capture_is_seen, 0, 2);
+  tcase_add_loop_test(tc, every_way_to_begin_a_capture_is_seen, 0, 4);
   tcase_add_loop_test(tc, freed_memory_comes_back_under_pressure, 0, 2);
   tcase_add_test(tc, no_vmm_falls_back_to_the_driver);
   tcase_add_test(tc, recorded_gpt2_within_two_percent);

@@ -252,10 +252,16 @@ static int threads(void)
  * cuStreamBeginCapture, which older driver code calls. */
 #undef cuStreamBeginCapture
 CUresult CUDAAPI cuStreamBeginCapture(CUstream stream);
+CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream stream);
+CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph,
+                                                  const CUgraphNode *deps,
+                                                  const CUgraphEdgeData *edges, size_t count,
+                                                  CUstreamCaptureMode mode);
 
 /* How a capture begins: the runtime's call (cuStreamBeginCapture_v2), the
- * driver's first form, or into the caller's graph (CUDA 12.3). */
-enum { CAPTURE_RUNTIME, CAPTURE_V1, CAPTURE_TO_GRAPH };
+ * driver's first form, or into the caller's graph (CUDA 12.3); the last
+ * two also as per-thread default stream code calls them (_ptsz). */
+enum { CAPTURE_RUNTIME, CAPTURE_V1, CAPTURE_V1_PTSZ, CAPTURE_TO_GRAPH, CAPTURE_TO_GRAPH_PTSZ };
 
 static int capture_by(int how)
 {
@@ -278,15 +284,19 @@ static int capture_by(int how)
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
   else if (how == CAPTURE_V1)
     CHECK(cuStreamBeginCapture((CUstream)s) == CUDA_SUCCESS);
+  else if (how == CAPTURE_V1_PTSZ)
+    CHECK(cuStreamBeginCapture_ptsz((CUstream)s) == CUDA_SUCCESS);
   else {
     CHECK(cuGraphCreate(&into, 0) == CUDA_SUCCESS);
-    CHECK(cuStreamBeginCaptureToGraph((CUstream)s, into, NULL, NULL, 0,
-                                      CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
+    CUresult (*begin)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t,
+                      CUstreamCaptureMode) =
+        how == CAPTURE_TO_GRAPH ? cuStreamBeginCaptureToGraph : cuStreamBeginCaptureToGraph_ptsz;
+    CHECK(begin((CUstream)s, into, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS);
   }
   /* (a global-mode capture, the first form's, forbids the driver's
    * cuMemAlloc that a request during a capture becomes) */
   during = NULL;
-  if (how != CAPTURE_V1)
+  if (how != CAPTURE_V1 && how != CAPTURE_V1_PTSZ)
     CHECK(cudaMalloc(&during, MiB) == cudaSuccess);
   /* a batch's worth freed during the capture: nothing may be recorded,
    * asked or barred on the device until it ends */
@@ -540,7 +550,9 @@ int main(int argc, char **argv)
   if (!strcmp(s, "threads")) return threads();
   if (!strcmp(s, "capture")) return capture();
   if (!strcmp(s, "capture_v1")) return capture_by(CAPTURE_V1);
+  if (!strcmp(s, "capture_v1_ptsz")) return capture_by(CAPTURE_V1_PTSZ);
   if (!strcmp(s, "capture_to_graph")) return capture_by(CAPTURE_TO_GRAPH);
+  if (!strcmp(s, "capture_to_graph_ptsz")) return capture_by(CAPTURE_TO_GRAPH_PTSZ);
   if (!strcmp(s, "pressure")) return reuse_under_pressure();
   if (!strcmp(s, "unmap_pending")) return unmap_pending();
   if (!strcmp(s, "async_same_stream")) return async_same_stream();

@@ -109,6 +109,7 @@
     X(cuStreamWaitEvent, "cuStreamWaitEvent", 3020, 0) \
     X(cuStreamWaitEvent_ptsz, "cuStreamWaitEvent", 7000, 1) \
     X(cuStreamBeginCapture, "cuStreamBeginCapture", 10000, 0) \
+    X(cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", 10000, 1) \
     X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, 0) \
     X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, 1) \
     X(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, 0) \

@@ -1152,6 +1152,12 @@ CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream)
     return begin_capture(hStream, false, CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
+CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream)
+{
+    SIM_CALLED(cuStreamBeginCapture_ptsz);
+    return begin_capture(hStream, true, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
 static CUresult end_capture(CUstream h, bool ptds, CUgraph *out)
 {
     sim_lock();
