@@ -562,15 +562,20 @@ CUresult ol_on_cuStreamDestroy_v2(CUstream stream)
   return real(stream);
 }
 
+/* What every way of beginning a capture does after the driver's answer. */
+static CUresult capture_begun(CUresult res, CUstream stream)
+{
+  if (res == CUDA_SUCCESS && ol_lifecycle_enabled())
+    ol_streams_capture_began(stream);
+  return res;
+}
+
 static CUresult begin_capture(ol_fn_t fn, CUstream stream, CUstreamCaptureMode mode)
 {
   ol_pfn_cuStreamBeginCapture_v2 real = (ol_pfn_cuStreamBeginCapture_v2)ol_prim_real(fn);
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult res = real(stream, mode);
-  if (res == CUDA_SUCCESS && ol_lifecycle_enabled())
-    ol_streams_capture_began(stream);
-  return res;
+  return capture_begun(real(stream, mode), stream);
 }
 
 static CUresult end_capture(ol_fn_t fn, CUstream stream, CUgraph *graph)
@@ -602,10 +607,7 @@ static CUresult begin_capture_global(ol_fn_t fn, CUstream stream)
   ol_pfn_cuStreamBeginCapture real = (ol_pfn_cuStreamBeginCapture)ol_prim_real(fn);
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult res = real(stream);
-  if (res == CUDA_SUCCESS && ol_lifecycle_enabled())
-    ol_streams_capture_began(stream);
-  return res;
+  return capture_begun(real(stream), stream);
 }
 
 CUresult ol_on_cuStreamBeginCapture(CUstream stream)
@@ -625,10 +627,7 @@ static CUresult begin_capture_to_graph(ol_fn_t fn, CUstream stream, CUgraph grap
   ol_pfn_cuStreamBeginCaptureToGraph real = (ol_pfn_cuStreamBeginCaptureToGraph)ol_prim_real(fn);
   if (!real)
     return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult res = real(stream, graph, deps, edges, count, mode);
-  if (res == CUDA_SUCCESS && ol_lifecycle_enabled())
-    ol_streams_capture_began(stream);
-  return res;
+  return capture_begun(real(stream, graph, deps, edges, count, mode), stream);
 }
 
 CUresult ol_on_cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph,
