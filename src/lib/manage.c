@@ -432,13 +432,14 @@ static bool record_fence(managed_t *m, batch_t *b, const stream_frees_t *only)
   /* every stream: one context event (CUDA 12.5) where the driver has them */
   if (!only && !m->context_events_refused) {
     void *event = take_event(m);
-    if (event && ol_prim_context_record(event) == 0) {
+    if (!event)
+      return false; /* no event this time (host memory short): not an old driver */
+    if (ol_prim_context_record(event) == 0) {
       b->events[0] = event;
       b->event_count = 1;
       return true;
     }
-    if (event)
-      put_event(m, event);
+    put_event(m, event);
     m->context_events_refused = true; /* an older driver: an event on each stream */
   }
   void *streams[FENCE_STREAMS];
@@ -593,7 +594,9 @@ static bool barrier_closes(managed_t *m)
     return false;
   if (!m->barrier_event)
     m->barrier_event = ol_prim_event_create();
-  if (!m->barrier_event || ol_prim_context_barrier(m->barrier_event) != 0) {
+  if (!m->barrier_event)
+    return false; /* no event this time (host memory short): ask, and try again next close */
+  if (ol_prim_context_barrier(m->barrier_event) != 0) {
     m->context_events_refused = true; /* an older driver (before CUDA 12.5): ask */
     ol_log_verbose("manage mode: the driver has no context barrier; frees wait for the "
                    "other streams' answers");

@@ -136,6 +136,26 @@ START_TEST(idle_library_stream_without_marks_costs_one_query_a_batch)
 }
 END_TEST
 
+/* An event that cannot be made (host memory short: the driver says out of
+ * memory) is not a driver without context events: that close asks the
+ * streams (or synchronizes, for a fence), and the next ones have barriers
+ * and context fences again. Was: one failed create turned both off for
+ * the rest of the run. */
+START_TEST(failed_event_create_is_not_an_old_driver)
+{
+  const char *barrier[] = {"SIMCU_FAIL_EVENT=1", "EXPECT_BARRIERS=1", "EXPECT_NO_SYNC=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("churn_idle_stream", barrier, &run);
+  ck_assert_int_gt(harness_int(r, DEV "calls.stream_barriers"), 16);
+  ol_json_free(r);
+  const char *fence[] = {"SIMCU_FAIL_EVENT=1", "OOMLENS_STREAM_BARRIER=0",
+                         "EXPECT_CONTEXT_FENCES=1", NULL};
+  r = run_managed("pending_nonblocking", fence, &run);
+  ck_assert_int_gt(harness_int(r, DEV "calls.device_syncs"), 0); /* the failed fence */
+  ol_json_free(r);
+}
+END_TEST
+
 /* A blocking stream of the job's own runs beside other blocking streams:
  * frees wait for fences. */
 START_TEST(blocking_side_stream_turns_fences_on)
@@ -432,6 +452,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, idle_library_stream_frees_come_back_behind_a_barrier);
   tcase_add_test(tc, working_side_stream_turns_barriers_off);
   tcase_add_test(tc, idle_library_stream_without_marks_costs_one_query_a_batch);
+  tcase_add_test(tc, failed_event_create_is_not_an_old_driver);
   tcase_add_test(tc, blocking_side_stream_turns_fences_on);
   tcase_add_test(tc, pending_kernel_on_legacy_stream);
   tcase_add_test(tc, pending_kernel_on_nonblocking_stream);

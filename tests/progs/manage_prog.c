@@ -150,6 +150,9 @@ static int pending_kernel(cudaStream_t late, cudaStream_t next)
     CHECK(cudaFree(b.p) == cudaSuccess);
   }
   CHECK(simcu_fault_count() == 0);
+  /* fences on the whole context, not an event on each stream */
+  if (getenv("EXPECT_CONTEXT_FENCES"))
+    CHECK(simcu_call_count("cuCtxRecordEvent") > 0);
   return 0;
 }
 

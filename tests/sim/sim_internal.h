@@ -309,6 +309,7 @@ typedef struct sim_state {
     sim_dev_t dev[SIM_MAX_DEVICES];
 
     unsigned long fail_at, alloc_calls;
+    unsigned long fail_event_at, event_creates; /* SIMCU_FAIL_EVENT: that cuEventCreate fails */
     CUresult fail_error; /* what the picked allocation call returns */
     unsigned long syncs, stream_syncs, violations, faults, check_failures;
 
@@ -350,6 +351,7 @@ bool sim_dev_valid(int dev);
 CUresult sim_charge(int dev, size_t bytes);
 void sim_uncharge(int dev, size_t bytes);
 bool sim_alloc_call_fails(void);
+bool sim_event_create_fails(void);
 CUresult sim_injected_error(void); /* SIMCU_FAIL_ERROR, out of memory by default */
 
 /* "sim_driver.c" */

@@ -126,6 +126,7 @@ static void read_env(void)
     sim.no_stream_mem_ops = env_bool("SIMCU_NO_STREAM_MEM_OPS", false);
     sim.no_ctx_events = env_bool("SIMCU_NO_CTX_EVENTS", false);
     sim.fail_at = env_ulong("SIMCU_FAIL_ALLOC", 0, ULONG_MAX);
+    sim.fail_event_at = env_ulong("SIMCU_FAIL_EVENT", 0, ULONG_MAX);
     sim.fail_error = (CUresult)env_ulong("SIMCU_FAIL_ERROR", CUDA_ERROR_OUT_OF_MEMORY, 100000);
     if (sim.fail_error == CUDA_SUCCESS)
         sim.fail_error = CUDA_ERROR_OUT_OF_MEMORY;
@@ -301,6 +302,14 @@ bool sim_alloc_call_fails(void)
     return sim.fail_at != 0 && sim.alloc_calls == sim.fail_at;
 }
 
+/* Counts every event creation; true for the one SIMCU_FAIL_EVENT picked
+ * (host memory short: the driver's refusal, not an old driver's). */
+bool sim_event_create_fails(void)
+{
+    sim.event_creates++;
+    return sim.fail_event_at != 0 && sim.event_creates == sim.fail_event_at;
+}
+
 CUresult sim_injected_error(void)
 {
     return sim.fail_error;
@@ -314,6 +323,7 @@ static void reset_locked(void)
     sim_vmm_free_all();
     sim_mem_free_all();
     sim.alloc_calls = 0;
+    sim.event_creates = 0;
     sim.syncs = sim.stream_syncs = sim.violations = 0;
     sim.faults = sim.check_failures = 0;
     for (int i = 0; i < SIM_MAX_DEVICES; i++)

@@ -851,6 +851,8 @@ CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
         r = CUDA_ERROR_INVALID_VALUE;
     if (!r && (Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
         r = CUDA_ERROR_INVALID_VALUE;
+    if (!r && sim_event_create_fails())
+        r = CUDA_ERROR_OUT_OF_MEMORY;
     struct CUevent_st *e = r ? NULL : calloc(1, sizeof *e);
     if (!r && !e)
         r = CUDA_ERROR_OUT_OF_MEMORY;

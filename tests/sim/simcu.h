@@ -45,6 +45,9 @@ void simcu_fail_alloc_at(unsigned long n);
  * default, CUDA_ERROR_OUT_OF_MEMORY). SIMCU_FAIL_ERROR=code does the same
  * from the start. */
 void simcu_fail_alloc_error(CUresult err);
+/* SIMCU_FAIL_EVENT=n: the nth cuEventCreate from the start (or from
+ * simcu_reset) fails with CUDA_ERROR_OUT_OF_MEMORY, as when host memory
+ * is short; the ones after it succeed. */
 
 /* ---- what happened ---- */
 

@@ -97,7 +97,8 @@ static void scene(const char *name, const char *value)
 {
     static const char *const vars[] = {"SIMCU_DEVICES", "SIMCU_EXTERNAL",
                                        "SIMCU_NO_VMM", "SIMCU_FAIL_ALLOC",
-                                       "SIMCU_DRIVER_VERSION", "SIMCU_FAIL_ERROR"};
+                                       "SIMCU_DRIVER_VERSION", "SIMCU_FAIL_ERROR",
+                                       "SIMCU_FAIL_EVENT"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
         unsetenv(vars[i]);
     setenv("SIMCU_CAPACITY", "1G", 1);
@@ -430,6 +431,22 @@ START_TEST(test_external_memory)
     CU_OK(cuMemFree(p));
     CU_OK(cuMemGetInfo(&free_b, &total));
     ck_assert_uint_eq(free_b, 32 * MiB);
+}
+END_TEST
+
+START_TEST(test_fail_event_env)
+{
+    scene("SIMCU_FAIL_EVENT", "2");
+    CUevent a, b, c;
+    CU_OK(cuEventCreate(&a, CU_EVENT_DISABLE_TIMING));
+    ck_assert_int_eq(cuEventCreate(&b, CU_EVENT_DISABLE_TIMING), CUDA_ERROR_OUT_OF_MEMORY);
+    CU_OK(cuEventCreate(&c, CU_EVENT_DISABLE_TIMING)); /* only the 2nd fails */
+    CU_OK(cuEventDestroy(a));
+    CU_OK(cuEventDestroy(c));
+    simcu_reset(); /* counted again from here */
+    CU_OK(cuEventCreate(&a, 0));
+    ck_assert_int_eq(cuEventCreate(&b, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    CU_OK(cuEventDestroy(a));
 }
 END_TEST
 
@@ -1622,6 +1639,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, test_mem_get_info);
     tcase_add_test(tc, test_external_memory);
     tcase_add_test(tc, test_fail_alloc_env);
+    tcase_add_test(tc, test_fail_event_env);
     tcase_add_test(tc, test_fail_alloc_other_error);
     tcase_add_test(tc, test_needs_init_and_context);
     tcase_add_test(tc, test_devices_and_contexts);
