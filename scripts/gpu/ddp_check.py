@@ -20,7 +20,9 @@ Scenarios, each a folder of per-rank reports under $OUT/ddp/:
               after step 3's backward: its peak above rank 1's, with the
               call site (save_checkpoint) at its peak
 Writes $OUT/ddp.json and $OUT/ddp.tar.gz (every report and the merges).
-OOMLENS_DDP_PAIRS=N sets the alternated pairs (default 2)."""
+OOMLENS_DDP_PAIRS=N sets the alternated pairs (default 2); OOMLENS_DDP_ONLY=pairs
+runs the pairs alone (with each --manage rank's barriers, stream questions,
+fence waits and synchronisations: NCCL's streams work on their own)."""
 import json, os, statistics, subprocess, sys, tarfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -95,6 +97,14 @@ def per_rank(results, reports, theirs):
     return rows
 
 
+def stream_calls(dev):
+    """How manage mode's frees came back beside NCCL's streams: barriers
+    (the streams taken as idle), rounds of questions, fences waited on."""
+    calls = dev.get('calls', {})
+    return {k: calls.get(k) for k in ('stream_barriers', 'stream_queries', 'fence_waits',
+                                      'device_syncs')}
+
+
 def steady(times):
     return statistics.median(times[2:]) if len(times) > 2 else None
 
@@ -105,17 +115,20 @@ def pairs():
         order = [('native', None), ('manage', ['--manage'])]
         if i % 2:
             order.reverse()
-        got = {}
+        got, calls = {}, {}
         for name, args in order:
-            results, _, _ = run(f'pair{i}-{name}', args, ['--steps', '10'])
+            results, reports, _ = run(f'pair{i}-{name}', args, ['--steps', '10'])
             got[name] = results
+            if name == 'manage':
+                calls = {r: stream_calls(device_of(rep)) for r, rep in reports.items()}
         row = dict(pair=i, order=[o[0] for o in order])
         for rank in sorted(got['native']):
             n, m = got['native'][rank], got['manage'].get(rank, {})
             sn, sm = steady(n['times']), steady(m.get('times', []))
             row[f'rank{rank}'] = dict(native_s=sn, manage_s=sm,
                                       ratio=sm / sn if sn and sm else None,
-                                      losses_identical=n['losses'] == m.get('losses'))
+                                      losses_identical=n['losses'] == m.get('losses'),
+                                      calls=calls.get(rank))
         out.append(row)
         print('PAIR', json.dumps(row), flush=True)
     return out
@@ -141,6 +154,11 @@ def at_peak_names(dev):
 
 def main():
     summary = {}
+    if os.environ.get('OOMLENS_DDP_ONLY') == 'pairs':  # the step times alone, in a short call
+        summary['pairs'] = pairs()
+        with open(os.path.join(OUT, 'ddp.json'), 'w') as fh:
+            json.dump(summary, fh, indent=1)
+        return
     results, reports, p = run('observe', [], ['--steps', '6'])
     summary['observe'] = per_rank(results, reports, 'max_reserved')
     tensors = {r: results[r]['max_allocated'] for r in results}

@@ -10,8 +10,10 @@ of them (default 3) of MANAGE_CHECK_STEPS steps (default 18; the first
 MANAGE_CHECK_WARM, default 2, are warm-up and not timed); then, as time
 allows, one run each of PyTorch's other two configurations
 (expandable_segments:True, backend:cudaMallocAsync). Every pair round runs
-all jobs before the next round, so a run cut short by the budget
-(MANAGE_CHECK_BUDGET_S, default 480 s) still has whole rounds.
+all jobs before the next round; a pair (or run) starts only if, at what
+the job's last one took, it ends within MANAGE_CHECK_BUDGET_S (default
+480 s); each run prints a RUN line as it ends, so a call cut short still
+shows what ran.
 
 Per job it prints: the median over pairs of the ratio of median step times
 (--manage / default), the worst pair, for generate the worst call ratio
@@ -147,8 +149,25 @@ def native_ratio(r):
     return res.get('peak_reserved', 0) / max(1, res.get('peak_alloc', 0)) if res else None
 
 
-def over_budget():
-    return time.monotonic() - START > BUDGET
+TAKEN = {}  # job -> seconds its last pair (or run) took
+
+
+def over_budget(job, runs_ahead=2):
+    """Whether the next runs_ahead runs of job would end past the budget,
+    judged by what its last ones took (else by the longest job's): a pair
+    started just under the budget ran the call past its limit and lost the
+    whole table (2026-12-02)."""
+    per_run = TAKEN.get(job, max(TAKEN.values(), default=0.0))
+    return time.monotonic() - START + per_run * runs_ahead > BUDGET
+
+
+def timed_run(job, conf, tag):
+    t = time.monotonic()
+    r = run(job, conf, tag)
+    TAKEN[job] = time.monotonic() - t
+    print(f'RUN {tag}: {len(r["steps"])} steps, median {median_step(r)} s, rc {r["rc"]}, '
+          f'{TAKEN[job]:.0f} s', flush=True)
+    return r
 
 
 def summarise(job, runs):
@@ -257,17 +276,17 @@ def main():
     skipped = []
     for pair in range(PAIRS):
         for job in JOBS:
-            if over_budget():
+            if over_budget(job):
                 skipped.append(f'{job} pair {pair}')
                 continue
-            runs[job]['default'].append(run(job, 'default', f'{job}-p{pair}-default'))
-            runs[job]['manage'].append(run(job, 'manage', f'{job}-p{pair}-manage'))
+            runs[job]['default'].append(timed_run(job, 'default', f'{job}-p{pair}-default'))
+            runs[job]['manage'].append(timed_run(job, 'manage', f'{job}-p{pair}-manage'))
     for conf in ('expandable', 'async'):
         for job in JOBS:
-            if over_budget():
+            if over_budget(job, 1):
                 skipped.append(f'{job} {conf}')
                 continue
-            runs[job][conf].append(run(job, conf, f'{job}-{conf}'))
+            runs[job][conf].append(timed_run(job, conf, f'{job}-{conf}'))
     rows = [summarise(job, runs[job]) for job in JOBS]
     text = table(rows) + ('\n\nskipped for the time budget: ' + ', '.join(skipped) if skipped else '')
     lean = {job: {c: [{k: v for k, v in r.items() if k not in ('report', 'warm_report')} for r in rs]
