@@ -58,6 +58,7 @@ def run(conf, tag):
                  stream_queries=d['calls'].get('stream_queries'),  # report 1.8
                  stream_marks=d['calls'].get('stream_marks'), mark_waits=d['calls'].get('mark_waits'),
                  stream_barriers=d['calls'].get('stream_barriers'),  # report 1.9
+                 handle_moves=d['calls'].get('handle_moves'),  # report 1.10
                  maps=d['stats']['segment']['all']['allocated'],
                  unmaps=d['stats']['segment']['all']['freed'])
         if os.path.exists(warm):  # per step after warm-up: the steady state, not the learning

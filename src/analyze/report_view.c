@@ -97,6 +97,9 @@ static void read_stats(const reading_t *r, const at_t *dev, ol_device_stats_t *s
 #define OL_READ_CALL_9(field, what) s->field = int_since(r, &calls, #field, 9, BYTES);
   OL_CALL_FIELDS_9(OL_READ_CALL_9)
 #undef OL_READ_CALL_9
+#define OL_READ_CALL_10(field, what) s->field = int_since(r, &calls, #field, 10, BYTES);
+  OL_CALL_FIELDS_10(OL_READ_CALL_10)
+#undef OL_READ_CALL_10
   s->num_ooms = ol_json_need_int(dev, "num_ooms", BYTES);
   s->recovered_allocs = int_since(r, dev, "recovered_allocs", 2, BYTES);
   s->last_oom_request = ol_json_need_int(dev, "last_oom_request", BYTES);

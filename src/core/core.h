@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 9   /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers) */
+#define OL_REPORT_MINOR 10  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -45,6 +45,7 @@ typedef enum ol_option {
   OL_OPT_MAX_SPLIT_SIZE,
   OL_OPT_POOL_TRIM,
   OL_OPT_POOL_KEEP_USED,
+  OL_OPT_POOL_MOVE,
   OL_OPT_POOL_UNIT, /* 1 to OL_POOL_UNIT_MAX */
   OL_OPT_CAPACITY,
   OL_OPT_STACKS,
@@ -541,7 +542,8 @@ typedef enum ol_origin {
   X(inactive_split, "Non-releasable allocs", false)
 
 /* Calls seen, per device: X(field, what it counts). */
-#define OL_CALL_FIELDS(X) OL_CALL_FIELDS_1(X) OL_CALL_FIELDS_8(X) OL_CALL_FIELDS_9(X)
+#define OL_CALL_FIELDS(X) \
+  OL_CALL_FIELDS_1(X) OL_CALL_FIELDS_8(X) OL_CALL_FIELDS_9(X) OL_CALL_FIELDS_10(X)
 #define OL_CALL_FIELDS_1(X)                                          \
   X(runtime_allocs, "cudaMalloc and cudaMallocAsync calls the driver served") \
   X(runtime_frees, "cudaFree and cudaFreeAsync calls")               \
@@ -565,6 +567,9 @@ typedef enum ol_origin {
 /* ... since report format 1.9 */
 #define OL_CALL_FIELDS_9(X)                                          \
   X(stream_barriers, "manage mode: barriers that order all later work after all earlier work")
+/* ... since report format 1.10 */
+#define OL_CALL_FIELDS_10(X)                                         \
+  X(handle_moves, "manage mode: trimmed memory mapped where wanted before its old place is unmapped")
 
 typedef struct ol_device_stats {
 #define OL_STAT_MEMBER(field, title, bytes) ol_stat_t field[OL_POOL_COUNT];

@@ -101,6 +101,10 @@ static option_t options[OL_OPT_COUNT] = {
                              "manage mode: once the job has mapped again memory a trim "
                              "unmapped, trims spare what it used of late (fewer remaps, more "
                              "reserved) until the device is nearly full; 0: off", 0, NULL},
+  [OL_OPT_POOL_MOVE] = {"OOMLENS_POOL_MOVE", KIND_BOOL, "0",
+                        "manage mode: memory a trim gives back while queued work may still "
+                        "use its old place backs the next map at once (no new allocation, "
+                        "no wait); 0: off", 0, NULL},
   [OL_OPT_POOL_UNIT] = {"OOMLENS_POOL_UNIT", KIND_COUNT, "1",
                         "manage mode: 2 MiB chunks one physical allocation may hold (1 to 512); "
                         "more makes fewer driver calls, but free memory goes back only in "

@@ -68,6 +68,7 @@ void ol_track_fence_wait(int device);
 void ol_track_stream_query(int device);
 void ol_track_stream_mark(int device);
 void ol_track_stream_barrier(int device);
+void ol_track_handle_move(int device);
 void ol_track_mark_wait(int device);
 void ol_track_device_sync(int device);
 void ol_track_manage_fallback(int device);

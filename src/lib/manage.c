@@ -20,6 +20,7 @@
 #define uthash_nonfatal_oom(obj) (handle_table_full = true)
 static _Thread_local bool handle_table_full;
 #include <uthash.h>
+#include <utlist.h>
 
 #include "lib.h"
 #include "prim.h"
@@ -64,6 +65,11 @@ typedef struct chunk_handle {
   uint64_t addr, size;
   uint64_t handle;
   uint64_t retired_by; /* 0: in the pool's use; else the retirement that will unmap it */
+  /* moved: its memory now backs another chunk (move_retiring), so its
+   * retirement unmaps the address alone; spare_prev/next: while retiring
+   * and not moved, in the list of chunks whose memory may move */
+  bool moved;
+  struct chunk_handle *spare_prev, *spare_next;
   UT_hash_handle hh;
 } chunk_handle_t;
 
@@ -82,6 +88,7 @@ typedef struct managed {
   ol_pool_t *pool;
   ol_backend_t backend;
   chunk_handle_t *handles;
+  chunk_handle_t *spares; /* retiring chunks, oldest first: memory to move where wanted */
   batch_t open;
   batch_t fences[FENCES];
   int fence_head, fence_count;
@@ -141,11 +148,28 @@ static void backend_unreserve(void *ctx, uint64_t base, uint64_t size)
   ol_prim_vmm_unreserve(base, size);
 }
 
+static bool is_spare(const managed_t *m, const chunk_handle_t *c)
+{
+  return c->spare_prev != NULL || m->spares == c; /* utlist: the head's prev is the tail */
+}
+
+static void unspare(managed_t *m, chunk_handle_t *c)
+{
+  if (is_spare(m, c))
+    DL_DELETE2(m->spares, c, spare_prev, spare_next);
+  c->spare_prev = c->spare_next = NULL;
+}
+
 static void release_chunk(managed_t *m, chunk_handle_t *c)
 {
-  ol_prim_vmm_unmap(c->addr, c->size, c->handle);
-  ol_track_pool_mapped(m->device, c->addr, -(int64_t)c->size);
-  m->physical -= c->size;
+  unspare(m, c);
+  if (c->moved) {
+    ol_prim_vmm_unmap_only(c->addr, c->size); /* its memory went with the move */
+  } else {
+    ol_prim_vmm_unmap(c->addr, c->size, c->handle);
+    ol_track_pool_mapped(m->device, c->addr, -(int64_t)c->size);
+    m->physical -= c->size;
+  }
   HASH_DELETE(hh, m->handles, c);
   free(c);
 }
@@ -180,8 +204,13 @@ static chunk_handle_t *extent_from(managed_t *m, uint64_t *at, uint64_t end)
   return NULL;
 }
 
+/* During a capture nothing may wait for the device: the chunks stay
+ * mapped, out of the pool's count, until the pool maps them again. */
+#define PARKED UINT64_MAX
+
 /* The chunks of a range leave the pool's count; `by` says what unmaps them
- * (a retirement, or nothing while parked). */
+ * (a retirement, or nothing while parked). A retiring chunk's memory may
+ * move to where the pool maps next (move_retiring). */
 static void mark_retired(managed_t *m, uint64_t addr, uint64_t size, uint64_t by)
 {
   chunk_handle_t *c;
@@ -189,6 +218,8 @@ static void mark_retired(managed_t *m, uint64_t addr, uint64_t size, uint64_t by
     if (!c->retired_by) {
       c->retired_by = by;
       m->mapped -= c->size;
+      if (by != PARKED)
+        DL_APPEND2(m->spares, c, spare_prev, spare_next);
     }
   }
 }
@@ -260,10 +291,6 @@ static bool retire(managed_t *m, uint64_t addr, uint64_t size)
   return true;
 }
 
-/* During a capture nothing may wait for the device: the chunks stay
- * mapped, out of the pool's count, until the pool maps them again. */
-#define PARKED UINT64_MAX
-
 static void backend_unmap(void *ctx, uint64_t addr, uint64_t size)
 {
   managed_t *m = ctx;
@@ -303,12 +330,13 @@ static bool retiring_overlap(managed_t *m, uint64_t addr, uint64_t size)
 static int map_range(managed_t *m, uint64_t addr, uint64_t size)
 {
   chunk_handle_t *c = chunk_at(m, addr);
-  if (c && c->retired_by && c->size == size) {
+  if (c && c->retired_by && !c->moved && c->size == size) {
+    unspare(m, c);
     c->retired_by = 0;
     m->mapped += size;
     return 0;
   }
-  if (retiring_overlap(m, addr, size))
+  if (retiring_overlap(m, addr, size) || (c && c->moved))
     reap_retired(m, 0); /* rare: wait for the old extents to go first */
   c = calloc(1, sizeof *c);
   if (!c)
@@ -333,11 +361,62 @@ static int map_range(managed_t *m, uint64_t addr, uint64_t size)
   return 0;
 }
 
+/* A trim's chunks stay mapped until the work queued before it has passed;
+ * their memory need not wait: no live block is in it, and the pool hands
+ * out its free memory only once every use of it is ordered before later
+ * work (the frees' batches), so it may back the new address at once, as it
+ * would its old one (the old address is unmapped when its fence passes).
+ * One map and no create, no release, and no more device memory held: no
+ * wait for a fence to stay within the peak. -1: no spare of that size, or
+ * the new address still holds an old mapping (map_range waits for it). */
+#define SPARES_LOOKED_AT 64
+
+static int move_retiring(managed_t *m, uint64_t addr, uint64_t size)
+{
+  chunk_handle_t *spare = NULL, *c;
+  int looked = 0;
+  DL_FOREACH2(m->spares, c, spare_next) {
+    if (c->size == size) {
+      spare = c;
+      break;
+    }
+    if (++looked == SPARES_LOOKED_AT)
+      break; /* extents of many sizes (OOMLENS_POOL_UNIT): no long walk per map */
+  }
+  if (!spare || chunk_at(m, addr) || retiring_overlap(m, addr, size))
+    return -1;
+  c = calloc(1, sizeof *c);
+  if (!c || ol_prim_vmm_map_handle(m->device, addr, size, spare->handle) != 0) {
+    free(c);
+    return -1;
+  }
+  *c = (chunk_handle_t){.addr = addr, .size = size, .handle = spare->handle};
+  handle_table_full = false;
+  HASH_ADD(hh, m->handles, addr, sizeof c->addr, c);
+  if (handle_table_full) {
+    ol_prim_vmm_unmap_only(addr, size);
+    free(c);
+    return -1;
+  }
+  unspare(m, spare);
+  spare->moved = true;
+  ol_track_pool_mapped(m->device, spare->addr, -(int64_t)size);
+  ol_track_pool_mapped(m->device, addr, (int64_t)size);
+  ol_track_handle_move(m->device);
+  m->mapped += size;
+  return 0;
+}
+
 /* Retired chunks still hold device memory: when it is short (the driver or
  * OOMLENS_CAPACITY says no), wait for them to go and try once more. */
 static int backend_map(void *ctx, uint64_t addr, uint64_t size)
 {
   managed_t *m = ctx;
+  if (ol_option_bool(OL_OPT_POOL_MOVE) && move_retiring(m, addr, size) == 0) {
+    if (m->mapped > m->high_water)
+      m->high_water = m->mapped;
+    return 0;
+  }
   reap_retired(m, NO_WAIT);
   uint64_t peak = m->mapped + size > m->high_water ? m->mapped + size : m->high_water;
   /* Wait for the oldest work rather than hold more, but only as long as it

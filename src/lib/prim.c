@@ -287,6 +287,20 @@ void ol_prim_vmm_unreserve(uint64_t base, uint64_t size)
 
 /* Physical memory behind [addr, addr+size), readable and writable from the
  * device. All or nothing: a failure undoes what was done. */
+int ol_prim_vmm_map_handle(int device, uint64_t addr, uint64_t size, uint64_t handle)
+{
+  if (OL_REAL(cuMemMap)((CUdeviceptr)addr, size, 0, (CUmemGenericAllocationHandle)handle, 0) !=
+      CUDA_SUCCESS)
+    return -2;
+  CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, device},
+                            CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  if (helper.cuMemSetAccess((CUdeviceptr)addr, size, &access, 1) != CUDA_SUCCESS) {
+    OL_REAL(cuMemUnmap)((CUdeviceptr)addr, size);
+    return -2;
+  }
+  return 0;
+}
+
 int ol_prim_vmm_map(int device, uint64_t addr, uint64_t size, uint64_t *handle_out)
 {
   CUmemAllocationProp prop = device_prop(device);
@@ -294,14 +308,7 @@ int ol_prim_vmm_map(int device, uint64_t addr, uint64_t size, uint64_t *handle_o
   CUresult res = OL_REAL(cuMemCreate)(&handle, size, &prop, 0);
   if (res != CUDA_SUCCESS)
     return res == CUDA_ERROR_OUT_OF_MEMORY ? -1 : -2;
-  if (OL_REAL(cuMemMap)((CUdeviceptr)addr, size, 0, handle, 0) != CUDA_SUCCESS) {
-    OL_REAL(cuMemRelease)(handle);
-    return -2;
-  }
-  CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, device},
-                            CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-  if (helper.cuMemSetAccess((CUdeviceptr)addr, size, &access, 1) != CUDA_SUCCESS) {
-    OL_REAL(cuMemUnmap)((CUdeviceptr)addr, size);
+  if (ol_prim_vmm_map_handle(device, addr, size, (uint64_t)handle) != 0) {
     OL_REAL(cuMemRelease)(handle);
     return -2;
   }
@@ -309,9 +316,14 @@ int ol_prim_vmm_map(int device, uint64_t addr, uint64_t size, uint64_t *handle_o
   return 0;
 }
 
-void ol_prim_vmm_unmap(uint64_t addr, uint64_t size, uint64_t handle)
+void ol_prim_vmm_unmap_only(uint64_t addr, uint64_t size)
 {
   OL_REAL(cuMemUnmap)((CUdeviceptr)addr, size);
+}
+
+void ol_prim_vmm_unmap(uint64_t addr, uint64_t size, uint64_t handle)
+{
+  ol_prim_vmm_unmap_only(addr, size);
   OL_REAL(cuMemRelease)((CUmemGenericAllocationHandle)handle);
 }
 

@@ -33,7 +33,11 @@ uint64_t ol_prim_vmm_granularity(int device); /* 0: no VMM on this device */
 int ol_prim_vmm_reserve(uint64_t size, uint64_t alignment, uint64_t *base);
 void ol_prim_vmm_unreserve(uint64_t base, uint64_t size);
 int ol_prim_vmm_map(int device, uint64_t addr, uint64_t size, uint64_t *handle);
+/* A handle already made (mapped elsewhere too, perhaps) mapped at addr. */
+int ol_prim_vmm_map_handle(int device, uint64_t addr, uint64_t size, uint64_t handle);
 void ol_prim_vmm_unmap(uint64_t addr, uint64_t size, uint64_t handle);
+/* The mapping at addr goes; its memory stays with the handle's other one. */
+void ol_prim_vmm_unmap_only(uint64_t addr, uint64_t size);
 void *ol_prim_event_create(void);
 int ol_prim_event_record(void *event, void *stream);
 int ol_prim_event_done(void *event); /* 1 done, 0 pending, -1 error */

@@ -691,6 +691,7 @@ OL_COUNTER_FN(ol_track_stream_query, stream_queries)
 OL_COUNTER_FN(ol_track_stream_mark, stream_marks)
 OL_COUNTER_FN(ol_track_mark_wait, mark_waits)
 OL_COUNTER_FN(ol_track_stream_barrier, stream_barriers)
+OL_COUNTER_FN(ol_track_handle_move, handle_moves)
 OL_COUNTER_FN(ol_track_device_sync, device_syncs)
 OL_COUNTER_FN(ol_track_manage_fallback, manage_fallbacks)
 #undef OL_COUNTER_FN

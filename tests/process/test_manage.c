@@ -299,6 +299,27 @@ START_TEST(no_unmap_under_running_kernel)
 }
 END_TEST
 
+/* A trim's memory backs the next map at once (no create, no release, no
+ * wait for the kernel still writing its old place), and the kernel's late
+ * write does not reach the new block: with barriers, without them (a
+ * fence), and on a driver without context events (a fence on each stream). */
+START_TEST(trimmed_memory_moves_where_wanted)
+{
+  const char *barrier[] = {"OOMLENS_POOL_MOVE=1", "EXPECT_MOVES=1", NULL};
+  const char *no_barrier[] = {"OOMLENS_POOL_MOVE=1", "OOMLENS_STREAM_BARRIER=0", NULL};
+  const char *old_driver[] = {"OOMLENS_POOL_MOVE=1", "SIMCU_NO_CTX_EVENTS=1", NULL};
+  const char *const *configs[] = {barrier, no_barrier, old_driver};
+  harness_run_t run;
+  ol_json_t *r = run_managed("move_pending", configs[_i], &run);
+  if (_i == 0) {
+    ck_assert_int_gt(harness_int(r, DEV "calls.handle_moves"), 0);
+    ck_assert_int_eq(harness_int(r, DEV "calls.fence_waits"), 0);
+  }
+  ck_assert_int_eq(harness_int(r, DEV "calls.device_syncs"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
 /* More runs given back under a running kernel than there are retirement
  * slots: the oldest is waited for, the device never synchronized (it was
  * once per run beyond the 16 slots). */
@@ -463,6 +484,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, no_vmm_falls_back_to_the_driver);
   tcase_add_test(tc, recorded_gpt2_within_two_percent);
   tcase_add_loop_test(tc, no_unmap_under_running_kernel, 0, 2);
+  tcase_add_loop_test(tc, trimmed_memory_moves_where_wanted, 0, 3);
   tcase_add_test(tc, retirements_beyond_the_slots_wait_without_a_sync);
   tcase_add_test(tc, async_free_reused_at_once_on_its_stream);
   tcase_add_test(tc, async_free_waits_for_its_stream_elsewhere);

@@ -359,6 +359,41 @@ static int unmap_pending(void)
   return 0;
 }
 
+/* The same on two non-blocking streams, and what B holds checked: A's
+ * chunks, trimmed while `late` still writes them, back B at once (their
+ * memory moves, the old addresses are unmapped once the kernel is done),
+ * so B's own write on `next` must come after the late one: the barrier (or
+ * the fence, without barriers) orders it. EXPECT_MOVES: the memory moved
+ * (more maps than creates: no physical allocation made for it). */
+static int move_pending(void)
+{
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  cudaStream_t late, next;
+  CHECK(cudaStreamCreateWithFlags(&late, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&next, cudaStreamNonBlocking) == cudaSuccess);
+  size_t capacity = simcu_capacity(0);
+  block_t b = {0};
+  void *a, *c;
+  CHECK(cudaMalloc(&a, 256 * MiB) == cudaSuccess);
+  CHECK(cudaMalloc(&c, 64 * MiB) == cudaSuccess); /* keeps B from growing A's hole */
+  CHECK(simcu_launch_fill((CUstream)late, (CUdeviceptr)a, 0x5a, 256 * MiB, 20000) ==
+        CUDA_SUCCESS);
+  CHECK(cudaFree(a) == cudaSuccess);
+  unsigned long creates = simcu_call_count("cuMemCreate"), maps = simcu_call_count("cuMemMap");
+  b.size = capacity - 128 * MiB; /* fits only with A's memory behind C */
+  CHECK(cudaMalloc((void **)&b.p, b.size) == cudaSuccess);
+  b.tag = 0x11;
+  CHECK(simcu_launch_fill((CUstream)next, (CUdeviceptr)b.p, b.tag, b.size, 0) == CUDA_SUCCESS);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(intact(&b));
+  CHECK(simcu_fault_count() == 0);
+  if (getenv("EXPECT_MOVES"))
+    CHECK(simcu_call_count("cuMemMap") - maps > simcu_call_count("cuMemCreate") - creates);
+  CHECK(cudaFree(b.p) == cudaSuccess);
+  CHECK(cudaFree(c) == cudaSuccess);
+  return 0;
+}
+
 /* Stream-ordered frees: the same stream takes the block back at once (its
  * work is queued behind the free), and what it writes is never overwritten
  * by the work queued before the free. */
@@ -558,6 +593,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "capture_to_graph_ptsz")) return capture_by(CAPTURE_TO_GRAPH_PTSZ);
   if (!strcmp(s, "pressure")) return reuse_under_pressure();
   if (!strcmp(s, "unmap_pending")) return unmap_pending();
+  if (!strcmp(s, "move_pending")) return move_pending();
   if (!strcmp(s, "async_same_stream")) return async_same_stream();
   if (!strcmp(s, "capacity")) return smaller_device();
   if (!strcmp(s, "driver_after_pool")) return driver_after_pool();
