@@ -29,35 +29,11 @@ LAUNCHES = int(os.environ.get('VMM_OVERLAP_LAUNCHES', '20000'))
 MiB = 1 << 20
 CHUNK = 2 * MiB
 
-cu = ctypes.CDLL('libcuda.so.1')
-u64, i32 = ctypes.c_uint64, ctypes.c_int
-
-
-class Location(ctypes.Structure):
-    _fields_ = [('type', i32), ('id', i32)]
-
-
-class AllocFlags(ctypes.Structure):
-    _fields_ = [('compressionType', ctypes.c_ubyte), ('gpuDirectRDMACapable', ctypes.c_ubyte),
-                ('usage', ctypes.c_ushort), ('reserved', ctypes.c_ubyte * 4)]
-
-
-class Prop(ctypes.Structure):
-    _fields_ = [('type', i32), ('requestedHandleTypes', i32), ('location', Location),
-                ('win32HandleMetaData', ctypes.c_void_p), ('allocFlags', AllocFlags)]
-
-
-class Access(ctypes.Structure):
-    _fields_ = [('location', Location), ('flags', i32)]
-
+# the driver and its structures as vmm_cost.py declares them (staged beside it)
+from vmm_cost import Access, Location, Prop, check, cu, u64
 
 PROP = Prop(type=1, requestedHandleTypes=0, location=Location(type=1, id=0))
 ACCESS = Access(location=Location(type=1, id=0), flags=3)
-
-
-def check(r, what):
-    if r != 0:
-        raise RuntimeError(f'{what}: CUDA error {r}')
 
 
 def map_chunk(va):
