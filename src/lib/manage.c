@@ -148,14 +148,14 @@ static void backend_unreserve(void *ctx, uint64_t base, uint64_t size)
   ol_prim_vmm_unreserve(base, size);
 }
 
-static bool is_spare(const managed_t *m, const chunk_handle_t *c)
+static bool is_spare(const chunk_handle_t *c)
 {
-  return c->spare_prev != NULL || m->spares == c; /* utlist: the head's prev is the tail */
+  return c->spare_prev != NULL; /* utlist: the head's prev is the tail, never NULL in the list */
 }
 
 static void unspare(managed_t *m, chunk_handle_t *c)
 {
-  if (is_spare(m, c))
+  if (is_spare(c))
     DL_DELETE2(m->spares, c, spare_prev, spare_next);
   c->spare_prev = c->spare_next = NULL;
 }
@@ -325,6 +325,23 @@ static bool retiring_overlap(managed_t *m, uint64_t addr, uint64_t size)
   return false;
 }
 
+/* The record of a mapping just made; NULL when host memory is short (the
+ * caller undoes the mapping). */
+static chunk_handle_t *add_chunk(managed_t *m, uint64_t addr, uint64_t size, uint64_t handle)
+{
+  chunk_handle_t *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  *c = (chunk_handle_t){.addr = addr, .size = size, .handle = handle};
+  handle_table_full = false;
+  HASH_ADD(hh, m->handles, addr, sizeof c->addr, c);
+  if (handle_table_full) {
+    free(c);
+    return NULL;
+  }
+  return c;
+}
+
 /* One handle per extent the pool maps, so that each can be unmapped on its
  * own. An extent still retiring is simply taken back. */
 static int map_range(managed_t *m, uint64_t addr, uint64_t size)
@@ -338,21 +355,11 @@ static int map_range(managed_t *m, uint64_t addr, uint64_t size)
   }
   if (retiring_overlap(m, addr, size) || (c && c->moved))
     reap_retired(m, 0); /* rare: wait for the old extents to go first */
-  c = calloc(1, sizeof *c);
-  if (!c)
+  uint64_t handle;
+  if (ol_prim_vmm_map(m->device, addr, size, &handle) != 0)
     return -1;
-  int res = ol_prim_vmm_map(m->device, addr, size, &c->handle);
-  if (res != 0) {
-    free(c);
-    return -1;
-  }
-  c->addr = addr;
-  c->size = size;
-  handle_table_full = false;
-  HASH_ADD(hh, m->handles, addr, sizeof c->addr, c);
-  if (handle_table_full) {
-    ol_prim_vmm_unmap(addr, size, c->handle);
-    free(c);
+  if (!add_chunk(m, addr, size, handle)) {
+    ol_prim_vmm_unmap(addr, size, handle);
     return -1;
   }
   m->mapped += size;
@@ -374,7 +381,7 @@ static int map_range(managed_t *m, uint64_t addr, uint64_t size)
 static int move_retiring(managed_t *m, uint64_t addr, uint64_t size)
 {
   chunk_handle_t *spare = NULL, *c;
-  int looked = 0;
+  int looked = 0; /* c: the walk's cursor */
   DL_FOREACH2(m->spares, c, spare_next) {
     if (c->size == size) {
       spare = c;
@@ -385,17 +392,10 @@ static int move_retiring(managed_t *m, uint64_t addr, uint64_t size)
   }
   if (!spare || chunk_at(m, addr) || retiring_overlap(m, addr, size))
     return -1;
-  c = calloc(1, sizeof *c);
-  if (!c || ol_prim_vmm_map_handle(m->device, addr, size, spare->handle) != 0) {
-    free(c);
+  if (ol_prim_vmm_map_handle(m->device, addr, size, spare->handle) != 0)
     return -1;
-  }
-  *c = (chunk_handle_t){.addr = addr, .size = size, .handle = spare->handle};
-  handle_table_full = false;
-  HASH_ADD(hh, m->handles, addr, sizeof c->addr, c);
-  if (handle_table_full) {
+  if (!add_chunk(m, addr, size, spare->handle)) {
     ol_prim_vmm_unmap_only(addr, size);
-    free(c);
     return -1;
   }
   unspare(m, spare);

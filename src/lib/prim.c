@@ -285,8 +285,8 @@ void ol_prim_vmm_unreserve(uint64_t base, uint64_t size)
   OL_REAL(cuMemAddressFree)((CUdeviceptr)base, size);
 }
 
-/* Physical memory behind [addr, addr+size), readable and writable from the
- * device. All or nothing: a failure undoes what was done. */
+/* handle's memory behind [addr, addr+size), readable and writable from
+ * the device. All or nothing: a failure undoes what was done. */
 int ol_prim_vmm_map_handle(int device, uint64_t addr, uint64_t size, uint64_t handle)
 {
   if (OL_REAL(cuMemMap)((CUdeviceptr)addr, size, 0, (CUmemGenericAllocationHandle)handle, 0) !=
@@ -301,6 +301,7 @@ int ol_prim_vmm_map_handle(int device, uint64_t addr, uint64_t size, uint64_t ha
   return 0;
 }
 
+/* New physical memory behind [addr, addr+size), the same way. */
 int ol_prim_vmm_map(int device, uint64_t addr, uint64_t size, uint64_t *handle_out)
 {
   CUmemAllocationProp prop = device_prop(device);
