@@ -299,6 +299,22 @@ HELD_OUT = [
     dict(name='serve_leak', cap='3G', batch=8, steps=2000, truth='leak', warn=True,
          observe=('undetermined', HIDDEN)),
     dict(name='rnn_curriculum_fits', cap='8G', batch=32, steps=12, truth='none', warn=False),
+    # The third held-out set (session 12, 2026-12-03; run it with
+    # OOMLENS_DIAG_CASES=embed_grads,cnn_infer_batch,metric_leak,replay_leak,
+    # varshape_fits,effnet_batch,external_late,checkpoint_load before any of
+    # it is looked at).
+    dict(name='embed_grads', cap='4G', batch=64, steps=2, truth='persistent', warn=False),
+    dict(name='cnn_infer_batch', cap='8G', batch=2048, steps=2, truth='activations',
+         warn=False, observe=('undetermined', HIDDEN), bisect=True),
+    dict(name='metric_leak', cap='6G', batch=8, steps=2000, truth='leak', warn=True,
+         observe=('undetermined', HIDDEN)),
+    dict(name='replay_leak', cap='3G', batch=64, steps=5000, truth='leak', warn=True,
+         observe=('undetermined', HIDDEN)),
+    dict(name='varshape_fits', cap='8G', batch=16, steps=16, truth='none', warn=False),
+    dict(name='effnet_batch', cap='6G', batch=512, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
+    dict(name='external_late', cap='12G', batch=2, steps=5, truth='external', warn=False),
+    dict(name='checkpoint_load', cap='3G', batch=1, steps=1, truth='persistent', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

@@ -681,6 +681,189 @@ def rnn_curriculum_fits(batch, steps):
         yield
 
 
+# The third held-out set (session 12, 2026-12-03), written before any of
+# it ran: kinds the corpus lacks (an embedding's dense gradient, a CNN's
+# inference, a graph kept by a metrics list, an RL replay buffer, a CNN on
+# varying image sizes, bf16 channels-last depthwise convolutions, another
+# process arriving mid-training, a checkpoint loaded onto the device).
+
+
+@case
+def embed_grads(batch, steps):
+    """A recommendation-style model: a 1,000,000 x 512 fp32 embedding (2.0
+    GB) and a small MLP, SGD without momentum, under 4G. The weights fit;
+    the embedding's dense gradient, as large again, does not, in the first
+    backward (truth: persistent: weights and gradients alone; the fix is a
+    sparse embedding, a smaller table or bf16, not a smaller batch)."""
+    m = torch.nn.Sequential(torch.nn.EmbeddingBag(1_000_000, 512, mode='mean'),
+                            torch.nn.Linear(512, 1024), torch.nn.ReLU(),
+                            torch.nn.Linear(1024, 1)).cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    for _ in range(steps):
+        x = torch.randint(0, 1_000_000, (batch, 32), device='cuda')
+        loss = m(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss
+        yield
+
+
+@case
+def cnn_infer_batch(batch, steps):
+    """ResNet-50 inference (eval, no_grad) at a batch too large, 224x224,
+    under 8G: nothing is trained, the forward's own memory does not fit
+    (truth: activations)."""
+    import torchvision
+    m = torchvision.models.resnet50().cuda().eval()
+    with torch.no_grad():
+        for _ in range(steps):
+            x = torch.randn(batch, 3, 224, 224, device='cuda')
+            m(x).argmax(1)
+            del x
+            yield
+
+
+@case
+def metric_leak(batch, steps):
+    """ResNet-18, SGD, 224x224, batch 8: each step's output is appended to a
+    list for an accuracy computed at the epoch's end, without detach, so
+    every step's graph (its saved activations) stays (truth: leak)."""
+    import torchvision
+    m = torchvision.models.resnet18().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    outputs = []
+    for x, y in image_batches(batch, steps):
+        out = m(x)
+        loss = torch.nn.functional.cross_entropy(out, y)
+        loss.backward(retain_graph=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        outputs.append(out)  # the bug: out keeps its graph
+        del loss
+        yield
+
+
+@case
+def replay_leak(batch, steps):
+    """Reinforcement learning: 64 environments' observations (4x84x84 fp32,
+    7.2 MB a step) appended to a replay buffer on the device that is never
+    bounded; a small conv Q-network trains on 4 sampled entries a step, Adam,
+    under 3G (truth: leak)."""
+    import random
+    q = torch.nn.Sequential(torch.nn.Conv2d(4, 32, 8, 4), torch.nn.ReLU(),
+                            torch.nn.Conv2d(32, 64, 4, 2), torch.nn.ReLU(),
+                            torch.nn.Flatten(), torch.nn.Linear(64 * 9 * 9, 512),
+                            torch.nn.ReLU(), torch.nn.Linear(512, 6)).cuda()
+    opt = torch.optim.Adam(q.parameters(), lr=1e-4)
+    buffer = []
+    for _ in range(steps):
+        buffer.append(torch.rand(64, 4, 84, 84, device='cuda'))  # the bug: unbounded
+        obs = torch.cat(random.sample(buffer, min(4, len(buffer))))
+        loss = q(obs).max(1).values.square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss, obs
+        yield
+
+
+@case
+def varshape_fits(batch, steps):
+    """ResNet-50, Adam, batch 16, each step's images of a size drawn from
+    160 to 448 (multiples of 32, seeded), under 8G: fits (truth: none, no
+    leak warning: sizes that vary are no leak)."""
+    import random, torchvision
+    rng = random.Random(5)
+    m = torchvision.models.resnet50().cuda()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-4)
+    for _ in range(steps):
+        size = 32 * rng.randint(5, 14)
+        x = torch.randn(batch, 3, size, size, device='cuda')
+        y = torch.randint(0, 1000, (batch,), device='cuda')
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss, x, y
+        yield
+
+
+@case
+def effnet_batch(batch, steps):
+    """EfficientNet-B0 under bf16 autocast, channels-last, AdamW, 224x224,
+    under 6G: too large a batch for its first step (truth: activations)."""
+    import torchvision
+    m = torchvision.models.efficientnet_b0().cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for x, y in image_batches(batch, steps):
+        with torch.autocast('cuda', dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(
+                m(x.to(memory_format=torch.channels_last)), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss
+        yield
+
+
+HOG_CHILD = """
+import sys, time, torch
+x = torch.empty(int(sys.argv[1]), dtype=torch.uint8, device='cuda')
+torch.cuda.synchronize()
+print('holding', flush=True)
+time.sleep(900)
+"""
+
+
+@case
+def external_late(batch, steps):
+    """GPT-2 trains 3 steps at batch 2 under 12G; then another process (a
+    child started without oomlens) takes 8 GiB of the device, and the job
+    goes on at batch 3, which alone would fit (batch 5 does): out of memory
+    (truth: external)."""
+    import subprocess
+    m = gpt2_model()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    xs = (torch.randint(0, 50257, (batch, 1024), device='cuda') for _ in range(3))
+    yield from train_steps(m, opt, xs, lm_loss)
+    env = {k: v for k, v in os.environ.items()
+           if k != 'LD_PRELOAD' and not k.startswith('OOMLENS')}
+    hog = subprocess.Popen([sys.executable, '-c', HOG_CHILD, str(8 << 30)],
+                           stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        hog.stdout.readline()
+        xs = (torch.randint(0, 50257, (batch + 1, 1024), device='cuda')
+              for _ in range(max(1, steps - 3)))
+        yield from train_steps(m, opt, xs, lm_loss)
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+@case
+def checkpoint_load(batch, steps):
+    """A model of 6 layers of 8192x8192 fp32 (1.6 GB) on the device, then its
+    checkpoint loaded with `torch.load(path, map_location='cuda')` before
+    `load_state_dict`: a second copy of the weights, under 3G (truth:
+    persistent: the weights twice; the fix is map_location='cpu' or
+    loading with mmap/assign)."""
+    import tempfile
+    m = linear_stack(8192, 6).cuda()
+    folder = tempfile.mkdtemp(prefix='oomlens-ckpt-')
+    path = os.path.join(folder, 'model.pt')
+    try:
+        torch.save({k: v.cpu() for k, v in m.state_dict().items()}, path)
+        state = torch.load(path, map_location='cuda')
+        m.load_state_dict(state)
+        del state
+        yield
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+        os.rmdir(folder)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
