@@ -223,6 +223,9 @@ static void read_oom_roles(const at_t *oom, ol_oom_record_t *r)
     r->role_bytes[i] = ol_json_need_int(&roles, ol_role_name((ol_role_t)i), BYTES);
   const char *role = ol_json_may_string(oom, "request_role", NULL);
   r->request_role_known = ol_role_parse(role, &r->request_role);
+  /* minor 11; a report of an earlier minor counted no gradients being made */
+  r->gradients_made = ol_json_may_int(oom, "gradients_made", BYTES, 0);
+  r->request_is_gradient = ol_json_may_bool(oom, "request_is_gradient", false);
 }
 
 /* How far a failed first iteration had got (minor 4; absent or null:

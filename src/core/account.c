@@ -284,6 +284,76 @@ static void request_role(const ol_account_t *a, int device, ol_oom_record_t *r)
   r->request_role_known = r->request_role != OL_ROLE_unknown;
 }
 
+/* ---- the gradients a first backward is making ------------------------ */
+
+/* A live block of weights or of the backward, by size. */
+typedef struct sized_block {
+  uint64_t size;
+  bool weight;
+} sized_block_t;
+
+typedef struct sized_blocks {
+  const ol_sites_t *sites;
+  int device;
+  sized_block_t *all;
+  size_t count, room;
+} sized_blocks_t;
+
+static void collect_sized(const ol_record_t *rec, void *arg)
+{
+  sized_blocks_t *c = arg;
+  if (ol_account_clamp(rec->device) != c->device || rec->site < 0 || c->count == c->room)
+    return;
+  ol_role_t role = ol_sites_role(c->sites, rec->site);
+  if (role == OL_ROLE_weights || role == OL_ROLE_backward)
+    c->all[c->count++] = (sized_block_t){rec->size, role == OL_ROLE_weights};
+}
+
+static int by_size(const void *x, const void *y)
+{
+  const sized_block_t *a = x, *b = y;
+  return a->size < b->size ? -1 : a->size > b->size;
+}
+
+/* sites.c tells gradients from backward temporaries by what outlives a
+ * backward pass, so in the first one (or wherever none is held yet) every
+ * gradient is still "backward". A parameter's gradient has its shape and
+ * dtype: the backward's blocks of a live weight block's size are taken as
+ * gradients, at most as many of a size as there are weights of it (a
+ * parameter has one gradient; an activation's gradient of a weight's size
+ * by chance beyond that is not counted). The failed request, made by the
+ * backward and of such a size with a gradient of it still to come, is one
+ * more (held-out embed_grads on the H200: a 1.9 GiB embedding's dense
+ * gradient asked for under a 4G cap, read as the batch's memory). */
+static void gradients_being_made(const ol_account_t *a, int device, ol_oom_record_t *r)
+{
+  r->gradients_made = 0;
+  r->request_is_gradient = false;
+  const ol_sites_t *sites = ol_account_sites(a, device);
+  bool request_backward = r->request_role_known && r->request_role == OL_ROLE_backward;
+  if (!sites || !r->roles_known || r->role_bytes[OL_ROLE_gradients] > 0 ||
+      (r->role_bytes[OL_ROLE_backward] <= 0 && !request_backward))
+    return;
+  sized_blocks_t c = {sites, ol_account_clamp(device), NULL, 0, ol_records_count(&a->blocks)};
+  if (c.room == 0 || !(c.all = malloc(c.room * sizeof *c.all)))
+    return; /* no host memory: none counted, as before this rule */
+  ol_records_each(&a->blocks, collect_sized, &c);
+  qsort(c.all, c.count, sizeof *c.all, by_size);
+  for (size_t i = 0; i < c.count;) {
+    size_t weights = 0, made = 0, j = i;
+    for (; j < c.count && c.all[j].size == c.all[i].size; j++)
+      c.all[j].weight ? weights++ : made++;
+    uint64_t grads = made < weights ? made : weights, bytes;
+    if (__builtin_mul_overflow(c.all[i].size, grads, &bytes) || bytes > (uint64_t)INT64_MAX)
+      bytes = (uint64_t)INT64_MAX;
+    r->gradients_made = ol_sat_add(r->gradients_made, (int64_t)bytes);
+    if (request_backward && c.all[i].size == r->request && made < weights)
+      r->request_is_gradient = true;
+    i = j;
+  }
+  free(c.all);
+}
+
 ol_oom_verdict_t ol_account_served(ol_account_t *a, int device, uint64_t size)
 {
   ol_account_device_t *ad = &a->devices[ol_account_clamp(device)];
@@ -354,6 +424,7 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   r->first_persistent = dev->phases.first_low_known ? dev->phases.first_low : -1;
   ol_account_role_bytes(a, device, OL_SITES_BY_CURRENT, &r->roles_known, r->role_bytes);
   request_role(a, device, r);
+  gradients_being_made(a, device, r);
   if (r->iterations == 0) /* a log left full reads as unknown */
     ol_first_step_read(a->devices[ol_account_clamp(device)].first_step, r->request,
                        &r->first_step);

@@ -119,14 +119,18 @@ typedef struct state {
 
 static bool request_is_state(const ol_oom_record_t *r)
 {
-  return r->request_role_known &&
-         (r->request_role == OL_ROLE_weights || r->request_role == OL_ROLE_optimizer ||
-          r->request_role == OL_ROLE_gradients);
+  return r->request_is_gradient ||
+         (r->request_role_known &&
+          (r->request_role == OL_ROLE_weights || r->request_role == OL_ROLE_optimizer ||
+           r->request_role == OL_ROLE_gradients));
 }
 
+/* The gradients a backward was making before any outlived one
+ * (gradients_made) are state as much as those kept from a step before. */
 static int64_t role_state(const ol_oom_record_t *r)
 {
-  return ol_sat_add(ol_sat_add(r->role_bytes[OL_ROLE_weights], r->role_bytes[OL_ROLE_gradients]),
+  int64_t grads = ol_sat_add(r->role_bytes[OL_ROLE_gradients], r->gradients_made);
+  return ol_sat_add(ol_sat_add(r->role_bytes[OL_ROLE_weights], grads),
                     r->role_bytes[OL_ROLE_optimizer]);
 }
 
@@ -406,6 +410,10 @@ static void explain_roles(ol_buf_t *out, const ol_oom_record_t *r)
     ol_buf_printf(out, "nothing live");
   if (r->request_role_known)
     ol_buf_printf(out, "; the request was for %s", ol_role_name(r->request_role));
+  if (r->gradients_made > 0 || r->request_is_gradient)
+    ol_buf_printf(out, "; the backward had made %s of tensors of its parameters' sizes, taken "
+                  "as their gradients%s", size_text(a, r->gradients_made),
+                  r->request_is_gradient ? ", and the request is one more" : "");
   ol_buf_printf(out, ".");
 }
 
@@ -863,6 +871,19 @@ static void advise_shrinking_state(ol_buf_t *out)
                 "CPU offload or LoRA move or avoid most of it.");
 }
 
+/* The job ran out before any compute, making weights beside weights: a
+ * model being moved or a checkpoint being read (roles.c names both
+ * weights). */
+static bool loading_weights(const ol_oom_record_t *r)
+{
+  int64_t held = 0;
+  for (int i = 0; i < OL_ROLE_COUNT; i++)
+    if (i != OL_ROLE_weights && i != OL_ROLE_unknown)
+      held = ol_sat_add(held, r->role_bytes[i]);
+  return r->roles_known && r->iterations == 0 && held == 0 && r->request_role_known &&
+         r->request_role == OL_ROLE_weights;
+}
+
 static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32];
@@ -886,6 +907,17 @@ static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
     ol_buf_printf(out, "Weights, gradients and optimizer state hold %s of the %s this process "
                   "can have, which leaves less than %d%% of it for any batch. ",
                   size_text(a, s.bytes), size_text(b, available(r)), HEADROOM_PERCENT);
+  if (r->request_is_gradient)
+    ol_buf_printf(out, "The backward ran out making a gradient (%s, as large as the parameter it "
+                  "is for): every trained parameter's gradient is as large as it. Train fewer "
+                  "(freeze them, or LoRA), or give a large embedding sparse gradients "
+                  "(sparse=True, with SGD or SparseAdam). ", size_of(a, r->request));
+  else if (loading_weights(r))
+    ol_buf_printf(out, "Nothing but weights is held, and the request is for weights: if a "
+                  "checkpoint is being loaded onto the device beside the model it is for "
+                  "(torch.load with map_location on the device), the weights are there twice; "
+                  "load it to the CPU (map_location='cpu', or mmap=True with "
+                  "load_state_dict(assign=True)). ");
   advise_shrinking_state(out);
 }
 
@@ -1164,6 +1196,8 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t
     ol_buf_printf(out, "\"%s\"", ol_role_name(r->request_role));
   else
     ol_buf_printf(out, "null");
+  ol_buf_printf(out, ", \"gradients_made\": %" PRId64 ", \"request_is_gradient\": %s",
+                r->gradients_made, r->request_is_gradient ? "true" : "false");
   ol_buf_printf(out, ", \"state\": %" PRId64 ", \"state_from\": \"%s\", \"before_first_free\": %" PRId64
                 ", \"iteration_need\": %" PRId64 ", \"first_persistent\": %" PRId64
                 ", \"batch\": %" PRId64,

@@ -146,7 +146,14 @@ static bool optimizer(const py_frame_t *f)
  * modules' materialize), torch/nn/init.py, reset_parameters, transformers'
  * _init_weights, and a torch.nn module's __init__ (the live path shows the
  * folder; a job's own __init__ may as well make a data buffer, so not
- * every __init__). */
+ * every __init__). A checkpoint read onto the device is weights too:
+ * torch.load with map_location on the device makes every tensor under
+ * torch/serialization.py (its innermost frames, storage.py's to and
+ * _utils.py's _to, name nothing), and safetensors' load_file and
+ * safe_open under its folder. A checkpoint may hold optimizer state as
+ * well; both are state, which is what the diagnosis asks (held-out
+ * checkpoint_load on the H200: the weights and a second copy loaded with
+ * map_location='cuda' under a 3G cap, read as "other"). */
 static bool weights(const py_frame_t *f)
 {
   static const char *const module_moves[] = {"_apply", "to", "cuda", "xpu", "to_empty", NULL};
@@ -157,6 +164,7 @@ static bool weights(const py_frame_t *f)
          contains(f->function, "load_state_dict") ||
          contains(f->function, "load_from_state_dict") || any_of(f->function, makers) ||
          same(f->base, "parameter.py") || same(f->base, "init.py") ||
+         same(f->base, "serialization.py") || contains(f->path, "safetensors/") ||
          (same(f->function, "__init__") && contains(f->path, "nn/modules/"));
 }
 

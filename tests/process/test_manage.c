@@ -369,6 +369,23 @@ START_TEST(capacity_limits_the_pool)
 }
 END_TEST
 
+/* A process that arrives mid-training under OOMLENS_CAPACITY takes its
+ * share of the smaller device: the job's request that no longer fits is
+ * an out-of-memory error, diagnosed as memory held elsewhere (measured
+ * once at the start, the newcomer went unseen and the request was served:
+ * held-out external_late on the H200). */
+START_TEST(capacity_sees_a_process_that_arrives_later)
+{
+  const char *extra[] = {"OOMLENS_CAPACITY=256M", "SIMCU_EXTERNAL=0", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("capacity_newcomer", extra, &run);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1);
+  ck_assert_str_eq(ol_json_string(ol_json_path(r, DEV "oom.class")), "external");
+  ck_assert_int_ge(harness_int(r, DEV "oom.external"), 160ll << 20);
+  ol_json_free(r);
+}
+END_TEST
+
 /* Issue 15: with a max split size and no trimming the pool kept the whole
  * device mapped and the job's own cuMemCreate failed; the pool gives its
  * free memory back when the driver refuses the job, and the job is served. */
@@ -489,6 +506,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, async_free_reused_at_once_on_its_stream);
   tcase_add_test(tc, async_free_waits_for_its_stream_elsewhere);
   tcase_add_test(tc, capacity_limits_the_pool);
+  tcase_add_test(tc, capacity_sees_a_process_that_arrives_later);
   tcase_add_test(tc, pool_gives_back_when_the_driver_refuses);
   tcase_add_test(tc, destroyed_stream_keeps_its_fence);
   tcase_add_test(tc, held_frees_come_back_before_the_pool_grows);

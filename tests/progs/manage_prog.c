@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -508,6 +509,28 @@ static int smaller_device(void)
   return 0;
 }
 
+/* Under OOMLENS_CAPACITY=256M, another process takes 160 MiB of the
+ * device while the job runs (and never asks the driver what is free): the
+ * smaller device has that much less for the job, as a real one would. It
+ * gives it back: the job is served again. */
+static int capacity_newcomer(void)
+{
+  void *a, *b;
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  CHECK(cudaMalloc(&a, 64 * MiB) == cudaSuccess);
+  simcu_set_external(0, 160 * MiB);
+  struct timespec pause = {0, 30 * 1000 * 1000}; /* past the library's remeasure */
+  nanosleep(&pause, NULL);
+  CHECK(cudaMalloc(&b, 64 * MiB) == cudaErrorMemoryAllocation);
+  CHECK(cudaMalloc(&b, 16 * MiB) == cudaSuccess); /* a smaller one: the 64 was an OOM */
+  CHECK(cudaFree(b) == cudaSuccess);
+  simcu_set_external(0, 0);
+  CHECK(cudaMalloc(&b, 128 * MiB) == cudaSuccess); /* measured again before a refusal */
+  CHECK(cudaFree(b) == cudaSuccess);
+  CHECK(cudaFree(a) == cudaSuccess);
+  return 0;
+}
+
 /* The job's own requests to the driver (cudaMalloc during a capture,
  * cuMemCreate) when the pool holds the device's memory free: under
  * OOMLENS_POOL_TRIM=0 the pool keeps what it mapped, and the driver
@@ -596,6 +619,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "move_pending")) return move_pending();
   if (!strcmp(s, "async_same_stream")) return async_same_stream();
   if (!strcmp(s, "capacity")) return smaller_device();
+  if (!strcmp(s, "capacity_newcomer")) return capacity_newcomer();
   if (!strcmp(s, "driver_after_pool")) return driver_after_pool();
   if (!strcmp(s, "async_other_stream")) return async_other_stream();
   if (!strcmp(s, "destroyed_stream")) return destroyed_stream();

@@ -4,7 +4,7 @@
  * Devices are found by the PCI bus id the fake driver gives them
  * (0000:XX:00.0, device XX - 0x10). The processes on every device are this
  * process, holding what the fake driver counts as used on that device less
- * SIMCU_EXTERNAL (the fake driver's stand-in for others' memory), and
+ * what it holds for others (SIMCU_EXTERNAL, or simcu_set_external), and
  * those of SIMNVML_PROCS="pid:bytes[,pid:bytes...]" (K/M/G suffixes), so a
  * test can put another process's memory on the device. NVML's own ABI
  * (types and return codes) is written here from its documentation. */
@@ -85,9 +85,11 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
     nvmlProcessInfo_t all[MAX_PROCS];
     int n = 0, index = (int)(uintptr_t)device - 1;
     size_t (*used)(int) = (size_t (*)(int))dlsym(RTLD_DEFAULT, "simcu_used_bytes");
+    /* the driver's figure now: a test may set it while the job runs */
+    size_t (*held)(int) = (size_t (*)(int))dlsym(RTLD_DEFAULT, "simcu_external_bytes");
     const char *external = getenv("SIMCU_EXTERNAL");
     char *end;
-    unsigned long long others = external ? parse_bytes(external, &end) : 0;
+    unsigned long long others = held ? held(index) : external ? parse_bytes(external, &end) : 0;
     unsigned long long ours = used ? used(index) : 0;
     all[n++] = (nvmlProcessInfo_t){(unsigned int)getpid(), ours > others ? ours - others : 0,
                                    0xffffffffu, 0xffffffffu};

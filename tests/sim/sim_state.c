@@ -410,6 +410,14 @@ size_t simcu_used_bytes(int dev)
     return v;
 }
 
+size_t simcu_external_bytes(int dev)
+{
+    sim_lock();
+    size_t v = sim_dev_valid(dev) ? sim.dev[dev].external : 0;
+    sim_unlock();
+    return v;
+}
+
 size_t simcu_peak_used_bytes(int dev)
 {
     sim_lock();

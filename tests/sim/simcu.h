@@ -54,6 +54,8 @@ void simcu_fail_alloc_error(CUresult err);
 /* external + every live allocation (cuMemAlloc sizes rounded up to 512 B,
  * cuMemCreate handles until released and unmapped). */
 size_t simcu_used_bytes(int dev);
+/* What the device holds for others (SIMCU_EXTERNAL, or simcu_set_external). */
+size_t simcu_external_bytes(int dev);
 size_t simcu_peak_used_bytes(int dev);
 /* Allocations whose memory still counts as used: cuMemAlloc/cuMemAllocAsync
  * blocks not yet released, plus cuMemCreate handles. */

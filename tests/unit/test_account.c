@@ -434,6 +434,59 @@ START_TEST(the_failed_request_names_its_role)
 }
 END_TEST
 
+static void apply_with_frames(ol_account_t *a, ol_trace_action_t action, uint64_t addr,
+                              uint64_t size, const char *frames)
+{
+  ol_trace_event_t ev = event_of(action, addr, size);
+  ev.frames = frames;
+  ev.frames_len = frames ? strlen(frames) : 0;
+  ck_assert(ol_account_apply(a, &ev, NULL));
+}
+
+/* A first backward's gradients are "backward" by their frames (none has
+ * outlived a backward yet): the backward's blocks of a live weight's size
+ * are counted as the gradients being made, at most one per weight of that
+ * size, and a request of such a size with a gradient still to come is one
+ * more (held-out embed_grads: the embedding's dense gradient was read as
+ * the batch's memory). */
+START_TEST(a_first_backward_counts_the_gradients_it_makes)
+{
+  static const char weights[] = "module.py:1097:<lambda>;module.py:965:_apply;train.py:9:main";
+  static const char engine[] = "(thread pt_autograd_0)";
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_SITES);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x100000000, 512 * MiB, weights); /* an embedding */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x200000000, 8 * MiB, weights);   /* two layers */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x210000000, 8 * MiB, weights);
+  /* the backward: both layers' gradients and a third block of their size
+   * (an activation's gradient, by chance as large), and a temporary */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x300000000, 8 * MiB, engine);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x310000000, 8 * MiB, engine);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x320000000, 8 * MiB, engine);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x330000000, 3 * MiB, engine);
+  apply_with_frames(&a, OL_TRACE_OOM, 0, 512 * MiB, engine);
+  ol_oom_record_t r;
+  ol_oom_record_init(&r, 512 * MiB);
+  ol_account_oom_figures(&a, 0, &r);
+  ck_assert_int_eq(r.role_bytes[OL_ROLE_gradients], 0);
+  ck_assert_int_eq(r.role_bytes[OL_ROLE_backward], 27 * MiB);
+  ck_assert_int_eq(r.gradients_made, 16 * MiB);
+  ck_assert(r.request_is_gradient);
+  /* a request of no weight's size is not a gradient */
+  apply_with_frames(&a, OL_TRACE_OOM, 0, 100 * MiB, engine);
+  ol_oom_record_init(&r, 100 * MiB);
+  ol_account_oom_figures(&a, 0, &r);
+  ck_assert_int_eq(r.gradients_made, 16 * MiB);
+  ck_assert(!r.request_is_gradient);
+  /* nor one the forward makes */
+  apply_with_frames(&a, OL_TRACE_OOM, 0, 512 * MiB, "linear.py:134:forward;train.py:20:step");
+  ol_oom_record_init(&r, 512 * MiB);
+  ol_account_oom_figures(&a, 0, &r);
+  ck_assert(!r.request_is_gradient);
+  ol_account_free(&a);
+}
+END_TEST
+
 /* VMM mapped memory: the job's cuMemMap and our pool's chunks, live, are
  * the trace's segment_map and segment_unmap events; both count them the
  * same, with the reserved memory and segments they make. */
@@ -890,6 +943,7 @@ static Suite *account_suite(void)
   tcase_add_test(rules, lazy_at_peak_equals_a_copy_at_each_mark);
   tcase_add_test(rules, a_stale_block_is_freed_first);
   tcase_add_test(rules, the_failed_request_names_its_role);
+  tcase_add_test(rules, a_first_backward_counts_the_gradients_it_makes);
   tcase_add_test(rules, shared_sites_peak_over_devices);
   tcase_add_test(rules, reserved_memory_never_below_zero);
   tcase_add_test(rules, mapped_memory_live_equals_trace);

@@ -39,6 +39,13 @@ static const role_case_t cases[] = {
   {"transformers/modeling_utils.py:812:_load_state_dict_into_meta_model;"
    "transformers/modeling_utils.py:5000:_load_pretrained_model;train.py:3:main",
    OL_ROLE_weights},
+  /* a checkpoint read onto the device (held-out checkpoint_load's frames,
+   * and the recorder's base names); safetensors' load_file */
+  {"torch/_utils.py:106:_to;torch/storage.py:289:to;torch/serialization.py:668:_deserialize;"
+   "train.py:57:resume", OL_ROLE_weights},
+  {"_utils.py:106:_to;storage.py:289:to;serialization.py:668:_deserialize;train.py:57:resume",
+   OL_ROLE_weights},
+  {"safetensors/torch.py:313:load_file;train.py:12:main", OL_ROLE_weights},
   /* a lazy module's parameters, made inside its first forward: the
    * innermost frame that names a role wins */
   {"torch/nn/parameter.py:80:materialize;torch/nn/modules/lazy.py:200:_infer_parameters;"
