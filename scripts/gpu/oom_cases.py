@@ -24,12 +24,17 @@ def gpt2_model(**cfg):
     return GPT2LMHeadModel(GPT2Config(**cfg)).cuda()
 
 
+def learn(loss, opt):
+    """One optimizer step from loss, its gradients set to None after."""
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
 def train_steps(model, opt, batches, loss_of):
     for x in batches:
         loss = loss_of(model, x)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        learn(loss, opt)
         del loss
         yield
 
@@ -59,9 +64,7 @@ def resnet_batch(batch, steps):
         x = torch.randn(batch, 3, 224, 224, device='cuda')
         y = torch.randint(0, 1000, (batch,), device='cuda')
         loss = torch.nn.functional.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        learn(loss, opt)
         del loss, x, y
         yield
 
@@ -117,9 +120,7 @@ def leak_eval(batch, steps):
     for _ in range(steps):
         x = torch.randint(0, 50257, (batch, 1024), device='cuda')
         loss = m(input_ids=x, labels=x).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        learn(loss, opt)
         del loss
         val = torch.randint(0, 50257, (batch, 1024), device='cuda')
         kept.append(m(input_ids=val).logits[:, -1])  # the bug: a slice keeps the graph
@@ -208,9 +209,7 @@ def slow_leak(batch, steps):
     for _ in range(steps):
         x = torch.randint(0, 50257, (batch, 1024), device='cuda')
         out = m(input_ids=x, labels=x)
-        out.loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        learn(out.loss, opt)
         kept.append(out.logits[:, -40:].detach().clone())  # the bug: kept for good
         del out
         yield
@@ -280,9 +279,7 @@ def lstm_step(m, opt, batch, length=256):
     x = torch.randint(0, 10000, (batch, length), device='cuda')
     hidden, logits = m(x)
     loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), x.flatten())
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    learn(loss, opt)
     return hidden
 
 
@@ -361,9 +358,7 @@ def accum_leak(batch, steps):
         total = total + t5_loss(m, batch)
         done += 1
         if done == window:
-            total.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            learn(total, opt)
             window, done, total = window + 1, 0, 0
         yield
 
@@ -391,9 +386,7 @@ def seg_batch(batch, steps):
         x = torch.randn(batch, 3, 384, 384, device='cuda')
         y = torch.randint(0, 21, (batch, 384, 384), device='cuda')
         loss = torch.nn.functional.cross_entropy(m(x)['out'], y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        learn(loss, opt)
         del loss, x, y
         yield
 
@@ -674,9 +667,7 @@ def rnn_curriculum_fits(batch, steps):
         x = torch.randint(0, 8000, (batch, 32 * (step + 1)), device='cuda')
         logits = m(x)
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), x.flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        learn(loss, opt)
         del loss, logits
         yield
 
@@ -702,9 +693,7 @@ def embed_grads(batch, steps):
     for _ in range(steps):
         x = torch.randint(0, 1_000_000, (batch, 32), device='cuda')
         loss = m(x).square().mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        learn(loss, opt)
         del loss
         yield
 
@@ -761,9 +750,7 @@ def replay_leak(batch, steps):
         buffer.append(torch.rand(64, 4, 84, 84, device='cuda'))  # the bug: unbounded
         obs = torch.cat(random.sample(buffer, min(4, len(buffer))))
         loss = q(obs).max(1).values.square().mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        learn(loss, opt)
         del loss, obs
         yield
 
@@ -782,9 +769,7 @@ def varshape_fits(batch, steps):
         x = torch.randn(batch, 3, size, size, device='cuda')
         y = torch.randint(0, 1000, (batch,), device='cuda')
         loss = torch.nn.functional.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        learn(loss, opt)
         del loss, x, y
         yield
 
@@ -800,9 +785,7 @@ def effnet_batch(batch, steps):
         with torch.autocast('cuda', dtype=torch.bfloat16):
             loss = torch.nn.functional.cross_entropy(
                 m(x.to(memory_format=torch.channels_last)), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        learn(loss, opt)
         del loss
         yield
 
