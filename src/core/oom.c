@@ -125,11 +125,19 @@ static bool request_is_state(const ol_oom_record_t *r)
            r->request_role == OL_ROLE_gradients));
 }
 
-/* The gradients a backward was making before any outlived one
- * (gradients_made) are state as much as those kept from a step before. */
+/* The gradients a backward was making before any outlived one are state
+ * as much as those kept from a step before. Under PyTorch's cache a
+ * segment packs many small tensors (a weights' 2 or 20 MiB segment beside
+ * a backward's of that size says nothing), so there only the request, a
+ * large tensor's own segment, is taken as one. */
+static int64_t gradients_made(const ol_oom_record_t *r)
+{
+  return r->segments_only ? 0 : r->gradients_made;
+}
+
 static int64_t role_state(const ol_oom_record_t *r)
 {
-  int64_t grads = ol_sat_add(r->role_bytes[OL_ROLE_gradients], r->gradients_made);
+  int64_t grads = ol_sat_add(r->role_bytes[OL_ROLE_gradients], gradients_made(r));
   return ol_sat_add(ol_sat_add(r->role_bytes[OL_ROLE_weights], grads),
                     r->role_bytes[OL_ROLE_optimizer]);
 }
@@ -410,10 +418,12 @@ static void explain_roles(ol_buf_t *out, const ol_oom_record_t *r)
     ol_buf_printf(out, "nothing live");
   if (r->request_role_known)
     ol_buf_printf(out, "; the request was for %s", ol_role_name(r->request_role));
-  if (r->gradients_made > 0 || r->request_is_gradient)
+  if (gradients_made(r) > 0)
     ol_buf_printf(out, "; the backward had made %s of tensors of its parameters' sizes, taken "
-                  "as their gradients%s", size_text(a, r->gradients_made),
+                  "as their gradients%s", size_text(a, gradients_made(r)),
                   r->request_is_gradient ? ", and the request is one more" : "");
+  else if (r->request_is_gradient)
+    ol_buf_printf(out, "; the request, as large as a parameter, is taken as its gradient");
   ol_buf_printf(out, ".");
 }
 

@@ -491,6 +491,38 @@ START_TEST(persistent_names_the_state_not_a_batch)
 }
 END_TEST
 
+/* A first backward out asking for a gradient as large as its weight
+ * (held-out embed_grads): the weights and that gradient are the state,
+ * and they do not fit; the same request not known as a gradient is the
+ * iteration's memory. Under PyTorch's cache the gradients counted from
+ * segments of weights' sizes are not taken (a segment packs many small
+ * tensors), the request still is. */
+START_TEST(a_gradient_that_does_not_fit_is_the_state)
+{
+  ol_oom_record_t r = {BASE, NO_BLOCKS, .request = 7 * GiB, .reserved = 8 * GiB,
+                       .allocated = 8 * GiB, ROLES(7 * GiB, 0, 0, 512 << 20),
+                       .request_role_known = true, .request_role = OL_ROLE_backward,
+                       .request_is_gradient = true};
+  r.role_bytes[OL_ROLE_backward] = 512 << 20;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_persistent);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "The backward ran out making a gradient (7.00 GiB"), "%s",
+                text.data);
+  ol_buf_free(&text);
+  r.request_is_gradient = false;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
+  /* gradients being made, the request not one of them */
+  r.request = 1 * GiB;
+  r.gradients_made = 6 * GiB; /* 13 of 16 GiB: past the 80% */
+  r.role_bytes[OL_ROLE_backward] = 6 * GiB;
+  r.allocated = r.reserved = 14 * GiB;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_persistent);
+  r.segments_only = true;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_undetermined);
+}
+END_TEST
+
 typedef struct {
   const char *trace, *policy;
   uint64_t capacity;
@@ -670,6 +702,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, no_batch_fits_is_said);
   tcase_add_test(classes, persistent_names_the_state_not_a_batch);
   tcase_add_test(classes, large_weights_in_the_first_forward_give_both_fixes);
+  tcase_add_test(classes, a_gradient_that_does_not_fit_is_the_state);
   tcase_add_loop_test(classes, request_past_int64_is_impossible, 0,
                       sizeof huge_cases / sizeof *huge_cases);
   tcase_add_test(classes, extreme_figures_do_not_overflow);
