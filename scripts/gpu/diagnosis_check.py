@@ -400,12 +400,14 @@ def figure_text(row):
 def bisect_within_budget(case, row):
     """The largest batch that fits, by bisection under the same cap in
     manage mode, while the budget lasts; each try is allowed twice the
-    case's own manage run. The manage run's own figure, where it gave one,
+    case's own manage run, and a minute at least (a smaller batch may take
+    longer than the failed run: held-out effnet_batch at 114 ran past 20 s
+    where 512 ran out in 10). The manage run's own figure, where it gave one,
     is probed first, then its neighbour: only the order of the tries comes
     from it, every answer from a run, so a wrong figure costs tries, never
     the truth."""
     lo, hi, tries = 0, case['batch'], []
-    per_try = max(10, 2 * row['manage'].get('seconds', 30))
+    per_try = max(60, 2 * row['manage'].get('seconds', 30))
     guesses = [g for g in [row['manage'].get('batch_fits')] if g]
     while hi - lo > 1 and left_s() > per_try:
         guess = guesses.pop(0) if guesses else None
