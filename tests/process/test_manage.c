@@ -381,7 +381,8 @@ START_TEST(capacity_sees_a_process_that_arrives_later)
   ol_json_t *r = run_managed("capacity_newcomer", extra, &run);
   ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1);
   ck_assert_str_eq(ol_json_string(ol_json_path(r, DEV "oom.class")), "external");
-  ck_assert_int_ge(harness_int(r, DEV "oom.external"), 160ll << 20);
+  /* all the driver says it holds, not what the cap leaves it (192 MiB) */
+  ck_assert_int_ge(harness_int(r, DEV "oom.external"), 224ll << 20);
   ol_json_free(r);
 }
 END_TEST

@@ -509,23 +509,24 @@ static int smaller_device(void)
   return 0;
 }
 
-/* Under OOMLENS_CAPACITY=256M, another process takes 160 MiB of the
+/* Under OOMLENS_CAPACITY=256M, another process takes 224 MiB of the
  * device while the job runs (and never asks the driver what is free): the
- * smaller device has that much less for the job, as a real one would. It
- * gives it back: the job is served again. */
+ * smaller device has that much less for the job, as a real one would,
+ * and more than the cap leaves beside the job's 64 MiB. It gives it back:
+ * the job is served again. */
 static int capacity_newcomer(void)
 {
   void *a, *b;
   CHECK(cudaFree(NULL) == cudaSuccess);
   CHECK(cudaMalloc(&a, 64 * MiB) == cudaSuccess);
-  simcu_set_external(0, 160 * MiB);
+  simcu_set_external(0, 224 * MiB);
   struct timespec pause = {0, 30 * 1000 * 1000}; /* past the library's remeasure */
   nanosleep(&pause, NULL);
   CHECK(cudaMalloc(&b, 64 * MiB) == cudaErrorMemoryAllocation);
-  CHECK(cudaMalloc(&b, 16 * MiB) == cudaSuccess); /* a smaller one: the 64 was an OOM */
-  CHECK(cudaFree(b) == cudaSuccess);
   simcu_set_external(0, 0);
-  CHECK(cudaMalloc(&b, 128 * MiB) == cudaSuccess); /* measured again before a refusal */
+  CHECK(cudaMalloc(&b, 16 * MiB) == cudaSuccess); /* another size: the 64 was an OOM */
+  CHECK(cudaFree(b) == cudaSuccess);
+  CHECK(cudaMalloc(&b, 128 * MiB) == cudaSuccess);
   CHECK(cudaFree(b) == cudaSuccess);
   CHECK(cudaFree(a) == cudaSuccess);
   return 0;
