@@ -21,8 +21,7 @@
 #define REMEASURE_NS 10000000ull /* 10 ms */
 
 static _Atomic int64_t external_bytes[OL_MAX_DEVICES];
-static atomic_bool measured[OL_MAX_DEVICES];
-static _Atomic uint64_t measured_ns[OL_MAX_DEVICES];
+static _Atomic uint64_t measured_ns[OL_MAX_DEVICES]; /* 0: never measured */
 
 static uint64_t capacity(void)
 {
@@ -40,7 +39,6 @@ static void note_use(int device, size_t free_bytes, size_t total_bytes)
   int64_t others = used - ol_track_reserved_now(device);
   atomic_store(&external_bytes[device], others > 0 ? others : 0);
   atomic_store(&measured_ns[device], ol_own_clock_ns());
-  atomic_store(&measured[device], true);
 }
 
 static void measure(int device)
@@ -50,9 +48,14 @@ static void measure(int device)
     note_use(device, free_bytes, total_bytes);
 }
 
+static bool measured(int device)
+{
+  return atomic_load(&measured_ns[device]) != 0;
+}
+
 static bool stale(int device)
 {
-  return !atomic_load(&measured[device]) ||
+  return !measured(device) ||
          ol_own_clock_ns() - atomic_load(&measured_ns[device]) >= REMEASURE_NS;
 }
 
@@ -68,20 +71,20 @@ bool ol_capacity_allows(int device, uint64_t size)
   uint64_t cap = capacity();
   if (cap == 0 || !valid(device))
     return true;
-  bool fresh = stale(device);
-  if (fresh)
+  bool measured_now = stale(device);
+  if (measured_now)
     measure(device);
   if (fits(device, cap, size))
     return true;
-  /* never refuse on an old figure: the other process may have gone */
-  if (!fresh)
-    measure(device);
-  return !fresh && fits(device, cap, size);
+  if (measured_now)
+    return false;
+  measure(device); /* never refuse on an old figure: the other process may have gone */
+  return fits(device, cap, size);
 }
 
 int64_t ol_capacity_outside(int device)
 {
-  if (capacity() == 0 || !valid(device) || !atomic_load(&measured[device]))
+  if (capacity() == 0 || !valid(device) || !measured(device))
     return -1;
   return atomic_load(&external_bytes[device]);
 }
