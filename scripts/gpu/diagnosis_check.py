@@ -315,6 +315,22 @@ HELD_OUT = [
          observe=('undetermined', HIDDEN), bisect=True),
     dict(name='external_late', cap='12G', batch=2, steps=5, truth='external', warn=False),
     dict(name='checkpoint_load', cap='3G', batch=1, steps=1, truth='persistent', warn=False),
+    # The fourth held-out set (session 13, 2026-12-03; run it with
+    # OOMLENS_DIAG_CASES=gan_batch,audio_batch,native_tf_batch,burst_leak,
+    # mining_leak,ema_state,cupy_pool,retry_fits before any of it is looked at).
+    dict(name='gan_batch', cap='3G', batch=2048, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
+    dict(name='audio_batch', cap='6G', batch=64, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
+    dict(name='native_tf_batch', cap='8G', batch=48, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
+    dict(name='burst_leak', cap='6G', batch=4, steps=2000, truth='leak', warn=True,
+         observe=('undetermined', HIDDEN)),
+    dict(name='mining_leak', cap='3G', batch=32, steps=5000, truth='leak', warn=True,
+         observe=('undetermined', HIDDEN)),
+    dict(name='ema_state', cap='4G', batch=64, steps=2, truth='persistent', warn=False),
+    dict(name='cupy_pool', cap='12G', batch=2, steps=3, truth='external', warn=False),
+    dict(name='retry_fits', cap='8G', batch=4, steps=24, truth='none', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':
