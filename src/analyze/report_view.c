@@ -214,17 +214,27 @@ static void read_own_time(const at_t *root, ol_report_t *v)
                                        .call_sites_us = micros(&t, "call_sites_s")};
 }
 
+/* One role's bytes of a roles object; "library" came in minor 12, and a
+ * report of an earlier minor had none of it. */
+static int64_t role_bytes_in(const at_t *roles, ol_role_t role)
+{
+  if (role == OL_ROLE_library)
+    return ol_json_may_int(roles, ol_role_name(role), BYTES, 0);
+  return ol_json_need_int(roles, ol_role_name(role), BYTES);
+}
+
 /* What the memory was for at the failure, and the request's own role. */
 static void read_oom_roles(const at_t *oom, ol_oom_record_t *r)
 {
   at_t roles = ol_json_may_object(oom, "roles");
   r->roles_known = ol_json_may_bool(oom, "roles_known", false);
   for (int i = 0; i < OL_ROLE_COUNT; i++)
-    r->role_bytes[i] = ol_json_need_int(&roles, ol_role_name((ol_role_t)i), BYTES);
+    r->role_bytes[i] = role_bytes_in(&roles, (ol_role_t)i);
   const char *role = ol_json_may_string(oom, "request_role", NULL);
   r->request_role_known = ol_role_parse(role, &r->request_role);
   /* minor 11; a report of an earlier minor counted no gradients being made */
   r->gradients_made = ol_json_may_int(oom, "gradients_made", BYTES, 0);
+  r->gradients_made_own_segments = ol_json_may_int(oom, "gradients_made_own_segments", BYTES, 0);
   r->request_is_gradient = ol_json_may_bool(oom, "request_is_gradient", false);
 }
 
@@ -435,8 +445,8 @@ static void read_roles(const at_t *dev, ol_report_device_t *d)
   at_t peak = ol_json_need_object(&roles, "at_peak"), now = ol_json_need_object(&roles, "now");
   d->roles_known = ol_json_may_bool(&roles, "known", false);
   for (int i = 0; i < OL_ROLE_COUNT; i++) {
-    d->roles_at_peak[i] = ol_json_need_int(&peak, ol_role_name((ol_role_t)i), BYTES);
-    d->roles_now[i] = ol_json_need_int(&now, ol_role_name((ol_role_t)i), BYTES);
+    d->roles_at_peak[i] = role_bytes_in(&peak, (ol_role_t)i);
+    d->roles_now[i] = role_bytes_in(&now, (ol_role_t)i);
   }
 }
 

@@ -327,7 +327,7 @@ static int by_size(const void *x, const void *y)
  * gradient asked for under a 4G cap, read as the batch's memory). */
 static void gradients_being_made(const ol_account_t *a, int device, ol_oom_record_t *r)
 {
-  r->gradients_made = 0;
+  r->gradients_made = r->gradients_made_own_segments = 0;
   r->request_is_gradient = false;
   const ol_sites_t *sites = ol_account_sites(a, device);
   bool request_backward = r->request_role_known && r->request_role == OL_ROLE_backward;
@@ -347,6 +347,8 @@ static void gradients_being_made(const ol_account_t *a, int device, ol_oom_recor
     if (__builtin_mul_overflow(c.all[i].size, grads, &bytes) || bytes > (uint64_t)INT64_MAX)
       bytes = (uint64_t)INT64_MAX;
     r->gradients_made = ol_sat_add(r->gradients_made, (int64_t)bytes);
+    if (c.all[i].size > OL_SHARED_SEGMENT_BYTES)
+      r->gradients_made_own_segments = ol_sat_add(r->gradients_made_own_segments, (int64_t)bytes);
     if (request_backward && c.all[i].size == r->request && made < weights)
       r->request_is_gradient = true;
     i = j;

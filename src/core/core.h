@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 11  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient) */
+#define OL_REPORT_MINOR 12  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -307,7 +307,7 @@ bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, ui
 /* ---- oom.c: why an allocation failed, and what to change -------------- */
 #define OL_OOM_CLASSES(X)                                                        \
   X(impossible, "the request alone is larger than the device")                  \
-  X(external, "memory held outside this process's allocations")                 \
+  X(external, "memory held elsewhere: other processes, or another library here") \
   X(fragmentation, "enough free reserved memory, but no block large enough")    \
   X(leak, "what the iterations hold grows iteration after iteration")          \
   X(persistent, "weights, gradients and optimizer state do not fit")            \
@@ -329,8 +329,15 @@ typedef enum ol_oom_class {
   X(optimizer, "optimizer state")                                     \
   X(activations, "activations (the forward pass)")                    \
   X(backward, "backward-pass temporaries")                            \
+  X(library, "another library's memory in this process (CuPy, JAX...)") \
   X(other, "other (a call site of no known role)")                    \
   X(unknown, "not known (no frames: not sampled, or frames off)")
+
+/* PyTorch's caching allocator packs requests of 1 to 10 MiB into segments
+ * of 20 MiB (and smaller ones into 2 MiB); a larger request gets a segment
+ * of its own, its size rounded up to 2 MiB. A segment larger than this was
+ * made for one tensor. */
+#define OL_SHARED_SEGMENT_BYTES (20ull << 20)
 
 typedef enum ol_role {
 #define OL_ROLE_ENUM(name, what) OL_ROLE_##name,
@@ -418,8 +425,12 @@ typedef struct ol_oom_record {
   /* Where no gradient outlived a backward yet (role_bytes' gradients 0):
    * the backward's live bytes in blocks of a weight's size, taken as the
    * gradients it is making (account.c); request_is_gradient: the request
-   * is one more. Counted in role_bytes' backward as well. */
+   * is one more. Counted in role_bytes' backward as well.
+   * gradients_made_own_segments: those of them in blocks larger than
+   * OL_SHARED_SEGMENT_BYTES, which under PyTorch's cache are segments
+   * made for one tensor each. */
   int64_t gradients_made;
+  int64_t gradients_made_own_segments;
   bool request_is_gradient;
   /* Timing, where roles are not known: allocated when the job first freed
    * memory (its state built before any compute), -1 not yet. */

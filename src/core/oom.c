@@ -94,11 +94,30 @@ static int64_t at_least_zero(int64_t v)
   return v > 0 ? v : 0;
 }
 
-/* What the device offers this process: all of it less what others hold
- * (the CUDA context and libraries included: they stay whatever we do). */
+/* What another GPU library in this process holds (roles.c: CuPy's pool,
+ * JAX's preallocation): its blocks are among this process's, but it is
+ * held elsewhere as much as another process's memory is, and freed or
+ * capped there, not by a smaller batch (held-out cupy_pool: 8 GiB of
+ * CuPy's beside a GPT-2 step that fits alone, read as activations). */
+static int64_t library_of(const ol_oom_record_t *r)
+{
+  return r->roles_known ? at_least_zero(r->role_bytes[OL_ROLE_library]) : 0;
+}
+
+/* What the framework itself holds reserved: this process's less another
+ * library's. */
+static int64_t framework_reserved(const ol_oom_record_t *r)
+{
+  return at_least_zero(ol_sat_sub(r->reserved, library_of(r)));
+}
+
+/* What the device offers the framework: all of it less what others hold
+ * (the CUDA context and libraries included: they stay whatever we do) and
+ * what another library in this process holds. */
 static int64_t available(const ol_oom_record_t *r)
 {
-  return at_least_zero(ol_sat_sub(cap_of(r), at_least_zero(r->external)));
+  return at_least_zero(
+    ol_sat_sub(ol_sat_sub(cap_of(r), at_least_zero(r->external)), library_of(r)));
 }
 
 /* ---- what the state is ------------------------------------------------ */
@@ -127,12 +146,14 @@ static bool request_is_state(const ol_oom_record_t *r)
 
 /* The gradients a backward was making before any outlived one are state
  * as much as those kept from a step before. Under PyTorch's cache a
- * segment packs many small tensors (a weights' 2 or 20 MiB segment beside
- * a backward's of that size says nothing), so there only the request, a
- * large tensor's own segment, is taken as one. */
+ * segment of 2 or 20 MiB packs many small tensors (a weights' segment
+ * beside a backward's of that size says nothing), so there only segments
+ * made for one tensor count, and the request (held-out ema_state in
+ * observe mode: four 256 MiB gradients of four 256 MiB weights, not
+ * counted, left the state "fitting" and the class undetermined). */
 static int64_t gradients_made(const ol_oom_record_t *r)
 {
-  return r->segments_only ? 0 : r->gradients_made;
+  return r->segments_only ? r->gradients_made_own_segments : r->gradients_made;
 }
 
 static int64_t role_state(const ol_oom_record_t *r)
@@ -179,19 +200,21 @@ static int64_t others_of(const ol_oom_record_t *r)
 {
   int64_t own_context =
     r->self_device_bytes > r->reserved ? ol_sat_sub(r->self_device_bytes, r->reserved) : 0;
-  return at_least_zero(ol_sat_sub(r->external, own_context));
+  return ol_sat_add(at_least_zero(ol_sat_sub(r->external, own_context)), library_of(r));
 }
 
-/* What this process would need with the device to itself: what it holds
- * plus the request, or, once an iteration finished, what outlives the
+/* What this process's framework would need with the device to itself
+ * (another library's memory in it gone too): what it holds plus the
+ * request, or, once an iteration finished, what outlives the
  * iterations plus an iteration's need, if more (on one H200 shared by two
  * ranks, the rank with 4096-token sequences held 4.3 of a 6 GiB cap when
  * its 1 GiB request failed: the request would fit without the other rank,
  * its step would not). */
 static int64_t own_need(const ol_oom_record_t *r)
 {
-  int64_t ours = ol_sat_add(r->reserved, request_of(r));
-  int64_t iteration = ol_sat_add(r->persistent, r->iteration_need);
+  int64_t ours = ol_sat_add(framework_reserved(r), request_of(r));
+  int64_t kept = at_least_zero(ol_sat_sub(r->persistent, library_of(r)));
+  int64_t iteration = ol_sat_add(kept, r->iteration_need);
   if (r->iterations > 0 && r->iteration_need > 0 && r->persistent >= 0 && iteration > ours)
     return iteration;
   return ours;
@@ -294,7 +317,7 @@ static bool shortfall_grown(const ol_oom_record_t *r)
                               r->role_bytes[OL_ROLE_optimizer]);
     grew = kept < grew ? kept : grew;
   }
-  int64_t lacking = ol_sat_sub(ol_sat_add(r->reserved, request_of(r)), available(r));
+  int64_t lacking = ol_sat_sub(ol_sat_add(framework_reserved(r), request_of(r)), available(r));
   return grew >= cap_of(r) / OL_LEAK_SHARE && grew >= lacking &&
          grown_over(r->growth, r->iterations - 1) >= lacking;
 }
@@ -375,6 +398,19 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
 
 /* ---- the words -------------------------------------------------------- */
 
+/* Another library's memory in this process, and how each of those that
+ * keep a pool gives it back. */
+static void explain_library(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  if (library_of(r) <= 0)
+    return;
+  ol_buf_printf(out, " The library keeps its own pool (its call sites are below): CuPy's keeps "
+                "what its arrays freed (cupy.get_default_memory_pool().free_all_blocks() gives "
+                "it back, set_limit() caps it); JAX preallocates 75%% of the device unless "
+                "XLA_PYTHON_CLIENT_PREALLOCATE=false; RAPIDS (RMM) keeps the pool it was told "
+                "to make. Free it before the training, or let one allocator serve both.");
+}
+
 static const char *size_text(char buf[32], int64_t bytes)
 {
   ol_format_bytes(buf, 32, bytes);
@@ -395,7 +431,8 @@ static int64_t transient_of(const ol_oom_record_t *r)
   state_t s = state_of(r); /* holds the request when the request is state */
   if (s.source == STATE_HIDDEN || s.source == STATE_BUILDING || s.source == STATE_REQUESTED)
     return 0;
-  return at_least_zero(ol_sat_sub(ol_sat_add(r->allocated, request_of(r)), s.bytes));
+  int64_t held = at_least_zero(ol_sat_sub(r->allocated, library_of(r)));
+  return at_least_zero(ol_sat_sub(ol_sat_add(held, request_of(r)), s.bytes));
 }
 
 /* "weights 1.2 GiB, optimizer state 2.4 GiB, ..." of the roles that hold
@@ -981,11 +1018,16 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
                   "a larger device.", size_of(a, r->request), size_of(b, r->capacity));
     break;
   case OL_OOM_external:
-    ol_buf_printf(out, "Others hold %s of the %s device (other processes, and NCCL and library "
-                  "workspaces: see nvidia-smi); this process holds %s and would fit without "
-                  "them. Free or move what else runs on the device.",
-                  size_text(a, others_of(r)), size_text(b, cap_of(r)),
-                  size_text(d, r->reserved));
+    ol_buf_printf(out, "Others hold %s of the %s device (", size_text(a, others_of(r)),
+                  size_text(b, cap_of(r)));
+    if (library_of(r) > 0)
+      ol_buf_printf(out, "another GPU library in this process %s, the rest ",
+                    size_text(a, library_of(r)));
+    ol_buf_printf(out, "other processes, and NCCL and library workspaces: see nvidia-smi); "
+                  "this process%s holds %s and would fit without them. Free or move what else "
+                  "runs on the device.", library_of(r) > 0 ? "'s framework" : "",
+                  size_text(d, framework_reserved(r)));
+    explain_library(out, r);
     if (r->iterations == 0) /* what the rest of the step needs was never asked */
       ol_buf_printf(out, " (No iteration had finished: whether the whole step fits alone is "
                     "not known. If it still runs out with the device to itself, its own memory "
@@ -1206,8 +1248,9 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t
     ol_buf_printf(out, "\"%s\"", ol_role_name(r->request_role));
   else
     ol_buf_printf(out, "null");
-  ol_buf_printf(out, ", \"gradients_made\": %" PRId64 ", \"request_is_gradient\": %s",
-                r->gradients_made, r->request_is_gradient ? "true" : "false");
+  ol_buf_printf(out, ", \"gradients_made\": %" PRId64 ", \"gradients_made_own_segments\": %" PRId64
+                ", \"request_is_gradient\": %s", r->gradients_made, r->gradients_made_own_segments,
+                r->request_is_gradient ? "true" : "false");
   ol_buf_printf(out, ", \"state\": %" PRId64 ", \"state_from\": \"%s\", \"before_first_free\": %" PRId64
                 ", \"iteration_need\": %" PRId64 ", \"first_persistent\": %" PRId64
                 ", \"batch\": %" PRId64,

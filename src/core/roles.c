@@ -192,6 +192,32 @@ static bool activations(const py_frame_t *f)
          same(f->base, "functional.py");
 }
 
+/* Another GPU library in the same process, which allocates through its
+ * own allocator and keeps its own cache, by its package's folder: CuPy's
+ * memory pool keeps what its arrays freed (held-out cupy_pool on the H200:
+ * 8 GiB of features made with CuPy before the training, read as the
+ * batch's memory), JAX/XLA preallocates most of the device, Numba, RAPIDS
+ * (RMM, cuDF, cuML), TensorFlow, PyCUDA and DALI have pools of their own.
+ * Not keras/ (Keras 3 runs on torch's tensors) nor triton/ (its kernels'
+ * buffers come from torch). Only live frames carry folders; PyTorch's
+ * recorder, base names alone, never names one. */
+static bool library(const py_frame_t *f)
+{
+  static const char *const packages[] = {"cupy/",      "cupyx/",  "cupy_backends/", "jax/",
+                                         "jaxlib/",    "numba/",  "rmm/",           "cudf/",
+                                         "cuml/",      "cugraph/", "tensorflow/",   "pycuda/",
+                                         "nvidia/dali/", NULL};
+  for (const char *const *p = packages; *p; p++) {
+    text_t t = f->path;
+    size_t n = strlen(*p);
+    /* the package is the path's start or follows a '/' */
+    for (size_t i = 0; n <= t.n && i + n <= t.n; i++)
+      if ((i == 0 || t.p[i - 1] == '/') && memcmp(t.p + i, *p, n) == 0)
+        return true;
+  }
+  return false;
+}
+
 /* "(thread pt_autograd_N)": PyTorch names its autograd engine's device
  * threads so; what they allocate is the backward pass. */
 static bool autograd_marker(text_t t)
@@ -207,6 +233,8 @@ ol_role_t ol_role_of_frame(const char *frame, size_t len)
     return OL_ROLE_backward;
   if (!split_python(frame, len, &f))
     return OL_ROLE_unknown;
+  if (library(&f)) /* first: its frames are its own, whatever they are called */
+    return OL_ROLE_library;
   if (optimizer(&f)) /* before weights: an optimizer's load_state_dict is its state */
     return OL_ROLE_optimizer;
   if (weights(&f))

