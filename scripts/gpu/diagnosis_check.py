@@ -374,7 +374,8 @@ def as_built(case, run):
         return 'no result'
     ran_out = result['oom'] is not None
     if ran_out == (case['truth'] != 'none'):
-        return 'ok'
+        kind = result.get('oom_type')
+        return 'ok' if kind in (None, 'OutOfMemoryError') else f'ok (PyTorch raised {kind})'
     return 'fitted (not as built)' if case['truth'] != 'none' else 'ran out (not as built)'
 
 

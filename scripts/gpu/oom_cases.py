@@ -1077,7 +1077,7 @@ def main():
     ap.add_argument('--batch', type=int, default=1)
     ap.add_argument('--steps', type=int, default=2)
     a = ap.parse_args()
-    times, oom = [], None
+    times, oom, oom_type = [], None, None
     t0 = time.perf_counter()
     try:
         for _ in CASES[a.name](a.batch, a.steps):
@@ -1085,10 +1085,15 @@ def main():
             t = time.perf_counter()
             times.append(round(t - t0, 4))
             t0 = t
-    except torch.OutOfMemoryError as e:
-        oom = str(e).split('\n')[0][:300]
+    except RuntimeError as e:
+        # torch.OutOfMemoryError, or, with PyTorch's cache off (--manage),
+        # the AcceleratorError "CUDA error: out of memory" its uncached
+        # path raises: both are the job running out, told apart by type
+        if not isinstance(e, torch.OutOfMemoryError) and 'out of memory' not in str(e):
+            raise
+        oom, oom_type = str(e).split('\n')[0][:300], type(e).__name__
     print('RESULT', json.dumps(dict(case=a.name, batch=a.batch, steps_done=len(times),
-                                    step_s=times, oom=oom)), flush=True)
+                                    step_s=times, oom=oom, oom_type=oom_type)), flush=True)
 
 
 if __name__ == '__main__':
