@@ -331,6 +331,15 @@ HELD_OUT = [
     dict(name='ema_state', cap='4G', batch=64, steps=2, truth='persistent', warn=False),
     dict(name='cupy_pool', cap='12G', batch=2, steps=3, truth='external', warn=False),
     dict(name='retry_fits', cap='8G', batch=4, steps=24, truth='none', warn=False),
+    # The fifth held-out set (session 13, 2026-12-03; run it with
+    # OOMLENS_DIAG_CASES=compiled_batch,native_leak,detect_batch before any
+    # of it is looked at).
+    dict(name='compiled_batch', cap='6G', batch=64, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
+    dict(name='native_leak', cap='3G', batch=32, steps=5000, truth='leak', warn=True,
+         observe=('undetermined', HIDDEN)),
+    dict(name='detect_batch', cap='8G', batch=32, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN), bisect=True),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

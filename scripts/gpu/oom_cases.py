@@ -1071,6 +1071,92 @@ def retry_fits(batch, steps):
     del buffer
 
 
+# The fifth held-out set (session 13, 2026-12-03, written after the fourth
+# ran, committed before any of it ran): a model compiled with torch.compile,
+# a leak in native code that no Python frame names, and a detector whose
+# step's memory depends on its proposals.
+
+
+@case
+def compiled_batch(batch, steps):
+    """A language model of 8 pre-norm torch.nn.TransformerEncoderLayer layers
+    (width 768, 12 heads, causal), vocabulary 32000, sequence 512, compiled
+    with torch.compile (Inductor, default mode), AdamW, under 6G: too large
+    a batch for its first step (truth: activations)."""
+    nn = torch.nn
+
+    class Lm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(32000, 768)
+            layer = nn.TransformerEncoderLayer(768, 12, 3072, batch_first=True, norm_first=True)
+            self.body = nn.TransformerEncoder(layer, 8, enable_nested_tensor=False)
+            self.head = nn.Linear(768, 32000)
+
+        def forward(self, x):
+            mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1], device=x.device)
+            return self.head(self.body(self.embed(x), mask=mask, is_causal=True))
+
+    m = Lm().cuda()
+    step_model = torch.compile(m)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(steps):
+        x = torch.randint(0, 32000, (batch, 512), device='cuda')
+        logits = step_model(x)
+        learn(torch.nn.functional.cross_entropy(logits.flatten(0, 1), x.flatten()), opt)
+        del logits, x
+        yield
+
+
+@case
+def native_leak(batch, steps):
+    """ResNet-18, SGD with momentum, batch 32, 224x224, under 3G, beside a
+    'native extension' (the driver's cuMemAlloc through ctypes) that takes an
+    8 MiB scratch buffer each step and never frees it: what outlives steps
+    grows 8 MiB a step from code no Python frame of a known role names
+    (truth: leak)."""
+    import ctypes
+    import torchvision
+    cuda = ctypes.CDLL('libcuda.so.1')
+    alloc = cuda.cuMemAlloc_v2
+    alloc.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+    m = torchvision.models.resnet18().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    scratch = []
+    for xy in image_batches(batch, steps):
+        learn(class_loss(m, xy), opt)
+        ptr = ctypes.c_uint64(0)
+        if alloc(ctypes.byref(ptr), 8 << 20) != 0:  # the driver's out of memory (2)
+            raise torch.OutOfMemoryError('cuMemAlloc of the scratch buffer: out of memory')
+        scratch.append(ptr.value)  # the bug: never cuMemFree'd
+        yield
+
+
+@case
+def detect_batch(batch, steps):
+    """torchvision's Faster R-CNN (ResNet-50 FPN, random weights, 91 classes)
+    in training mode on 800x800 images with 8 random boxes each, SGD with
+    momentum, under 8G: too large a batch for its first step, whose memory
+    depends on the proposals as much as on the images (truth: activations)."""
+    import torchvision
+    m = torchvision.models.detection.fasterrcnn_resnet50_fpn(
+        weights=None, weights_backbone=None, num_classes=91).cuda().train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    gen = torch.Generator(device='cuda').manual_seed(7)
+    for _ in range(steps):
+        images = [torch.rand(3, 800, 800, device='cuda', generator=gen) for _ in range(batch)]
+        targets = []
+        for _ in range(batch):
+            xy = torch.rand(8, 2, device='cuda', generator=gen) * 600
+            wh = torch.rand(8, 2, device='cuda', generator=gen) * 150 + 20
+            targets.append(dict(boxes=torch.cat([xy, xy + wh], 1),
+                                labels=torch.randint(1, 91, (8,), device='cuda', generator=gen)))
+        losses = m(images, targets)
+        learn(sum(losses.values()), opt)
+        del images, targets, losses
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
