@@ -925,27 +925,34 @@ def audio_batch(batch, steps):
         yield
 
 
+def native_lm(width, heads, layers, vocab=32000):
+    """A causal language model of PyTorch's own pre-norm encoder layers (feed
+    forward 4x the width) on the device."""
+    nn = torch.nn
+
+    class Lm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, width)
+            layer = nn.TransformerEncoderLayer(width, heads, 4 * width, batch_first=True,
+                                               norm_first=True)
+            self.body = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+            self.head = nn.Linear(width, vocab)
+
+        def forward(self, x):
+            mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1], device=x.device)
+            return self.head(self.body(self.embed(x), mask=mask, is_causal=True))
+
+    return Lm().cuda()
+
+
 @case
 def native_tf_batch(batch, steps):
     """A language model of PyTorch's own layers (torch.nn.TransformerEncoder:
     12 pre-norm layers of width 1024, 16 heads, a causal mask), vocabulary
     32000, sequence 512, AdamW, fp16 autocast with a GradScaler, under 8G:
     too large a batch for its first step (truth: activations)."""
-    nn = torch.nn
-
-    class Lm(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed = nn.Embedding(32000, 1024)
-            layer = nn.TransformerEncoderLayer(1024, 16, 4096, batch_first=True, norm_first=True)
-            self.body = nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)
-            self.head = nn.Linear(1024, 32000)
-
-        def forward(self, x):
-            mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1], device=x.device)
-            return self.head(self.body(self.embed(x), mask=mask, is_causal=True))
-
-    m = Lm().cuda()
+    m = native_lm(width=1024, heads=16, layers=12)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     scaler = torch.amp.GradScaler('cuda')
     for _ in range(steps):
@@ -1033,10 +1040,7 @@ def cupy_pool(batch, steps):
     del x, y
     print('cupy pool holds', cupy.get_default_memory_pool().total_bytes(), 'bytes;',
           'summary', round(summary[0], 3), file=sys.stderr, flush=True)
-    m = gpt2_model()
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    xs = (torch.randint(0, 50257, (batch, 1024), device='cuda') for _ in range(steps))
-    yield from train_steps(m, opt, xs, lm_loss)
+    yield from gpt2_batch(batch, steps)  # the training that fits alone
 
 
 @case
@@ -1083,21 +1087,7 @@ def compiled_batch(batch, steps):
     (width 768, 12 heads, causal), vocabulary 32000, sequence 512, compiled
     with torch.compile (Inductor, default mode), AdamW, under 6G: too large
     a batch for its first step (truth: activations)."""
-    nn = torch.nn
-
-    class Lm(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed = nn.Embedding(32000, 768)
-            layer = nn.TransformerEncoderLayer(768, 12, 3072, batch_first=True, norm_first=True)
-            self.body = nn.TransformerEncoder(layer, 8, enable_nested_tensor=False)
-            self.head = nn.Linear(768, 32000)
-
-        def forward(self, x):
-            mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1], device=x.device)
-            return self.head(self.body(self.embed(x), mask=mask, is_causal=True))
-
-    m = Lm().cuda()
+    m = native_lm(width=768, heads=12, layers=8)
     step_model = torch.compile(m)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     for _ in range(steps):
