@@ -260,15 +260,25 @@ def write_results(rows, manifest):
 # under the same cap after every case has run (the budget allows what it
 # allows). Observe mode may say `undetermined` where PyTorch's cache hides
 # what the truth rests on (HIDDEN), as in the corpus.
+def first_step_case(name, cap, batch):
+    """A batch too large for the first step: activations, which PyTorch's
+    cache hides; its truth bisected."""
+    return dict(name=name, cap=cap, batch=batch, steps=2, truth='activations', warn=False,
+                observe=('undetermined', HIDDEN), bisect=True)
+
+
+def leak_case(name, cap, batch, steps):
+    """A leak, warned of before the OOM under --manage; hidden by PyTorch's cache."""
+    return dict(name=name, cap=cap, batch=batch, steps=steps, truth='leak', warn=True,
+                observe=('undetermined', HIDDEN))
+
+
 HELD_OUT = [
     dict(name='weights_bf16', cap='2G', batch=1, steps=1, truth='persistent', warn=False),
     dict(name='adam_vit', cap='4G', batch=1, steps=2, truth='persistent', warn=False),
-    dict(name='hook_leak', cap='4G', batch=32, steps=2000, truth='leak', warn=True,
-         observe=('undetermined', HIDDEN)),
-    dict(name='dict_leak', cap='4G', batch=32, steps=2000, truth='leak', warn=True,
-         observe=('undetermined', HIDDEN)),
-    dict(name='accum_leak', cap='6G', batch=4, steps=2000, truth='leak', warn=True,
-         observe=('undetermined', HIDDEN)),
+    leak_case('hook_leak', '4G', 32, 2000),
+    leak_case('dict_leak', '4G', 32, 2000),
+    leak_case('accum_leak', '6G', 4, 2000),
     dict(name='late_batch', cap='4G', batch=32, steps=30, truth='activations', warn=False,
          tell_batch=False, observe=('undetermined', HIDDEN)),
     dict(name='plateau_fits', cap='12G', batch=4, steps=24, truth='none', warn=False),
@@ -276,70 +286,50 @@ HELD_OUT = [
          truth='none', warn=False,
          what='ResNet-50 fp32 SGD at batch 74 under 8G, about 85% of the 87 the corpus '
               'bisected under that cap, for 12 steps (truth: none, and no leak warning).'),
-    dict(name='vit_batch', cap='8G', batch=96, steps=2, truth='activations', warn=False,
-         observe=('undetermined', HIDDEN), bisect=True),
-    dict(name='seg_batch', cap='8G', batch=24, steps=2, truth='activations', warn=False,
-         observe=('undetermined', HIDDEN), bisect=True),
-    dict(name='t5_batch', cap='6G', batch=64, steps=2, truth='activations', warn=False,
-         observe=('undetermined', HIDDEN), bisect=True),
-    dict(name='ckpt_batch', cap='12G', batch=48, steps=2, truth='activations', warn=False,
-         observe=('undetermined', HIDDEN), bisect=True),
+    first_step_case('vit_batch', '8G', 96),
+    first_step_case('seg_batch', '8G', 24),
+    first_step_case('t5_batch', '6G', 64),
+    first_step_case('ckpt_batch', '12G', 48),
     dict(name='generate_batch', cap='4G', batch=96, steps=2, truth='leak', warn=True,
          observe=('undetermined', HIDDEN), bisect=True),
     # The second held-out set (session 6, 2026-12-02; not yet run: run it
     # with OOMLENS_DIAG_CASES=frozen_batch,cat_leak,unet_batch,distill_state,
     # serve_leak,rnn_curriculum_fits before any of it is looked at).
-    dict(name='frozen_batch', cap='8G', batch=32, steps=2, truth='activations', warn=False,
-         observe=('undetermined', HIDDEN), bisect=True),
-    dict(name='cat_leak', cap='4G', batch=32, steps=2000, truth='leak', warn=True,
-         observe=('undetermined', HIDDEN)),
-    dict(name='unet_batch', cap='6G', batch=48, steps=2, truth='activations', warn=False,
-         observe=('undetermined', HIDDEN), bisect=True),
+    first_step_case('frozen_batch', '8G', 32),
+    leak_case('cat_leak', '4G', 32, 2000),
+    first_step_case('unet_batch', '6G', 48),
     dict(name='distill_state', cap='3G', batch=2, steps=2, truth='persistent', warn=False),
-    dict(name='serve_leak', cap='3G', batch=8, steps=2000, truth='leak', warn=True,
-         observe=('undetermined', HIDDEN)),
+    leak_case('serve_leak', '3G', 8, 2000),
     dict(name='rnn_curriculum_fits', cap='8G', batch=32, steps=12, truth='none', warn=False),
     # The third held-out set (session 12, 2026-12-03; run it with
     # OOMLENS_DIAG_CASES=embed_grads,cnn_infer_batch,metric_leak,replay_leak,
     # varshape_fits,effnet_batch,external_late,checkpoint_load before any of
     # it is looked at).
     dict(name='embed_grads', cap='4G', batch=64, steps=2, truth='persistent', warn=False),
-    dict(name='cnn_infer_batch', cap='8G', batch=2048, steps=2, truth='activations',
-         warn=False, observe=('undetermined', HIDDEN), bisect=True),
-    dict(name='metric_leak', cap='6G', batch=8, steps=2000, truth='leak', warn=True,
-         observe=('undetermined', HIDDEN)),
-    dict(name='replay_leak', cap='3G', batch=64, steps=5000, truth='leak', warn=True,
-         observe=('undetermined', HIDDEN)),
+    first_step_case('cnn_infer_batch', '8G', 2048),
+    leak_case('metric_leak', '6G', 8, 2000),
+    leak_case('replay_leak', '3G', 64, 5000),
     dict(name='varshape_fits', cap='8G', batch=16, steps=16, truth='none', warn=False),
-    dict(name='effnet_batch', cap='6G', batch=512, steps=2, truth='activations', warn=False,
-         observe=('undetermined', HIDDEN), bisect=True),
+    first_step_case('effnet_batch', '6G', 512),
     dict(name='external_late', cap='12G', batch=2, steps=5, truth='external', warn=False),
     dict(name='checkpoint_load', cap='3G', batch=1, steps=1, truth='persistent', warn=False),
     # The fourth held-out set (session 13, 2026-12-03; run it with
     # OOMLENS_DIAG_CASES=gan_batch,audio_batch,native_tf_batch,burst_leak,
     # mining_leak,ema_state,cupy_pool,retry_fits before any of it is looked at).
-    dict(name='gan_batch', cap='3G', batch=2048, steps=2, truth='activations', warn=False,
-         observe=('undetermined', HIDDEN), bisect=True),
-    dict(name='audio_batch', cap='6G', batch=64, steps=2, truth='activations', warn=False,
-         observe=('undetermined', HIDDEN), bisect=True),
-    dict(name='native_tf_batch', cap='8G', batch=48, steps=2, truth='activations', warn=False,
-         observe=('undetermined', HIDDEN), bisect=True),
-    dict(name='burst_leak', cap='6G', batch=4, steps=2000, truth='leak', warn=True,
-         observe=('undetermined', HIDDEN)),
-    dict(name='mining_leak', cap='3G', batch=32, steps=5000, truth='leak', warn=True,
-         observe=('undetermined', HIDDEN)),
+    first_step_case('gan_batch', '3G', 2048),
+    first_step_case('audio_batch', '6G', 64),
+    first_step_case('native_tf_batch', '8G', 48),
+    leak_case('burst_leak', '6G', 4, 2000),
+    leak_case('mining_leak', '3G', 32, 5000),
     dict(name='ema_state', cap='4G', batch=64, steps=2, truth='persistent', warn=False),
     dict(name='cupy_pool', cap='12G', batch=2, steps=3, truth='external', warn=False),
     dict(name='retry_fits', cap='8G', batch=4, steps=24, truth='none', warn=False),
     # The fifth held-out set (session 13, 2026-12-03; run it with
     # OOMLENS_DIAG_CASES=compiled_batch,native_leak,detect_batch before any
     # of it is looked at).
-    dict(name='compiled_batch', cap='6G', batch=64, steps=2, truth='activations', warn=False,
-         observe=('undetermined', HIDDEN), bisect=True),
-    dict(name='native_leak', cap='3G', batch=32, steps=5000, truth='leak', warn=True,
-         observe=('undetermined', HIDDEN)),
-    dict(name='detect_batch', cap='8G', batch=32, steps=2, truth='activations', warn=False,
-         observe=('undetermined', HIDDEN), bisect=True),
+    first_step_case('compiled_batch', '6G', 64),
+    leak_case('native_leak', '3G', 32, 5000),
+    first_step_case('detect_batch', '8G', 32),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':
