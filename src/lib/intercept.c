@@ -193,10 +193,11 @@ cudaError_t ol_on_cudaFree(void *ptr)
 }
 
 /* Manage mode, stream-ordered: the pool serves, reusing at once what was
- * freed on the same stream. */
-static bool managed_alloc_async(int device, size_t size, void *stream, uint64_t *addr)
+ * freed on the same stream. per_thread_api: a _ptsz entry point. */
+static bool managed_alloc_async(int device, size_t size, void *stream, bool per_thread_api,
+                                uint64_t *addr)
 {
-  if (!ol_manage_on() || !ol_manage_alloc_async(device, size, stream, addr))
+  if (!ol_manage_on() || !ol_manage_alloc_async(device, size, stream, per_thread_api, addr))
     return false;
   track_alloc((uintptr_t)*addr, size, device, OL_KIND_MANAGED, (uintptr_t)stream);
   return true;
@@ -210,7 +211,8 @@ static cudaError_t malloc_async(ol_fn_t fn, void **ptr, size_t size, cudaStream_
   bool track = enter();
   int device = track ? ol_prim_current_device_runtime() : 0;
   uint64_t addr;
-  if (track && ptr && managed_alloc_async(device, size, (void *)stream, &addr)) {
+  if (track && ptr &&
+      managed_alloc_async(device, size, (void *)stream, fn == OL_FN_cudaMallocAsync_ptsz, &addr)) {
     *ptr = (void *)(uintptr_t)addr;
     leave();
     return cudaSuccess;
@@ -237,7 +239,8 @@ static cudaError_t free_async(ol_fn_t fn, void *ptr, cudaStream_t stream)
     return missing_runtime(fn);
   if (enter() && ptr) {
     ol_track_free((uintptr_t)ptr, OL_KIND_RUNTIME_ASYNC);
-    if (ol_manage_on() && ol_manage_free_async((uintptr_t)ptr, (void *)stream)) {
+    if (ol_manage_on() &&
+        ol_manage_free_async((uintptr_t)ptr, (void *)stream, fn == OL_FN_cudaFreeAsync_ptsz)) {
       leave();
       return cudaSuccess;
     }
@@ -352,7 +355,8 @@ static CUresult driver_alloc_async(ol_fn_t fn, CUdeviceptr *dptr, size_t size, C
   bool track = enter();
   int device = track ? ol_prim_current_device_driver() : 0;
   uint64_t addr;
-  if (track && dptr && managed_alloc_async(device, size, (void *)stream, &addr)) {
+  if (track && dptr &&
+      managed_alloc_async(device, size, (void *)stream, fn == OL_FN_cuMemAllocAsync_ptsz, &addr)) {
     *dptr = (CUdeviceptr)addr;
     leave();
     return CUDA_SUCCESS;
@@ -379,7 +383,8 @@ static CUresult driver_free_async(ol_fn_t fn, CUdeviceptr dptr, CUstream stream)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (enter() && dptr) {
     ol_track_free((uintptr_t)dptr, OL_KIND_DRIVER_ASYNC);
-    if (ol_manage_on() && ol_manage_free_async(dptr, (void *)stream)) {
+    if (ol_manage_on() &&
+        ol_manage_free_async(dptr, (void *)stream, fn == OL_FN_cuMemFreeAsync_ptsz)) {
       leave();
       return CUDA_SUCCESS;
     }

@@ -221,8 +221,11 @@ void ol_oom_paragraph(int device, const ol_oom_record_t *r, ol_oom_class_t cause
 bool ol_manage_on(void);
 bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr);
 bool ol_manage_free(uint64_t addr);
-bool ol_manage_alloc_async(int device, uint64_t size, void *stream, uint64_t *addr);
-bool ol_manage_free_async(uint64_t addr, void *stream);
+bool ol_manage_alloc_async(int device, uint64_t size, void *stream, bool per_thread_api,
+                           uint64_t *addr);
+/* per_thread_api: the call came through a _ptsz entry point, where stream
+ * 0 is the calling thread's per-thread default stream */
+bool ol_manage_free_async(uint64_t addr, void *stream, bool per_thread_api);
 void ol_manage_stream_destroyed(void *stream);
 bool ol_manage_free_blocks(int device, int64_t *free_reserved, int64_t *largest);
 /* Gives the pool's free memory back to the device after the driver refused

@@ -115,6 +115,10 @@ typedef struct managed {
   void *barrier_event;
   bool context_events_refused;
   unsigned closes, busy_closes, busy_found;
+  /* One stream (stream_order below): the stream every request to the pool
+   * has come on so far, while one_stream holds. */
+  void *only_stream;
+  bool stream_seen, streams_mixed;
 } managed_t;
 
 static managed_t devices[OL_MAX_DEVICES];
@@ -487,6 +491,7 @@ static void start_device(managed_t *m)
 
 /* ---- fences ------------------------------------------------------------ */
 static bool single_stream(void);
+static void note_stream(managed_t *m, void *stream, bool per_thread_api);
 static stream_frees_t *stream_slot(managed_t *m, void *stream, bool create);
 static bool take_from_stream(managed_t *m, stream_frees_t *sf, uint64_t size, uint64_t *addr);
 
@@ -815,7 +820,8 @@ static bool serve(managed_t *m, uint64_t size, uint64_t *addr)
 
 /* Serves a request from the device's pool; with a stream (stream-ordered
  * requests), first from what was freed on that stream. */
-static bool alloc_on(int device, uint64_t size, bool ordered, void *stream, uint64_t *addr)
+static bool alloc_on(int device, uint64_t size, bool ordered, void *stream, bool per_thread_api,
+                     uint64_t *addr)
 {
   uint64_t clocked = ol_own_clock_ns(); /* the pool's own time (own_time.c) */
   managed_t *m = device_for_alloc(device);
@@ -825,6 +831,7 @@ static bool alloc_on(int device, uint64_t size, bool ordered, void *stream, uint
     if (m->state == UNTRIED)
       start_device(m);
     if (m->state == ACTIVE) {
+      note_stream(m, ordered ? stream : NULL, ordered && per_thread_api);
       stream_frees_t *sf = ordered ? stream_slot(m, stream, false) : NULL;
       served = (sf && take_from_stream(m, sf, size, addr)) || serve(m, size, addr);
     }
@@ -838,7 +845,7 @@ static bool alloc_on(int device, uint64_t size, bool ordered, void *stream, uint
 
 bool ol_manage_alloc(int device, uint64_t size, uint64_t *addr)
 {
-  return alloc_on(device, size, false, NULL, addr);
+  return alloc_on(device, size, false, NULL, false, addr);
 }
 
 /* While all work is in the legacy default stream's order (no other stream
@@ -924,6 +931,69 @@ bool ol_manage_free(uint64_t addr)
 
 /* ---- stream-ordered requests (cudaMallocAsync, cudaFreeAsync) --------- */
 
+/* One stream. While every request the pool has had came on one stream
+ * (cudaMalloc and cuMemAlloc count as the legacy stream's, as does stream
+ * 0 outside the _ptsz entry points), a stream-ordered free goes back to the
+ * pool at once: whatever reuses the block is that stream's later work,
+ * queued behind the work before the free. PyTorch's cudaMallocAsync backend
+ * asks so on its current stream; per stream (below) it ran 1.30x (a
+ * Llama-style job of varying lengths) and 1.44x (GPT-2) the cudaFree
+ * path's step, remapping and waiting on fences about every block
+ * (docs/measurements.md, 2026-12-03). The first request on another stream
+ * (a recorded stream's free on PyTorch's unifying stream, a second
+ * thread's per-thread stream, another stream's allocation) ends it for
+ * good: the one stream is waited for once, so that the blocks it gave
+ * back are idle before anything else can be handed them, and frees are
+ * kept per stream from then on. */
+static bool one_stream(const managed_t *m)
+{
+  return m->stream_seen && !m->streams_mixed && !ol_streams_capturing();
+}
+
+static void *stream_identity(void *stream, bool per_thread_api)
+{
+  if (stream == NULL && !per_thread_api)
+    return (void *)CU_STREAM_LEGACY; /* stream 0 is the legacy stream */
+  if (stream == NULL || stream == (void *)CU_STREAM_PER_THREAD)
+    return NULL; /* a per-thread stream: whose, a request cannot say */
+  return stream;
+}
+
+/* The one stream's work, all of it, done: an event on it waited for, else
+ * the device synchronized (once a run at most). */
+static void wait_for_one_stream(managed_t *m)
+{
+  void *event = ol_prim_current_device_driver() == m->device ? take_event(m) : NULL;
+  if (event && ol_prim_event_record(event, m->only_stream) == 0 && ol_prim_event_wait(event) == 0) {
+    put_event(m, event);
+    return;
+  }
+  if (event)
+    put_event(m, event);
+  if (ol_prim_device_synchronize() == 0)
+    ol_track_device_sync(m->device);
+  else
+    ol_log_warn_once(&warned_failure, "could not wait for a stream before its frees "
+                     "were shared; blocks may be handed out early");
+}
+
+static void note_stream(managed_t *m, void *stream, bool per_thread_api)
+{
+  if (m->streams_mixed || ol_streams_capturing()) /* nothing waited for during a capture */
+    return;
+  void *id = stream_identity(stream, per_thread_api);
+  if (!m->stream_seen && id) {
+    m->only_stream = id;
+    m->stream_seen = true;
+    return;
+  }
+  if (m->stream_seen && id == m->only_stream)
+    return;
+  if (m->stream_seen)
+    wait_for_one_stream(m);
+  m->streams_mixed = true;
+}
+
 static stream_frees_t *stream_slot(managed_t *m, void *stream, bool create)
 {
   stream_frees_t *empty = NULL;
@@ -964,20 +1034,28 @@ static bool take_from_stream(managed_t *m, stream_frees_t *sf, uint64_t size, ui
   return true;
 }
 
-bool ol_manage_alloc_async(int device, uint64_t size, void *stream, uint64_t *addr)
+bool ol_manage_alloc_async(int device, uint64_t size, void *stream, bool per_thread_api,
+                           uint64_t *addr)
 {
-  return alloc_on(device, size, true, stream, addr);
+  return alloc_on(device, size, true, stream, per_thread_api, addr);
 }
 
 /* cudaFreeAsync: the memory is free once the work queued on the stream
  * before the call is done. The same stream may reuse it at once; the block
  * goes back to the pool behind an event on that stream. */
-static bool free_to_stream(uint64_t addr, void *stream)
+static bool free_to_stream(uint64_t addr, void *stream, bool per_thread_api)
 {
   uint64_t size;
   managed_t *m = owner_locked(addr, &size);
   if (!m)
     return false;
+  note_stream(m, stream, per_thread_api);
+  if (one_stream(m)) { /* only this stream's later work can reuse it: in its order */
+    m->live -= size;
+    ol_pool_free(m->pool, addr);
+    pthread_mutex_unlock(&m->lock);
+    return true;
+  }
   stream_frees_t *sf = ol_streams_capturing() ? NULL : stream_slot(m, stream, true);
   if (!sf) { /* no slot left: fence it like a cudaFree */
     hold(m, &m->open, addr, size);
@@ -992,10 +1070,10 @@ static bool free_to_stream(uint64_t addr, void *stream)
   return true;
 }
 
-bool ol_manage_free_async(uint64_t addr, void *stream)
+bool ol_manage_free_async(uint64_t addr, void *stream, bool per_thread_api)
 {
   uint64_t clocked = ol_own_clock_ns(); /* the pool's own time (own_time.c) */
-  bool ours = free_to_stream(addr, stream);
+  bool ours = free_to_stream(addr, stream, per_thread_api);
   ol_own_charge(OL_OWN_MANAGE, clocked);
   return ours;
 }

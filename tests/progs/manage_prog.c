@@ -452,6 +452,51 @@ static int async_other_stream(void)
   return 0;
 }
 
+/* PyTorch's cudaMallocAsync backend: every request on one stream, of
+ * sizes that vary (1 to 9 MiB), four live at a time, each filled by a late
+ * kernel and checked by a kernel just before its free. The blocks come back
+ * at once (its later work is queued behind the free): no fence is waited
+ * for. Then, with a fill still landing late in a block just freed, a
+ * cudaMalloc (the legacy stream: another stream than the one) is handed
+ * memory the host writes at once: it must not be that fill's. */
+static int async_one_stream(void)
+{
+  cudaStream_t s;
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  block_t live[4] = {{0}};
+  unsigned seed = 11;
+  for (int round = 0; round < 200; round++) {
+    block_t *b = &live[round % 4];
+    if (b->p) {
+      CHECK(simcu_launch_check((CUstream)s, (CUdeviceptr)b->p, b->tag, b->size, 0) == CUDA_SUCCESS);
+      CHECK(cudaFreeAsync(b->p, s) == cudaSuccess);
+    }
+    seed = seed * 1103515245u + 12345u;
+    b->size = (1 + (seed >> 16) % 9) * MiB - (seed >> 8) % 4096;
+    b->tag = (unsigned char)(round + 1);
+    CHECK(cudaMallocAsync((void **)&b->p, b->size, s) == cudaSuccess);
+    CHECK(simcu_launch_fill((CUstream)s, (CUdeviceptr)b->p, b->tag, b->size, 200) == CUDA_SUCCESS);
+  }
+  block_t *late = &live[0];
+  CHECK(simcu_launch_fill((CUstream)s, (CUdeviceptr)late->p, 0x5a, late->size, 20000) == CUDA_SUCCESS);
+  CHECK(cudaFreeAsync(late->p, s) == cudaSuccess);
+  block_t h = {0};
+  h.size = late->size;
+  CHECK(cudaMalloc((void **)&h.p, h.size) == cudaSuccess);
+  fill(&h, 0x77);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(intact(&h));
+  for (int i = 1; i < 4; i++)
+    CHECK(cudaFreeAsync(live[i].p, s) == cudaSuccess);
+  CHECK(cudaFree(h.p) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(cudaStreamDestroy(s) == cudaSuccess);
+  CHECK(simcu_check_failures() == 0);
+  CHECK(simcu_fault_count() == 0);
+  return 0;
+}
+
 /* Run with OOMLENS_CAPACITY=256M. A non-blocking stream still writing a
  * block freed with cudaFree is destroyed: the block must not come back
  * before that work is done, though the stream is gone (bug: the fence
@@ -623,6 +668,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "capacity_newcomer")) return capacity_newcomer();
   if (!strcmp(s, "driver_after_pool")) return driver_after_pool();
   if (!strcmp(s, "async_other_stream")) return async_other_stream();
+  if (!strcmp(s, "async_one_stream")) return async_one_stream();
   if (!strcmp(s, "destroyed_stream")) return destroyed_stream();
   if (!strcmp(s, "held_before_growing")) return held_before_growing();
   if (!strcmp(s, "many_retirements")) return many_retirements();
