@@ -33,7 +33,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -683,7 +685,34 @@ int ol_tracefile_open(const char *path)
   return rc;
 }
 
-/* OOMLENS_TRACE's pattern; a forked child's own name if it has no %p. */
+/* The pid in the header of the trace at path, if a regular file there
+ * begins with one; 0 otherwise. */
+static long trace_writer_of(const char *path)
+{
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  struct stat st;
+  char line[96];
+  ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, line, sizeof line - 1) : 0;
+  close(fd);
+  if (n <= 0)
+    return 0;
+  line[n] = '\0';
+  long pid = 0;
+  return sscanf(line, "# oomlens-trace %*d pid=%ld", &pid) == 1 ? pid : 0;
+}
+
+static bool process_alive(long pid)
+{
+  return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+/* OOMLENS_TRACE's pattern; a forked child's own name if it has no %p, and
+ * so for any process whose path is a trace another live process writes: a
+ * program the job starts inherits OOMLENS_TRACE (torch.compile's compile
+ * workers did, held-out compiled_batch on the H200), and opening the same
+ * path emptied the job's trace under its writer, which went on past a hole. */
 void ol_tracefile_start(void)
 {
   const char *pattern = ol_option_text(OL_OPT_TRACE);
@@ -693,6 +722,17 @@ void ol_tracefile_start(void)
   if (ol_lifecycle_output_path(pattern, NULL, path, sizeof path) != 0) {
     ol_log_warn("trace path from OOMLENS_TRACE is too long; no trace is written");
     return;
+  }
+  long writer = trace_writer_of(path);
+  if (writer && writer != (long)getpid() && process_alive(writer)) {
+    char own[PATH_MAX];
+    if (ol_output_path(pattern, (long)getpid(), ol_rank_text(), true, NULL, own, sizeof own) != 0 ||
+        strcmp(own, path) == 0) {
+      ol_log_warn("trace %s is written by pid %ld; no trace is written", path, writer);
+      return;
+    }
+    ol_log_info("trace %s is written by pid %ld; this process writes %s", path, writer, own);
+    snprintf(path, sizeof path, "%s", own);
   }
   ol_tracefile_open(path);
 }

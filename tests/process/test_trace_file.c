@@ -7,6 +7,7 @@
  * web viewer reads. The writer's failure paths (a full
  * disk, a disk that cannot keep up) run in-process, in a child each. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -250,6 +251,45 @@ START_TEST(forked_child_has_its_own_trace)
   trace_summary_t s;
   summarize(path, &s);
   ck_assert_int_eq(s.actions[OL_TRACE_ALLOC], 1);
+}
+END_TEST
+
+/* A program the job starts inherits OOMLENS_TRACE; with no %p in it, that
+ * program writes a trace of its own name beside the job's, which stays
+ * whole. Was: the second process opened the same path, emptying the job's
+ * trace under its writer (held-out compiled_batch on the H200: torch.compile's
+ * compile workers left an empty trace's lines and a hole where its header
+ * was, and replay refused it). */
+START_TEST(started_program_does_not_empty_the_jobs_trace)
+{
+  char trace_env[PATH_MAX + 32], path[PATH_MAX], child[PATH_MAX] = "";
+  snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s/t.trace", harness_dir());
+  const char *env[] = {trace_env, NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_TRACE_PROG"), "exec_child", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  snprintf(path, sizeof path, "%s/t.trace", harness_dir());
+  FILE *f = fopen(path, "r");
+  char header[256] = "", want[64];
+  ck_assert_ptr_nonnull(f);
+  ck_assert_ptr_nonnull(fgets(header, sizeof header, f));
+  fclose(f);
+  snprintf(want, sizeof want, " pid=%ld ", (long)run.pid);
+  ck_assert_msg(strstr(header, want), "the job's trace begins %s", header);
+  trace_summary_t s;
+  summarize(path, &s);
+  ck_assert_int_eq(s.actions[OL_TRACE_ALLOC], 1); /* the job's 3 MiB, no more */
+  ck_assert(s.ends_with_end_line);
+  ck_assert_int_eq(replayed_peak(path), 3 * MiB);
+  DIR *d = opendir(harness_dir());
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (strncmp(e->d_name, "t.trace.", 8) == 0)
+      snprintf(child, sizeof child, "%s/%s", harness_dir(), e->d_name);
+  if (d)
+    closedir(d);
+  ck_assert_msg(*child, "no trace of the program the job started:\n%s", run.out);
+  ck_assert_int_eq(replayed_peak(child), 1 * MiB);
 }
 END_TEST
 
@@ -774,6 +814,7 @@ static Suite *trace_file_suite(void)
   tcase_add_test(job, sigterm_ends_job_stuck_in_trace_open);
   tcase_add_test(job, usr1_puts_trace_on_disk);
   tcase_add_test(job, forked_child_has_its_own_trace);
+  tcase_add_test(job, started_program_does_not_empty_the_jobs_trace);
   tcase_add_test(job, unwritable_trace_does_not_hurt_job);
   tcase_add_test(job, trace_report_table_equals_live);
   tcase_add_test(job, trace_batch_figure_equals_live);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -198,6 +199,34 @@ static int until_signal(void)
   return 3;
 }
 
+/* The parent holds 3 MiB, then runs a program of its own (this one, as
+ * torch.compile runs its compile workers) that inherits OOMLENS_TRACE and
+ * allocates 1 MiB; then frees and ends. */
+static int exec_child(const char *self)
+{
+  void *p;
+  CHECK(cudaMalloc(&p, 3 * MiB) == cudaSuccess);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    execl(self, self, "one_alloc", (char *)NULL);
+    _exit(5);
+  }
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(cudaFree(p) == cudaSuccess);
+  return 0;
+}
+
+static int one_alloc(void)
+{
+  void *p;
+  CHECK(cudaMalloc(&p, MiB) == cudaSuccess);
+  CHECK(cudaFree(p) == cudaSuccess);
+  return 0;
+}
+
 /* How many lines of the file at path contain text. */
 static int lines_with(const char *path, const char *text)
 {
@@ -242,6 +271,8 @@ int main(int argc, char **argv)
   if (!strcmp(s, "stalled")) return stalled_reader();
   if (!strcmp(s, "stalled_sigterm")) return stalled_reader_sigterm();
   if (!strcmp(s, "until_signal")) return until_signal();
+  if (!strcmp(s, "exec_child")) return exec_child(argv[0]);
+  if (!strcmp(s, "one_alloc")) return one_alloc();
   if (!strcmp(s, "usr1")) return usr1_flushes(argc > 2 ? argv[2] : NULL, argc > 3 ? argv[3] : NULL);
   fprintf(stderr, "trace_prog: unknown scenario %s\n", s);
   return 2;
