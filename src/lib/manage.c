@@ -119,6 +119,7 @@ typedef struct managed {
    * has come on so far, while one_stream holds. */
   void *only_stream;
   bool stream_seen, streams_mixed;
+  unsigned idle_waits; /* cudaMalloc's waits for the one stream (note_idle_wanted) */
 } managed_t;
 
 static managed_t devices[OL_MAX_DEVICES];
@@ -492,6 +493,7 @@ static void start_device(managed_t *m)
 /* ---- fences ------------------------------------------------------------ */
 static bool single_stream(void);
 static void note_stream(managed_t *m, void *stream, bool per_thread_api);
+static void note_idle_wanted(managed_t *m);
 static stream_frees_t *stream_slot(managed_t *m, void *stream, bool create);
 static bool take_from_stream(managed_t *m, stream_frees_t *sf, uint64_t size, uint64_t *addr);
 
@@ -831,7 +833,10 @@ static bool alloc_on(int device, uint64_t size, bool ordered, void *stream, bool
     if (m->state == UNTRIED)
       start_device(m);
     if (m->state == ACTIVE) {
-      note_stream(m, ordered ? stream : NULL, ordered && per_thread_api);
+      if (ordered)
+        note_stream(m, stream, per_thread_api);
+      else
+        note_idle_wanted(m);
       stream_frees_t *sf = ordered ? stream_slot(m, stream, false) : NULL;
       served = (sf && take_from_stream(m, sf, size, addr)) || serve(m, size, addr);
     }
@@ -931,10 +936,9 @@ bool ol_manage_free(uint64_t addr)
 
 /* ---- stream-ordered requests (cudaMallocAsync, cudaFreeAsync) --------- */
 
-/* One stream. While every request the pool has had came on one stream
- * (cudaMalloc and cuMemAlloc count as the legacy stream's, as does stream
- * 0 outside the _ptsz entry points), a stream-ordered free goes back to the
- * pool at once: whatever reuses the block is that stream's later work,
+/* One stream. While every stream-ordered request the pool has had came on
+ * one stream (stream 0 outside the _ptsz entry points is the legacy
+ * stream), a stream-ordered free goes back to the pool at once: whatever reuses the block is that stream's later work,
  * queued behind the work before the free. PyTorch's cudaMallocAsync backend
  * asks so on its current stream; per stream (below) it ran 1.30x (a
  * Llama-style job of varying lengths) and 1.44x (GPT-2) the cudaFree
@@ -977,11 +981,10 @@ static void wait_for_one_stream(managed_t *m)
                      "were shared; blocks may be handed out early");
 }
 
-static void note_stream(managed_t *m, void *stream, bool per_thread_api)
+static void note_identity(managed_t *m, void *id)
 {
   if (m->streams_mixed || ol_streams_capturing()) /* nothing waited for during a capture */
     return;
-  void *id = stream_identity(stream, per_thread_api);
   if (!m->stream_seen && id) {
     m->only_stream = id;
     m->stream_seen = true;
@@ -992,6 +995,32 @@ static void note_stream(managed_t *m, void *stream, bool per_thread_api)
   if (m->stream_seen)
     wait_for_one_stream(m);
   m->streams_mixed = true;
+}
+
+static void note_stream(managed_t *m, void *stream, bool per_thread_api)
+{
+  note_identity(m, stream_identity(stream, per_thread_api));
+}
+
+/* cudaMalloc and cuMemAlloc promise memory no work still touches: any
+ * stream may use it at once (NCCL's buffers are so used). While no stream
+ * but the default ones exists, all work is in the legacy stream's order,
+ * which is then the one stream's. Else the one stream is waited for, so
+ * that what it gave back is idle; a library that asks so every step would
+ * wait every step, so after IDLE_WAITS_MAX waits the one stream ends. */
+#define IDLE_WAITS_MAX 16
+
+static void note_idle_wanted(managed_t *m)
+{
+  if (single_stream()) {
+    note_identity(m, (void *)CU_STREAM_LEGACY);
+    return;
+  }
+  if (!one_stream(m))
+    return; /* nothing was given back at once, or it is over */
+  wait_for_one_stream(m);
+  if (++m->idle_waits >= IDLE_WAITS_MAX)
+    m->streams_mixed = true;
 }
 
 static stream_frees_t *stream_slot(managed_t *m, void *stream, bool create)
@@ -1093,6 +1122,12 @@ void ol_manage_stream_destroyed(void *stream)
     if (m->state != ACTIVE)
       continue;
     pthread_mutex_lock(&m->lock);
+    /* the one stream going: what it gave back is idle once it has passed,
+     * and a stream made later at the same address is another */
+    if (one_stream(m) && m->only_stream == stream) {
+      wait_for_one_stream(m);
+      m->stream_seen = false;
+    }
     close_batch(m);
     stream_frees_t *sf = stream_slot(m, stream, false);
     if (sf) {

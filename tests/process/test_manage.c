@@ -369,6 +369,17 @@ START_TEST(async_frees_on_one_stream_come_back_at_once)
 }
 END_TEST
 
+/* A cudaMalloc after frees on the one stream, with another stream alive:
+ * the memory it gets is idle, as cudaMalloc promises (was: the legacy
+ * stream's frees counted as the one stream's and were handed on with a
+ * fill still to land). */
+START_TEST(malloc_after_one_stream_frees_gets_idle_memory)
+{
+  harness_run_t run;
+  ol_json_free(run_managed("async_legacy_then_malloc", NULL, &run));
+}
+END_TEST
+
 START_TEST(async_free_waits_for_its_stream_elsewhere)
 {
   harness_run_t run;
@@ -530,6 +541,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, async_free_reused_at_once_on_its_stream);
   tcase_add_test(tc, async_free_waits_for_its_stream_elsewhere);
   tcase_add_test(tc, async_frees_on_one_stream_come_back_at_once);
+  tcase_add_test(tc, malloc_after_one_stream_frees_gets_idle_memory);
   tcase_add_test(tc, capacity_limits_the_pool);
   tcase_add_test(tc, capacity_sees_a_process_that_arrives_later);
   tcase_add_test(tc, pool_gives_back_when_the_driver_refuses);

@@ -497,6 +497,31 @@ static int async_one_stream(void)
   return 0;
 }
 
+/* The one stream is the legacy stream, and another stream exists (cuDNN's,
+ * NCCL's). A block freed with cudaFreeAsync on stream 0 while a fill is
+ * still to land in it, then a cudaMalloc of its size: cudaMalloc promises
+ * idle memory (NCCL would use it on its own stream at once), so the host
+ * writes it at once and it must not be that fill's. */
+static int async_legacy_then_malloc(void)
+{
+  cudaStream_t other;
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking) == cudaSuccess);
+  block_t a = {0}, h = {0};
+  a.size = h.size = 8 * MiB;
+  CHECK(cudaMallocAsync((void **)&a.p, a.size, 0) == cudaSuccess);
+  CHECK(simcu_launch_fill(0, (CUdeviceptr)a.p, 0x5a, a.size, 20000) == CUDA_SUCCESS);
+  CHECK(cudaFreeAsync(a.p, 0) == cudaSuccess);
+  CHECK(cudaMalloc((void **)&h.p, h.size) == cudaSuccess);
+  fill(&h, 0x77);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(intact(&h));
+  CHECK(cudaFree(h.p) == cudaSuccess);
+  CHECK(cudaStreamDestroy(other) == cudaSuccess);
+  CHECK(simcu_fault_count() == 0);
+  return 0;
+}
+
 /* Run with OOMLENS_CAPACITY=256M. A non-blocking stream still writing a
  * block freed with cudaFree is destroyed: the block must not come back
  * before that work is done, though the stream is gone (bug: the fence
@@ -669,6 +694,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "driver_after_pool")) return driver_after_pool();
   if (!strcmp(s, "async_other_stream")) return async_other_stream();
   if (!strcmp(s, "async_one_stream")) return async_one_stream();
+  if (!strcmp(s, "async_legacy_then_malloc")) return async_legacy_then_malloc();
   if (!strcmp(s, "destroyed_stream")) return destroyed_stream();
   if (!strcmp(s, "held_before_growing")) return held_before_growing();
   if (!strcmp(s, "many_retirements")) return many_retirements();
