@@ -115,8 +115,8 @@ typedef struct managed {
   void *barrier_event;
   bool context_events_refused;
   unsigned closes, busy_closes, busy_found;
-  /* One stream (stream_order below): the stream every request to the pool
-   * has come on so far, while one_stream holds. */
+  /* One stream (one_stream below): the stream every stream-ordered
+   * request to the pool has come on so far, while one_stream holds. */
   void *only_stream;
   bool stream_seen, streams_mixed;
   unsigned idle_waits; /* cudaMalloc's waits for the one stream (note_idle_wanted) */
@@ -938,8 +938,10 @@ bool ol_manage_free(uint64_t addr)
 
 /* One stream. While every stream-ordered request the pool has had came on
  * one stream (stream 0 outside the _ptsz entry points is the legacy
- * stream), a stream-ordered free goes back to the pool at once: whatever reuses the block is that stream's later work,
- * queued behind the work before the free. PyTorch's cudaMallocAsync backend
+ * stream), a stream-ordered free goes back to the pool at once: whatever
+ * reuses the block is that stream's later work, queued behind the work
+ * before the free (a cudaMalloc meanwhile: note_idle_wanted). PyTorch's
+ * cudaMallocAsync backend
  * asks so on its current stream; per stream (below) it ran 1.30x (a
  * Llama-style job of varying lengths) and 1.44x (GPT-2) the cudaFree
  * path's step, remapping and waiting on fences about every block
