@@ -941,10 +941,9 @@ bool ol_manage_free(uint64_t addr)
  * stream), a stream-ordered free goes back to the pool at once: whatever
  * reuses the block is that stream's later work, queued behind the work
  * before the free (a cudaMalloc meanwhile: note_idle_wanted). PyTorch's
- * cudaMallocAsync backend
- * asks so on its current stream; per stream (below) it ran 1.30x (a
- * Llama-style job of varying lengths) and 1.44x (GPT-2) the cudaFree
- * path's step, remapping and waiting on fences about every block
+ * cudaMallocAsync backend asks so on its current stream; per stream
+ * (below) it ran 1.30x (a Llama-style job of varying lengths) and 1.44x
+ * (GPT-2) the cudaFree path's step, remapping and waiting on fences about every block
  * (docs/measurements.md, 2026-12-03). The first request on another stream
  * (a recorded stream's free on PyTorch's unifying stream, a second
  * thread's per-thread stream, another stream's allocation) ends it for
