@@ -73,6 +73,29 @@ static bool allocator_may_retry(void)
          !(conf && strstr(conf, "cudaMallocAsync"));
 }
 
+/* PyTorch with its cache off (as `oomlens run --manage` sets) checks a
+ * refused cudaMalloc as it checks any CUDA call: the job gets
+ * torch.AcceleratorError ("CUDA error: out of memory"), not
+ * torch.OutOfMemoryError, which a handler for the latter misses (every
+ * OOM of the held-out sets under --manage on the H200, 2026-12-03). Its
+ * cudaMallocAsync backend raises OutOfMemoryError. Asked once. */
+static bool pytorch_raises_cuda_error(void)
+{
+  static atomic_int known = -1;
+  int now = atomic_load(&known);
+  if (now >= 0)
+    return now == 1;
+  const char *no_cache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+  const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+  bool uncached = no_cache && *no_cache && strcmp(no_cache, "0") != 0 &&
+                  !(conf && strstr(conf, "cudaMallocAsync"));
+  void *c10 = uncached ? ol_prim_dlopen_loaded("libc10_cuda.so") : NULL;
+  if (c10)
+    ol_prim_dlclose(c10);
+  atomic_store(&known, c10 ? 1 : 0);
+  return c10 != NULL;
+}
+
 void ol_oom_paragraph(int device, const ol_oom_record_t *r, ol_oom_class_t cause,
                       const ol_sites_t *sites)
 {
@@ -89,6 +112,12 @@ void ol_oom_paragraph(int device, const ol_oom_record_t *r, ol_oom_class_t cause
   if (!text.failed && text.data)
     ol_log_info("device %d: %s", device, text.data);
   ol_buf_free(&text);
+  if (n == 0 && pytorch_raises_cuda_error())
+    ol_log_info("PyTorch raises this out-of-memory as torch.AcceleratorError (\"CUDA error: "
+                "out of memory\"), not torch.OutOfMemoryError: its cache is off "
+                "(PYTORCH_NO_CUDA_MEMORY_CACHING, as --manage sets), so code that catches "
+                "OutOfMemoryError misses it; with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "
+                "added, --manage gives OutOfMemoryError");
 }
 
 /* A process's short name, as ps shows it; "" when /proc will not say. */

@@ -387,6 +387,34 @@ START_TEST(async_free_waits_for_its_stream_elsewhere)
 }
 END_TEST
 
+/* With PyTorch's cache off (--manage), PyTorch raises an out-of-memory as
+ * torch.AcceleratorError: the paragraph says so once, where PyTorch is in
+ * the process and its cudaMallocAsync backend is not asked for. */
+static bool says_accelerator_error(const char *const extra[])
+{
+  harness_run_t run;
+  ol_json_t *r = run_managed("torch_oom", extra, &run);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1);
+  ol_json_free(r);
+  const char *said = strstr(run.out, "torch.AcceleratorError");
+  ck_assert_msg(!said || !strstr(said + 1, "torch.AcceleratorError"), "said twice:\n%s", run.out);
+  return said != NULL;
+}
+
+START_TEST(uncached_pytorch_oom_is_said_to_be_an_accelerator_error)
+{
+  char c10[4200];
+  snprintf(c10, sizeof c10, "FAKE_C10=%s", harness_env("OOMLENS_TEST_FAKE_C10"));
+  const char *torch[] = {"OOMLENS_CAPACITY=256M", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", c10, NULL};
+  ck_assert(says_accelerator_error(torch));
+  const char *async[] = {"OOMLENS_CAPACITY=256M", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", c10,
+                         "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync", NULL};
+  ck_assert(!says_accelerator_error(async));
+  const char *no_torch[] = {"OOMLENS_CAPACITY=256M", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", NULL};
+  ck_assert(!says_accelerator_error(no_torch));
+}
+END_TEST
+
 START_TEST(capacity_limits_the_pool)
 {
   const char *extra[] = {"OOMLENS_CAPACITY=256M", NULL};
@@ -541,6 +569,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, async_free_reused_at_once_on_its_stream);
   tcase_add_test(tc, async_free_waits_for_its_stream_elsewhere);
   tcase_add_test(tc, async_frees_on_one_stream_come_back_at_once);
+  tcase_add_test(tc, uncached_pytorch_oom_is_said_to_be_an_accelerator_error);
   tcase_add_test(tc, malloc_after_one_stream_frees_gets_idle_memory);
   tcase_add_test(tc, capacity_limits_the_pool);
   tcase_add_test(tc, capacity_sees_a_process_that_arrives_later);

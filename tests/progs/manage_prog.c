@@ -6,6 +6,7 @@
  * free, nothing recorded or synchronized during a graph capture.
  *
  * usage: manage_prog SCENARIO */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -579,6 +580,15 @@ static int smaller_device(void)
   return 0;
 }
 
+/* Under OOMLENS_CAPACITY=256M, with a library named as PyTorch's
+ * libc10_cuda.so loaded (ARG: its path; none: not loaded): the capacity
+ * scenario's refusal. */
+static int torch_oom(const char *c10)
+{
+  CHECK(!c10 || dlopen(c10, RTLD_NOW | RTLD_GLOBAL));
+  return smaller_device();
+}
+
 /* Under OOMLENS_CAPACITY=256M, another process takes 224 MiB of the
  * device while the job runs (and never asks the driver what is free): the
  * smaller device has that much less for the job, as a real one would,
@@ -691,6 +701,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "async_same_stream")) return async_same_stream();
   if (!strcmp(s, "capacity")) return smaller_device();
   if (!strcmp(s, "capacity_newcomer")) return capacity_newcomer();
+  if (!strcmp(s, "torch_oom")) return torch_oom(getenv("FAKE_C10"));
   if (!strcmp(s, "driver_after_pool")) return driver_after_pool();
   if (!strcmp(s, "async_other_stream")) return async_other_stream();
   if (!strcmp(s, "async_one_stream")) return async_one_stream();
