@@ -203,18 +203,14 @@ static bool activations(const py_frame_t *f)
  * recorder, base names alone, never names one. */
 static bool library(const py_frame_t *f)
 {
-  static const char *const packages[] = {"cupy/",      "cupyx/",  "cupy_backends/", "jax/",
-                                         "jaxlib/",    "numba/",  "rmm/",           "cudf/",
-                                         "cuml/",      "cugraph/", "tensorflow/",   "pycuda/",
-                                         "nvidia/dali/", NULL};
-  for (const char *const *p = packages; *p; p++) {
-    text_t t = f->path;
-    size_t n = strlen(*p);
-    /* the package is the path's start or follows a '/' */
-    for (size_t i = 0; n <= t.n && i + n <= t.n; i++)
-      if ((i == 0 || t.p[i - 1] == '/') && memcmp(t.p + i, *p, n) == 0)
-        return true;
-  }
+  /* each with a leading '/': the package is the path's start or follows one */
+  static const char *const packages[] = {"/cupy/",  "/cupyx/",  "/cupy_backends/", "/jax/",
+                                         "/jaxlib/", "/numba/", "/rmm/",           "/cudf/",
+                                         "/cuml/",  "/cugraph/", "/tensorflow/",  "/pycuda/",
+                                         "/nvidia/dali/", NULL};
+  for (const char *const *p = packages; *p; p++)
+    if (starts(f->path, *p + 1) || contains(f->path, *p))
+      return true;
   return false;
 }
 

@@ -943,8 +943,8 @@ bool ol_manage_free(uint64_t addr)
  * before the free (a cudaMalloc meanwhile: note_idle_wanted). PyTorch's
  * cudaMallocAsync backend asks so on its current stream; per stream
  * (below) it ran 1.30x (a Llama-style job of varying lengths) and 1.44x
- * (GPT-2) the cudaFree path's step, remapping and waiting on fences about every block
- * (docs/measurements.md, 2026-12-03). The first request on another stream
+ * (GPT-2) the cudaFree path's step, remapping and waiting on fences about
+ * every block (docs/measurements.md, 2026-12-03). The first request on another stream
  * (a recorded stream's free on PyTorch's unifying stream, a second
  * thread's per-thread stream, another stream's allocation) ends it for
  * good: the one stream is waited for once, so that the blocks it gave
@@ -1004,21 +1004,24 @@ static void note_stream(managed_t *m, void *stream, bool per_thread_api)
 }
 
 /* cudaMalloc and cuMemAlloc promise memory no work still touches: any
- * stream may use it at once (NCCL's buffers are so used). While no stream
- * but the default ones exists, all work is in the legacy stream's order,
- * which is then the one stream's. Else the one stream is waited for, so
- * that what it gave back is idle; a library that asks so every step would
- * wait every step, so after IDLE_WAITS_MAX waits the one stream ends. */
+ * stream may use it at once (NCCL's buffers are so used). Only while the
+ * one stream gives blocks back at once is there anything to wait for, so
+ * every other cudaMalloc asks nothing more (this is on its path). While no
+ * stream but the default ones exists, all work is in the legacy stream's
+ * order: that is the one stream's, or ends it. Else the one stream is
+ * waited for, so that what it gave back is idle; a library that asks so
+ * every step would wait every step, so after IDLE_WAITS_MAX waits the one
+ * stream ends. */
 #define IDLE_WAITS_MAX 16
 
 static void note_idle_wanted(managed_t *m)
 {
+  if (!one_stream(m))
+    return; /* nothing was given back at once, or it is over */
   if (single_stream()) {
     note_identity(m, (void *)CU_STREAM_LEGACY);
     return;
   }
-  if (!one_stream(m))
-    return; /* nothing was given back at once, or it is over */
   wait_for_one_stream(m);
   if (++m->idle_waits >= IDLE_WAITS_MAX)
     m->streams_mixed = true;

@@ -27,14 +27,29 @@
 
 static atomic_int printed;
 
+/* PyTorch's cudaMallocAsync backend asked for: every tensor is a
+ * cudaMallocAsync, and a refusal is raised at once. */
+static bool pytorch_async_backend(void)
+{
+  const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+  return conf && strstr(conf, "cudaMallocAsync");
+}
+
+/* PyTorch's caching allocator turned off (as `oomlens run --manage` does). */
+static bool pytorch_cache_off(void)
+{
+  const char *no_cache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+  return no_cache && *no_cache && strcmp(no_cache, "0") != 0;
+}
+
 /* Tensors reach us only when PyTorch's cache is off or in manage mode;
- * otherwise what we see are its segments. */
+ * otherwise what we see are its segments. (An empty
+ * PYTORCH_NO_CUDA_MEMORY_CACHING counts as set here, as it always has.) */
 static bool sees_segments_only(void)
 {
   const char *no_cache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
-  const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
   bool tensors = ol_manage_on() || (no_cache && strcmp(no_cache, "0") != 0) ||
-                 (conf && strstr(conf, "cudaMallocAsync"));
+                 pytorch_async_backend();
   return !tensors;
 }
 
@@ -67,10 +82,7 @@ static void device_figures(int device, ol_oom_record_t *r)
  * we know nothing of may, too: its failure then waits for what follows. */
 static bool allocator_may_retry(void)
 {
-  const char *no_cache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
-  const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
-  return !(no_cache && *no_cache && strcmp(no_cache, "0") != 0) &&
-         !(conf && strstr(conf, "cudaMallocAsync"));
+  return !pytorch_cache_off() && !pytorch_async_backend();
 }
 
 /* PyTorch with its cache off (as `oomlens run --manage` sets) checks a
@@ -85,10 +97,7 @@ static bool pytorch_raises_cuda_error(void)
   int now = atomic_load(&known);
   if (now >= 0)
     return now == 1;
-  const char *no_cache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
-  const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
-  bool uncached = no_cache && *no_cache && strcmp(no_cache, "0") != 0 &&
-                  !(conf && strstr(conf, "cudaMallocAsync"));
+  bool uncached = pytorch_cache_off() && !pytorch_async_backend();
   void *c10 = uncached ? ol_prim_dlopen_loaded("libc10_cuda.so") : NULL;
   if (c10)
     ol_prim_dlclose(c10);
