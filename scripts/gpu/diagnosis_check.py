@@ -330,6 +330,19 @@ HELD_OUT = [
     first_step_case('compiled_batch', '6G', 64),
     leak_case('native_leak', '3G', 32, 5000),
     first_step_case('detect_batch', '8G', 32),
+    # The sixth held-out set (session 14, 2026-12-03; run it with
+    # OOMLENS_DIAG_CASES=densenet_amp_batch,gradpenalty_batch,seq_growth_batch,
+    # optimizer_switch,mask_cache_leak,grad_history_leak,benchmark_fits,
+    # periodic_eval_fits before any of it is looked at).
+    first_step_case('densenet_amp_batch', '6G', 320),
+    first_step_case('gradpenalty_batch', '4G', 640),
+    dict(name='seq_growth_batch', cap='6G', batch=8, steps=60, truth='activations', warn=False,
+         tell_batch=False, observe=('undetermined', HIDDEN)),
+    dict(name='optimizer_switch', cap='3G', batch=64, steps=8, truth='persistent', warn=False),
+    leak_case('mask_cache_leak', '6G', 8, 2000),
+    leak_case('grad_history_leak', '3G', 4, 2000),
+    dict(name='benchmark_fits', cap='8G', batch=64, steps=12, truth='none', warn=False),
+    dict(name='periodic_eval_fits', cap='8G', batch=4, steps=20, truth='none', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

@@ -1146,6 +1146,186 @@ def detect_batch(batch, steps):
         del images, targets, losses
         yield
 
+# The sixth held-out set (session 14, 2026-12-03, committed before any of it
+# ran): a concatenating CNN under fp16, a double backward, a length
+# curriculum, an optimizer switched mid-run, a cache keyed by shape, a
+# gradient history, cuDNN's benchmark near the cap and periodic evaluation.
+
+
+@case
+def densenet_amp_batch(batch, steps):
+    """torchvision's DenseNet-121 (each dense block concatenates every
+    layer's output: memory far from linear in depth), 224x224, fp16 autocast
+    with a GradScaler, SGD with momentum, under 6G: too large a batch for
+    its first step (truth: activations)."""
+    import torchvision
+    m = torchvision.models.densenet121().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    scaler = torch.amp.GradScaler('cuda')
+    for x, y in image_batches(batch, steps):
+        with torch.autocast('cuda', dtype=torch.float16):
+            loss = torch.nn.functional.cross_entropy(m(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        del loss, x, y
+        yield
+
+
+@case
+def gradpenalty_batch(batch, steps):
+    """A WGAN-GP critic (five convolutions at 128x128, layer norm, no batch
+    norm) with a gradient penalty: the critic's gradient at points between
+    real and generated images, taken with create_graph=True so that the
+    step's backward runs through a backward (a double backward's memory),
+    Adam, under 4G: too large a batch for its first step (truth:
+    activations)."""
+    nn = torch.nn
+
+    def block(cin, cout, size):
+        return [nn.Conv2d(cin, cout, 4, 2, 1), nn.LayerNorm([cout, size, size]),
+                nn.LeakyReLU(0.2)]
+
+    critic = nn.Sequential(nn.Conv2d(3, 64, 4, 2, 1), nn.LeakyReLU(0.2),
+                           *block(64, 128, 32), *block(128, 256, 16), *block(256, 512, 8),
+                           nn.Conv2d(512, 1, 8), nn.Flatten()).cuda()
+    opt = torch.optim.Adam(critic.parameters(), lr=1e-4, betas=(0.0, 0.9))
+    for _ in range(steps):
+        real = torch.randn(batch, 3, 128, 128, device='cuda')
+        fake = torch.randn(batch, 3, 128, 128, device='cuda')  # a generator's, detached
+        t = torch.rand(batch, 1, 1, 1, device='cuda')
+        mid = (t * real + (1 - t) * fake).requires_grad_(True)
+        grad, = torch.autograd.grad(critic(mid).sum(), mid, create_graph=True)
+        penalty = (grad.flatten(1).norm(dim=1) - 1).square().mean()
+        learn(critic(fake).mean() - critic(real).mean() + 10 * penalty, opt)
+        del real, fake, t, mid, grad, penalty
+        yield
+
+
+@case
+def seq_growth_batch(batch, steps):
+    """GPT-2 (6 layers, positions up to 8192), batch 8, on a length
+    curriculum: each step's sequence 64 tokens longer than the last (64,
+    128, ...), fp32 AdamW, under 6G: the step's activations grow with its
+    length until one step's do not fit, mid-run, while nothing is kept from
+    step to step (truth: activations; no leak warning)."""
+    m = gpt2_model(n_layer=6, n_positions=8192)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        n = 64 * (step + 1)
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, n), device='cuda')), opt)
+        yield
+
+
+@case
+def optimizer_switch(batch, steps):
+    """Three linear layers of 8192x8192 fp32 (805 MB of weights) trained
+    with plain SGD (no state) for 4 steps, then with Adam (a two-phase
+    schedule): Adam's two moments, made at its first step, do not fit beside
+    the weights and gradients under 3G, mid-run (truth: persistent; nothing
+    leaks)."""
+    m = linear_stack(8192, 3).cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        if step == 4:
+            opt = torch.optim.Adam(m.parameters(), lr=1e-4)
+        x = torch.randn(batch, 8192, device='cuda')
+        learn(m(x).square().mean(), opt)
+        del x
+        yield
+
+
+@case
+def mask_cache_leak(batch, steps):
+    """A language model of PyTorch's own layers (4 pre-norm layers of width
+    512, 8 heads, vocabulary 32000), each step's length drawn from 128 to
+    1024 (seeded), AdamW, under 6G; an additive causal mask per (batch,
+    length), expanded over the heads, kept in a dict for reuse, a cache
+    without a bound: nearly every length is new, so what outlives steps
+    grows most steps, by a mask of another size each time (truth: leak)."""
+    import random
+    rng = random.Random(29)
+    nn = torch.nn
+    layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True, norm_first=True)
+    body = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False).cuda()
+    embed, head = nn.Embedding(32000, 512).cuda(), nn.Linear(512, 32000).cuda()
+    opt = torch.optim.AdamW([*body.parameters(), *embed.parameters(), *head.parameters()],
+                            lr=1e-4)
+    masks = {}
+    for _ in range(steps):
+        n = rng.randrange(128, 1025)
+        if (batch, n) not in masks:  # the bug: never evicted
+            causal = torch.full((n, n), float('-inf'), device='cuda').triu(1)
+            masks[(batch, n)] = causal.expand(batch * 8, n, n).contiguous()
+            del causal
+        x = torch.randint(0, 32000, (batch, n), device='cuda')
+        h = body(embed(x), mask=masks[(batch, n)])
+        learn(torch.nn.functional.cross_entropy(head(h).flatten(0, 1), x.flatten()), opt)
+        del x, h
+        yield
+
+
+@case
+def grad_history_leak(batch, steps):
+    """GPT-2 (4 layers, width 256), sequence 256, AdamW, under 3G; after
+    each backward a copy of every gradient is appended to a list (gradient
+    statistics for a later plot, left on the device): what outlives steps
+    grows by the model's size, about 64 MB, each step (truth: leak)."""
+    m = gpt2_model(n_layer=4, n_embd=256, n_head=4)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    history = []
+    for _ in range(steps):
+        x = torch.randint(0, 50257, (batch, 256), device='cuda')
+        loss = lm_loss(m, x)
+        loss.backward()
+        history.append([p.grad.detach().clone() for p in m.parameters()])  # the bug
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss, x
+        yield
+
+
+@case
+def benchmark_fits(batch, steps):
+    """ResNet-50 fp32, SGD with momentum, 224x224, with
+    torch.backends.cudnn.benchmark on (cuDNN times its algorithms at each
+    new shape, with workspaces as large as memory allows; PyTorch skips
+    those it cannot allocate), batch 64 under 8G, every fourth batch a third
+    of that (a sampler's remainder: a new shape, timed again), 12 steps
+    (truth: none: the job fits; no OOM paragraph, no leak warning)."""
+    import torchvision
+    torch.backends.cudnn.benchmark = True
+    m = torchvision.models.resnet50().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    for step in range(steps):
+        n = batch if step % 4 != 3 else batch // 3
+        x = torch.randn(n, 3, 224, 224, device='cuda')
+        y = torch.randint(0, 1000, (n,), device='cuda')
+        learn(torch.nn.functional.cross_entropy(m(x), y), opt)
+        del x, y
+        yield
+
+
+@case
+def periodic_eval_fits(batch, steps):
+    """GPT-2 (6 layers), fp32 AdamW, batch 4, sequence 512, under 8G; after
+    every fifth step an evaluation under torch.no_grad at 3 times the batch,
+    3 batches (no graph, freed at once): iterations of two kinds, one with a
+    larger forward than training's, nothing kept (truth: none: no OOM
+    paragraph, no leak warning)."""
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        m.train()
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, 512), device='cuda')), opt)
+        if step % 5 == 4:
+            m.eval()
+            with torch.no_grad():
+                for _ in range(3):
+                    lm_loss(m, torch.randint(0, 50257, (3 * batch, 512), device='cuda')).item()
+        yield
+
 
 def main():
     ap = argparse.ArgumentParser()
