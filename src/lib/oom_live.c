@@ -35,22 +35,21 @@ static bool pytorch_async_backend(void)
   return conf && strstr(conf, "cudaMallocAsync");
 }
 
-/* PyTorch's caching allocator turned off (as `oomlens run --manage` does). */
+/* PyTorch's caching allocator turned off (as `oomlens run --manage` does),
+ * read as PyTorch reads it: c10::utils::check_env, true for "1" only; "0"
+ * is false, and any other value (empty, "true") is ignored with a warning,
+ * the cache left on. */
 static bool pytorch_cache_off(void)
 {
   const char *no_cache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
-  return no_cache && *no_cache && strcmp(no_cache, "0") != 0;
+  return no_cache && strcmp(no_cache, "1") == 0;
 }
 
 /* Tensors reach us only when PyTorch's cache is off or in manage mode;
- * otherwise what we see are its segments. (An empty
- * PYTORCH_NO_CUDA_MEMORY_CACHING counts as set here, as it always has.) */
+ * otherwise what we see are its segments. */
 static bool sees_segments_only(void)
 {
-  const char *no_cache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
-  bool tensors = ol_manage_on() || (no_cache && strcmp(no_cache, "0") != 0) ||
-                 pytorch_async_backend();
-  return !tensors;
+  return !(ol_manage_on() || pytorch_cache_off() || pytorch_async_backend());
 }
 
 static void device_figures(int device, ol_oom_record_t *r)

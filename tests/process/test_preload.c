@@ -247,6 +247,28 @@ START_TEST(no_cache_means_at_once)
 }
 END_TEST
 
+/* PyTorch turns its cache off for PYTORCH_NO_CUDA_MEMORY_CACHING=1 only
+ * (c10::utils::check_env); "true" or an empty value leave it on, so its
+ * retry is still to come and what we see are segments: one paragraph,
+ * after the retry (two, at once, when "true" was taken for off), and the
+ * record says segments (an empty value was taken for tensors). */
+static const char *const cache_left_on[] = {"PYTORCH_NO_CUDA_MEMORY_CACHING=true",
+                                            "PYTORCH_NO_CUDA_MEMORY_CACHING="};
+
+START_TEST(cache_flag_other_than_1_leaves_the_cache_on)
+{
+  harness_run_t run;
+  ol_json_t *r = run_retry("gives_up", cache_left_on[_i], &run);
+  ck_assert_int_eq(paragraphs_in(run.out), 1);
+  comes_before(run.out, "cuda_prog: refused", "oomlens: device 0: out of memory (");
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1);
+  bool segments = false;
+  ck_assert(ol_json_bool(ol_json_path(r, DEV "oom.segments_only"), &segments));
+  ck_assert_msg(segments, "%s: the record says tensors were seen", cache_left_on[_i]);
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(several_ooms_one_paragraph_each_up_to_a_bound)
 {
   harness_run_t run;
@@ -1043,6 +1065,8 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, caught_oom_is_diagnosed_once);
   tcase_add_test(paths, size_max_request_is_impossible);
   tcase_add_test(paths, no_cache_means_at_once);
+  tcase_add_loop_test(paths, cache_flag_other_than_1_leaves_the_cache_on, 0,
+                      (int)(sizeof cache_left_on / sizeof cache_left_on[0]));
   tcase_add_test(paths, several_ooms_one_paragraph_each_up_to_a_bound);
   tcase_add_test(paths, capacity_makes_the_device_smaller);
   tcase_add_test(paths, call_sites_at_the_peak);
