@@ -101,6 +101,9 @@ static struct {
   uint64_t handed, written; /* chunks given to the writer, and written by it */
   uint64_t start_ns;
   uint64_t events;
+  bool created;      /* the file is ours: opening made it */
+  dev_t dev;         /* and which file it is, to remove that one only */
+  ino_t ino;
   bool device_seen[OL_MAX_DEVICES];
   const char *stopped; /* why tracing stopped early, NULL if it did not */
 } tf = {
@@ -653,6 +656,35 @@ static bool publish_open(void)
   return started;
 }
 
+/* Which file the trace is, and whether opening made it. */
+static bool note_file(int fd, bool created)
+{
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return false;
+  tf.created = created;
+  tf.dev = st.st_dev;
+  tf.ino = st.st_ino;
+  return true;
+}
+
+/* A trace that took no event, in a file its opening made, is removed at
+ * its close, as a process that saw no activity writes no report: every
+ * program a job starts inherits OOMLENS_TRACE, and the ones that never
+ * allocate (torch.compile's compile workers, a data loader's workers:
+ * held-out compiled_batch on the H200 left a header-only PATH.<pid>) would
+ * each leave a file of a header and an end line. Only that file: not if
+ * something else is at the path now. */
+static void remove_if_empty(void)
+{
+  struct stat st;
+  if (!tf.created || tf.events != 0 || ol_tracefile_dropped() != 0)
+    return;
+  if (lstat(tf.path, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == tf.dev &&
+      st.st_ino == tf.ino)
+    unlink(tf.path);
+}
+
 int ol_tracefile_open(const char *path)
 {
   if (!claim_opening())
@@ -666,7 +698,7 @@ int ol_tracefile_open(const char *path)
   tf.fd = ol_output_open_stream(path, OL_OUTPUT_PRIVATE, &created, &err);
   if (tf.fd < 0) {
     ol_log_warn("cannot write the trace: %s; no trace is written", err.text);
-  } else if (!write_header(tf.fd) || !allocate_chunks()) {
+  } else if (!note_file(tf.fd, created) || !write_header(tf.fd) || !allocate_chunks()) {
     ol_log_warn("cannot start the trace %s: %s; no trace is written", path, strerror(errno));
   } else if (publish_open()) {
     return 0;
@@ -782,6 +814,8 @@ void ol_tracefile_close(void)
     pthread_cond_signal(&tf.writer_wake);
     if (!wait_written(true))
       leave_writer_behind();
+    else
+      remove_if_empty();
   }
   pthread_mutex_unlock(&tf.lock);
 }

@@ -293,6 +293,30 @@ START_TEST(started_program_does_not_empty_the_jobs_trace)
 }
 END_TEST
 
+/* A program the job starts that allocates nothing leaves no trace of its
+ * own (held-out compiled_batch left a header-only PATH.<pid>), and the
+ * job's trace is whole. */
+START_TEST(started_program_that_allocates_nothing_leaves_no_trace)
+{
+  char trace_env[PATH_MAX + 32], path[PATH_MAX];
+  snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s/t.trace", harness_dir());
+  const char *env[] = {trace_env, NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_TRACE_PROG"), "exec_idle_child", NULL};
+  harness_run_t run;
+  harness_exec(&run, true, env, argv);
+  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
+  snprintf(path, sizeof path, "%s/t.trace", harness_dir());
+  ck_assert_int_eq(replayed_peak(path), 3 * MiB);
+  int others = 0;
+  DIR *d = opendir(harness_dir());
+  for (struct dirent *e; d && (e = readdir(d));)
+    others += strncmp(e->d_name, "t.trace.", 8) == 0;
+  if (d)
+    closedir(d);
+  ck_assert_msg(others == 0, "the idle program left a trace:\n%s", run.out);
+}
+END_TEST
+
 START_TEST(unwritable_trace_does_not_hurt_job)
 {
   const char *env[] = {"OOMLENS_TRACE=/nonexistent/dir/t.trace", NULL};
@@ -815,6 +839,7 @@ static Suite *trace_file_suite(void)
   tcase_add_test(job, usr1_puts_trace_on_disk);
   tcase_add_test(job, forked_child_has_its_own_trace);
   tcase_add_test(job, started_program_does_not_empty_the_jobs_trace);
+  tcase_add_test(job, started_program_that_allocates_nothing_leaves_no_trace);
   tcase_add_test(job, unwritable_trace_does_not_hurt_job);
   tcase_add_test(job, trace_report_table_equals_live);
   tcase_add_test(job, trace_batch_figure_equals_live);

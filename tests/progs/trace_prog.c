@@ -219,6 +219,32 @@ static int exec_child(const char *self)
   return 0;
 }
 
+/* The same, but the program it runs asks the device's free memory and
+ * allocates nothing (a compile worker, a data loader's worker). */
+static int exec_idle_child(const char *self)
+{
+  void *p;
+  CHECK(cudaMalloc(&p, 3 * MiB) == cudaSuccess);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    execl(self, self, "mem_info_only", (char *)NULL);
+    _exit(5);
+  }
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(cudaFree(p) == cudaSuccess);
+  return 0;
+}
+
+static int mem_info_only(void)
+{
+  size_t free_bytes = 0, total_bytes = 0;
+  CHECK(cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess);
+  return 0;
+}
+
 static int one_alloc(void)
 {
   void *p;
@@ -273,6 +299,8 @@ int main(int argc, char **argv)
   if (!strcmp(s, "until_signal")) return until_signal();
   if (!strcmp(s, "exec_child")) return exec_child(argv[0]);
   if (!strcmp(s, "one_alloc")) return one_alloc();
+  if (!strcmp(s, "exec_idle_child")) return exec_idle_child(argv[0]);
+  if (!strcmp(s, "mem_info_only")) return mem_info_only();
   if (!strcmp(s, "usr1")) return usr1_flushes(argc > 2 ? argv[2] : NULL, argc > 3 ? argv[3] : NULL);
   fprintf(stderr, "trace_prog: unknown scenario %s\n", s);
   return 2;
