@@ -14,10 +14,20 @@ Prints per step (a generate call is a step) `STEP seconds` and `LOSS value`
 PyTorch's own peaks. After W steps, if MANAGE_CHECK_MARK names a file, it
 sends itself SIGUSR1 (oomlens writes its reports then) and copies the JSON
 report there once written, so the steady state's calls are the final
-report's less these."""
-import argparse, json, os, random, shutil, signal, sys, time
+report's less these.
+
+MANAGE_JOBS_REPEAT=N runs each drawn step N times over (the same shapes
+and inputs; N x steps steps in all); MANAGE_JOBS_CAPTURE_AB=1 turns
+oomlens's call-site capture on and off step by step (oomlens_capture, pairs
+of steps on/off then off/on) and prints `CAPTURE 1|0` after each STEP:
+capture_ab.py's measure of what the capture costs, step against step in
+one process."""
+import argparse, ctypes, json, os, random, shutil, signal, sys, time
 
 import torch
+
+
+REPEAT = int(os.environ.get('MANAGE_JOBS_REPEAT', '1'))
 
 
 def deterministic():
@@ -39,10 +49,11 @@ def gpt2(steps):
     gen = torch.Generator().manual_seed(1)
     for _ in range(steps):
         x = ids(gen, 16, 1024, 50257)
-        with torch.autocast('cuda', dtype=torch.bfloat16):
-            loss = m(input_ids=x, labels=x).loss
-        loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
-        yield loss.item()
+        for _ in range(REPEAT):
+            with torch.autocast('cuda', dtype=torch.bfloat16):
+                loss = m(input_ids=x, labels=x).loss
+            loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+            yield loss.item()
 
 
 def resnet50(steps):
@@ -54,11 +65,12 @@ def resnet50(steps):
     for _ in range(steps):
         x = torch.randn(128, 3, 224, 224, generator=gen).cuda()
         y = torch.randint(0, 1000, (128,), generator=gen).cuda()
-        with torch.autocast('cuda', dtype=torch.float16):
-            loss = torch.nn.functional.cross_entropy(m(x), y)
-        scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
-        opt.zero_grad(set_to_none=True)
-        yield loss.item()
+        for _ in range(REPEAT):
+            with torch.autocast('cuda', dtype=torch.float16):
+                loss = torch.nn.functional.cross_entropy(m(x), y)
+            scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
+            opt.zero_grad(set_to_none=True)
+            yield loss.item()
 
 
 def gpt2_varlen(steps):
@@ -70,10 +82,11 @@ def gpt2_varlen(steps):
     for _ in range(steps):
         length = rng.choice([200, 333, 512, 700, 1024, 1500, 2048]); batch = rng.choice([4, 6, 8])
         x = ids(gen, batch, length, 50257)
-        with torch.autocast('cuda', dtype=torch.bfloat16):
-            loss = m(input_ids=x, labels=x).loss
-        loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
-        yield loss.item()
+        for _ in range(REPEAT):
+            with torch.autocast('cuda', dtype=torch.bfloat16):
+                loss = m(input_ids=x, labels=x).loss
+            loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+            yield loss.item()
 
 
 def llama_config():
@@ -92,10 +105,11 @@ def llama_varlen(steps):
     rng, gen = random.Random(5), torch.Generator().manual_seed(1)
     for _ in range(steps):
         x = ids(gen, 4, rng.randint(256, 4096), 32000)
-        with torch.autocast('cuda', dtype=torch.bfloat16):
-            loss = m(input_ids=x, labels=x).loss
-        loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
-        yield loss.item()
+        for _ in range(REPEAT):
+            with torch.autocast('cuda', dtype=torch.bfloat16):
+                loss = m(input_ids=x, labels=x).loss
+            loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+            yield loss.item()
 
 
 def generate(steps):
@@ -106,10 +120,11 @@ def generate(steps):
     rng, gen = random.Random(7), torch.Generator().manual_seed(1)
     for _ in range(steps):
         x = ids(gen, rng.randint(1, 16), rng.randint(128, 1024), 32000)
-        with torch.no_grad():
-            out = m.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=48,
-                             min_new_tokens=48, do_sample=False)
-        yield float(out[:, x.shape[1]:].sum().item())
+        for _ in range(REPEAT):
+            with torch.no_grad():
+                out = m.generate(input_ids=x, attention_mask=torch.ones_like(x),
+                                 max_new_tokens=48, min_new_tokens=48, do_sample=False)
+            yield float(out[:, x.shape[1]:].sum().item())
 
 
 JOBS = dict(gpt2=gpt2, resnet50=resnet50, gpt2_varlen=gpt2_varlen, llama_varlen=llama_varlen,
@@ -134,6 +149,20 @@ def mark_report(path):
         time.sleep(0.05)
 
 
+def capture_switch():
+    """oomlens_capture from the preloaded library, when MANAGE_JOBS_CAPTURE_AB=1."""
+    if os.environ.get('MANAGE_JOBS_CAPTURE_AB') != '1':
+        return None
+    fn = ctypes.CDLL(None).oomlens_capture  # AttributeError without oomlens: meant
+    fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+    return fn
+
+
+def capture_in(i):
+    """Capture on (1) or off (0) in step i: pairs of steps, on/off then off/on."""
+    return int((i % 2 == 0) == ((i // 2) % 2 == 0))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('job', choices=sorted(JOBS))
@@ -143,11 +172,17 @@ def main():
     deterministic()
     torch.cuda.init()
     mark = os.environ.get('MANAGE_CHECK_MARK')
+    capture = capture_switch()
+    if capture:
+        capture(capture_in(0))
     t0 = time.perf_counter()
     for i, loss in enumerate(JOBS[a.job](a.steps)):
         torch.cuda.synchronize()
         print('STEP', round(time.perf_counter() - t0, 5), flush=True)
         print('LOSS', repr(loss), flush=True)
+        if capture:
+            print('CAPTURE', capture_in(i), flush=True)
+            capture(capture_in(i + 1))
         if mark and i + 1 == a.warm:
             mark_report(mark)
         t0 = time.perf_counter()

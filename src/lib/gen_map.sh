@@ -12,6 +12,7 @@ set -eu
   echo "    dlsym;"
   echo "    oomlens_version;"
   echo "    oomlens_write_report;"
+  echo "    oomlens_capture;"
   echo "  local:"
   echo "    *;"
   echo "};"

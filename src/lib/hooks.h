@@ -17,6 +17,7 @@ void *ol_intercept_wrap(void *real_fn);
 /* The library's own exported calls (include/oomlens.h) and its unloading. */
 const char *ol_on_version(void);
 int ol_on_write_report(void); /* 0 when every report file was written */
+int ol_on_capture(int on);     /* call sites taken (1) or paused (0): the state before */
 void ol_on_unload(void);      /* the process is exiting: final reports */
 
 #endif

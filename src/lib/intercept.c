@@ -48,6 +48,13 @@ int ol_on_write_report(void)
   return ol_lifecycle_enabled() ? ol_report_write_all("request") : -1;
 }
 
+int ol_on_capture(int on)
+{
+  if (!ol_lifecycle_enabled())
+    return -1;
+  return ol_stacks_set_paused(on == 0) ? 0 : 1;
+}
+
 void ol_on_unload(void)
 {
   ol_lifecycle_at_exit();
@@ -75,7 +82,7 @@ static cudaError_t missing_runtime(ol_fn_t fn)
  * thread has seen before is known by its site id and not interned again. */
 static void track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind, uintptr_t stream)
 {
-  if (!ol_stacks_on()) {
+  if (!ol_stacks_capturing()) {
     ol_track_alloc(addr, size, device, kind, stream);
     return;
   }
@@ -96,7 +103,7 @@ static void track_alloc(uintptr_t addr, size_t size, int device, ol_kind_t kind,
 static void failed(int device, size_t size, ol_kind_t kind, bool out_of_memory)
 {
   ol_site_key_t key;
-  bool with_site = out_of_memory && ol_stacks_on(); /* what the request was for */
+  bool with_site = out_of_memory && ol_stacks_capturing(); /* what the request was for */
   if (with_site)
     ol_stacks_request_key(&key);
   ol_track_failed_alloc(size, device, kind, out_of_memory, with_site ? &key : NULL);

@@ -143,6 +143,10 @@ struct ol_site_key {
  * (OOMLENS_ROLES); native frames only with OOMLENS_STACKS. */
 bool ol_stacks_on(void);
 bool ol_stacks_native_on(void);
+/* Call sites are taken now: configured on, and not paused by the job
+ * (oomlens_capture). ol_stacks_set_paused returns whether it was paused. */
+bool ol_stacks_capturing(void);
+bool ol_stacks_set_paused(bool paused);
 /* The sampling mean in bytes (0: every allocation): OOMLENS_STACK_SAMPLE,
  * or 1 MiB for the role capture when that is 0. */
 uint64_t ol_stacks_sample_bytes(void);

@@ -42,6 +42,11 @@ OL_EXPORT int oomlens_write_report(void)
   return ol_on_write_report();
 }
 
+OL_EXPORT int oomlens_capture(int on)
+{
+  return ol_on_capture(on);
+}
+
 /* Only records a pointer: no work may happen at load time. */
 __attribute__((constructor)) static void install_hooks(void)
 {

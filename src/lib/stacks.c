@@ -172,6 +172,21 @@ bool ol_stacks_on(void)
   return here >= 0 ? here != 0 : learn_python();
 }
 
+/* Paused by the job through oomlens_capture(0): allocations from then on
+ * are counted without a call site, until oomlens_capture(1). One relaxed
+ * load on the hot path, only when capture is on. */
+static atomic_bool paused;
+
+bool ol_stacks_capturing(void)
+{
+  return ol_stacks_on() && !atomic_load_explicit(&paused, memory_order_relaxed);
+}
+
+bool ol_stacks_set_paused(bool pause)
+{
+  return atomic_exchange(&paused, pause);
+}
+
 bool ol_stacks_native_on(void)
 {
   return ol_option_bool(OL_OPT_STACKS);

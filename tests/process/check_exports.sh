@@ -16,6 +16,6 @@ if [ "$expected" != "$actual" ]; then
   rm -rf "$scratch"
   exit 1
 fi
-[ "$public" = "oomlens_version oomlens_write_report " ] || { echo "public API: $public"; exit 1; }
+[ "$public" = "oomlens_capture oomlens_version oomlens_write_report " ] || { echo "public API: $public"; exit 1; }
 count=$(printf '%s\n' "$actual" | wc -l)
 echo "ok: $count interposed symbols plus the public API"

@@ -483,6 +483,32 @@ START_TEST(call_sites_at_the_peak)
 }
 END_TEST
 
+/* Allocations made while the job paused the capture have no call site:
+ * the weights' 96 MiB are not at the peak by site, the activations' are. */
+START_TEST(paused_capture_takes_no_site)
+{
+  const char *env[] = {"OOMLENS_STACKS=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("paused_sites", env, &run);
+  const ol_json_t *peak = ol_json_path(r, DEV "sites.at_peak");
+  for (size_t i = 0; i < ol_json_length(peak); i++) {
+    const char *frame =
+      ol_json_string(ol_json_path(ol_json_at(peak, i), "frames[0]"));
+    ck_assert_msg(!frame || !strstr(frame, "cuda_prog_weights"), "a site for paused weights");
+  }
+  bool activations = false;
+  for (size_t i = 0; i < ol_json_length(peak); i++) {
+    const ol_json_t *site = ol_json_at(peak, i);
+    const char *frame = ol_json_string(ol_json_path(site, "frames[0]"));
+    if (frame && strstr(frame, "cuda_prog_activation"))
+      activations = harness_int(site, "bytes") == 48 * MiB;
+  }
+  ck_assert_msg(activations, "the activations' site after the capture resumed");
+  ck_assert_int_eq(harness_int(r, STAT("allocated_bytes.all.peak")), 144 * MiB);
+  ol_json_free(r);
+}
+END_TEST
+
 /* The number of the first line of the file at path holding needle. */
 static int line_of(const char *path, const char *needle)
 {
@@ -1070,6 +1096,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, several_ooms_one_paragraph_each_up_to_a_bound);
   tcase_add_test(paths, capacity_makes_the_device_smaller);
   tcase_add_test(paths, call_sites_at_the_peak);
+  tcase_add_test(paths, paused_capture_takes_no_site);
   tcase_add_test(paths, call_sites_carry_source_lines);
   tcase_add_test(paths, no_source_lines_when_off);
   tcase_add_test(paths, leak_names_the_growing_site);

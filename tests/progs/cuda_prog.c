@@ -525,6 +525,25 @@ static int two_sites(void)
   return 0;
 }
 
+/* two_sites with the weights made while the job paused the capture
+ * (oomlens_capture, looked up so the program runs without oomlens too). */
+static int paused_sites(void)
+{
+  int (*capture)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "oomlens_capture");
+  CHECK(capture);
+  CHECK(capture(0) == 1);
+  CHECK(capture(0) == 0);
+  void *w = cuda_prog_weights(), *a[3];
+  CHECK(capture(1) == 0);
+  volatile int count = 3;
+  for (int i = 0; i < count; i++)
+    a[i] = cuda_prog_activation();
+  for (int i = 0; i < 3; i++)
+    CHECK(cudaFree(a[i]) == cudaSuccess);
+  (void)w;
+  return 0;
+}
+
 /* One allocating function reached at two depths of recursion: two stacks
  * that differ only below the frames a report shows (as one Python line
  * reaches PyTorch's allocator through different operators). 16 MiB each,
@@ -674,6 +693,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "nodriver")) return no_driver();
   if (!strcmp(s, "capacity")) return smaller_device();
   if (!strcmp(s, "two_sites")) return two_sites();
+  if (!strcmp(s, "paused_sites")) return paused_sites();
   if (!strcmp(s, "nested_sites")) return nested_sites();
   if (!strcmp(s, "sigterm")) return killed();
   if (!strcmp(s, "sampled")) return sampled();
