@@ -7,10 +7,13 @@ docs/measurements.md, session 9).
 
 For each job of CAPTURE_AB_JOBS (default "gpt2 resnet50 gpt2_varlen
 llama_varlen"), one process under `oomlens run --manage` runs
-manage_jobs.py with MANAGE_JOBS_REPEAT=2 (each drawn shape twice, the same
-inputs) and MANAGE_JOBS_CAPTURE_AB=1 (the capture on in one step of each
-pair and off in the other, on first in every other pair, through
-oomlens_capture). The first CAPTURE_AB_WARM pairs (default 3) are left
+manage_jobs.py with MANAGE_JOBS_REPEAT=3 (each drawn shape three times,
+the same inputs) and MANAGE_JOBS_CAPTURE_AB=1: a shape's first run takes
+the making of its input on the CPU and the pool's growth for it and is left
+out; its other two are a pair, the capture on in one and off in the other
+(through oomlens_capture), on first for every other shape. (With two runs
+a shape, the first of each pair carried the input's making: ResNet-50's
+pairs were 4x apart by order, measured 2026-12-03.) The first CAPTURE_AB_WARM pairs (default 3) are left
 out. Per pair, on/off; per job, the geometric mean over the pairs (the
 orders balance, so the second run of a shape being faster cancels), the
 median, the two orders' medians, the worst pair and sum(on)/sum(off).
@@ -33,7 +36,7 @@ def run(job):
     env = dict(os.environ)
     env.pop('LD_PRELOAD', None)
     env.pop('PYTORCH_CUDA_ALLOC_CONF', None)
-    env.update(MANAGE_JOBS_REPEAT='2', MANAGE_JOBS_CAPTURE_AB='1',
+    env.update(MANAGE_JOBS_REPEAT='3', MANAGE_JOBS_CAPTURE_AB='1',
                CUBLAS_WORKSPACE_CONFIG=':4096:8')
     report = os.path.join(OUT, f'ab-{job}-%p.txt')
     cmd = [CLI, 'run', '--manage', '--report', report, '--', sys.executable, JOBS_PY, job,
@@ -45,7 +48,9 @@ def run(job):
             steps.append(float(line.split()[1]))
         elif line.startswith('CAPTURE '):
             states.append(int(line.split()[1]))
-    if p.returncode != 0 or len(steps) != len(states) or len(steps) < 2 * (WARM + 1):
+    kept = [(t, c) for t, c in zip(steps, states) if c >= 0]  # each shape's first run out
+    steps, states = [t for t, _ in kept], [c for _, c in kept]
+    if p.returncode != 0 or len(steps) < 2 * (WARM + 1):
         sys.stderr.write(f'--- {job} exited {p.returncode}, {len(steps)} steps\n'
                          f'{p.stderr[-3000:]}\n')
         return None

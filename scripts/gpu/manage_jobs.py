@@ -17,9 +17,10 @@ report there once written, so the steady state's calls are the final
 report's less these.
 
 MANAGE_JOBS_REPEAT=N runs each drawn step N times over (the same shapes
-and inputs; N x steps steps in all); MANAGE_JOBS_CAPTURE_AB=1 turns
-oomlens's call-site capture on and off step by step (oomlens_capture, pairs
-of steps on/off then off/on) and prints `CAPTURE 1|0` after each STEP:
+and inputs; N x steps steps in all); MANAGE_JOBS_CAPTURE_AB=1 (with N = 3)
+turns oomlens's call-site capture on and off step by step (oomlens_capture:
+each shape's first run is not compared, its other two are a pair, on/off
+then off/on) and prints `CAPTURE 1|0|-1` after each STEP:
 capture_ab.py's measure of what the capture costs, step against step in
 one process."""
 import argparse, ctypes, json, os, random, shutil, signal, sys, time
@@ -159,8 +160,14 @@ def capture_switch():
 
 
 def capture_in(i):
-    """Capture on (1) or off (0) in step i: pairs of steps, on/off then off/on."""
-    return int((i % 2 == 0) == ((i // 2) % 2 == 0))
+    """Capture in step i, with each shape run three times (REPEAT=3): the
+    first run of a shape takes its input's making and the pool's growth for
+    it and is not compared (-1, capture on); the other two are a pair, on
+    then off for even shapes, off then on for odd ones."""
+    j, k = i % 3, i // 3
+    if j == 0:
+        return -1
+    return int((j == 1) == (k % 2 == 0))
 
 
 def main():
@@ -174,7 +181,7 @@ def main():
     mark = os.environ.get('MANAGE_CHECK_MARK')
     capture = capture_switch()
     if capture:
-        capture(capture_in(0))
+        capture(abs(capture_in(0)))
     t0 = time.perf_counter()
     for i, loss in enumerate(JOBS[a.job](a.steps)):
         torch.cuda.synchronize()
@@ -182,7 +189,7 @@ def main():
         print('LOSS', repr(loss), flush=True)
         if capture:
             print('CAPTURE', capture_in(i), flush=True)
-            capture(capture_in(i + 1))
+            capture(abs(capture_in(i + 1)))  # a shape's first run: on
         if mark and i + 1 == a.warm:
             mark_report(mark)
         t0 = time.perf_counter()
