@@ -31,6 +31,14 @@ def learn(loss, opt):
     opt.zero_grad(set_to_none=True)
 
 
+def scaled_learn(loss, opt, scaler):
+    """learn() under fp16 autocast's GradScaler."""
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    opt.zero_grad(set_to_none=True)
+
+
 def train_steps(model, opt, batches, loss_of):
     for x in batches:
         loss = loss_of(model, x)
@@ -960,10 +968,7 @@ def native_tf_batch(batch, steps):
         with torch.autocast('cuda', dtype=torch.float16):
             logits = m(x)
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), x.flatten())
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
+        scaled_learn(loss, opt, scaler)
         del logits, loss, x
         yield
 
@@ -1165,10 +1170,7 @@ def densenet_amp_batch(batch, steps):
     for x, y in image_batches(batch, steps):
         with torch.autocast('cuda', dtype=torch.float16):
             loss = torch.nn.functional.cross_entropy(m(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
+        scaled_learn(loss, opt, scaler)
         del loss, x, y
         yield
 

@@ -513,14 +513,21 @@ void *cuda_prog_activation(void)
   return p;
 }
 
-static int two_sites(void)
+/* Three activations from one call site, all live at once, then freed. */
+static void three_activations(void)
 {
-  void *w = cuda_prog_weights(), *a[3];
+  void *a[3];
   volatile int count = 3; /* one call site: the loop must not be unrolled */
   for (int i = 0; i < count; i++)
     a[i] = cuda_prog_activation();
   for (int i = 0; i < 3; i++)
     CHECK(cudaFree(a[i]) == cudaSuccess);
+}
+
+static int two_sites(void)
+{
+  void *w = cuda_prog_weights();
+  three_activations();
   (void)w;
   return 0;
 }
@@ -533,13 +540,9 @@ static int paused_sites(void)
   CHECK(capture);
   CHECK(capture(0) == 1);
   CHECK(capture(0) == 0);
-  void *w = cuda_prog_weights(), *a[3];
+  void *w = cuda_prog_weights();
   CHECK(capture(1) == 0);
-  volatile int count = 3;
-  for (int i = 0; i < count; i++)
-    a[i] = cuda_prog_activation();
-  for (int i = 0; i < 3; i++)
-    CHECK(cudaFree(a[i]) == cudaSuccess);
+  three_activations();
   (void)w;
   return 0;
 }

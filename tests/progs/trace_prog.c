@@ -201,34 +201,17 @@ static int until_signal(void)
 
 /* The parent holds 3 MiB, then runs a program of its own (this one, as
  * torch.compile runs its compile workers) that inherits OOMLENS_TRACE and
- * allocates 1 MiB; then frees and ends. */
-static int exec_child(const char *self)
+ * runs the scenario child: one_alloc allocates 1 MiB, mem_info_only asks
+ * the device's free memory and allocates nothing (a compile worker, a data
+ * loader's worker); then frees and ends. */
+static int exec_child(const char *self, const char *child)
 {
   void *p;
   CHECK(cudaMalloc(&p, 3 * MiB) == cudaSuccess);
   pid_t pid = fork();
   CHECK(pid >= 0);
   if (pid == 0) {
-    execl(self, self, "one_alloc", (char *)NULL);
-    _exit(5);
-  }
-  int status;
-  CHECK(waitpid(pid, &status, 0) == pid);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  CHECK(cudaFree(p) == cudaSuccess);
-  return 0;
-}
-
-/* The same, but the program it runs asks the device's free memory and
- * allocates nothing (a compile worker, a data loader's worker). */
-static int exec_idle_child(const char *self)
-{
-  void *p;
-  CHECK(cudaMalloc(&p, 3 * MiB) == cudaSuccess);
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid == 0) {
-    execl(self, self, "mem_info_only", (char *)NULL);
+    execl(self, self, child, (char *)NULL);
     _exit(5);
   }
   int status;
@@ -297,9 +280,9 @@ int main(int argc, char **argv)
   if (!strcmp(s, "stalled")) return stalled_reader();
   if (!strcmp(s, "stalled_sigterm")) return stalled_reader_sigterm();
   if (!strcmp(s, "until_signal")) return until_signal();
-  if (!strcmp(s, "exec_child")) return exec_child(argv[0]);
+  if (!strcmp(s, "exec_child")) return exec_child(argv[0], "one_alloc");
   if (!strcmp(s, "one_alloc")) return one_alloc();
-  if (!strcmp(s, "exec_idle_child")) return exec_idle_child(argv[0]);
+  if (!strcmp(s, "exec_idle_child")) return exec_child(argv[0], "mem_info_only");
   if (!strcmp(s, "mem_info_only")) return mem_info_only();
   if (!strcmp(s, "usr1")) return usr1_flushes(argc > 2 ? argv[2] : NULL, argc > 3 ? argv[3] : NULL);
   fprintf(stderr, "trace_prog: unknown scenario %s\n", s);
