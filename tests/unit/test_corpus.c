@@ -30,6 +30,7 @@ typedef struct corpus_case {
   char name[64], trace[128], policy[32], expected[32];
   uint64_t capacity;
   int64_t batch, batch_truth; /* batch_truth -1: none */
+  int64_t batch_out;          /* where no truth: the smallest batch known not to fit (-1: none) */
   bool leak_warning;          /* the early warning fires (before the OOM, if any) */
   char first_step[16];        /* how far a first-step OOM's forward got ("": not said) */
 } corpus_case_t;
@@ -60,6 +61,7 @@ static bool read_case(const ol_json_t *entry, corpus_case_t *c)
   text_of(entry, "first_step", c->first_step, sizeof c->first_step, "");
   c->batch = ol_json_path_int64(entry, "batch", 0);
   c->batch_truth = ol_json_path_int64(entry, "batch_truth", -1);
+  c->batch_out = ol_json_path_int64(entry, "batch_out", -1);
   c->leak_warning = false;
   ol_json_bool(ol_json_get(entry, "leak_warning"), &c->leak_warning);
   return ol_parse_size(cap, &c->capacity) && c->capacity > 0 && *c->trace && *c->expected;
@@ -114,6 +116,20 @@ static void check_first_step(const corpus_case_t *c, const ol_oom_record_t *reco
     ck_assert_msg(ol_batch_figure_trial(&f.bound) <= c->batch_truth, "%s: the trial batch %lld "
                   "does not fit (%lld by bisection)", c->name,
                   (long long)ol_batch_figure_trial(&f.bound), (long long)c->batch_truth);
+}
+
+/* A first-step OOM whose bisection stopped before the truth: the trial
+ * batch it says to run once must at least be below a batch known to run
+ * out (held-out compiled_batch was told 12 where 11 does not fit). */
+static void check_trial_below(const corpus_case_t *c, const ol_oom_record_t *record)
+{
+  ol_first_step_figure_t f;
+  if (record->iterations > 0 || ol_oom_first_step_figure(record, &f) ||
+      !f.bound.need_is_lower_bound)
+    return;
+  ck_assert_msg(ol_batch_figure_trial(&f.bound) < c->batch_out, "%s: the trial batch %lld, "
+                "where %lld does not fit", c->name, (long long)ol_batch_figure_trial(&f.bound),
+                (long long)c->batch_out);
 }
 
 /* How far the forward had got, as the manifest says it did. */
@@ -204,6 +220,8 @@ START_TEST(each_case_gets_its_class_and_batch)
     check_oom_batch(c, record);
   else if (c->batch_truth >= 0)
     check_report_batch(c, &view);
+  else if (c->batch_out > 0 && result.recorded)
+    check_trial_below(c, record);
   ol_report_free(&view);
   ol_replay_result_free(&result);
 }
