@@ -289,6 +289,7 @@ static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)
   r->growth = ol_json_need_int(&oom, "growth_per_iteration", SIGNED);
   /* minor 7; 0 (not found) in reports of earlier minors */
   r->need_growth = ol_json_may_int(&oom, "need_growth_per_iteration", SIGNED, 0);
+  r->input_growth = ol_json_may_int(&oom, "input_growth_per_iteration", SIGNED, 0);
   r->work_growth = ol_json_may_int(&oom, "allocations_growth_per_iteration", SIGNED, 0);
   r->segments_only = ol_json_need_bool(&oom, "segments_only");
   read_oom_roles(&oom, r);

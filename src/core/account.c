@@ -421,8 +421,9 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   r->before_first_free = ol_phases_before_first_free(&dev->phases);
   r->iteration_need = ol_phases_iteration_need(&dev->phases);
   ol_phases_work_growth(&dev->phases, &r->need_growth, &r->work_growth);
+  ol_phases_input_growth(&dev->phases, &r->input_growth);
   if (r->iterations == 0)
-    r->need_growth = r->work_growth = 0;
+    r->need_growth = r->work_growth = r->input_growth = 0;
   r->first_persistent = dev->phases.first_low_known ? dev->phases.first_low : -1;
   ol_account_role_bytes(a, device, OL_SITES_BY_CURRENT, &r->roles_known, r->role_bytes);
   request_role(a, device, r);

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 12  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments) */
+#define OL_REPORT_MINOR 13  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -295,6 +295,10 @@ int64_t ol_phases_iteration_need(const ol_phases_t *p);    /* -1: no iteration e
  * each (false, both 0, otherwise). */
 #define OL_WORK_STREAK 3
 bool ol_phases_work_growth(const ol_phases_t *p, int64_t *need_rise, int64_t *allocs_rise);
+/* The last OL_WORK_STREAK + 1 iterations each needed more than the one before,
+ * by a steady amount, with a larger largest tensor each time: the input
+ * grows (a length curriculum). The least rise (false, 0, otherwise). */
+bool ol_phases_input_growth(const ol_phases_t *p, int64_t *need_rise);
 /* At an iteration's end: whether the low point has now risen
  * OL_LEAK_STREAK iterations in a row by more than it ever fell, adding up
  * to a share of the device (OL_LEAK_SHARE); if so (and
@@ -441,6 +445,9 @@ typedef struct ol_oom_record {
   /* The iterations' work grew (ol_phases_work_growth): each needed this
    * much more than the last, and made this many more allocations; 0 not. */
   int64_t need_growth, work_growth;
+  /* The input grew (ol_phases_input_growth): each of the last iterations
+   * needed this much more than the one before, its tensors larger; 0 not. */
+  int64_t input_growth;
   int64_t first_persistent; /* what outlived the first iteration found; -1 none */
   int64_t batch; /* the job's batch as the user gave it (--batch), 0 unknown */
   bool segments_only; /* we saw the framework's segments, not its tensors */

@@ -803,6 +803,23 @@ static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
                 "fits.) ", size_text(b, state_to_come(r)));
 }
 
+/* A mid-run OOM whose iterations grew steadily with larger tensors: not
+ * a leak (nothing is kept), but the guides' "fails mid-training" rule
+ * would say so. What the job changes step by step is the lever. */
+static void explain_growing_input(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32];
+  ol_buf_printf(out, "Nothing is kept from one iteration to the next, but each of the last %d "
+                "needed more than the one before (%s more or so each; %s in the last that "
+                "finished, after %" PRIu64 " iterations) with larger tensors each time, as an "
+                "input that grows by a schedule makes them (a sequence-length curriculum, a "
+                "batch-size schedule): if it does, this iteration's larger input is what did "
+                "not fit; cap the schedule below this step's size, or make each step's memory "
+                "smaller as below. ",
+                OL_WORK_STREAK + 1, size_text(a, r->input_growth), size_text(b, r->iteration_need),
+                r->iterations);
+}
+
 static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32], c[32];
@@ -818,6 +835,8 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
                 size_text(c, room_with_headroom(lead)), HEADROOM_PERCENT);
   if (r->iterations == 0 && !r->segments_only)
     explain_first_step(out, r);
+  if (r->input_growth > 0)
+    explain_growing_input(out, r);
   if (estimated)
     advise_estimate(out, r, &f);
   else
@@ -1281,11 +1300,12 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"persistent\": %" PRId64 ", \"transient\": %" PRId64
                 ", \"iterations\": %" PRIu64 ", \"growth_per_iteration\": %" PRId64
                 ", \"need_growth_per_iteration\": %" PRId64
-                ", \"allocations_growth_per_iteration\": %" PRId64 ", \"segments_only\": %s",
+                ", \"allocations_growth_per_iteration\": %" PRId64
+                ", \"input_growth_per_iteration\": %" PRId64 ", \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
                 r->reserved, r->free_reserved, r->largest_free_block, r->external,
                 r->persistent, transient_of(r), r->iterations, r->growth, r->need_growth,
-                r->work_growth, r->segments_only ? "true" : "false");
+                r->work_growth, r->input_growth, r->segments_only ? "true" : "false");
   json_figures(out, r, c);
   ol_buf_printf(out, ", \"advice\": ");
   ol_buf_json_string(out, advice.failed ? "" : advice.data);

@@ -661,6 +661,28 @@ static bool steady_rises(const int64_t *v, int n, int64_t *least)
   return hi <= 2 * lo;
 }
 
+/* The last OL_WORK_STREAK + 1 iterations' ends, largest tensors and
+ * needs, newest first, in the ring and after the anchor was adopted; how
+ * many were found. An occurrence of the anchor that ended several
+ * iterations at once (its gap read as whole periods: a window grown to
+ * about twice the first) is one end. An iteration that ended no whole
+ * number of periods on (broke_at) is what growing work looks like: the
+ * gap grows with the work. */
+static int last_ends(const ol_phases_t *p, uint64_t *ends, uint64_t *largests, int64_t *needs)
+{
+  int n = 0;
+  for (uint64_t it = p->iterations; n <= OL_WORK_STREAK && it > p->first_known &&
+                                    p->iterations - it < OL_PHASE_VALLEYS; it--) {
+    uint64_t end = p->ends[it % OL_PHASE_VALLEYS];
+    if (n > 0 && end == ends[n - 1])
+      continue;
+    ends[n] = end;
+    largests[n] = p->largests[it % OL_PHASE_VALLEYS];
+    needs[n++] = p->needs[it % OL_PHASE_VALLEYS];
+  }
+  return n;
+}
+
 /* Gradient accumulation whose window grows (held-out accum_leak: the k-th
  * window's k micro-steps keep their graphs until its one backward) leaves
  * nothing outliving its iterations, yet each iteration needs more than the
@@ -672,25 +694,9 @@ static bool steady_rises(const int64_t *v, int n, int64_t *least)
 bool ol_phases_work_growth(const ol_phases_t *p, int64_t *need_rise, int64_t *allocs_rise)
 {
   *need_rise = *allocs_rise = 0;
-  /* The last OL_WORK_STREAK + 1 ends, newest first, in the ring and after
-   * the anchor was adopted. An occurrence of the anchor that ended several
-   * iterations at once (its gap read as whole periods: a window grown to
-   * about twice the first) is one end. An iteration that ended no whole
-   * number of periods on (broke_at) is what this looks like: the gap grows
-   * with the work. */
   uint64_t ends[OL_WORK_STREAK + 1], largests[OL_WORK_STREAK + 1];
   int64_t needs[OL_WORK_STREAK + 1];
-  int n = 0;
-  for (uint64_t it = p->iterations; n <= OL_WORK_STREAK && it > p->first_known &&
-                                    p->iterations - it < OL_PHASE_VALLEYS; it--) {
-    uint64_t end = p->ends[it % OL_PHASE_VALLEYS];
-    if (n > 0 && end == ends[n - 1])
-      continue;
-    ends[n] = end;
-    largests[n] = p->largests[it % OL_PHASE_VALLEYS];
-    needs[n++] = p->needs[it % OL_PHASE_VALLEYS];
-  }
-  if (n <= OL_WORK_STREAK)
+  if (last_ends(p, ends, largests, needs) <= OL_WORK_STREAK)
     return false;
   for (int i = 1; i < OL_WORK_STREAK; i++)
     if (largests[i] != largests[0])
@@ -707,6 +713,30 @@ bool ol_phases_work_growth(const ol_phases_t *p, int64_t *need_rise, int64_t *al
   *need_rise = need;
   *allocs_rise = count;
   return true;
+}
+
+/* A length curriculum or a batch that grows by a schedule (held-out
+ * seq_growth_batch: 64 tokens more each step, out mid-run): nothing
+ * outlives the iterations, but each of the last OL_WORK_STREAK + 1
+ * needed more than the one before, steadily, and its largest tensor was
+ * larger each time. (Growing work with tensors of the same size is
+ * ol_phases_work_growth's; lengths drawn at random rise and fall.) */
+bool ol_phases_input_growth(const ol_phases_t *p, int64_t *need_rise)
+{
+  *need_rise = 0;
+  uint64_t ends[OL_WORK_STREAK + 1], largests[OL_WORK_STREAK + 1];
+  int64_t needs[OL_WORK_STREAK + 1];
+  if (last_ends(p, ends, largests, needs) <= OL_WORK_STREAK)
+    return false;
+  /* all four: three rises, so that lengths drawn at random rarely pass
+   * (one order in 24, and then only with steady rises) */
+  int64_t streak_needs[OL_WORK_STREAK + 1];
+  for (int i = 0; i <= OL_WORK_STREAK; i++) { /* oldest first */
+    streak_needs[i] = needs[OL_WORK_STREAK - i];
+    if (i > 0 && largests[OL_WORK_STREAK - i] <= largests[OL_WORK_STREAK + 1 - i])
+      return false;
+  }
+  return steady_rises(streak_needs, OL_WORK_STREAK + 1, need_rise);
 }
 
 /* ---- the leak watch ------------------------------------------------------ */

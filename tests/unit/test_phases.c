@@ -554,6 +554,43 @@ START_TEST(a_curriculum_is_not_work_growth)
 }
 END_TEST
 
+/* The same curriculum is input growth: each step needs more, steadily,
+ * with a larger largest tensor (held-out seq_growth_batch); a window
+ * that grows (tensors of the same size) and lengths drawn at random (they
+ * rise and fall) are not. */
+START_TEST(a_curriculum_is_input_growth)
+{
+  training_t *t = training(gpt_like);
+  for (int s = 1; s <= 10; s++)
+    step(t, s, -1);
+  int64_t rise;
+  ck_assert(ol_phases_input_growth(phases(t->j), &rise));
+  ck_assert_int_gt(rise, 0);
+  training_free(t);
+}
+END_TEST
+
+START_TEST(a_window_or_random_lengths_are_not_input_growth)
+{
+  model_t m = gpt_like;
+  m.lazy_state = false;
+  training_t *t = training(m);
+  static const int windows[] = {6, 6, 6, 6, 7, 8, 9, 10, 11};
+  for (size_t i = 0; i < sizeof windows / sizeof *windows; i++)
+    growing_window(t, windows[i]);
+  int64_t rise;
+  ck_assert(!ol_phases_input_growth(phases(t->j), &rise));
+  ck_assert_int_eq(rise, 0);
+  training_free(t);
+  static const int64_t scales[] = {3, 1, 4, 1, 5, 2, 6, 2, 5, 3, 5, 8};
+  t = training(gpt_like);
+  for (int s = 0; s < 12; s++)
+    step(t, scales[s], -1);
+  ck_assert(!ol_phases_input_growth(phases(t->j), &rise)); /* they rise and fall */
+  training_free(t);
+}
+END_TEST
+
 /* Without call sites, the same job with steady sizes is still found. */
 START_TEST(steady_sizes_without_sites)
 {
@@ -849,6 +886,8 @@ int main(void)
   tcase_add_test(loops, training_steps_are_iterations);
   tcase_add_test(loops, a_window_that_grows_is_work_growth);
   tcase_add_test(loops, a_curriculum_is_not_work_growth);
+  tcase_add_test(loops, a_curriculum_is_input_growth);
+  tcase_add_test(loops, a_window_or_random_lengths_are_not_input_growth);
   tcase_add_test(loops, an_unrolled_curriculum_is_not_work_growth);
   tcase_add_test(loops, the_first_steps_layers_are_not_iterations);
   tcase_add_test(loops, the_third_step_counts_the_first_two);
