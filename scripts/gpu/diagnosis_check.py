@@ -431,8 +431,8 @@ def bisect_within_budget(case, row):
     manage mode, while the budget lasts; each try is allowed twice the
     case's own manage run, and a minute at least (a smaller batch may take
     longer than the failed run: held-out effnet_batch at 114 ran past 20 s
-    where 512 ran out in 10). The manage run's own figure, where it gave one,
-    is probed first, then its neighbour: only the order of the tries comes
+    where 512 ran out in 10). The manage run's own figure, where it gave an
+    estimate (not a first step's bound), is probed first, then its neighbour: only the order of the tries comes
     from it, every answer from a run, so a wrong figure costs tries, never
     the truth."""
     lo, hi, tries = 0, case['batch'], []
