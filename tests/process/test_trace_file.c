@@ -260,16 +260,40 @@ END_TEST
  * trace under its writer (held-out compiled_batch on the H200: torch.compile's
  * compile workers left an empty trace's lines and a hole where its header
  * was, and replay refused it). */
-START_TEST(started_program_does_not_empty_the_jobs_trace)
+/* Runs trace_prog's scenario with OOMLENS_TRACE=<dir>/t.trace (path: that
+ * file), which must end well. */
+static void run_traced(const char *scenario, harness_run_t *run, char *path, size_t cap)
 {
-  char trace_env[PATH_MAX + 32], path[PATH_MAX], child[PATH_MAX] = "";
+  char trace_env[PATH_MAX + 32];
   snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s/t.trace", harness_dir());
   const char *env[] = {trace_env, NULL};
-  const char *argv[] = {harness_env("OOMLENS_TEST_TRACE_PROG"), "exec_child", NULL};
+  const char *argv[] = {harness_env("OOMLENS_TEST_TRACE_PROG"), scenario, NULL};
+  harness_exec(run, true, env, argv);
+  ck_assert_msg(run->status == 0, "exit %d:\n%s", run->status, run->out);
+  snprintf(path, cap, "%s/t.trace", harness_dir());
+}
+
+/* How many traces of programs the job started (t.trace.<pid>) are there;
+ * the last one's path in child. */
+static int child_traces(char *child, size_t cap)
+{
+  int n = 0;
+  DIR *d = opendir(harness_dir());
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (strncmp(e->d_name, "t.trace.", 8) == 0) {
+      snprintf(child, cap, "%s/%s", harness_dir(), e->d_name);
+      n++;
+    }
+  if (d)
+    closedir(d);
+  return n;
+}
+
+START_TEST(started_program_does_not_empty_the_jobs_trace)
+{
+  char path[PATH_MAX], child[PATH_MAX] = "";
   harness_run_t run;
-  harness_exec(&run, true, env, argv);
-  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
-  snprintf(path, sizeof path, "%s/t.trace", harness_dir());
+  run_traced("exec_child", &run, path, sizeof path);
   FILE *f = fopen(path, "r");
   char header[256] = "", want[64];
   ck_assert_ptr_nonnull(f);
@@ -282,13 +306,8 @@ START_TEST(started_program_does_not_empty_the_jobs_trace)
   ck_assert_int_eq(s.actions[OL_TRACE_ALLOC], 1); /* the job's 3 MiB, no more */
   ck_assert(s.ends_with_end_line);
   ck_assert_int_eq(replayed_peak(path), 3 * MiB);
-  DIR *d = opendir(harness_dir());
-  for (struct dirent *e; d && (e = readdir(d));)
-    if (strncmp(e->d_name, "t.trace.", 8) == 0)
-      snprintf(child, sizeof child, "%s/%s", harness_dir(), e->d_name);
-  if (d)
-    closedir(d);
-  ck_assert_msg(*child, "no trace of the program the job started:\n%s", run.out);
+  ck_assert_msg(child_traces(child, sizeof child) == 1,
+                "not one trace of the program the job started:\n%s", run.out);
   ck_assert_int_eq(replayed_peak(child), 1 * MiB);
 }
 END_TEST
@@ -298,22 +317,12 @@ END_TEST
  * job's trace is whole. */
 START_TEST(started_program_that_allocates_nothing_leaves_no_trace)
 {
-  char trace_env[PATH_MAX + 32], path[PATH_MAX];
-  snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s/t.trace", harness_dir());
-  const char *env[] = {trace_env, NULL};
-  const char *argv[] = {harness_env("OOMLENS_TEST_TRACE_PROG"), "exec_idle_child", NULL};
+  char path[PATH_MAX], child[PATH_MAX];
   harness_run_t run;
-  harness_exec(&run, true, env, argv);
-  ck_assert_msg(run.status == 0, "exit %d:\n%s", run.status, run.out);
-  snprintf(path, sizeof path, "%s/t.trace", harness_dir());
+  run_traced("exec_idle_child", &run, path, sizeof path);
   ck_assert_int_eq(replayed_peak(path), 3 * MiB);
-  int others = 0;
-  DIR *d = opendir(harness_dir());
-  for (struct dirent *e; d && (e = readdir(d));)
-    others += strncmp(e->d_name, "t.trace.", 8) == 0;
-  if (d)
-    closedir(d);
-  ck_assert_msg(others == 0, "the idle program left a trace:\n%s", run.out);
+  ck_assert_msg(child_traces(child, sizeof child) == 0, "the idle program left a trace:\n%s",
+                run.out);
 }
 END_TEST
 

@@ -468,6 +468,14 @@ static void growing_window(training_t *t, int micro_steps)
   give(j, x);
 }
 
+/* Windows steady at 6 micro-steps, then one more each time. */
+static void windows_that_grow(training_t *t)
+{
+  static const int windows[] = {6, 6, 6, 6, 7, 8, 9, 10, 11};
+  for (size_t i = 0; i < sizeof windows / sizeof *windows; i++)
+    growing_window(t, windows[i]);
+}
+
 START_TEST(a_window_that_grows_is_work_growth)
 {
   model_t m = gpt_like;
@@ -475,9 +483,7 @@ START_TEST(a_window_that_grows_is_work_growth)
   training_t *t = training(m);
   told_t told = {0};
   listen(t, &told);
-  static const int windows[] = {6, 6, 6, 6, 7, 8, 9, 10, 11}; /* steady, then growing */
-  for (size_t i = 0; i < sizeof windows / sizeof *windows; i++)
-    growing_window(t, windows[i]);
+  windows_that_grow(t);
   const ol_phases_t *p = phases(t->j);
   int64_t need_rise, allocs_rise;
   ck_assert_uint_ge(p->iterations, OL_WORK_STREAK + 1);
@@ -575,9 +581,7 @@ START_TEST(a_window_or_random_lengths_are_not_input_growth)
   model_t m = gpt_like;
   m.lazy_state = false;
   training_t *t = training(m);
-  static const int windows[] = {6, 6, 6, 6, 7, 8, 9, 10, 11};
-  for (size_t i = 0; i < sizeof windows / sizeof *windows; i++)
-    growing_window(t, windows[i]);
+  windows_that_grow(t);
   int64_t rise;
   ck_assert(!ol_phases_input_growth(phases(t->j), &rise));
   ck_assert_int_eq(rise, 0);
