@@ -343,6 +343,20 @@ HELD_OUT = [
     leak_case('grad_history_leak', '3G', 4, 2000),
     dict(name='benchmark_fits', cap='8G', batch=64, steps=12, truth='none', warn=False),
     dict(name='periodic_eval_fits', cap='8G', batch=4, steps=20, truth='none', warn=False),
+    # The seventh held-out set (session 15, 2026-12-03; run it with
+    # OOMLENS_DIAG_CASES=varlen_leak,llama_gqa_batch,accum_fits,
+    # stream_state_leak,convnext_batch,worker_external,serve_fits,
+    # multiscale_batch before any of it is looked at).
+    leak_case('varlen_leak', '4G', 8, 2000),
+    first_step_case('llama_gqa_batch', '8G', 16),
+    dict(name='accum_fits', cap='7G', batch=2, steps=24, truth='none', warn=False),
+    leak_case('stream_state_leak', '3G', 16, 2000),
+    first_step_case('convnext_batch', '8G', 128),
+    dict(name='worker_external', cap='12G', batch=2, steps=6, truth='external', warn=False),
+    dict(name='serve_fits', cap='4G', batch=32, steps=12, truth='none', warn=False,
+         tell_batch=False),
+    dict(name='multiscale_batch', cap='8G', batch=48, steps=16, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN)),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

@@ -1337,6 +1337,187 @@ def periodic_eval_fits(batch, steps):
         yield
 
 
+# The seventh held-out set (session 15, 2026-12-03), written before any of
+# it ran: a leak under lengths that vary step to step, a Llama-style model
+# with grouped-query attention in bf16, gradient accumulation near the cap,
+# an RNN's state carried with its graph, a ConvNeXt, DataLoader workers
+# that use the device, a generation server that fits, multi-scale images.
+
+
+@case
+def varlen_leak(batch, steps):
+    """A GPT-2 of 4 layers (width 512, 8 heads, vocabulary 8000), AdamW,
+    batch 8, each step's length drawn from 128 to 512 (seeded), under 4G;
+    each step's hidden states (`output_hidden_states`, five tensors of
+    batch x length x 512) are kept for a later probe, detached but on the
+    device: what outlives steps grows by 10-42 MB a step, by another amount
+    each step, from the forward's own call sites (truth: leak)."""
+    import random
+    rng = random.Random(31)
+    m = gpt2_model(n_layer=4, n_embd=512, n_head=8, vocab_size=8000)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    probe = []
+    for _ in range(steps):
+        x = torch.randint(0, 8000, (batch, rng.randrange(128, 513)), device='cuda')
+        out = m(input_ids=x, labels=x, output_hidden_states=True)
+        probe.append([h.detach() for h in out.hidden_states])  # the bug: left on the device
+        learn(out.loss, opt)
+        del out, x
+        yield
+
+
+@case
+def llama_gqa_batch(batch, steps):
+    """A Llama-style model made from its config in bf16 (8 layers, hidden
+    1024, 16 heads over 4 key/value heads, SwiGLU 2816, vocabulary 32000,
+    untied head), AdamW, sequence 2048, under 8G: too large a batch for its
+    first step (truth: activations)."""
+    from transformers import LlamaConfig
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
+                      num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=4,
+                      max_position_embeddings=2048, tie_word_embeddings=False)
+    m = hf_from_config(cfg, torch.bfloat16).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    xs = (torch.randint(0, 32000, (batch, 2048), device='cuda') for _ in range(steps))
+    yield from train_steps(m, opt, xs, lm_loss)
+
+
+@case
+def accum_fits(batch, steps):
+    """GPT-2 124M fp32 AdamW, sequence 1024, batch 2 a micro-step, the
+    gradients accumulated over 4 micro-steps before each optimizer step
+    (kept between micro-steps, set to None after the step), `steps`
+    micro-steps, under 7G (truth: none: the job fits; no leak warning,
+    although the gradients live through three forwards in four)."""
+    m = gpt2_model()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        x = torch.randint(0, 50257, (batch, 1024), device='cuda')
+        (lm_loss(m, x) / 4).backward()
+        if step % 4 == 3:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        del x
+        yield
+
+
+@case
+def stream_state_leak(batch, steps):
+    """Scoring a long token stream in chunks of 128 with the two-layer LSTM
+    language model (cuDNN, hidden 1024), batch 16, its state carried from
+    chunk to chunk so the stream stays one sequence, but without
+    torch.no_grad and without detaching the state: each chunk's graph, the
+    LSTM's saved buffers among it, stays reachable from the state, so every
+    chunk's activations are kept, under 3G (truth: leak)."""
+    m = LstmLm().cuda()
+    m.eval()
+    state = None
+    for _ in range(steps):
+        x = torch.randint(0, 10000, (batch, 128), device='cuda')
+        hidden, state = m.rnn(m.emb(x), state)  # the bug: state keeps its graph
+        logits = m.head(hidden)
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), x.flatten()).item()
+        del hidden, logits, x
+        yield
+
+
+@case
+def convnext_batch(batch, steps):
+    """torchvision's ConvNeXt-Tiny (depthwise 7x7 convolutions, LayerNorm,
+    an MLP four times as wide in every block), fp32, AdamW, 224x224, under
+    8G: too large a batch for its first step (truth: activations)."""
+    import torchvision
+    m = torchvision.models.convnext_tiny().cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    yield from train_steps(m, opt, image_batches(batch, steps), class_loss)
+
+
+_WORKER_TABLE = None
+
+
+def gpu_table_worker_init(worker_id):
+    """Each DataLoader worker puts a 1.5 GiB lookup table on the device (the
+    mistake: workers should not use the GPU)."""
+    global _WORKER_TABLE
+    _WORKER_TABLE = torch.zeros(3 << 28, dtype=torch.uint8, device='cuda')
+    torch.cuda.synchronize()
+
+
+class GpuTableTokens(torch.utils.data.Dataset):
+    """Token sequences of 1024, made in the worker with the help of its
+    device table."""
+
+    def __len__(self):
+        return 1 << 20
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        x = torch.randint(0, 50257, (1024,), generator=g)
+        if _WORKER_TABLE is not None:
+            x[0] = int(_WORKER_TABLE[i % 1024].item())  # the table is used, on the GPU
+        return x
+
+
+@case
+def worker_external(batch, steps):
+    """GPT-2 124M fp32 AdamW, batch 2, sequence 1024, under 12G (batch 5 fits
+    alone), fed by a DataLoader of 4 spawned workers, each of which makes a
+    CUDA context and a 1.5 GiB table on the device when it starts: about
+    8 GiB held by the job's own worker processes, so the training runs out
+    (truth: external: memory held by other processes; the fix is workers
+    that do not touch the GPU)."""
+    m = gpt2_model()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    loader = torch.utils.data.DataLoader(GpuTableTokens(), batch_size=batch, num_workers=4,
+                                         multiprocessing_context='spawn',
+                                         worker_init_fn=gpu_table_worker_init,
+                                         persistent_workers=True)
+    batches = iter(loader)
+    xs = (next(batches).cuda() for _ in range(steps))
+    yield from train_steps(m, opt, xs, lm_loss)
+
+
+@case
+def serve_fits(batch, steps):
+    """Inference serving: GPT-2 `generate`, greedy, 96 new tokens forced,
+    under no_grad, one call a step, each call's batch drawn from 4 to
+    `batch` and its prompt from 64 to 256 tokens (seeded), under 4G: each
+    call's key/value cache grows with every token and is freed when the
+    call returns, nothing is kept, and every call fits (truth: none: no OOM
+    paragraph, no leak warning)."""
+    import random
+    rng = random.Random(37)
+    m = gpt2_model()
+    m.eval()
+    for _ in range(steps):
+        n = rng.choice([b for b in (4, 8, 16, 32) if b <= max(batch, 4)])
+        x = torch.randint(0, 50000, (n, rng.choice((64, 128, 256))), device='cuda')
+        with torch.no_grad():
+            out = m.generate(input_ids=x, attention_mask=torch.ones_like(x),
+                             max_new_tokens=96, min_new_tokens=96, do_sample=False,
+                             pad_token_id=50256)
+        del out, x
+        yield
+
+
+@case
+def multiscale_batch(batch, steps):
+    """ResNet-50 fp32, SGD with momentum, batch 48, multi-scale training:
+    each step's image size drawn from 224, 256 and 288 for 8 steps (seeded),
+    then from 320, 352 and 384 (the schedule's second stage), under 8G (87
+    fit at 224): the larger images' activations do not fit, mid-run, while
+    nothing is kept from step to step (truth: activations)."""
+    import random
+    import torchvision
+    rng = random.Random(41)
+    m = torchvision.models.resnet50().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    for step in range(steps):
+        size = rng.choice((224, 256, 288) if step < 8 else (320, 352, 384))
+        learn(class_loss(m, next(image_batches(batch, 1, size))), opt)
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
