@@ -153,7 +153,9 @@ def paragraphs(stderr):
     lines = stderr.splitlines()
     ooms = [i for i, l in enumerate(lines) if l.startswith('oomlens') and 'out of memory (' in l]
     warns = [i for i, l in enumerate(lines) if l.startswith('oomlens') and 'leak warning:' in l]
-    return lines, ooms, warns
+    withdrawals = [i for i, l in enumerate(lines)
+                   if l.startswith('oomlens') and 'leak warning withdrawn:' in l]
+    return lines, ooms, warns, withdrawals
 
 
 def live(case, manage, batch, timeout=300):
@@ -166,7 +168,7 @@ def live(case, manage, batch, timeout=300):
     finally:
         stop_hog(hog)
     oom, warning, figure = report_oom(report)
-    lines, ooms, warns = paragraphs(p.stderr)
+    lines, ooms, warns, withdrawals = paragraphs(p.stderr)
     out = dict(mode=mode, rc=p.returncode, seconds=secs, result=result,
                cls=oom['class'] if oom else 'none',
                batch_fits=oom.get('batch_fits') if oom else None,
@@ -174,6 +176,7 @@ def live(case, manage, batch, timeout=300):
                batch_bound=oom.get('batch_figure_is_bound') if oom else None,
                roles=oom.get('roles') if oom else None, request_role=oom.get('request_role') if oom else None,
                paragraphs=len(ooms), warning_line=bool(warns),
+               withdrawn_line=bool(withdrawals) and withdrawals[-1] > warns[-1] if warns else False,
                warning_before_oom=bool(warns) and (not ooms or warns[0] < ooms[0]),
                warning=warning, batch_figure=figure,
                stderr=[l for l in lines if l.startswith('oomlens')][-12:])
@@ -412,14 +415,25 @@ def warning_text(run):
         return 'no' + (' (line on stderr)' if run.get('warning_line') else '')
     when = f"iteration {w.get('at_iteration')}, {w.get('at_s', -1):.1f} s"
     order = 'before the OOM' if run.get('warning_before_oom') else 'not before the OOM'
-    return f"yes, {when}, {order}, {w.get('growth_per_iteration', 0) / 2**20:.1f} MiB/iteration"
+    text = f"yes, {when}, {order}, {w.get('growth_per_iteration', 0) / 2**20:.1f} MiB/iteration"
+    if w.get('withdrawn_at_iteration'):
+        text += f", withdrawn at iteration {w['withdrawn_at_iteration']}"
+    return text
+
+
+def warning_standing(run):
+    """The leak warning fired and was not withdrawn (format 1.14): by the
+    report, or by stderr where there is no report."""
+    w = run.get('warning')
+    if w:
+        return not w.get('withdrawn_at_iteration')
+    return bool(run.get('warning_line')) and not run.get('withdrawn_line')
 
 
 def warning_right(case, run):
-    fired = bool(run.get('warning') or run.get('warning_line'))
     if case['warn']:
-        return fired and run.get('warning_before_oom')
-    return not fired
+        return warning_standing(run) and run.get('warning_before_oom')
+    return not warning_standing(run)
 
 
 def figure_text(row):

@@ -1439,7 +1439,7 @@ def gpu_table_worker_init(worker_id):
     """Each DataLoader worker puts a 1.5 GiB lookup table on the device (the
     mistake: workers should not use the GPU)."""
     global _WORKER_TABLE
-    _WORKER_TABLE = torch.zeros(3 << 28, dtype=torch.uint8, device='cuda')
+    _WORKER_TABLE = torch.zeros(3 << 29, dtype=torch.uint8, device="cuda")
     torch.cuda.synchronize()
 
 
@@ -1465,7 +1465,11 @@ def worker_external(batch, steps):
     CUDA context and a 1.5 GiB table on the device when it starts: about
     8 GiB held by the job's own worker processes, so the training runs out
     (truth: external: memory held by other processes; the fix is workers
-    that do not touch the GPU)."""
+    that do not touch the GPU).
+
+    Its first run (session 15) made tables of 768 MiB (3 << 28), not 1.5
+    GiB: the workers held about 5 GiB with their contexts and the job
+    fitted, as none of oomlens's runs said otherwise."""
     m = gpt2_model()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     loader = torch.utils.data.DataLoader(GpuTableTokens(), batch_size=batch, num_workers=4,

@@ -412,6 +412,8 @@ static void read_leak(const reading_t *r, const at_t *dev, ol_report_device_t *d
   w->site_growth = ol_json_need_int(&leak, "site_growth", SIGNED);
   /* minor 7; 0 (what outlives iterations grew) in earlier minors */
   w->allocations_growth = ol_json_may_int(&leak, "allocations_growth_per_iteration", SIGNED, 0);
+  /* minor 14; null, or absent before it: standing */
+  w->withdrawn_at = (uint64_t)ol_json_may_int(&leak, "withdrawn_at_iteration", BYTES, 0);
   const char *site = ol_json_may_string(&leak, "site", NULL);
   if (site) {
     read_name(r->v, &d->leak_site, site);

@@ -177,9 +177,11 @@ void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
   ol_sites_mark_valley(sites);
   uint64_t start = ad->timeline ? ad->timeline->start_ns : 0;
   ol_phases_t *p = &ad->stats.phases;
-  if (!ol_phases_watch_leak(p, available_of(ad), ad->last_ns, start))
+  ol_leak_event_t event = ol_phases_watch_leak(p, available_of(ad), ad->last_ns, start);
+  if (event == OL_LEAK_QUIET)
     return;
-  name_grower(&p->leak, sites);
+  if (event == OL_LEAK_WARNED)
+    name_grower(&p->leak, sites);
   if (a->on_leak)
     a->on_leak(a, d, a->on_leak_arg);
 }

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 13  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration) */
+#define OL_REPORT_MINOR 14  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -226,7 +226,15 @@ typedef struct ol_leak_warning {
   /* > 0: not what outlives iterations grew, but each iteration's own need
    * (growth, bytes) and its allocations (this many) (ol_phases_work_growth) */
   int64_t allocations_growth;
+  int64_t from;          /* the low point the growth started from */
+  uint64_t withdrawn_at; /* > 0: the iteration whose low point gave it back */
 } ol_leak_warning_t;
+
+/* A warning that still holds: fired, and not withdrawn since. */
+static inline bool ol_leak_standing(const ol_leak_warning_t *w)
+{
+  return w->fired && w->withdrawn_at == 0;
+}
 
 typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
   uint64_t iterations;     /* iterations seen to end (the next one began) */
@@ -301,11 +309,14 @@ bool ol_phases_work_growth(const ol_phases_t *p, int64_t *need_rise, int64_t *al
 bool ol_phases_input_growth(const ol_phases_t *p, int64_t *need_rise);
 /* At an iteration's end: whether the low point has now risen
  * OL_LEAK_STREAK iterations in a row by more than it ever fell, adding up
- * to a share of the device (OL_LEAK_SHARE); if so (and
- * not said before) fills p->leak: growth, and with capacity (0 unknown) the
- * iteration that would not fit; now_ns, start_ns (0 unknown) the clock.
- * true: the warning fired now. */
-bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint64_t start_ns);
+ * to a share of the device (OL_LEAK_SHARE); if so (and no warning stands)
+ * fills p->leak: growth, and with capacity (0 unknown) the iteration that
+ * would not fit; now_ns, start_ns (0 unknown) the clock. A standing
+ * warning of kept growth is withdrawn when the low point gives most of
+ * it back. */
+typedef enum { OL_LEAK_QUIET, OL_LEAK_WARNED, OL_LEAK_WITHDRAWN } ol_leak_event_t;
+ol_leak_event_t ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns,
+                                     uint64_t start_ns);
 /* ol_leak_warning_text (below ol_site_namer_t, in oom.c's part) says it. */
 
 /* ---- oom.c: why an allocation failed, and what to change -------------- */
@@ -478,6 +489,8 @@ typedef void (*ol_site_namer_t)(ol_buf_t *out, int32_t id, bool json, void *arg)
  * its number). */
 void ol_leak_warning_text(ol_buf_t *out, const ol_leak_warning_t *w, ol_site_namer_t namer,
                           void *arg);
+/* ... and that a warning was withdrawn (w->withdrawn_at): given back. */
+void ol_leak_withdrawn_text(ol_buf_t *out, const ol_leak_warning_t *w);
 
 ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r);
 const char *ol_oom_class_name(ol_oom_class_t c);
@@ -1180,8 +1193,9 @@ typedef struct ol_account_device {
 } ol_account_device_t;
 
 typedef struct ol_account ol_account_t;
-/* Told when a device's leak warning fires (stats.phases.leak), under the
- * account's owner's lock: the live library prints it. */
+/* Told when a device's leak warning fires or is withdrawn
+ * (stats.phases.leak, ol_leak_standing), under the account's owner's
+ * lock: the live library prints it. */
 typedef void (*ol_account_leak_fn)(ol_account_t *a, int device, void *arg);
 
 struct ol_account { /* ol_account_init before use; no lock: its owner's */

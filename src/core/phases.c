@@ -766,6 +766,24 @@ static void clock_the_warning(ol_phases_t *p, uint64_t now_ns, uint64_t start_ns
   w->runs_out_s = w->at_s + per_iteration * (double)(w->runs_out_at - (int64_t)p->iterations);
 }
 
+/* A warning of kept growth is withdrawn once the low point falls back to
+ * within a quarter of the growth it warned of: the memory was given back,
+ * not kept (held-out serve_fits: each `generate` call's key/value cache
+ * grows a decode step at a time, 1.1 MiB a token, and is freed when the
+ * call returns; a job that fitted was warned of a leak at a larger call).
+ * The fall is the largest yet, so only a larger growth warns again. */
+static bool given_back(ol_phases_t *p, uint64_t i)
+{
+  ol_leak_warning_t *w = &p->leak;
+  if (!ol_leak_standing(w) || w->allocations_growth > 0 || w->at <= w->since)
+    return false;
+  int64_t warned = w->growth * (int64_t)(w->at - w->since);
+  if (valley_of(p, i) > w->from + warned / 4)
+    return false;
+  w->withdrawn_at = i;
+  return true;
+}
+
 static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint64_t start_ns)
 {
   uint64_t i = p->iterations;
@@ -777,6 +795,13 @@ static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint6
    * warming up, never a leak: rises count from the second on. */
   if (i < 3 || !valley_known(p, i - 1))
     return false;
+  if (given_back(p, i)) {
+    p->rising = 0;
+    int64_t fall = valley_of(p, i - 1) - valley_of(p, i);
+    if (fall > p->largest_fall)
+      p->largest_fall = fall;
+    return false;
+  }
   if (p->broke_at == i) { /* its low point is not one iteration's: a rising run starts again */
     p->rising = 0;
     return false;
@@ -795,7 +820,7 @@ static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint6
   }
   if (rise > p->rising_largest)
     p->rising_largest = rise;
-  if (p->leak.fired || p->rising < OL_LEAK_STREAK)
+  if (ol_leak_standing(&p->leak) || p->rising < OL_LEAK_STREAK)
     return false;
   int64_t grown = valley_of(p, i) - p->rising_from;
   if (grown <= p->largest_fall) /* no more than the low point has wobbled */
@@ -811,12 +836,10 @@ static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint6
   if (2 * p->rising_largest > grown)
     return false;
   ol_leak_warning_t *w = &p->leak;
-  w->fired = true;
-  w->since = p->rising_since;
-  w->at = i;
-  w->growth = grown / (int64_t)(i - p->rising_since);
+  *w = (ol_leak_warning_t){.fired = true, .since = p->rising_since, .at = i,
+                           .growth = grown / (int64_t)(i - p->rising_since),
+                           .from = p->rising_from, .site = -1};
   w->runs_out_at = runs_out_at(p, capacity, w->growth);
-  w->site = -1;
   clock_the_warning(p, now_ns, start_ns);
   return true;
 }
@@ -828,26 +851,27 @@ static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint6
 static bool watch_work(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint64_t start_ns)
 {
   int64_t need_rise, allocs_rise;
-  if (p->leak.fired || !ol_phases_work_growth(p, &need_rise, &allocs_rise))
+  if (ol_leak_standing(&p->leak) || !ol_phases_work_growth(p, &need_rise, &allocs_rise))
     return false;
   int64_t grown = need_rise * (OL_WORK_STREAK - 1);
   if (grown < (capacity ? (int64_t)(capacity / OL_LEAK_SHARE) : OL_LEAK_BYTES))
     return false;
   ol_leak_warning_t *w = &p->leak;
-  w->fired = true;
-  w->since = p->iterations - OL_WORK_STREAK;
-  w->at = p->iterations;
-  w->growth = need_rise;
-  w->allocations_growth = allocs_rise;
+  *w = (ol_leak_warning_t){.fired = true, .since = p->iterations - OL_WORK_STREAK,
+                           .at = p->iterations, .growth = need_rise,
+                           .allocations_growth = allocs_rise, .site = -1};
   w->runs_out_at = runs_out_at(p, capacity, need_rise);
-  w->site = -1;
   clock_the_warning(p, now_ns, start_ns);
   return true;
 }
 
-bool ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint64_t start_ns)
+ol_leak_event_t ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t now_ns,
+                                     uint64_t start_ns)
 {
-  return watch_kept(p, capacity, now_ns, start_ns) || watch_work(p, capacity, now_ns, start_ns);
+  uint64_t withdrawn = p->leak.withdrawn_at;
+  if (watch_kept(p, capacity, now_ns, start_ns) || watch_work(p, capacity, now_ns, start_ns))
+    return OL_LEAK_WARNED;
+  return p->leak.withdrawn_at != withdrawn ? OL_LEAK_WITHDRAWN : OL_LEAK_QUIET;
 }
 
 void ol_leak_warning_text(ol_buf_t *out, const ol_leak_warning_t *w, ol_site_namer_t namer,
@@ -879,6 +903,16 @@ void ol_leak_warning_text(ol_buf_t *out, const ol_leak_warning_t *w, ol_site_nam
   if (w->runs_out_s >= 0 && w->at_s >= 0)
     ol_buf_printf(out, ", in about %.*f s at this rate", w->runs_out_s - w->at_s < 10 ? 1 : 0,
                   w->runs_out_s - w->at_s);
+}
+
+void ol_leak_withdrawn_text(ol_buf_t *out, const ol_leak_warning_t *w)
+{
+  char growth[32];
+  ol_format_bytes(growth, sizeof growth, w->growth);
+  ol_buf_printf(out, "the growth warned of at iteration %llu (%s per iteration since iteration "
+                "%llu) was given back by iteration %llu: memory held for a while (a cache, or "
+                "one request's working set), not kept", (unsigned long long)w->at, growth,
+                (unsigned long long)w->since, (unsigned long long)w->withdrawn_at);
 }
 
 bool ol_phases_loop_ended(const ol_phases_t *p, const ol_phase_finder_t *f)

@@ -299,6 +299,11 @@ static void text_calls(ol_buf_t *out, const ol_report_device_t *d)
                   (unsigned long long)dev->phases.leak.at);
     ol_leak_warning_text(out, &dev->phases.leak, ol_report_leak_namer, (void *)d);
     ol_buf_printf(out, "\n");
+    if (!ol_leak_standing(&dev->phases.leak)) { /* format 1.14 */
+      ol_buf_printf(out, "Withdrawn: ");
+      ol_leak_withdrawn_text(out, &dev->phases.leak);
+      ol_buf_printf(out, "\n");
+    }
   }
   if (d->has_batch)
     text_batch(out, d);
@@ -490,8 +495,13 @@ static void json_leak(ol_buf_t *out, const ol_report_device_t *d)
     ol_report_leak_namer(out, w->site, true, (void *)d);
   else
     ol_buf_printf(out, "null");
-  ol_buf_printf(out, ", \"site_growth\": %lld, \"allocations_growth_per_iteration\": %lld}",
+  ol_buf_printf(out, ", \"site_growth\": %lld, \"allocations_growth_per_iteration\": %lld, "
+                "\"withdrawn_at_iteration\": ",
                 (long long)w->site_growth, (long long)w->allocations_growth);
+  if (w->withdrawn_at > 0)
+    ol_buf_printf(out, "%llu}", (unsigned long long)w->withdrawn_at);
+  else
+    ol_buf_printf(out, "null}");
 }
 
 /* Format 1.2: the batch that would fit (null: none to give). */

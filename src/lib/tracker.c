@@ -296,7 +296,8 @@ static void served(int d, uint64_t size)
 
 /* The account finds a leak under the lock (at an iteration's end); the
  * line is made there, its site named from the live table, and printed
- * once the lock is let go: one line per device, ever. */
+ * once the lock is let go: one line for a warning, one for its withdrawal
+ * (a larger growth may warn again after one). */
 static char leak_line[1024];   /* under the lock */
 static int leak_device;        /* under the lock */
 static atomic_bool leak_waiting;
@@ -306,9 +307,14 @@ static void leak_found(ol_account_t *a, int device, void *arg)
   (void)arg;
   ol_buf_t text = {0};
   const ol_sites_t *sites = ol_account_sites(a, device);
-  ol_leak_warning_text(&text, &a->devices[device].stats.phases.leak,
-                       sites ? ol_report_stack_namer : NULL, (void *)sites);
-  snprintf(leak_line, sizeof leak_line, "%s",
+  const ol_leak_warning_t *w = &a->devices[device].stats.phases.leak;
+  bool standing = ol_leak_standing(w);
+  if (standing)
+    ol_leak_warning_text(&text, w, sites ? ol_report_stack_namer : NULL, (void *)sites);
+  else
+    ol_leak_withdrawn_text(&text, w);
+  snprintf(leak_line, sizeof leak_line, "%s: %s",
+           standing ? "leak warning" : "leak warning withdrawn",
            text.data && !text.failed ? text.data : "memory that outlives iterations grows");
   ol_buf_free(&text);
   leak_device = device;
@@ -324,7 +330,7 @@ static void __attribute__((noinline, cold)) say_leak(void)
   memcpy(line, leak_line, sizeof line);
   ol_unlock(&lock);
   if (waiting)
-    ol_log_info("device %d: leak warning: %s", device, line);
+    ol_log_info("device %d: %s", device, line);
 }
 
 /* The device's size, for the warning's projection and the batch figure:

@@ -170,8 +170,9 @@ static void check_trace_report(const corpus_case_t *c, const ol_report_t *view,
   if (replayed->recorded)
     ck_assert_str_eq(ol_oom_class_name(s->last_oom_class),
                      ol_oom_class_name(replayed->recorded_oom.cause));
-  ck_assert_msg(s->phases.leak.fired == c->leak_warning, "%s: leak warning %s", c->name,
-                s->phases.leak.fired ? "fired" : "did not fire");
+  bool standing = ol_leak_standing(&s->phases.leak);
+  ck_assert_msg(standing == c->leak_warning, "%s: leak warning %s", c->name,
+                standing ? "standing" : s->phases.leak.fired ? "withdrawn" : "did not fire");
   const ol_timeline_t *tl = &view->devices[0].timeline;
   if (s->phases.leak.fired && view->devices[0].has_timeline && tl->oom_count > 0) {
     double oom_s = ol_timeline_seconds(tl, tl->ooms[0].t_ns); /* both from the first event */

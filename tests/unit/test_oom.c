@@ -28,6 +28,15 @@ typedef struct {
   .roles_known = true, .role_bytes = {[OL_ROLE_weights] = (w), [OL_ROLE_gradients] = (g), \
                                       [OL_ROLE_optimizer] = (o), [OL_ROLE_activations] = (a)}
 
+#define VARLEN_LEAK                                                                      \
+  .capacity = 4 * GiB, .device_free = 1245184, .request = 128256000,                     \
+  .reserved = 3640655872, .allocated = 3213355380, .free_reserved = 404223488,           \
+  .largest_free_block = 3670016, .external = 653066240, .self_device_bytes = 4284481536, \
+  .iterations = 63, .persistent = 1907502912, .growth = 19176640,                        \
+  .before_first_free = 71129568, .iteration_need = 1510584160,                           \
+  .first_persistent = 68931968, ROLES(67764224, 100663296, 129236992, 2881769120),       \
+  .request_role_known = true, .request_role = OL_ROLE_backward, .batch = 8
+
 static const class_case_t class_cases[] = {
   {"request larger than the device", {BASE, NO_BLOCKS, .request = 20 * GiB, .reserved = 1 * GiB},
    OL_OOM_impossible},
@@ -53,6 +62,13 @@ static const class_case_t class_cases[] = {
    {BASE, .request = 16 * MiB, .reserved = 15 * GiB, .allocated = 15 * GiB - 150 * MiB,
     .free_reserved = 150 * MiB, .largest_free_block = 8 * MiB, .iterations = 3,
     .persistent = 3 * GiB}, OL_OOM_activations},
+  /* Held-out varlen_leak under --manage (4G): each step's hidden states
+   * kept on the device for a probe; the pool's free memory at the OOM is
+   * the rest of the chunks those kept blocks pin. */
+  {"our pool's pieces between the blocks a leak keeps",
+   {VARLEN_LEAK, .managed = true}, OL_OOM_leak},
+  {"another allocator's pieces beside a leak",
+   {VARLEN_LEAK, .managed = false}, OL_OOM_fragmentation},
   {"another process holds most of the device",
    {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 6 * GiB, .allocated = 6 * GiB, .external = 9 * GiB,
     .iterations = 3, .persistent = 2 * GiB}, OL_OOM_external},

@@ -398,6 +398,43 @@ START_TEST(a_kv_cache_grows_per_token_inside_each_call)
 }
 END_TEST
 
+/* A server's generate calls of varying prompts, one layer: no repeat
+ * spans a call, so the iterations are its tokens, and each call's cache
+ * grows through them until the call frees it. The growth is warned of
+ * (it cannot be told from a leak while it lasts), withdrawn when the call
+ * gives it back, not warned of again by a call that grows no more, and
+ * warned of and withdrawn again by one that grows more (held-out
+ * serve_fits, a job that fitted, kept a standing warning before). */
+START_TEST(a_cache_freed_at_each_call_withdraws_the_warning)
+{
+  job_t *j = job_new();
+  take(j, 1, 2 * GiB); /* the weights */
+  ol_account_set_capacity(j->a, 0, 8 * GiB);
+  told_t told = {0};
+  j->a->on_leak = on_leak;
+  j->a->on_leak_arg = &told;
+  const ol_leak_warning_t *w = &phases(j)->leak;
+  generate_call(j, 8, 64, 8); /* 8 MiB more a token, 8 GiB / 200 in 6 */
+  ck_assert_int_eq(told.calls, 1);
+  ck_assert(ol_leak_standing(w));
+  ck_assert_int_eq(w->growth, 8 * MiB);
+  generate_call(j, 8, 64, 8); /* its first token ends the iteration of the free */
+  ck_assert_int_eq(told.calls, 2);
+  ck_assert(w->fired && !ol_leak_standing(w));
+  ck_assert_uint_gt(w->withdrawn_at, w->at);
+  generate_call(j, 8, 40, 8);
+  ck_assert_int_eq(told.calls, 2);
+  generate_call(j, 8, 64, 16); /* grows more than any call gave back */
+  ck_assert_int_eq(told.calls, 3);
+  ck_assert(ol_leak_standing(w));
+  ck_assert_int_ge(w->growth, 16 * MiB);
+  generate_call(j, 8, 16, 8);
+  ck_assert_int_eq(told.calls, 4);
+  ck_assert(!ol_leak_standing(w));
+  job_free(j);
+}
+END_TEST
+
 /* A large model whose step churns 5% of its state, no leak. */
 START_TEST(a_large_model_with_little_churn)
 {
@@ -909,6 +946,7 @@ int main(void)
   tcase_add_test(leak, a_leak_warns_before_the_oom);
   tcase_add_test(leak, a_leak_projection_counts_what_is_held_outside);
   tcase_add_test(leak, a_warm_up_does_not_warn);
+  tcase_add_test(leak, a_cache_freed_at_each_call_withdraws_the_warning);
   tcase_add_test(leak, a_leak_without_capacity);
   tcase_add_test(leak, a_small_tensor_sampled_by_chance_is_no_anchor);
   suite_add_tcase(s, leak);
