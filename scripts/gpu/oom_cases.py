@@ -1469,7 +1469,10 @@ def worker_external(batch, steps):
 
     Its first run (session 15) made tables of 768 MiB (3 << 28), not 1.5
     GiB: the workers held about 5 GiB with their contexts and the job
-    fitted, as none of oomlens's runs said otherwise."""
+    fitted, as none of oomlens's runs said otherwise. Its third run (1.5
+    GiB tables, training from the first batch) ran out in a worker, whose
+    table came after the training's first step: the job now takes a batch
+    from each worker before it trains."""
     m = gpt2_model()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     loader = torch.utils.data.DataLoader(GpuTableTokens(), batch_size=batch, num_workers=4,
@@ -1477,7 +1480,10 @@ def worker_external(batch, steps):
                                          worker_init_fn=gpu_table_worker_init,
                                          persistent_workers=True)
     batches = iter(loader)
-    xs = (next(batches).cuda() for _ in range(steps))
+    # one batch from each worker first: every worker has made its table
+    # before the training asks for memory (else a worker may run out first)
+    ready = [next(batches) for _ in range(4)]
+    xs = (x.cuda() for x in ready + [next(batches) for _ in range(max(0, steps - 4))])
     yield from train_steps(m, opt, xs, lm_loss)
 
 
