@@ -455,6 +455,14 @@ def adam_vit(batch, steps):
     yield from train_steps(m, opt, image_batches(batch, steps), class_loss)
 
 
+def greedy_generate(m, x, new_tokens):
+    """GPT-2 `generate` of exactly new_tokens tokens, greedy, under no_grad."""
+    with torch.no_grad():
+        return m.generate(input_ids=x, attention_mask=torch.ones_like(x),
+                          max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                          pad_token_id=50256)
+
+
 @case
 def generate_batch(batch, steps):
     """Inference: GPT-2 `generate`, greedy, prompt 128, 384 new tokens forced
@@ -467,12 +475,7 @@ def generate_batch(batch, steps):
     m = gpt2_model()
     m.eval()
     for _ in range(steps):
-        x = torch.randint(0, 50000, (batch, 128), device='cuda')
-        with torch.no_grad():
-            out = m.generate(input_ids=x, attention_mask=torch.ones_like(x),
-                             max_new_tokens=384, min_new_tokens=384, do_sample=False,
-                             pad_token_id=50256)
-        del out, x
+        greedy_generate(m, torch.randint(0, 50000, (batch, 128), device='cuda'), 384)
         yield
 
 
@@ -1501,12 +1504,8 @@ def serve_fits(batch, steps):
     m.eval()
     for _ in range(steps):
         n = rng.choice([b for b in (4, 8, 16, 32) if b <= max(batch, 4)])
-        x = torch.randint(0, 50000, (n, rng.choice((64, 128, 256))), device='cuda')
-        with torch.no_grad():
-            out = m.generate(input_ids=x, attention_mask=torch.ones_like(x),
-                             max_new_tokens=96, min_new_tokens=96, do_sample=False,
-                             pad_token_id=50256)
-        del out, x
+        prompt = rng.choice((64, 128, 256))
+        greedy_generate(m, torch.randint(0, 50000, (n, prompt), device='cuda'), 96)
         yield
 
 
