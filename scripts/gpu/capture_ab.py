@@ -17,8 +17,13 @@ pairs were 4x apart by order, measured 2026-12-03.) The first CAPTURE_AB_WARM pa
 out. Per pair, on/off; per job, the geometric mean over the pairs (the
 orders balance, so the second run of a shape being faster cancels), the
 median, the two orders' medians, the worst pair and sum(on)/sum(off).
-CAPTURE_AB_PAIRS pairs per job (default 40; llama_varlen 24). Writes
-capture_ab.json into $OUT."""
+CAPTURE_AB_PAIRS pairs per job (default 40; llama_varlen 24).
+CAPTURE_AB_CONTROL=1 runs each job a second time with the same pairs and
+labels but the capture on throughout (MANAGE_JOBS_CAPTURE_AB=control): its
+ratios are what the pairs differ by their order alone, so the capture's
+cost is the job's figure over its control's. Each row also gives the two
+orders' medians balanced (their geometric mean). Writes capture_ab.json
+into $OUT."""
 import json, math, os, statistics, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,12 +36,15 @@ PAIRS_OF = dict(llama_varlen=min(PAIRS, 24))
 WARM = int(os.environ.get('CAPTURE_AB_WARM', '3'))
 
 
-def run(job):
+CONTROL = os.environ.get('CAPTURE_AB_CONTROL') == '1'
+
+
+def run(job, control=False):
     pairs = PAIRS_OF.get(job, PAIRS) + WARM
     env = dict(os.environ)
     env.pop('LD_PRELOAD', None)
     env.pop('PYTORCH_CUDA_ALLOC_CONF', None)
-    env.update(MANAGE_JOBS_REPEAT='3', MANAGE_JOBS_CAPTURE_AB='1',
+    env.update(MANAGE_JOBS_REPEAT='3', MANAGE_JOBS_CAPTURE_AB='control' if control else '1',
                CUBLAS_WORKSPACE_CONFIG=':4096:8')
     report = os.path.join(OUT, f'ab-{job}-%p.txt')
     cmd = [CLI, 'run', '--manage', '--report', report, '--', sys.executable, JOBS_PY, job,
@@ -71,11 +79,13 @@ def summary(job, steps, states):
     sum_on = sum(t for t, s in zip(kept, states_kept) if s == 1)
     sum_off = sum(t for t, s in zip(kept, states_kept) if s == 0)
     worst = max(ratios, key=lambda r: abs(math.log(r)))
+    on_first = statistics.median(first_on) if first_on else None
+    off_first = statistics.median(first_off) if first_off else None
     return dict(job=job, pairs=len(ratios),
                 geomean=math.exp(statistics.fmean(math.log(r) for r in ratios)),
                 median=statistics.median(ratios),
-                median_on_first=statistics.median(first_on) if first_on else None,
-                median_off_first=statistics.median(first_off) if first_off else None,
+                median_on_first=on_first, median_off_first=off_first,
+                balanced=math.sqrt(on_first * off_first) if on_first and off_first else None,
                 worst=worst, sum_ratio=sum_on / sum_off,
                 step_median=statistics.median(kept), ratios=[round(r, 4) for r in ratios])
 
@@ -83,23 +93,24 @@ def summary(job, steps, states):
 def main():
     rows = []
     for job in JOBS:
-        t = time.monotonic()
-        got = run(job)
-        if not got:
-            continue
-        row = summary(job, *got)
-        row['wall_s'] = round(time.monotonic() - t, 1)
-        rows.append(row)
-        print('ROW', json.dumps(row), flush=True)
+        for control in ((False, True) if CONTROL else (False,)):
+            t = time.monotonic()
+            got = run(job, control)
+            if not got:
+                continue
+            row = summary(job + (' (control)' if control else ''), *got)
+            row['wall_s'] = round(time.monotonic() - t, 1)
+            rows.append(row)
+            print('ROW', json.dumps(row), flush=True)
     with open(os.path.join(OUT, 'capture_ab.json'), 'w') as f:
         json.dump(rows, f, indent=1)
     print('| job | pairs | on/off, geometric mean | median | on first, off first (medians) '
-          '| worst pair | sum on / sum off | step median (s) |')
-    print('| --- | --- | --- | --- | --- | --- | --- | --- |')
+          '| the two balanced | worst pair | sum on / sum off | step median (s) |')
+    print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
     for r in rows:
         print(f"| {r['job']} | {r['pairs']} | {r['geomean']:.4f} | {r['median']:.4f} | "
-              f"{r['median_on_first']:.4f}, {r['median_off_first']:.4f} | {r['worst']:.4f} | "
-              f"{r['sum_ratio']:.4f} | {r['step_median']:.4f} |")
+              f"{r['median_on_first']:.4f}, {r['median_off_first']:.4f} | {r['balanced']:.4f} | "
+              f"{r['worst']:.4f} | {r['sum_ratio']:.4f} | {r['step_median']:.4f} |")
 
 
 if __name__ == '__main__':

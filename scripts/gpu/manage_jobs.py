@@ -151,12 +151,15 @@ def mark_report(path):
 
 
 def capture_switch():
-    """oomlens_capture from the preloaded library, when MANAGE_JOBS_CAPTURE_AB=1."""
-    if os.environ.get('MANAGE_JOBS_CAPTURE_AB') != '1':
+    """oomlens_capture from the preloaded library, when MANAGE_JOBS_CAPTURE_AB=1;
+    =control: the same pairs and labels with the capture on throughout (what
+    the pairs differ by their order alone)."""
+    mode = os.environ.get('MANAGE_JOBS_CAPTURE_AB')
+    if mode not in ('1', 'control'):
         return None
     fn = ctypes.CDLL(None).oomlens_capture  # AttributeError without oomlens: meant
     fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
-    return fn
+    return fn if mode == '1' else (lambda on: fn(1))
 
 
 def capture_in(i):
