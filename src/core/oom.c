@@ -392,7 +392,11 @@ static bool leak_to_blame(const ol_oom_record_t *r, state_t s)
  * placement is the cause, and the leak is named beside it. */
 static bool pieces_are_the_leaks(const ol_oom_record_t *r, state_t s)
 {
-  return r->managed && leak_to_blame(r, s);
+  /* a kept block pins at most two chunks' rest, mostly less than itself:
+   * crumbs beyond what the leak has kept are some other blocks' */
+  int64_t base = growth_base(r);
+  return r->managed && base >= 0 && ol_sat_sub(r->persistent, base) >= r->free_reserved &&
+         leak_to_blame(r, s);
 }
 
 ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)

@@ -28,9 +28,10 @@ typedef struct {
   .roles_known = true, .role_bytes = {[OL_ROLE_weights] = (w), [OL_ROLE_gradients] = (g), \
                                       [OL_ROLE_optimizer] = (o), [OL_ROLE_activations] = (a)}
 
-#define VARLEN_LEAK                                                                      \
-  .capacity = 4 * GiB, .device_free = 1245184, .request = 128256000,                     \
-  .reserved = 3640655872, .allocated = 3213355380, .free_reserved = 404223488,           \
+#define VARLEN_LEAK .capacity = 4 * GiB, .reserved = 3640655872, .free_reserved = 404223488, \
+  VARLEN_LEAK_REST
+#define VARLEN_LEAK_REST                                                                 \
+  .device_free = 1245184, .request = 128256000, .allocated = 3213355380,                 \
   .largest_free_block = 3670016, .external = 653066240, .self_device_bytes = 4284481536, \
   .iterations = 63, .persistent = 1907502912, .growth = 19176640,                        \
   .before_first_free = 71129568, .iteration_need = 1510584160,                           \
@@ -69,6 +70,10 @@ static const class_case_t class_cases[] = {
    {VARLEN_LEAK, .managed = true}, OL_OOM_leak},
   {"another allocator's pieces beside a leak",
    {VARLEN_LEAK, .managed = false}, OL_OOM_fragmentation},
+  {"our pool's pieces beyond what a leak has kept",
+   {VARLEN_LEAK_REST, .managed = true, .capacity = 8 * GiB, .reserved = 5113355380,
+    .free_reserved = 1900000000},
+   OL_OOM_fragmentation},
   {"another process holds most of the device",
    {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 6 * GiB, .allocated = 6 * GiB, .external = 9 * GiB,
     .iterations = 3, .persistent = 2 * GiB}, OL_OOM_external},
