@@ -32,6 +32,7 @@ typedef struct corpus_case {
   int64_t batch, batch_truth; /* batch_truth -1: none */
   int64_t batch_out;          /* where no truth: the smallest batch known not to fit (-1: none) */
   bool leak_warning;          /* the early warning fires (before the OOM, if any) */
+  bool leak_withdrawn;        /* ... fires and is withdrawn: the growth was given back */
   char first_step[16];        /* how far a first-step OOM's forward got ("": not said) */
 } corpus_case_t;
 
@@ -62,8 +63,9 @@ static bool read_case(const ol_json_t *entry, corpus_case_t *c)
   c->batch = ol_json_path_int64(entry, "batch", 0);
   c->batch_truth = ol_json_path_int64(entry, "batch_truth", -1);
   c->batch_out = ol_json_path_int64(entry, "batch_out", -1);
-  c->leak_warning = false;
+  c->leak_warning = c->leak_withdrawn = false;
   ol_json_bool(ol_json_get(entry, "leak_warning"), &c->leak_warning);
+  ol_json_bool(ol_json_get(entry, "leak_warning_withdrawn"), &c->leak_withdrawn);
   return ol_parse_size(cap, &c->capacity) && c->capacity > 0 && *c->trace && *c->expected;
 }
 
@@ -173,6 +175,8 @@ static void check_trace_report(const corpus_case_t *c, const ol_report_t *view,
   bool standing = ol_leak_standing(&s->phases.leak);
   ck_assert_msg(standing == c->leak_warning, "%s: leak warning %s", c->name,
                 standing ? "standing" : s->phases.leak.fired ? "withdrawn" : "did not fire");
+  ck_assert_msg(!c->leak_withdrawn || (s->phases.leak.fired && !standing),
+                "%s: no leak warning was withdrawn", c->name);
   const ol_timeline_t *tl = &view->devices[0].timeline;
   if (s->phases.leak.fired && view->devices[0].has_timeline && tl->oom_count > 0) {
     double oom_s = ol_timeline_seconds(tl, tl->ooms[0].t_ns); /* both from the first event */
