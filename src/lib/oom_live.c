@@ -142,9 +142,42 @@ static void process_name(uint32_t pid, char name[16])
   fclose(f);
 }
 
+/* A process's parent, from /proc/PID/stat (its name, in parentheses, may
+ * hold spaces and parentheses: the fields follow the last ')'); 0 when
+ * /proc will not say. */
+static uint32_t parent_of(uint32_t pid)
+{
+  char path[64], line[512];
+  snprintf(path, sizeof path, "/proc/%u/stat", pid);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return 0;
+  size_t got = fread(line, 1, sizeof line - 1, f);
+  fclose(f);
+  line[got] = '\0';
+  const char *end = strrchr(line, ')');
+  unsigned ppid = 0;
+  if (!end || sscanf(end + 1, " %*c %u", &ppid) != 1)
+    return 0;
+  return ppid;
+}
+
+/* Whether pid was started by this process, or by one it started (a
+ * DataLoader worker, a spawn context's resource tracker's child). */
+static bool started_by(uint32_t pid, uint32_t self)
+{
+  for (int depth = 0; depth < 16 && pid > 1; depth++) {
+    pid = parent_of(pid);
+    if (pid == self)
+      return true;
+  }
+  return false;
+}
+
 /* Who holds the device's memory besides our allocations, per NVML: this
  * process in all (context and libraries included), the others largest
- * first. Nothing when NVML is not there. */
+ * first (those beyond the list counted), and which of them this process
+ * started. Nothing when NVML is not there. */
 static void who_else_holds(int device, ol_oom_record_t *r)
 {
   ol_gpu_process_t procs[64];
@@ -156,6 +189,12 @@ static void who_else_holds(int device, ol_oom_record_t *r)
       continue;
     }
     int at = r->other_count < OL_OOM_SITES ? r->other_count++ : OL_OOM_SITES;
+    if (at == OL_OOM_SITES) { /* the smallest listed or this one drops off the list */
+      bool listed = procs[i].bytes > r->others[OL_OOM_SITES - 1].bytes;
+      r->others_unlisted++;
+      r->others_unlisted_bytes = ol_sat_add(
+        r->others_unlisted_bytes, listed ? r->others[OL_OOM_SITES - 1].bytes : procs[i].bytes);
+    }
     while (at > 0 && r->others[at - 1].bytes < procs[i].bytes) {
       if (at < OL_OOM_SITES)
         r->others[at] = r->others[at - 1];
@@ -166,8 +205,10 @@ static void who_else_holds(int device, ol_oom_record_t *r)
       r->others[at].bytes = procs[i].bytes;
     }
   }
-  for (int i = 0; i < r->other_count; i++)
+  for (int i = 0; i < r->other_count; i++) {
     process_name(r->others[i].pid, r->others[i].name);
+    r->others[i].child = started_by(r->others[i].pid, self);
+  }
 }
 
 void ol_oom_at_failure(int device, uint64_t request)

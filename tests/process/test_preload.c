@@ -372,6 +372,44 @@ START_TEST(external_names_the_other_process)
 }
 END_TEST
 
+/* More processes than the paragraph lists: the rest are counted, with
+ * what they hold (before, they went unsaid: held-out worker_external
+ * named three of its four workers). */
+START_TEST(external_counts_the_processes_beyond_the_list)
+{
+  const char *env[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+                       "SIMCU_EXTERNAL=780M",
+                       "SIMNVML_PROCS=77:100M,4242:600M,5:50M,6:20M,7:10M", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("oom_external", env, &run);
+  ck_assert_uint_eq(ol_json_length(ol_json_path(r, DEV "oom.external_holders")), 3);
+  ck_assert_int_eq(harness_int(r, DEV "oom.external_holders[2].pid"), 5);
+  ck_assert_int_eq(harness_int(r, DEV "oom.external_unlisted.processes"), 2);
+  ck_assert_int_eq(harness_int(r, DEV "oom.external_unlisted.bytes"), 30 * MiB);
+  ck_assert_msg(strstr(run.out, "; 2 more, 30.00 MiB in all."), "paragraph:\n%s", run.out);
+  ol_json_free(r);
+}
+END_TEST
+
+/* The other process is one this process started (a DataLoader worker
+ * that used the device, held-out worker_external): the paragraph says
+ * so and what to change in the job, and the JSON marks it. */
+START_TEST(external_names_a_child_process_as_the_jobs_own)
+{
+  const char *env[] = {"SIMCU_CAPACITY=1G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1",
+                       "SIMCU_EXTERNAL=600M", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("oom_external_child", env, &run);
+  ck_assert_str_eq(ol_json_string(ol_json_path(r, DEV "oom.class")), "external");
+  bool child = false;
+  ck_assert(ol_json_bool(ol_json_path(r, DEV "oom.external_holders[0].child"), &child));
+  ck_assert(child);
+  ck_assert_msg(strstr(run.out, "was started by this process (DataLoader workers"),
+                "paragraph:\n%s", run.out);
+  ol_json_free(r);
+}
+END_TEST
+
 /* With call sites on, a leak's diagnosis names the site that grows (the
  * paragraph at the failure and the report's oom object), and the largest
  * holders at the failure. */
@@ -1100,6 +1138,8 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, batch_figure_of_a_job_that_fits);
   tcase_add_test(paths, first_step_figure_after_its_stack);
   tcase_add_test(paths, external_names_the_other_process);
+  tcase_add_test(paths, external_counts_the_processes_beyond_the_list);
+  tcase_add_test(paths, external_names_a_child_process_as_the_jobs_own);
   tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_test(paths, sites_alike_in_shown_frames_are_one);
   tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);

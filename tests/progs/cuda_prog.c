@@ -447,6 +447,27 @@ static int train_until_oom(size_t persistent, size_t activations, size_t grow, s
   return 3;
 }
 
+/* oom_external with the other process this program's own child (a
+ * DataLoader worker that used the device): the simulated NVML is told its
+ * pid once it is known. The child waits to be killed, and dies with us. */
+static int oom_external_child(void)
+{
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    pause();
+    _exit(0);
+  }
+  char procs[64];
+  snprintf(procs, sizeof procs, "%d:600M", (int)child);
+  setenv("SIMNVML_PROCS", procs, 1);
+  int rc = train_until_oom(64 * MiB, 128 * MiB, 64 * MiB, 0);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  return rc;
+}
+
 /* A first step that runs out after its stack: 8 like layers of weights
  * made at load (their sizes repeat), a forward whose 8 layers each keep
  * 24 + 8 MiB and free a 16 MiB temporary, then a head of 2 x 400 MiB,
@@ -708,6 +729,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "oom_leak")) return train_until_oom(128 * MiB, 256 * MiB, 0, 64 * MiB);
   if (!strcmp(s, "oom_fragmentation")) return fragment_until_oom();
   if (!strcmp(s, "oom_external")) return train_until_oom(64 * MiB, 128 * MiB, 64 * MiB, 0);
+  if (!strcmp(s, "oom_external_child")) return oom_external_child();
   if (!strcmp(s, "metrics")) return metrics(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "pairs")) return pairs(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "timed_pairs")) return timed_pairs(argc > 2 ? argv[2] : NULL);
