@@ -956,8 +956,9 @@ static void advise_growing_inference(ol_buf_t *out)
                 "generation returns, it is one request's working set, not a leak: lower the "
                 "batch or the length (max_new_tokens), or use a static or quantized cache, or "
                 "a model with fewer key/value heads (GQA/MQA). If it outlives the calls, "
-                "something keeps tensors from step to step: outputs kept on the GPU, or a "
-                "cache never cleared.");
+                "something keeps tensors from step to step: outputs kept on the GPU, a cache "
+                "never cleared, or a graph: a state carried from step to step (an RNN's hidden "
+                "state) without torch.no_grad() or .detach() keeps every step's activations.");
 }
 
 /* The growth as it was found: per iteration, or in all since the first. */
