@@ -466,6 +466,34 @@ START_TEST(leak_warned_before_the_oom)
 }
 END_TEST
 
+/* A cache that grows for twelve steps and is then emptied: warned of as a
+ * leak while it grows (it cannot be told from one then), withdrawn once
+ * it is given back, on stderr and in the report, and `oomlens report` of
+ * the JSON says so too (held-out serve_fits kept a standing warning). */
+START_TEST(a_cache_given_back_withdraws_the_warning)
+{
+  const char *env[] = {"SIMCU_CAPACITY=2G", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", "SIMCU_EXTERNAL=0",
+                       "OOMLENS_STACKS=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("cache_given_back", env, &run);
+  const char *line = strstr(run.out, "oomlens: device 0: leak warning: memory that outlives");
+  const char *withdrawn = strstr(run.out, "oomlens: device 0: leak warning withdrawn: the growth "
+                                          "warned of at iteration ");
+  ck_assert_msg(line && withdrawn && line < withdrawn, "stderr:\n%s", run.out);
+  int64_t at = harness_int(r, DEV "leak_warning.at_iteration");
+  ck_assert_int_gt(harness_int(r, DEV "leak_warning.withdrawn_at_iteration"), at);
+  char json[PATH_MAX + 16];
+  snprintf(json, sizeof json, "%s/r-%ld.json", harness_dir(), (long)run.pid);
+  ck_assert_int_eq(access(json, F_OK), 0);
+  const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "report", json, NULL};
+  harness_run_t shown;
+  harness_exec(&shown, false, NULL, argv);
+  ck_assert_msg(shown.status == 0 && strstr(shown.out, "\nWithdrawn: the growth warned of at "
+                                                        "iteration "), "%s", shown.out);
+  ol_json_free(r);
+}
+END_TEST
+
 /* A job that fits says the batch that would: 64 MiB outlives each step,
  * each step needs 160 MiB above it at batch 4, on 1 GiB with nothing held
  * outside: 4 * 960 / 160 = 24, and 4 * (819.2 - 64) / 160 = 18.9 with 20%
@@ -1140,6 +1168,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, external_names_the_other_process);
   tcase_add_test(paths, external_counts_the_processes_beyond_the_list);
   tcase_add_test(paths, external_names_a_child_process_as_the_jobs_own);
+  tcase_add_test(paths, a_cache_given_back_withdraws_the_warning);
   tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_test(paths, sites_alike_in_shown_frames_are_one);
   tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);

@@ -447,6 +447,39 @@ static int train_until_oom(size_t persistent, size_t activations, size_t grow, s
   return 3;
 }
 
+/* Steps of like activations beside a cache that grows 64 MiB a step for
+ * twelve steps and is then emptied (a `generate` call's key/value cache, an
+ * epoch's buffer): a leak warning, then its withdrawal. Every step asks
+ * the cache's site once (kept, or given back at once), as a loop does.
+ * Never runs out. */
+static int cache_given_back(void)
+{
+  void *piece[8], *cache[24], *state[4];
+  int cached = 0;
+  for (int i = 0; i < 4; i++)
+    CHECK(cudaMalloc(&state[i], 32 * MiB) == cudaSuccess);
+  for (int step = 0; step < 30; step++) {
+    for (int i = 0; i < 8; i++)
+      CHECK(cudaMalloc(&piece[i], 32 * MiB) == cudaSuccess);
+    for (int i = 0; i < 8; i++)
+      CHECK(cudaFree(piece[i]) == cudaSuccess);
+    for (int k = 0; k < 2; k++) {
+      void *p;
+      CHECK(cuda_prog_kept(&p) == cudaSuccess);
+      if (step < 12)
+        cache[cached++] = p;
+      else
+        CHECK(cudaFree(p) == cudaSuccess);
+    }
+    if (step == 18)
+      while (cached > 0)
+        CHECK(cudaFree(cache[--cached]) == cudaSuccess);
+  }
+  for (int i = 0; i < 4; i++)
+    CHECK(cudaFree(state[i]) == cudaSuccess);
+  return 0;
+}
+
 /* oom_external with the other process this program's own child (a
  * DataLoader worker that used the device): the simulated NVML is told its
  * pid once it is known. The child waits to be killed, and dies with us. */
@@ -730,6 +763,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "oom_fragmentation")) return fragment_until_oom();
   if (!strcmp(s, "oom_external")) return train_until_oom(64 * MiB, 128 * MiB, 64 * MiB, 0);
   if (!strcmp(s, "oom_external_child")) return oom_external_child();
+  if (!strcmp(s, "cache_given_back")) return cache_given_back();
   if (!strcmp(s, "metrics")) return metrics(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "pairs")) return pairs(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "timed_pairs")) return timed_pairs(argc > 2 ? argv[2] : NULL);
