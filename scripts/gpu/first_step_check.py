@@ -13,7 +13,10 @@ $OUT/first_step_check.md (the table for docs/measurements.md).
 
 OOMLENS_FS_JOBS=name,name picks jobs (bert_batch: the corpus's case, run
 by oom_cases.py, to bisect the truth its manifest lacks);
-OOMLENS_FS_NO_BISECT=1 skips the bisection. The jobs run from this file: python3 first_step_check.py --job
+OOMLENS_FS_NO_BISECT=1 skips the bisection; OOMLENS_FS_BUDGET_S (default
+540) is the whole script's time: a job is started only within it, and a
+bisection that would run past it stops, keeping the bracket it reached
+(`truth` stays unset, `bracket` [fits, runs out]). The jobs run from this file: python3 first_step_check.py --job
 NAME --batch N --steps N."""
 import argparse, json, os, subprocess, sys, time
 
@@ -35,6 +38,12 @@ JOBS = [
     dict(name='bert_batch', cap='8G', batch=96, corpus=True),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
+BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
+START = time.time()
+
+
+def left_s():
+    return BUDGET_S - (time.time() - START)
 
 
 def job_model(name):
@@ -123,10 +132,14 @@ def under_oomlens(job, batch, steps, tag):
     return fitted, oom, p
 
 
-def bisect(job, high):
-    """The largest batch in [0, high] whose two steps fit (high: a bound)."""
+def bisect(job, high, per_try):
+    """The largest batch in [0, high] whose two steps fit (high: a bound),
+    and whether the bisection ended (False: the budget stopped it, and
+    [low, high + 1) is what it knows)."""
     low = 0
     while low < high:
+        if left_s() < per_try:
+            return low, high, False
         mid = (low + high + 1) // 2
         fitted, _, _ = under_oomlens(job, mid, 2, 'bisect')
         print(f'  {job["name"]} batch {mid}: {"fits" if fitted else "out of memory"}', flush=True)
@@ -134,7 +147,7 @@ def bisect(job, high):
             low = mid
         else:
             high = mid - 1
-    return low
+    return low, high, True
 
 
 def check(job):
@@ -151,7 +164,12 @@ def check(job):
                stderr_tail=p.stderr[-800:] if not oom else '')
     if oom and not os.environ.get('OOMLENS_FS_NO_BISECT'):
         bound = row['at_most'] if row['at_most'] is not None else job['batch'] - 1
-        row['truth'] = bisect(job, min(bound, job['batch'] - 1))
+        per_try = max(60, 2 * (time.time() - t0))  # a smaller batch may take longer
+        low, high, ended = bisect(job, min(bound, job['batch'] - 1), per_try)
+        if ended:
+            row['truth'] = low
+        else:
+            row['bracket'] = [low, high + 1]
     row['seconds'] = round(time.time() - t0, 1)
     print('FIRST_STEP ' + json.dumps({k: v for k, v in row.items() if k != 'stderr_tail'}),
           flush=True)
@@ -171,8 +189,10 @@ def table(rows):
                       f"headroom, at most {r['at_most']}")
         else:
             figure = f"at most {r['about_low']}"
-        lines.append(f"| {r['job']}, {r['cap']} | {r['batch']} | {stage} | {figure} | "
-                     f"{r.get('truth', '')} |")
+        truth = r.get('truth', '')
+        if 'bracket' in r:
+            truth = f"in [{r['bracket'][0]}, {r['bracket'][1]}) (budget)"
+        lines.append(f"| {r['job']}, {r['cap']} | {r['batch']} | {stage} | {figure} | {truth} |")
     return '\n'.join(lines) + '\n'
 
 
@@ -185,7 +205,14 @@ def main():
     if a.job:
         return run_job(a.job, a.batch, a.steps)
     wanted = os.environ.get('OOMLENS_FS_JOBS')
-    rows = [check(j) for j in JOBS if not wanted or j['name'] in wanted.split(',')]
+    rows = []
+    for j in JOBS:
+        if wanted and j['name'] not in wanted.split(','):
+            continue
+        if left_s() < 60:
+            print(f"skipped {j['name']} and after: budget spent", flush=True)
+            break
+        rows.append(check(j))
     with open(os.path.join(OUT, 'first_step_check.json'), 'w') as fh:
         json.dump(rows, fh, indent=1)
     with open(os.path.join(OUT, 'first_step_check.md'), 'w') as fh:
