@@ -841,8 +841,8 @@ static void explain_growing_input(ol_buf_t *out, const ol_oom_record_t *r)
                 "batch-size schedule): if it does, this iteration's larger input is what did "
                 "not fit; cap the schedule below this step's size, or make each step's memory "
                 "smaller as below. ",
-                OL_WORK_STREAK + 1, size_text(a, r->input_growth), size_text(b, r->iteration_need),
-                r->iterations);
+                OL_WORK_STREAK + 1, size_text(a, r->input_growth),
+                size_text(b, r->iteration_need), r->iterations);
 }
 
 /* A mid-run OOM in an iteration that needed a tenth more than any that
@@ -862,8 +862,8 @@ static void explain_larger_input(ol_buf_t *out, const ol_oom_record_t *r,
                 "its own; this one needed at least %s: its input was larger than any before (a "
                 "larger batch, as an evaluation's may be, a longer sequence, a larger image, "
                 "more objects), so the figures below are for inputs of its size. Cap or bucket "
-                "the input sizes, or give the largest inputs a smaller batch. ", r->iterations, size_text(a, r->iteration_need),
-                size_text(b, bound->need));
+                "the input sizes, or give the largest inputs a smaller batch. ", r->iterations,
+                size_text(a, r->iteration_need), size_text(b, bound->need));
 }
 
 static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
@@ -1151,7 +1151,7 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
       break;
     }
     advise_leak(out, r);
-    if (pieces_to_blame(r, state_of(r))) /* pieces_are_the_leaks */
+    if (pieces_to_blame(r, state_of(r))) /* leak over pieces: pieces_are_the_leaks held */
       ol_buf_printf(out, "Of the pool, %s is free but in pieces of at most %s, between the "
                     "blocks it keeps: they go with the leak. ", size_text(a, r->free_reserved),
                     size_text(b, r->largest_free_block));

@@ -795,19 +795,14 @@ static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint6
    * warming up, never a leak: rises count from the second on. */
   if (i < 3 || !valley_known(p, i - 1))
     return false;
-  if (given_back(p, i)) {
-    p->rising = 0;
-    int64_t fall = valley_of(p, i - 1) - valley_of(p, i);
-    if (fall > p->largest_fall)
-      p->largest_fall = fall;
-    return false;
-  }
-  if (p->broke_at == i) { /* its low point is not one iteration's: a rising run starts again */
-    p->rising = 0;
-    return false;
-  }
   int64_t rise = valley_of(p, i) - valley_of(p, i - 1);
-  if (rise <= 0) {
+  bool withdrawn = given_back(p, i); /* a fall, even where the iteration broke */
+  if (p->broke_at == i && !withdrawn) {
+    /* its low point is not one iteration's: a rising run starts again */
+    p->rising = 0;
+    return false;
+  }
+  if (rise <= 0 || withdrawn) {
     p->rising = 0;
     if (-rise > p->largest_fall)
       p->largest_fall = -rise;
