@@ -360,6 +360,21 @@ HELD_OUT = [
          tell_batch=False),
     dict(name='multiscale_batch', cap='8G', batch=48, steps=16, truth='activations', warn=False,
          observe=('undetermined', HIDDEN)),
+    # The eighth held-out set (session 16, 2026-12-04; run it with
+    # OOMLENS_DIAG_CASES=seq_batch1,contrastive_batch,reload_leak,
+    # fraction_batch,bucket_batch,lora_fits,expandable_leak,
+    # pairwise_impossible before any of it is looked at).
+    first_step_case('seq_batch1', '10G', 1),  # no batch fits: its truth is 0
+    first_step_case('contrastive_batch', '12G', 32768),
+    leak_case('reload_leak', '10G', 2, 2000),
+    dict(name='fraction_batch', cap='12G', batch=8, steps=2, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN)),
+    dict(name='bucket_batch', cap='12G', batch=16384, steps=16, truth='activations',
+         warn=False, tell_batch=False, observe=('undetermined', HIDDEN)),
+    dict(name='lora_fits', cap='5G', batch=4, steps=16, truth='none', warn=False),
+    leak_case('expandable_leak', '4G', 16, 2000),
+    dict(name='pairwise_impossible', cap='12G', batch=1, steps=1, truth='impossible',
+         warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

@@ -1527,6 +1527,208 @@ def multiscale_batch(batch, steps):
         yield
 
 
+# The eighth held-out set (session 16, 2026-12-04), written before any of
+# it ran: one sequence too long for batch 1, a contrastive loss whose
+# memory grows with the square of the batch, model snapshots kept on the
+# device, PyTorch's own memory fraction, token-budget buckets whose longest
+# bucket comes late, a LoRA fine-tune that fits, a leak under
+# expandable_segments, and a pairwise distance matrix no device holds.
+
+
+def llama_eager(layers, hidden, inter, heads, positions, dtype=torch.bfloat16):
+    """A Llama-style causal LM from its config with PyTorch's eager
+    attention (the (batch, heads, L, L) score matrices are made)."""
+    from transformers import LlamaConfig
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=hidden, intermediate_size=inter,
+                      num_hidden_layers=layers, num_attention_heads=heads,
+                      num_key_value_heads=heads, max_position_embeddings=positions,
+                      tie_word_embeddings=False, attn_implementation='eager')
+    m = hf_from_config(cfg, dtype)
+    m.config._attn_implementation = 'eager'
+    return m.cuda()
+
+
+@case
+def seq_batch1(batch, steps):
+    """A Llama-style model in bf16 (8 layers, hidden 1024, 16 heads,
+    vocabulary 32000, about 0.33 GiB of weights) with eager attention,
+    AdamW, one sequence of 4096 tokens a step, under 10G: each layer keeps
+    its attention probabilities (in fp32 from the softmax and in bf16), about
+    1.5 GiB a layer, so even batch 1 runs out in the first forward while the
+    weights and optimizer state fit many times over (truth: activations; no
+    batch fits: the fix is a shorter sequence, memory-efficient attention or
+    checkpointing)."""
+    m = llama_eager(8, 1024, 2816, 16, 4096)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    xs = (torch.randint(0, 32000, (batch, 4096), device='cuda') for _ in range(steps))
+    yield from train_steps(m, opt, xs, lm_loss)
+
+
+class Tower(torch.nn.Module):
+    """One side of a two-tower contrastive model: an MLP from precomputed
+    768-wide features to a normalised 512-wide embedding."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(768, 1024), torch.nn.GELU(),
+                                       torch.nn.Linear(1024, 512))
+
+    def forward(self, x):
+        return torch.nn.functional.normalize(self.net(x), dim=-1)
+
+
+@case
+def contrastive_batch(batch, steps):
+    """CLIP-style contrastive training of two small towers on precomputed
+    features, fp32, AdamW, batch 32768, under 12G: the image-text logits
+    are batch x batch (4 GiB at 32768) and the symmetric cross-entropy keeps
+    a log-softmax of them in each direction, so the step's memory grows with
+    the square of the batch, not linearly (truth: activations, first step)."""
+    img, txt = Tower().cuda(), Tower().cuda()
+    opt = torch.optim.AdamW(list(img.parameters()) + list(txt.parameters()), lr=1e-4)
+    for _ in range(steps):
+        a = torch.randn(batch, 768, device='cuda')
+        b = torch.randn(batch, 768, device='cuda')
+        logits = img(a) @ txt(b).T * 14.3
+        target = torch.arange(batch, device='cuda')
+        loss = (torch.nn.functional.cross_entropy(logits, target) +
+                torch.nn.functional.cross_entropy(logits.T, target)) / 2
+        learn(loss, opt)
+        del a, b, logits, loss
+        yield
+
+
+@case
+def reload_leak(batch, steps):
+    """GPT-2 124M fp32 AdamW, batch 2, sequence 1024, under 10G; every other
+    step a snapshot of the model (`copy.deepcopy`, for an averaged evaluation
+    at the end) is kept in a list, on the device: 0.5 GB more outlives every
+    second step, in copies of the weights, not in activations (truth: leak)."""
+    import copy
+    m = gpt2_model()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    snapshots = []
+    for step in range(steps):
+        x = torch.randint(0, 50257, (batch, 1024), device='cuda')
+        learn(lm_loss(m, x), opt)
+        if step % 2 == 1:
+            snapshots.append(copy.deepcopy(m))  # the bug: kept on the device
+        del x
+        yield
+
+
+@case
+def fraction_batch(batch, steps):
+    """GPT-2 124M fp32 AdamW, sequence 1024, batch 8 (5 fit under 12G), in a
+    job that shares its GPU and so limits itself with
+    `torch.cuda.set_per_process_memory_fraction` to 10 GiB, under 12G: in
+    observe mode PyTorch's caching allocator refuses at its own limit
+    without any cudaMalloc failing; under --manage (PyTorch's cache off) the
+    12G cap is reached instead (truth: activations, first step, in both)."""
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction((10 << 30) / total)
+    yield from gpt2_batch(batch, steps)
+
+
+@case
+def bucket_batch(batch, steps):
+    """Token-budget batching: a GPT-2 of 6 layers (positions 2048, eager
+    attention, no dropout), fp32 AdamW, each batch holding 16384 tokens of
+    one length (batch = 16384 / length), lengths drawn from 128, 256 and 512
+    for 8 steps, then from 1024 and 2048 (longer documents later in the
+    data), under 12G: tokens per batch stay the same but attention's
+    memory grows with the length, so the first long bucket runs out mid-run
+    while nothing is kept (truth: activations)."""
+    import random
+    rng = random.Random(43)
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(n_layer=6, n_positions=2048, attn_pdrop=0.0, resid_pdrop=0.0,
+                     embd_pdrop=0.0)
+    cfg._attn_implementation = 'eager'
+    m = GPT2LMHeadModel(cfg).cuda()
+    m.config._attn_implementation = 'eager'
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        length = rng.choice((128, 256, 512) if step < 8 else (1024, 2048))
+        x = torch.randint(0, 50257, (16384 // length, length), device='cuda')
+        learn(lm_loss(m, x), opt)
+        del x
+        yield
+
+
+class LoraLinear(torch.nn.Module):
+    """A frozen linear layer with a trainable low-rank update (rank 16)."""
+
+    def __init__(self, base, rank=16):
+        super().__init__()
+        self.base = base
+        self.a = torch.nn.Parameter(torch.randn(rank, base.in_features, device=base.weight.device,
+                                                dtype=base.weight.dtype) / rank)
+        self.b = torch.nn.Parameter(torch.zeros(base.out_features, rank,
+                                                device=base.weight.device,
+                                                dtype=base.weight.dtype))
+
+    def forward(self, x):
+        return self.base(x) + (x @ self.a.T) @ self.b.T
+
+
+@case
+def lora_fits(batch, steps):
+    """LoRA fine-tuning: a Llama-style model in bf16 (12 layers, hidden
+    2048, about 1.5 GB of weights), frozen, with rank-16 adapters on its
+    query and value projections, gradient checkpointing, AdamW on the
+    adapters only, batch 4, sequence 1024, under 5G, 16 steps: gradients
+    and optimizer state are tiny and the activations are recomputed (truth:
+    none: no OOM paragraph, no leak warning)."""
+    from transformers import LlamaConfig
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5504,
+                      num_hidden_layers=12, num_attention_heads=16, num_key_value_heads=16,
+                      max_position_embeddings=1024, tie_word_embeddings=False)
+    m = hf_from_config(cfg, torch.bfloat16).cuda()
+    m.requires_grad_(False)
+    for layer in m.model.layers:
+        layer.self_attn.q_proj = LoraLinear(layer.self_attn.q_proj)
+        layer.self_attn.v_proj = LoraLinear(layer.self_attn.v_proj)
+    m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})
+    m.train()
+    opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-4)
+    xs = (torch.randint(0, 32000, (batch, 1024), device='cuda') for _ in range(steps))
+    yield from train_steps(m, opt, xs, lm_loss)
+
+
+@case
+def expandable_leak(batch, steps):
+    """ResNet-18 fp32, SGD with momentum, batch 16, 128x128 images, with
+    PyTorch's `expandable_segments:True` (the field guide's advice) set by
+    the job before CUDA starts, under 4G; each step's loss is appended to a
+    list for a plot, with its graph: every step's saved activations stay
+    (truth: leak)."""
+    os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:True'
+    import torchvision
+    m = torchvision.models.resnet18().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for xy in image_batches(batch, steps, size=128):
+        loss = class_loss(m, xy)
+        loss.backward(retain_graph=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss)  # the bug: the loss keeps its graph
+        yield
+
+
+@case
+def pairwise_impossible(batch, steps):
+    """Deduplication by pairwise distances: 200,000 embeddings of 128
+    (100 MB) and `torch.cdist` of all of them against all, under 12G: the
+    200,000 x 200,000 distance matrix alone is 149 GiB, more than the whole
+    device (truth: impossible: no batch, cap or allocator holds it; the fix
+    is to compare in blocks)."""
+    x = torch.randn(200000, 128, device='cuda')
+    torch.cdist(x, x)
+    yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
