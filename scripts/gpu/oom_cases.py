@@ -1633,12 +1633,16 @@ def fraction_batch(batch, steps):
 @case
 def bucket_batch(batch, steps):
     """Token-budget batching: a GPT-2 of 6 layers (positions 2048, eager
-    attention, no dropout), fp32 AdamW, each batch holding 16384 tokens of
-    one length (batch = 16384 / length), lengths drawn from 128, 256 and 512
+    attention, no dropout), fp32 AdamW, each batch holding 4096 tokens of
+    one length (batch = 4096 / length), lengths drawn from 128, 256 and 512
     for 8 steps, then from 1024 and 2048 (longer documents later in the
-    data), under 12G: tokens per batch stay the same but attention's
-    memory grows with the length, so the first long bucket runs out mid-run
-    while nothing is kept (truth: activations)."""
+    data), under 10G: tokens per batch stay the same but attention's
+    memory grows with the length, so a long bucket runs out mid-run while
+    nothing is kept (truth: activations).
+
+    Its first run (session 16) held 16384 tokens a batch under 12G: the
+    logits of 16384 tokens (3 GiB, and their fp32 loss) ran out in the
+    first step, at length 128: activations still, but not mid-run."""
     import random
     rng = random.Random(43)
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -1650,7 +1654,7 @@ def bucket_batch(batch, steps):
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     for step in range(steps):
         length = rng.choice((128, 256, 512) if step < 8 else (1024, 2048))
-        x = torch.randint(0, 50257, (16384 // length, length), device='cuda')
+        x = torch.randint(0, 50257, (4096 // length, length), device='cuda')
         learn(lm_loss(m, x), opt)
         del x
         yield
