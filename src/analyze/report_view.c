@@ -147,6 +147,7 @@ static void read_outside(const at_t *oom, ol_oom_record_t *r)
   r->others_unlisted = (int)ol_json_may_int(&unlisted, "processes", 0, 1 << 20, 0);
   r->others_unlisted_bytes = ol_json_may_int(&unlisted, "bytes", BYTES, 0);
   r->self_device_bytes = ol_json_may_int(oom, "self_device_bytes", OR_NONE, -1);
+  r->framework_limit = ol_json_may_int(oom, "framework_limit", BYTES, 0); /* minor 15 */
 }
 
 /* A site named as the library wrote it: its frames joined by

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 14  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted) */
+#define OL_REPORT_MINOR 15  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -483,6 +483,10 @@ typedef struct ol_oom_record {
   int others_unlisted;           /* other processes beyond others[] */
   int64_t others_unlisted_bytes; /* ... and what they hold */
   int64_t self_device_bytes;
+  /* The framework refused the request at a limit the job set on what it
+   * may reserve (PyTorch's set_per_process_memory_fraction), before the
+   * device was asked: capacity is then that limit; 0: no such limit. */
+  int64_t framework_limit;
 } ol_oom_record_t;
 
 /* Writes a site's name: text for the paragraph, or a JSON value. */
@@ -1106,6 +1110,19 @@ typedef struct ol_trace_event {
 
 /* The most devices our format names (device ordinals 0 to this - 1). */
 #define OL_TRACE_MAX_DEVICES 64
+
+/* ---- framework_oom.c: a framework's own out-of-memory message ---------
+ * PyTorch's message when its caching allocator refuses a request: the
+ * request, the device ordinal, and the limit the job set on what PyTorch
+ * may reserve (set_per_process_memory_fraction's "N allowed"; 0: none
+ * said). Sizes as printed, to a hundredth of their unit. */
+typedef struct ol_framework_oom {
+  uint64_t request;
+  uint64_t limit;
+  int device;
+} ol_framework_oom_t;
+/* false: not such a message (no request or no device in it). */
+bool ol_framework_oom_parse(const char *message, ol_framework_oom_t *out);
 
 /* ---- oom_context.c: the trace line of an out-of-memory's context ------
  * `oom_context,DEVICE,key=value ...` (docs/trace-format.md): written by the

@@ -1230,8 +1230,10 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
   }
   ol_buf_printf(out, "], \"external_unlisted\": {\"processes\": %d, \"bytes\": %" PRId64 "}",
                 r->others_unlisted, r->others_unlisted_bytes);
-  ol_buf_printf(out, ", \"self_device_bytes\": %" PRId64 ", \"growing_site\": ",
-                r->self_device_bytes > 0 ? r->self_device_bytes : -1);
+  ol_buf_printf(out, ", \"self_device_bytes\": %" PRId64 ", \"framework_limit\": %" PRId64
+                ", \"growing_site\": ",
+                r->self_device_bytes > 0 ? r->self_device_bytes : -1,
+                r->framework_limit > 0 ? r->framework_limit : 0);
   if (namer && r->grower.id >= 0) {
     ol_buf_printf(out, "{\"site\": ");
     namer(out, r->grower.id, true, arg);
@@ -1245,12 +1247,26 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                     ol_site_namer_t namer, void *arg)
 {
   char a[32], b[32], d[32], e[32];
-  ol_buf_printf(out, "out of memory (%s: %s): a request of %s on a %s device where this "
-                "process held %s reserved, %s allocated. ",
-                ol_oom_class_name(c), c < OL_OOM_CLASS_COUNT ? meanings[c] : "?",
-                size_of(a, r->request), size_of(b, r->capacity),
-                size_text(d, r->reserved), size_text(e, r->allocated));
+  if (r->framework_limit > 0)
+    ol_buf_printf(out, "out of memory (%s: %s): a request of %s, refused by PyTorch itself at "
+                  "the %s the job allowed it (torch.cuda.set_per_process_memory_fraction), where "
+                  "this process held %s reserved, %s allocated; the device was not asked, and "
+                  "the figures below are against that limit. ",
+                  ol_oom_class_name(c), c < OL_OOM_CLASS_COUNT ? meanings[c] : "?",
+                  size_of(a, r->request), size_of(b, (uint64_t)r->framework_limit),
+                  size_text(d, r->reserved), size_text(e, r->allocated));
+  else
+    ol_buf_printf(out, "out of memory (%s: %s): a request of %s on a %s device where this "
+                  "process held %s reserved, %s allocated. ",
+                  ol_oom_class_name(c), c < OL_OOM_CLASS_COUNT ? meanings[c] : "?",
+                  size_of(a, r->request), size_of(b, r->capacity),
+                  size_text(d, r->reserved), size_text(e, r->allocated));
   advise(out, r, c);
+  if (r->framework_limit > 0)
+    ol_buf_printf(out, " The limit is the job's own: where nothing else needs the rest of the "
+                  "device, a larger fraction is a fix too. (Under `oomlens run --manage` "
+                  "PyTorch's cache is off and keeps no fraction: add --capacity %s to hold the "
+                  "job to the same limit.)", size_of(a, (uint64_t)r->framework_limit));
   if (c != OL_OOM_impossible)
     explain_roles(out, r);
   if (c == OL_OOM_activations || c == OL_OOM_persistent)

@@ -47,6 +47,7 @@ static const number_key_t numbers[] = {
   SIGNED_KEY("largest_free_block", largest_free_block),
   SIGNED_KEY("self_device_bytes", self_device_bytes),
   SIGNED_KEY("batch", batch),
+  SIGNED_KEY("framework_limit", framework_limit),
 };
 #undef SIGNED_KEY
 #undef UNSIGNED_KEY
@@ -239,6 +240,7 @@ void ol_oom_context_apply(ol_oom_record_t *r, const ol_oom_record_t *context)
   r->free_reserved = context->free_reserved;
   r->largest_free_block = context->largest_free_block;
   r->self_device_bytes = context->self_device_bytes;
+  r->framework_limit = context->framework_limit;
   r->segments_only = context->segments_only;
   r->managed = context->managed;
   if (context->batch > 0)

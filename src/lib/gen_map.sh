@@ -10,6 +10,7 @@ set -eu
   echo "  global:"
   sed -n 's/^ *X(\([A-Za-z0-9_]*\),.*/    \1;/p' "$1"
   echo "    dlsym;"
+  echo "    __cxa_throw;"
   echo "    oomlens_version;"
   echo "    oomlens_write_report;"
   echo "    oomlens_capture;"

@@ -10,6 +10,8 @@
 OL_INTERPOSED_FNS(OL_HANDLER_DECL)
 #undef OL_HANDLER_DECL
 void *ol_on_dlsym(void *handle, const char *name, const void *caller);
+/* A C++ throw: seen, then passed to the C++ runtime (never returns). */
+_Noreturn void ol_on_cxa_throw(void *object, void *type, void (*destroy)(void *));
 /* The shim's table: hook address for each interposed function. */
 void ol_intercept_install(void *const hooks[OL_FN_COUNT]);
 void *ol_intercept_wrap(void *real_fn);

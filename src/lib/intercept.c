@@ -108,7 +108,7 @@ static void failed(int device, size_t size, ol_kind_t kind, bool out_of_memory)
     ol_stacks_request_key(&key);
   ol_track_failed_alloc(size, device, kind, out_of_memory, with_site ? &key : NULL);
   if (out_of_memory)
-    ol_oom_at_failure(device, size);
+    ol_oom_at_failure(device, size, 0);
 }
 
 /* What the real allocator answered, for the device the hook already
@@ -275,6 +275,36 @@ cudaError_t ol_on_cudaFreeAsync(void *ptr, cudaStream_t stream)
 cudaError_t ol_on_cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
 {
   return free_async(OL_FN_cudaFreeAsync_ptsz, ptr, stream);
+}
+
+/* ---- a framework's own refusal ---------------------------------------------- */
+
+/* PyTorch's c10::OutOfMemoryError, as the Itanium ABI names its type. */
+#define PYTORCH_OOM_TYPE "N3c1016OutOfMemoryErrorE"
+
+/* PyTorch refused a request at the limit the job set on what it may
+ * reserve (torch.cuda.set_per_process_memory_fraction): no allocation call
+ * failed, so nothing else of ours saw it. An OutOfMemoryError that follows
+ * a failure of ours (the device refused: already diagnosed) is left alone,
+ * and so is one whose message names no such limit. */
+static void framework_refused(void *exception)
+{
+  ol_framework_oom_t oom;
+  if (!ol_framework_oom_parse(ol_prim_exception_message(exception), &oom) || oom.limit == 0)
+    return;
+  if (ol_track_framework_refusal(oom.request, oom.device))
+    ol_oom_at_failure(oom.device, oom.request, oom.limit);
+}
+
+void ol_on_cxa_throw(void *object, void *type, void (*destroy)(void *))
+{
+  const char *name = ol_prim_exception_type_name(type);
+  if (object && name && strcmp(name, PYTORCH_OOM_TYPE) == 0) {
+    if (enter())
+      framework_refused(object);
+    leave();
+  }
+  ol_prim_cxa_throw(object, type, destroy);
 }
 
 /* An allocator that was refused asks how much is free: PyTorch's caching

@@ -40,6 +40,11 @@ bool ol_track_free(uintptr_t addr, ol_kind_t kind);
  * which the diagnosis and the trace's oom event carry. */
 void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory,
                            const ol_site_key_t *key);
+/* The framework refused a request itself (PyTorch at its memory fraction):
+ * counted as a failed request, as the trace's oom event; false where it
+ * follows a failed allocation call of ours with no call served between
+ * (that refusal was seen, and diagnosed, already). */
+bool ol_track_framework_refusal(size_t size, int device);
 void ol_track_oom_figures(int device, ol_oom_record_t *record); /* ours: allocated, reserved, phases */
 /* A failed allocation's diagnosis, made from its figures (oom_live.c): kept
  * until the account settles the failure (the next request that is not its
@@ -215,7 +220,10 @@ void ol_tracefile_close(void);  /* all on disk, end line, closed (exit, SIGTERM)
 void ol_tracefile_forget(void); /* a forked child drops its parent's trace */
 
 /* ---- oom_live.c: the diagnosis at a live job's failed allocation ------ */
-void ol_oom_at_failure(int device, uint64_t request);
+/* framework_limit: the framework refused the request at a limit of its own
+ * (ol_track_framework_refusal), the figures are against it; 0: the device
+ * or the pool refused. */
+void ol_oom_at_failure(int device, uint64_t request, uint64_t framework_limit);
 /* A settled OOM's paragraph on stderr (a few per process), its sites
  * named from the live table; called by the tracker under its lock. */
 void ol_oom_paragraph(int device, const ol_oom_record_t *r, ol_oom_class_t cause,

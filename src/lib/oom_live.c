@@ -211,12 +211,25 @@ static void who_else_holds(int device, ol_oom_record_t *r)
   }
 }
 
-void ol_oom_at_failure(int device, uint64_t request)
+/* The framework's own limit is the device this process has: what it may
+ * reserve, all its own (the context and other processes are outside it). */
+static void against_framework_limit(ol_oom_record_t *r, uint64_t limit)
+{
+  r->framework_limit = (int64_t)limit;
+  r->capacity = limit;
+  r->device_free = r->reserved < (int64_t)limit ? (int64_t)limit - r->reserved : 0;
+  r->external = 0;
+  r->self_device_bytes = -1;
+}
+
+void ol_oom_at_failure(int device, uint64_t request, uint64_t framework_limit)
 {
   ol_oom_record_t r;
   ol_oom_record_init(&r, request);
   ol_track_oom_figures(device, &r);
   device_figures(device, &r);
+  if (framework_limit > 0 && framework_limit <= INT64_MAX)
+    against_framework_limit(&r, framework_limit);
   if (r.capacity == 0)
     return; /* nothing to compare with: counted, not diagnosed */
   ol_manage_free_blocks(device, &r.free_reserved, &r.largest_free_block);
@@ -226,6 +239,6 @@ void ol_oom_at_failure(int device, uint64_t request)
   r.managed = ol_manage_on();
   r.batch = (int64_t)ol_option_size(OL_OPT_BATCH);
   ol_track_oom_pending(device, &r, ol_oom_classify(&r));
-  if (!allocator_may_retry())
+  if (r.framework_limit > 0 || !allocator_may_retry()) /* a framework's refusal is its last word */
     ol_track_oom_settle(device);
 }

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib.h"
@@ -533,4 +534,39 @@ int ol_prim_device_processes(int device, ol_gpu_process_t *out, int max)
     out[n++] = (ol_gpu_process_t){
       info[i].pid, info[i].used_bytes == NVML_VALUE_NOT_AVAILABLE ? -1 : (int64_t)info[i].used_bytes};
   return n;
+}
+
+/* ---- C++ exceptions -------------------------------------------------------- */
+
+/* std::type_info is, in the Itanium ABI, a vtable pointer and then the
+ * mangled name (with a leading '*' for a type local to one object). */
+const char *ol_prim_exception_type_name(const void *type)
+{
+  const char *name = type ? ((const char *const *)type)[1] : NULL;
+  return name && *name == '*' ? name + 1 : name;
+}
+
+/* what() of an object derived from std::exception at offset 0 (single
+ * inheritance, as c10::Error is): its vtable's third slot, after the two
+ * destructors. Only called for a type known to be such. */
+const char *ol_prim_exception_message(void *object)
+{
+  typedef const char *(*what_fn)(const void *);
+  what_fn what = (*(what_fn *const *)object)[2];
+  return what ? what(object) : NULL;
+}
+
+typedef void (*cxa_throw_fn)(void *, void *, void (*)(void *));
+
+_Noreturn void ol_prim_cxa_throw(void *object, void *type, void (*destroy)(void *))
+{
+  static _Atomic(cxa_throw_fn) real_throw;
+  cxa_throw_fn fn = atomic_load_explicit(&real_throw, memory_order_acquire);
+  if (!fn) {
+    fn = (cxa_throw_fn)ol_prim_dlsym(RTLD_NEXT, "__cxa_throw");
+    atomic_store_explicit(&real_throw, fn, memory_order_release);
+  }
+  if (fn)
+    fn(object, type, destroy);
+  abort(); /* a throw with no C++ runtime behind us: nothing could have caught it */
 }

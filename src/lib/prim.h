@@ -27,6 +27,14 @@ int ol_prim_current_device_runtime(void);
 
 #define OL_REAL(name) ((ol_pfn_##name)ol_prim_real(OL_FN_##name))
 
+/* C++ exceptions (the Itanium ABI's, as libstdc++ and libc++ keep them):
+ * the thrown type's mangled name, the message of one derived from
+ * std::exception (its what()), and the C++ runtime's own __cxa_throw,
+ * which every throw goes on to. */
+const char *ol_prim_exception_type_name(const void *type);
+const char *ol_prim_exception_message(void *object);
+_Noreturn void ol_prim_cxa_throw(void *object, void *type, void (*destroy)(void *));
+
 /* Manage mode's own use of the driver; return 0 on success, -1 out of
  * memory (vmm_map) or failure, -2 another failure. */
 uint64_t ol_prim_vmm_granularity(int device); /* 0: no VMM on this device */

@@ -32,6 +32,14 @@ OL_EXPORT void *dlsym(void *handle, const char *name)
   return ol_on_dlsym(handle, name, __builtin_return_address(0));
 }
 
+/* Every C++ throw passes here on its way to the C++ runtime: PyTorch's own
+ * out-of-memory, raised where no allocation call failed, is seen so. */
+OL_EXPORT _Noreturn void __cxa_throw(void *object, void *type, void (*destroy)(void *));
+OL_EXPORT _Noreturn void __cxa_throw(void *object, void *type, void (*destroy)(void *))
+{
+  ol_on_cxa_throw(object, type, destroy);
+}
+
 OL_EXPORT const char *oomlens_version(void)
 {
   return ol_on_version();

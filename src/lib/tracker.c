@@ -437,6 +437,29 @@ bool ol_track_free(uintptr_t addr, ol_kind_t kind)
   return known;
 }
 
+/* Allocation calls made on d so far, served or not; at the last failed
+ * one (0: none failed yet). Under the lock. */
+static int64_t calls_at_failure[OL_MAX_DEVICES];
+
+static int64_t alloc_calls(const ol_device_stats_t *dev)
+{
+  return dev->runtime_allocs + dev->managed_allocs + dev->vmm_creates + dev->driver_allocs;
+}
+
+/* A refused request, the account's to count, as a trace's oom event. */
+static void refused(int d, int device, size_t size, const ol_site_key_t *key)
+{
+  uint64_t t = now_ns();
+  timeline_of(d, t);
+  if (pending[d].bare_request != size)
+    pending[d].bare_request = 0; /* a new failure: an older bare one's record never came */
+  if (ol_account_oom_at(&account, d, size, t, wall_now()) == OL_VERDICT_OOM)
+    settled(d); /* a different request waited: its context line first */
+  int32_t site = site_for(device, key, -1);
+  ol_account_oom_site(&account, d, site);
+  ol_tracefile_event(OL_TRACE_OOM, 0, size, 0, site, device);
+}
+
 void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_memory,
                            const ol_site_key_t *key)
 {
@@ -445,20 +468,25 @@ void ol_track_failed_alloc(size_t size, int device, ol_kind_t kind, bool out_of_
   int d = ol_account_device(&account, device);
   ol_device_stats_t *dev = &account.devices[d].stats;
   count_alloc_call(dev, kind);
-  if (out_of_memory) { /* the account's to count, as a trace's oom event */
-    uint64_t t = now_ns();
-    timeline_of(d, t);
-    if (pending[d].bare_request != size)
-      pending[d].bare_request = 0; /* a new failure: an older bare one's record never came */
-    if (ol_account_oom_at(&account, d, size, t, wall_now()) == OL_VERDICT_OOM)
-      settled(d); /* a different request waited: its context line first */
-    int32_t site = site_for(device, key, -1);
-    ol_account_oom_site(&account, d, site);
-    ol_tracefile_event(OL_TRACE_OOM, 0, size, 0, site, device);
+  if (out_of_memory) {
+    calls_at_failure[d] = alloc_calls(dev);
+    refused(d, device, size, key);
   } else {
     dev->failed_allocs++; /* refused for another reason: no trace event says so */
   }
   end();
+}
+
+bool ol_track_framework_refusal(size_t size, int device)
+{
+  if (!begin())
+    return false;
+  int d = ol_account_device(&account, device);
+  bool fresh = alloc_calls(&account.devices[d].stats) != calls_at_failure[d];
+  if (fresh)
+    refused(d, device, size, NULL);
+  end();
+  return fresh;
 }
 
 /* VMM physical memory is what PyTorch's expandable segments reserve: it is

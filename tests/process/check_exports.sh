@@ -1,10 +1,11 @@
 #!/bin/sh
 # check_exports.sh LIB ABI_HEADER: liboomlens.so exports exactly the
-# interposed CUDA functions listed in cuda_abi.h, dlsym, and oomlens_*.
+# interposed CUDA functions listed in cuda_abi.h, dlsym, __cxa_throw (a
+# framework's own OOM, shim.c) and oomlens_*.
 set -eu
 lib=$1
 header=$2
-expected=$( (sed -n 's/^ *X(\([A-Za-z0-9_]*\),.*/\1/p' "$header"; echo dlsym) | sort)
+expected=$( (sed -n 's/^ *X(\([A-Za-z0-9_]*\),.*/\1/p' "$header"; echo dlsym; echo __cxa_throw) | sort)
 actual=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^oomlens_' | sort)
 public=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep '^oomlens_' | sort | tr '\n' ' ')
 if [ "$expected" != "$actual" ]; then

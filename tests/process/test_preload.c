@@ -494,6 +494,89 @@ START_TEST(a_cache_given_back_withdraws_the_warning)
 }
 END_TEST
 
+/* Occurrences of what in text. */
+static int occurrences(const char *text, const char *what)
+{
+  int n = 0;
+  for (const char *p = strstr(text, what); p; p = strstr(p + 1, what))
+    n++;
+  return n;
+}
+
+static ol_json_t *run_throw_prog(const char *scenario, const char *const env[],
+                                 harness_run_t *run)
+{
+  const char *argv[] = {harness_env("OOMLENS_TEST_THROW_PROG"), scenario, NULL};
+  harness_exec(run, true, env, argv);
+  ck_assert_msg(run->status == 0, "throw_prog %s exited %d:\n%s", scenario, run->status, run->out);
+  ol_json_t *report = harness_report(run->pid);
+  ck_assert_msg(report, "no report for throw_prog %s:\n%s", scenario, run->out);
+  return report;
+}
+
+/* PyTorch refusing at its own memory fraction throws c10::OutOfMemoryError
+ * with no cudaMalloc refused: seen as it is thrown, diagnosed against the
+ * limit its message names, in one paragraph, the report and the trace,
+ * whose replay says the same (held-out fraction_batch's observe run said
+ * no OOM at all before). */
+START_TEST(pytorch_refusing_at_its_fraction_is_diagnosed)
+{
+  char trace[PATH_MAX], trace_env[PATH_MAX + 32];
+  snprintf(trace, sizeof trace, "%s/fraction.trace", harness_dir());
+  snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s", trace);
+  const char *env[] = {"SIMCU_CAPACITY=1G", "SIMCU_EXTERNAL=0", trace_env, NULL};
+  harness_run_t run;
+  ol_json_t *r = run_throw_prog("fraction", env, &run);
+  const char *said = "out of memory (undetermined: what oomlens saw cannot tell which memory did "
+                     "not fit): a request of 32.00 MiB, refused by PyTorch itself at the 64.00 "
+                     "MiB the job allowed it (torch.cuda.set_per_process_memory_fraction)";
+  ck_assert_msg(occurrences(run.out, said) == 1, "stderr:\n%s", run.out);
+  ck_assert_msg(strstr(run.out, "add --capacity 64.00 MiB"), "stderr:\n%s", run.out);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1);
+  ck_assert_int_eq(harness_int(r, DEV "oom.request"), 32 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "oom.capacity"), 64 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "oom.framework_limit"), 64 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "oom.reserved"), 48 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "oom.external"), 0);
+  ol_json_free(r);
+  const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "replay", trace, NULL};
+  harness_run_t replayed;
+  harness_exec(&replayed, false, NULL, argv);
+  ck_assert_msg(replayed.status == 0 && strstr(replayed.out, "refused by PyTorch itself at the "
+                                                             "64.00 MiB the job allowed it"),
+                "%s", replayed.out);
+  unlink(trace);
+}
+END_TEST
+
+/* The device refused first (a cudaMalloc, its retry, PyTorch asking for
+ * memory info), then PyTorch threw, its message naming a fraction too:
+ * one out-of-memory, diagnosed at the device's refusal, not twice. */
+START_TEST(a_throw_after_a_refusal_is_not_a_second_oom)
+{
+  const char *env[] = {"OOMLENS_CAPACITY=64M", "SIMCU_EXTERNAL=0", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_throw_prog("device", env, &run);
+  ck_assert_msg(occurrences(run.out, "out of memory (") == 1, "stderr:\n%s", run.out);
+  ck_assert_msg(!strstr(run.out, "refused by PyTorch itself"), "stderr:\n%s", run.out);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 1);
+  ck_assert_int_eq(harness_int(r, DEV "oom.framework_limit"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
+/* Other exceptions pass untouched, even with the words of a limit. */
+START_TEST(other_exceptions_are_not_oom)
+{
+  const char *env[] = {"SIMCU_CAPACITY=1G", "SIMCU_EXTERNAL=0", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_throw_prog("other", env, &run);
+  ck_assert_msg(!strstr(run.out, "out of memory ("), "stderr:\n%s", run.out);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
 /* A job that fits says the batch that would: 64 MiB outlives each step,
  * each step needs 160 MiB above it at batch 4, on 1 GiB with nothing held
  * outside: 4 * 960 / 160 = 24, and 4 * (819.2 - 64) / 160 = 18.9 with 20%
@@ -1169,6 +1252,9 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, external_counts_the_processes_beyond_the_list);
   tcase_add_test(paths, external_names_a_child_process_as_the_jobs_own);
   tcase_add_test(paths, a_cache_given_back_withdraws_the_warning);
+  tcase_add_test(paths, pytorch_refusing_at_its_fraction_is_diagnosed);
+  tcase_add_test(paths, a_throw_after_a_refusal_is_not_a_second_oom);
+  tcase_add_test(paths, other_exceptions_are_not_oom);
   tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_test(paths, sites_alike_in_shown_frames_are_one);
   tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);

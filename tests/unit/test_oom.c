@@ -792,11 +792,68 @@ START_TEST(extreme_figures_do_not_overflow)
 }
 END_TEST
 
+/* PyTorch's message at its memory fraction, as the H200 printed it
+ * (held-out fraction_batch, torch 2.11): the request, the device and the
+ * limit, to a hundredth of their unit; without "allowed" no limit; and
+ * what is not such a message is refused. */
+START_TEST(pytorch_messages_are_read)
+{
+  ol_framework_oom_t m;
+  ck_assert(ol_framework_oom_parse(
+    "CUDA out of memory. Tried to allocate 1.54 GiB. GPU 0 has a total capacity of 12.00 GiB of "
+    "which 2.13 GiB is free. Including non-PyTorch memory, this process has 9.86 GiB memory in "
+    "use. 10.00 GiB allowed; Of the allocated memory 9.13 GiB is allocated by PyTorch, and 63.40 "
+    "MiB is reserved by PyTorch but unallocated.", &m));
+  ck_assert_uint_eq(m.request, (uint64_t)(1.54 * 1073741824.0 + 0.5));
+  ck_assert_uint_eq(m.limit, 10ull << 30);
+  ck_assert_int_eq(m.device, 0);
+  ck_assert(ol_framework_oom_parse("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 3 has a "
+                                   "total capacity of 79.25 GiB of which 4.00 MiB is free.", &m));
+  ck_assert_uint_eq(m.request, 20ull << 20);
+  ck_assert_uint_eq(m.limit, 0);
+  ck_assert_int_eq(m.device, 3);
+  ck_assert(ol_framework_oom_parse("CUDA out of memory. Tried to allocate 512 bytes. GPU 1 has ... "
+                                   "768.00 KiB allowed; ...", &m));
+  ck_assert_uint_eq(m.request, 512);
+  ck_assert_uint_eq(m.limit, 768ull << 10);
+  ck_assert(!ol_framework_oom_parse(NULL, &m));
+  ck_assert(!ol_framework_oom_parse("CUDA error: out of memory", &m));
+  ck_assert(!ol_framework_oom_parse("out of memory. Tried to allocate lots. GPU 0", &m));
+  ck_assert(!ol_framework_oom_parse("out of memory. Tried to allocate 2.00 GiB on the GPU", &m));
+}
+END_TEST
+
+/* A record refused at a framework's limit says so, with the fix of
+ * raising it and of holding --manage to it, in text and JSON. */
+START_TEST(a_framework_limit_is_said)
+{
+  ol_oom_record_t r;
+  ol_oom_record_init(&r, 256 * MiB);
+  r.capacity = GiB;
+  r.framework_limit = GiB;
+  r.reserved = r.allocated = 900 * MiB;
+  r.device_free = 124 * MiB;
+  r.segments_only = true;
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
+  ck_assert_msg(strstr(text.data, "a request of 256.00 MiB, refused by PyTorch itself at the 1.00 "
+                                  "GiB the job allowed it"), "%s", text.data);
+  ck_assert_msg(strstr(text.data, "add --capacity 1.00 GiB"), "%s", text.data);
+  ol_buf_free(&text);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, &r, ol_oom_classify(&r), NULL, NULL);
+  ck_assert_msg(strstr(json.data, "\"framework_limit\": 1073741824"), "%s", json.data);
+  ol_buf_free(&json);
+}
+END_TEST
+
 static Suite *oom_suite(void)
 {
   Suite *s = suite_create("oom");
   TCase *classes = tcase_create("classes");
   tcase_add_test(classes, growth_in_inference_names_the_cache_first);
+  tcase_add_test(classes, pytorch_messages_are_read);
+  tcase_add_test(classes, a_framework_limit_is_said);
   tcase_add_loop_test(classes, each_class_from_its_record, 0,
                       sizeof class_cases / sizeof *class_cases);
   tcase_add_test(classes, batch_figures_in_batches);

@@ -1,0 +1,84 @@
+// throw_prog.cc: a C++ program for the tests that throws as PyTorch does.
+//
+// PyTorch's caching allocator raises c10::OutOfMemoryError, a class derived
+// from std::exception; under torch.cuda.set_per_process_memory_fraction it
+// does so at its own limit, with no cudaMalloc refused. This program
+// declares classes of the same names (so their types are mangled as
+// PyTorch's are), holds memory of the simulated runtime, and throws:
+//
+//   fraction  48 MiB held, then PyTorch's refusal of 32 MiB at "64.00 MiB
+//             allowed", caught
+//   device    on a 64 MiB device (OOMLENS_CAPACITY), a cudaMalloc refused
+//             twice and cudaMemGetInfo asked (PyTorch giving up), then the
+//             same error with a limit in its message: one refusal, seen
+//             once
+//   other     48 MiB held, then a c10::Error that is not an out-of-memory
+//
+// Each exits 0 once it has caught what it threw; tests/test_preload.c
+// checks what oomlens said.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+namespace c10 {
+class Error : public std::exception {
+ public:
+  explicit Error(std::string message) : message_(std::move(message)) {}
+  const char *what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+}  // namespace c10
+
+static const size_t MiB = 1u << 20;
+
+static const char *const kMessage =
+    "CUDA out of memory. Tried to allocate 32.00 MiB. GPU 0 has a total capacity of 64.00 MiB "
+    "of which 16.00 MiB is free. Including non-PyTorch memory, this process has 48.00 MiB "
+    "memory in use. 64.00 MiB allowed; Of the allocated memory 48.00 MiB is allocated by "
+    "PyTorch, and 0 bytes is reserved by PyTorch but unallocated.";
+
+static int fail(const char *what) {
+  std::fprintf(stderr, "throw_prog: %s\n", what);
+  return 3;
+}
+
+template <class E>
+static bool thrown_and_caught(const char *message) {
+  try {
+    throw E(message);
+  } catch (const c10::Error &e) {
+    return std::strcmp(e.what(), message) == 0;
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) return fail("usage: throw_prog fraction|device|other");
+  std::string how = argv[1];
+  void *held = nullptr, *p = nullptr;
+  if (cudaMalloc(&held, 48 * MiB) != cudaSuccess) return fail("48 MiB refused");
+  if (how == "fraction") {
+    if (!thrown_and_caught<c10::OutOfMemoryError>(kMessage)) return fail("not caught");
+  } else if (how == "device") {
+    if (cudaMalloc(&p, 32 * MiB) != cudaErrorMemoryAllocation) return fail("32 MiB served");
+    if (cudaMalloc(&p, 32 * MiB) != cudaErrorMemoryAllocation) return fail("retry served");
+    size_t free_bytes = 0, total = 0;
+    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return fail("no memory info");
+    if (!thrown_and_caught<c10::OutOfMemoryError>(kMessage)) return fail("not caught");
+  } else if (how == "other") {
+    if (!thrown_and_caught<c10::Error>("CUDA error: an illegal memory access, 64.00 MiB allowed;"))
+      return fail("not caught");
+  } else {
+    return fail("no such scenario");
+  }
+  std::fprintf(stderr, "throw_prog: caught\n");
+  return cudaFree(held) == cudaSuccess ? 0 : fail("free failed");
+}
