@@ -7,6 +7,7 @@
  * NULL and the hooks pass through. The runtime's functions are found with
  * RTLD_NEXT, the definition our preloaded copy hides. */
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -558,15 +559,70 @@ const char *ol_prim_exception_message(void *object)
 
 typedef void (*cxa_throw_fn)(void *, void *, void (*)(void *));
 
+/* The loaded objects' names, gathered first: no dlopen may run inside
+ * dl_iterate_phdr, which holds the loader's lock. */
+typedef struct loaded_names {
+  char **names;
+  size_t count, capacity;
+} loaded_names_t;
+
+static int gather_name(struct dl_phdr_info *info, size_t size, void *arg)
+{
+  (void)size;
+  loaded_names_t *all = arg;
+  if (!info->dlpi_name || !info->dlpi_name[0])
+    return 0;
+  if (all->count == all->capacity) {
+    size_t grown = all->capacity ? 2 * all->capacity : 64;
+    char **names = realloc(all->names, grown * sizeof *names);
+    if (!names)
+      return 1;
+    all->names = names;
+    all->capacity = grown;
+  }
+  all->names[all->count] = strdup(info->dlpi_name);
+  if (all->names[all->count])
+    all->count++;
+  return 0;
+}
+
+/* The C++ runtime's __cxa_throw. Not always in the global scope behind
+ * us: Python loads torch's libraries, and with them libstdc++, with
+ * RTLD_LOCAL, yet their throws bind to ours, the first in the global
+ * scope (PyTorch under the first build with this hook aborted at its
+ * first exception). So: the next in the global scope, else the first
+ * loaded object that defines one that is not ours. */
+static cxa_throw_fn find_cxa_throw(void)
+{
+  cxa_throw_fn fn = (cxa_throw_fn)ol_prim_dlsym(RTLD_NEXT, "__cxa_throw");
+  if (fn)
+    return fn;
+  void *ours = ol_prim_dlsym(RTLD_DEFAULT, "__cxa_throw");
+  loaded_names_t all = {0};
+  dl_iterate_phdr(gather_name, &all);
+  for (size_t i = 0; i < all.count; i++) {
+    void *handle = fn ? NULL : dlopen(all.names[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (handle) {
+      void *found = ol_prim_dlsym(handle, "__cxa_throw");
+      if (found && found != ours)
+        fn = (cxa_throw_fn)found;
+      dlclose(handle);
+    }
+    free(all.names[i]);
+  }
+  free(all.names);
+  return fn;
+}
+
 _Noreturn void ol_prim_cxa_throw(void *object, void *type, void (*destroy)(void *))
 {
   static _Atomic(cxa_throw_fn) real_throw;
   cxa_throw_fn fn = atomic_load_explicit(&real_throw, memory_order_acquire);
   if (!fn) {
-    fn = (cxa_throw_fn)ol_prim_dlsym(RTLD_NEXT, "__cxa_throw");
+    fn = find_cxa_throw();
     atomic_store_explicit(&real_throw, fn, memory_order_release);
   }
   if (fn)
     fn(object, type, destroy);
-  abort(); /* a throw with no C++ runtime behind us: nothing could have caught it */
+  abort(); /* a throw with no C++ runtime loaded: nothing could have caught it */
 }

@@ -1,4 +1,6 @@
-// throw_prog.cc: a C++ program for the tests that throws as PyTorch does.
+// throwing.cc: a C++ library for the tests that throws as PyTorch does,
+// loaded by throw_prog.c with RTLD_LOCAL as Python loads torch's libraries
+// (libstdc++ with them, outside the global scope).
 //
 // PyTorch's caching allocator raises c10::OutOfMemoryError, a class derived
 // from std::exception; under torch.cuda.set_per_process_memory_fraction it
@@ -14,8 +16,8 @@
 //             once
 //   other     48 MiB held, then a c10::Error that is not an out-of-memory
 //
-// Each exits 0 once it has caught what it threw; tests/test_preload.c
-// checks what oomlens said.
+// throwing_main returns 0 once it has caught what it threw;
+// tests/test_preload.c checks what oomlens said.
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -60,9 +62,8 @@ static bool thrown_and_caught(const char *message) {
   }
 }
 
-int main(int argc, char **argv) {
-  if (argc != 2) return fail("usage: throw_prog fraction|device|other");
-  std::string how = argv[1];
+extern "C" __attribute__((visibility("default"))) int throwing_main(const char *scenario) {
+  std::string how = scenario;
   void *held = nullptr, *p = nullptr;
   if (cudaMalloc(&held, 48 * MiB) != cudaSuccess) return fail("48 MiB refused");
   if (how == "fraction") {
