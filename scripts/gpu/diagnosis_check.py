@@ -369,7 +369,7 @@ HELD_OUT = [
     leak_case('reload_leak', '10G', 2, 2000),
     dict(name='fraction_batch', cap='12G', batch=8, steps=2, truth='activations', warn=False,
          observe=('undetermined', HIDDEN)),
-    dict(name='bucket_batch', cap='10G', batch=4096, steps=16, truth='activations',
+    dict(name='bucket_batch', cap='7G', batch=4096, steps=16, truth='activations',
          warn=False, tell_batch=False, observe=('undetermined', HIDDEN)),
     dict(name='lora_fits', cap='5G', batch=4, steps=16, truth='none', warn=False),
     leak_case('expandable_leak', '4G', 16, 2000),
