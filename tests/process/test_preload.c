@@ -19,14 +19,22 @@
 #define DEV "devices[0]."
 #define STAT(name) DEV "stats." name
 
-static ol_json_t *run_scenario(const char *scenario, const char *const env[], harness_run_t *run)
+/* One scenario of a test program (the harness variable naming it) under
+ * the library: it must exit 0 and leave its report. */
+static ol_json_t *run_program(const char *program, const char *scenario,
+                              const char *const env[], harness_run_t *run)
 {
-  const char *argv[] = {harness_env("OOMLENS_TEST_PROG"), scenario, NULL};
+  const char *argv[] = {harness_env(program), scenario, NULL};
   harness_exec(run, true, env, argv);
   ck_assert_msg(run->status == 0, "%s exited %d:\n%s", scenario, run->status, run->out);
   ol_json_t *report = harness_report(run->pid);
   ck_assert_msg(report, "no report for %s:\n%s", scenario, run->out);
   return report;
+}
+
+static ol_json_t *run_scenario(const char *scenario, const char *const env[], harness_run_t *run)
+{
+  return run_program("OOMLENS_TEST_PROG", scenario, env, run);
 }
 
 START_TEST(runtime_calls_counted_once)
@@ -506,12 +514,7 @@ static int occurrences(const char *text, const char *what)
 static ol_json_t *run_throw_prog(const char *scenario, const char *const env[],
                                  harness_run_t *run)
 {
-  const char *argv[] = {harness_env("OOMLENS_TEST_THROW_PROG"), scenario, NULL};
-  harness_exec(run, true, env, argv);
-  ck_assert_msg(run->status == 0, "throw_prog %s exited %d:\n%s", scenario, run->status, run->out);
-  ol_json_t *report = harness_report(run->pid);
-  ck_assert_msg(report, "no report for throw_prog %s:\n%s", scenario, run->out);
-  return report;
+  return run_program("OOMLENS_TEST_THROW_PROG", scenario, env, run);
 }
 
 /* PyTorch refusing at its own memory fraction throws c10::OutOfMemoryError
