@@ -891,9 +891,11 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
     advise_estimate(out, r, &f);
   else
     advise_batch(out, r, &f.bound);
-  ol_buf_printf(out, "Or keep the batch and cut the activations: mixed precision (bf16 halves "
-                "them, where the job is not in it yet), activation checkpointing (keeps only "
-                "layer inputs), shorter sequences.");
+  /* where no batch fits there is no batch to keep: the cuts are the fix */
+  bool none_fits = !estimated && r->batch > 0 && f.bound.fits < 1;
+  ol_buf_printf(out, "%s the activations: mixed precision (bf16 halves them, where the job is "
+                "not in it yet), activation checkpointing (keeps only layer inputs), shorter "
+                "sequences.", none_fits ? "To cut" : "Or keep the batch and cut");
 }
 
 /* Other processes that this one started (DataLoader workers, most

@@ -488,7 +488,7 @@ START_TEST(external_in_the_first_iteration_says_what_is_not_known)
 END_TEST
 
 /* The state leaves less than one sample's share: no batch fits, and the
- * advice says so rather than "batch 0". */
+ * advice says so rather than "batch 0", and offers no batch to keep. */
 START_TEST(no_batch_fits_is_said)
 {
   ol_oom_record_t r = {.capacity = 10 * GiB, .device_free = 0, NO_BLOCKS, .request = 2 * GiB,
@@ -498,6 +498,9 @@ START_TEST(no_batch_fits_is_said)
   ol_buf_t text = {0}, json = {0};
   ol_oom_explain(&text, &r, OL_OOM_activations, NULL, NULL);
   ck_assert_ptr_nonnull(strstr(text.data, "no batch fits"));
+  /* no batch to keep (held-out seq_batch1 was told "Or keep the batch") */
+  ck_assert_msg(strstr(text.data, "To cut the activations: mixed precision") &&
+                  !strstr(text.data, "Or keep the batch"), "%s", text.data);
   /* what alone exceeds the device: the state and one sample (at least
    * the 2 GiB held above the state, plus the request) */
   ck_assert_msg(strstr(text.data, "the state (7.00 GiB) and one sample's share of the "
