@@ -179,6 +179,9 @@ static void read_oom_sites(const at_t *oom, ol_report_t *v, ol_report_device_t *
   const char *grew = ol_json_may_string(&grower, "site", NULL);
   if (grew) {
     r->grower = (ol_oom_site_t){OL_REPORT_GROWER, ol_json_need_int(&grower, "growth", SIGNED)};
+    const char *role = ol_json_may_string(&grower, "role", NULL); /* minor 15 */
+    if (!role || !ol_role_parse(role, &r->grower_role))
+      r->grower_role = OL_ROLE_unknown;
     read_name(v, &d->oom_names[OL_REPORT_GROWER], grew);
   }
 }

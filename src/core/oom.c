@@ -968,6 +968,23 @@ static void advise_growing_inference(ol_buf_t *out)
 }
 
 /* The growth as it was found: per iteration, or in all since the first. */
+/* The site that grew most makes weights: parameters made again and kept
+ * (held-out reload_leak: a `copy.deepcopy` of the model every other step,
+ * its parameters made in parameter.py's __deepcopy__, 3.69 GiB grown). */
+static bool weights_grow(const ol_oom_record_t *r)
+{
+  return r->grower.id >= 0 && r->grower.bytes > 0 && r->grower_role == OL_ROLE_weights;
+}
+
+static void advise_kept_copies(ol_buf_t *out)
+{
+  ol_buf_printf(out, "What grows most is weights: copies of the model or of its parameters are "
+                "kept from step to step (a `copy.deepcopy(model)`, or a new model for each "
+                "evaluation or checkpoint, kept in a list or dict on the device). Keep one copy "
+                "and replace it, `del` the old one, or keep snapshots on the CPU "
+                "(`{k: v.cpu() for k, v in model.state_dict().items()}`).");
+}
+
 static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32], c[32], d[32];
@@ -1161,7 +1178,9 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
       ol_buf_printf(out, "Of the pool, %s is free but in pieces of at most %s, between the "
                     "blocks it keeps: they go with the leak. ", size_text(a, r->free_reserved),
                     size_text(b, r->largest_free_block));
-    if (inference_only(r))
+    if (weights_grow(r))
+      advise_kept_copies(out);
+    else if (inference_only(r))
       advise_growing_inference(out);
     else
       ol_buf_printf(out, "Something keeps tensors across steps. Usual causes: a loss kept "
@@ -1194,6 +1213,7 @@ void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites)
   if (sites && ol_sites_top(sites, OL_SITES_BY_GROWTH, &grower, 1) == 1) {
     const ol_site_figures_t *f = ol_sites_figures(sites, grower);
     r->grower = (ol_oom_site_t){grower, f->last_valley - f->first_valley};
+    r->grower_role = ol_sites_role(sites, grower);
   }
 }
 
@@ -1243,7 +1263,8 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
   if (namer && r->grower.id >= 0) {
     ol_buf_printf(out, "{\"site\": ");
     namer(out, r->grower.id, true, arg);
-    ol_buf_printf(out, ", \"growth\": %" PRId64 "}", r->grower.bytes);
+    ol_buf_printf(out, ", \"growth\": %" PRId64 ", \"role\": \"%s\"}", r->grower.bytes,
+                  ol_role_name(r->grower_role));
   } else {
     ol_buf_printf(out, "null");
   }

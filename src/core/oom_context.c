@@ -27,6 +27,7 @@ void ol_oom_record_init(ol_oom_record_t *r, uint64_t request)
   r->iteration_need = -1;
   r->first_persistent = -1;
   r->grower.id = -1;
+  r->grower_role = OL_ROLE_unknown;
 }
 
 /* The numeric words: key, and where the record keeps it. */

@@ -295,6 +295,42 @@ START_TEST(growth_in_inference_names_the_cache_first)
 }
 END_TEST
 
+static void test_namer(ol_buf_t *out, int32_t id, bool json, void *arg)
+{
+  (void)arg;
+  ol_buf_printf(out, json ? "\"site %d\"" : "site %d", (int)id);
+}
+
+/* A leak whose most grown site makes weights is kept copies of the model
+ * (held-out reload_leak: `copy.deepcopy` every other step, told the usual
+ * causes of kept losses and outputs); grown activations are not, and
+ * neither is a site of no known role. */
+START_TEST(grown_weights_are_kept_copies)
+{
+  ol_oom_record_t r = *case_named("what outlives iterations grows");
+  r.grower = (ol_oom_site_t){.id = 3, .bytes = 3 * GiB};
+  r.grower_role = OL_ROLE_weights;
+  ol_buf_t text;
+  const char *said = advice_of(&r, OL_OOM_leak, &text);
+  ck_assert_msg(strstr(said, "What grows most is weights") && strstr(said, "copy.deepcopy") &&
+                    !strstr(said, "total += loss"), "%s", said);
+  ol_buf_free(&text);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, &r, OL_OOM_leak, test_namer, NULL);
+  ck_assert_msg(strstr(json.data, "\"growth\": 3221225472, \"role\": \"weights\"}"), "%s",
+                json.data);
+  ol_buf_free(&json);
+  static const ol_role_t others[] = {OL_ROLE_activations, OL_ROLE_unknown};
+  for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+    r.grower_role = others[i];
+    said = advice_of(&r, OL_OOM_leak, &text);
+    ck_assert_msg(!strstr(said, "What grows most is weights") && strstr(said, "total += loss"),
+                  "%s", said);
+    ol_buf_free(&text);
+  }
+}
+END_TEST
+
 static const ol_oom_record_t *case_named(const char *what)
 {
   for (size_t i = 0; i < sizeof class_cases / sizeof *class_cases; i++)
@@ -913,6 +949,7 @@ static Suite *oom_suite(void)
   Suite *s = suite_create("oom");
   TCase *classes = tcase_create("classes");
   tcase_add_test(classes, growth_in_inference_names_the_cache_first);
+  tcase_add_test(classes, grown_weights_are_kept_copies);
   tcase_add_test(classes, pytorch_messages_are_read);
   tcase_add_test(classes, a_framework_limit_is_said);
   tcase_add_test(classes, attention_scores_are_named);
