@@ -751,39 +751,12 @@ cudaError_t ol_on_cudaGetDriverEntryPointByVersion(const char *symbol, void **pf
   return err;
 }
 
-/* The object that defines p, or NULL. */
-static struct link_map *owner_of(const void *p)
-{
-  Dl_info info;
-  struct link_map *owner = NULL;
-  if (!p || !dladdr1(p, &info, (void **)&owner, RTLD_DL_LINKMAP))
-    return NULL;
-  return owner;
-}
-
 static bool loaded_after(const struct link_map *self, const struct link_map *other)
 {
   for (const struct link_map *lm = self->l_next; lm; lm = lm->l_next)
     if (lm == other)
       return true;
   return false;
-}
-
-/* The first definition of name in lm itself, or NULL. A link map is not a
- * handle: glibc builds the search list of an object loaded at start-up only
- * once it is dlopen()ed, and dlsym on the bare map walks a NULL list (any
- * dlsym(RTLD_NEXT) crashed the process). RTLD_NOLOAD hands out a real
- * handle to what is already loaded; glibc's own dlopen, because a
- * sanitizer's wrapper may not work yet. The dynamic linker's handle
- * answers no lookup at all: callers cover it another way. */
-static void *defined_in(struct link_map *lm, const char *name)
-{
-  void *handle = lm->l_name && *lm->l_name ? ol_prim_dlopen_loaded(lm->l_name) : NULL;
-  if (!handle)
-    return NULL;
-  void *p = ol_prim_dlsym(handle, name);
-  ol_prim_dlclose(handle);
-  return p && owner_of(p) == lm ? p : NULL;
 }
 
 /* Our own hook for a CUDA name we interpose, or NULL; no string function
@@ -812,23 +785,19 @@ static void *our_hook(const char *name)
  * loaded after the caller for the first that defines it. */
 static void *lookup_after(const void *caller, const char *name)
 {
-  struct link_map *self = owner_of(caller), *ours = owner_of((const void *)lookup_after);
+  struct link_map *self = ol_prim_owner_of(caller);
+  struct link_map *ours = ol_prim_owner_of((const void *)lookup_after);
   if (!self)
     return NULL;
   void *first = ol_prim_dlsym(RTLD_DEFAULT, name);
-  struct link_map *first_owner = owner_of(first);
+  struct link_map *first_owner = ol_prim_owner_of(first);
   if (first_owner && loaded_after(self, first_owner))
     return first;
   if (ours && loaded_after(self, ours)) {
     void *hook = our_hook(name);
     return hook ? hook : ol_prim_dlsym(RTLD_NEXT, name);
   }
-  for (struct link_map *lm = self->l_next; lm; lm = lm->l_next) {
-    void *p = defined_in(lm, name);
-    if (p)
-      return p;
-  }
-  return NULL;
+  return ol_prim_defined_after(self, name);
 }
 
 void *ol_on_dlsym(void *handle, const char *name, const void *caller)

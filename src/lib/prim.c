@@ -126,6 +126,43 @@ void ol_prim_dlclose(void *handle)
     fn(handle);
 }
 
+/* The object that defines p, or NULL. */
+struct link_map *ol_prim_owner_of(const void *p)
+{
+  Dl_info info;
+  struct link_map *owner = NULL;
+  if (!p || !dladdr1(p, &info, (void **)&owner, RTLD_DL_LINKMAP))
+    return NULL;
+  return owner;
+}
+
+/* The first definition of name in lm itself, or NULL. A link map is not a
+ * handle: glibc builds the search list of an object loaded at start-up only
+ * once it is dlopen()ed, and dlsym on the bare map walks a NULL list (any
+ * dlsym(RTLD_NEXT) crashed the process). RTLD_NOLOAD hands out a real
+ * handle to what is already loaded; glibc's own dlopen, because a
+ * sanitizer's wrapper may not work yet. The dynamic linker's handle
+ * answers no lookup at all: callers cover it another way. */
+static void *defined_in(struct link_map *lm, const char *name)
+{
+  void *handle = lm->l_name && *lm->l_name ? ol_prim_dlopen_loaded(lm->l_name) : NULL;
+  if (!handle)
+    return NULL;
+  void *p = ol_prim_dlsym(handle, name);
+  ol_prim_dlclose(handle);
+  return p && ol_prim_owner_of(p) == lm ? p : NULL;
+}
+
+void *ol_prim_defined_after(const struct link_map *self, const char *name)
+{
+  for (struct link_map *lm = self->l_next; lm; lm = lm->l_next) {
+    void *p = defined_in(lm, name);
+    if (p)
+      return p;
+  }
+  return NULL;
+}
+
 static void open_driver(void)
 {
   opening_driver = true;
@@ -559,59 +596,17 @@ const char *ol_prim_exception_message(void *object)
 
 typedef void (*cxa_throw_fn)(void *, void *, void (*)(void *));
 
-/* The loaded objects' names, gathered first: no dlopen may run inside
- * dl_iterate_phdr, which holds the loader's lock. */
-typedef struct loaded_names {
-  char **names;
-  size_t count, capacity;
-} loaded_names_t;
-
-static int gather_name(struct dl_phdr_info *info, size_t size, void *arg)
-{
-  (void)size;
-  loaded_names_t *all = arg;
-  if (!info->dlpi_name || !info->dlpi_name[0])
-    return 0;
-  if (all->count == all->capacity) {
-    size_t grown = all->capacity ? 2 * all->capacity : 64;
-    char **names = realloc(all->names, grown * sizeof *names);
-    if (!names)
-      return 1;
-    all->names = names;
-    all->capacity = grown;
-  }
-  all->names[all->count] = strdup(info->dlpi_name);
-  if (all->names[all->count])
-    all->count++;
-  return 0;
-}
-
 /* The C++ runtime's __cxa_throw. Not always in the global scope behind
  * us: Python loads torch's libraries, and with them libstdc++, with
  * RTLD_LOCAL, yet their throws bind to ours, the first in the global
  * scope (PyTorch under the first build with this hook aborted at its
  * first exception). So: the next in the global scope, else the first
- * loaded object that defines one that is not ours. */
+ * object loaded after ours that defines it. */
 static cxa_throw_fn find_cxa_throw(void)
 {
   cxa_throw_fn fn = (cxa_throw_fn)ol_prim_dlsym(RTLD_NEXT, "__cxa_throw");
-  if (fn)
-    return fn;
-  void *ours = ol_prim_dlsym(RTLD_DEFAULT, "__cxa_throw");
-  loaded_names_t all = {0};
-  dl_iterate_phdr(gather_name, &all);
-  for (size_t i = 0; i < all.count; i++) {
-    void *handle = fn ? NULL : dlopen(all.names[i], RTLD_LAZY | RTLD_NOLOAD);
-    if (handle) {
-      void *found = ol_prim_dlsym(handle, "__cxa_throw");
-      if (found && found != ours)
-        fn = (cxa_throw_fn)found;
-      dlclose(handle);
-    }
-    free(all.names[i]);
-  }
-  free(all.names);
-  return fn;
+  struct link_map *ours = fn ? NULL : ol_prim_owner_of((const void *)find_cxa_throw);
+  return ours ? (cxa_throw_fn)ol_prim_defined_after(ours, "__cxa_throw") : fn;
 }
 
 _Noreturn void ol_prim_cxa_throw(void *object, void *type, void (*destroy)(void *))

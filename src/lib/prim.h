@@ -16,6 +16,11 @@
 void *ol_prim_dlsym(void *handle, const char *name); /* glibc's dlsym */
 void *ol_prim_dlopen_loaded(const char *path); /* glibc's dlopen, RTLD_NOLOAD */
 void ol_prim_dlclose(void *handle);            /* glibc's dlclose */
+struct link_map;
+struct link_map *ol_prim_owner_of(const void *p); /* the object defining p, or NULL */
+/* The first definition of name in an object loaded after self, in that
+ * object itself (RTLD_LOCAL ones too), or NULL. */
+void *ol_prim_defined_after(const struct link_map *self, const char *name);
 void *ol_prim_real(ol_fn_t fn);                       /* NULL if unavailable */
 bool ol_prim_driver_available(void);
 bool ol_prim_opening_driver(void);
