@@ -852,8 +852,9 @@ static void explain_growing_input(ol_buf_t *out, const ol_oom_record_t *r)
  * one sequence of 8192 among short ones; bucket_batch, whose first long
  * bucket ran out early in its backward with 7% more than the short ones
  * had needed, which a tenth missed). An iteration that finished needs
- * what it needs: one that needed more and ran out is the one that changed. The batch that ran out had run,
- * so what fits is a matter of this input's size, and the advice says so. */
+ * what it needs: one that needed more and ran out is the one that changed.
+ * The batch that ran out had run, so what fits is a matter of this input's
+ * size, and the advice says so. */
 static void explain_larger_input(ol_buf_t *out, const ol_oom_record_t *r,
                                  const ol_batch_figure_t *bound)
 {
@@ -967,7 +968,6 @@ static void advise_growing_inference(ol_buf_t *out)
                 "state) without torch.no_grad() or .detach() keeps every step's activations.");
 }
 
-/* The growth as it was found: per iteration, or in all since the first. */
 /* The site that grew most makes weights: parameters made again and kept
  * (held-out reload_leak: a `copy.deepcopy` of the model every other step,
  * its parameters made in parameter.py's __deepcopy__, 3.69 GiB grown). */
@@ -985,6 +985,7 @@ static void advise_kept_copies(ol_buf_t *out)
                 "(`{k: v.cpu() for k, v in model.state_dict().items()}`).");
 }
 
+/* The growth as it was found: per iteration, or in all since the first. */
 static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32], c[32], d[32];
@@ -1310,24 +1311,22 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                     ol_site_namer_t namer, void *arg)
 {
   char a[32], b[32], d[32], e[32];
-  if (r->framework_limit > 0)
-    ol_buf_printf(out, "out of memory (%s: %s): a request of %s, refused by PyTorch itself at "
-                  "the %s the job allowed it (torch.cuda.set_per_process_memory_fraction), where "
-                  "this process held %s reserved, %s allocated; the device was not asked, and "
-                  "the figures below are against that limit. ",
-                  ol_oom_class_name(c), c < OL_OOM_CLASS_COUNT ? meanings[c] : "?",
-                  size_of(a, r->request), size_of(b, (uint64_t)r->framework_limit),
-                  size_text(d, r->reserved), size_text(e, r->allocated));
+  bool limited = r->framework_limit > 0; /* PyTorch refused at its own limit (capacity is it) */
+  ol_buf_printf(out, "out of memory (%s: %s): a request of %s", ol_oom_class_name(c),
+                c < OL_OOM_CLASS_COUNT ? meanings[c] : "?", size_of(a, r->request));
+  if (limited)
+    ol_buf_printf(out, ", refused by PyTorch itself at the %s the job allowed it "
+                  "(torch.cuda.set_per_process_memory_fraction), where",
+                  size_of(b, (uint64_t)r->framework_limit));
   else
-    ol_buf_printf(out, "out of memory (%s: %s): a request of %s on a %s device where this "
-                  "process held %s reserved, %s allocated. ",
-                  ol_oom_class_name(c), c < OL_OOM_CLASS_COUNT ? meanings[c] : "?",
-                  size_of(a, r->request), size_of(b, r->capacity),
-                  size_text(d, r->reserved), size_text(e, r->allocated));
+    ol_buf_printf(out, " on a %s device where", size_of(b, r->capacity));
+  ol_buf_printf(out, " this process held %s reserved, %s allocated%s", size_text(d, r->reserved),
+                size_text(e, r->allocated), limited ? "; the device was not asked, and the "
+                "figures below are against that limit. " : ". ");
   advise(out, r, c);
   if (c == OL_OOM_activations)
     explain_attention_scores(out, r, namer, arg);
-  if (r->framework_limit > 0)
+  if (limited)
     ol_buf_printf(out, " The limit is the job's own: where nothing else needs the rest of the "
                   "device, a larger fraction is a fix too. (Under `oomlens run --manage` "
                   "PyTorch's cache is off and keeps no fraction: add --capacity %s to hold the "
