@@ -375,6 +375,21 @@ HELD_OUT = [
     leak_case('expandable_leak', '4G', 16, 2000),
     dict(name='pairwise_impossible', cap='12G', batch=1, steps=1, truth='impossible',
          warn=False),
+    # The ninth held-out set (session 17, 2026-12-04; run it with
+    # OOMLENS_DIAG_CASES=serve_frag,serve_half_fits,moe_spike,cache_fits,
+    # graph_leak before any of it is looked at). serve_frag's truth is PyTorch's
+    # cache's: observe mode must say fragmentation (or undetermined, where
+    # the cache hides its free blocks), --manage must fit, and its trace
+    # replayed under the model of PyTorch's cache must say fragmentation.
+    dict(name='serve_frag', cap='8G', batch=16, steps=3000, truth='fragmentation', warn=False,
+         tell_batch=False, manage='none', replay_policy='pytorch',
+         observe=('undetermined', 'PyTorch\'s cache hides its free blocks')),
+    dict(name='serve_half_fits', cap='8G', batch=16, steps=3000, truth='none', warn=False,
+         tell_batch=False),
+    dict(name='moe_spike', cap='8G', batch=16, steps=16, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN)),
+    dict(name='cache_fits', cap='8G', batch=64, steps=400, truth='none', warn=False),
+    leak_case('graph_leak', '3G', 2, 2000),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':
@@ -411,11 +426,20 @@ def guarded(what, fn, *args):
         return dict(cls='timeout', note=f'{what} ran past {limit:.0f} s')
 
 
-def as_built(case, run):
-    """Whether the job did what it was built to do: run out, or fit."""
+def as_built(case, run, observe=None):
+    """Whether the job did what it was built to do: run out, or fit. A case
+    whose truth is PyTorch's cache's doing (`manage` 'none': oomlens's pool
+    fits it) must run out in observe mode and fit under --manage."""
     result = run.get('result')
     if result is None:
         return 'no result'
+    if case.get('manage') == 'none' and case['truth'] != 'none':
+        seen = (observe or {}).get('result')
+        if seen is None:
+            return 'no result (observe)'
+        if seen['oom'] is None:
+            return 'fitted under PyTorch\'s cache (not as built)'
+        return 'ok' if result['oom'] is None else 'ran out under --manage (not as built)'
     ran_out = result['oom'] is not None
     if ran_out == (case['truth'] != 'none'):
         kind = result.get('oom_type')
@@ -507,14 +531,15 @@ def bisect_within_budget(case, row):
 def heldout_row(case):
     t0 = time.time()
     row = dict(name=case['name'], truth=case['truth'], cap=case['cap'], batch=case['batch'],
-               warn_truth=case['warn'])
+               warn_truth=case['warn'], manage_truth=case.get('manage', case['truth']),
+               replay_truth=case.get('replay', case['truth']))
     row['manage'] = guarded('manage run', live, case, True, case['batch'])
     row['observe'] = (guarded('observe run', live, case, False, case['batch'])
                       if 'observe' in MODES else dict(cls='not run'))
     row['replay'] = guarded('replay', replay, case, case['batch'])
     for key in ('manage', 'observe', 'replay'):
         row[key + '_cls'] = row[key]['cls']
-    row['as_built'] = as_built(case, row['manage'])
+    row['as_built'] = as_built(case, row['manage'], row['observe'])
     row['observe_allowed'] = [case['truth']] + [c for c, _ in [case.get('observe') or (None, None)] if c]
     row['seconds'] = round(time.time() - t0, 1)
     return row
@@ -522,6 +547,16 @@ def heldout_row(case):
 
 def cell(got, allowed):
     return got if got in allowed or got == 'not run' else f'**{got}**'
+
+
+def manage_truth(row):
+    """The class --manage must give: the truth, or 'none' where oomlens's
+    pool fits what PyTorch's cache does not."""
+    return row.get('manage_truth', row['truth'])
+
+
+def replay_truth(row):
+    return row.get('replay_truth', row['truth'])
 
 
 def heldout_markdown(rows):
@@ -534,17 +569,17 @@ def heldout_markdown(rows):
         if r['observe'].get('cls') not in ('not run', 'timeout'):
             warn += '; observe: ' + warning_text(r['observe'])
         out.append(f"| {r['name']} (cap {r['cap']}, batch {r['batch']}) | {r['truth']} "
-                   f"| {r['as_built']} | {cell(r['manage_cls'], [r['truth']])} "
+                   f"| {r['as_built']} | {cell(r['manage_cls'], [manage_truth(r)])} "
                    f"| {cell(r['observe_cls'], r['observe_allowed'])} "
-                   f"| {cell(r['replay_cls'], [r['truth']])} | {figure_text(r)} "
+                   f"| {cell(r['replay_cls'], [replay_truth(r)])} | {figure_text(r)} "
                    f"| {warn} ({wanted}) | {r['seconds']} |")
     ran = [(c, r) for c, r in zip(CASES, rows) if r['as_built'] != 'not run']
     right = lambda key, allowed: sum(r[key] in allowed(r) for _, r in ran)
     n = len(ran)  # a case only bisected here was counted by the call that ran it
-    out += ['', f"right: manage {right('manage_cls', lambda r: [r['truth']])}/{n}, "
+    out += ['', f"right: manage {right('manage_cls', lambda r: [manage_truth(r)])}/{n}, "
                 f"observe {right('observe_cls', lambda r: r['observe_allowed'])}/{n} "
                 f"(undetermined allowed where the cache hides it), "
-                f"replay {right('replay_cls', lambda r: [r['truth']])}/{n}, "
+                f"replay {right('replay_cls', lambda r: [replay_truth(r)])}/{n}, "
                 f"leak warning (manage) {sum(bool(warning_right(c, r['manage'])) for c, r in ran)}/{n}; "
                 f"bold: wrong. {round(time.time() - START)} s in all.", '']
     for key, title in (('manage_cls', 'live, --manage'), ('observe_cls', 'live, observe mode'),
@@ -559,6 +594,8 @@ def write_heldout(rows, manifest=True):
                       cap=r['cap'], batch=r['batch'] if c.get('tell_batch', True) else None,
                       batch_truth=r.get('batch_truth'),
                       warn=r['warn_truth'],
+                      **({'manage': c['manage'], 'replay_policy': c['replay_policy'],
+                          'replay': replay_truth(r)} if 'manage' in c else {}),
                       what=c.get('what') or CASES_DOC.get(c.get('job', c['name'])) or '')
                  for c, r in zip(CASES, rows) if r['as_built'] != 'not run']
         with open(os.path.join(CORPUS, 'manifest.json'), 'w') as f:

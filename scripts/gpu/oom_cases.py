@@ -1735,6 +1735,197 @@ def pairwise_impossible(batch, steps):
     yield
 
 
+# The ninth held-out set (session 17, 2026-12-04), written before any of
+# it ran: a serving job whose per-request key/value caches fragment
+# PyTorch's cache (and the same job at a smaller budget, which fits), a
+# mixture of experts whose routing collapses mid-run, a feature cache that
+# fills and stops growing, and CUDA graphs captured for every new shape.
+
+
+def serve_kv(budget_share, max_active, steps, seed=47):
+    """Continuous-batching inference with each request's key/value cache
+    preallocated at its full length (bf16, 24 layers x keys and values x
+    hidden 2048: 192 KiB a token), as servers did before paged attention:
+    requests of 256 to 8192 tokens (48 MiB to 1.5 GiB of cache) are
+    admitted while fewer than `max_active` run and their caches stay
+    within `budget_share` of the device's total (torch.cuda.mem_get_info:
+    the cap under oomlens --capacity); each step every running request
+    attends over its cache (a decode step's small temporaries) and
+    requests finish after 1 to 64 steps, in whatever order."""
+    import random
+    rng = random.Random(seed)
+    layers, hidden = 24, 2048
+    _, total = torch.cuda.mem_get_info()
+    budget = budget_share * total
+    q = torch.randn(hidden, device='cuda', dtype=torch.bfloat16)
+    active, live = [], 0
+    for _ in range(steps):
+        while len(active) < max_active:
+            length = rng.randint(256, 8192)
+            size = layers * 2 * length * hidden * 2
+            if live + size > budget:
+                break
+            cache = torch.empty((layers, 2, length, hidden), device='cuda', dtype=torch.bfloat16)
+            cache[:, :, :length // 2].normal_()  # the prompt's prefill
+            active.append([cache, rng.randint(1, 64)])
+            live += size
+        for r in active:
+            keys = r[0][0, 0]
+            scores = torch.softmax((keys @ q).float(), dim=0)
+            scores.to(keys.dtype) @ keys  # the step's output, dropped
+            r[1] -= 1
+        for r in [r for r in active if r[1] <= 0]:
+            live -= r[0].numel() * 2
+            active.remove(r)
+        yield
+
+
+@case
+def serve_frag(batch, steps):
+    """serve_kv() with at most `batch` (16) requests running and their
+    caches within 70% of the device (the field guides' rule: keep to
+    70-80% of the limit), under 8G: the live tensors never pass 5.6 GiB,
+    but PyTorch's cache splits a finished request's block for the smaller
+    ones that follow, and a long request then finds no piece that holds it
+    while the free pieces add up to more than it asks (truth:
+    fragmentation under PyTorch's cache; oomlens's pool maps its free
+    chunks where they are wanted and fits: under --manage, none).
+    Simulated before it ran (the same pattern as a trace, `oomlens replay
+    --policy pytorch`): the model of PyTorch's cache ran out after ~250
+    steps with 3.6 GiB free in pieces, the largest 0.9 GiB, for a 1.4 GiB
+    request; oomlens's pool peaked at 5.69 GiB."""
+    yield from serve_kv(0.70, batch, steps)
+
+
+@case
+def serve_half_fits(batch, steps):
+    """serve_kv() with its caches within 50% of the device, under 8G: the
+    same fragmenting pattern, but PyTorch's cache, freeing its cached
+    blocks and retrying before it gives up, always finds room (simulated:
+    7.9 GiB reserved at most for 4.0 GiB of tensors) (truth: none in both
+    modes: no OOM paragraph, no leak warning)."""
+    yield from serve_kv(0.50, batch, steps)
+
+
+@case
+def moe_spike(batch, steps):
+    """A mixture-of-experts stack (4 layers, 16 experts of hidden 512 and
+    1024, top-1 routing, fp32, AdamW: 0.5 GiB of weights) that dispatches
+    tokens into a padded (experts x most tokens any expert got x hidden)
+    buffer, batch 16 of 1024 tokens (16384), under 8G. For 8 steps the
+    inputs are random and the routing balanced (about 1000 tokens an
+    expert, 0.8 GiB of activations a step); then the data shifts (every
+    token gets a common component the router sends to one expert) and one
+    expert gets every token: the padded buffers and the experts'
+    intermediates grow 16-fold in one step while nothing is kept (truth:
+    activations, mid-run; the fix is an expert capacity factor that drops
+    or reroutes overflow tokens, or a smaller batch)."""
+    hidden, inner, experts, layers = 512, 1024, 16, 4
+    torch.manual_seed(5)
+    router = [torch.nn.Linear(hidden, experts).cuda() for _ in range(layers)]
+    w1 = [torch.nn.Parameter(torch.randn(experts, hidden, inner, device='cuda') / 32)
+          for _ in range(layers)]
+    w2 = [torch.nn.Parameter(torch.randn(experts, inner, hidden, device='cuda') / 64)
+          for _ in range(layers)]
+    params = [p for r in router for p in r.parameters()] + w1 + w2
+    opt = torch.optim.AdamW(params, lr=1e-4)
+    tokens = batch * 1024
+    shift = router[0].weight[3].detach() * 40
+    for step in range(steps):
+        x = torch.randn(tokens, hidden, device='cuda')
+        if step >= 8:
+            x = x * 0.05 + shift
+        for layer in range(layers):
+            gate = torch.softmax(router[layer](x), dim=-1)
+            weight, idx = gate.max(dim=-1)
+            load = torch.bincount(idx, minlength=experts)
+            most = int(load.max())
+            order = torch.argsort(idx)
+            slot = torch.arange(tokens, device='cuda') - torch.repeat_interleave(
+                torch.cumsum(load, 0) - load, load)
+            buf = x.new_zeros(experts, most, hidden)
+            buf[idx[order], slot] = x[order]
+            y = torch.bmm(torch.nn.functional.gelu(torch.bmm(buf, w1[layer])), w2[layer])
+            out = torch.empty_like(x)
+            out[order] = y[idx[order], slot]
+            x = x + out * weight[:, None]
+        learn(x.pow(2).mean(), opt)
+        yield
+
+
+@case
+def cache_fits(batch, steps):
+    """Features cached on the device by item: each step draws `batch` (64)
+    of 4000 catalogue items, encodes those not yet cached (an MLP from
+    4096 inputs to 262,144 features: 1 MiB each, kept by id, detached) and
+    trains a small head on the step's features, fp32 AdamW, under 8G, 400
+    steps: the cache grows by up to 64 MiB a step at first and less as the
+    catalogue fills (4000 items, 3.9 GiB, all seen after ~500 steps), then
+    stops: a bounded cache, not a leak (truth: none: no OOM, and no leak
+    warning standing at the end)."""
+    import random
+    rng = random.Random(53)
+    encoder = torch.nn.Sequential(torch.nn.Linear(4096, 1024), torch.nn.GELU(),
+                                  torch.nn.Linear(1024, 262144)).cuda()
+    head = torch.nn.Linear(262144, 16).cuda()
+    opt = torch.optim.AdamW(head.parameters(), lr=1e-4)
+    inputs = torch.randn(4000, 4096)  # the catalogue's raw inputs, on the host
+    cache = {}
+    for _ in range(steps):
+        ids = rng.sample(range(4000), batch)
+        new = [i for i in ids if i not in cache]
+        if new:
+            with torch.no_grad():
+                feats = encoder(inputs[new].cuda())
+            for i, f in zip(new, feats):
+                cache[i] = f.clone()
+            del feats
+        x = torch.stack([cache[i] for i in ids])
+        learn(torch.nn.functional.cross_entropy(head(x), torch.zeros(batch, dtype=torch.long,
+                                                                       device='cuda')), opt)
+        del x
+        yield
+
+
+@case
+def graph_leak(batch, steps):
+    """Inference replayed through CUDA graphs (torch.cuda.graph), one
+    captured per input shape and kept in a dict by shape, as a server that
+    cuts its launch overhead does; an MLP of 6 layers of 2048 (fp32), `batch`
+    (2) sequences a call of a length drawn from 1 to 4096 without bucketing,
+    under 3G: nearly every call meets a new shape, and each captured graph
+    keeps its static input, output and the intermediates of its private
+    memory pool: memory that outlives every call grows by tens of MiB a
+    call (truth: leak; the fix is to bucket the lengths, pad to a few
+    shapes, or bound the dict)."""
+    import random
+    rng = random.Random(59)
+    layers = []
+    for _ in range(6):
+        layers += [torch.nn.Linear(2048, 2048), torch.nn.GELU()]
+    m = torch.nn.Sequential(*layers).cuda().eval()
+    graphs = {}
+    side = torch.cuda.Stream()
+    for _ in range(steps):
+        length = rng.randint(1, 4096)
+        shape = (batch, length, 2048)
+        if shape not in graphs:
+            static_in = torch.randn(shape, device='cuda')
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side), torch.no_grad():
+                m(static_in)  # warm-up on a side stream, as the docs ask
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g), torch.no_grad():
+                static_out = m(static_in)
+            graphs[shape] = (g, static_in, static_out)
+        g, static_in, static_out = graphs[shape]
+        static_in.normal_()
+        g.replay()
+        static_out.sum().item()
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
