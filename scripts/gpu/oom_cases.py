@@ -1751,7 +1751,11 @@ def serve_kv(budget_share, max_active, steps, seed=47):
     within `budget_share` of the device's total (torch.cuda.mem_get_info:
     the cap under oomlens --capacity); each step every running request
     attends over its cache (a decode step's small temporaries) and
-    requests finish after 1 to 64 steps, in whatever order."""
+    requests finish after 1 to 64 steps, in whatever order.
+
+    Its first run (session 17) stopped at the first finished request: the
+    list of requests was searched with `list.remove`, which compares
+    tensors; nothing ran out."""
     import random
     rng = random.Random(seed)
     layers, hidden = 24, 2048
@@ -1774,9 +1778,8 @@ def serve_kv(budget_share, max_active, steps, seed=47):
             scores = torch.softmax((keys @ q).float(), dim=0)
             scores.to(keys.dtype) @ keys  # the step's output, dropped
             r[1] -= 1
-        for r in [r for r in active if r[1] <= 0]:
-            live -= r[0].numel() * 2
-            active.remove(r)
+        live -= sum(r[0].numel() * 2 for r in active if r[1] <= 0)
+        active = [r for r in active if r[1] > 0]  # finished caches freed
         yield
 
 
