@@ -148,6 +148,8 @@ static void read_outside(const at_t *oom, ol_oom_record_t *r)
   r->others_unlisted_bytes = ol_json_may_int(&unlisted, "bytes", BYTES, 0);
   r->self_device_bytes = ol_json_may_int(oom, "self_device_bytes", OR_NONE, -1);
   r->framework_limit = ol_json_may_int(oom, "framework_limit", BYTES, 0); /* minor 15 */
+  r->framework_allocated = ol_json_may_int(oom, "framework_allocated", OR_NONE, -1); /* 16 */
+  r->no_block_held = ol_json_may_bool(oom, "no_block_held", false);              /* minor 16 */
 }
 
 /* A site named as the library wrote it: its frames joined by
@@ -422,6 +424,8 @@ static void read_leak(const reading_t *r, const at_t *dev, ol_report_device_t *d
   w->allocations_growth = ol_json_may_int(&leak, "allocations_growth_per_iteration", SIGNED, 0);
   /* minor 14; null, or absent before it: standing */
   w->withdrawn_at = (uint64_t)ol_json_may_int(&leak, "withdrawn_at_iteration", BYTES, 0);
+  const char *because = ol_json_may_string(&leak, "withdrawn_because", NULL); /* minor 16 */
+  w->stopped = because && strcmp(because, "stopped") == 0;
   const char *site = ol_json_may_string(&leak, "site", NULL);
   if (site) {
     read_name(r->v, &d->leak_site, site);

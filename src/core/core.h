@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 15  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role) */
+#define OL_REPORT_MINOR 16  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, leak_warning.withdrawn_because) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -228,6 +228,7 @@ typedef struct ol_leak_warning {
   int64_t allocations_growth;
   int64_t from;          /* the low point the growth started from */
   uint64_t withdrawn_at; /* > 0: the iteration whose low point gave it back */
+  bool stopped;          /* ... or by which it had stopped growing (a bound) */
 } ol_leak_warning_t;
 
 /* A warning that still holds: fired, and not withdrawn since. */
@@ -258,6 +259,10 @@ typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
   int64_t largest_fall;
   uint64_t clock_iteration, clock_ns;
   uint64_t broke_at;       /* an iteration that ended no whole number of periods on: no rise at it */
+  /* Since a warning: the iteration and low point from which its growth
+   * has stayed below an eighth of the warned rate (phases.c stopped_growing). */
+  uint64_t quiet_since;
+  int64_t quiet_from;
   /* Each iteration's own need and the finder's allocation count at its
    * end, by its number % OL_PHASE_VALLEYS (known from first_known + 1):
    * whether the iterations' work grows (ol_phases_work_growth). */
@@ -488,6 +493,12 @@ typedef struct ol_oom_record {
    * may reserve (PyTorch's set_per_process_memory_fraction), before the
    * device was asked: capacity is then that limit; 0: no such limit. */
   int64_t framework_limit;
+  /* The framework's own word at its refusal (PyTorch's message): the
+   * tensors it held, -1 unknown; no_block_held: it searched its free
+   * reserved memory (free_reserved, its figure) and no block held the
+   * request, though how large the largest was it does not say. */
+  int64_t framework_allocated;
+  bool no_block_held;
 } ol_oom_record_t;
 
 /* Writes a site's name: text for the paragraph, or a JSON value. */
@@ -1116,11 +1127,16 @@ typedef struct ol_trace_event {
  * PyTorch's message when its caching allocator refuses a request: the
  * request, the device ordinal, and the limit the job set on what PyTorch
  * may reserve (set_per_process_memory_fraction's "N allowed"; 0: none
- * said). Sizes as printed, to a hundredth of their unit. */
+ * said), and what it held then. Sizes as printed, to a hundredth of
+ * their unit. */
 typedef struct ol_framework_oom {
   uint64_t request;
   uint64_t limit;
   int device;
+  /* "Of the allocated memory A is allocated by PyTorch, and F is reserved
+   * by PyTorch but unallocated": -1 where the message does not say. */
+  int64_t allocated;
+  int64_t free_reserved;
 } ol_framework_oom_t;
 /* false: not such a message (no request or no device in it). */
 bool ol_framework_oom_parse(const char *message, ol_framework_oom_t *out);

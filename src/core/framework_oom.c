@@ -9,7 +9,11 @@
  * Tried to allocate 1.54 GiB. GPU 0 has a total capacity of ... 10.00 GiB
  * allowed; ...", sizes as its format_size prints them (bytes, or KiB, MiB,
  * GiB with two decimals), so a size read back is within half a hundredth
- * of its unit. */
+ * of its unit. When the device refused (a cudaMalloc of ours failed) the
+ * same message says what PyTorch's cache held: "Of the allocated memory
+ * 3.96 GiB is allocated by PyTorch, and 3.76 GiB is reserved by PyTorch but
+ * unallocated", which no hook of ours can see (the cache's free blocks are
+ * inside its segments). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,9 +55,23 @@ static uint64_t size_before(const char *text, const char *word)
   return printed_size(p);
 }
 
+/* The size printed before phrase, -1 where the phrase or its size is not
+ * there ("0 bytes" is a size). */
+static int64_t said_size(const char *message, const char *phrase)
+{
+  const char *at = strstr(message, phrase);
+  if (!at)
+    return -1;
+  uint64_t size = size_before(message, at);
+  if (size == 0 && strncmp(at - strlen(" bytes"), " bytes", strlen(" bytes")) != 0)
+    return -1;
+  return size > INT64_MAX ? -1 : (int64_t)size;
+}
+
 bool ol_framework_oom_parse(const char *message, ol_framework_oom_t *out)
 {
   memset(out, 0, sizeof *out);
+  out->allocated = out->free_reserved = -1;
   if (!message || !strstr(message, "out of memory"))
     return false;
   const char *tried = strstr(message, "Tried to allocate ");
@@ -66,5 +84,7 @@ bool ol_framework_oom_parse(const char *message, ol_framework_oom_t *out)
   out->device = gpu && end != gpu + 4 && device >= 0 && device < OL_MAX_DEVICES ? (int)device : -1;
   const char *allowed = strstr(message, " allowed;");
   out->limit = allowed ? size_before(message, allowed) : 0;
+  out->allocated = said_size(message, " is allocated by PyTorch");
+  out->free_reserved = said_size(message, " is reserved by PyTorch but unallocated");
   return out->request > 0 && out->device >= 0;
 }

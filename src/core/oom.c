@@ -230,6 +230,16 @@ static bool others_to_blame(const ol_oom_record_t *r)
   return others > 0 && own_need(r) <= cap_of(r) && others >= cap_of(r) / 10;
 }
 
+/* The allocator's free blocks were searched and none held the request:
+ * our pool's and the model's largest block is known; PyTorch's message
+ * says only that its cache found none (no_block_held). */
+static bool no_block_holds(const ol_oom_record_t *r)
+{
+  if (r->largest_free_block >= 0)
+    return r->largest_free_block < request_of(r);
+  return r->no_block_held;
+}
+
 /* Free reserved memory in pieces is the cause when it covers the request
  * and no block does, and when, in one piece, it would change more than
  * this one request:
@@ -244,8 +254,7 @@ static bool others_to_blame(const ol_oom_record_t *r)
  *     cause). */
 static bool pieces_to_blame(const ol_oom_record_t *r, state_t s)
 {
-  if (r->free_reserved < 0 || r->largest_free_block < 0 ||
-      r->free_reserved < request_of(r) || r->largest_free_block >= request_of(r))
+  if (r->free_reserved < 0 || r->free_reserved < request_of(r) || !no_block_holds(r))
     return false;
   return r->free_reserved >= r->reserved / PIECES_SHARE && !state_to_blame(r, s);
 }
@@ -1152,9 +1161,15 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
     explain_outside(out, r);
     break;
   case OL_OOM_fragmentation:
-    ol_buf_printf(out, "%s is reserved but free, yet the largest free block is %s: the free "
-                  "memory is in pieces. ",
-                  size_text(a, r->free_reserved), size_text(b, r->largest_free_block));
+    if (r->largest_free_block >= 0)
+      ol_buf_printf(out, "%s is reserved but free, yet the largest free block is %s: the free "
+                    "memory is in pieces. ",
+                    size_text(a, r->free_reserved), size_text(b, r->largest_free_block));
+    else /* PyTorch's own figures, from its message */
+      ol_buf_printf(out, "PyTorch's cache held %s of tensors and %s reserved but free (its own "
+                    "figures, from its error message), yet no free block held the request: the "
+                    "free memory is in pieces. ", size_text(a, r->framework_allocated),
+                    size_text(b, r->free_reserved));
     if (r->managed) /* our pool remaps whole 2 MiB chunks: live blocks pin theirs */
       ol_buf_printf(out, "Small blocks that stay live pin the 2 MiB chunks around them: "
                     "allocate long-lived tensors before the loop (or free them), and keep "
@@ -1258,9 +1273,12 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
   ol_buf_printf(out, "], \"external_unlisted\": {\"processes\": %d, \"bytes\": %" PRId64 "}",
                 r->others_unlisted, r->others_unlisted_bytes);
   ol_buf_printf(out, ", \"self_device_bytes\": %" PRId64 ", \"framework_limit\": %" PRId64
+                ", \"framework_allocated\": %" PRId64 ", \"no_block_held\": %s"
                 ", \"growing_site\": ",
                 r->self_device_bytes > 0 ? r->self_device_bytes : -1,
-                r->framework_limit > 0 ? r->framework_limit : 0);
+                r->framework_limit > 0 ? r->framework_limit : 0,
+                r->framework_allocated >= 0 ? r->framework_allocated : -1,
+                r->no_block_held ? "true" : "false");
   if (namer && r->grower.id >= 0) {
     ol_buf_printf(out, "{\"site\": ");
     namer(out, r->grower.id, true, arg);

@@ -28,6 +28,7 @@ void ol_oom_record_init(ol_oom_record_t *r, uint64_t request)
   r->first_persistent = -1;
   r->grower.id = -1;
   r->grower_role = OL_ROLE_unknown;
+  r->framework_allocated = -1;
 }
 
 /* The numeric words: key, and where the record keeps it. */
@@ -49,6 +50,7 @@ static const number_key_t numbers[] = {
   SIGNED_KEY("self_device_bytes", self_device_bytes),
   SIGNED_KEY("batch", batch),
   SIGNED_KEY("framework_limit", framework_limit),
+  SIGNED_KEY("framework_allocated", framework_allocated),
 };
 #undef SIGNED_KEY
 #undef UNSIGNED_KEY
@@ -91,6 +93,8 @@ void ol_oom_context_text(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t
                     *signed_at(&copy, &numbers[i]));
   }
   ol_buf_printf(out, " segments_only=%d managed=%d", r->segments_only, r->managed);
+  if (r->no_block_held)
+    ol_buf_printf(out, " no_block_held=1");
   if (r->other_count > 0) {
     ol_buf_printf(out, " others=");
     for (int i = 0; i < r->other_count && i < OL_OOM_SITES; i++) {
@@ -210,6 +214,8 @@ static bool parse_word(span_t key, span_t value, ol_oom_record_t *r, ol_oom_clas
     return parse_flag(value, &r->segments_only);
   if (span_is(key, "managed"))
     return parse_flag(value, &r->managed);
+  if (span_is(key, "no_block_held"))
+    return parse_flag(value, &r->no_block_held);
   if (span_is(key, "others"))
     return parse_others(value, r);
   if (span_is(key, "class"))
@@ -242,6 +248,8 @@ void ol_oom_context_apply(ol_oom_record_t *r, const ol_oom_record_t *context)
   r->largest_free_block = context->largest_free_block;
   r->self_device_bytes = context->self_device_bytes;
   r->framework_limit = context->framework_limit;
+  r->framework_allocated = context->framework_allocated;
+  r->no_block_held = context->no_block_held;
   r->segments_only = context->segments_only;
   r->managed = context->managed;
   if (context->batch > 0)

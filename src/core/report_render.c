@@ -499,9 +499,10 @@ static void json_leak(ol_buf_t *out, const ol_report_device_t *d)
                 "\"withdrawn_at_iteration\": ",
                 (long long)w->site_growth, (long long)w->allocations_growth);
   if (w->withdrawn_at > 0)
-    ol_buf_printf(out, "%llu}", (unsigned long long)w->withdrawn_at);
+    ol_buf_printf(out, "%llu, \"withdrawn_because\": \"%s\"}", (unsigned long long)w->withdrawn_at,
+                  w->stopped ? "stopped" : "given back");
   else
-    ol_buf_printf(out, "null}");
+    ol_buf_printf(out, "null, \"withdrawn_because\": null}");
 }
 
 /* Format 1.2: the batch that would fit (null: none to give). */

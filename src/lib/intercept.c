@@ -285,15 +285,18 @@ cudaError_t ol_on_cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
 /* PyTorch refused a request at the limit the job set on what it may
  * reserve (torch.cuda.set_per_process_memory_fraction): no allocation call
  * failed, so nothing else of ours saw it. An OutOfMemoryError that follows
- * a failure of ours (the device refused: already diagnosed) is left alone,
- * and so is one whose message names no such limit. */
+ * a failure of ours (the device refused, and the failure waits for this:
+ * ol_oom_framework_will_say) completes that failure with what PyTorch's
+ * cache held, which decides whether the free memory was in pieces. */
 static void framework_refused(void *exception)
 {
   ol_framework_oom_t oom;
-  if (!ol_framework_oom_parse(ol_prim_exception_message(exception), &oom) || oom.limit == 0)
+  if (!ol_framework_oom_parse(ol_prim_exception_message(exception), &oom))
     return;
-  if (ol_track_framework_refusal(oom.request, oom.device))
+  if (oom.limit > 0 && ol_track_framework_refusal(oom.request, oom.device))
     ol_oom_at_failure(oom.device, oom.request, oom.limit);
+  else
+    ol_oom_framework_word(oom.device, &oom);
 }
 
 void ol_on_cxa_throw(void *object, void *type, void (*destroy)(void *))
@@ -312,10 +315,12 @@ void ol_on_cxa_throw(void *object, void *type, void (*destroy)(void *))
  * releasing its cache refused too), for its OutOfMemoryError's message,
  * and nothing between a refusal and its retry asks it. So a failure still
  * waiting for its verdict is an OOM the job sees now, and its paragraph
- * comes before the job's traceback. */
+ * comes before the job's traceback; unless that message will say what the
+ * cache held (its throw settles it, a few microseconds later). */
 static void allocator_gave_up(int device)
 {
-  ol_track_oom_settle(device);
+  if (!ol_oom_framework_will_say())
+    ol_track_oom_settle(device);
 }
 
 cudaError_t ol_on_cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)

@@ -55,6 +55,10 @@ void ol_track_oom_pending(int device, const ol_oom_record_t *record, ol_oom_clas
  * now: its allocator gave up (PyTorch asks cudaMemGetInfo for its error
  * message), or a report or the process's end comes first. */
 void ol_track_oom_settle(int device);
+/* A failure still waiting on device: amend changes its record (under the
+ * tracker's lock) and it is classified again. Nothing waiting: nothing. */
+void ol_track_oom_amend(int device, void (*amend)(ol_oom_record_t *r, const void *arg),
+                        const void *arg);
 void ol_track_vmm_create(uint64_t handle, size_t size, int device);
 void ol_track_vmm_release(uint64_t handle);
 void ol_track_vmm_map(uintptr_t addr, size_t size, uint64_t handle);
@@ -224,6 +228,14 @@ void ol_tracefile_forget(void); /* a forked child drops its parent's trace */
  * (ol_track_framework_refusal), the figures are against it; 0: the device
  * or the pool refused. */
 void ol_oom_at_failure(int device, uint64_t request, uint64_t framework_limit);
+/* The framework's error after the device refused: its own figures (what
+ * its cache held, free and in use) complete the failure's record, and the
+ * failure is settled. */
+void ol_oom_framework_word(int device, const ol_framework_oom_t *oom);
+/* Whether the framework's own error will follow a refusal with its word
+ * (PyTorch's caching allocator, its cache on): the failure then waits for
+ * it rather than settle when the allocator asks what is free. */
+bool ol_oom_framework_will_say(void);
 /* A settled OOM's paragraph on stderr (a few per process), its sites
  * named from the live table; called by the tracker under its lock. */
 void ol_oom_paragraph(int device, const ol_oom_record_t *r, ol_oom_class_t cause,

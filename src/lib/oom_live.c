@@ -84,6 +84,23 @@ static bool allocator_may_retry(void)
   return !pytorch_cache_off() && !pytorch_async_backend();
 }
 
+/* PyTorch's caching allocator, its cache on: when it gives up it asks what
+ * is free (cudaMemGetInfo) for its message and then throws
+ * c10::OutOfMemoryError, whose message says what its cache held (the
+ * library sees the throw: intercept.c). Known once found; asked again
+ * until then (a library may ask what is free before PyTorch is loaded). */
+bool ol_oom_framework_will_say(void)
+{
+  static atomic_bool found;
+  if (atomic_load(&found))
+    return true;
+  void *c10 = sees_segments_only() ? ol_prim_dlopen_loaded("libc10_cuda.so") : NULL;
+  if (c10)
+    ol_prim_dlclose(c10);
+  atomic_store(&found, c10 != NULL);
+  return c10 != NULL;
+}
+
 /* PyTorch with its cache off (as `oomlens run --manage` sets) checks a
  * refused cudaMalloc as it checks any CUDA call: the job gets
  * torch.AcceleratorError ("CUDA error: out of memory"), not
@@ -220,6 +237,25 @@ static void against_framework_limit(ol_oom_record_t *r, uint64_t limit)
   r->device_free = r->reserved < (int64_t)limit ? (int64_t)limit - r->reserved : 0;
   r->external = 0;
   r->self_device_bytes = -1;
+}
+
+/* PyTorch's figures, where the message gave them: its free reserved memory
+ * (the cache's blocks, inside segments we see whole) and its tensors; its
+ * cache searched those free blocks and none held the request. */
+static void take_framework_word(ol_oom_record_t *r, const void *arg)
+{
+  const ol_framework_oom_t *oom = arg;
+  if (oom->free_reserved < 0)
+    return;
+  r->free_reserved = oom->free_reserved;
+  r->framework_allocated = oom->allocated;
+  r->no_block_held = true;
+}
+
+void ol_oom_framework_word(int device, const ol_framework_oom_t *oom)
+{
+  ol_track_oom_amend(device, take_framework_word, oom);
+  ol_track_oom_settle(device);
 }
 
 void ol_oom_at_failure(int device, uint64_t request, uint64_t framework_limit)

@@ -630,6 +630,18 @@ void ol_track_oom_pending(int device, const ol_oom_record_t *record, ol_oom_clas
   ol_unlock(&lock);
 }
 
+void ol_track_oom_amend(int device, void (*amend)(ol_oom_record_t *r, const void *arg),
+                        const void *arg)
+{
+  ol_lock(&lock);
+  int d = ol_account_clamp(device);
+  if (pending[d].has) {
+    amend(&pending[d].record, arg);
+    pending[d].cause = ol_oom_classify(&pending[d].record);
+  }
+  ol_unlock(&lock);
+}
+
 void ol_track_oom_settle(int device)
 {
   ol_lock(&lock);

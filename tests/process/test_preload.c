@@ -568,6 +568,37 @@ START_TEST(a_throw_after_a_refusal_is_not_a_second_oom)
 }
 END_TEST
 
+/* PyTorch's cache gave up (a refusal, its retry, cudaMemGetInfo) and its
+ * error says most of what it reserved is free: its free blocks are in
+ * pieces, which no hook sees (they are inside its segments). The failure
+ * waits for that word and is diagnosed with it, once, in the report and
+ * the trace; replay says the same (held-out serve_frag's observe run, and
+ * every observe run before, could only say undetermined). */
+START_TEST(pytorch_s_free_pieces_are_fragmentation)
+{
+  char trace[PATH_MAX], trace_env[PATH_MAX + 32];
+  snprintf(trace, sizeof trace, "%s/pieces.trace", harness_dir());
+  snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s", trace);
+  const char *env[] = {"OOMLENS_CAPACITY=64M", "SIMCU_EXTERNAL=0", trace_env, NULL};
+  harness_run_t run;
+  ol_json_t *r = run_throw_prog("pieces", env, &run);
+  ck_assert_msg(occurrences(run.out, "out of memory (") == 1, "stderr:\n%s", run.out);
+  const char *said = "PyTorch's cache held 20.00 MiB of tensors and 28.00 MiB reserved but free";
+  ck_assert_msg(strstr(run.out, "out of memory (fragmentation") && strstr(run.out, said),
+                "stderr:\n%s", run.out);
+  ck_assert_str_eq(ol_json_string(ol_json_path(r, DEV "oom.class")), "fragmentation");
+  ck_assert_int_eq(harness_int(r, DEV "oom.framework_allocated"), 20 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "oom.free_reserved"), 28 * MiB);
+  ol_json_free(r);
+  const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "replay", trace, NULL};
+  harness_run_t replayed;
+  harness_exec(&replayed, false, NULL, argv);
+  ck_assert_msg(replayed.status == 0 && strstr(replayed.out, "(fragmentation") &&
+                  strstr(replayed.out, said), "%s", replayed.out);
+  unlink(trace);
+}
+END_TEST
+
 /* Other exceptions pass untouched, even with the words of a limit. */
 START_TEST(other_exceptions_are_not_oom)
 {
@@ -1257,6 +1288,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, a_cache_given_back_withdraws_the_warning);
   tcase_add_test(paths, pytorch_refusing_at_its_fraction_is_diagnosed);
   tcase_add_test(paths, a_throw_after_a_refusal_is_not_a_second_oom);
+  tcase_add_test(paths, pytorch_s_free_pieces_are_fragmentation);
   tcase_add_test(paths, other_exceptions_are_not_oom);
   tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_test(paths, sites_alike_in_shown_frames_are_one);

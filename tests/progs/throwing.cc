@@ -14,6 +14,10 @@
 //             twice and cudaMemGetInfo asked (PyTorch giving up), then the
 //             same error with a limit in its message: one refusal, seen
 //             once
+//   pieces    PyTorch loaded (throw_prog), 64 MiB device: 48 MiB held, a
+//             cudaMalloc of 24 MiB refused twice, cudaMemGetInfo asked,
+//             then PyTorch's error saying 20 MiB of its 48 are tensors and
+//             28 MiB reserved but free: its free blocks, in pieces
 //   other     48 MiB held, then a c10::Error that is not an out-of-memory
 //
 // throwing_main returns 0 once it has caught what it threw;
@@ -48,6 +52,13 @@ static const char *const kMessage =
     "memory in use. 64.00 MiB allowed; Of the allocated memory 48.00 MiB is allocated by "
     "PyTorch, and 0 bytes is reserved by PyTorch but unallocated.";
 
+static const char *const kPiecesMessage =
+    "CUDA out of memory. Tried to allocate 24.00 MiB. GPU 0 has a total capacity of 64.00 MiB "
+    "of which 16.00 MiB is free. Including non-PyTorch memory, this process has 48.00 MiB "
+    "memory in use. Of the allocated memory 20.00 MiB is allocated by PyTorch, and 28.00 MiB "
+    "is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
+    "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";
+
 static int fail(const char *what) {
   std::fprintf(stderr, "throw_prog: %s\n", what);
   return 3;
@@ -74,6 +85,12 @@ extern "C" __attribute__((visibility("default"))) int throwing_main(const char *
     size_t free_bytes = 0, total = 0;
     if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return fail("no memory info");
     if (!thrown_and_caught<c10::OutOfMemoryError>(kMessage)) return fail("not caught");
+  } else if (how == "pieces") {
+    if (cudaMalloc(&p, 24 * MiB) != cudaErrorMemoryAllocation) return fail("24 MiB served");
+    if (cudaMalloc(&p, 24 * MiB) != cudaErrorMemoryAllocation) return fail("retry served");
+    size_t free_bytes = 0, total = 0;
+    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return fail("no memory info");
+    if (!thrown_and_caught<c10::OutOfMemoryError>(kPiecesMessage)) return fail("not caught");
   } else if (how == "other") {
     if (!thrown_and_caught<c10::Error>("CUDA error: an illegal memory access, 64.00 MiB allowed;"))
       return fail("not caught");

@@ -724,6 +724,61 @@ START_TEST(a_leak_warns_before_the_oom)
 }
 END_TEST
 
+/* A cache that fills up to a bound (held-out cache_fits: features kept by
+ * item, 64 MiB a step at first, less as the catalogue fills, then none):
+ * warned of while it grows like a leak, withdrawn once it has stopped, in
+ * a line that says so; a leak in bursts (every 4th step keeps 4 steps'
+ * worth, burst_leak) is never taken for one that stopped. */
+START_TEST(a_cache_that_stops_growing_withdraws_the_warning)
+{
+  model_t m = {.layers = 8, .weights = 1 * GiB, .saved = 40 * MiB, .temp = 8 * MiB,
+               .leak = 64 * MiB, .lazy_state = true};
+  training_t *t = training(m);
+  told_t told = {0};
+  listen(t, &told);
+  ol_account_set_capacity(t->j->a, 0, 8 * GiB);
+  const ol_leak_warning_t *w = &phases(t->j)->leak;
+  int s = 0;
+  for (; s < 12; s++) { /* halved every 4 steps, down to nothing */
+    t->m.leak = (64 * MiB) >> (s / 4);
+    step(t, 1, -1);
+  }
+  ck_assert_int_eq(told.calls, 1); /* warned, as a leak would be */
+  ck_assert(ol_leak_standing(w));
+  for (; s < 80 && ol_leak_standing(w); s++) {
+    t->m.leak = (64 * MiB) >> (s / 4);
+    step(t, 1, -1);
+  }
+  ck_assert_msg(w->fired && !ol_leak_standing(w) && w->stopped, "standing at step %d", s);
+  ck_assert_uint_ge(w->withdrawn_at, w->at + 16); /* not at the first slower step */
+  ck_assert_int_eq(told.calls, 2);
+  ol_buf_t text = {0};
+  ol_leak_withdrawn_text(&text, w);
+  ck_assert_msg(strstr(text.data, "had stopped by iteration") &&
+                  strstr(text.data, "a bound (a cache)"), "%s", text.data);
+  ol_buf_free(&text);
+  training_free(t);
+
+  t = training((model_t){.layers = 8, .weights = 1 * GiB, .saved = 40 * MiB,
+                         .temp = 8 * MiB, .lazy_state = true});
+  told = (told_t){0};
+  listen(t, &told);
+  ol_account_set_capacity(t->j->a, 0, 16 * GiB);
+  w = &phases(t->j)->leak;
+  for (s = 0; s < 12; s++) { /* rising steadily: warned */
+    t->m.leak = 32 * MiB;
+    step(t, 1, -1);
+  }
+  ck_assert(ol_leak_standing(w));
+  for (; s < 120; s++) { /* then in bursts of 4 steps' worth, every 4th step */
+    t->m.leak = s % 4 == 3 ? 128 * MiB : 0;
+    step(t, 1, -1);
+  }
+  ck_assert_msg(ol_leak_standing(w), "withdrawn at %llu", (unsigned long long)w->withdrawn_at);
+  training_free(t);
+}
+END_TEST
+
 /* The same leak on the same device with 4 GiB held outside the allocator
  * (the CUDA context, another process): the device runs out some 50 steps
  * (4 GiB at 82 MiB a step) sooner. The projection counted the whole device
@@ -944,6 +999,7 @@ int main(void)
   suite_add_tcase(s, loops);
   TCase *leak = tcase_create("leak");
   tcase_add_test(leak, a_leak_warns_before_the_oom);
+  tcase_add_test(leak, a_cache_that_stops_growing_withdraws_the_warning);
   tcase_add_test(leak, a_leak_projection_counts_what_is_held_outside);
   tcase_add_test(leak, a_warm_up_does_not_warn);
   tcase_add_test(leak, a_cache_freed_at_each_call_withdraws_the_warning);
