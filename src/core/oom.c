@@ -872,10 +872,13 @@ static void explain_larger_input(ol_buf_t *out, const ol_oom_record_t *r,
       !bound->need_is_lower_bound || bound->need - r->iteration_need < r->iteration_need / 32)
     return;
   ol_buf_printf(out, "The %" PRIu64 " iterations before it finished, each needing at most %s of "
-                "its own; this one needed at least %s: its input was larger than any before (a "
-                "larger batch, as an evaluation's may be, a longer sequence, a larger image, "
-                "more objects), so the figures below are for inputs of its size. Cap or bucket "
-                "the input sizes, or give the largest inputs a smaller batch. ", r->iterations,
+                "its own; this one needed at least %s: its work was larger than any before, "
+                "from a larger input (a larger batch, as an evaluation's may be, a longer "
+                "sequence, a larger image, more objects) or a size the data decides (a mixture "
+                "of experts' routing that sends most tokens to one expert), so the figures "
+                "below are for work of its size. Cap or bucket the input sizes, or give the "
+                "largest inputs a smaller batch; where the data decides the size, cap it (an "
+                "expert capacity factor). ", r->iterations,
                 size_text(a, r->iteration_need), size_text(b, bound->need));
 }
 

@@ -612,8 +612,11 @@ CUresult ol_on_cuStreamDestroy_v2(CUstream stream)
 /* What every way of beginning a capture does after the driver's answer. */
 static CUresult capture_begun(CUresult res, CUstream stream)
 {
-  if (res == CUDA_SUCCESS && ol_lifecycle_enabled())
+  if (res == CUDA_SUCCESS && ol_lifecycle_enabled()) {
     ol_streams_capture_began(stream);
+    if (ol_manage_on())
+      ol_manage_capture_began();
+  }
   return res;
 }
 

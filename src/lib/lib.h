@@ -251,6 +251,9 @@ bool ol_manage_alloc_async(int device, uint64_t size, void *stream, bool per_thr
  * 0 is the calling thread's per-thread default stream */
 bool ol_manage_free_async(uint64_t addr, void *stream, bool per_thread_api);
 void ol_manage_stream_destroyed(void *stream);
+/* A CUDA graph capture began: where PyTorch's cache is off (as --manage
+ * sets), PyTorch cannot capture, and the job is told why, once. */
+void ol_manage_capture_began(void);
 bool ol_manage_free_blocks(int device, int64_t *free_reserved, int64_t *largest);
 /* Gives the pool's free memory back to the device after the driver refused
  * a request of the job's; true when some was, and a retry may succeed. */

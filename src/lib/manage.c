@@ -1118,6 +1118,27 @@ bool ol_manage_free_async(uint64_t addr, void *stream, bool per_thread_api)
  * non-blocking streams, and miss the work still queued on it (found by
  * scripts/stress.sh: a check kernel on a destroyed stream read memory
  * already handed out again). */
+/* PyTorch allocates a capture's memory with cudaMalloc itself where its
+ * cache is off, and refuses to do that during a capture (the driver's
+ * cudaMalloc would break it): torch.cuda.graph and torch.compile's
+ * "reduce-overhead" mode fail under --manage, which turns the cache off
+ * (held-out graph_leak on the H200: "operation failed due to a previous
+ * error during capture", nothing of oomlens's said). Said before PyTorch's
+ * error, with what to do. */
+void ol_manage_capture_began(void)
+{
+  static atomic_bool said;
+  const char *no_cache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+  const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+  if (!no_cache || strcmp(no_cache, "1") != 0 || (conf && strstr(conf, "cudaMallocAsync")))
+    return;
+  ol_log_warn_once(&said, "a CUDA graph capture began under --manage, where PyTorch's cache is "
+                   "off (PYTORCH_NO_CUDA_MEMORY_CACHING=1): PyTorch cannot capture without it "
+                   "(torch.cuda.graph, torch.compile mode=\"reduce-overhead\") and the capture "
+                   "will fail; run this job without --manage (observe mode still diagnoses "
+                   "its out-of-memory errors)");
+}
+
 void ol_manage_stream_destroyed(void *stream)
 {
   pthread_once(&init_once, init_locks);
