@@ -384,8 +384,12 @@ HELD_OUT = [
     dict(name='serve_frag', cap='8G', batch=16, steps=3000, truth='fragmentation', warn=False,
          tell_batch=False, manage='none', replay_policy='pytorch',
          observe=('undetermined', 'PyTorch\'s cache hides its free blocks')),
-    dict(name='serve_half_fits', cap='8G', batch=16, steps=3000, truth='none', warn=False,
-         tell_batch=False),
+    # serve_half_fits was labelled none from a simulation; its first live
+    # run showed PyTorch's cache running out in pieces with half the device
+    # live (see its docstring): relabelled, its replay the model's (fits).
+    dict(name='serve_half_fits', cap='8G', batch=16, steps=3000, truth='fragmentation',
+         warn=False, tell_batch=False, manage='none', replay_policy='pytorch', replay='none',
+         observe=('undetermined', 'PyTorch\'s cache hides its free blocks')),
     dict(name='moe_spike', cap='8G', batch=16, steps=16, truth='activations', warn=False,
          observe=('undetermined', HIDDEN)),
     dict(name='cache_fits', cap='8G', batch=64, steps=400, truth='none', warn=False),

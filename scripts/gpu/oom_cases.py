@@ -1787,8 +1787,9 @@ def serve_kv(budget_share, max_active, steps, seed=47):
 def serve_frag(batch, steps):
     """serve_kv() with at most `batch` (16) requests running and their
     caches within 70% of the device (the field guides' rule: keep to
-    70-80% of the limit), under 8G: the live tensors never pass 5.6 GiB,
-    but PyTorch's cache splits a finished request's block for the smaller
+    70-80% of the limit), under 8G: the caches never pass 5.6 GiB (a
+    prefill's temporary adds up to 0.75 GiB: `normal_` of a strided
+    slice), but PyTorch's cache splits a finished request's block for the smaller
     ones that follow, and a long request then finds no piece that holds it
     while the free pieces add up to more than it asks (truth:
     fragmentation under PyTorch's cache; oomlens's pool maps its free
@@ -1806,7 +1807,14 @@ def serve_half_fits(batch, steps):
     same fragmenting pattern, but PyTorch's cache, freeing its cached
     blocks and retrying before it gives up, always finds room (simulated:
     7.9 GiB reserved at most for 4.0 GiB of tensors) (truth: none in both
-    modes: no OOM paragraph, no leak warning)."""
+    modes: no OOM paragraph, no leak warning).
+
+    Its first live run (session 17) disproved the simulation: PyTorch's
+    cache ran out at step 1037 with 2.96 GiB of tensors and 3.50 GiB
+    reserved but free in pieces, and --manage fitted. Its live memory is
+    under half the device by construction, so the truth under PyTorch's
+    cache is fragmentation (relabelled in diagnosis_check.py); the model of
+    PyTorch's cache does not reproduce it (its replay fits at 7.99 GiB)."""
     yield from serve_kv(0.50, batch, steps)
 
 

@@ -1124,7 +1124,8 @@ bool ol_manage_free_async(uint64_t addr, void *stream, bool per_thread_api)
  * "reduce-overhead" mode fail under --manage, which turns the cache off
  * (held-out graph_leak on the H200: "operation failed due to a previous
  * error during capture", nothing of oomlens's said). Said before PyTorch's
- * error, with what to do. */
+ * error, with what to do: with its cudaMallocAsync backend the same job
+ * captured its graphs under --manage and was diagnosed (a leak). */
 void ol_manage_capture_began(void)
 {
   static atomic_bool said;
@@ -1135,8 +1136,9 @@ void ol_manage_capture_began(void)
   ol_log_warn_once(&said, "a CUDA graph capture began under --manage, where PyTorch's cache is "
                    "off (PYTORCH_NO_CUDA_MEMORY_CACHING=1): PyTorch cannot capture without it "
                    "(torch.cuda.graph, torch.compile mode=\"reduce-overhead\") and the capture "
-                   "will fail; run this job without --manage (observe mode still diagnoses "
-                   "its out-of-memory errors)");
+                   "will fail. Add PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (PyTorch "
+                   "then allocates through the stream-ordered calls --manage serves, and "
+                   "captures work), or run this job without --manage");
 }
 
 void ol_manage_stream_destroyed(void *stream)
