@@ -394,6 +394,13 @@ HELD_OUT = [
          observe=('undetermined', HIDDEN)),
     dict(name='cache_fits', cap='8G', batch=64, steps=400, truth='none', warn=False),
     leak_case('graph_leak', '3G', 2, 2000),
+    # The tenth held-out set (session 17, 2026-12-04; run it with
+    # OOMLENS_DIAG_CASES=optimizer_leak,rolling_ckpt_fits,
+    # serve_expandable_fits before any of it is looked at).
+    leak_case('optimizer_leak', '6G', 4, 2000),
+    dict(name='rolling_ckpt_fits', cap='6G', batch=32, steps=40, truth='none', warn=False),
+    dict(name='serve_expandable_fits', cap='8G', batch=16, steps=3000, truth='none', warn=False,
+         tell_batch=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

@@ -1937,6 +1937,65 @@ def graph_leak(batch, steps):
         yield
 
 
+# The tenth held-out set (session 17, 2026-12-04), written before any of
+# it ran: optimizers re-made for each phase and the old ones kept, a
+# rolling window of on-device checkpoints that stops growing, and the
+# fragmenting server with the fix oomlens advises for it.
+
+
+@case
+def optimizer_leak(batch, steps):
+    """GPT-2 (6 layers) fp32, batch `batch` (4), sequence 512, under 6G; every
+    3 steps a new AdamW is made for the next learning-rate phase and the
+    old one is appended to a list (to log its state at the end): each new
+    optimizer makes its moments (twice the weights, 0.6 GiB) at its first
+    step while the old ones keep theirs: what outlives steps grows by the
+    optimizer's state every third step (truth: leak)."""
+    m = gpt2_model(n_layer=6)
+    old = []
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        if step and step % 3 == 0:
+            old.append(opt)  # the bug: the old optimizer and its state are kept
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4 / (1 + step // 3))
+        x = torch.randint(0, 50257, (batch, 512), device='cuda')
+        learn(lm_loss(m, x), opt)
+        del x
+        yield
+
+
+@case
+def rolling_ckpt_fits(batch, steps):
+    """ResNet-50 fp32, SGD with momentum, batch `batch` (32), 160x160 images,
+    under 6G, 40 steps; every 4th step a copy of the weights
+    (`state_dict()` cloned on the device, 98 MiB) joins a window of the last
+    3, the oldest dropped: what outlives steps grows for 3 copies and then
+    stays (truth: none: no OOM, and no leak warning standing at the end)."""
+    import torchvision
+    m = torchvision.models.resnet50().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    window = []
+    for step, xy in enumerate(image_batches(batch, steps, size=160)):
+        learn(class_loss(m, xy), opt)
+        if step % 4 == 3:
+            window.append({k: v.detach().clone() for k, v in m.state_dict().items()})
+            if len(window) > 3:
+                window.pop(0)
+        yield
+
+
+@case
+def serve_expandable_fits(batch, steps):
+    """serve_frag's job (caches within 70% of the device, at most `batch`
+    (16) requests, under 8G) with PYTORCH_CUDA_ALLOC_CONF=
+    expandable_segments:True set by the job before CUDA starts, the fix
+    oomlens's fragmentation paragraph names: PyTorch's segments grow in
+    place and freed pages are unmapped, so the pieces that ran serve_frag
+    out do not form (truth: none in both modes)."""
+    os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:True'
+    yield from serve_kv(0.70, batch, steps)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
