@@ -517,6 +517,23 @@ static ol_json_t *run_throw_prog(const char *scenario, const char *const env[],
   return run_program("OOMLENS_TEST_THROW_PROG", scenario, env, run);
 }
 
+/* A trace file in the test's folder, and the OOMLENS_TRACE that asks for it. */
+static void trace_named(const char *name, char trace[PATH_MAX], char env[PATH_MAX + 32])
+{
+  snprintf(trace, PATH_MAX, "%s/%s", harness_dir(), name);
+  snprintf(env, PATH_MAX + 32, "OOMLENS_TRACE=%s", trace);
+}
+
+/* `oomlens replay` of the trace ran and said what, and the trace is gone. */
+static void replay_says(const char *trace, const char *what)
+{
+  const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "replay", trace, NULL};
+  harness_run_t replayed;
+  harness_exec(&replayed, false, NULL, argv);
+  ck_assert_msg(replayed.status == 0 && strstr(replayed.out, what), "%s", replayed.out);
+  unlink(trace);
+}
+
 /* PyTorch refusing at its own memory fraction throws c10::OutOfMemoryError
  * with no cudaMalloc refused: seen as it is thrown, diagnosed against the
  * limit its message names, in one paragraph, the report and the trace,
@@ -525,8 +542,7 @@ static ol_json_t *run_throw_prog(const char *scenario, const char *const env[],
 START_TEST(pytorch_refusing_at_its_fraction_is_diagnosed)
 {
   char trace[PATH_MAX], trace_env[PATH_MAX + 32];
-  snprintf(trace, sizeof trace, "%s/fraction.trace", harness_dir());
-  snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s", trace);
+  trace_named("fraction.trace", trace, trace_env);
   const char *env[] = {"SIMCU_CAPACITY=1G", "SIMCU_EXTERNAL=0", trace_env, NULL};
   harness_run_t run;
   ol_json_t *r = run_throw_prog("fraction", env, &run);
@@ -542,13 +558,7 @@ START_TEST(pytorch_refusing_at_its_fraction_is_diagnosed)
   ck_assert_int_eq(harness_int(r, DEV "oom.reserved"), 48 * MiB);
   ck_assert_int_eq(harness_int(r, DEV "oom.external"), 0);
   ol_json_free(r);
-  const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "replay", trace, NULL};
-  harness_run_t replayed;
-  harness_exec(&replayed, false, NULL, argv);
-  ck_assert_msg(replayed.status == 0 && strstr(replayed.out, "refused by PyTorch itself at the "
-                                                             "64.00 MiB the job allowed it"),
-                "%s", replayed.out);
-  unlink(trace);
+  replay_says(trace, "refused by PyTorch itself at the 64.00 MiB the job allowed it");
 }
 END_TEST
 
@@ -577,8 +587,7 @@ END_TEST
 START_TEST(pytorch_s_free_pieces_are_fragmentation)
 {
   char trace[PATH_MAX], trace_env[PATH_MAX + 32];
-  snprintf(trace, sizeof trace, "%s/pieces.trace", harness_dir());
-  snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s", trace);
+  trace_named("pieces.trace", trace, trace_env);
   const char *env[] = {"OOMLENS_CAPACITY=64M", "SIMCU_EXTERNAL=0", trace_env, NULL};
   harness_run_t run;
   ol_json_t *r = run_throw_prog("pieces", env, &run);
@@ -590,12 +599,7 @@ START_TEST(pytorch_s_free_pieces_are_fragmentation)
   ck_assert_int_eq(harness_int(r, DEV "oom.framework_allocated"), 20 * MiB);
   ck_assert_int_eq(harness_int(r, DEV "oom.free_reserved"), 28 * MiB);
   ol_json_free(r);
-  const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "replay", trace, NULL};
-  harness_run_t replayed;
-  harness_exec(&replayed, false, NULL, argv);
-  ck_assert_msg(replayed.status == 0 && strstr(replayed.out, "(fragmentation") &&
-                  strstr(replayed.out, said), "%s", replayed.out);
-  unlink(trace);
+  replay_says(trace, said);
 }
 END_TEST
 

@@ -73,30 +73,36 @@ static bool thrown_and_caught(const char *message) {
   }
 }
 
+// PyTorch's cache giving up on a request of size: refused, refused again
+// after it released its cache, the memory asked for its message, then its
+// error thrown (and caught). 0, or what went otherwise.
+static const char *gave_up(size_t size, const char *message) {
+  void *p = nullptr;
+  if (cudaMalloc(&p, size) != cudaErrorMemoryAllocation) return "request served";
+  if (cudaMalloc(&p, size) != cudaErrorMemoryAllocation) return "retry served";
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return "no memory info";
+  return thrown_and_caught<c10::OutOfMemoryError>(message) ? nullptr : "not caught";
+}
+
 extern "C" __attribute__((visibility("default"))) int throwing_main(const char *scenario) {
   std::string how = scenario;
-  void *held = nullptr, *p = nullptr;
+  void *held = nullptr;
+  const char *wrong = nullptr;
   if (cudaMalloc(&held, 48 * MiB) != cudaSuccess) return fail("48 MiB refused");
   if (how == "fraction") {
-    if (!thrown_and_caught<c10::OutOfMemoryError>(kMessage)) return fail("not caught");
+    if (!thrown_and_caught<c10::OutOfMemoryError>(kMessage)) wrong = "not caught";
   } else if (how == "device") {
-    if (cudaMalloc(&p, 32 * MiB) != cudaErrorMemoryAllocation) return fail("32 MiB served");
-    if (cudaMalloc(&p, 32 * MiB) != cudaErrorMemoryAllocation) return fail("retry served");
-    size_t free_bytes = 0, total = 0;
-    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return fail("no memory info");
-    if (!thrown_and_caught<c10::OutOfMemoryError>(kMessage)) return fail("not caught");
+    wrong = gave_up(32 * MiB, kMessage);
   } else if (how == "pieces") {
-    if (cudaMalloc(&p, 24 * MiB) != cudaErrorMemoryAllocation) return fail("24 MiB served");
-    if (cudaMalloc(&p, 24 * MiB) != cudaErrorMemoryAllocation) return fail("retry served");
-    size_t free_bytes = 0, total = 0;
-    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return fail("no memory info");
-    if (!thrown_and_caught<c10::OutOfMemoryError>(kPiecesMessage)) return fail("not caught");
+    wrong = gave_up(24 * MiB, kPiecesMessage);
   } else if (how == "other") {
     if (!thrown_and_caught<c10::Error>("CUDA error: an illegal memory access, 64.00 MiB allowed;"))
-      return fail("not caught");
+      wrong = "not caught";
   } else {
-    return fail("no such scenario");
+    wrong = "no such scenario";
   }
+  if (wrong) return fail(wrong);
   std::fprintf(stderr, "throw_prog: caught\n");
   return cudaFree(held) == cudaSuccess ? 0 : fail("free failed");
 }
