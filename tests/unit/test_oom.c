@@ -331,6 +331,55 @@ START_TEST(grown_weights_are_kept_copies)
 }
 END_TEST
 
+/* Optimizers made again while the old ones are kept (held-out
+ * optimizer_leak: roles counted 3.04 GiB of optimizer state for 0.30 GiB
+ * of weights as state, and the class was activations): a leak when the
+ * state is beyond what one optimizer keeps and its site grew by twice the
+ * weights across iterations; one optimizer made late (a switch to Adam
+ * mid-run), or a state of six times the weights (fp32 master copies of
+ * 16-bit weights), is not. */
+START_TEST(optimizers_made_again_are_a_leak)
+{
+  ol_oom_record_t r;
+  ol_oom_record_init(&r, 392 * MiB);
+  r.capacity = 6 * GiB;
+  r.device_free = 0;
+  r.reserved = r.allocated = 5 * GiB + 400 * MiB;
+  r.free_reserved = 100 * MiB;
+  r.largest_free_block = 20 * MiB;
+  r.iterations = 4;
+  r.persistent = 3 * GiB;
+  r.first_persistent = r.before_first_free = 330 * MiB;
+  r.iteration_need = 1900 * MiB;
+  r.roles_known = true;
+  r.role_bytes[OL_ROLE_weights] = 312 * MiB;
+  r.role_bytes[OL_ROLE_gradients] = 96 * MiB;
+  r.role_bytes[OL_ROLE_optimizer] = 3112 * MiB;
+  r.role_bytes[OL_ROLE_activations] = 1600 * MiB;
+  r.grower = (ol_oom_site_t){.id = 2, .bytes = 1085 * MiB};
+  r.grower_role = OL_ROLE_optimizer;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_leak);
+  ol_buf_t text;
+  const char *said = advice_of(&r, OL_OOM_leak, &text);
+  ck_assert_msg(strstr(said, "The optimizer's state is 3.04 GiB for 312.00 MiB of weights") &&
+                  strstr(said, "Without the 2.43 GiB beyond one optimizer's this 392.00 MiB "
+                               "request would fit") &&
+                  strstr(said, "param_groups") && !strstr(said, "total += loss"), "%s", said);
+  ol_buf_free(&text);
+  ol_oom_record_t once = r; /* made once, late: twice the weights grew */
+  once.role_bytes[OL_ROLE_optimizer] = 624 * MiB;
+  once.grower.bytes = 624 * MiB;
+  once.persistent = 1100 * MiB; /* nothing else kept either */
+  ck_assert_int_ne(ol_oom_classify(&once), OL_OOM_leak);
+  ol_oom_record_t master = r; /* six times the weights: one optimizer's most */
+  master.role_bytes[OL_ROLE_optimizer] = 6 * 312 * MiB;
+  ck_assert_int_ne(ol_oom_classify(&master), OL_OOM_leak);
+  ol_oom_record_t slow = r; /* its site grew by less than twice the weights */
+  slow.grower.bytes = 600 * MiB;
+  ck_assert_int_ne(ol_oom_classify(&slow), OL_OOM_leak);
+}
+END_TEST
+
 static const ol_oom_record_t *case_named(const char *what)
 {
   for (size_t i = 0; i < sizeof class_cases / sizeof *class_cases; i++)
@@ -999,6 +1048,7 @@ static Suite *oom_suite(void)
   TCase *classes = tcase_create("classes");
   tcase_add_test(classes, growth_in_inference_names_the_cache_first);
   tcase_add_test(classes, grown_weights_are_kept_copies);
+  tcase_add_test(classes, optimizers_made_again_are_a_leak);
   tcase_add_test(classes, pytorch_messages_are_read);
   tcase_add_test(classes, a_framework_limit_is_said);
   tcase_add_test(classes, pytorch_s_own_figures_tell_pieces);
