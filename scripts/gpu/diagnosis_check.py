@@ -401,6 +401,14 @@ HELD_OUT = [
     dict(name='rolling_ckpt_fits', cap='6G', batch=32, steps=40, truth='none', warn=False),
     dict(name='serve_expandable_fits', cap='8G', batch=16, steps=3000, truth='none', warn=False,
          tell_batch=False),
+    # The eleventh held-out set (session 17, 2026-12-04; run it with
+    # OOMLENS_DIAG_CASES=dataset_cache_leak,gnn_batch,jax_external,lru_fits
+    # before any of it is looked at).
+    leak_case('dataset_cache_leak', '6G', 64, 5000),
+    dict(name='gnn_batch', cap='6G', batch=8, steps=16, truth='activations', warn=False,
+         observe=('undetermined', HIDDEN)),
+    dict(name='jax_external', cap='12G', batch=2, steps=3, truth='external', warn=False),
+    dict(name='lru_fits', cap='8G', batch=4, steps=300, truth='none', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

@@ -1996,6 +1996,130 @@ def serve_expandable_fits(batch, steps):
     yield from serve_kv(0.70, batch, steps)
 
 
+# The eleventh held-out set (session 17, 2026-12-04), written before any
+# of it ran: a dataset that caches its samples on the device, a graph
+# network whose largest graph comes late, JAX preallocating in the same
+# process, and an lru_cache of device tensors that fills and churns.
+
+
+@case
+def dataset_cache_leak(batch, steps):
+    """A torch Dataset of 200,000 samples that moves each sample to the
+    device on first access and keeps it there (`self.cache[i] = x.cuda()`,
+    to save the host-to-device copy next epoch); a DataLoader of `batch`
+    (64) shuffled samples a step, each sample a 3x224x224 float image (588
+    KiB), ResNet-18 fp32 SGD, under 6G: 37 MiB more outlives every step
+    until the device is full, long before the epoch (117 GiB of samples)
+    ends (truth: leak)."""
+    import torchvision
+
+    class DeviceCachingDataset(torch.utils.data.Dataset):
+        def __init__(self, n):
+            self.n, self.cache = n, {}
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, i):
+            if i not in self.cache:
+                g = torch.Generator().manual_seed(i)
+                self.cache[i] = (torch.randn(3, 224, 224, generator=g).cuda(), i % 1000)
+            return self.cache[i]  # the bug: every sample stays on the device
+
+    data = torch.utils.data.DataLoader(DeviceCachingDataset(200000), batch_size=batch,
+                                       shuffle=True, num_workers=0)
+    m = torchvision.models.resnet18().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    for step, (x, y) in enumerate(data):
+        if step >= steps:
+            break
+        learn(torch.nn.functional.cross_entropy(m(x), y.cuda()), opt)
+        del x, y
+        yield
+
+
+@case
+def gnn_batch(batch, steps):
+    """A 3-layer graph convolutional network (hidden 512, fp32, AdamW) on
+    random graphs with sparse adjacency (torch.sparse.mm), `batch` (8)
+    graphs merged a step, each of 2,000-20,000 nodes with 16 edges a node
+    for 10 steps, then a dataset's large graphs (300,000-400,000 nodes)
+    from step 10, under 6G: the node features and their activations grow
+    with the nodes the data brings, nothing is kept (truth: activations,
+    mid-run)."""
+    import random
+    rng = random.Random(61)
+    hidden = 512
+    layers = torch.nn.ModuleList([torch.nn.Linear(128, hidden)] +
+                                 [torch.nn.Linear(hidden, hidden) for _ in range(2)]).cuda()
+    head = torch.nn.Linear(hidden, 10).cuda()
+    opt = torch.optim.AdamW(list(layers.parameters()) + list(head.parameters()), lr=1e-3)
+    for step in range(steps):
+        lo, hi = (2000, 20000) if step < 10 else (300000, 400000)
+        n = sum(rng.randint(lo, hi) for _ in range(batch))
+        src = torch.randint(0, n, (16 * n,), device='cuda')
+        dst = torch.randint(0, n, (16 * n,), device='cuda')
+        adj = torch.sparse_coo_tensor(torch.stack([src, dst]),
+                                      torch.full((16 * n,), 1 / 16, device='cuda'), (n, n))
+        x = torch.randn(n, 128, device='cuda')
+        for layer in layers:
+            x = torch.relu(torch.sparse.mm(adj, layer(x)))
+        loss = torch.nn.functional.cross_entropy(head(x), torch.randint(0, 10, (n,), device='cuda'))
+        learn(loss, opt)
+        del adj, x, loss, src, dst
+        yield
+
+
+@case
+def jax_external(batch, steps):
+    """A job that computes a feature transform with JAX first (one jitted
+    matrix product, its result copied to the host) and then trains GPT-2
+    at `batch` (2) with PyTorch in the same process, under 12G: JAX's
+    allocator preallocates 75% of the device's memory at its first
+    operation (XLA_PYTHON_CLIENT_PREALLOCATE's default) and keeps it, so the
+    training, which fits alone (batch 5 does), runs out (truth: external:
+    memory held in this process outside PyTorch; the fix is
+    XLA_PYTHON_CLIENT_PREALLOCATE=false or a smaller
+    XLA_PYTHON_CLIENT_MEM_FRACTION)."""
+    import jax
+    import jax.numpy as jnp
+    a = jnp.ones((2048, 2048), dtype=jnp.float32)
+    features = jax.device_get(jax.jit(lambda m: m @ m)(a))
+    print('jax features', features.shape, 'on', jax.devices()[0], file=sys.stderr, flush=True)
+    yield from gpt2_batch(batch, steps)
+
+
+@case
+def lru_fits(batch, steps):
+    """Attention biases built per sequence length and memoised with
+    `functools.lru_cache(maxsize=64)` on the device ((16, L, L) fp32 for a
+    length L drawn from 256 to 1024 in steps of 8: up to 64 MiB each),
+    GPT-2 (6 layers) fp32 AdamW at `batch` (4) adding the step's bias to a
+    probe loss, under 8G, 300 steps: the cache fills with 64 biases (about
+    1.5 GiB) and then evicts one for each new length, so what outlives
+    steps rises and then stays (truth: none: no OOM, and no leak warning
+    standing at the end)."""
+    import functools
+    import random
+    rng = random.Random(67)
+
+    @functools.lru_cache(maxsize=64)
+    def bias_for(length):
+        pos = torch.arange(length, device='cuda', dtype=torch.float32)
+        return -(pos[None, :, None] - pos[None, None, :]).abs() * torch.linspace(
+            0.01, 0.2, 16, device='cuda')[:, None, None]
+
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(steps):
+        length = rng.randrange(256, 1025, 8)
+        x = torch.randint(0, 50257, (batch, length), device='cuda')
+        loss = lm_loss(m, x) + 1e-6 * bias_for(length).mean()
+        learn(loss, opt)
+        del x, loss
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
