@@ -408,7 +408,7 @@ HELD_OUT = [
     dict(name='gnn_batch', cap='6G', batch=8, steps=16, truth='activations', warn=False,
          observe=('undetermined', HIDDEN)),
     dict(name='jax_external', cap='12G', batch=2, steps=3, truth='external', warn=False),
-    dict(name='lru_fits', cap='8G', batch=4, steps=300, truth='none', warn=False),
+    dict(name='lru_fits', cap='8G', batch=2, steps=300, truth='none', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

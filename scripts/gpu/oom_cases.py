@@ -2094,7 +2094,7 @@ def lru_fits(batch, steps):
     """Attention biases built per sequence length and memoised with
     `functools.lru_cache(maxsize=64)` on the device ((16, L, L) fp32 for a
     length L drawn from 256 to 1024 in steps of 8: up to 64 MiB each),
-    GPT-2 (6 layers) fp32 AdamW at `batch` (4) adding the step's bias to a
+    GPT-2 (6 layers) fp32 AdamW at `batch` (2) adding the step's bias to a
     probe loss, under 8G, 300 steps: the cache fills with 64 biases (about
     1.5 GiB) and then evicts one for each new length, so what outlives
     steps rises and then stays (truth: none: no OOM, and no leak warning
