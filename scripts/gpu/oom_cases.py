@@ -2098,7 +2098,13 @@ def lru_fits(batch, steps):
     probe loss, under 8G, 300 steps: the cache fills with 64 biases (about
     1.5 GiB) and then evicts one for each new length, so what outlives
     steps rises and then stays (truth: none: no OOM, and no leak warning
-    standing at the end)."""
+    standing at the end).
+
+    Its first live run (session 17): under --manage as built (warned at
+    iteration 5, withdrawn at 109 as stopped); under PyTorch's cache it ran
+    out at step 188 with 4.58 GiB of tensors and 2.67 GiB reserved but free
+    in pieces for a 370 MiB request: the truth under PyTorch's cache is
+    fragmentation (relabelled in diagnosis_check.py)."""
     import functools
     import random
     rng = random.Random(67)

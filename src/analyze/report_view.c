@@ -150,6 +150,8 @@ static void read_outside(const at_t *oom, ol_oom_record_t *r)
   r->framework_limit = ol_json_may_int(oom, "framework_limit", BYTES, 0); /* minor 15 */
   r->framework_allocated = ol_json_may_int(oom, "framework_allocated", OR_NONE, -1); /* 16 */
   r->no_block_held = ol_json_may_bool(oom, "no_block_held", false);              /* minor 16 */
+  r->vmm_reserved = ol_json_may_int(oom, "vmm_reserved", BYTES, 0);                /* minor 16 */
+  r->vmm_not_framework = ol_json_may_bool(oom, "vmm_not_framework", false);      /* minor 16 */
 }
 
 /* A site named as the library wrote it: its frames joined by

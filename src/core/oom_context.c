@@ -51,6 +51,7 @@ static const number_key_t numbers[] = {
   SIGNED_KEY("batch", batch),
   SIGNED_KEY("framework_limit", framework_limit),
   SIGNED_KEY("framework_allocated", framework_allocated),
+  SIGNED_KEY("vmm_reserved", vmm_reserved),
 };
 #undef SIGNED_KEY
 #undef UNSIGNED_KEY
@@ -95,6 +96,8 @@ void ol_oom_context_text(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t
   ol_buf_printf(out, " segments_only=%d managed=%d", r->segments_only, r->managed);
   if (r->no_block_held)
     ol_buf_printf(out, " no_block_held=1");
+  if (r->vmm_not_framework)
+    ol_buf_printf(out, " vmm_not_framework=1");
   if (r->other_count > 0) {
     ol_buf_printf(out, " others=");
     for (int i = 0; i < r->other_count && i < OL_OOM_SITES; i++) {
@@ -216,6 +219,8 @@ static bool parse_word(span_t key, span_t value, ol_oom_record_t *r, ol_oom_clas
     return parse_flag(value, &r->managed);
   if (span_is(key, "no_block_held"))
     return parse_flag(value, &r->no_block_held);
+  if (span_is(key, "vmm_not_framework"))
+    return parse_flag(value, &r->vmm_not_framework);
   if (span_is(key, "others"))
     return parse_others(value, r);
   if (span_is(key, "class"))
@@ -250,6 +255,8 @@ void ol_oom_context_apply(ol_oom_record_t *r, const ol_oom_record_t *context)
   r->framework_limit = context->framework_limit;
   r->framework_allocated = context->framework_allocated;
   r->no_block_held = context->no_block_held;
+  r->vmm_reserved = context->vmm_reserved;
+  r->vmm_not_framework = context->vmm_not_framework;
   r->segments_only = context->segments_only;
   r->managed = context->managed;
   if (context->batch > 0)

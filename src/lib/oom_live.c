@@ -45,6 +45,18 @@ static bool pytorch_cache_off(void)
   return no_cache && strcmp(no_cache, "1") == 0;
 }
 
+/* PyTorch's cache on with expandable segments: the cuMemCreate memory of
+ * this process is PyTorch's own (else another library's: JAX's, NCCL's). */
+static bool pytorch_expandable(void)
+{
+  const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+  if (ol_manage_on() || pytorch_cache_off() || !conf)
+    return false;
+  const char *at = strstr(conf, "expandable_segments:");
+  return at && (strncmp(at + strlen("expandable_segments:"), "True", 4) == 0 ||
+                strncmp(at + strlen("expandable_segments:"), "true", 4) == 0);
+}
+
 /* Tensors reach us only when PyTorch's cache is off or in manage mode;
  * otherwise what we see are its segments. */
 static bool sees_segments_only(void)
@@ -273,6 +285,7 @@ void ol_oom_at_failure(int device, uint64_t request, uint64_t framework_limit)
     who_else_holds(device, &r);
   r.segments_only = sees_segments_only();
   r.managed = ol_manage_on();
+  r.vmm_not_framework = !pytorch_expandable();
   r.batch = (int64_t)ol_option_size(OL_OPT_BATCH);
   ol_track_oom_pending(device, &r, ol_oom_classify(&r));
   if (r.framework_limit > 0 || !allocator_may_retry()) /* a framework's refusal is its last word */

@@ -489,6 +489,13 @@ bool ol_track_framework_refusal(size_t size, int device)
   return fresh;
 }
 
+/* PyTorch's expandable segments make their physical memory in pages of 2
+ * or 20 MiB (its small and large segment sizes); a handle of 32 MiB or
+ * more is another library's (JAX's preallocation is one handle of most of
+ * the device). What such handles hold, per device, under the lock. */
+#define LIBRARY_HANDLE_BYTES (32ull << 20)
+static int64_t large_handle_bytes[OL_MAX_DEVICES];
+
 /* VMM physical memory is what PyTorch's expandable segments reserve: it is
  * reserved memory and a segment, never an allocation we can see into. */
 void ol_track_vmm_create(uint64_t handle, size_t size, int device)
@@ -500,6 +507,8 @@ void ol_track_vmm_create(uint64_t handle, size_t size, int device)
   served(d, size); /* expandable segments' retry is a cuMemCreate again */
   if (add_record(&handles, handle, size, device)) {
     ol_account_reserved(&account, d, size, (int64_t)size, OL_ORIGIN_vmm);
+    if (size >= LIBRARY_HANDLE_BYTES)
+      large_handle_bytes[d] += (int64_t)size;
     note_time(d, now_ns());
   }
   end();
@@ -515,6 +524,8 @@ void ol_track_vmm_release(uint64_t handle)
   account.devices[d].stats.vmm_releases++;
   if (known) {
     ol_account_reserved(&account, d, rec.size, -(int64_t)rec.size, OL_ORIGIN_vmm);
+    if (rec.size >= LIBRARY_HANDLE_BYTES)
+      large_handle_bytes[d] -= (int64_t)rec.size;
     note_time(d, now_ns());
   }
   end();
@@ -608,7 +619,9 @@ void ol_track_pool_mapped(int device, uint64_t addr, int64_t delta)
 void ol_track_oom_figures(int device, ol_oom_record_t *record)
 {
   ol_lock(&lock);
-  ol_account_oom_figures(&account, ol_account_device(&account, device), record);
+  int d = ol_account_device(&account, device);
+  ol_account_oom_figures(&account, d, record);
+  record->vmm_reserved = large_handle_bytes[d];
   ol_unlock(&lock);
 }
 

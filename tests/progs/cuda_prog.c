@@ -447,6 +447,41 @@ static int train_until_oom(size_t persistent, size_t activations, size_t grow, s
   return 3;
 }
 
+/* Another library preallocates as JAX does, one physical handle of most of
+ * the device made and mapped through the driver's VMM calls, then the
+ * framework trains beside it until it runs out (`handles` handles of
+ * `each` bytes; JAX makes one, PyTorch's expandable segments make pages
+ * of 2 or 20 MiB). */
+static int preallocated_then_oom(int handles, size_t each)
+{
+  void *create, *map, *reserve, *access;
+  const char *names[] = {"cuMemCreate", "cuMemMap", "cuMemAddressReserve", "cuMemSetAccess"};
+  void **slots[] = {&create, &map, &reserve, &access};
+  cudaFree(NULL);
+  for (int i = 0; i < 4; i++) {
+    enum cudaDriverEntryPointQueryResult status;
+    CHECK(cudaGetDriverEntryPointByVersion(names[i], slots[i], 12000, cudaEnableDefault,
+                                           &status) == cudaSuccess);
+  }
+  CUdeviceptr base;
+  CHECK(((CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))reserve)(
+          &base, handles * each, 0, 0, 0) == CUDA_SUCCESS);
+  CUmemAllocationProp prop = {0};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemAccessDesc desc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  for (int i = 0; i < handles; i++) {
+    CUmemGenericAllocationHandle h;
+    CHECK(((CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                        unsigned long long))create)(&h, each, &prop, 0) == CUDA_SUCCESS);
+    CHECK(((CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                        unsigned long long))map)(base + i * each, each, 0, h, 0) == CUDA_SUCCESS);
+  }
+  CHECK(((CUresult(*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))access)(
+          base, handles * each, &desc, 1) == CUDA_SUCCESS);
+  return train_until_oom(64 * MiB, 128 * MiB, 64 * MiB, 0);
+}
+
 /* Steps of like activations beside a cache that grows 64 MiB a step for
  * twelve steps and is then emptied (a `generate` call's key/value cache, an
  * epoch's buffer): a leak warning, then its withdrawal. Every step asks
@@ -763,6 +798,8 @@ int main(int argc, char **argv)
   if (!strcmp(s, "oom_fragmentation")) return fragment_until_oom();
   if (!strcmp(s, "oom_external")) return train_until_oom(64 * MiB, 128 * MiB, 64 * MiB, 0);
   if (!strcmp(s, "oom_external_child")) return oom_external_child();
+  if (!strcmp(s, "oom_library_vmm")) return preallocated_then_oom(1, 640 * MiB);
+  if (!strcmp(s, "oom_pages_vmm")) return preallocated_then_oom(32, 20 * MiB);
   if (!strcmp(s, "cache_given_back")) return cache_given_back();
   if (!strcmp(s, "metrics")) return metrics(argc > 2 ? argv[2] : NULL);
   if (!strcmp(s, "pairs")) return pairs(argc > 2 ? argv[2] : NULL);

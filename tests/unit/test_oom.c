@@ -962,6 +962,8 @@ START_TEST(pytorch_s_own_figures_tell_pieces)
   ol_buf_free(&json);
   r.free_reserved = 60 * MiB; /* a slack, not the cause */
   ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_undetermined);
+  r.free_reserved = 1200 * MiB; /* 15%: a leak's leftovers as much as pieces */
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_undetermined);
   r.free_reserved = 3676 * MiB;
   r.no_block_held = false; /* no word on the blocks: not told */
   ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_undetermined);
