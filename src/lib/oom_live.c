@@ -101,16 +101,24 @@ static bool allocator_may_retry(void)
  * c10::OutOfMemoryError, whose message says what its cache held (the
  * library sees the throw: intercept.c). Known once found; asked again
  * until then (a library may ask what is free before PyTorch is loaded). */
+/* Whether PyTorch's CUDA library is in the process (asked of the loader,
+ * without loading it). */
+static bool pytorch_loaded(void)
+{
+  void *c10 = ol_prim_dlopen_loaded("libc10_cuda.so");
+  if (c10)
+    ol_prim_dlclose(c10);
+  return c10 != NULL;
+}
+
 bool ol_oom_framework_will_say(void)
 {
   static atomic_bool found;
   if (atomic_load(&found))
     return true;
-  void *c10 = sees_segments_only() ? ol_prim_dlopen_loaded("libc10_cuda.so") : NULL;
-  if (c10)
-    ol_prim_dlclose(c10);
-  atomic_store(&found, c10 != NULL);
-  return c10 != NULL;
+  bool now = sees_segments_only() && pytorch_loaded();
+  atomic_store(&found, now);
+  return now;
 }
 
 /* PyTorch with its cache off (as `oomlens run --manage` sets) checks a
@@ -125,12 +133,9 @@ static bool pytorch_raises_cuda_error(void)
   int now = atomic_load(&known);
   if (now >= 0)
     return now == 1;
-  bool uncached = pytorch_cache_off() && !pytorch_async_backend();
-  void *c10 = uncached ? ol_prim_dlopen_loaded("libc10_cuda.so") : NULL;
-  if (c10)
-    ol_prim_dlclose(c10);
-  atomic_store(&known, c10 ? 1 : 0);
-  return c10 != NULL;
+  bool raises = pytorch_cache_off() && !pytorch_async_backend() && pytorch_loaded();
+  atomic_store(&known, raises ? 1 : 0);
+  return raises;
 }
 
 void ol_oom_paragraph(int device, const ol_oom_record_t *r, ol_oom_class_t cause,

@@ -496,8 +496,9 @@ bool ol_track_framework_refusal(size_t size, int device)
 #define LIBRARY_HANDLE_BYTES (32ull << 20)
 static int64_t large_handle_bytes[OL_MAX_DEVICES];
 
-/* VMM physical memory is what PyTorch's expandable segments reserve: it is
- * reserved memory and a segment, never an allocation we can see into. */
+/* VMM physical memory (PyTorch's expandable segments', or another
+ * library's) is reserved memory and a segment, never an allocation we can
+ * see into. */
 void ol_track_vmm_create(uint64_t handle, size_t size, int device)
 {
   if (!begin())
