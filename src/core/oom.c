@@ -94,15 +94,14 @@ static int64_t at_least_zero(int64_t v)
   return v > 0 ? v : 0;
 }
 
-/* What another GPU library in this process holds (roles.c: CuPy's pool,
- * JAX's preallocation): its blocks are among this process's, but it is
- * held elsewhere as much as another process's memory is, and freed or
- * capped there, not by a smaller batch (held-out cupy_pool: 8 GiB of
- * CuPy's beside a GPT-2 step that fits alone, read as activations). */
-/* Another library's memory in this process: what its call sites made, and
- * the physical memory made with cuMemCreate where the framework makes
- * none (held-out jax_external: JAX preallocated 9 GiB of a 12 GiB cap
- * that way, read as PyTorch's own reserve, and the class was activations). */
+/* What another GPU library in this process holds: its blocks are among
+ * this process's, but it is held elsewhere as much as another process's
+ * memory is, and freed or capped there, not by a smaller batch (held-out
+ * cupy_pool: 8 GiB of CuPy's beside a GPT-2 step that fits alone, read as
+ * activations). What its call sites made (roles.c), and the physical
+ * memory made with cuMemCreate in large handles where the framework makes
+ * none (held-out jax_external: JAX preallocated 9 GiB of a 12 GiB cap as
+ * one handle, read as PyTorch's own reserve: activations). */
 static int64_t library_of(const ol_oom_record_t *r)
 {
   int64_t sites = r->roles_known ? at_least_zero(r->role_bytes[OL_ROLE_library]) : 0;
