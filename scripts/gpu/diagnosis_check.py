@@ -414,6 +414,9 @@ HELD_OUT = [
     dict(name='lru_fits', cap='8G', batch=2, steps=300, truth='fragmentation', warn=False,
          manage='none', replay_policy='pytorch', replay='none',
          observe=('undetermined', 'PyTorch\'s cache hides its free blocks')),
+    # The twelfth held-out set (session 17, 2026-12-04; run it with
+    # OOMLENS_DIAG_CASES=epoch_leak before it is looked at).
+    leak_case('epoch_leak', '8G', 4, 2000),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

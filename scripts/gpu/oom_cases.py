@@ -2126,6 +2126,37 @@ def lru_fits(batch, steps):
         yield
 
 
+# The twelfth held-out set (session 17, 2026-12-04), written before it
+# ran: a leak that pauses while the job validates.
+
+
+@case
+def epoch_leak(batch, steps):
+    """GPT-2 (6 layers) fp32 AdamW, batch `batch` (4), sequence 256, under
+    8G, in epochs of 10 training steps and 20 validation steps (no_grad);
+    each training step appends its logits, detached, to a list for an
+    epoch-level calibration metric that is never cleared (4 x 256 x 50257
+    fp32: 196 MiB a step): what outlives steps grows through each epoch's
+    training and stands still through its validation, until the device is
+    full in the third epoch (truth: leak; the warning must stand when it
+    runs out)."""
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    kept = []
+    for step in range(steps):
+        x = torch.randint(0, 50257, (batch, 256), device='cuda')
+        if step % 30 < 10:
+            out = m(input_ids=x, labels=x)
+            kept.append(out.logits.detach())  # the bug: never cleared
+            learn(out.loss, opt)
+            del out
+        else:
+            with torch.no_grad():
+                m(input_ids=x, labels=x).loss.item()
+        del x
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
