@@ -417,6 +417,10 @@ HELD_OUT = [
     # The twelfth held-out set (session 17, 2026-12-04; run it with
     # OOMLENS_DIAG_CASES=epoch_leak before it is looked at).
     leak_case('epoch_leak', '8G', 4, 2000),
+    # ... and, against this session's large-handle reading of JAX's
+    # preallocation, PyTorch's own expandable segments at a first-step OOM
+    # (run with OOMLENS_DIAG_CASES=expandable_batch).
+    first_step_case('expandable_batch', '12G', 8),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

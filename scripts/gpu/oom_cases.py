@@ -2157,6 +2157,18 @@ def epoch_leak(batch, steps):
         yield
 
 
+
+@case
+def expandable_batch(batch, steps):
+    """gpt2_batch (GPT-2 124M fp32 AdamW, sequence 1024, batch 8; 5 fit
+    under 12G) with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True set by
+    the job before CUDA starts, under 12G: PyTorch's memory is made with
+    cuMemCreate, in pages, as another library's large handles are (truth:
+    activations, first step: not memory held elsewhere)."""
+    os.environ['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:True'
+    yield from gpt2_batch(batch, steps)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
