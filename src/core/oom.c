@@ -1223,11 +1223,10 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
       ol_buf_printf(out, "%s is reserved but free, yet the largest free block is %s: the free "
                     "memory is in pieces. ",
                     size_text(a, r->free_reserved), size_text(b, r->largest_free_block));
-    else /* PyTorch's own figures, from its message */
-      ol_buf_printf(out, "PyTorch's cache held %s of tensors and %s reserved but free (its own "
-                    "figures, from its error message), yet no free block held the request: the "
-                    "free memory is in pieces. ", size_text(a, r->framework_allocated),
-                    size_text(b, r->free_reserved));
+    else /* PyTorch's own figure, from its message */
+      ol_buf_printf(out, "%s of it is reserved but free (PyTorch's own figure, from its error "
+                    "message), yet no free block held the request: the free memory is in "
+                    "pieces. ", size_text(a, r->free_reserved));
     if (r->managed) /* our pool remaps whole 2 MiB chunks: live blocks pin theirs */
       ol_buf_printf(out, "Small blocks that stay live pin the 2 MiB chunks around them: "
                     "allocate long-lived tensors before the loop (or free them), and keep "
@@ -1402,9 +1401,14 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                   size_of(b, (uint64_t)r->framework_limit));
   else
     ol_buf_printf(out, " on a %s device where", size_of(b, r->capacity));
-  ol_buf_printf(out, " this process held %s reserved, %s allocated%s", size_text(d, r->reserved),
-                size_text(e, r->allocated), limited ? "; the device was not asked, and the "
-                "figures below are against that limit. " : ". ");
+  if (r->segments_only && r->framework_allocated >= 0) /* PyTorch's own count of its tensors */
+    ol_buf_printf(out, " this process held %s reserved, %s of it in PyTorch's tensors by its own "
+                  "count", size_text(d, r->reserved), size_text(e, r->framework_allocated));
+  else
+    ol_buf_printf(out, " this process held %s reserved, %s allocated", size_text(d, r->reserved),
+                  size_text(e, r->allocated));
+  ol_buf_printf(out, "%s", limited ? "; the device was not asked, and the figures below are "
+                "against that limit. " : ". ");
   advise(out, r, c);
   if (c == OL_OOM_activations)
     explain_attention_scores(out, r, namer, arg);
