@@ -411,10 +411,10 @@ static int64_t optimizer_surplus(const ol_oom_record_t *r)
   if (!r->roles_known || r->grower.id < 0 || r->grower_role != OL_ROLE_optimizer)
     return 0;
   int64_t w = r->role_bytes[OL_ROLE_weights];
-  int64_t most = w > INT64_MAX / 6 ? INT64_MAX : 6 * w;
-  if (w <= 0 || r->grower.bytes < 2 * w || r->role_bytes[OL_ROLE_optimizer] <= most)
+  int64_t twice = ol_sat_add(w, w), most = ol_sat_add(twice, ol_sat_add(twice, twice));
+  if (w <= 0 || r->grower.bytes < twice || r->role_bytes[OL_ROLE_optimizer] <= most)
     return 0;
-  return ol_sat_sub(r->role_bytes[OL_ROLE_optimizer], 2 * w); /* beyond one Adam's */
+  return ol_sat_sub(r->role_bytes[OL_ROLE_optimizer], twice); /* beyond one Adam's */
 }
 
 static bool optimizer_regrown(const ol_oom_record_t *r)
