@@ -228,6 +228,11 @@ void ol_tracefile_forget(void); /* a forked child drops its parent's trace */
  * (ol_track_framework_refusal), the figures are against it; 0: the device
  * or the pool refused. */
 void ol_oom_at_failure(int device, uint64_t request, uint64_t framework_limit);
+/* PyTorch's allocator as its environment sets it, read as PyTorch reads
+ * it: its cache turned off (PYTORCH_NO_CUDA_MEMORY_CACHING=1, as --manage
+ * sets), its cudaMallocAsync backend asked for. */
+bool ol_pytorch_cache_off(void);
+bool ol_pytorch_async_backend(void);
 /* The framework's error after the device refused: its own figures (what
  * its cache held, free and in use) complete the failure's record, and the
  * failure is settled. */

@@ -1129,9 +1129,7 @@ bool ol_manage_free_async(uint64_t addr, void *stream, bool per_thread_api)
 void ol_manage_capture_began(void)
 {
   static atomic_bool said;
-  const char *no_cache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
-  const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
-  if (!no_cache || strcmp(no_cache, "1") != 0 || (conf && strstr(conf, "cudaMallocAsync")))
+  if (!ol_pytorch_cache_off() || ol_pytorch_async_backend())
     return;
   ol_log_warn_once(&said, "a CUDA graph capture began under --manage, where PyTorch's cache is "
                    "off (PYTORCH_NO_CUDA_MEMORY_CACHING=1): PyTorch cannot capture without it "

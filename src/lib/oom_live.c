@@ -29,7 +29,7 @@ static atomic_int printed;
 
 /* PyTorch's cudaMallocAsync backend asked for: every tensor is a
  * cudaMallocAsync, and a refusal is raised at once. */
-static bool pytorch_async_backend(void)
+bool ol_pytorch_async_backend(void)
 {
   const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
   return conf && strstr(conf, "cudaMallocAsync");
@@ -39,7 +39,7 @@ static bool pytorch_async_backend(void)
  * read as PyTorch reads it: c10::utils::check_env, true for "1" only; "0"
  * is false, and any other value (empty, "true") is ignored with a warning,
  * the cache left on. */
-static bool pytorch_cache_off(void)
+bool ol_pytorch_cache_off(void)
 {
   const char *no_cache = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
   return no_cache && strcmp(no_cache, "1") == 0;
@@ -50,7 +50,7 @@ static bool pytorch_cache_off(void)
 static bool pytorch_expandable(void)
 {
   const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
-  if (ol_manage_on() || pytorch_cache_off() || !conf)
+  if (ol_manage_on() || ol_pytorch_cache_off() || !conf)
     return false;
   const char *at = strstr(conf, "expandable_segments:");
   return at && (strncmp(at + strlen("expandable_segments:"), "True", 4) == 0 ||
@@ -61,7 +61,7 @@ static bool pytorch_expandable(void)
  * otherwise what we see are its segments. */
 static bool sees_segments_only(void)
 {
-  return !(ol_manage_on() || pytorch_cache_off() || pytorch_async_backend());
+  return !(ol_manage_on() || ol_pytorch_cache_off() || ol_pytorch_async_backend());
 }
 
 static void device_figures(int device, ol_oom_record_t *r)
@@ -93,7 +93,7 @@ static void device_figures(int device, ol_oom_record_t *r)
  * we know nothing of may, too: its failure then waits for what follows. */
 static bool allocator_may_retry(void)
 {
-  return !pytorch_cache_off() && !pytorch_async_backend();
+  return !ol_pytorch_cache_off() && !ol_pytorch_async_backend();
 }
 
 /* PyTorch's caching allocator, its cache on: when it gives up it asks what
@@ -133,7 +133,7 @@ static bool pytorch_raises_cuda_error(void)
   int now = atomic_load(&known);
   if (now >= 0)
     return now == 1;
-  bool raises = pytorch_cache_off() && !pytorch_async_backend() && pytorch_loaded();
+  bool raises = ol_pytorch_cache_off() && !ol_pytorch_async_backend() && pytorch_loaded();
   atomic_store(&known, raises ? 1 : 0);
   return raises;
 }
