@@ -63,7 +63,8 @@ static int64_t said_size(const char *message, const char *phrase)
   if (!at)
     return -1;
   uint64_t size = size_before(message, at);
-  if (size == 0 && strncmp(at - strlen(" bytes"), " bytes", strlen(" bytes")) != 0)
+  size_t unit = strlen(" bytes"); /* 0 is a size only as "0 bytes" */
+  if (size == 0 && ((size_t)(at - message) < unit || strncmp(at - unit, " bytes", unit) != 0))
     return -1;
   return size > INT64_MAX ? -1 : (int64_t)size;
 }

@@ -926,6 +926,10 @@ START_TEST(pytorch_messages_are_read)
                                    "768.00 KiB allowed; ...", &m));
   ck_assert_uint_eq(m.request, 512);
   ck_assert_uint_eq(m.limit, 768ull << 10);
+  /* the phrase at the message's start: nothing read before it */
+  ck_assert(ol_framework_oom_parse(" is allocated by PyTorch; out of memory. Tried to allocate "
+                                   "2.00 MiB. GPU 0", &m));
+  ck_assert_int_eq(m.allocated, -1);
   ck_assert(!ol_framework_oom_parse(NULL, &m));
   ck_assert(!ol_framework_oom_parse("CUDA error: out of memory", &m));
   ck_assert(!ol_framework_oom_parse("out of memory. Tried to allocate lots. GPU 0", &m));
