@@ -319,7 +319,8 @@ void ol_on_cxa_throw(void *object, void *type, void (*destroy)(void *))
  * cache held (its throw settles it, a few microseconds later). */
 static void allocator_gave_up(int device)
 {
-  if (!ol_oom_framework_will_say())
+  /* the loader is asked about PyTorch only when a failure waits */
+  if (ol_track_oom_waiting(device) && !ol_oom_framework_will_say())
     ol_track_oom_settle(device);
 }
 

@@ -55,6 +55,8 @@ void ol_track_oom_pending(int device, const ol_oom_record_t *record, ol_oom_clas
  * now: its allocator gave up (PyTorch asks cudaMemGetInfo for its error
  * message), or a report or the process's end comes first. */
 void ol_track_oom_settle(int device);
+/* Whether a failure on device waits for its verdict. */
+bool ol_track_oom_waiting(int device);
 /* A failure still waiting on device: amend changes its record (under the
  * tracker's lock) and it is classified again. Nothing waiting: nothing. */
 void ol_track_oom_amend(int device, void (*amend)(ol_oom_record_t *r, const void *arg),

@@ -96,11 +96,6 @@ static bool allocator_may_retry(void)
   return !ol_pytorch_cache_off() && !ol_pytorch_async_backend();
 }
 
-/* PyTorch's caching allocator, its cache on: when it gives up it asks what
- * is free (cudaMemGetInfo) for its message and then throws
- * c10::OutOfMemoryError, whose message says what its cache held (the
- * library sees the throw: intercept.c). Known once found; asked again
- * until then (a library may ask what is free before PyTorch is loaded). */
 /* Whether PyTorch's CUDA library is in the process (asked of the loader,
  * without loading it). */
 static bool pytorch_loaded(void)
@@ -111,6 +106,11 @@ static bool pytorch_loaded(void)
   return c10 != NULL;
 }
 
+/* PyTorch's caching allocator, its cache on: when it gives up it asks what
+ * is free (cudaMemGetInfo) for its message and then throws
+ * c10::OutOfMemoryError, whose message says what its cache held (the
+ * library sees the throw: intercept.c). Known once found; asked again
+ * until then (a library may ask what is free before PyTorch is loaded). */
 bool ol_oom_framework_will_say(void)
 {
   static atomic_bool found;

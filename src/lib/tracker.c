@@ -644,6 +644,14 @@ void ol_track_oom_pending(int device, const ol_oom_record_t *record, ol_oom_clas
   ol_unlock(&lock);
 }
 
+bool ol_track_oom_waiting(int device)
+{
+  ol_lock(&lock);
+  bool waits = account.devices[ol_account_clamp(device)].wait.request != 0;
+  ol_unlock(&lock);
+  return waits;
+}
+
 void ol_track_oom_amend(int device, void (*amend)(ol_oom_record_t *r, const void *arg),
                         const void *arg)
 {
