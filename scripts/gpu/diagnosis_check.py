@@ -421,6 +421,15 @@ HELD_OUT = [
     # preallocation, PyTorch's own expandable segments at a first-step OOM
     # (run with OOMLENS_DIAG_CASES=expandable_batch).
     first_step_case('expandable_batch', '12G', 8),
+    # The thirteenth held-out set (session 18, 2026-12-04; run it with
+    # OOMLENS_DIAG_CASES=snapshot_leak,accum_logits_leak,sparse_log_leak,
+    # ring_log_fits,swin_batch before any of it is looked at): memory kept
+    # once every k steps, and a bounded log of the same kind.
+    leak_case('snapshot_leak', '3G', 16, 2000),
+    leak_case('accum_logits_leak', '6G', 2, 2000),
+    leak_case('sparse_log_leak', '4G', 4, 2000),
+    dict(name='ring_log_fits', cap='4G', batch=4, steps=150, truth='none', warn=False),
+    first_step_case('swin_batch', '8G', 256),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

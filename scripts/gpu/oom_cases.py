@@ -2169,6 +2169,105 @@ def expandable_batch(batch, steps):
     yield from gpt2_batch(batch, steps)
 
 
+# The thirteenth held-out set (session 18, 2026-12-04), written before any
+# of it ran: memory kept once every k steps (weight snapshots, a window of
+# gradient accumulation, a logging interval), a bounded log of the same
+# kind, and a windowed-attention vision transformer's first step.
+
+
+@case
+def snapshot_leak(batch, steps):
+    """ResNet-50 fp32, SGD with momentum, batch `batch` (16), 160x160 images,
+    under 3G; every 6th step a copy of the weights (state_dict cloned on
+    the device, about 100 MB) is appended to a list for weight averaging
+    that is never trimmed: what outlives steps rises by the weights once
+    every 6 steps and stays flat in between (truth: leak, warned before
+    the OOM)."""
+    import torchvision
+    m = torchvision.models.resnet50().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    snapshots = []
+    for step, (x, y) in enumerate(image_batches(batch, steps, size=160)):
+        learn(torch.nn.functional.cross_entropy(m(x), y), opt)
+        if step % 6 == 5:
+            snapshots.append({k: v.detach().clone() for k, v in m.state_dict().items()})
+        del x, y
+        yield
+
+
+@case
+def accum_logits_leak(batch, steps):
+    """GPT-2 (6 layers) fp32 AdamW, micro-batch `batch` (2), sequence 512,
+    gradient accumulation over 4 micro-steps, under 6G; at each window's
+    end the last micro-step's logits are kept, detached, for a calibration
+    metric never computed (2 x 512 x 50257 fp32: 196 MiB): what outlives
+    micro-steps rises once every 4 of them (truth: leak, warned before the
+    OOM)."""
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    kept = []
+    for step in range(steps):
+        x = torch.randint(0, 50257, (batch, 512), device='cuda')
+        out = m(input_ids=x, labels=x)
+        (out.loss / 4).backward()
+        if step % 4 == 3:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            kept.append(out.logits.detach())  # the bug: never cleared
+        del out, x
+        yield
+
+
+def log_hidden_steps(batch, steps, keep):
+    """GPT-2 (6 layers) fp32 AdamW, batch `batch`, sequence 512; every 10th
+    step runs with output_hidden_states and hands the hidden states (7 of
+    4 x 512 x 768 fp32 at batch 4: 44 MB) to `keep`."""
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        x = torch.randint(0, 50257, (batch, 512), device='cuda')
+        logging = step % 10 == 9
+        out = m(input_ids=x, labels=x, output_hidden_states=logging)
+        learn(out.loss, opt)
+        if logging:
+            keep(out.hidden_states)
+        del out, x
+        yield
+
+
+@case
+def sparse_log_leak(batch, steps):
+    """log_hidden_steps under 4G, the hidden states of each logging step
+    appended to a list for a histogram written at the end (the tensors,
+    not their statistics): what outlives steps rises by 44 MB once every
+    10 steps (truth: leak, warned before the OOM)."""
+    logged = []
+    yield from log_hidden_steps(batch, steps, logged.append)  # the bug: never cleared
+
+
+@case
+def ring_log_fits(batch, steps):
+    """log_hidden_steps under 4G for `steps` (150), the hidden states kept
+    in a deque of the last 5 logging steps: what outlives steps rises by
+    44 MB every 10 steps for 50 steps, then stays (each new entry drops the
+    oldest) (truth: none: no OOM, and no leak warning standing at the
+    end)."""
+    import collections
+    logged = collections.deque(maxlen=5)
+    yield from log_hidden_steps(batch, steps, logged.append)
+
+
+@case
+def swin_batch(batch, steps):
+    """torchvision's Swin-T (shifted-window attention, 28 M parameters),
+    fp32 AdamW, 224x224, batch `batch` (256), under 8G: too large a batch
+    for its first step (truth: activations, bisected)."""
+    import torchvision
+    m = torchvision.models.swin_t().cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    yield from train_steps(m, opt, image_batches(batch, steps), class_loss)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
