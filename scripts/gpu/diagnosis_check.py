@@ -427,8 +427,10 @@ HELD_OUT = [
     # once every k steps, and a bounded log of the same kind.
     leak_case('snapshot_leak', '3G', 16, 2000),
     leak_case('accum_logits_leak', '6G', 2, 2000),
-    leak_case('sparse_log_leak', '4G', 4, 2000),
-    dict(name='ring_log_fits', cap='4G', batch=4, steps=150, truth='none', warn=False),
+    # sparse_log_leak and ring_log_fits ran out in their first step at
+    # batch 4 (mis-built; diagnosed activations, right): batch 2 since.
+    leak_case('sparse_log_leak', '4G', 2, 2000),
+    dict(name='ring_log_fits', cap='4G', batch=2, steps=300, truth='none', warn=False),
     first_step_case('swin_batch', '8G', 256),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')

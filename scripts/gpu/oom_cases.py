@@ -2221,7 +2221,12 @@ def accum_logits_leak(batch, steps):
 def log_hidden_steps(batch, steps, keep):
     """GPT-2 (6 layers) fp32 AdamW, batch `batch`, sequence 512; every 10th
     step runs with output_hidden_states and hands the hidden states (7 of
-    4 x 512 x 768 fp32 at batch 4: 44 MB) to `keep`."""
+    2 x 512 x 768 fp32 at batch 2: 22 MB) to `keep`.
+
+    Both jobs below were first run at batch 4 (session 18), which does not
+    fit a first step under 4G: both ran out in it, and oomlens said
+    activations, "at most 3" (right, for the jobs as they ran). Batch 2
+    since."""
     m = gpt2_model(n_layer=6)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     for step in range(steps):
@@ -2239,7 +2244,7 @@ def log_hidden_steps(batch, steps, keep):
 def sparse_log_leak(batch, steps):
     """log_hidden_steps under 4G, the hidden states of each logging step
     appended to a list for a histogram written at the end (the tensors,
-    not their statistics): what outlives steps rises by 44 MB once every
+    not their statistics): what outlives steps rises by 22 MB once every
     10 steps (truth: leak, warned before the OOM)."""
     logged = []
     yield from log_hidden_steps(batch, steps, logged.append)  # the bug: never cleared
@@ -2247,11 +2252,12 @@ def sparse_log_leak(batch, steps):
 
 @case
 def ring_log_fits(batch, steps):
-    """log_hidden_steps under 4G for `steps` (150), the hidden states kept
+    """log_hidden_steps under 4G for `steps` (300), the hidden states kept
     in a deque of the last 5 logging steps: what outlives steps rises by
-    44 MB every 10 steps for 50 steps, then stays (each new entry drops the
+    22 MB every 10 steps for 50 steps, then stays (each new entry drops the
     oldest) (truth: none: no OOM, and no leak warning standing at the
-    end)."""
+    end). 150 steps at first; 300 since its batch was mended: a growth
+    that stops is told from a leak after 16 quiet iterations at least."""
     import collections
     logged = collections.deque(maxlen=5)
     yield from log_hidden_steps(batch, steps, logged.append)

@@ -283,10 +283,12 @@ static int64_t grown_over(int64_t growth, uint64_t steps)
 
 /* What outlives iterations rose by more than 1% of the device per
  * iteration, over at least three iterations (phases.c), and what it gained
- * adds up to more than the request: without that growth it would fit. */
+ * over the last GROWTH_SPAN adds up to more than the request: without that
+ * growth it would fit. */
+#define GROWTH_SPAN 8
 static bool growth_to_blame(const ol_oom_record_t *r)
 {
-  uint64_t seen = r->iterations < OL_PHASE_VALLEYS ? r->iterations : OL_PHASE_VALLEYS;
+  uint64_t seen = r->iterations < GROWTH_SPAN ? r->iterations : GROWTH_SPAN;
   return r->iterations >= 3 && r->growth > cap_of(r) / 100 &&
          grown_over(r->growth, seen - 1) >= request_of(r);
 }

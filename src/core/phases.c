@@ -820,6 +820,15 @@ static bool stopped_growing(ol_phases_t *p, uint64_t i)
   return true;
 }
 
+/* A rise worth a warning is well beyond what the low point was seen to
+ * fall by: a low point that wobbles at random (a prefetched batch of
+ * varying size kept across the iteration's end) rises three times in a row
+ * now and then, by about what it falls by. */
+static bool beyond_wobble(int64_t grown, int64_t fall)
+{
+  return grown > fall + fall / 2;
+}
+
 static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint64_t start_ns)
 {
   uint64_t i = p->iterations;
@@ -854,7 +863,7 @@ static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint6
   if (ol_leak_standing(&p->leak) || p->rising < OL_LEAK_STREAK)
     return false;
   int64_t grown = valley_of(p, i) - p->rising_from;
-  if (grown <= p->largest_fall) /* no more than the low point has wobbled */
+  if (!beyond_wobble(grown, p->largest_fall)) /* no more than the low point has wobbled */
     return false;
   /* A run of rises worth a warning adds up to a share of the device (a
    * variable-length job's low point drifts by a few MiB; an iteration
@@ -873,6 +882,110 @@ static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint6
   w->runs_out_at = runs_out_at(p, capacity, w->growth);
   clock_the_warning(p, now_ns, start_ns);
   return true;
+}
+
+/* The lowest low point of the k iterations that end at iteration end. */
+static int64_t lowest_of_run(const ol_phases_t *p, uint64_t end, uint64_t k)
+{
+  int64_t lowest = INT64_MAX;
+  for (uint64_t it = end + 1 - k; it <= end; it++)
+    lowest = valley_of(p, it) < lowest ? valley_of(p, it) : lowest;
+  return lowest;
+}
+
+/* Memory kept once every k iterations (held-out accum_logits_leak: each
+ * window of 4 micro-steps kept its last logits, 196 MiB, while the
+ * gradients the window holds came and went with it, so the low point rose
+ * and fell each window and no streak of rises ever began; optimizer_leak:
+ * a new AdamW's moments every third step, 625 MiB, out of memory at its
+ * 13th): split the last iterations into OL_LEAK_RUNS runs of k, and each
+ * run's lowest low point rose above the last run's by about as much (none
+ * under half the mean rise, none over one and a half times it: a run that
+ * kept nothing but bytes of noise, with k shorter than the leak's period,
+ * fails), no iteration among them broke, and none is the first (the
+ * optimizer's state). Runs of one are watch_kept's streak of rises; runs
+ * of k need fewer rises (each spans k iterations) to warn as early. A fall
+ * inside a run does not start the runs over (a window's gradients, freed
+ * at its end, fall by more than a small leak keeps), a fall between runs
+ * is weighed against what they add up to (run_lows_fell); once a warning was
+ * withdrawn because the memory was given back (a generate call's cache),
+ * the largest fall yet is weighed against what they add up to, as the
+ * streak weighs it (watch_kept_every). */
+static bool kept_every(const ol_phases_t *p, uint64_t i, uint64_t k, int64_t *from,
+                       int64_t *grown)
+{
+  uint64_t span = OL_LEAK_RUNS * k;
+  if (i < span + 1 || !valley_known(p, i + 1 - span) ||
+      (p->broke_at > i - span && p->broke_at <= i))
+    return false;
+  int64_t last = lowest_of_run(p, i - (OL_LEAK_RUNS - 1) * k, k), largest = 0, least = INT64_MAX;
+  *from = last;
+  for (uint64_t run = OL_LEAK_RUNS - 1; run-- > 0;) { /* oldest first */
+    int64_t low = lowest_of_run(p, i - run * k, k);
+    largest = low - last > largest ? low - last : largest;
+    least = low - last < least ? low - last : least;
+    last = low;
+  }
+  *grown = last - *from;
+  const int64_t rises = OL_LEAK_RUNS - 1;
+  return least > 0 && 2 * rises * least >= *grown && 2 * rises * largest <= 3 * *grown;
+}
+
+/* The largest fall from one run of k iterations' lowest low point to the
+ * next run's, at any cut, among the iterations kept up to iteration i:
+ * what a run low wobbles by (a leak's run lows never fall). */
+static int64_t run_lows_fell(const ol_phases_t *p, uint64_t i, uint64_t k)
+{
+  int64_t fell = 0;
+  for (uint64_t end = i; end >= 2 * k + 1 && valley_known(p, end + 1 - 2 * k); end--) {
+    int64_t drop = lowest_of_run(p, end - k, k) - lowest_of_run(p, end, k);
+    fell = drop > fell ? drop : fell;
+  }
+  return fell;
+}
+
+/* The runs of k show kept memory wherever they are cut: at each of the
+ * k last iterations. A k that is not the period (nor a multiple of it)
+ * shows it only where its runs happen to fall right (runs of 3 over
+ * accum_logits_leak's period of 4 rose by a window's 196 MiB each, for
+ * one cut: 65 MiB an iteration where it kept 49). */
+static bool kept_every_cut(const ol_phases_t *p, uint64_t i, uint64_t k, int64_t *from,
+                           int64_t *grown)
+{
+  for (uint64_t cut = k; cut-- > 1;) {
+    int64_t f, g;
+    if (i < cut || !kept_every(p, i - cut, k, &f, &g))
+      return false;
+  }
+  return kept_every(p, i, k, from, grown);
+}
+
+/* Kept memory that rises once every k iterations, k from 2 to
+ * OL_LEAK_PERIOD_MAX, the smallest that shows it, by a share of the device
+ * over the runs: warned as the streak is, at the runs' rate. */
+static bool watch_kept_every(ol_phases_t *p, uint64_t capacity, uint64_t now_ns,
+                             uint64_t start_ns)
+{
+  uint64_t i = p->iterations;
+  if (ol_leak_standing(&p->leak))
+    return false;
+  int64_t share = capacity ? (int64_t)(capacity / OL_LEAK_SHARE) : OL_LEAK_BYTES;
+  bool was_given_back = p->leak.withdrawn_at > 0 && !p->leak.stopped;
+  for (uint64_t k = 2; k <= OL_LEAK_PERIOD_MAX; k++) {
+    int64_t from, grown;
+    if (!kept_every_cut(p, i, k, &from, &grown) || grown < share ||
+        !beyond_wobble(grown, run_lows_fell(p, i, k)) ||
+        (was_given_back && grown <= p->largest_fall))
+      continue;
+    uint64_t over = (OL_LEAK_RUNS - 1) * k;
+    ol_leak_warning_t *w = &p->leak;
+    *w = (ol_leak_warning_t){.fired = true, .since = i - over, .at = i,
+                             .growth = grown / (int64_t)over, .from = from, .site = -1};
+    w->runs_out_at = runs_out_at(p, capacity, w->growth);
+    clock_the_warning(p, now_ns, start_ns);
+    return true;
+  }
+  return false;
 }
 
 /* The iterations' own work grows (ol_phases_work_growth) by a share of the
@@ -900,7 +1013,9 @@ ol_leak_event_t ol_phases_watch_leak(ol_phases_t *p, uint64_t capacity, uint64_t
                                      uint64_t start_ns)
 {
   uint64_t withdrawn = p->leak.withdrawn_at;
-  if (watch_kept(p, capacity, now_ns, start_ns) || watch_work(p, capacity, now_ns, start_ns))
+  if (watch_kept(p, capacity, now_ns, start_ns) ||
+      watch_kept_every(p, capacity, now_ns, start_ns) ||
+      watch_work(p, capacity, now_ns, start_ns))
     return OL_LEAK_WARNED;
   return p->leak.withdrawn_at != withdrawn ? OL_LEAK_WITHDRAWN : OL_LEAK_QUIET;
 }
