@@ -432,6 +432,11 @@ HELD_OUT = [
     leak_case('sparse_log_leak', '4G', 2, 2000),
     dict(name='ring_log_fits', cap='4G', batch=2, steps=300, truth='none', warn=False),
     first_step_case('swin_batch', '8G', 256),
+    # The fourteenth held-out set (session 18, 2026-12-04; run it with
+    # OOMLENS_DIAG_CASES=prefetch_fits,grad_stats_leak before any of it is
+    # looked at).
+    dict(name='prefetch_fits', cap='8G', batch=32, steps=200, truth='none', warn=False),
+    leak_case('grad_stats_leak', '6G', 2, 2000),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

@@ -2274,6 +2274,61 @@ def swin_batch(batch, steps):
     yield from train_steps(m, opt, image_batches(batch, steps), class_loss)
 
 
+# The fourteenth held-out set (session 18, 2026-12-04), written before it
+# ran: a low point that wobbles with the size of a prefetched batch, and
+# gradients copied for statistics once every 5 steps.
+
+
+@case
+def prefetch_fits(batch, steps):
+    """ResNet-18 fp32 SGD with momentum, batch `batch` (32), each step at an
+    image size drawn from 160 to 384, the next step's batch copied to the
+    device before this step's backward (a prefetcher), so a batch of 10 to
+    57 MB, its size at random, outlives every iteration; under 8G, 200
+    steps (truth: none: no OOM, and no leak warning standing at the end)."""
+    import random
+    import torchvision
+    rng = random.Random(71)
+    m = torchvision.models.resnet18().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+
+    def fetch():
+        size = rng.randrange(160, 385, 32)
+        return (torch.randn(batch, 3, size, size).cuda(non_blocking=True),
+                torch.randint(0, 1000, (batch,)).cuda(non_blocking=True))
+
+    x, y = fetch()
+    for _ in range(steps):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        nxt = fetch()  # the next batch, on the device before this one's backward
+        learn(loss, opt)
+        del loss
+        x, y = nxt
+        yield
+
+
+@case
+def grad_stats_leak(batch, steps):
+    """GPT-2 (6 layers) fp32 AdamW, batch `batch` (2), sequence 512, under
+    6G; every 5th step the token embedding's gradient (50257 x 768 fp32,
+    154 MB) is copied into a list for gradient-noise statistics computed at
+    the end: what outlives steps rises once every 5 steps (truth: leak,
+    warned before the OOM)."""
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    grads = []
+    for step in range(steps):
+        x = torch.randint(0, 50257, (batch, 512), device='cuda')
+        loss = lm_loss(m, x)
+        loss.backward()
+        if step % 5 == 4:
+            grads.append(m.transformer.wte.weight.grad.clone())  # the bug: never cleared
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss, x
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
