@@ -207,7 +207,7 @@ typedef struct ol_sites ol_sites_t; /* sites.c, below */
 /* Iterations whose low point, need and end are kept: enough for
  * OL_LEAK_RUNS runs of OL_LEAK_PERIOD_MAX iterations, cut at each of its
  * iterations (phases.c kept_every_cut), and the first. */
-#define OL_PHASE_VALLEYS 32
+#define OL_PHASE_VALLEYS 64
 #define OL_PHASE_SITE_UNSAMPLED (-2) /* ol_phases_alloc's site: "not sampled" */
 /* The "not sampled" site's frames text in a trace (lib/stacks.c writes it,
  * the account knows it by it). */
@@ -215,7 +215,7 @@ typedef struct ol_sites ol_sites_t; /* sites.c, below */
 #define OL_LEAK_STREAK 3 /* iterations in a row whose low point rose: a leak warning */
 #define OL_LEAK_SHARE 200 /* ... adding up to 1/200 of the device (0.5%) */
 #define OL_LEAK_BYTES (256ll << 20) /* ... or, capacity unknown, to 256 MiB */
-#define OL_LEAK_PERIOD_MAX 8 /* ... or runs of up to this many iterations, */
+#define OL_LEAK_PERIOD_MAX 16 /* ... or runs of up to this many iterations, */
 #define OL_LEAK_RUNS 3       /* ... this many, whose lowest rose at each */
 
 typedef struct ol_leak_warning {
