@@ -174,7 +174,7 @@ void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
 {
   ol_account_device_t *ad = &a->devices[d];
   ol_sites_t *sites = ol_account_sites(a, d);
-  ol_sites_mark_valley(sites);
+  ol_sites_mark_valley(sites, ad->stats.phases.iterations);
   uint64_t start = ad->timeline ? ad->timeline->start_ns : 0;
   ol_phases_t *p = &ad->stats.phases;
   ol_leak_event_t event = ol_phases_watch_leak(p, available_of(ad), ad->last_ns, start);

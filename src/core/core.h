@@ -731,13 +731,14 @@ typedef struct ol_site_figures {
   int32_t id;
   int64_t allocations, current, peak, at_peak, total;
   int64_t first_valley, last_valley; /* live at the first and the last iteration's end */
+  int64_t first_low, last_low;       /* ... and at their lowest points (sites.c) */
   bool valley_seen;
 } ol_site_figures_t;
 typedef enum {
   OL_SITES_BY_AT_PEAK,
   OL_SITES_BY_TOTAL,
   OL_SITES_BY_CURRENT, /* who holds memory now (at an out-of-memory) */
-  OL_SITES_BY_GROWTH   /* last_valley - first_valley: what grows across iterations */
+  OL_SITES_BY_GROWTH   /* last_low - first_low: what grows across iterations */
 } ol_site_order_t;
 
 ol_sites_t *ol_sites_new(void);
@@ -751,7 +752,10 @@ void ol_sites_add(ol_sites_t *sites, int32_t id, int64_t delta);
 /* The process is at a new peak: the figures now are the at-peak figures.
  * O(1) (sites.c says how), so it is marked at every new peak, exactly. */
 void ol_sites_mark_peak(ol_sites_t *sites);
-void ol_sites_mark_valley(ol_sites_t *sites); /* an iteration just ended */
+/* The live bytes are at a new low of the iteration under way: the figures
+ * now are what each site holds there (O(1), as the peak's mark). */
+void ol_sites_mark_low(ol_sites_t *sites);
+void ol_sites_mark_valley(ol_sites_t *sites, uint64_t iteration); /* iteration just ended */
 size_t ol_sites_count(const ol_sites_t *sites);
 const char *ol_sites_key(const ol_sites_t *sites, int32_t id);
 const char *ol_sites_key_bytes(const ol_sites_t *sites, int32_t id, size_t *len);
@@ -1445,8 +1449,10 @@ static inline void ol_account_removed(ol_account_t *a, const ol_record_t *b, int
   int pool = ol_stats_pool_of(b->size);
   int64_t bytes = (int64_t)b->size;
   ol_account_pools_shrink(dev->allocated_bytes, pool, bytes);
+  int64_t low = dev->phases.low;
   ol_phases_free(&dev->phases, a->devices[d].finder, bytes,
                  dev->allocated_bytes[OL_POOL_ALL].current);
+  bool new_low = dev->phases.low < low;
   ol_account_pools_count(dev->allocation, pool, false);
   if (b->kind < OL_ORIGIN_COUNT) {
     ol_stat_shrink(&dev->origin_bytes[b->kind], bytes);
@@ -1456,8 +1462,11 @@ static inline void ol_account_removed(ol_account_t *a, const ol_record_t *b, int
   a->allocated = ol_sat_sub(a->allocated, bytes);
   if (a->flags & OL_ACCOUNT_SITES_SHARED)
     d = 0;
-  if (a->devices[d].sites)
+  if (a->devices[d].sites) {
     ol_account_site_bytes(a->devices[d].sites, b->site, -bytes, false);
+    if (new_low)
+      ol_sites_mark_low(a->devices[d].sites);
+  }
 }
 
 /* A block goes live: block->key its address, kind its origin. A block still

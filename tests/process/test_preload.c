@@ -435,10 +435,11 @@ START_TEST(leak_names_the_growing_site)
   ck_assert_str_eq(ol_json_string(ol_json_path(r, DEV "oom.class")), "leak");
   const char *grower = ol_json_string(ol_json_path(r, DEV "oom.growing_site.site"));
   ck_assert_msg(grower && strstr(grower, "cuda_prog_kept"), "growing site %s", grower);
-  /* 64 MiB kept a step, from the first iteration's end to the last one's. */
+  /* 64 MiB kept a step in two pieces, from the second iteration's lowest
+   * point to the last one's (an iteration may end between the pieces). */
   int64_t growth = harness_int(r, DEV "oom.growing_site.growth");
   ck_assert_int_ge(growth, 64 * MiB);
-  ck_assert_int_eq(growth % (64 * MiB), 0);
+  ck_assert_int_eq(growth % (32 * MiB), 0);
   const ol_json_t *holders = ol_json_path(r, DEV "oom.sites");
   ck_assert_uint_ge(ol_json_length(holders), 2);
   int64_t first = harness_int(r, DEV "oom.sites[0].bytes");

@@ -817,10 +817,11 @@ START_TEST(sites_table_orders_and_interns)
   /* Now a holds 1100, b nothing; across two iterations a grows by 500. */
   ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_CURRENT, top, 2), 1);
   ck_assert_int_eq(top[0], a);
-  ol_sites_mark_valley(s);
+  ol_sites_mark_valley(s, 2);
   ol_sites_add(s, a, 500);
   ol_sites_add(s, b, 50);
-  ol_sites_mark_valley(s);
+  ol_sites_mark_valley(s, 3); /* kept: held at the next iteration's lowest too */
+  ol_sites_mark_valley(s, 4);
   ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_GROWTH, top, 2), 2);
   ck_assert_int_eq(top[0], a);
   ck_assert_int_eq(ol_sites_figures(s, a)->last_valley - ol_sites_figures(s, a)->first_valley, 500);

@@ -79,9 +79,10 @@ static ol_sites_t *sites_table(void)
   site(sites, "b0:1:g;b1:2:g;b2:3:g;b3:4:g;b4:5:g;b5:6:g;native_two", 20 * MiB);
   site(sites, "c0.py:9:short", 5 * MiB);
   ol_sites_mark_peak(sites);
-  ol_sites_mark_valley(sites);
-  site(sites, deep, 64 * MiB);
-  ol_sites_mark_valley(sites);
+  ol_sites_mark_valley(sites, 2);
+  site(sites, deep, 64 * MiB); /* kept: held at the next iteration's lowest too */
+  ol_sites_mark_valley(sites, 3);
+  ol_sites_mark_valley(sites, 4);
   site(sites, "c0.py:9:short", MiB);
   return sites;
 }
