@@ -35,6 +35,7 @@ typedef struct corpus_case {
   bool leak_warning;          /* the early warning fires (before the OOM, if any) */
   bool leak_withdrawn;        /* ... fires and is withdrawn: the growth was given back */
   char first_step[16];        /* how far a first-step OOM's forward got ("": not said) */
+  char leak_site[64];         /* a frame the leak warning's site names ("": not said) */
 } corpus_case_t;
 
 static corpus_case_t cases[MAX_CASES];
@@ -61,6 +62,7 @@ static bool read_case(const ol_json_t *entry, corpus_case_t *c)
     text_of(entry, "replay", c->expected, sizeof c->expected, "");
   text_of(entry, "cap", cap, sizeof cap, "");
   text_of(entry, "first_step", c->first_step, sizeof c->first_step, "");
+  text_of(entry, "leak_site", c->leak_site, sizeof c->leak_site, "");
   c->batch = ol_json_path_int64(entry, "batch", 0);
   c->batch_truth = ol_json_path_int64(entry, "batch_truth", -1);
   c->batch_out = ol_json_path_int64(entry, "batch_out", -1);
@@ -163,6 +165,16 @@ static void check_oom_batch(const corpus_case_t *c, const ol_oom_record_t *recor
     check_estimate(c, fits, fits_headroom);
 }
 
+/* The leak warning names the site the manifest says, by one of its frames. */
+static void check_leak_site(const corpus_case_t *c, const ol_report_frames_t *site)
+{
+  bool named = false;
+  for (size_t i = 0; i < site->count && !named; i++)
+    named = strstr(site->frame[i], c->leak_site) != NULL;
+  ck_assert_msg(named, "%s: the leak warning names %s, not %s", c->name,
+                site->count ? site->frame[0] : "no site", c->leak_site);
+}
+
 /* `oomlens report` of the trace: the recorded OOM diagnosed as replay
  * diagnoses it; a leak warned of where what outlives iterations grows (by
  * construction), before the job ran out, and nowhere else. */
@@ -183,6 +195,8 @@ static void check_trace_report(const corpus_case_t *c, const ol_report_t *view,
                 standing ? "standing" : s->phases.leak.fired ? "withdrawn" : "did not fire");
   ck_assert_msg(!c->leak_withdrawn || (s->phases.leak.fired && !standing),
                 "%s: no leak warning was withdrawn", c->name);
+  if (*c->leak_site)
+    check_leak_site(c, &view->devices[0].leak_site);
   const ol_timeline_t *tl = &view->devices[0].timeline;
   if (s->phases.leak.fired && view->devices[0].has_timeline && tl->oom_count > 0) {
     double oom_s = ol_timeline_seconds(tl, tl->ooms[0].t_ns); /* both from the first event */
