@@ -437,6 +437,13 @@ HELD_OUT = [
     # looked at).
     dict(name='prefetch_fits', cap='8G', batch=32, steps=200, truth='none', warn=False),
     leak_case('grad_stats_leak', '6G', 2, 2000),
+    # The fifteenth held-out set (session 18, 2026-12-04; run it with
+    # OOMLENS_DIAG_CASES=grad_hook_leak,eval_every_leak,bucket_cache_fits
+    # before any of it is looked at).
+    leak_case('grad_hook_leak', '4G', 32, 2000),
+    leak_case('eval_every_leak', '6G', 4, 2000),
+    dict(name='bucket_cache_fits', cap='6G', batch=4, steps=200, truth='none', warn=False,
+         tell_batch=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

@@ -2329,6 +2329,72 @@ def grad_stats_leak(batch, steps):
         yield
 
 
+# The fifteenth held-out set (session 18, 2026-12-04), written before it
+# ran: a backward hook that keeps gradients, an evaluation every 7th step
+# that keeps its graphs, and a cache by length bucket that fills at random.
+
+
+@case
+def grad_hook_leak(batch, steps):
+    """ResNet-18 fp32 SGD with momentum, batch `batch` (32), 224x224, under
+    4G; a full backward hook on layer2 appends its grad_output (the
+    gradient flowing into the layer, 32 x 128 x 28 x 28 fp32: 12.8 MB) to
+    a list for a gradient-norm plot: what outlives steps grows every step,
+    by tensors the backward pass made on the autograd thread (truth: leak,
+    warned before the OOM)."""
+    import torchvision
+    m = torchvision.models.resnet18().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    seen = []
+    m.layer2.register_full_backward_hook(lambda mod, gin, gout: seen.append(gout[0]))
+    yield from train_steps(m, opt, image_batches(batch, steps), class_loss)
+
+
+@case
+def eval_every_leak(batch, steps):
+    """GPT-2 (4 layers) fp32 AdamW, batch `batch` (4), sequence 512, under
+    6G; every 7th step the model scores one held-out batch in eval mode,
+    without torch.no_grad, and appends the logits to a list for a later
+    sample table: each kept logits tensor keeps its forward's graph (truth:
+    leak, warned before the OOM)."""
+    m = gpt2_model(n_layer=4)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    samples = []
+    for step in range(steps):
+        m.train()
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, 512), device='cuda')), opt)
+        if step % 7 == 6:
+            m.eval()
+            samples.append(m(input_ids=torch.randint(0, 50257, (1, 512), device='cuda')).logits)
+        yield
+
+
+@case
+def bucket_cache_fits(batch, steps):
+    """GPT-2 (4 layers) fp32 AdamW at `batch` (4), each step's length drawn
+    from 8 buckets (128 to 1024), with an ALiBi-style bias built on the
+    device the first time a bucket is seen and kept in a dict by bucket
+    ((16, L, L) fp32 per layer's heads: up to 64 MiB), added to a probe
+    loss; under 6G, 200 steps: what outlives steps rises at random steps,
+    eight times at most, then stays (truth: none: no OOM, and no leak
+    warning standing at the end)."""
+    import random
+    rng = random.Random(83)
+    m = gpt2_model(n_layer=4)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    biases = {}
+    for _ in range(steps):
+        length = 128 * rng.randrange(1, 9)
+        if length not in biases:
+            pos = torch.arange(length, device='cuda', dtype=torch.float32)
+            biases[length] = -(pos[None, :, None] - pos[None, None, :]).abs() * torch.linspace(
+                0.01, 0.2, 16, device='cuda')[:, None, None]
+        x = torch.randint(0, 50257, (batch, length), device='cuda')
+        learn(lm_loss(m, x) + 1e-6 * biases[length].mean(), opt)
+        del x
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
