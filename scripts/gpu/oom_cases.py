@@ -1286,13 +1286,20 @@ def grad_history_leak(batch, steps):
     statistics for a later plot, left on the device): what outlives steps
     grows by the model's size, about 64 MB, each step (truth: leak)."""
     m = gpt2_model(n_layer=4, n_embd=256, n_head=4)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     history = []
-    for _ in range(steps):
-        x = torch.randint(0, 50257, (batch, 256), device='cuda')
+    yield from lm_steps_seeing_grads(m, batch, 256, steps, lambda step: history.append(
+        [p.grad.detach().clone() for p in m.parameters()]))  # the bug
+
+
+def lm_steps_seeing_grads(m, batch, length, steps, see):
+    """Language-model steps of AdamW on m, `see(step)` called between each
+    backward and its optimizer step (the gradients are there)."""
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        x = torch.randint(0, 50257, (batch, length), device='cuda')
         loss = lm_loss(m, x)
         loss.backward()
-        history.append([p.grad.detach().clone() for p in m.parameters()])  # the bug
+        see(step)
         opt.step()
         opt.zero_grad(set_to_none=True)
         del loss, x
@@ -2315,18 +2322,13 @@ def grad_stats_leak(batch, steps):
     the end: what outlives steps rises once every 5 steps (truth: leak,
     warned before the OOM)."""
     m = gpt2_model(n_layer=6)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     grads = []
-    for step in range(steps):
-        x = torch.randint(0, 50257, (batch, 512), device='cuda')
-        loss = lm_loss(m, x)
-        loss.backward()
+
+    def see(step):
         if step % 5 == 4:
             grads.append(m.transformer.wte.weight.grad.clone())  # the bug: never cleared
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        del loss, x
-        yield
+
+    yield from lm_steps_seeing_grads(m, batch, 512, steps, see)
 
 
 # The fifteenth held-out set (session 18, 2026-12-04), written before it
