@@ -2397,6 +2397,25 @@ def bucket_cache_fits(batch, steps):
         yield
 
 
+@case
+def compiled_graphs_fits(batch, steps):
+    """An MLP of 4 layers of 2048 trained under torch.compile(mode=
+    "reduce-overhead") (CUDA graphs of the compiled step), fp32 AdamW,
+    batch `batch` (64), one shape, under 8G (truth: none). README says
+    CUDA graphs cannot be captured with PyTorch's cache off (--manage)
+    unless its cudaMallocAsync backend is added; scripts/gpu/graphs_check.py
+    runs it both ways."""
+    layers = []
+    for _ in range(4):
+        layers += [torch.nn.Linear(2048, 2048), torch.nn.GELU()]
+    m = torch.nn.Sequential(*layers).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    step = torch.compile(lambda x: m(x).square().mean(), mode='reduce-overhead')
+    for _ in range(steps):
+        learn(step(torch.randn(batch, 2048, device='cuda')), opt)
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
