@@ -3,7 +3,8 @@ OOMLENS_GPU_CHECK=graphs_check.py sh .gpu/run.sh): whether a job that
 captures CUDA graphs (oom_cases.py compiled_graphs_fits: torch.compile
 with mode="reduce-overhead") runs under `oomlens run --manage`, with and
 without PyTorch's cudaMallocAsync backend, and under observe mode as the
-control. Prints, per configuration, the exit status, the job's RESULT
+control, and PyTorch's cudaMallocAsync backend without oomlens's pool
+(GRAPHS_CHECK_ONLY=name,... runs those only). Prints, per configuration, the exit status, the job's RESULT
 line (steps done, its error) and oomlens's capture line if any."""
 import json, os, subprocess, sys, time
 
@@ -14,7 +15,11 @@ STEPS = os.environ.get('GRAPHS_CHECK_STEPS', '8')
 CONFIGS = [('observe', [], {}),
            ('manage', ['--manage'], {}),
            ('manage + cudaMallocAsync', ['--manage'],
+            {'PYTORCH_CUDA_ALLOC_CONF': 'backend:cudaMallocAsync'}),
+           ('observe + cudaMallocAsync', [],
             {'PYTORCH_CUDA_ALLOC_CONF': 'backend:cudaMallocAsync'})]
+CONFIGS = [c for c in CONFIGS if not os.environ.get('GRAPHS_CHECK_ONLY') or
+           c[0] in os.environ['GRAPHS_CHECK_ONLY'].split(',')]
 
 
 def run(flags, extra_env):
