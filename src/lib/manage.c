@@ -1133,10 +1133,12 @@ void ol_manage_capture_began(void)
     return;
   ol_log_warn_once(&said, "a CUDA graph capture began under --manage, where PyTorch's cache is "
                    "off (PYTORCH_NO_CUDA_MEMORY_CACHING=1): PyTorch cannot capture without it "
-                   "(torch.cuda.graph, torch.compile mode=\"reduce-overhead\") and the capture "
-                   "will fail. Add PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (PyTorch "
-                   "then allocates through the stream-ordered calls --manage serves, and "
-                   "captures work), or run this job without --manage");
+                   "and the capture will fail. For torch.cuda.graph, add "
+                   "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (PyTorch then allocates "
+                   "through the stream-ordered calls --manage serves, and captures work). "
+                   "torch.compile's mode=\"reduce-overhead\" refuses that backend too (its CUDA "
+                   "graph trees need PyTorch's own cache): run such a job without --manage, or "
+                   "compile it without CUDA graphs (mode=\"default\")");
 }
 
 void ol_manage_stream_destroyed(void *stream)

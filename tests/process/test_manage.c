@@ -228,7 +228,12 @@ END_TEST
 
 /* Where PyTorch's cache is off, as --manage sets, PyTorch cannot capture
  * (its uncached cudaMalloc breaks the capture): the job is told why once,
- * before the error (held-out graph_leak said nothing of the cause). */
+ * before the error (held-out graph_leak said nothing of the cause), with
+ * the fix for each kind of capture: the cudaMallocAsync backend for
+ * torch.cuda.graph, and for torch.compile's CUDA graph trees, which refuse
+ * that backend too (H200: "cudaMallocAsync does not yet support
+ * checkPoolLiveAllocations", with and without oomlens), no --manage or no
+ * graphs (the line advised the backend for both). */
 START_TEST(a_capture_without_pytorch_s_cache_is_explained)
 {
   const char *extra[] = {"PYTORCH_NO_CUDA_MEMORY_CACHING=1", NULL};
@@ -236,6 +241,11 @@ START_TEST(a_capture_without_pytorch_s_cache_is_explained)
   ol_json_t *r = run_managed("capture", extra, &run);
   const char *said = strstr(run.out, "a CUDA graph capture began under --manage");
   ck_assert_msg(said && !strstr(said + 1, "a CUDA graph capture began"), "%s", run.out);
+  ck_assert_msg(strstr(said, "For torch.cuda.graph, add PYTORCH_CUDA_ALLOC_CONF=backend:"
+                             "cudaMallocAsync") &&
+                  strstr(said, "reduce-overhead\" refuses that backend too") &&
+                  strstr(said, "mode=\"default\""),
+                "%s", said);
   ol_json_free(r);
 }
 END_TEST
