@@ -444,6 +444,12 @@ HELD_OUT = [
     leak_case('eval_every_leak', '6G', 4, 2000),
     dict(name='bucket_cache_fits', cap='6G', batch=4, steps=200, truth='none', warn=False,
          tell_batch=False),
+    # The sixteenth held-out set (session 18, 2026-12-04; run it with
+    # OOMLENS_DIAG_CASES=epoch_metrics_fits,eval_cache_fits,small_accum_leak
+    # before any of it is looked at).
+    dict(name='epoch_metrics_fits', cap='6G', batch=64, steps=100, truth='none', warn=False),
+    dict(name='eval_cache_fits', cap='6G', batch=4, steps=150, truth='none', warn=False),
+    leak_case('small_accum_leak', '6G', 2, 4000),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

@@ -2397,6 +2397,85 @@ def bucket_cache_fits(batch, steps):
         yield
 
 
+# The sixteenth held-out set (session 18, 2026-12-04), written before it
+# ran: against the early warning's runs of iterations, memory that rises
+# and is given back each epoch, a cache replaced at each evaluation that
+# grows for three of them, and a small leak under accumulation.
+
+
+@case
+def epoch_metrics_fits(batch, steps):
+    """ResNet-18 fp32 SGD with momentum, batch `batch` (64), 224x224, under
+    6G, in epochs of 20 steps; each step keeps its layer3 features,
+    detached (64 x 256 x 14 x 14 fp32: 12.8 MB), for an epoch-level probe
+    computed and cleared at the epoch's end: what outlives steps rises by
+    256 MB through each epoch and falls back, `steps` (100) steps (truth:
+    none: no OOM, and no leak warning standing at the end)."""
+    import torchvision
+    m = torchvision.models.resnet18().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    feats = []
+    m.layer3.register_forward_hook(lambda mod, inp, out: feats.append(out.detach()))
+    for step, (x, y) in enumerate(image_batches(batch, steps)):
+        learn(torch.nn.functional.cross_entropy(m(x), y), opt)
+        del x, y
+        if step % 20 == 19:
+            torch.stack([f.mean() for f in feats]).sum().item()  # the epoch's probe
+            feats.clear()
+        yield
+
+
+@case
+def eval_cache_fits(batch, steps):
+    """GPT-2 (4 layers) fp32 AdamW, batch `batch` (4), sequence 512, under
+    6G; every 10th step an evaluation under no_grad encodes the held-out
+    set and keeps its last hidden states on the device until the next one
+    replaces them (a retrieval cache); the held-out set grows by 32
+    sequences at each of the first three evaluations (32 x 512 x 768 fp32:
+    50 MB each), then stays: what outlives steps rises at three
+    evaluations, then stays, `steps` (150) (truth: none: no OOM, and no
+    leak warning standing at the end)."""
+    m = gpt2_model(n_layer=4)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    cache = None
+    for step in range(steps):
+        m.train()
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, 512), device='cuda')), opt)
+        if step % 10 == 9:
+            rounds = min(3, (step + 1) // 10)
+            m.eval()
+            with torch.no_grad():
+                held = torch.randint(0, 50257, (32 * rounds, 512), device='cuda')
+                new = torch.cat([m.transformer(input_ids=chunk).last_hidden_state
+                                 for chunk in held.split(16)])
+            cache = new  # replaces the last
+            del held, new
+        yield
+
+
+@case
+def small_accum_leak(batch, steps):
+    """GPT-2 (6 layers) fp32 AdamW, micro-batch `batch` (2), sequence 512,
+    accumulation over 4 micro-steps, under 6G; at each window's end a
+    summary of the window (its last logits' first 80 positions, a view
+    cloned: 2 x 80 x 50257 fp32, 31 MB) is kept in a list never cleared,
+    a tenth of what the window's own gradients come and go by (truth:
+    leak, warned before the OOM)."""
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    kept = []
+    for step in range(steps):
+        x = torch.randint(0, 50257, (batch, 512), device='cuda')
+        out = m(input_ids=x, labels=x)
+        (out.loss / 4).backward()
+        if step % 4 == 3:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            kept.append(out.logits[:, :80].detach().clone())  # the bug: never cleared
+        del out, x
+        yield
+
+
 @case
 def compiled_graphs_fits(batch, steps):
     """An MLP of 4 layers of 2048 trained under torch.compile(mode=
