@@ -1290,8 +1290,7 @@ void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites)
   r->holder_count = (int)n;
   r->grower = (ol_oom_site_t){-1, 0};
   if (sites && ol_sites_top(sites, OL_SITES_BY_GROWTH, &grower, 1) == 1) {
-    const ol_site_figures_t *f = ol_sites_figures(sites, grower);
-    r->grower = (ol_oom_site_t){grower, f->last_low - f->first_low};
+    r->grower = (ol_oom_site_t){grower, ol_sites_figure(sites, grower, OL_SITES_BY_GROWTH)};
     r->grower_role = ol_sites_role(sites, grower);
   }
 }

@@ -103,6 +103,7 @@ ol_sites_t *ol_sites_copy(const ol_sites_t *s)
     to->figures = from->figures;
     to->last_change = from->last_change;
     to->at_mark = from->at_mark;
+    to->at_low = from->at_low;
     to->at_step = from->at_step;
     to->role = from->role;
     to->step_seen = from->step_seen;
@@ -111,6 +112,9 @@ ol_sites_t *ol_sites_copy(const ol_sites_t *s)
     c->changes = s->changes;
     c->marked = s->marked;
     c->in_backward = s->in_backward;
+    c->low_marked = s->low_marked;
+    c->low_known = s->low_known;
+    c->most_iterations = s->most_iterations;
   }
   return c;
 }
