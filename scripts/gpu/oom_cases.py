@@ -2210,9 +2210,17 @@ def accum_logits_leak(batch, steps):
     metric never computed (2 x 512 x 50257 fp32: 196 MiB): what outlives
     micro-steps rises once every 4 of them (truth: leak, warned before the
     OOM)."""
+    kept = []
+    yield from accumulating_lm_steps(batch, steps, lambda logits: kept.append(
+        logits.detach()))  # the bug: never cleared
+
+
+def accumulating_lm_steps(batch, steps, window_end):
+    """GPT-2 (6 layers) fp32 AdamW, sequence 512, gradient accumulation
+    over 4 micro-steps of `batch`; `window_end(logits)` gets each window's
+    last logits after its optimizer step."""
     m = gpt2_model(n_layer=6)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    kept = []
     for step in range(steps):
         x = torch.randint(0, 50257, (batch, 512), device='cuda')
         out = m(input_ids=x, labels=x)
@@ -2220,7 +2228,7 @@ def accum_logits_leak(batch, steps):
         if step % 4 == 3:
             opt.step()
             opt.zero_grad(set_to_none=True)
-            kept.append(out.logits.detach())  # the bug: never cleared
+            window_end(out.logits)
         del out, x
         yield
 
@@ -2461,19 +2469,9 @@ def small_accum_leak(batch, steps):
     cloned: 2 x 80 x 50257 fp32, 31 MB) is kept in a list never cleared,
     a tenth of what the window's own gradients come and go by (truth:
     leak, warned before the OOM)."""
-    m = gpt2_model(n_layer=6)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     kept = []
-    for step in range(steps):
-        x = torch.randint(0, 50257, (batch, 512), device='cuda')
-        out = m(input_ids=x, labels=x)
-        (out.loss / 4).backward()
-        if step % 4 == 3:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            kept.append(out.logits[:, :80].detach().clone())  # the bug: never cleared
-        del out, x
-        yield
+    yield from accumulating_lm_steps(batch, steps, lambda logits: kept.append(
+        logits[:, :80].detach().clone()))  # the bug: never cleared
 
 
 @case
