@@ -227,7 +227,7 @@ typedef struct ol_leak_warning {
   double at_s;         /* seconds from the start when it fired; -1 unknown */
   double runs_out_s;   /* seconds from the start at which it runs out; -1 unknown */
   int32_t site;        /* the call site that grew most (device's sites table), -1 none */
-  int64_t site_growth; /* its bytes' growth since the first iteration's end */
+  int64_t site_growth; /* its bytes' growth at iterations' lowest points (sites.c) */
   /* > 0: not what outlives iterations grew, but each iteration's own need
    * (growth, bytes) and its allocations (this many) (ol_phases_work_growth) */
   int64_t allocations_growth;

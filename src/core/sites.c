@@ -246,8 +246,12 @@ static const ol_site_figures_t *settled(const ol_sites_t *s, int32_t id)
  * growth), and again where the iterations are counted anew from the
  * first in the first steps (a step's repeat taking over from its
  * layers'), never once OL_SITE_SETTLED were counted: a repeat found anew
- * at an OOM would count the growth from there. The iteration that begins
- * has its lowest now, until a free goes lower. */
+ * at an OOM would count the growth from there. A site that held nothing
+ * there counts from the first lowest point at which it held memory: a
+ * state made whole once (Adam's moments, made at the first optimizer step
+ * of held-out small_accum_leak after the second iteration's lowest) does
+ * not grow, and had been named over the 8 MiB an iteration the job kept.
+ * The iteration that begins has its lowest now, until a free goes lower. */
 #define OL_SITE_SETTLED 8
 void ol_sites_mark_valley(ol_sites_t *s, uint64_t iteration)
 {
@@ -263,7 +267,7 @@ void ol_sites_mark_valley(ol_sites_t *s, uint64_t iteration)
       f->valley_seen = true;
       f->first_low = at_low(s, site);
     }
-    if (anew)
+    if (anew || f->first_low == 0)
       f->first_low = at_low(s, site);
     f->last_valley = f->current;
     f->last_low = at_low(s, site);

@@ -822,9 +822,42 @@ START_TEST(sites_table_orders_and_interns)
   ol_sites_add(s, b, 50);
   ol_sites_mark_valley(s, 3); /* kept: held at the next iteration's lowest too */
   ol_sites_mark_valley(s, 4);
+  /* b first held memory at 3's lowest: its growth counts from there */
+  ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_GROWTH, top, 2), 1);
+  ol_sites_add(s, b, 50);
+  ol_sites_mark_valley(s, 5);
+  ol_sites_mark_valley(s, 6); /* no lower point marked: the lowest was when 6 began */
   ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_GROWTH, top, 2), 2);
   ck_assert_int_eq(top[0], a);
+  ck_assert_int_eq(ol_sites_figure(s, b, OL_SITES_BY_GROWTH), 50);
   ck_assert_int_eq(ol_sites_figures(s, a)->last_valley - ol_sites_figures(s, a)->first_valley, 500);
+  ol_sites_free(s);
+}
+END_TEST
+
+/* Held-out small_accum_leak: Adam's moments, made whole at the first
+ * window's optimizer step after the iteration the growth counts from,
+ * were named as the leak's site over the 8 MiB an iteration the job kept.
+ * A site that first holds memory at a later lowest point counts its
+ * growth from there: a state made once does not grow. */
+START_TEST(state_made_once_is_not_growth)
+{
+  ol_sites_t *s = ol_sites_new();
+  int32_t kept = ol_sites_intern(s, "job.py:9:kept", 13), moments = ol_sites_intern(s, "adam.py:1:m", 11);
+  ol_sites_add(s, kept, 8);
+  ol_sites_mark_valley(s, 2);
+  ol_sites_add(s, moments, 300); /* the first optimizer step */
+  for (uint64_t i = 3; i <= 12; i++) {
+    ol_sites_add(s, kept, 8);
+    ol_sites_mark_valley(s, i);
+  }
+  int32_t top;
+  ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_GROWTH, &top, 1), 1);
+  ck_assert_int_eq(top, kept);
+  /* no lower point marked in between: each iteration's lowest is where it
+   * began, so the last lowest holds 9 of the 10 later additions */
+  ck_assert_int_eq(ol_sites_figure(s, kept, OL_SITES_BY_GROWTH), 72);
+  ck_assert_int_eq(ol_sites_figure(s, moments, OL_SITES_BY_GROWTH), 0);
   ol_sites_free(s);
 }
 END_TEST
@@ -1086,6 +1119,7 @@ static Suite *oom_suite(void)
   tcase_add_loop_test(traces, peak_sites_sum_to_the_peak, 0,
                       sizeof sited_traces / sizeof *sited_traces);
   tcase_add_test(traces, sites_table_orders_and_interns);
+  tcase_add_test(traces, state_made_once_is_not_growth);
   suite_add_tcase(s, traces);
   return s;
 }
