@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""What a placement that knew the job's lifetimes could do (issue 16).
+
+    python3 scripts/layout_bound.py TRACE                 # the offline bound
+    python3 scripts/layout_bound.py TRACE --plan SITE     # a plan learned step by step
+
+TRACE: an oomlens trace (OOMLENS_TRACE, format 2) or a PyTorch recorder
+CSV (tests/data/*.csv.gz), gzip'd or not. Offsets are in a flat address
+space of 512-byte units; nothing here maps memory, it only places blocks.
+
+The offline bound places every block of the whole trace at once, knowing
+when each is freed: largest first, each at the lowest offset where no block
+that lives at the same time lies (greedy by size, as ahead-of-time memory
+planners do). Its footprint over the peak of live bytes says how much of a
+pool's reserve above its peak is the placement's, not the job's.
+
+--plan SITE cuts the trace into steps at each allocation whose site names
+SITE (a step of fewer than 10 allocations joins the next) and places each
+step's k-th allocation where a plan made at the end of the step before put
+the k-th (the plan: greedy by size over that step's lifetimes, each size
+the largest seen at that rank while steps keep the same count, around the
+blocks still live at its end, where they are); an allocation that does not
+fit its planned place, or has none, goes by best fit. Per step it prints
+the allocations that fell back, the step's peak, the highest offset used
+(the address space the step spans) and the plan's own footprint. A pool
+that keeps that span mapped makes no driver call on a step with no
+fallback.
+
+Numbers from it are in docs/measurements.md ("A placement that knew the
+lifetimes", 2026-12-04); it is a measuring tool, slow on large traces
+(pure Python, quadratic at worst)."""
+import argparse, bisect, gzip, sys
+
+UNIT = 512
+
+
+def rounded(size):
+    return (size + UNIT - 1) // UNIT * UNIT
+
+
+def open_trace(path):
+    with open(path, 'rb') as f:
+        gz = f.read(2) == b'\x1f\x8b'
+    return gzip.open(path, 'rt') if gz else open(path)
+
+
+def read_events(path, marker):
+    """[(kind, addr, size, marked)] in order: 'a' allocations, 'f' frees."""
+    sites, events = {}, []
+    with open_trace(path) as f:
+        for line in f:
+            if line.startswith('#'):
+                continue
+            p = line.rstrip('\n').split(',')
+            if p[0] == 'site' and len(p) >= 4:
+                sites[p[2]] = ','.join(p[3:])
+            elif len(p) >= 4 and p[1] == 'alloc':
+                site = p[5] if len(p) > 5 else ''
+                marked = bool(marker) and marker in sites.get(site, site)
+                events.append(('a', p[2], rounded(int(p[3])), marked))
+            elif len(p) >= 3 and p[1] in ('free', 'free_requested'):
+                events.append(('f', p[2], 0, False))
+    if not any(e[0] == 'a' for e in events):
+        sys.exit(f'layout_bound.py: {path}: no allocations read')
+    return events
+
+
+def lifetimes(events):
+    """[(start, end, size)], event indices; a block never freed ends last."""
+    live, blocks = {}, []
+    for i, (kind, addr, size, _) in enumerate(events):
+        if kind == 'a':
+            live[addr] = (i, size)
+        elif addr in live:
+            start, size = live.pop(addr)
+            blocks.append((start, i, size))
+    blocks += [(start, len(events), size) for start, size in live.values()]
+    return blocks
+
+
+def peak_of(blocks):
+    changes = sorted([(s, z) for s, _, z in blocks] + [(e, -z) for _, e, z in blocks],
+                     key=lambda c: (c[0], c[1]))
+    now = top = 0
+    for _, delta in changes:
+        now += delta
+        top = max(top, now)
+    return top
+
+
+def greedy(blocks, fixed=()):
+    """Offsets for blocks [(start, end, size)], largest first, each at the
+    lowest offset clear of the placed blocks alive with it; fixed:
+    [(start, end, offset, size)] placed before. -> (offsets, footprint)"""
+    placed = list(fixed)
+    offsets = [0] * len(blocks)
+    for i in sorted(range(len(blocks)), key=lambda i: -blocks[i][2]):
+        start, end, size = blocks[i]
+        taken = sorted((o, o + z) for s, e, o, z in placed if s < end and e > start)
+        at = 0
+        for lo, hi in taken:
+            if lo - at >= size:
+                break
+            at = max(at, hi)
+        offsets[i] = at
+        placed.append((start, end, at, size))
+    return offsets, max((o + z for _, _, o, z in placed), default=0)
+
+
+def cut_steps(events):
+    steps = [[]]
+    for e in events:
+        allocations = sum(1 for x in steps[-1] if x[0] == 'a')
+        if e[0] == 'a' and e[3] and allocations >= 10:
+            steps.append([])
+        steps[-1].append(e)
+    return steps
+
+
+class Space:
+    """Live blocks by offset, and best fit among the gaps between them."""
+
+    def __init__(self):
+        self.spans = []  # sorted (offset, end)
+
+    def clear(self, at, size):
+        i = bisect.bisect_left(self.spans, (at, -1))
+        if i < len(self.spans) and self.spans[i][0] < at + size:
+            return False
+        return not (i > 0 and self.spans[i - 1][1] > at)
+
+    def best_fit(self, size):
+        best, prev = None, 0
+        for lo, hi in self.spans:
+            if lo - prev >= size and (best is None or lo - prev < best[0]):
+                best = (lo - prev, prev)
+            prev = max(prev, hi)
+        return best[1] if best else prev
+
+    def take(self, at, size):
+        bisect.insort(self.spans, (at, at + size))
+
+    def give(self, at, size):
+        self.spans.remove((at, at + size))
+
+
+def plan_steps(events):
+    space, live = Space(), {}  # addr -> (offset, size)
+    plan = None  # {'offset': [...], 'size': [...]}
+    now = peak = 0
+    for n, step in enumerate(cut_steps(events)):
+        rank = fell_back = step_peak = span = 0
+        made = []  # [size, alloc index, free index or None]
+        made_by_addr = {}
+        for i, (kind, addr, size, _) in enumerate(step):
+            if kind == 'a':
+                at = None
+                if plan and rank < len(plan['size']) and plan['size'][rank] >= size and \
+                        space.clear(plan['offset'][rank], size):
+                    at = plan['offset'][rank]
+                if at is None:
+                    at = space.best_fit(size)
+                    fell_back += 1
+                space.take(at, size)
+                live[addr] = (at, size)
+                made_by_addr[addr] = len(made)
+                made.append([size, i, None])
+                rank += 1
+                now += size
+                peak, step_peak, span = max(peak, now), max(step_peak, now), max(span, at + size)
+            elif addr in live:
+                at, size = live.pop(addr)
+                space.give(at, size)
+                now -= size
+                if addr in made_by_addr:
+                    made[made_by_addr[addr]][2] = i
+        sizes = [m[0] for m in made]
+        if plan and len(plan['size']) == len(made):
+            sizes = [max(a, b) for a, b in zip(sizes, plan['size'])]
+        length = len(step)
+        blocks = [(m[1], m[2] if m[2] is not None else length, z) for m, z in zip(made, sizes)]
+        kept = [(0, length, at, size) for at, size in live.values()]
+        offsets, footprint = greedy(blocks, kept)
+        plan = {'offset': offsets, 'size': sizes}
+        print(f'step {n}: {rank} allocations, {fell_back} fell back; peak {step_peak / 2**30:.3f} GiB, '
+              f'span {span / 2**30:.3f} GiB; next plan {footprint / 2**30:.3f} GiB')
+    print(f'peak of live bytes {peak / 2**30:.3f} GiB')
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('trace')
+    ap.add_argument('--plan', metavar='SITE', help='learn a plan step by step, steps cut at SITE')
+    args = ap.parse_args()
+    try:
+        events = read_events(args.trace, args.plan)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as e:
+        sys.exit(f'layout_bound.py: {args.trace}: {e}')
+    if args.plan:
+        if not any(e[3] for e in events):
+            sys.exit(f'layout_bound.py: no allocation names {args.plan!r}: no steps to cut')
+        plan_steps(events)
+        return
+    blocks = lifetimes(events)
+    peak = peak_of(blocks)
+    _, footprint = greedy(blocks)
+    print(f'{len(blocks)} blocks; peak of live bytes {peak / 2**30:.3f} GiB; '
+          f'placed knowing every lifetime: {footprint / 2**30:.3f} GiB ({footprint / peak:.4f}x)')
+
+
+if __name__ == '__main__':
+    main()
