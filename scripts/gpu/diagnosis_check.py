@@ -450,6 +450,13 @@ HELD_OUT = [
     dict(name='epoch_metrics_fits', cap='6G', batch=64, steps=100, truth='none', warn=False),
     dict(name='eval_cache_fits', cap='6G', batch=4, steps=150, truth='none', warn=False),
     leak_case('small_accum_leak', '6G', 2, 4000),
+    # The seventeenth held-out set (session 19), committed before it ran
+    # (OOMLENS_DIAG_CASES=late_ema_leak,unfreeze_fits,rnn_batch): a state
+    # made once in mid-training beside a leak, optimizer state growing in
+    # stages as a backbone is unfrozen, a recurrent model's first step.
+    leak_case('late_ema_leak', '6G', 4, 2000),
+    dict(name='unfreeze_fits', cap='8G', batch=4, steps=120, truth='none', warn=False),
+    first_step_case('rnn_batch', '4G', 64),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

@@ -2493,6 +2493,89 @@ def compiled_graphs_fits(batch, steps):
         yield
 
 
+
+# The seventeenth held-out set (session 19, 2026-12-04), written before it
+# ran: a state made once in mid-training beside a leak (the warning's site
+# now counts a site's growth from the first lowest point at which it held
+# memory), optimizer state that grows in stages as a backbone is unfrozen
+# (a growth that stops, less often than every 16 steps), and a recurrent
+# model of another family too large a batch for its first step.
+@case
+def late_ema_leak(batch, steps):
+    """GPT-2 (6 layers) fp32 AdamW, batch `batch` (4), sequence 512, under
+    6G; each step keeps its last hidden state, detached, in a list for a
+    probe never run (4 x 512 x 768 fp32: 6.3 MB a step), and at step 4 an
+    exponential moving average of the weights is made (a copy of the
+    model, 330 MB, updated in place each step after) (truth: leak, warned
+    before the OOM, the list's line named, not the average's)."""
+    import copy
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    kept, ema = [], None
+    for step in range(steps):
+        x = torch.randint(0, 50257, (batch, 512), device='cuda')
+        out = m(input_ids=x, labels=x, output_hidden_states=True)
+        learn(out.loss, opt)
+        kept.append(out.hidden_states[-1].detach())  # the bug: never cleared
+        if step == 4:
+            ema = copy.deepcopy(m).requires_grad_(False)
+        elif ema is not None:
+            with torch.no_grad():
+                torch._foreach_lerp_(list(ema.parameters()), list(m.parameters()), 0.001)
+        del out, x
+        yield
+
+
+@case
+def unfreeze_fits(batch, steps):
+    """GPT-2 (12 layers) fp32 AdamW, batch `batch` (4), sequence 512, under
+    8G, fine-tuned with gradual unfreezing: the top 3 blocks (and the final
+    norm) train from the start and 3 more every 25 steps, AdamW's moments
+    made for each as it first trains: what outlives steps rises by ~170 MB
+    at steps 25, 50 and 75, and the step's own need with it, then stays,
+    `steps` (120) (truth: none: no OOM, and no leak warning standing at the
+    end)."""
+    m = gpt2_model()
+    m.requires_grad_(False)
+    blocks = list(m.transformer.h)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)  # skips what has no gradient
+
+    def unfreeze(top):
+        for b in blocks[len(blocks) - top:]:
+            b.requires_grad_(True)
+    m.transformer.ln_f.requires_grad_(True)
+    unfreeze(3)
+    for step in range(steps):
+        if step in (25, 50, 75):
+            unfreeze(3 + 3 * (step // 25))
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, 512), device='cuda')), opt)
+        yield
+
+
+@case
+def rnn_batch(batch, steps):
+    """An LSTM language model (embedding and output of 32000 x 1024, three
+    LSTM layers of 1024, cuDNN's), fp32 AdamW, sequence 256, batch `batch`
+    (64), under 4G: too large a batch for its first step (truth:
+    activations, bisected)."""
+    class LstmLm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(32000, 1024)
+            self.lstm = torch.nn.LSTM(1024, 1024, num_layers=3, batch_first=True)
+            self.head = torch.nn.Linear(1024, 32000)
+
+        def forward(self, x):
+            return self.head(self.lstm(self.embed(x))[0])
+    m = LstmLm().cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(steps):
+        x = torch.randint(0, 32000, (batch, 257), device='cuda')
+        logits = m(x[:, :-1])
+        learn(torch.nn.functional.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten()), opt)
+        del logits, x
+        yield
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
