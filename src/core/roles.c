@@ -160,7 +160,10 @@ static bool weights(const py_frame_t *f)
   static const char *const makers[] = {"reset_parameters", "_init_weights", "init_weights",
                                        "initialize_parameters", "from_pretrained",
                                        "set_module_tensor_to_device", NULL};
-  return (same(f->base, "module.py") && any_of(f->function, module_moves)) ||
+  /* a module's own override of them too (RNNBase._apply flattens an
+   * LSTM's weights into one buffer as it moves them) */
+  bool module_file = same(f->base, "module.py") || contains(f->path, "nn/modules/");
+  return (module_file && any_of(f->function, module_moves)) ||
          contains(f->function, "load_state_dict") ||
          contains(f->function, "load_from_state_dict") || any_of(f->function, makers) ||
          same(f->base, "parameter.py") || same(f->base, "init.py") ||

@@ -36,6 +36,11 @@ static const role_case_t cases[] = {
   {"torch/nn/modules/module.py:1097:<lambda>;torch/nn/modules/module.py:965:_apply;train.py:9:main",
    OL_ROLE_weights},
   {"torch/nn/modules/linear.py:106:__init__;train.py:5:build", OL_ROLE_weights},
+  /* an LSTM's flat weights, made by RNNBase._apply's own override when the
+   * module is moved (held-out rnn_batch: 96 MiB read as "other") */
+  {"torch/nn/modules/rnn.py:285:flatten_parameters;torch/nn/modules/rnn.py:228:_init_flat_weights;"
+   "torch/nn/modules/rnn.py:304:_apply;train.py:7:main", /* four frames kept: not the .cuda() */
+   OL_ROLE_weights},
   {"transformers/modeling_utils.py:812:_load_state_dict_into_meta_model;"
    "transformers/modeling_utils.py:5000:_load_pretrained_model;train.py:3:main",
    OL_ROLE_weights},
