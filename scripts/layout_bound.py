@@ -26,6 +26,13 @@ the allocations that fell back, the step's peak, the highest offset used
 that keeps that span mapped makes no driver call on a step with no
 fallback.
 
+--plan SITE --step K places step K alone, knowing its own lifetimes, three
+ways: every block free to move; the blocks live at its start (weights,
+optimizer state) fixed where the recorded pool put them; and those of them
+an optimizer's state init made (frames torch/optim/... _init_group) set
+apart, the rest where the pool put them. It tells whether a learned layout
+is held back by the step's lifetimes or by where the long-lived blocks lie.
+
 Numbers from it are in docs/measurements.md ("A placement that knew the
 lifetimes", 2026-12-04); it is a measuring tool, slow on large traces
 (pure Python, quadratic at worst)."""
@@ -56,10 +63,12 @@ def read_events(path, marker):
                 sites[p[2]] = ','.join(p[3:])
             elif len(p) >= 4 and p[1] == 'alloc':
                 site = p[5] if len(p) > 5 else ''
-                marked = bool(marker) and marker in sites.get(site, site)
-                events.append(('a', p[2], rounded(int(p[3])), marked))
+                frames = sites.get(site, site)
+                marked = bool(marker) and marker in frames
+                state = 'torch/optim/' in frames and '_init_group' in frames
+                events.append(('a', p[2], rounded(int(p[3])), marked, state))
             elif len(p) >= 3 and p[1] in ('free', 'free_requested'):
-                events.append(('f', p[2], 0, False))
+                events.append(('f', p[2], 0, False, False))
     if not any(e[0] == 'a' for e in events):
         sys.exit(f'layout_bound.py: {path}: no allocations read')
     return events
@@ -68,7 +77,7 @@ def read_events(path, marker):
 def lifetimes(events):
     """[(start, end, size)], event indices; a block never freed ends last."""
     live, blocks = {}, []
-    for i, (kind, addr, size, _) in enumerate(events):
+    for i, (kind, addr, size, *_) in enumerate(events):
         if kind == 'a':
             live[addr] = (i, size)
         elif addr in live:
@@ -152,7 +161,7 @@ def plan_steps(events):
         rank = fell_back = step_peak = span = 0
         made = []  # [size, alloc index, free index or None]
         made_by_addr = {}
-        for i, (kind, addr, size, _) in enumerate(step):
+        for i, (kind, addr, size, *_) in enumerate(step):
             if kind == 'a':
                 at = None
                 if plan and rank < len(plan['size']) and plan['size'][rank] >= size and \
@@ -187,10 +196,49 @@ def plan_steps(events):
     print(f'peak of live bytes {peak / 2**30:.3f} GiB')
 
 
+def one_step(events, k):
+    """Step k placed knowing its own lifetimes: with every block free to
+    move, with the blocks live at its start where the recorded pool put
+    them, and with those of them an optimizer's state init made set apart
+    (their bytes added, the rest where the pool put them)."""
+    steps = cut_steps(events)
+    if not 0 <= k < len(steps):
+        sys.exit(f'layout_bound.py: --step {k}: the trace has steps 0 to {len(steps) - 1}')
+    base = min(int(e[1], 16) for e in events if e[0] == 'a')
+    before = {}  # addr -> (size, made by an optimizer's state init)
+    for kind, addr, size, _, state in (e for s in steps[:k] for e in s):
+        if kind == 'a':
+            before[addr] = (size, state)
+        else:
+            before.pop(addr, None)
+    step, moving, fixed, opened = steps[k], [], [], {}
+    for i, (kind, addr, size, *_) in enumerate(step):
+        if kind == 'a':
+            opened[addr] = (i, size)
+        elif addr in opened:
+            start, size = opened.pop(addr)
+            moving.append((start, i, size))
+        elif addr in before:
+            size, state = before.pop(addr)
+            fixed.append((0, i, int(addr, 16) - base, size, state))
+    moving += [(start, len(step), size) for start, size in opened.values()]
+    fixed += [(0, len(step), int(a, 16) - base, z, st) for a, (z, st) in before.items()]
+    peak = peak_of(moving + [(s, e, z) for s, e, _, z, _ in fixed])
+    _, free = greedy(moving + [(s, e, z) for s, e, _, z, _ in fixed])
+    _, where = greedy(moving, [f[:4] for f in fixed])
+    apart = sum(f[3] for f in fixed if f[4])
+    _, rest = greedy(moving, [f[:4] for f in fixed if not f[4]])
+    print(f'step {k}: peak {peak / 2**30:.3f} GiB; placed knowing its lifetimes: '
+          f'{free / peak:.4f}x with every block free, {where / peak:.4f}x with the '
+          f'{sum(f[3] for f in fixed) / 2**30:.3f} GiB live at its start where the pool put them, '
+          f'{(rest + apart) / peak:.4f}x with the optimizer state among them ({apart / 2**30:.3f} GiB) apart')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('trace')
     ap.add_argument('--plan', metavar='SITE', help='learn a plan step by step, steps cut at SITE')
+    ap.add_argument('--step', type=int, metavar='K', help='with --plan: place step K alone, three ways')
     args = ap.parse_args()
     try:
         events = read_events(args.trace, args.plan)
@@ -199,8 +247,13 @@ def main():
     if args.plan:
         if not any(e[3] for e in events):
             sys.exit(f'layout_bound.py: no allocation names {args.plan!r}: no steps to cut')
-        plan_steps(events)
+        if args.step is not None:
+            one_step(events, args.step)
+        else:
+            plan_steps(events)
         return
+    if args.step is not None:
+        sys.exit('layout_bound.py: --step needs --plan SITE (where steps begin)')
     blocks = lifetimes(events)
     peak = peak_of(blocks)
     _, footprint = greedy(blocks)
