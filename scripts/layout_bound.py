@@ -52,7 +52,8 @@ def open_trace(path):
 
 
 def read_events(path, marker):
-    """[(kind, addr, size, marked)] in order: 'a' allocations, 'f' frees."""
+    """[(kind, addr, size, marked, optimizer state, frames)] in order: 'a'
+    allocations, 'f' frees."""
     sites, events = {}, []
     with open_trace(path) as f:
         for line in f:
@@ -66,9 +67,9 @@ def read_events(path, marker):
                 frames = sites.get(site, site)
                 marked = bool(marker) and marker in frames
                 state = 'torch/optim/' in frames and '_init_group' in frames
-                events.append(('a', p[2], rounded(int(p[3])), marked, state))
+                events.append(('a', p[2], rounded(int(p[3])), marked, state, frames))
             elif len(p) >= 3 and p[1] in ('free', 'free_requested'):
-                events.append(('f', p[2], 0, False, False))
+                events.append(('f', p[2], 0, False, False, ''))
     if not any(e[0] == 'a' for e in events):
         sys.exit(f'layout_bound.py: {path}: no allocations read')
     return events
@@ -153,46 +154,76 @@ class Space:
         self.spans.remove((at, at + size))
 
 
-def plan_steps(events):
-    space, live = Space(), {}  # addr -> (offset, size)
-    plan = None  # {'offset': [...], 'size': [...]}
-    now = peak = 0
+def plan_keys(step, by_site, small):
+    """The key of each allocation of a step that the plan places (None: it
+    goes elsewhere): its rank; or, by_site, its frames and how many of the
+    step's allocations had them before it, for allocations of `small`
+    bytes or more whose frames were recorded (a sampled stack is not
+    recorded every time for a small tensor: its count would shift)."""
+    keys, seen, rank = [], {}, 0
+    for kind, _, size, _, state, frames in step:
+        if kind != 'a':
+            keys.append(None)
+        elif not by_site:
+            keys.append(rank)
+            rank += 1
+        elif state or size < small or not frames or frames.startswith('(not sampled'):
+            keys.append(None)
+        else:
+            seen[frames] = seen.get(frames, 0) + 1
+            keys.append((frames, seen[frames]))
+    return keys
+
+
+def plan_steps(events, by_site, small):
+    """Places each step by the plan the step before made (module doc).
+    by_site: allocations keyed by frames, the optimizer's state and
+    allocations not keyed placed apart (their bytes counted beside)."""
+    space, aside, live = Space(), Space(), {}  # addr -> (space, offset, size)
+    plan = {}  # key -> (offset, size)
+    now = peak = apart = 0
     for n, step in enumerate(cut_steps(events)):
-        rank = fell_back = step_peak = span = 0
-        made = []  # [size, alloc index, free index or None]
-        made_by_addr = {}
-        for i, (kind, addr, size, *_) in enumerate(step):
+        allocations = fell_back = step_peak = span = 0
+        made, made_at = [], {}  # [key, size, alloc index, free index or None]
+        for i, ((kind, addr, size, _, state, _), key) in enumerate(zip(step, plan_keys(step, by_site, small))):
             if kind == 'a':
-                at = None
-                if plan and rank < len(plan['size']) and plan['size'][rank] >= size and \
-                        space.clear(plan['offset'][rank], size):
-                    at = plan['offset'][rank]
-                if at is None:
-                    at = space.best_fit(size)
-                    fell_back += 1
-                space.take(at, size)
-                live[addr] = (at, size)
-                made_by_addr[addr] = len(made)
-                made.append([size, i, None])
-                rank += 1
+                allocations += 1
                 now += size
-                peak, step_peak, span = max(peak, now), max(step_peak, now), max(span, at + size)
+                peak, step_peak = max(peak, now), max(step_peak, now)
+                if by_site and state:  # never freed: a range of its own, end to end
+                    live[addr] = (None, apart, size)
+                    apart += size
+                    continue
+                where = space if key is not None else aside
+                at = plan[key][0] if key in plan and plan[key][1] >= size and \
+                    space.clear(plan[key][0], size) else None
+                if at is None:
+                    at = where.best_fit(size)
+                    fell_back += key is not None
+                where.take(at, size)
+                live[addr] = (where, at, size)
+                if key is not None:
+                    made_at[addr] = len(made)
+                    made.append([key, size, i, None])
+                    span = max(span, at + size)
             elif addr in live:
-                at, size = live.pop(addr)
-                space.give(at, size)
+                where, at, size = live.pop(addr)
+                if where:
+                    where.give(at, size)
                 now -= size
-                if addr in made_by_addr:
-                    made[made_by_addr[addr]][2] = i
-        sizes = [m[0] for m in made]
-        if plan and len(plan['size']) == len(made):
-            sizes = [max(a, b) for a, b in zip(sizes, plan['size'])]
+                if addr in made_at:
+                    made[made_at.pop(addr)][3] = i
         length = len(step)
-        blocks = [(m[1], m[2] if m[2] is not None else length, z) for m, z in zip(made, sizes)]
-        kept = [(0, length, at, size) for at, size in live.values()]
+        if not by_site and len(made) != len(plan):
+            plan = {}  # ranks no longer line up: a plan from this step alone
+        blocks = [(a, f if f is not None else length, max(z, plan.get(k, (0, 0))[1]))
+                  for k, z, a, f in made]
+        kept = [(0, length, at, size) for where, at, size in live.values() if where is space]
         offsets, footprint = greedy(blocks, kept)
-        plan = {'offset': offsets, 'size': sizes}
-        print(f'step {n}: {rank} allocations, {fell_back} fell back; peak {step_peak / 2**30:.3f} GiB, '
-              f'span {span / 2**30:.3f} GiB; next plan {footprint / 2**30:.3f} GiB')
+        plan.update({m[0]: (o, b[2]) for m, o, b in zip(made, offsets, blocks)})
+        beside = f' + {(apart + (aside.spans[-1][1] if aside.spans else 0)) / 2**30:.3f} apart' if by_site else ''
+        print(f'step {n}: {allocations} allocations, {fell_back} fell back; peak {step_peak / 2**30:.3f} GiB, '
+              f'span {span / 2**30:.3f}{beside} GiB; next plan {footprint / 2**30:.3f} GiB')
     print(f'peak of live bytes {peak / 2**30:.3f} GiB')
 
 
@@ -206,7 +237,7 @@ def one_step(events, k):
         sys.exit(f'layout_bound.py: --step {k}: the trace has steps 0 to {len(steps) - 1}')
     base = min(int(e[1], 16) for e in events if e[0] == 'a')
     before = {}  # addr -> (size, made by an optimizer's state init)
-    for kind, addr, size, _, state in (e for s in steps[:k] for e in s):
+    for kind, addr, size, _, state, _ in (e for s in steps[:k] for e in s):
         if kind == 'a':
             before[addr] = (size, state)
         else:
@@ -239,6 +270,10 @@ def main():
     ap.add_argument('trace')
     ap.add_argument('--plan', metavar='SITE', help='learn a plan step by step, steps cut at SITE')
     ap.add_argument('--step', type=int, metavar='K', help='with --plan: place step K alone, three ways')
+    ap.add_argument('--by-site', action='store_true',
+                    help='with --plan: key allocations by frames, the optimizer state apart')
+    ap.add_argument('--small', type=int, default=4 << 20, metavar='BYTES',
+                    help='with --by-site: smaller allocations go apart (default 4 MiB)')
     args = ap.parse_args()
     try:
         events = read_events(args.trace, args.plan)
@@ -250,7 +285,7 @@ def main():
         if args.step is not None:
             one_step(events, args.step)
         else:
-            plan_steps(events)
+            plan_steps(events, args.by_site, args.small)
         return
     if args.step is not None:
         sys.exit('layout_bound.py: --step needs --plan SITE (where steps begin)')
