@@ -457,6 +457,11 @@ HELD_OUT = [
     leak_case('late_ema_leak', '6G', 4, 2000),
     dict(name='unfreeze_fits', cap='8G', batch=4, steps=120, truth='none', warn=False),
     first_step_case('rnn_batch', '4G', 64),
+    # The eighteenth held-out set (session 19), committed before it ran
+    # (OOMLENS_DIAG_CASES=window32_leak,foreach_step): memory kept once in
+    # 32 steps; a first optimizer step whose update's temporaries do not fit.
+    leak_case('window32_leak', '6G', 2, 8000),
+    dict(name='foreach_step', cap='4G', batch=1, steps=2, truth='persistent', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

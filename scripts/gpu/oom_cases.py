@@ -2576,6 +2576,46 @@ def rnn_batch(batch, steps):
         del logits, x
         yield
 
+
+# The eighteenth held-out set (session 19, 2026-12-04), written before it
+# ran: memory kept once every 32 steps (twice the longest run the early
+# warning reads), and a first optimizer step whose state fits but whose
+# foreach update's temporaries do not.
+@case
+def window32_leak(batch, steps):
+    """GPT-2 (4 layers) fp32 AdamW, micro-batch `batch` (2), sequence 256,
+    gradient accumulation over 32 micro-steps, under 6G; at each window's
+    end the last logits are cloned into a list never cleared (2 x 256 x
+    50257 fp32: 103 MB once every 32 steps) (truth: leak; an early warning
+    is not expected: the runs it reads end at 16 iterations)."""
+    m = gpt2_model(n_layer=4)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    kept = []
+    for step in range(steps):
+        x = torch.randint(0, 50257, (batch, 256), device='cuda')
+        out = m(input_ids=x, labels=x)
+        (out.loss / 32).backward()
+        if step % 32 == 31:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            kept.append(out.logits.detach().clone())  # the bug: never cleared
+        del out, x
+        yield
+
+
+@case
+def foreach_step(batch, steps):
+    """Twelve linear layers of 4096 x 4096 fp32 (805 MB of weights), Adam
+    with its default foreach update, under 4G: weights, gradients and both
+    moments (3.0 GiB) fit, but the update's temporary (the moments' square
+    roots, as large as the weights) does not: the first optimizer step runs
+    out at any batch (truth: persistent: what the state and its update
+    need; the update one tensor at a time, foreach=False, fits)."""
+    m = linear_stack(4096, 12).cuda()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-4)
+    xs = (torch.randn(batch, 4096, device='cuda') for _ in range(steps))
+    yield from train_steps(m, opt, xs, lambda model, x: model(x).square().mean())
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
