@@ -272,18 +272,27 @@ void ol_account_oom_site(ol_account_t *a, int device, int32_t site)
   a->devices[ol_account_clamp(device)].request_site_plus1 = site >= 0 ? site + 1 : 0;
 }
 
-/* What the failed request was for, from its call site's role; not known
- * without one, or when its frames named none. */
+/* What the failed request was for, from its call site's role, and whether
+ * an optimizer's multi-tensor update made it; not known without a site,
+ * or when its frames named none. */
 static void request_role(const ol_account_t *a, int device, ol_oom_record_t *r)
 {
   const ol_account_device_t *ad = &a->devices[ol_account_clamp(device)];
   const ol_sites_t *sites = ol_account_sites(a, device);
   int32_t site = ad->request_site_plus1 - 1;
-  r->request_role_known = false;
+  r->request_role_known = r->request_in_update = false;
+  r->update_bytes = 0;
   if (!sites || site < 0 || (size_t)site >= ol_sites_count(sites))
     return;
   r->request_role = ol_sites_role(sites, site);
   r->request_role_known = r->request_role != OL_ROLE_unknown;
+  size_t len = 0; /* a live site's frames are its label, a trace's its key */
+  const char *text = a->flags & OL_ACCOUNT_LIVE_KEYS ? ol_sites_label(sites, site)
+                                                    : ol_sites_key_bytes(sites, site, &len);
+  if (text && a->flags & OL_ACCOUNT_LIVE_KEYS)
+    len = strlen(text);
+  r->request_in_update = text && ol_frames_in_multi_tensor_update(text, len);
+  r->update_bytes = r->request_in_update ? ol_sites_figure(sites, site, OL_SITES_BY_CURRENT) : 0;
 }
 
 /* ---- the gradients a first backward is making ------------------------ */

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 16  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because) */
+#define OL_REPORT_MINOR 17  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -447,6 +447,10 @@ typedef struct ol_oom_record {
   int64_t role_bytes[OL_ROLE_COUNT];
   bool request_role_known; /* what the failed request itself was for */
   ol_role_t request_role;
+  /* The request was made by an optimizer's multi-tensor update (roles.c),
+   * whose call site held update_bytes at the failure: its temporaries. */
+  bool request_in_update;
+  int64_t update_bytes;
   /* Where no gradient outlived a backward yet (role_bytes' gradients 0):
    * the backward's live bytes in blocks of a weight's size, taken as the
    * gradients it is making (account.c); request_is_gradient: the request
@@ -834,6 +838,8 @@ typedef struct ol_role_fold {
 void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len);
 /* The same over frames text joined by ';' (a trace's site key). */
 ol_role_t ol_role_of_frames(const char *text, size_t len);
+/* Whether such frames are an optimizer's multi-tensor (foreach) update. */
+bool ol_frames_in_multi_tensor_update(const char *text, size_t len);
 const char *ol_role_name(ol_role_t role);    /* "weights", ...; "?" out of range */
 const char *ol_role_meaning(ol_role_t role); /* the list's words for it */
 bool ol_role_parse(const char *name, ol_role_t *out); /* the role ol_role_name names */

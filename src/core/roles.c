@@ -260,6 +260,24 @@ void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len)
   fold->named = true;
 }
 
+/* An optimizer's update of many tensors at once (PyTorch's foreach path:
+ * _multi_tensor_adam and its kin), which holds temporaries as large as a
+ * group of the state while it runs (held-out foreach_step: the moments'
+ * square roots, as large as the weights, where the state itself fit). */
+static void multi_tensor_span(const char *frame, size_t len, void *found)
+{
+  py_frame_t f;
+  if (split_python(frame, len, &f) && starts(f.function, "_multi_tensor_") && optimizer(&f))
+    *(bool *)found = true;
+}
+
+bool ol_frames_in_multi_tensor_update(const char *text, size_t len)
+{
+  bool found = false;
+  ol_frames_text_each(text, len, SIZE_MAX, multi_tensor_span, &found);
+  return found;
+}
+
 static void fold_span(const char *frame, size_t len, void *fold)
 {
   ol_role_fold_add(fold, frame, len);

@@ -639,6 +639,49 @@ START_TEST(persistent_names_the_state_not_a_batch)
 }
 END_TEST
 
+/* Held-out foreach_step on the H200: Adam's state (3 GiB on a 16 GiB
+ * device here: 3 + 3 + 6) fits, and its foreach update's temporaries
+ * (the moments' square roots) do not: persistent, with the update one
+ * tensor at a time or fused as the smaller change; not said where the
+ * state without them does not fit either, nor for a request made
+ * elsewhere. */
+START_TEST(an_update_s_temporaries_are_said)
+{
+  ol_oom_record_t r = {BASE, NO_BLOCKS, .request = 1 * GiB, .reserved = 16 * GiB,
+                       .allocated = 16 * GiB, ROLES(3 * GiB, 3 * GiB, 9 * GiB, 0),
+                       .request_role_known = true, .request_role = OL_ROLE_optimizer,
+                       .request_in_update = true, .update_bytes = 3 * GiB};
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_persistent);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "The request was the optimizer's update itself") &&
+                  strstr(text.data, "(4.00 GiB of them with the request), and without them the "
+                                    "state holds 12.00 GiB of the 16.00 GiB") &&
+                  strstr(text.data, "foreach=False"),
+                "%s", text.data);
+  ol_buf_free(&text);
+  r.update_bytes = 0; /* the state without the request alone: 15 of 16 still said */
+  r.role_bytes[OL_ROLE_optimizer] = 17 * GiB; /* the state alone does not fit */
+  r.allocated = r.reserved = 23 * GiB;
+  ol_oom_explain(&text, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(!strstr(text.data, "update itself"), "%s", text.data);
+  ol_buf_free(&text);
+  r.role_bytes[OL_ROLE_optimizer] = 9 * GiB;
+  r.allocated = r.reserved = 16 * GiB;
+  r.request_in_update = false;
+  ol_oom_explain(&text, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(!strstr(text.data, "update itself"), "%s", text.data);
+  ol_buf_free(&text);
+  ol_buf_t json = {0};
+  r.request_in_update = true;
+  r.update_bytes = 3 * GiB;
+  ol_oom_json(&json, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(json.data, "\"request_in_update\": true, \"update_bytes\": 3221225472"),
+                "%s", json.data);
+  ol_buf_free(&json);
+}
+END_TEST
+
 /* A first backward out asking for a gradient as large as its weight
  * (held-out embed_grads): the weights and that gradient are the state,
  * and they do not fit; the same request not known as a gradient is the
@@ -1106,6 +1149,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, persistent_names_the_state_not_a_batch);
   tcase_add_test(classes, large_weights_in_the_first_forward_give_both_fixes);
   tcase_add_test(classes, a_gradient_that_does_not_fit_is_the_state);
+  tcase_add_test(classes, an_update_s_temporaries_are_said);
   tcase_add_test(classes, gradients_in_their_own_segments_are_the_state);
   tcase_add_test(classes, another_librarys_pool_is_held_elsewhere);
   tcase_add_loop_test(classes, request_past_int64_is_impossible, 0,

@@ -139,6 +139,28 @@ END_TEST
 
 /* One frame alone: a Python frame that names nothing is other, anything
  * else that names nothing is unknown; CPython's "no line" (-1) reads. */
+/* Held-out foreach_step's failed request, made by Adam's foreach update;
+ * its state's making, the fused update and a forward are not that. */
+START_TEST(multi_tensor_update_frames)
+{
+  static const struct {
+    const char *frames;
+    bool update;
+  } updates[] = {
+    {"torch/optim/adam.py:791:_multi_tensor_adam;torch/optim/adam.py:971:adam;"
+     "torch/optim/optimizer.py:151:maybe_fallback;oom_cases.py:30:learn", true},
+    {"adamw.py:500:_multi_tensor_adamw;adamw.py:300:adamw", true}, /* the recorder's base names */
+    {"torch/optim/adam.py:178:_init_group;torch/optim/adam.py:238:step", false},
+    {"torch/optim/adam.py:700:_fused_adam;torch/optim/adam.py:971:adam", false},
+    {"torch/nn/modules/linear.py:134:forward;train.py:3:main", false},
+    {"", false},
+  };
+  for (size_t i = 0; i < sizeof updates / sizeof *updates; i++)
+    ck_assert_msg(ol_frames_in_multi_tensor_update(updates[i].frames, strlen(updates[i].frames)) ==
+                    updates[i].update, "%s", updates[i].frames);
+}
+END_TEST
+
 START_TEST(role_of_one_frame)
 {
   const char *f = "torch/nn/modules/module.py:-1:_apply";
@@ -293,6 +315,7 @@ static Suite *roles_suite(void)
   TCase *rule = tcase_create("rule");
   tcase_add_loop_test(rule, role_of_real_frames, 0, (int)(sizeof cases / sizeof *cases));
   tcase_add_test(rule, role_of_one_frame);
+  tcase_add_test(rule, multi_tensor_update_frames);
   suite_add_tcase(s, rule);
   TCase *bytes = tcase_create("bytes");
   tcase_set_timeout(bytes, 120);
