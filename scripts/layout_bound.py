@@ -75,17 +75,22 @@ def read_events(path, marker):
     return events
 
 
-def lifetimes(events):
-    """[(start, end, size)], event indices; a block never freed ends last."""
-    live, blocks = {}, []
+def lifetimes(events, before=None):
+    """[(start, end, size)], event indices; a block never freed ends last.
+    before: {addr: value} of blocks made before these events, each freed
+    here removed from it, with (addr, free index, value) in the second
+    list returned."""
+    live, blocks, ended = {}, [], []
     for i, (kind, addr, size, *_) in enumerate(events):
         if kind == 'a':
             live[addr] = (i, size)
         elif addr in live:
             start, size = live.pop(addr)
             blocks.append((start, i, size))
+        elif before is not None and addr in before:
+            ended.append((addr, i, before.pop(addr)))
     blocks += [(start, len(events), size) for start, size in live.values()]
-    return blocks
+    return blocks, ended
 
 
 def peak_of(blocks):
@@ -242,17 +247,9 @@ def one_step(events, k):
             before[addr] = (size, state)
         else:
             before.pop(addr, None)
-    step, moving, fixed, opened = steps[k], [], [], {}
-    for i, (kind, addr, size, *_) in enumerate(step):
-        if kind == 'a':
-            opened[addr] = (i, size)
-        elif addr in opened:
-            start, size = opened.pop(addr)
-            moving.append((start, i, size))
-        elif addr in before:
-            size, state = before.pop(addr)
-            fixed.append((0, i, int(addr, 16) - base, size, state))
-    moving += [(start, len(step), size) for start, size in opened.values()]
+    step = steps[k]
+    moving, ended = lifetimes(step, before)
+    fixed = [(0, i, int(a, 16) - base, z, st) for a, i, (z, st) in ended]
     fixed += [(0, len(step), int(a, 16) - base, z, st) for a, (z, st) in before.items()]
     peak = peak_of(moving + [(s, e, z) for s, e, _, z, _ in fixed])
     _, free = greedy(moving + [(s, e, z) for s, e, _, z, _ in fixed])
@@ -289,7 +286,7 @@ def main():
         return
     if args.step is not None:
         sys.exit('layout_bound.py: --step needs --plan SITE (where steps begin)')
-    blocks = lifetimes(events)
+    blocks, _ = lifetimes(events)
     peak = peak_of(blocks)
     _, footprint = greedy(blocks)
     print(f'{len(blocks)} blocks; peak of live bytes {peak / 2**30:.3f} GiB; '

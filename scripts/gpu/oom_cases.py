@@ -268,13 +268,14 @@ def hf_from_config(cfg, dtype):
 
 
 class LstmLm(torch.nn.Module):
-    """A two-layer LSTM language model (cuDNN), vocabulary 10000."""
+    """An LSTM language model (cuDNN): by default two layers of 1024 over
+    embeddings of 512, vocabulary 10000."""
 
-    def __init__(self):
+    def __init__(self, vocab=10000, embed=512, hidden=1024, layers=2):
         super().__init__()
-        self.emb = torch.nn.Embedding(10000, 512)
-        self.rnn = torch.nn.LSTM(512, 1024, num_layers=2, batch_first=True)
-        self.head = torch.nn.Linear(1024, 10000)
+        self.emb = torch.nn.Embedding(vocab, embed)
+        self.rnn = torch.nn.LSTM(embed, hidden, num_layers=layers, batch_first=True)
+        self.head = torch.nn.Linear(hidden, vocab)
 
     def forward(self, x):
         hidden, _ = self.rnn(self.emb(x))
@@ -2215,17 +2216,18 @@ def accum_logits_leak(batch, steps):
         logits.detach()))  # the bug: never cleared
 
 
-def accumulating_lm_steps(batch, steps, window_end):
-    """GPT-2 (6 layers) fp32 AdamW, sequence 512, gradient accumulation
-    over 4 micro-steps of `batch`; `window_end(logits)` gets each window's
-    last logits after its optimizer step."""
-    m = gpt2_model(n_layer=6)
+def accumulating_lm_steps(batch, steps, window_end, layers=6, sequence=512, window=4):
+    """GPT-2 (`layers` layers) fp32 AdamW, gradient accumulation over
+    `window` micro-steps of `batch` sequences of `sequence`;
+    `window_end(logits)` gets each window's last logits after its optimizer
+    step."""
+    m = gpt2_model(n_layer=layers)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     for step in range(steps):
-        x = torch.randint(0, 50257, (batch, 512), device='cuda')
+        x = torch.randint(0, 50257, (batch, sequence), device='cuda')
         out = m(input_ids=x, labels=x)
-        (out.loss / 4).backward()
-        if step % 4 == 3:
+        (out.loss / window).backward()
+        if step % window == window - 1:
             opt.step()
             opt.zero_grad(set_to_none=True)
             window_end(out.logits)
@@ -2558,20 +2560,11 @@ def rnn_batch(batch, steps):
     LSTM layers of 1024, cuDNN's), fp32 AdamW, sequence 256, batch `batch`
     (64), under 4G: too large a batch for its first step (truth:
     activations, bisected)."""
-    class LstmLm(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed = torch.nn.Embedding(32000, 1024)
-            self.lstm = torch.nn.LSTM(1024, 1024, num_layers=3, batch_first=True)
-            self.head = torch.nn.Linear(1024, 32000)
-
-        def forward(self, x):
-            return self.head(self.lstm(self.embed(x))[0])
-    m = LstmLm().cuda()
+    m = LstmLm(vocab=32000, embed=1024, hidden=1024, layers=3).cuda()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     for _ in range(steps):
         x = torch.randint(0, 32000, (batch, 257), device='cuda')
-        logits = m(x[:, :-1])
+        _, logits = m(x[:, :-1])
         learn(torch.nn.functional.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten()), opt)
         del logits, x
         yield
@@ -2588,19 +2581,10 @@ def window32_leak(batch, steps):
     end the last logits are cloned into a list never cleared (2 x 256 x
     50257 fp32: 103 MB once every 32 steps) (truth: leak; an early warning
     is not expected: the runs it reads end at 16 iterations)."""
-    m = gpt2_model(n_layer=4)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     kept = []
-    for step in range(steps):
-        x = torch.randint(0, 50257, (batch, 256), device='cuda')
-        out = m(input_ids=x, labels=x)
-        (out.loss / 32).backward()
-        if step % 32 == 31:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            kept.append(out.logits.detach().clone())  # the bug: never cleared
-        del out, x
-        yield
+    yield from accumulating_lm_steps(
+        batch, steps, lambda logits: kept.append(logits.detach().clone()),  # never cleared
+        layers=4, sequence=256, window=32)
 
 
 @case
