@@ -2595,10 +2595,60 @@ def foreach_step(batch, steps):
     roots, as large as the weights) does not: the first optimizer step runs
     out at any batch (truth: persistent: what the state and its update
     need; the update one tensor at a time, foreach=False, fits)."""
+    yield from adam_on_linear_stack(batch, steps, foreach=None)
+
+
+def adam_on_linear_stack(batch, steps, foreach):
+    """Twelve linear layers of 4096 x 4096 fp32, Adam (foreach: None is
+    PyTorch's default), a mean square loss on random inputs of `batch`."""
     m = linear_stack(4096, 12).cuda()
-    opt = torch.optim.Adam(m.parameters(), lr=1e-4)
+    opt = torch.optim.Adam(m.parameters(), lr=1e-4, foreach=foreach)
     xs = (torch.randn(batch, 4096, device='cuda') for _ in range(steps))
     yield from train_steps(m, opt, xs, lambda model, x: model(x).square().mean())
+
+
+# The nineteenth held-out set (session 19, 2026-12-04), written before it
+# ran: the fix foreach_step's paragraph now names, tried; and tensors kept
+# by a custom autograd Function.
+@case
+def foreach_off_fits(batch, steps):
+    """foreach_step's job with foreach=False, under the same 4G, `steps`
+    (20) (truth: none: the fix its paragraph names fits)."""
+    yield from adam_on_linear_stack(batch, steps, foreach=False)
+
+
+_CTX_KEPT = []
+
+
+class KeepInput(torch.autograd.Function):
+    """Identity whose backward scales by 2; it keeps its input in a module
+    list for a debugging hook that was never removed."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        _CTX_KEPT.append(x)  # the bug: every step's input stays
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+@case
+def ctx_leak(batch, steps):
+    """ResNet-18 fp32 SGD with momentum, batch `batch` (64), 224x224, under
+    6G, a custom autograd Function after layer2 that keeps its input (64 x
+    128 x 28 x 28 fp32: 25.7 MB a step) in a module-level list (truth:
+    leak, warned before the OOM)."""
+    import torchvision
+    m = torchvision.models.resnet18().cuda()
+    m.layer2.register_forward_hook(lambda mod, inp, out: KeepInput.apply(out))
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    for x, y in image_batches(batch, steps):
+        learn(torch.nn.functional.cross_entropy(m(x), y), opt)
+        del x, y
+        yield
 
 def main():
     ap = argparse.ArgumentParser()
