@@ -838,7 +838,9 @@ typedef struct ol_role_fold {
 void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len);
 /* The same over frames text joined by ';' (a trace's site key). */
 ol_role_t ol_role_of_frames(const char *text, size_t len);
-/* Whether such frames are an optimizer's multi-tensor (foreach) update. */
+/* Whether a frame, or any of such frames, is an optimizer's multi-tensor
+ * (foreach) update. */
+bool ol_frame_in_multi_tensor_update(const char *frame, size_t len);
 bool ol_frames_in_multi_tensor_update(const char *text, size_t len);
 const char *ol_role_name(ol_role_t role);    /* "weights", ...; "?" out of range */
 const char *ol_role_meaning(ol_role_t role); /* the list's words for it */

@@ -264,10 +264,15 @@ void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len)
  * _multi_tensor_adam and its kin), which holds temporaries as large as a
  * group of the state while it runs (held-out foreach_step: the moments'
  * square roots, as large as the weights, where the state itself fit). */
-static void multi_tensor_span(const char *frame, size_t len, void *found)
+bool ol_frame_in_multi_tensor_update(const char *frame, size_t len)
 {
   py_frame_t f;
-  if (split_python(frame, len, &f) && starts(f.function, "_multi_tensor_") && optimizer(&f))
+  return split_python(frame, len, &f) && starts(f.function, "_multi_tensor_") && optimizer(&f);
+}
+
+static void multi_tensor_span(const char *frame, size_t len, void *found)
+{
+  if (ol_frame_in_multi_tensor_update(frame, len))
     *(bool *)found = true;
 }
 
