@@ -27,7 +27,7 @@ if [ ! -f "$out/build.ninja" ]; then
 fi
 ninja -C "$out" tools/oomlens >/dev/null
 
-seeds=$(ls tests/data/*.csv.gz tests/data/oom/*.trace.gz tests/fuzz/corpus/trace_csv/* \
+seeds=$(ls tests/data/*.csv.gz tests/data/oom/*.trace.xz tests/fuzz/corpus/trace_csv/* \
   tests/data/reports/*.json tests/json_data/*.json 2>/dev/null)
 if [ -d tests/data/fuzz_cli ]; then
   seeds="$seeds $(ls tests/data/fuzz_cli/* | grep -v '\.txt$' || true)"

@@ -5,7 +5,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-packages="gcc g++ meson ninja-build pkg-config libunwind-dev uthash-dev check zlib1g-dev python3
+packages="gcc g++ meson ninja-build pkg-config libunwind-dev uthash-dev check zlib1g-dev liblzma-dev python3
   valgrind"
 # elfutils' libdw.so.1 names the source lines of native frames (opened at
 # run time; the tests check the lines of tests/progs, built with -g).

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <lzma.h>
 #include <zlib.h>
 
 #define BUF_SIZE (4 * OL_TRACE_MAX_LINE)
@@ -34,8 +35,21 @@ typedef struct site_table {
   size_t count, cap;
 } site_table_t;
 
+/* An xz file read through liblzma: the corpus keeps its traces in xz,
+ * about 40% smaller than gzip (the GPU machine's copy of the tree holds
+ * 64 MiB, and gzip'd traces had filled it). */
+typedef struct xz_reader {
+  FILE *file;
+  lzma_stream stream;
+  bool done;   /* the stream ended */
+  int err;     /* errno of a failed read, 0 none */
+  lzma_ret ret; /* liblzma's last answer, LZMA_OK or LZMA_STREAM_END when fine */
+  uint8_t in[1 << 16];
+} xz_reader_t;
+
 struct ol_trace {
-  gzFile file;
+  gzFile file;     /* a gzip'd or plain trace; NULL when xz is set */
+  xz_reader_t *xz; /* an xz one */
   char *path;
   uint64_t line;     /* number of the line last handed out */
   size_t start, end; /* unread bytes are buf[start, end) */
@@ -65,6 +79,109 @@ struct ol_trace {
   char buf[BUF_SIZE];
 };
 
+static const uint8_t XZ_MAGIC[6] = {0xFD, '7', 'z', 'X', 'Z', 0x00};
+
+/* The file's xz reader, or NULL where it is not an xz file (*is_xz false)
+ * or cannot be read (*is_xz true, errno set, or 0: out of host memory). */
+static xz_reader_t *xz_open(const char *path, bool *is_xz)
+{
+  *is_xz = false;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  uint8_t magic[sizeof XZ_MAGIC];
+  if (fread(magic, 1, sizeof magic, f) != sizeof magic || memcmp(magic, XZ_MAGIC, sizeof magic)) {
+    fclose(f);
+    return NULL;
+  }
+  *is_xz = true;
+  xz_reader_t *x = calloc(1, sizeof *x);
+  lzma_stream init = LZMA_STREAM_INIT;
+  if (x) {
+    x->stream = init;
+    x->file = f;
+  }
+  if (!x || fseek(f, 0, SEEK_SET) != 0 ||
+      lzma_stream_decoder(&x->stream, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK) {
+    int saved = x && errno ? errno : 0;
+    if (x)
+      lzma_end(&x->stream);
+    free(x);
+    fclose(f);
+    errno = saved;
+    return NULL;
+  }
+  return x;
+}
+
+static void xz_close(xz_reader_t *x)
+{
+  lzma_end(&x->stream);
+  fclose(x->file);
+  free(x);
+}
+
+/* Up to room bytes of the file's text into out: how many, 0 at its end,
+ * -1 when it cannot be read or is not whole (x->ret, x->err say why). */
+static int xz_read(xz_reader_t *x, char *out, size_t room)
+{
+  x->stream.next_out = (uint8_t *)out;
+  x->stream.avail_out = room;
+  while (x->stream.avail_out > 0 && !x->done) {
+    if (x->stream.avail_in == 0 && !feof(x->file)) {
+      size_t n = fread(x->in, 1, sizeof x->in, x->file);
+      if (ferror(x->file)) {
+        x->err = errno ? errno : EIO;
+        return -1;
+      }
+      x->stream.next_in = x->in;
+      x->stream.avail_in = n;
+    }
+    /* at the input's end: finish, which says LZMA_BUF_ERROR where the
+     * stream was cut short */
+    lzma_action action = feof(x->file) && x->stream.avail_in == 0 ? LZMA_FINISH : LZMA_RUN;
+    x->ret = lzma_code(&x->stream, action);
+    if (x->ret == LZMA_STREAM_END)
+      x->done = true;
+    else if (x->ret != LZMA_OK)
+      return -1;
+  }
+  return (int)(room - x->stream.avail_out);
+}
+
+static const char *xz_error(const xz_reader_t *x)
+{
+  if (x->err)
+    return strerror(x->err);
+  switch (x->ret) {
+  case LZMA_MEM_ERROR: return "out of host memory";
+  case LZMA_BUF_ERROR: return "the xz data ends before its stream does (cut short)";
+  case LZMA_DATA_ERROR: return "the xz data is corrupt";
+  case LZMA_FORMAT_ERROR: return "not an xz stream";
+  default: return "the xz data cannot be read";
+  }
+}
+
+/* A read that failed, said with the line it was reading: -1. */
+static int read_failed(const ol_trace_t *t, ol_error_t *err)
+{
+  unsigned long long at = (unsigned long long)t->line + 1;
+  if (t->xz) {
+    ol_fail(err, t->xz->ret == LZMA_MEM_ERROR ? OL_EXIT_FAILURE : OL_EXIT_USAGE,
+            "%s:%llu: cannot read: %s", t->path, at, xz_error(t->xz));
+    return -1;
+  }
+  int errnum;
+  const char *what = gzerror(t->file, &errnum);
+  /* zlib's message starts with the path, which ours already gives. */
+  size_t plen = strlen(t->path);
+  if (strncmp(what, t->path, plen) == 0 && strncmp(what + plen, ": ", 2) == 0)
+    what += plen + 2;
+  ol_fail(err, errnum == Z_MEM_ERROR ? OL_EXIT_FAILURE : OL_EXIT_USAGE,
+          "%s:%llu: cannot read: %s", t->path, at, errnum == Z_ERRNO ? strerror(errno) : what);
+  return -1;
+}
+
 /* Moves the unread bytes to the front and reads more after them. */
 static int refill(ol_trace_t *t)
 {
@@ -72,6 +189,14 @@ static int refill(ol_trace_t *t)
     memmove(t->buf, t->buf + t->start, t->end - t->start);
     t->end -= t->start;
     t->start = 0;
+  }
+  if (t->xz) {
+    int n = xz_read(t->xz, t->buf + t->end, BUF_SIZE - t->end);
+    if (n < 0)
+      return -1;
+    t->eof = n == 0;
+    t->end += (size_t)n;
+    return 0;
   }
   int n = gzread(t->file, t->buf + t->end, (unsigned)(BUF_SIZE - t->end));
   if (n < 0)
@@ -112,18 +237,8 @@ static int next_line(ol_trace_t *t, const char **line, size_t *len, ol_error_t *
     }
     if (t->eof)
       return 0;
-    if (refill(t) < 0) {
-      int errnum;
-      const char *what = gzerror(t->file, &errnum);
-      /* zlib's message starts with the path, which ours already gives. */
-      size_t plen = strlen(t->path);
-      if (strncmp(what, t->path, plen) == 0 && strncmp(what + plen, ": ", 2) == 0)
-        what += plen + 2;
-      ol_fail(err, errnum == Z_MEM_ERROR ? OL_EXIT_FAILURE : OL_EXIT_USAGE,
-              "%s:%llu: cannot read: %s", t->path, (unsigned long long)t->line + 1,
-              errnum == Z_ERRNO ? strerror(errno) : what);
-      return -1;
-    }
+    if (refill(t) < 0)
+      return read_failed(t, err);
   }
 }
 
@@ -200,9 +315,18 @@ ol_trace_t *ol_trace_open(const char *path, ol_error_t *err)
     free(t);
     return NULL;
   }
+  bool is_xz;
+  errno = 0;
+  t->xz = xz_open(path, &is_xz);
+  if (is_xz && !t->xz) {
+    ol_fail(err, errno ? OL_EXIT_USAGE : OL_EXIT_FAILURE, "cannot open %s: %s", path,
+            errno ? strerror(errno) : "out of host memory");
+    return fail_open(t);
+  }
   errno = 0; /* gzopen fails without errno only when zlib runs out of memory */
-  t->file = gzopen(path, "rb");
-  if (!t->file) {
+  if (!t->xz)
+    t->file = gzopen(path, "rb");
+  if (!t->xz && !t->file) {
     ol_fail(err, errno ? OL_EXIT_USAGE : OL_EXIT_FAILURE, "cannot open %s: %s", path,
             errno ? strerror(errno) : "out of host memory");
     return fail_open(t);
@@ -277,7 +401,7 @@ double ol_trace_progress(ol_trace_t *t)
 {
   if (t->file_size == 0)
     return 0;
-  z_off_t at = gzoffset(t->file);
+  int64_t at = t->xz ? (int64_t)t->xz->stream.total_in : (int64_t)gzoffset(t->file);
   double f = at > 0 ? (double)at / (double)t->file_size : 0;
   return f > 1 ? 1 : f;
 }
@@ -288,6 +412,8 @@ void ol_trace_close(ol_trace_t *t)
     return;
   if (t->file)
     gzclose(t->file);
+  if (t->xz)
+    xz_close(t->xz);
   for (int d = 0; d < OL_TRACE_MAX_DEVICES; d++) {
     for (size_t i = 0; i < t->sites[d].count; i++)
       free(t->sites[d].sites[i].text);

@@ -357,7 +357,7 @@ END_TEST
  * end (the trace's maps less its unmaps, 11 of them). */
 START_TEST(memory_viz_manage_trace)
 {
-  ck_assert_int_eq(export_to(data("oom/gpt2_batch.trace.gz"), "--format memory-viz"), 0);
+  ck_assert_int_eq(export_to(data("oom/gpt2_batch.trace.xz"), "--format memory-viz"), 0);
   check_snapshot("devices=1 entries=6224 segments=2 blocks=408 active=11520235520 "
                  "reserved=11525947392 allocs=503 ooms=1 frames=706\n");
 }

@@ -1065,11 +1065,11 @@ static const trace_case_t trace_cases[] = {
   {"llama_varlen.csv.gz", 15, false},
   {"llama_generate.csv.gz", 5, false},
   {"llama_varlen_live.trace.gz", 3, false},
-  {"oom/leak_loss.trace.gz", 7, true},
-  {"oom/varlen_long.trace.gz", 4, false},
-  {"oom/kv_cache.trace.gz", 138, true},
-  {"oom/plateau_fits.trace.gz", 23, false},
-  {"oom/late_batch.trace.gz", 27, false},
+  {"oom/leak_loss.trace.xz", 7, true},
+  {"oom/varlen_long.trace.xz", 4, false},
+  {"oom/kv_cache.trace.xz", 138, true},
+  {"oom/plateau_fits.trace.xz", 23, false},
+  {"oom/late_batch.trace.xz", 27, false},
 };
 
 START_TEST(recorded_traces)

@@ -839,7 +839,7 @@ static int count_of(const char *text, const char *what)
 START_TEST(cli_one_diagnosis_where_the_job_ran_out)
 {
   cli_run_t run;
-  cli(&run, (const char *[]){data("oom/gpt2_batch.trace.gz"), "--capacity", "12G", "--batch",
+  cli(&run, (const char *[]){data("oom/gpt2_batch.trace.xz"), "--capacity", "12G", "--batch",
                              "8", NULL});
   ck_assert_int_eq(run.status, 0);
   ck_assert_msg(strstr(run.out, "(where the recorded run ran out too)"), "%s", run.out);

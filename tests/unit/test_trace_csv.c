@@ -1,5 +1,5 @@
-/* test_trace_csv.c: the trace reader: good lines field by field, gzip'd and
- * plain input, empty and header-only files, every malformed case with its
+/* test_trace_csv.c: the trace reader: good lines field by field, gzip'd,
+ * xz and plain input, empty and header-only files, every malformed case with its
  * line number in the message, and a long trace streamed through. */
 #include <check.h>
 
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <lzma.h>
 #include <zlib.h>
 
 #include "core.h"
@@ -81,10 +82,32 @@ static const want_t good_events[] = {
   {107, OL_TRACE_OOM, 0, OL_TRACE_MAX_BYTES, 0, "last line without newline", 11},
 };
 
-static void check_good(bool gz)
+/* Writes text xz-compressed (as the corpus keeps its traces), its first
+ * keep thousandths only and the byte at flip, if any, inverted: its path. */
+static const char *write_xz(const char *text, size_t keep, long flip)
+{
+  size_t len = strlen(text), cap = lzma_stream_buffer_bound(len), out = 0;
+  uint8_t *buf = malloc(cap);
+  ck_assert_ptr_nonnull(buf);
+  ck_assert_int_eq(lzma_easy_buffer_encode(6, LZMA_CHECK_CRC64, NULL, (const uint8_t *)text, len,
+                                           buf, &out, cap),
+                   LZMA_OK);
+  size_t kept = out * keep / 1000;
+  if (flip >= 0 && (size_t)flip < out)
+    buf[flip] ^= 0xff;
+  snprintf(path, sizeof path, "%s/t.csv.xz", dir);
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(buf, 1, kept, f), kept);
+  fclose(f);
+  free(buf);
+  return path;
+}
+
+static void check_good_at(const char *file)
 {
   ol_error_t err;
-  ol_trace_t *t = ol_trace_open(write_trace(good_text, gz), &err);
+  ol_trace_t *t = ol_trace_open(file, &err);
   ck_assert_msg(t != NULL, "%s", err.text);
   ol_trace_event_t ev;
   size_t n = sizeof good_events / sizeof *good_events;
@@ -104,6 +127,47 @@ static void check_good(bool gz)
   ck_assert_int_eq(ol_trace_next(t, &ev, &err), 0);
   ol_trace_close(t);
 }
+
+static void check_good(bool gz)
+{
+  check_good_at(write_trace(good_text, gz));
+}
+
+START_TEST(good_xz)
+{
+  check_good_at(write_xz(good_text, 1000, -1));
+}
+END_TEST
+
+/* An xz stream cut short, or with a byte changed, is a read error that
+ * says so, not a crash nor a trace that ends early. */
+START_TEST(bad_xz)
+{
+  char *text = malloc(1 << 20);
+  ck_assert_ptr_nonnull(text);
+  size_t at = (size_t)snprintf(text, 1 << 20, HEADER);
+  for (int i = 0; i < 20000 && at < (1 << 20) - 64; i++)
+    at += (size_t)snprintf(text + at, (1 << 20) - at, "%d,alloc,0x%x,%d,0,some.py:%d:frame\n", i,
+                           i * 512, 512 + i, i);
+  static const struct {
+    size_t keep;
+    long flip;
+  } bad[] = {{500, -1}, {1000, 3000}}; /* half of it; a byte changed */
+  for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+    ol_error_t err;
+    /* the reader fills its buffer at once: a small trace fails at its open */
+    ol_trace_t *t = ol_trace_open(write_xz(text, bad[b].keep, bad[b].flip), &err);
+    ol_trace_event_t ev;
+    int got = t ? 1 : -1;
+    while (got == 1)
+      got = ol_trace_next(t, &ev, &err);
+    ck_assert_int_eq(got, -1);
+    ck_assert_msg(strstr(err.text, "cannot read: the xz data"), "%zu: %s", b, err.text);
+    ol_trace_close(t);
+  }
+  free(text);
+}
+END_TEST
 
 START_TEST(good_plain)
 {
@@ -725,6 +789,7 @@ static Suite *trace_suite(void)
   tcase_add_checked_fixture(good, setup, teardown);
   tcase_add_test(good, good_plain);
   tcase_add_test(good, good_gzip);
+  tcase_add_test(good, good_xz);
   tcase_add_test(good, header_only);
   tcase_add_test(good, long_trace);
   tcase_add_test(good, action_names);
@@ -740,6 +805,7 @@ static Suite *trace_suite(void)
   tcase_add_test(bad, line_bound);
   tcase_add_test(bad, missing_file);
   tcase_add_test(bad, truncated_gzip);
+  tcase_add_test(bad, bad_xz);
   tcase_add_loop_test(bad, ours_open_table, 0, sizeof our_open_cases / sizeof *our_open_cases);
   tcase_add_loop_test(bad, ours_bad_table, 0, sizeof our_bad_cases / sizeof *our_bad_cases);
   tcase_add_test(bad, ours_without_end_line_is_noted);
