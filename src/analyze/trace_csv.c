@@ -101,17 +101,18 @@ static xz_reader_t *xz_open(const char *path, bool *is_xz)
     x->stream = init;
     x->file = f;
   }
-  if (!x || fseek(f, 0, SEEK_SET) != 0 ||
-      lzma_stream_decoder(&x->stream, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK) {
-    int saved = x && errno ? errno : 0;
-    if (x)
-      lzma_end(&x->stream);
-    free(x);
-    fclose(f);
-    errno = saved;
-    return NULL;
-  }
-  return x;
+  /* errno 0 says out of host memory: calloc's failure, or liblzma's */
+  int saved = 0;
+  if (x && fseek(f, 0, SEEK_SET) != 0)
+    saved = errno;
+  else if (x && lzma_stream_decoder(&x->stream, UINT64_MAX, LZMA_CONCATENATED) == LZMA_OK)
+    return x;
+  if (x)
+    lzma_end(&x->stream);
+  free(x);
+  fclose(f);
+  errno = saved;
+  return NULL;
 }
 
 static void xz_close(xz_reader_t *x)
