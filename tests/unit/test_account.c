@@ -434,6 +434,15 @@ START_TEST(the_failed_request_names_its_role)
 }
 END_TEST
 
+static void apply_with_frames(ol_account_t *a, ol_trace_action_t action, uint64_t addr,
+                              uint64_t size, const char *frames)
+{
+  ol_trace_event_t ev = event_of(action, addr, size);
+  ev.frames = frames;
+  ev.frames_len = frames ? strlen(frames) : 0;
+  ck_assert(ol_account_apply(a, &ev, NULL));
+}
+
 /* The failed request made by an optimizer's foreach update, read from a
  * trace's key and from a live site's label (its Python frames a line
  * each): held-out foreach_step said it replayed and not live. */
@@ -442,14 +451,8 @@ START_TEST(a_request_of_the_foreach_update_is_told_live_and_replayed)
   static const char adam[] = "torch/optim/adam.py:791:_multi_tensor_adam;torch/optim/adam.py:971:adam";
   ol_account_t a;
   ol_account_init(&a, OL_ACCOUNT_SITES);
-  ol_trace_event_t ev = event_of(OL_TRACE_ALLOC, 0x1000, 64 * MiB);
-  ev.frames = adam;
-  ev.frames_len = sizeof adam - 1;
-  ck_assert(ol_account_apply(&a, &ev, NULL));
-  ev = event_of(OL_TRACE_OOM, 0, 64 * MiB);
-  ev.frames = adam;
-  ev.frames_len = sizeof adam - 1;
-  ck_assert(ol_account_apply(&a, &ev, NULL));
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x1000, 64 * MiB, adam);
+  apply_with_frames(&a, OL_TRACE_OOM, 0, 64 * MiB, adam);
   ol_oom_record_t r;
   ol_oom_record_init(&r, 64 * MiB);
   ol_account_oom_figures(&a, 0, &r);
@@ -477,15 +480,6 @@ START_TEST(a_request_of_the_foreach_update_is_told_live_and_replayed)
   ol_account_free(&a);
 }
 END_TEST
-
-static void apply_with_frames(ol_account_t *a, ol_trace_action_t action, uint64_t addr,
-                              uint64_t size, const char *frames)
-{
-  ol_trace_event_t ev = event_of(action, addr, size);
-  ev.frames = frames;
-  ev.frames_len = frames ? strlen(frames) : 0;
-  ck_assert(ol_account_apply(a, &ev, NULL));
-}
 
 /* A first backward's gradients are "backward" by their frames (none has
  * outlived a backward yet): the backward's blocks of a live weight's size
