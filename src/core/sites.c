@@ -265,7 +265,6 @@ void ol_sites_mark_valley(ol_sites_t *s, uint64_t iteration)
     if (!f->valley_seen) {
       f->first_valley = f->current;
       f->valley_seen = true;
-      f->first_low = at_low(s, site);
     }
     if (anew || f->first_low == 0)
       f->first_low = at_low(s, site);
