@@ -96,7 +96,7 @@ int32_t ol_account_site(ol_account_t *a, int device, const char *key, size_t len
   int32_t id = ol_sites_intern(*table, key, len);
   bool made = id >= 0 && (size_t)id == before;
   if (made && !(a->flags & OL_ACCOUNT_LIVE_KEYS)) /* a trace's key is its frames text */
-    ol_sites_set_role(*table, id, ol_role_of_frames(key, len));
+    ol_sites_set_fold(*table, id, ol_role_fold_of_frames(key, len));
   if (is_new)
     *is_new = made;
   if (id >= 0 && len == 0)
@@ -272,28 +272,6 @@ void ol_account_oom_site(ol_account_t *a, int device, int32_t site)
   a->devices[ol_account_clamp(device)].request_site_plus1 = site >= 0 ? site + 1 : 0;
 }
 
-/* Whether a site's frames are an optimizer's multi-tensor update: a
- * trace's key is its frames joined by ';', a live site's label its Python
- * frames a line each (lib/stacks.c; held-out foreach_step said it in
- * replay and not live, the label read as one frame). */
-static bool site_in_update(const ol_account_t *a, const ol_sites_t *sites, int32_t site)
-{
-  if (!(a->flags & OL_ACCOUNT_LIVE_KEYS)) {
-    size_t len;
-    const char *key = ol_sites_key_bytes(sites, site, &len);
-    return ol_frames_in_multi_tensor_update(key, len);
-  }
-  const char *line = ol_sites_label(sites, site);
-  for (const char *end; line && *line; line = *end ? end + 1 : end) {
-    end = strchr(line, '\n');
-    if (!end)
-      end = line + strlen(line);
-    if (ol_frame_in_multi_tensor_update(line, (size_t)(end - line)))
-      return true;
-  }
-  return false;
-}
-
 /* What the failed request was for, from its call site's role, and whether
  * an optimizer's multi-tensor update made it; not known without a site,
  * or when its frames named none. */
@@ -308,7 +286,7 @@ static void request_role(const ol_account_t *a, int device, ol_oom_record_t *r)
     return;
   r->request_role = ol_sites_role(sites, site);
   r->request_role_known = r->request_role != OL_ROLE_unknown;
-  r->request_in_update = site_in_update(a, sites, site);
+  r->request_in_update = ol_sites_in_update(sites, site);
   r->update_bytes = r->request_in_update ? ol_sites_figure(sites, site, OL_SITES_BY_CURRENT) : 0;
 }
 

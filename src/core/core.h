@@ -829,19 +829,23 @@ void ol_frame_join_json(const char *frame, void *join);
  * a note) and names none. The marker "(thread pt_autograd_N)" is backward. */
 ol_role_t ol_role_of_frame(const char *frame, size_t len);
 /* A site's role from its frames, innermost first: the first frame that
- * names a role; else other if any frame was Python; else unknown. */
+ * names a role; else other if any frame was Python; else unknown. update:
+ * a frame was an optimizer's multi-tensor (foreach) update, whose
+ * temporaries come beside the state (held-out foreach_step). */
 typedef struct ol_role_fold {
   ol_role_t role;
   bool named;
+  bool update;
 } ol_role_fold_t;
-#define OL_ROLE_FOLD_INIT {OL_ROLE_unknown, false}
+#define OL_ROLE_FOLD_INIT {OL_ROLE_unknown, false, false}
 void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len);
 /* The same over frames text joined by ';' (a trace's site key). */
+ol_role_fold_t ol_role_fold_of_frames(const char *text, size_t len);
 ol_role_t ol_role_of_frames(const char *text, size_t len);
-/* Whether a frame, or any of such frames, is an optimizer's multi-tensor
- * (foreach) update. */
-bool ol_frame_in_multi_tensor_update(const char *frame, size_t len);
-bool ol_frames_in_multi_tensor_update(const char *text, size_t len);
+/* A site's role and fold.update, decided once when it is made, as its
+ * role is (ol_sites_set_role); ol_sites_in_update reads the second. */
+void ol_sites_set_fold(ol_sites_t *sites, int32_t id, ol_role_fold_t fold);
+bool ol_sites_in_update(const ol_sites_t *sites, int32_t id);
 const char *ol_role_name(ol_role_t role);    /* "weights", ...; "?" out of range */
 const char *ol_role_meaning(ol_role_t role); /* the list's words for it */
 bool ol_role_parse(const char *name, ol_role_t *out); /* the role ol_role_name names */

@@ -245,8 +245,20 @@ ol_role_t ol_role_of_frame(const char *frame, size_t len)
   return OL_ROLE_other;
 }
 
+/* An optimizer's update of many tensors at once (PyTorch's foreach path:
+ * _multi_tensor_adam and its kin), which holds temporaries as large as a
+ * group of the state while it runs (held-out foreach_step: the moments'
+ * square roots, as large as the weights, where the state itself fit). */
+static bool multi_tensor_update(const char *frame, size_t len)
+{
+  py_frame_t f;
+  return split_python(frame, len, &f) && starts(f.function, "_multi_tensor_") && optimizer(&f);
+}
+
 void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len)
 {
+  if (!fold->update && multi_tensor_update(frame, len)) /* any frame: not only up to the named */
+    fold->update = true;
   if (fold->named)
     return;
   ol_role_t role = ol_role_of_frame(frame, len);
@@ -260,39 +272,21 @@ void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len)
   fold->named = true;
 }
 
-/* An optimizer's update of many tensors at once (PyTorch's foreach path:
- * _multi_tensor_adam and its kin), which holds temporaries as large as a
- * group of the state while it runs (held-out foreach_step: the moments'
- * square roots, as large as the weights, where the state itself fit). */
-bool ol_frame_in_multi_tensor_update(const char *frame, size_t len)
-{
-  py_frame_t f;
-  return split_python(frame, len, &f) && starts(f.function, "_multi_tensor_") && optimizer(&f);
-}
-
-static void multi_tensor_span(const char *frame, size_t len, void *found)
-{
-  if (ol_frame_in_multi_tensor_update(frame, len))
-    *(bool *)found = true;
-}
-
-bool ol_frames_in_multi_tensor_update(const char *text, size_t len)
-{
-  bool found = false;
-  ol_frames_text_each(text, len, SIZE_MAX, multi_tensor_span, &found);
-  return found;
-}
-
 static void fold_span(const char *frame, size_t len, void *fold)
 {
   ol_role_fold_add(fold, frame, len);
 }
 
-ol_role_t ol_role_of_frames(const char *text, size_t len)
+ol_role_fold_t ol_role_fold_of_frames(const char *text, size_t len)
 {
   ol_role_fold_t fold = OL_ROLE_FOLD_INIT;
   ol_frames_text_each(text, len, SIZE_MAX, fold_span, &fold);
-  return fold.role;
+  return fold;
+}
+
+ol_role_t ol_role_of_frames(const char *text, size_t len)
+{
+  return ol_role_fold_of_frames(text, len).role;
 }
 
 const char *ol_role_name(ol_role_t role)

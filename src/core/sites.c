@@ -52,6 +52,7 @@ typedef struct site {
   int64_t at_low;       /* current when it first changed after the last low mark */
   int64_t at_step;      /* a backward site: current when the last optimizer step began */
   uint8_t role;         /* an ol_role_t */
+  bool in_update;       /* its frames were an optimizer's multi-tensor update */
   bool step_seen;
   UT_hash_handle hh;
 } site_t;
@@ -106,6 +107,7 @@ ol_sites_t *ol_sites_copy(const ol_sites_t *s)
     to->at_low = from->at_low;
     to->at_step = from->at_step;
     to->role = from->role;
+    to->in_update = from->in_update;
     to->step_seen = from->step_seen;
   }
   if (c) {
@@ -358,6 +360,18 @@ void ol_sites_set_role(ol_sites_t *s, int32_t id, ol_role_t role)
 ol_role_t ol_sites_role(const ol_sites_t *s, int32_t id)
 {
   return id >= 0 && (size_t)id < s->count ? (ol_role_t)s->all[id]->role : OL_ROLE_unknown;
+}
+
+void ol_sites_set_fold(ol_sites_t *s, int32_t id, ol_role_fold_t fold)
+{
+  ol_sites_set_role(s, id, fold.role);
+  if (id >= 0 && (size_t)id < s->count)
+    s->all[id]->in_update = fold.update;
+}
+
+bool ol_sites_in_update(const ol_sites_t *s, int32_t id)
+{
+  return id >= 0 && (size_t)id < s->count && s->all[id]->in_update;
 }
 
 /* What a backward site holds that outlives the backward pass (the

@@ -162,8 +162,9 @@ bool ol_stacks_set_paused(bool paused);
  * or 1 MiB for the role capture when that is 0. */
 uint64_t ol_stacks_sample_bytes(void);
 /* A new live site's role (core/roles.c) from its key and label, on the
- * capturing thread: what the rule gives the frames its trace line carries. */
-ol_role_t ol_stacks_role(const void *key, size_t len, const char *label);
+ * capturing thread: what the rule gives the frames its trace line carries
+ * (the label's Python frames a line each, then the thread's marker). */
+ol_role_fold_t ol_stacks_role(const void *key, size_t len, const char *label);
 bool ol_stacks_native_available(void);
 int ol_stacks_capture(void **frames, int max);
 void ol_stacks_site_key(size_t size, ol_site_key_t *key); /* sampling decided here */

@@ -479,14 +479,14 @@ static size_t key_frames(const char *key, size_t len, const char *label, size_t 
  * (key_frames' walk), but for the native ones, which name no role
  * (core/roles.c) and would cost a symbolization each: the Python lines,
  * then the thread's marker. On the capturing thread, as its label. */
-ol_role_t ol_stacks_role(const void *key, size_t len, const char *label)
+ol_role_fold_t ol_stacks_role(const void *key, size_t len, const char *label)
 {
   ol_role_fold_t fold = OL_ROLE_FOLD_INIT;
   uintptr_t header = 0;
   if (key && len >= sizeof header)
     memcpy(&header, key, sizeof header);
   if (header & HEADER_UNSAMPLED)
-    return OL_ROLE_unknown;
+    return fold;
   while (label && *label) {
     const char *end = strchr(label, '\n');
     size_t n = end ? (size_t)(end - label) : strlen(label);
@@ -497,7 +497,7 @@ ol_role_t ol_stacks_role(const void *key, size_t len, const char *label)
     char marker[48];
     ol_role_fold_add(&fold, marker, autograd_marker(HEADER_AUTOGRAD(header), marker, sizeof marker));
   }
-  return fold.role;
+  return fold;
 }
 
 /* A trace's frames are joined by ';', so a ';' inside one becomes ':'. */

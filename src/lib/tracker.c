@@ -167,7 +167,7 @@ static int32_t site_for(int device, const ol_site_key_t *key, int32_t known)
     const char *text = label.len && !label.failed ? label.data : NULL;
     if (text)
       ol_sites_set_label(account.devices[d].sites, id, text);
-    ol_sites_set_role(account.devices[d].sites, id, ol_stacks_role(key->words, len, text));
+    ol_sites_set_fold(account.devices[d].sites, id, ol_stacks_role(key->words, len, text));
     if (ol_stacks_key_unsampled(key->words, len))
       ol_account_mark_unsampled(&account, d, id);
     /* new: the trace defines it once, now */

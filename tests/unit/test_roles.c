@@ -156,7 +156,7 @@ START_TEST(multi_tensor_update_frames)
     {"", false},
   };
   for (size_t i = 0; i < sizeof updates / sizeof *updates; i++)
-    ck_assert_msg(ol_frames_in_multi_tensor_update(updates[i].frames, strlen(updates[i].frames)) ==
+    ck_assert_msg(ol_role_fold_of_frames(updates[i].frames, strlen(updates[i].frames)).update ==
                     updates[i].update, "%s", updates[i].frames);
 }
 END_TEST

@@ -126,6 +126,39 @@ START_TEST(the_not_sampled_bucket_is_known_live_and_in_a_trace)
 }
 END_TEST
 
+/* A live site's label holds its Python frames a line each: the request of
+ * an optimizer's foreach update is told from it as from a trace's
+ * ';'-joined key (held-out foreach_step said it replayed and not live,
+ * the label read as one frame), a state's making is not. The site is made
+ * as the tracker makes it (tracker.c site_for). */
+START_TEST(a_live_label_tells_the_foreach_update)
+{
+  static const char *const labels[] = {
+    "torch/optim/adam.py:791:_multi_tensor_adam\ntorch/optim/adam.py:971:adam\n",
+    "torch/optim/adam.py:178:_init_group\ntorch/optim/adam.py:238:step\n"};
+  for (size_t l = 0; l < 2; l++) {
+    uintptr_t key[16];
+    size_t len = make_key(&cases[4], key); /* two Python frames */
+    ol_account_t *a = calloc(1, sizeof *a);
+    ol_account_init(a, OL_ACCOUNT_SITES | OL_ACCOUNT_LIVE_KEYS);
+    bool is_new;
+    int32_t site = ol_account_site(a, 0, (const char *)key, len, &is_new);
+    ck_assert(site >= 0 && is_new);
+    ol_sites_t *sites = ol_account_sites(a, 0);
+    ck_assert(ol_sites_set_label(sites, site, labels[l]));
+    ol_sites_set_fold(sites, site, ol_stacks_role(key, len, labels[l]));
+    ol_account_oom_site(a, 0, site);
+    ol_oom_record_t r;
+    ol_oom_record_init(&r, 64 << 20);
+    ol_account_oom_figures(a, 0, &r);
+    ck_assert(r.request_role_known && r.request_role == OL_ROLE_optimizer);
+    ck_assert_msg(r.request_in_update == (l == 0), "%s", labels[l]);
+    ol_account_free(a);
+    free(a);
+  }
+}
+END_TEST
+
 /* The report asks for a few frames; the walk stops there. */
 START_TEST(site_frames_stop_at_max)
 {
@@ -150,6 +183,7 @@ static Suite *stacks_suite(void)
   tcase_add_loop_test(text, trace_text_is_the_report_frames, 0, sizeof cases / sizeof *cases);
   tcase_add_test(text, site_frames_stop_at_max);
   tcase_add_test(text, the_not_sampled_bucket_is_known_live_and_in_a_trace);
+  tcase_add_test(text, a_live_label_tells_the_foreach_update);
   suite_add_tcase(s, text);
   return s;
 }
