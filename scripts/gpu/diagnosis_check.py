@@ -471,6 +471,13 @@ HELD_OUT = [
     dict(name='foreach_off_fits', cap='4G', batch=1, steps=20, truth='none', warn=False,
          tell_batch=False),
     leak_case('ctx_leak', '6G', 64, 2000),
+    # The twentieth held-out set (session 20), committed before it ran
+    # (OOMLENS_DIAG_CASES=lora_batch,teacher_late,empty_cache_fits): LoRA's
+    # first step, a teacher loaded in mid-run, PyTorch's cache emptied
+    # every step.
+    first_step_case('lora_batch', '5G', 24),
+    dict(name='teacher_late', cap='3G', batch=2, steps=12, truth='persistent', warn=False),
+    dict(name='empty_cache_fits', cap='8G', batch=4, steps=30, truth='none', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

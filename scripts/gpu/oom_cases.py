@@ -2658,6 +2658,71 @@ def ctx_leak(batch, steps):
         del x, y
         yield
 
+# The twentieth held-out set (session 20, 2026-12-04), written and
+# committed before any of it ran: LoRA on a frozen bf16 model with too
+# large a first batch, a teacher model loaded in mid-training, and a job
+# that empties PyTorch's cache after every step.
+
+
+@case
+def lora_batch(batch, steps):
+    """LoRA fine-tuning without gradient checkpointing: the Llama-style
+    model of lora_fits in bf16 (12 layers, hidden 2048, about 1.5 GB of
+    weights), frozen, rank-16 adapters on its query and value projections,
+    AdamW on the adapters only, sequence 512, under 5G: the batch is too
+    large for its first step (truth: activations; gradients and optimizer
+    state are tiny)."""
+    from transformers import LlamaConfig
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5504,
+                      num_hidden_layers=12, num_attention_heads=16, num_key_value_heads=16,
+                      max_position_embeddings=1024, tie_word_embeddings=False)
+    m = hf_from_config(cfg, torch.bfloat16).cuda()
+    m.requires_grad_(False)
+    for layer in m.model.layers:
+        layer.self_attn.q_proj = LoraLinear(layer.self_attn.q_proj)
+        layer.self_attn.v_proj = LoraLinear(layer.self_attn.v_proj)
+    m.train()
+    opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-4)
+    xs = (torch.randint(0, 32000, (batch, 512), device='cuda') for _ in range(steps))
+    yield from train_steps(m, opt, xs, lm_loss)
+
+
+@case
+def teacher_late(batch, steps):
+    """GPT-2 124M fp32 trains with AdamW at batch 2, sequence 128 (about
+    2.1 GB at its peak), and after 6 steps the job loads a teacher for
+    distillation, a GPT-2 of 24 layers of width 1280 (2.1 GB fp32) moved to
+    the device with .cuda(), under a 3G cap: the teacher's weights beside
+    the student's weights and AdamW moments (1.5 GB) do not fit, in the
+    middle of a run that was healthy (truth: persistent; nothing leaks, and
+    no leak warning)."""
+    m = gpt2_model()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        if step == 6:
+            from transformers import GPT2Config, GPT2LMHeadModel
+            teacher = GPT2LMHeadModel(GPT2Config(n_layer=24, n_embd=1280, n_head=20))
+            teacher = teacher.eval().cuda()
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, 128), device='cuda')), opt)
+        yield
+
+
+@case
+def empty_cache_fits(batch, steps):
+    """GPT-2 (6 layers) fp32 AdamW, batch 4, sequence 512, under 8G, that
+    calls torch.cuda.empty_cache() and torch.cuda.reset_peak_memory_stats()
+    after every step, as many training scripts do to print each step's peak:
+    PyTorch's cache gives its segments back every step and takes them again
+    (truth: none: no OOM paragraph, no leak warning)."""
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(steps):
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, 512), device='cuda')), opt)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
