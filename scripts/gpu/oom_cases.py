@@ -2690,18 +2690,18 @@ def lora_batch(batch, steps):
 @case
 def teacher_late(batch, steps):
     """GPT-2 124M fp32 trains with AdamW at batch 2, sequence 128 (about
-    2.1 GB at its peak), and after 6 steps the job loads a teacher for
-    distillation, a GPT-2 of 24 layers of width 1280 (2.1 GB fp32) moved to
-    the device with .cuda(), under a 3G cap: the teacher's weights beside
-    the student's weights and AdamW moments (1.5 GB) do not fit, in the
-    middle of a run that was healthy (truth: persistent; nothing leaks, and
-    no leak warning)."""
+    2.6 GB at its peak, the foreach update's temporaries in it), and after
+    6 steps the job loads a teacher for distillation, a GPT-2 of 24 layers
+    of width 1536 (3.0 GB fp32) moved to the device with .cuda(), under a
+    4G cap: the teacher's weights beside the student's weights and AdamW
+    moments (1.5 GB) do not fit, in the middle of a run that was healthy
+    (truth: persistent; nothing leaks, and no leak warning)."""
     m = gpt2_model()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     for step in range(steps):
         if step == 6:
             from transformers import GPT2Config, GPT2LMHeadModel
-            teacher = GPT2LMHeadModel(GPT2Config(n_layer=24, n_embd=1280, n_head=20))
+            teacher = GPT2LMHeadModel(GPT2Config(n_layer=24, n_embd=1536, n_head=16))
             teacher = teacher.eval().cuda()
         learn(lm_loss(m, torch.randint(0, 50257, (batch, 128), device='cuda')), opt)
         yield
