@@ -481,6 +481,8 @@ HELD_OUT = [
     # built); 4G and a larger teacher, and `oom_after` checks the step now
     dict(name='teacher_late', cap='4G', batch=2, steps=12, truth='persistent', warn=False,
          oom_after=6),
+    # committed with teacher_late's rebuild, before it ran: DDP's first step
+    first_step_case('ddp_batch', '12G', 8),
     dict(name='empty_cache_fits', cap='8G', batch=4, steps=30, truth='none', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')

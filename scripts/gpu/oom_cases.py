@@ -2723,6 +2723,27 @@ def empty_cache_fits(batch, steps):
         yield
 
 
+@case
+def ddp_batch(batch, steps):
+    """GPT-2 124M fp32 wrapped in DistributedDataParallel (one rank, NCCL,
+    gradient buckets of their own: another copy of the gradients' size),
+    AdamW, sequence 1024, under 12G: too large a batch for its first step
+    (truth: activations)."""
+    import torch.distributed as dist
+    os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
+    os.environ.setdefault('MASTER_PORT', str(29500 + os.getpid() % 1000))
+    dist.init_process_group('nccl', rank=0, world_size=1)
+    try:
+        m = torch.nn.parallel.DistributedDataParallel(gpt2_model(), device_ids=[0])
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        xs = (torch.randint(0, 50257, (batch, 1024), device='cuda') for _ in range(steps))
+        for x in xs:
+            learn(m(input_ids=x, labels=x).loss, opt)
+            yield
+    finally:
+        dist.destroy_process_group()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
