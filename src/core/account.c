@@ -337,7 +337,7 @@ static void gradients_being_made(const ol_account_t *a, int device, ol_oom_recor
   r->request_is_gradient = false;
   const ol_sites_t *sites = ol_account_sites(a, device);
   bool request_backward = r->request_role_known && r->request_role == OL_ROLE_backward;
-  if (!sites || !r->roles_known || r->role_bytes[OL_ROLE_gradients] > 0 ||
+  if (!sites || !r->roles_known || ol_sites_backward_kept(sites, OL_SITES_BY_CURRENT) ||
       (r->role_bytes[OL_ROLE_backward] <= 0 && !request_backward))
     return;
   sized_blocks_t c = {sites, ol_account_clamp(device), NULL, 0, ol_records_count(&a->blocks)};

@@ -802,6 +802,10 @@ size_t ol_frames_text_each(const char *text, size_t len, size_t max, ol_frame_sp
  * OL_ROLE_unknown. */
 void ol_sites_set_role(ol_sites_t *sites, int32_t id, ol_role_t role);
 ol_role_t ol_sites_role(const ol_sites_t *sites, int32_t id);
+/* Whether a backward site holds bytes that outlived a backward pass (the
+ * gradients ol_sites_role_bytes splits from it): the gradients by frames
+ * (DDP's buckets, roles.c) are not these. sites may be NULL. */
+bool ol_sites_backward_kept(const ol_sites_t *sites, ol_site_order_t order);
 /* The sites' bytes by role at the peak (OL_SITES_BY_AT_PEAK) or now
  * (OL_SITES_BY_CURRENT), into out[]; what total (the allocated bytes then)
  * holds beyond the sites' is unknown (sites off, no host memory to intern

@@ -384,6 +384,15 @@ static int64_t gradients_of(const site_t *site, int64_t bytes)
   return bytes < kept ? bytes : kept > 0 ? kept : 0;
 }
 
+bool ol_sites_backward_kept(const ol_sites_t *s, ol_site_order_t order)
+{
+  for (size_t i = 0; s && i < s->count; i++)
+    if (s->all[i]->role == OL_ROLE_backward &&
+        gradients_of(s->all[i], ol_sites_figure(s, (int32_t)i, order)) > 0)
+      return true;
+  return false;
+}
+
 bool ol_sites_role_bytes(const ol_sites_t *s, ol_site_order_t order, int64_t total,
                          int64_t out[OL_ROLE_COUNT])
 {

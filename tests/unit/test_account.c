@@ -505,6 +505,34 @@ START_TEST(a_first_backward_counts_the_gradients_it_makes)
 }
 END_TEST
 
+/* DDP's gradient buckets are gradients by their frames (roles.c), and
+ * state; they are not gradients that outlived a backward, so a first
+ * backward's gradients being made are still counted beside them (before,
+ * any gradient bytes at all stopped that count). */
+START_TEST(ddp_buckets_are_state_beside_the_gradients_being_made)
+{
+  static const char weights[] = "module.py:1097:<lambda>;module.py:965:_apply;train.py:9:main";
+  static const char buckets[] = "torch/nn/parallel/distributed.py:1255:_ddp_init_helper;"
+                                "torch/nn/parallel/distributed.py:896:__init__;train.py:10:main";
+  static const char engine[] = "(thread pt_autograd_0)";
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_SITES);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x100000000, 8 * MiB, weights);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x110000000, 8 * MiB, weights);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x200000000, 16 * MiB, buckets);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x300000000, 8 * MiB, engine); /* a gradient being made */
+  apply_with_frames(&a, OL_TRACE_OOM, 0, 8 * MiB, engine);
+  ol_oom_record_t r;
+  ol_oom_record_init(&r, 8 * MiB);
+  ol_account_oom_figures(&a, 0, &r);
+  ck_assert_int_eq(r.role_bytes[OL_ROLE_gradients], 16 * MiB);
+  ck_assert_int_eq(r.role_bytes[OL_ROLE_backward], 8 * MiB);
+  ck_assert_int_eq(r.gradients_made, 8 * MiB);
+  ck_assert(r.request_is_gradient);
+  ol_account_free(&a);
+}
+END_TEST
+
 /* VMM mapped memory: the job's cuMemMap and our pool's chunks, live, are
  * the trace's segment_map and segment_unmap events; both count them the
  * same, with the reserved memory and segments they make. */
@@ -962,6 +990,7 @@ static Suite *account_suite(void)
   tcase_add_test(rules, a_stale_block_is_freed_first);
   tcase_add_test(rules, the_failed_request_names_its_role);
   tcase_add_test(rules, a_first_backward_counts_the_gradients_it_makes);
+  tcase_add_test(rules, ddp_buckets_are_state_beside_the_gradients_being_made);
   tcase_add_test(rules, shared_sites_peak_over_devices);
   tcase_add_test(rules, reserved_memory_never_below_zero);
   tcase_add_test(rules, mapped_memory_live_equals_trace);

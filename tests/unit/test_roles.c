@@ -109,6 +109,23 @@ static const role_case_t cases[] = {
    "workloads.py:46:resnet50", OL_ROLE_activations},
   {"modeling_gpt2.py:577:forward;output_capturing.py:286:wrapper;generic.py:1068:wrapper;"
    "workloads.py:14:gpt2", OL_ROLE_activations},
+  /* DDP's Reducer making its gradient buckets (held-out ddp_batch's frames),
+   * and rebuilding them before the second forward; not what _pre_forward's
+   * deeper calls make (the inputs moved), nor DDP's broadcast at __init__ */
+  {"torch/nn/parallel/distributed.py:1255:_ddp_init_helper;"
+   "torch/nn/parallel/distributed.py:896:__init__;oom_cases.py:2737:ddp_batch",
+   OL_ROLE_gradients},
+  {"libc10_cuda.so+0x1a2b;distributed.py:1255:_ddp_init_helper;distributed.py:896:__init__",
+   OL_ROLE_gradients},
+  {"torch/nn/parallel/distributed.py:1610:_pre_forward;"
+   "torch/nn/parallel/distributed.py:1690:forward;torch/nn/modules/module.py:1790:_call_impl",
+   OL_ROLE_gradients},
+  {"torch/distributed/utils.py:120:to_map;torch/distributed/utils.py:170:_to_kwargs;"
+   "torch/nn/parallel/distributed.py:1640:_pre_forward;torch/nn/parallel/distributed.py:1690:forward",
+   OL_ROLE_activations},
+  {"torch/distributed/utils.py:326:_sync_params_and_buffers;"
+   "torch/distributed/utils.py:315:_sync_module_states;torch/nn/parallel/distributed.py:883:__init__;"
+   "oom_cases.py:2737:ddp_batch", OL_ROLE_other},
   /* Python frames that name no role: other */
   {"workloads.py:44:resnet50;workloads.py:101:main;workloads.py:123:<module>", OL_ROLE_other},
   {"workloads.py:67:frag;workloads.py:162:main;workloads.py:184:<module>", OL_ROLE_other},
