@@ -483,6 +483,12 @@ HELD_OUT = [
          oom_after=6),
     # committed with teacher_late's rebuild, before it ran: DDP's first step
     first_step_case('ddp_batch', '12G', 8),
+    # The twenty-first held-out set (session 20), committed before it ran
+    # (OOMLENS_DIAG_CASES=ddp_fits,fsdp_batch,fsdp2_batch): DDP over many
+    # steps, FSDP's two APIs at a first step.
+    dict(name='ddp_fits', cap='8G', batch=4, steps=20, truth='none', warn=False),
+    first_step_case('fsdp_batch', '12G', 8),
+    first_step_case('fsdp2_batch', '12G', 8),
     dict(name='empty_cache_fits', cap='8G', batch=4, steps=30, truth='none', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')

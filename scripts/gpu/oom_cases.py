@@ -2729,15 +2729,89 @@ def ddp_batch(batch, steps):
     gradient buckets of their own: another copy of the gradients' size),
     AdamW, sequence 1024, under 12G: too large a batch for its first step
     (truth: activations)."""
-    import torch.distributed as dist
-    os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
-    os.environ.setdefault('MASTER_PORT', str(29500 + os.getpid() % 1000))
-    dist.init_process_group('nccl', rank=0, world_size=1)
+    dist = one_rank_group()
     try:
         m = torch.nn.parallel.DistributedDataParallel(gpt2_model(), device_ids=[0])
         opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
         xs = (torch.randint(0, 50257, (batch, 1024), device='cuda') for _ in range(steps))
         for x in xs:
+            learn(m(input_ids=x, labels=x).loss, opt)
+            yield
+    finally:
+        dist.destroy_process_group()
+
+
+def one_rank_group():
+    """A process group of one rank (NCCL), as torchrun's single-GPU job has."""
+    import torch.distributed as dist
+    os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
+    os.environ.setdefault('MASTER_PORT', str(29500 + os.getpid() % 1000))
+    dist.init_process_group('nccl', rank=0, world_size=1)
+    return dist
+
+
+# The twenty-first held-out set (session 20, 2026-12-04), committed before
+# it ran: DDP over many steps (its buckets rebuilt before the second
+# forward), and GPT-2's first step under FSDP, its first and second APIs.
+
+
+@case
+def ddp_fits(batch, steps):
+    """GPT-2 (6 layers) fp32 in DistributedDataParallel (one rank, NCCL),
+    AdamW, batch 4, sequence 512, under 8G, `steps` (20) steps: DDP's
+    Reducer makes its gradient buckets at wrapping and rebuilds them once
+    before the second forward (truth: none: no OOM paragraph, no leak
+    warning)."""
+    dist = one_rank_group()
+    try:
+        m = torch.nn.parallel.DistributedDataParallel(gpt2_model(n_layer=6), device_ids=[0])
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        for _ in range(steps):
+            x = torch.randint(0, 50257, (batch, 512), device='cuda')
+            learn(m(input_ids=x, labels=x).loss, opt)
+            yield
+    finally:
+        dist.destroy_process_group()
+
+
+@case
+def fsdp_batch(batch, steps):
+    """GPT-2 124M fp32 under FullyShardedDataParallel (the first API, one
+    rank, NCCL: its flat parameters made from the moved weights, each GPT-2
+    block wrapped on its own), AdamW, sequence 1024, under 12G: too large a
+    batch for its first step (truth: activations)."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+    dist = one_rank_group()
+    try:
+        m = FullyShardedDataParallel(gpt2_model(), device_id=torch.cuda.current_device(),
+                                     auto_wrap_policy=ModuleWrapPolicy({GPT2Block}))
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        for _ in range(steps):
+            x = torch.randint(0, 50257, (batch, 1024), device='cuda')
+            learn(m(input_ids=x, labels=x).loss, opt)
+            yield
+    finally:
+        dist.destroy_process_group()
+
+
+@case
+def fsdp2_batch(batch, steps):
+    """fsdp_batch with FSDP's second API (fully_shard on each GPT-2 block,
+    then on the model: parameters as DTensors sharded over one rank),
+    AdamW, sequence 1024, under 12G: too large a batch for its first step
+    (truth: activations)."""
+    from torch.distributed.fsdp import fully_shard
+    dist = one_rank_group()
+    try:
+        m = gpt2_model()
+        for block in m.transformer.h:
+            fully_shard(block)
+        fully_shard(m)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        for _ in range(steps):
+            x = torch.randint(0, 50257, (batch, 1024), device='cuda')
             learn(m(input_ids=x, labels=x).loss, opt)
             yield
     finally:
