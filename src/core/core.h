@@ -412,6 +412,8 @@ typedef struct ol_first_step_log {
   size_t count;
   uint64_t size[OL_FIRST_STEP_KEEP];
   int64_t after[OL_FIRST_STEP_KEEP]; /* the device's allocated bytes after it */
+  bool weights[OL_FIRST_STEP_KEEP];  /* its site's role is weights (roles.c): FSDP's
+                                      * parameters gathered for a layer's forward */
 } ol_first_step_log_t;
 ol_first_step_log_t *ol_first_step_log_new(void); /* NULL: no host memory */
 void ol_first_step_log_free(ol_first_step_log_t *log);
@@ -1349,7 +1351,7 @@ void ol_account_iteration_ended(ol_account_t *a, int d);
 /* Device index d's first iteration goes on, and its log has no room or
  * is not made yet: made (its allocation just counted logged first), or,
  * once an iteration is found or the log is full, dropped for good. */
-void ol_account_first_step(ol_account_t *a, int d, uint64_t size);
+void ol_account_first_step(ol_account_t *a, int d, uint64_t size, bool weights);
 
 /* A block's bytes change hands at its site; at a new peak, the sites note
  * who holds it (O(1), sites.c). */
@@ -1440,11 +1442,14 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
   if (__builtin_expect(!a->devices[d].first_step_done, 0)) {
     /* logged inline while there is room: the first step's every allocation */
     ol_first_step_log_t *log = a->devices[d].first_step;
+    const ol_sites_t *sites = a->devices[d].sites;
+    bool weights = sites && ol_sites_role(sites, b->site) == OL_ROLE_weights;
     if (log && log->count < OL_FIRST_STEP_KEEP) {
       log->size[log->count] = b->size;
+      log->weights[log->count] = weights;
       log->after[log->count++] = dev->allocated_bytes[OL_POOL_ALL].current;
     } else {
-      ol_account_first_step(a, d, b->size);
+      ol_account_first_step(a, d, b->size, weights);
     }
   }
   bool new_peak = dev->allocated_bytes[OL_POOL_ALL].current > peak;

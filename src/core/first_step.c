@@ -147,26 +147,41 @@ typedef struct repeat {
   size_t period, start, covered;
 } repeat_t;
 
+/* The forward's asks: sizes, and whether each was made as weights. */
+typedef struct asks {
+  const uint64_t *sizes;
+  const bool *weights;
+} asks_t;
+
 /* A first step can run out in its backward, whose layers repeat too
  * (from the last), and where weights outweigh activations (a large model
  * at a small batch) each raises what is held, as a forward's layer does.
- * A backward's layer makes a gradient of each of its weights: sizes[from,
- * to) asking for three quarters or more of a layer's weight sizes are
- * taken to be that. (One size alike is a chance: GPT-2's hidden states at
- * batch 3 and sequence 1024 are as large as its MLP's weight.) */
-static bool makes_gradients(const uint64_t *sizes, size_t from, size_t to,
-                            const ol_first_step_log_t *log, stack_shape_t stack)
+ * A backward's layer makes a gradient of each of its weights: asks [from,
+ * to) for three quarters or more of a layer's weight sizes, and of its
+ * weights' bytes, are taken to be that. (One size alike is a chance:
+ * GPT-2's hidden states at batch 3 and sequence 1024 are as large as its
+ * MLP's weight.) What is made as weights is not a gradient: FSDP gathers
+ * each layer's parameters for its forward, every size of the layer's
+ * weights (held-out fsdp2_batch: its forward was read as a backward and
+ * not read at all). Its small ones are not sampled and have no role, so
+ * the bytes decide. */
+static bool makes_gradients(asks_t asks, size_t from, size_t to, const ol_first_step_log_t *log,
+                            stack_shape_t stack)
 {
   bool used[MAX_PERIOD] = {false};
   size_t matched = 0;
-  for (size_t w = stack.start; w < stack.start + stack.period; w++)
+  uint64_t matched_bytes = 0, layer_bytes = 0;
+  for (size_t w = stack.start; w < stack.start + stack.period; w++) {
+    layer_bytes += log->size[w];
     for (size_t i = from; i < to && i - from < MAX_PERIOD; i++)
-      if (!used[i - from] && sizes[i] == log->size[w]) {
+      if (!used[i - from] && !asks.weights[i] && asks.sizes[i] == log->size[w]) {
         used[i - from] = true;
         matched++;
+        matched_bytes += log->size[w];
         break;
       }
-  return matched * 4 >= stack.period * 3;
+  }
+  return matched * 4 >= stack.period * 3 && matched_bytes / 3 >= layer_bytes / 4;
 }
 
 /* The largest tensor a layer asked for: its backward asks for a
@@ -252,22 +267,31 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
   /* The forward, the failed request appended as its last ask. */
   size_t n = log->count - load + 1;
   uint64_t *sizes = malloc(n * sizeof *sizes);
-  if (!sizes)
+  bool *weights = malloc(n * sizeof *weights);
+  if (!sizes || !weights) {
+    free(sizes);
+    free(weights);
     return;
-  for (size_t i = 0; i + 1 < n; i++)
+  }
+  for (size_t i = 0; i + 1 < n; i++) {
     sizes[i] = log->size[load + i];
+    weights[i] = log->weights[load + i];
+  }
   sizes[n - 1] = request;
+  weights[n - 1] = false;
+  asks_t asks = {sizes, weights};
   repeat_t r;
   bool found = ol_first_step_repeat(sizes, n, MAX_PERIOD, &r.period, &r.start, &r.covered) &&
-               !makes_gradients(sizes, r.start, r.start + r.period, log, stack);
+               !makes_gradients(asks, r.start, r.start + r.period, log, stack);
   int64_t kept = found ? kept_per_layer(log, load, r, n - 1) : -1;
   if (kept <= 0) {
     free(sizes);
+    free(weights);
     return;
   }
   int64_t seen = (int64_t)((r.covered + r.period / 2) / r.period);
   size_t end = r.start + r.covered;
-  if (end < n && seen == layers && !makes_gradients(sizes, end, n, log, stack)) {
+  if (end < n && seen == layers && !makes_gradients(asks, end, n, log, stack)) {
     /* the stack ended, then the head asked (and not yet the backward) */
     uint64_t largest = largest_in(sizes, end, n);
     *out = (ol_first_step_t){.read = true, .stage = OL_FIRST_STEP_HEAD, .layers = layers,
@@ -291,4 +315,5 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
         .stack_end = ol_sat_add(ol_sat_add(current, kept), times(left, kept))};
   }
   free(sizes);
+  free(weights);
 }

@@ -153,7 +153,14 @@ static bool optimizer(const py_frame_t *f)
  * safe_open under its folder. A checkpoint may hold optimizer state as
  * well; both are state, which is what the diagnosis asks (held-out
  * checkpoint_load on the H200: the weights and a second copy loaded with
- * map_location='cuda' under a 3G cap, read as "other"). */
+ * map_location='cuda' under a 3G cap, read as "other"). FSDP's
+ * parameters are weights too: its first API flattens a module's into flat
+ * parameters (torch/distributed/fsdp/_flat_param.py), its second makes
+ * each parameter's shard and, for a layer's forward, the gathered whole
+ * (_fully_shard/_fsdp_param.py); both files also make a gradient's copy
+ * now and then, which is state as well (held-out fsdp_batch and
+ * fsdp2_batch: GPT-2's weights under FSDP read as "other", the state as
+ * 0 B). */
 static bool weights(const py_frame_t *f)
 {
   static const char *const module_moves[] = {"_apply", "to", "cuda", "xpu", "to_empty", NULL};
@@ -168,6 +175,7 @@ static bool weights(const py_frame_t *f)
          contains(f->function, "load_from_state_dict") || any_of(f->function, makers) ||
          same(f->base, "parameter.py") || same(f->base, "init.py") ||
          same(f->base, "serialization.py") || contains(f->path, "safetensors/") ||
+         same(f->base, "_flat_param.py") || same(f->base, "_fsdp_param.py") ||
          (same(f->function, "__init__") && contains(f->path, "nn/modules/"));
 }
 

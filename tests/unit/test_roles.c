@@ -126,6 +126,22 @@ static const role_case_t cases[] = {
   {"torch/distributed/utils.py:326:_sync_params_and_buffers;"
    "torch/distributed/utils.py:315:_sync_module_states;torch/nn/parallel/distributed.py:883:__init__;"
    "oom_cases.py:2737:ddp_batch", OL_ROLE_other},
+  /* FSDP's parameters (held-out fsdp_batch and fsdp2_batch's frames): the
+   * first API's flat parameters, the second's shards and gathered wholes */
+  {"torch/distributed/fsdp/_flat_param.py:894:flatten_tensors;"
+   "torch/distributed/fsdp/_flat_param.py:902:flatten_tensors_into_flat_param;"
+   "torch/distributed/fsdp/_flat_param.py:779:_init_flat_param_and_metadata;"
+   "oom_cases.py:2788:fsdp_batch", OL_ROLE_weights},
+  {"torch/distributed/fsdp/_fully_shard/_fsdp_param.py:390:_init_sharded_param;"
+   "torch/utils/_contextlib.py:124:decorate_context;"
+   "torch/distributed/fsdp/_fully_shard/_fsdp_param.py:245:__init__;oom_cases.py:2810:fsdp2_batch",
+   OL_ROLE_weights},
+  {"torch/distributed/fsdp/_fully_shard/_fsdp_param.py:477:init_all_gather_outputs;"
+   "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py:378:wait_for_unshard;"
+   "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py:450:pre_forward;"
+   "oom_cases.py:2815:fsdp2_batch", OL_ROLE_weights},
+  {"_flat_param.py:894:flatten_tensors;_flat_param.py:779:_init_flat_param_and_metadata",
+   OL_ROLE_weights}, /* the recorder's base names */
   /* Python frames that name no role: other */
   {"workloads.py:44:resnet50;workloads.py:101:main;workloads.py:123:<module>", OL_ROLE_other},
   {"workloads.py:67:frag;workloads.py:162:main;workloads.py:184:<module>", OL_ROLE_other},
