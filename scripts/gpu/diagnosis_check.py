@@ -489,6 +489,10 @@ HELD_OUT = [
     dict(name='ddp_fits', cap='8G', batch=4, steps=20, truth='none', warn=False),
     first_step_case('fsdp_batch', '12G', 8),
     first_step_case('fsdp2_batch', '12G', 8),
+    # The twenty-second held-out set (session 20), committed before it ran
+    # (OOMLENS_DIAG_CASES=fsdp2_fits,fsdp2_leak): FSDP over many steps.
+    dict(name='fsdp2_fits', cap='8G', batch=4, steps=20, truth='none', warn=False),
+    leak_case('fsdp2_leak', '8G', 4, 2000),
     dict(name='empty_cache_fits', cap='8G', batch=4, steps=30, truth='none', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')

@@ -2818,6 +2818,60 @@ def fsdp2_batch(batch, steps):
         dist.destroy_process_group()
 
 
+# The twenty-second held-out set (session 20, 2026-12-04), committed before
+# it ran: FSDP's second API over many steps, fitting and leaking.
+
+
+def fsdp2_gpt2(layers):
+    """GPT-2 of `layers` blocks, fp32, under fully_shard (each block, then
+    the model) on a process group of one rank."""
+    from torch.distributed.fsdp import fully_shard
+    m = gpt2_model(n_layer=layers)
+    for block in m.transformer.h:
+        fully_shard(block)
+    fully_shard(m)
+    return m
+
+
+@case
+def fsdp2_fits(batch, steps):
+    """GPT-2 (6 layers) fp32 under FSDP's second API (fully_shard, one
+    rank), AdamW, batch 4, sequence 512, under 8G, `steps` (20) steps: each
+    layer's weights gathered and freed in every forward and backward
+    (truth: none: no OOM paragraph, no leak warning)."""
+    dist = one_rank_group()
+    try:
+        m = fsdp2_gpt2(6)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        for _ in range(steps):
+            learn(lm_loss(m, torch.randint(0, 50257, (batch, 512), device='cuda')), opt)
+            yield
+    finally:
+        dist.destroy_process_group()
+
+
+@case
+def fsdp2_leak(batch, steps):
+    """fsdp2_fits's job (6 layers, batch `batch` (4), sequence 512), whose
+    loop keeps every step's loss with its graph in a list for a plot (the
+    saved activations of every step stay), under 8G (truth: leak, warned
+    before the OOM)."""
+    dist = one_rank_group()
+    try:
+        m = fsdp2_gpt2(6)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        losses = []
+        for _ in range(steps):
+            loss = lm_loss(m, torch.randint(0, 50257, (batch, 512), device='cuda'))
+            loss.backward(retain_graph=True)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss)  # the bug: the graph stays with it
+            yield
+    finally:
+        dist.destroy_process_group()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
