@@ -493,6 +493,11 @@ HELD_OUT = [
     # (OOMLENS_DIAG_CASES=fsdp2_fits,fsdp2_leak): FSDP over many steps.
     dict(name='fsdp2_fits', cap='8G', batch=4, steps=20, truth='none', warn=False),
     leak_case('fsdp2_leak', '8G', 4, 2000),
+    # The twenty-third held-out set (session 20), committed before it ran
+    # (OOMLENS_DIAG_CASES=trainer_batch,lightning_leak): loops that are a
+    # framework's.
+    first_step_case('trainer_batch', '12G', 16),
+    leak_case('lightning_leak', '8G', 4, 2000),
     dict(name='empty_cache_fits', cap='8G', batch=4, steps=30, truth='none', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')

@@ -2872,6 +2872,74 @@ def fsdp2_leak(batch, steps):
         dist.destroy_process_group()
 
 
+# The twenty-third held-out set (session 20, 2026-12-04), committed before
+# it ran: jobs whose loop is a framework's, not the job's: Hugging Face's
+# Trainer and PyTorch Lightning.
+
+
+class RandomTokens(torch.utils.data.Dataset):
+    """`count` sequences of random tokens on the CPU, as a tokenized dataset
+    hands them to a framework's DataLoader."""
+
+    def __init__(self, count, length, vocab=50257):
+        self.count, self.length, self.vocab = count, length, vocab
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, i):
+        ids = torch.randint(0, self.vocab, (self.length,))
+        return {'input_ids': ids, 'labels': ids}
+
+
+@case
+def trainer_batch(batch, steps):
+    """GPT-2 124M trained by Hugging Face's Trainer (bf16 autocast, its
+    AdamW, per-device batch `batch`, sequence 1024, `steps` steps, no
+    checkpoints or logging), under 12G: too large a batch for its first
+    step (truth: activations)."""
+    import tempfile
+    from transformers import Trainer, TrainingArguments
+    with tempfile.TemporaryDirectory() as out:
+        args = TrainingArguments(output_dir=out, per_device_train_batch_size=batch,
+                                 max_steps=steps, bf16=True, save_strategy='no',
+                                 report_to='none', logging_strategy='no',
+                                 dataloader_num_workers=0, disable_tqdm=True)
+        Trainer(model=gpt2_model(), args=args,
+                train_dataset=RandomTokens(batch * steps, 1024)).train()
+    yield
+
+
+@case
+def lightning_leak(batch, steps):
+    """GPT-2 (6 layers) fp32 in a PyTorch Lightning module, AdamW, batch 4,
+    sequence 256, under 8G, whose training_step keeps each step's logits
+    (with their grad_fn) in a list for an epoch-end metric: 206 MB a step
+    (truth: leak, warned before the OOM)."""
+    import lightning
+
+    class Lm(lightning.LightningModule):
+        def __init__(self):
+            super().__init__()
+            from transformers import GPT2Config, GPT2LMHeadModel
+            self.lm = GPT2LMHeadModel(GPT2Config(n_layer=6))
+            self.kept = []
+
+        def training_step(self, b, i):
+            out = self.lm(input_ids=b['input_ids'], labels=b['labels'])
+            self.kept.append(out.logits)  # the bug: every step's logits stay
+            return out.loss
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-4)
+
+    loader = torch.utils.data.DataLoader(RandomTokens(batch * steps, 256), batch_size=batch)
+    lightning.Trainer(accelerator='gpu', devices=1, max_steps=steps, logger=False,
+                      enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False).fit(Lm(), loader)
+    yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
