@@ -498,6 +498,19 @@ HELD_OUT = [
     # framework's.
     first_step_case('trainer_batch', '12G', 16),
     leak_case('lightning_leak', '8G', 4, 2000),
+    # The trial runs a first-step OOM's paragraph names ("run once at batch
+    # N"), under the same caps, 4 steps each (session 20, committed before
+    # they ran): does the figure the trial's report gives come within one
+    # of the bisected truth? (trainer_batch 7, lora_batch 4, bert_batch 12,
+    # resnet_batch 87, llama_gqa_batch 4.)
+    *[dict(name=f'{job}_trial', job=job, cap=cap, batch=trial, steps=4, truth='none',
+           warn=False,
+           what=f'{job} at batch {trial}, the batch its first-step paragraph says to run '
+                f'once, under {cap}, 4 steps (truth: none; its figure against the bisected '
+                f'{truth}).')
+      for job, cap, trial, truth in [('trainer_batch', '12G', 1, 7), ('lora_batch', '5G', 1, 4),
+                                     ('bert_batch', '8G', 2, 12), ('resnet_batch', '8G', 15, 87),
+                                     ('llama_gqa_batch', '8G', 1, 4)]],
     dict(name='empty_cache_fits', cap='8G', batch=4, steps=30, truth='none', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
