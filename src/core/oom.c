@@ -726,15 +726,22 @@ int64_t ol_batch_figure_trial(const ol_batch_figure_t *f)
   return f->fits_headroom / 8 > 0 ? f->fits_headroom / 8 : 1;
 }
 
+/* The trial must run for some steps: iterations are found as they repeat,
+ * and a first step unlike the rest (the optimizer's state made in it)
+ * leaves the next ones to show the repeat (bert_batch's trial at batch 2
+ * on the H200: no iteration found in 4 steps; its trace made 5 steps
+ * long, by one more of its steps, gives "batch 12 fits", the bisected 12). */
+#define TRIAL_STEPS 5
+
 static void advise_measuring(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
 {
   int64_t trial = ol_batch_figure_trial(f);
   ol_buf_printf(out, "(The %s iteration did not finish, so these are upper bounds, and the "
                 "batch that fits may be far below them: run once at batch %" PRId64 " with "
-                "--batch %" PRId64 ", small enough to finish an iteration, and its report names "
-                "the batch that fits and the accumulation steps that keep the effective batch "
-                "of %" PRId64 ".) ", r->iterations > 0 ? "failed" : "first", trial, trial,
-                r->batch);
+                "--batch %" PRId64 " for %d steps or more, small enough to finish its "
+                "iterations, and its report names the batch that fits and the accumulation "
+                "steps that keep the effective batch of %" PRId64 ".) ",
+                r->iterations > 0 ? "failed" : "first", trial, trial, TRIAL_STEPS, r->batch);
 }
 
 /* What one sample of the batch adds to the state: its share of what the
@@ -791,10 +798,12 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
     ol_buf_printf(out, "At most a batch of %" PRId64 "%% of the current one fits with %d%% "
                   "headroom (%" PRId64 "%% with none); the %s iteration did not finish, so "
                   "these are upper bounds and the batch that fits may be far below them: run "
-                  "once at %" PRId64 "%% of it, small enough to finish an iteration, with --batch "
-                  "N, and its report names the batch that fits. ", f->fits_headroom / 10,
-                  HEADROOM_PERCENT, f->fits / 10, r->iterations > 0 ? "failed" : "first",
-                  ol_batch_figure_trial(f) / 10 > 0 ? ol_batch_figure_trial(f) / 10 : 1);
+                  "once at %" PRId64 "%% of it for %d steps or more, small enough to finish its "
+                  "iterations, with --batch N, and its report names the batch that fits. ",
+                  f->fits_headroom / 10, HEADROOM_PERCENT, f->fits / 10,
+                  r->iterations > 0 ? "failed" : "first",
+                  ol_batch_figure_trial(f) / 10 > 0 ? ol_batch_figure_trial(f) / 10 : 1,
+                  TRIAL_STEPS);
   } else if (f->fits_headroom >= 10) {
     int64_t steps = ceil_div(1000, f->fits_headroom);
     ol_buf_printf(out, "A batch of %" PRId64 "%% of the current one fits with %d%% headroom "
