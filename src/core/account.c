@@ -159,12 +159,12 @@ static uint64_t available_of(const ol_account_device_t *ad)
   return size;
 }
 
-/* The leak's site: the one whose bytes at iterations' ends grew most. */
-static void name_grower(ol_leak_warning_t *w, const ol_sites_t *sites)
+/* The leak's site: the one whose bytes at iterations' ends grew most, of
+ * those that name a call site. */
+static void name_grower(ol_leak_warning_t *w, const ol_sites_t *sites, int32_t unsampled)
 {
-  int32_t top;
-  if (sites && ol_sites_top(sites, OL_SITES_BY_GROWTH, &top, 1) == 1 &&
-      ol_sites_figure(sites, top, OL_SITES_BY_GROWTH) > 0) {
+  int32_t top = sites ? ol_sites_grew_most(sites, unsampled) : -1;
+  if (top >= 0) {
     w->site = top;
     w->site_growth = ol_sites_figure(sites, top, OL_SITES_BY_GROWTH);
   }
@@ -181,7 +181,7 @@ void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
   if (event == OL_LEAK_QUIET)
     return;
   if (event == OL_LEAK_WARNED)
-    name_grower(&p->leak, sites);
+    name_grower(&p->leak, sites, ol_account_unsampled_site(a, d));
   if (a->on_leak)
     a->on_leak(a, d, a->on_leak_arg);
 }
@@ -441,7 +441,7 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
                        &r->first_step);
   else
     r->first_step = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
-  ol_oom_note_sites(r, ol_account_sites(a, device));
+  ol_oom_note_sites(r, ol_account_sites(a, device), ol_account_unsampled_site(a, device));
 }
 
 /* With one table for all devices, the table's figures are theirs

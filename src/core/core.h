@@ -579,7 +579,7 @@ int64_t ol_batch_figure_trial(const ol_batch_figure_t *f);
 bool ol_oom_batch_figures(const ol_oom_record_t *r, int64_t *fits, int64_t *fits_headroom,
                           bool *is_bound);
 /* Fills r->holders and r->grower from a sites table (NULL: none). */
-void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites);
+void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites, int32_t unsampled);
 
 /* ---- PyTorch-shaped counters (inline here, once stats.c) -------------- */
 typedef struct ol_stat {
@@ -769,6 +769,11 @@ const ol_site_figures_t *ol_sites_figures(const ol_sites_t *sites, int32_t id);
 bool ol_sites_set_label(ol_sites_t *sites, int32_t id, const char *text);
 const char *ol_sites_label(const ol_sites_t *sites, int32_t id); /* NULL: none */
 
+/* The site whose bytes at iterations' ends grew most (> 0), skip aside:
+ * the "not sampled" site, which holds many small tensors of many call
+ * sites and names none (held-out fsdp2_leak: "Grew most (+28.38 MiB): (not
+ * sampled: OOMLENS_STACK_SAMPLE)"); -1 when none grew. */
+int32_t ol_sites_grew_most(const ol_sites_t *sites, int32_t skip);
 /* The site's figure that order ranks by (at the peak, in total, now, its growth). */
 int64_t ol_sites_figure(const ol_sites_t *sites, int32_t id, ol_site_order_t order);
 size_t ol_sites_top(const ol_sites_t *sites, ol_site_order_t order, int32_t *out, size_t max);
@@ -1407,6 +1412,13 @@ static inline int32_t ol_account_phase_site(const ol_account_t *a, int d, int32_
 {
   int t = a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : d;
   return site + 1 == a->devices[t].frameless_site_plus1 ? -1 : site;
+}
+
+/* The "not sampled" site's id, -1 where none was made. */
+static inline int32_t ol_account_unsampled_site(const ol_account_t *a, int d)
+{
+  int t = a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : ol_account_clamp(d);
+  return a->devices[t].unsampled_site_plus1 - 1;
 }
 
 /* The "not sampled" site is told to the iteration finder as such

@@ -1312,15 +1312,16 @@ static void advise(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
   }
 }
 
-void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites)
+void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites, int32_t unsampled)
 {
-  int32_t top[OL_OOM_SITES], grower;
+  int32_t top[OL_OOM_SITES];
   size_t n = sites ? ol_sites_top(sites, OL_SITES_BY_CURRENT, top, OL_OOM_SITES) : 0;
   for (size_t i = 0; i < n; i++)
     r->holders[i] = (ol_oom_site_t){top[i], ol_sites_figures(sites, top[i])->current};
   r->holder_count = (int)n;
   r->grower = (ol_oom_site_t){-1, 0};
-  if (sites && ol_sites_top(sites, OL_SITES_BY_GROWTH, &grower, 1) == 1) {
+  int32_t grower = sites ? ol_sites_grew_most(sites, unsampled) : -1;
+  if (grower >= 0) {
     r->grower = (ol_oom_site_t){grower, ol_sites_figure(sites, grower, OL_SITES_BY_GROWTH)};
     r->grower_role = ol_sites_role(sites, grower);
   }

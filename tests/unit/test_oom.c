@@ -906,6 +906,40 @@ START_TEST(state_made_once_is_not_growth)
 }
 END_TEST
 
+/* The "not sampled" site holds many small tensors of many call sites: it
+ * grew most in held-out fsdp2_leak (a kept graph's activations, each
+ * small), and the paragraph named it ("Grew most (+28.38 MiB): (not
+ * sampled: OOMLENS_STACK_SAMPLE)"). The site that grew most of those that
+ * name a call site is named; none where only it grew. */
+START_TEST(the_unsampled_site_is_not_the_grower)
+{
+  ol_sites_t *s = ol_sites_new();
+  int32_t unsampled = ol_sites_intern(s, "(not sampled: OOMLENS_STACK_SAMPLE)", 35);
+  int32_t kept = ol_sites_intern(s, "job.py:9:kept", 13);
+  ol_sites_mark_valley(s, 1);
+  for (uint64_t i = 2; i <= 6; i++) {
+    ol_sites_add(s, unsampled, 100);
+    ol_sites_add(s, kept, 30);
+    ol_sites_mark_valley(s, i);
+  }
+  ol_oom_record_t r = {BASE, NO_BLOCKS, .request = 1 * GiB};
+  ol_oom_note_sites(&r, s, unsampled);
+  ck_assert_int_eq(r.grower.id, kept);
+  ck_assert_int_eq(r.grower.bytes, ol_sites_figure(s, kept, OL_SITES_BY_GROWTH));
+  ck_assert_int_gt(r.grower.bytes, 0);
+  ck_assert_int_eq(ol_sites_grew_most(s, unsampled), kept);
+  ck_assert_int_eq(ol_sites_grew_most(s, -1), unsampled); /* no site to skip: it grew most */
+  ol_sites_t *only = ol_sites_new();
+  int32_t alone = ol_sites_intern(only, "(not sampled: OOMLENS_STACK_SAMPLE)", 35);
+  ol_sites_mark_valley(only, 1);
+  ol_sites_add(only, alone, 100);
+  ol_sites_mark_valley(only, 2);
+  ck_assert_int_eq(ol_sites_grew_most(only, alone), -1);
+  ol_sites_free(only);
+  ol_sites_free(s);
+}
+END_TEST
+
 /* ---- sizes at the end of the range ------------------------------------ */
 
 typedef struct {
@@ -1165,6 +1199,7 @@ static Suite *oom_suite(void)
                       sizeof sited_traces / sizeof *sited_traces);
   tcase_add_test(traces, sites_table_orders_and_interns);
   tcase_add_test(traces, state_made_once_is_not_growth);
+  tcase_add_test(traces, the_unsampled_site_is_not_the_grower);
   suite_add_tcase(s, traces);
   return s;
 }

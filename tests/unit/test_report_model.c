@@ -94,7 +94,7 @@ static void diagnose(ol_device_stats_t *s, const ol_sites_t *sites)
                          .allocated = 220 * MiB, .reserved = 900 * MiB, .free_reserved = -1,
                          .largest_free_block = -1, .persistent = 500 * MiB, .growth = 64 * MiB,
                          .iterations = 5, .self_device_bytes = 0};
-  ol_oom_note_sites(r, sites);
+  ol_oom_note_sites(r, sites, -1);
   s->last_oom_class = ol_oom_classify(r);
   ck_assert_str_eq(ol_oom_class_name(s->last_oom_class), "leak");
   s->num_ooms = 2;
