@@ -1694,6 +1694,13 @@ def lora_fits(batch, steps):
     adapters only, batch 4, sequence 1024, under 5G, 16 steps: gradients
     and optimizer state are tiny and the activations are recomputed (truth:
     none: no OOM paragraph, no leak warning)."""
+    yield from lora_llama_steps(batch, steps, 1024, checkpointing=True)
+
+
+def lora_llama_steps(batch, steps, length, checkpointing):
+    """The Llama-style model of lora_fits in bf16, frozen, rank-16 adapters
+    on its query and value projections, AdamW on the adapters, trained at
+    batch `batch` and sequence `length`, a yield a step."""
     from transformers import LlamaConfig
     cfg = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5504,
                       num_hidden_layers=12, num_attention_heads=16, num_key_value_heads=16,
@@ -1703,10 +1710,11 @@ def lora_fits(batch, steps):
     for layer in m.model.layers:
         layer.self_attn.q_proj = LoraLinear(layer.self_attn.q_proj)
         layer.self_attn.v_proj = LoraLinear(layer.self_attn.v_proj)
-    m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})
+    if checkpointing:
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})
     m.train()
     opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-4)
-    xs = (torch.randint(0, 32000, (batch, 1024), device='cuda') for _ in range(steps))
+    xs = (torch.randint(0, 32000, (batch, length), device='cuda') for _ in range(steps))
     yield from train_steps(m, opt, xs, lm_loss)
 
 
@@ -2672,19 +2680,7 @@ def lora_batch(batch, steps):
     AdamW on the adapters only, sequence 512, under 5G: the batch is too
     large for its first step (truth: activations; gradients and optimizer
     state are tiny)."""
-    from transformers import LlamaConfig
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5504,
-                      num_hidden_layers=12, num_attention_heads=16, num_key_value_heads=16,
-                      max_position_embeddings=1024, tie_word_embeddings=False)
-    m = hf_from_config(cfg, torch.bfloat16).cuda()
-    m.requires_grad_(False)
-    for layer in m.model.layers:
-        layer.self_attn.q_proj = LoraLinear(layer.self_attn.q_proj)
-        layer.self_attn.v_proj = LoraLinear(layer.self_attn.v_proj)
-    m.train()
-    opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-4)
-    xs = (torch.randint(0, 32000, (batch, 512), device='cuda') for _ in range(steps))
-    yield from train_steps(m, opt, xs, lm_loss)
+    yield from lora_llama_steps(batch, steps, 512, checkpointing=False)
 
 
 @case
@@ -2729,16 +2725,7 @@ def ddp_batch(batch, steps):
     gradient buckets of their own: another copy of the gradients' size),
     AdamW, sequence 1024, under 12G: too large a batch for its first step
     (truth: activations)."""
-    dist = one_rank_group()
-    try:
-        m = torch.nn.parallel.DistributedDataParallel(gpt2_model(), device_ids=[0])
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-        xs = (torch.randint(0, 50257, (batch, 1024), device='cuda') for _ in range(steps))
-        for x in xs:
-            learn(m(input_ids=x, labels=x).loss, opt)
-            yield
-    finally:
-        dist.destroy_process_group()
+    yield from wrapped_lm_steps(ddp, 12, batch, steps, 1024)
 
 
 def one_rank_group():
@@ -2748,6 +2735,34 @@ def one_rank_group():
     os.environ.setdefault('MASTER_PORT', str(29500 + os.getpid() % 1000))
     dist.init_process_group('nccl', rank=0, world_size=1)
     return dist
+
+
+def wrapped_lm_steps(wrap, layers, batch, steps, length):
+    """GPT-2 of `layers` blocks, fp32, made and wrapped by wrap(model) on a
+    process group of one rank, trained with AdamW at batch `batch` and
+    sequence `length`, a yield a step; the group ended however it ends."""
+    dist = one_rank_group()
+    try:
+        m = wrap(gpt2_model(n_layer=layers))
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        for _ in range(steps):
+            learn(lm_loss(m, torch.randint(0, 50257, (batch, length), device='cuda')), opt)
+            yield
+    finally:
+        dist.destroy_process_group()
+
+
+def ddp(model):
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=[0])
+
+
+def fully_sharded(model):
+    """FSDP's second API: fully_shard on each GPT-2 block, then the model."""
+    from torch.distributed.fsdp import fully_shard
+    for block in model.transformer.h:
+        fully_shard(block)
+    fully_shard(model)
+    return model
 
 
 # The twenty-first held-out set (session 20, 2026-12-04), committed before
@@ -2762,16 +2777,7 @@ def ddp_fits(batch, steps):
     Reducer makes its gradient buckets at wrapping and rebuilds them once
     before the second forward (truth: none: no OOM paragraph, no leak
     warning)."""
-    dist = one_rank_group()
-    try:
-        m = torch.nn.parallel.DistributedDataParallel(gpt2_model(n_layer=6), device_ids=[0])
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-        for _ in range(steps):
-            x = torch.randint(0, 50257, (batch, 512), device='cuda')
-            learn(m(input_ids=x, labels=x).loss, opt)
-            yield
-    finally:
-        dist.destroy_process_group()
+    yield from wrapped_lm_steps(ddp, 6, batch, steps, 512)
 
 
 @case
@@ -2783,17 +2789,11 @@ def fsdp_batch(batch, steps):
     from torch.distributed.fsdp import FullyShardedDataParallel
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
     from transformers.models.gpt2.modeling_gpt2 import GPT2Block
-    dist = one_rank_group()
-    try:
-        m = FullyShardedDataParallel(gpt2_model(), device_id=torch.cuda.current_device(),
-                                     auto_wrap_policy=ModuleWrapPolicy({GPT2Block}))
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-        for _ in range(steps):
-            x = torch.randint(0, 50257, (batch, 1024), device='cuda')
-            learn(m(input_ids=x, labels=x).loss, opt)
-            yield
-    finally:
-        dist.destroy_process_group()
+
+    def flat(model):
+        return FullyShardedDataParallel(model, device_id=torch.cuda.current_device(),
+                                        auto_wrap_policy=ModuleWrapPolicy({GPT2Block}))
+    yield from wrapped_lm_steps(flat, 12, batch, steps, 1024)
 
 
 @case
@@ -2802,35 +2802,11 @@ def fsdp2_batch(batch, steps):
     then on the model: parameters as DTensors sharded over one rank),
     AdamW, sequence 1024, under 12G: too large a batch for its first step
     (truth: activations)."""
-    from torch.distributed.fsdp import fully_shard
-    dist = one_rank_group()
-    try:
-        m = gpt2_model()
-        for block in m.transformer.h:
-            fully_shard(block)
-        fully_shard(m)
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-        for _ in range(steps):
-            x = torch.randint(0, 50257, (batch, 1024), device='cuda')
-            learn(m(input_ids=x, labels=x).loss, opt)
-            yield
-    finally:
-        dist.destroy_process_group()
+    yield from wrapped_lm_steps(fully_sharded, 12, batch, steps, 1024)
 
 
 # The twenty-second held-out set (session 20, 2026-12-04), committed before
 # it ran: FSDP's second API over many steps, fitting and leaking.
-
-
-def fsdp2_gpt2(layers):
-    """GPT-2 of `layers` blocks, fp32, under fully_shard (each block, then
-    the model) on a process group of one rank."""
-    from torch.distributed.fsdp import fully_shard
-    m = gpt2_model(n_layer=layers)
-    for block in m.transformer.h:
-        fully_shard(block)
-    fully_shard(m)
-    return m
 
 
 @case
@@ -2839,15 +2815,7 @@ def fsdp2_fits(batch, steps):
     rank), AdamW, batch 4, sequence 512, under 8G, `steps` (20) steps: each
     layer's weights gathered and freed in every forward and backward
     (truth: none: no OOM paragraph, no leak warning)."""
-    dist = one_rank_group()
-    try:
-        m = fsdp2_gpt2(6)
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-        for _ in range(steps):
-            learn(lm_loss(m, torch.randint(0, 50257, (batch, 512), device='cuda')), opt)
-            yield
-    finally:
-        dist.destroy_process_group()
+    yield from wrapped_lm_steps(fully_sharded, 6, batch, steps, 512)
 
 
 @case
@@ -2858,7 +2826,7 @@ def fsdp2_leak(batch, steps):
     before the OOM)."""
     dist = one_rank_group()
     try:
-        m = fsdp2_gpt2(6)
+        m = fully_sharded(gpt2_model(n_layer=6))
         opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
         losses = []
         for _ in range(steps):
