@@ -33,6 +33,12 @@ an optimizer's state init made (frames torch/optim/... _init_group) set
 apart, the rest where the pool put them. It tells whether a learned layout
 is held back by the step's lifetimes or by where the long-lived blocks lie.
 
+--plan SITE --online: the pool's way (best fit as allocations come, no
+lifetimes), with the long-lived blocks (weights, optimizer state, by
+their frames) in a range of their own and nothing ever unmapped: the span
+it reaches over the peak. --plan SITE --aligned: a plan matched by
+aligning each step's call sites with the step before's.
+
 Numbers from it are in docs/measurements.md ("A placement that knew the
 lifetimes", 2026-12-04); it is a measuring tool, slow on large traces
 (pure Python, quadratic at worst)."""
@@ -262,6 +268,96 @@ def one_step(events, k):
           f'{(rest + apart) / peak:.4f}x with the optimizer state among them ({apart / 2**30:.3f} GiB) apart')
 
 
+def long_lived(frames):
+    """Made to outlive the steps: weights moved to the device (a module's
+    _apply, load_state_dict) or an optimizer's state (_init_group)."""
+    return ('torch/optim/' in frames and '_init_group' in frames) or \
+        '_apply' in frames or 'load_state_dict' in frames
+
+
+def online_steps(events):
+    """What a pool that never unmaps would span, placing each allocation by
+    best fit as it comes, the long-lived blocks in a range of their own:
+    per step, its peak, the span so far over the peak so far, and the
+    granules (2 MiB) the span grew by (what would be mapped)."""
+    granule = 2 << 20
+    work, aside, live = Space(), Space(), {}
+    now = peak = top = 0
+    for n, step in enumerate(cut_steps(events)):
+        step_peak, grown_from = 0, top
+        for kind, addr, size, _, _, frames in step:
+            if kind == 'a':
+                now += size
+                peak, step_peak = max(peak, now), max(step_peak, now)
+                where = aside if long_lived(frames) else work
+                at = where.best_fit(size)
+                where.take(at, size)
+                live[addr] = (where, at, size)
+                if where is work:
+                    top = max(top, -(-(at + size) // granule) * granule)
+            elif addr in live:
+                where, at, size = live.pop(addr)
+                where.give(at, size)
+                now -= size
+        apart = aside.spans[-1][1] if aside.spans else 0
+        print(f'step {n}: peak {step_peak / 2**30:.3f} GiB; span {top / 2**30:.3f} + '
+              f'{apart / 2**30:.3f} apart = {(top + apart) / peak:.4f}x the peak so far; '
+              f'grew {(top - grown_from) // granule} granules')
+
+
+def aligned_steps(events, small):
+    """A plan made at each step's end (greedy by size over its lifetimes,
+    each size the largest seen through the alignment), each allocation of
+    `small` bytes or more matched to it by aligning the step's sequence of
+    call sites with the step before's (the next entry of its site within
+    32 places): robust to a few allocations more or fewer, where ranks are
+    not. Long-lived blocks and smaller allocations go apart."""
+    work, aside, live, plan = Space(), Space(), {}, []
+    now = peak = 0
+    for n, step in enumerate(cut_steps(events)):
+        made, made_at, at_plan, fell_back, step_peak, span = [], {}, 0, 0, 0, 0
+        for i, (kind, addr, size, _, _, frames) in enumerate(step):
+            if kind != 'a':
+                if addr in live:
+                    where, at, size = live.pop(addr)
+                    where.give(at, size)
+                    now -= size
+                    if addr in made_at:
+                        made[made_at.pop(addr)][3] = i
+                continue
+            now += size
+            peak, step_peak = max(peak, now), max(step_peak, now)
+            if long_lived(frames) or size < small:
+                at = aside.best_fit(size)
+                aside.take(at, size)
+                live[addr] = (aside, at, size)
+                continue
+            j = next((k for k in range(at_plan, min(at_plan + 32, len(plan)))
+                      if plan[k][0] == frames), None)
+            at = None
+            if j is not None:
+                at_plan = j + 1
+                if plan[j][2] >= size and work.clear(plan[j][1], size):
+                    at = plan[j][1]
+            if at is None:
+                at = work.best_fit(size)
+                fell_back += 1
+            work.take(at, size)
+            live[addr] = (work, at, size)
+            made_at[addr] = len(made)
+            made.append([frames, size, i, None, j])
+            span = max(span, at + size)
+        blocks = [(a, f if f is not None else len(step), max(z, plan[j][2]) if j is not None else z)
+                  for _, z, a, f, j in made]
+        kept = [(0, len(step), at, size) for where, at, size in live.values() if where is work]
+        offsets, footprint = greedy(blocks, kept)
+        plan = [(m[0], o, b[2]) for m, o, b in zip(made, offsets, blocks)]
+        apart = aside.spans[-1][1] if aside.spans else 0
+        print(f'step {n}: {len(made)} planned, {fell_back} fell back; peak {step_peak / 2**30:.3f} '
+              f'GiB, span {span / 2**30:.3f} + {apart / 2**30:.3f} apart; next plan '
+              f'{footprint / 2**30:.3f} GiB')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('trace')
@@ -270,7 +366,13 @@ def main():
     ap.add_argument('--by-site', action='store_true',
                     help='with --plan: key allocations by frames, the optimizer state apart')
     ap.add_argument('--small', type=int, default=4 << 20, metavar='BYTES',
-                    help='with --by-site: smaller allocations go apart (default 4 MiB)')
+                    help='with --by-site or --aligned: smaller allocations go apart '
+                         '(default 4 MiB)')
+    ap.add_argument('--online', action='store_true',
+                    help='with --plan: best fit as allocations come, long-lived blocks apart, '
+                         'nothing unmapped')
+    ap.add_argument('--aligned', action='store_true',
+                    help='with --plan: match allocations to the plan by aligning call sites')
     args = ap.parse_args()
     try:
         events = read_events(args.trace, args.plan)
@@ -281,6 +383,10 @@ def main():
             sys.exit(f'layout_bound.py: no allocation names {args.plan!r}: no steps to cut')
         if args.step is not None:
             one_step(events, args.step)
+        elif args.online:
+            online_steps(events)
+        elif args.aligned:
+            aligned_steps(events, args.small)
         else:
             plan_steps(events, args.by_site, args.small)
         return
