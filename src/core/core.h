@@ -1454,7 +1454,7 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
   if (__builtin_expect(!a->devices[d].first_step_done, 0)) {
     /* logged inline while there is room: the first step's every allocation */
     ol_first_step_log_t *log = a->devices[d].first_step;
-    const ol_sites_t *sites = a->devices[d].sites;
+    const ol_sites_t *sites = a->devices[a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : d].sites;
     bool weights = sites && ol_sites_role(sites, b->site) == OL_ROLE_weights;
     if (log && log->count < OL_FIRST_STEP_KEEP) {
       log->size[log->count] = b->size;
