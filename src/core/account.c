@@ -72,15 +72,9 @@ void ol_account_set_capacity(ol_account_t *a, int device, uint64_t bytes)
   a->devices[ol_account_clamp(device)].capacity = bytes; /* not yet a device seen */
 }
 
-/* With one shared table, it is device 0's. */
-static int sites_index(const ol_account_t *a, int d)
-{
-  return a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : d;
-}
-
 ol_sites_t *ol_account_sites(const ol_account_t *a, int device)
 {
-  return a->devices[sites_index(a, ol_account_clamp(device))].sites;
+  return a->devices[ol_account_sites_index(a, ol_account_clamp(device))].sites;
 }
 
 int32_t ol_account_site(ol_account_t *a, int device, const char *key, size_t len, bool *is_new)
@@ -89,7 +83,7 @@ int32_t ol_account_site(ol_account_t *a, int device, const char *key, size_t len
     *is_new = false;
   if (!(a->flags & (OL_ACCOUNT_SITES | OL_ACCOUNT_SITES_SHARED)))
     return -1;
-  ol_sites_t **table = &a->devices[sites_index(a, ol_account_clamp(device))].sites;
+  ol_sites_t **table = &a->devices[ol_account_sites_index(a, ol_account_clamp(device))].sites;
   if (!*table && !(*table = ol_sites_new()))
     return -1; /* no host memory: the bytes count under no site */
   size_t before = ol_sites_count(*table);
@@ -100,7 +94,7 @@ int32_t ol_account_site(ol_account_t *a, int device, const char *key, size_t len
   if (is_new)
     *is_new = made;
   if (id >= 0 && len == 0)
-    a->devices[sites_index(a, ol_account_clamp(device))].frameless_site_plus1 = id + 1;
+    a->devices[ol_account_sites_index(a, ol_account_clamp(device))].frameless_site_plus1 = id + 1;
   if (made && !(a->flags & OL_ACCOUNT_LIVE_KEYS) && len == sizeof OL_SITE_UNSAMPLED_TEXT - 1 &&
       memcmp(key, OL_SITE_UNSAMPLED_TEXT, len) == 0)
     ol_account_mark_unsampled(a, device, id);
@@ -110,7 +104,7 @@ int32_t ol_account_site(ol_account_t *a, int device, const char *key, size_t len
 void ol_account_mark_unsampled(ol_account_t *a, int device, int32_t site)
 {
   if (site >= 0)
-    a->devices[sites_index(a, ol_account_clamp(device))].unsampled_site_plus1 = site + 1;
+    a->devices[ol_account_sites_index(a, ol_account_clamp(device))].unsampled_site_plus1 = site + 1;
 }
 
 ol_timeline_t *ol_account_timeline(ol_account_t *a, int device, uint64_t t_ns, double start_unix)

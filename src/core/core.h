@@ -1407,26 +1407,30 @@ static inline void ol_account_pools_count(ol_stat_t stat[OL_POOL_COUNT], int poo
   }
 }
 
+/* The device index whose entry holds device index d's sites: with one
+ * shared table, device 0's. */
+static inline int ol_account_sites_index(const ol_account_t *a, int d)
+{
+  return a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : d;
+}
+
 /* The site iterations are told by: none for the site of no frames. */
 static inline int32_t ol_account_phase_site(const ol_account_t *a, int d, int32_t site)
 {
-  int t = a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : d;
-  return site + 1 == a->devices[t].frameless_site_plus1 ? -1 : site;
+  return site + 1 == a->devices[ol_account_sites_index(a, d)].frameless_site_plus1 ? -1 : site;
 }
 
 /* The "not sampled" site's id, -1 where none was made. */
-static inline int32_t ol_account_unsampled_site(const ol_account_t *a, int d)
+static inline int32_t ol_account_unsampled_site(const ol_account_t *a, int device)
 {
-  int t = a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : ol_account_clamp(d);
-  return a->devices[t].unsampled_site_plus1 - 1;
+  return a->devices[ol_account_sites_index(a, ol_account_clamp(device))].unsampled_site_plus1 - 1;
 }
 
 /* The "not sampled" site is told to the iteration finder as such
  * (OL_PHASE_SITE_UNSAMPLED): what it counts is the sample's misses. */
 static inline bool ol_account_site_unsampled(const ol_account_t *a, int d, int32_t site)
 {
-  int t = a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : d;
-  return site >= 0 && site + 1 == a->devices[t].unsampled_site_plus1;
+  return site >= 0 && site + 1 == a->devices[ol_account_sites_index(a, d)].unsampled_site_plus1;
 }
 
 /* Growing and shrinking are written apart: only growth can make a peak. A
@@ -1454,7 +1458,7 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
   if (__builtin_expect(!a->devices[d].first_step_done, 0)) {
     /* logged inline while there is room: the first step's every allocation */
     ol_first_step_log_t *log = a->devices[d].first_step;
-    const ol_sites_t *sites = a->devices[a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : d].sites;
+    const ol_sites_t *sites = a->devices[ol_account_sites_index(a, d)].sites;
     bool weights = sites && ol_sites_role(sites, b->site) == OL_ROLE_weights;
     if (log && log->count < OL_FIRST_STEP_KEEP) {
       log->size[log->count] = b->size;

@@ -331,16 +331,6 @@ int64_t ol_sites_figure(const ol_sites_t *s, int32_t id, ol_site_order_t order)
 
 /* The sites with the largest figure, largest first; sites whose figure is
  * 0 are left out. Insertion into a short sorted list: max is small. */
-int32_t ol_sites_grew_most(const ol_sites_t *s, int32_t skip)
-{
-  int32_t top[2];
-  size_t n = ol_sites_top(s, OL_SITES_BY_GROWTH, top, 2);
-  for (size_t i = 0; i < n; i++)
-    if (top[i] != skip)
-      return top[i];
-  return -1;
-}
-
 size_t ol_sites_top(const ol_sites_t *s, ol_site_order_t order, int32_t *out, size_t max)
 {
   size_t n = 0;
@@ -358,6 +348,16 @@ size_t ol_sites_top(const ol_sites_t *s, ol_site_order_t order, int32_t *out, si
       out[at] = (int32_t)i;
   }
   return n;
+}
+
+int32_t ol_sites_grew_most(const ol_sites_t *s, int32_t skip)
+{
+  int32_t top[2];
+  size_t n = ol_sites_top(s, OL_SITES_BY_GROWTH, top, 2);
+  for (size_t i = 0; i < n; i++)
+    if (top[i] != skip)
+      return top[i];
+  return -1;
 }
 
 
