@@ -268,11 +268,10 @@ def one_step(events, k):
           f'{(rest + apart) / peak:.4f}x with the optimizer state among them ({apart / 2**30:.3f} GiB) apart')
 
 
-def long_lived(frames):
-    """Made to outlive the steps: weights moved to the device (a module's
-    _apply, load_state_dict) or an optimizer's state (_init_group)."""
-    return ('torch/optim/' in frames and '_init_group' in frames) or \
-        '_apply' in frames or 'load_state_dict' in frames
+def long_lived(state, frames):
+    """Made to outlive the steps: an optimizer's state (read_events' flag)
+    or weights moved to the device (a module's _apply, load_state_dict)."""
+    return state or '_apply' in frames or 'load_state_dict' in frames
 
 
 def online_steps(events):
@@ -285,11 +284,11 @@ def online_steps(events):
     now = peak = top = 0
     for n, step in enumerate(cut_steps(events)):
         step_peak, grown_from = 0, top
-        for kind, addr, size, _, _, frames in step:
+        for kind, addr, size, _, state, frames in step:
             if kind == 'a':
                 now += size
                 peak, step_peak = max(peak, now), max(step_peak, now)
-                where = aside if long_lived(frames) else work
+                where = aside if long_lived(state, frames) else work
                 at = where.best_fit(size)
                 where.take(at, size)
                 live[addr] = (where, at, size)
@@ -316,7 +315,7 @@ def aligned_steps(events, small):
     now = peak = 0
     for n, step in enumerate(cut_steps(events)):
         made, made_at, at_plan, fell_back, step_peak, span = [], {}, 0, 0, 0, 0
-        for i, (kind, addr, size, _, _, frames) in enumerate(step):
+        for i, (kind, addr, size, _, state, frames) in enumerate(step):
             if kind != 'a':
                 if addr in live:
                     where, at, size = live.pop(addr)
@@ -327,7 +326,7 @@ def aligned_steps(events, small):
                 continue
             now += size
             peak, step_peak = max(peak, now), max(step_peak, now)
-            if long_lived(frames) or size < small:
+            if long_lived(state, frames) or size < small:
                 at = aside.best_fit(size)
                 aside.take(at, size)
                 live[addr] = (aside, at, size)

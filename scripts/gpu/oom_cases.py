@@ -2719,15 +2719,6 @@ def empty_cache_fits(batch, steps):
         yield
 
 
-@case
-def ddp_batch(batch, steps):
-    """GPT-2 124M fp32 wrapped in DistributedDataParallel (one rank, NCCL,
-    gradient buckets of their own: another copy of the gradients' size),
-    AdamW, sequence 1024, under 12G: too large a batch for its first step
-    (truth: activations)."""
-    yield from wrapped_lm_steps(ddp, 12, batch, steps, 1024)
-
-
 def one_rank_group():
     """A process group of one rank (NCCL), as torchrun's single-GPU job has."""
     import torch.distributed as dist
@@ -2763,6 +2754,15 @@ def fully_sharded(model):
         fully_shard(block)
     fully_shard(model)
     return model
+
+
+@case
+def ddp_batch(batch, steps):
+    """GPT-2 124M fp32 wrapped in DistributedDataParallel (one rank, NCCL,
+    gradient buckets of their own: another copy of the gradients' size),
+    AdamW, sequence 1024, under 12G: too large a batch for its first step
+    (truth: activations)."""
+    yield from wrapped_lm_steps(ddp, 12, batch, steps, 1024)
 
 
 # The twenty-first held-out set (session 20, 2026-12-04), committed before
