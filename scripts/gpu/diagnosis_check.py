@@ -498,6 +498,16 @@ HELD_OUT = [
     # framework's.
     first_step_case('trainer_batch', '12G', 16),
     leak_case('lightning_leak', '8G', 4, 2000),
+    # The twenty-fourth held-out set (session 21), committed before it ran
+    # (OOMLENS_DIAG_CASES=optim_switch_state,infer_lm_batch,task_heads_leak,
+    # accum_sum_batch): an optimizer changed in mid-run, inference at too
+    # large a batch, weights that grow, losses summed over micro-batches.
+    dict(name='optim_switch_state', cap='2G', batch=1, steps=12, truth='persistent',
+         warn=False, oom_after=6),
+    first_step_case('infer_lm_batch', '6G', 64),
+    leak_case('task_heads_leak', '4G', 4, 2000),
+    dict(name='accum_sum_batch', cap='8G', batch=2, steps=2, truth='activations', warn=False,
+         tell_batch=False, observe=('undetermined', HIDDEN)),
     # The trial runs a first-step OOM's paragraph names ("run once at batch
     # N"), under the same caps, 4 steps each (session 20, committed before
     # they ran): does the figure the trial's report gives come within one

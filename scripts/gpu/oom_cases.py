@@ -2908,6 +2908,91 @@ def lightning_leak(batch, steps):
     yield
 
 
+# The twenty-fourth held-out set (session 21, 2026-12-04), written before
+# any of it ran: an optimizer changed in mid-run whose state does not fit,
+# a language model's inference at too large a batch, a head made per
+# step's task name (weights that grow), and losses summed over micro-batches
+# before one backward.
+
+
+@case
+def optim_switch_state(batch, steps):
+    """GPT-2 124M fp32, batch `batch` (1), sequence 256, trained with plain
+    SGD (no state) for 6 steps, then switched to AdamW for the second stage
+    of its schedule, under 2G: the SGD steps peak near 1.4 GB, and AdamW's
+    first step makes its two moments (1.0 GB) and the foreach update's
+    temporaries beside the weights and gradients (1.0 GB): it runs out in
+    that step, after 6 healthy ones (truth: persistent, the optimizer's
+    state; nothing leaks, and no leak warning)."""
+    m = gpt2_model()
+    opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+    for step in range(steps):
+        if step == 6:
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, 256), device='cuda')), opt)
+        yield
+
+
+@case
+def infer_lm_batch(batch, steps):
+    """GPT-2 124M fp32 scoring text under torch.inference_mode (no
+    backward), batch `batch` (64), sequence 1024, under 6G: each forward
+    holds the key/value cache it returns and the logits (206 MB a sample),
+    and the first batch does not fit (truth: activations; nothing to do
+    with a leak or the weights, 0.5 GB)."""
+    m = gpt2_model().eval()
+    with torch.inference_mode():
+        for _ in range(steps):
+            x = torch.randint(0, 50257, (batch, 1024), device='cuda')
+            out = m(input_ids=x)
+            del out, x
+            yield
+
+
+@case
+def task_heads_leak(batch, steps):
+    """A GPT-2 body (6 layers) fp32 under 4G with one output head per
+    task, 768 x 32768 (100 MB), made on first use and added to the AdamW
+    optimizer; the task's name carries the step by mistake (f"task-{step //
+    2}"), so a new head, its gradients and its two moments (400 MB) come
+    every 2 steps and the old ones stay in the dict and the optimizer
+    (truth: leak, in the weights and the optimizer's state; warned before
+    the OOM)."""
+    from transformers import GPT2Config, GPT2Model
+    body = GPT2Model(GPT2Config(n_layer=6)).cuda()
+    opt = torch.optim.AdamW(body.parameters(), lr=1e-4)
+    heads = {}
+    for step in range(steps):
+        task = f'task-{step // 2}'  # the bug: meant to be the task's kind
+        if task not in heads:
+            heads[task] = torch.nn.Linear(768, 32768, bias=False).cuda()
+            opt.add_param_group({'params': heads[task].parameters()})
+        x = torch.randint(0, 50257, (batch, 256), device='cuda')
+        y = torch.randint(0, 32768, (batch * 256,), device='cuda')
+        logits = heads[task](body(input_ids=x).last_hidden_state).flatten(0, 1)
+        learn(torch.nn.functional.cross_entropy(logits, y), opt)
+        del logits, x, y
+        yield
+
+
+@case
+def accum_sum_batch(batch, steps):
+    """GPT-2 124M fp32, sequence 512, an effective batch of 32 made of 16
+    micro-batches of `batch` (2) whose losses are summed before one
+    backward, under 8G: every micro-batch's activations stay until that
+    backward (about 0.5 GB a sample), so the first step runs out in its
+    forwards (truth: activations; the fix is a backward per micro-batch)."""
+    m = gpt2_model()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(steps):
+        total = 0
+        for _ in range(16):
+            total = total + lm_loss(m, torch.randint(0, 50257, (batch, 512), device='cuda')) / 16
+        learn(total, opt)
+        del total
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
