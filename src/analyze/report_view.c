@@ -154,6 +154,7 @@ static void read_outside(const at_t *oom, ol_oom_record_t *r)
   r->vmm_not_framework = ol_json_may_bool(oom, "vmm_not_framework", false);      /* minor 16 */
   r->request_in_update = ol_json_may_bool(oom, "request_in_update", false);      /* minor 17 */
   r->update_bytes = ol_json_may_int(oom, "update_bytes", BYTES, 0);                /* minor 17 */
+  r->request_state_buffers = (int)ol_json_may_int(oom, "request_state_buffers", 0, 16, 0); /* 18 */
 }
 
 /* A site named as the library wrote it: its frames joined by

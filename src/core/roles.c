@@ -279,10 +279,33 @@ static bool ddp_buckets(const char *frame, size_t len)
          (same(f.function, "_ddp_init_helper") || same(f.function, "_pre_forward"));
 }
 
+/* An optimizer making its state at its first step: the buffers its
+ * _init_group makes for each parameter with a gradient, each as large as
+ * the parameter (zeros_like): Adam, AdamW (adam.py's in torch 2), NAdam,
+ * RAdam and Adamax two moments (AMSGrad a third), Adadelta two, RMSprop
+ * one (more with momentum or centered). These are the least it keeps: 0
+ * for any other frame, and for optimizers whose _init_group makes no
+ * per-parameter buffer (SGD makes its momentum in the step; Adagrad at
+ * construction; Adafactor factors its moments). */
+static uint8_t state_buffers(const char *frame, size_t len)
+{
+  static const char *const two[] = {"adam.py", "adamw.py", "nadam.py", "radam.py", "adamax.py",
+                                    "adadelta.py", NULL};
+  static const char *const one[] = {"rmsprop.py", NULL};
+  py_frame_t f;
+  /* torch.optim's own files; PyTorch's recorder gives base names alone */
+  if (!split_python(frame, len, &f) || !same(f.function, "_init_group") ||
+      !(contains(f.path, "torch/optim/") || f.path.n == f.base.n))
+    return 0;
+  return any_of(f.base, two) ? 2 : any_of(f.base, one) ? 1 : 0;
+}
+
 void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len)
 {
   if (!fold->update && multi_tensor_update(frame, len)) /* any frame: not only up to the named */
     fold->update = true;
+  if (!fold->state_buffers)
+    fold->state_buffers = state_buffers(frame, len);
   if (fold->named)
     return;
   if (fold->role == OL_ROLE_unknown && ddp_buckets(frame, len)) { /* the first Python frame */

@@ -53,6 +53,7 @@ typedef struct site {
   int64_t at_step;      /* a backward site: current when the last optimizer step began */
   uint8_t role;         /* an ol_role_t */
   bool in_update;       /* its frames were an optimizer's multi-tensor update */
+  uint8_t state_buffers; /* its frames were an optimizer making its state (roles.c) */
   bool step_seen;
   UT_hash_handle hh;
 } site_t;
@@ -108,6 +109,7 @@ ol_sites_t *ol_sites_copy(const ol_sites_t *s)
     to->at_step = from->at_step;
     to->role = from->role;
     to->in_update = from->in_update;
+    to->state_buffers = from->state_buffers;
     to->step_seen = from->step_seen;
   }
   if (c) {
@@ -375,13 +377,20 @@ ol_role_t ol_sites_role(const ol_sites_t *s, int32_t id)
 void ol_sites_set_fold(ol_sites_t *s, int32_t id, ol_role_fold_t fold)
 {
   ol_sites_set_role(s, id, fold.role);
-  if (id >= 0 && (size_t)id < s->count)
+  if (id >= 0 && (size_t)id < s->count) {
     s->all[id]->in_update = fold.update;
+    s->all[id]->state_buffers = fold.state_buffers;
+  }
 }
 
 bool ol_sites_in_update(const ol_sites_t *s, int32_t id)
 {
   return id >= 0 && (size_t)id < s->count && s->all[id]->in_update;
+}
+
+uint8_t ol_sites_state_buffers(const ol_sites_t *s, int32_t id)
+{
+  return id >= 0 && (size_t)id < s->count ? s->all[id]->state_buffers : 0;
 }
 
 /* What a backward site holds that outlives the backward pass (the

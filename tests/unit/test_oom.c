@@ -683,6 +683,54 @@ START_TEST(an_update_s_temporaries_are_said)
 }
 END_TEST
 
+/* Held-out optim_switch_state in observe mode on the H200: SGD for 6 steps,
+ * then AdamW, whose first step ran out making its moments with half of
+ * them made (524 of 1,112 MB). The state held (1.707 GB with the request)
+ * was 4 MB short of 80% of the 2.139 GB the process could have:
+ * undetermined, before the state the request was making was counted
+ * whole. Its two buffers for each trained parameter (the weights, 556 MB,
+ * fewer than the gradients' segments) make it 2.27 GB: persistent, and the
+ * paragraph says what was still to come. An optimizer whose first step
+ * is not known to make per-parameter buffers (SGD, 0) stays undetermined,
+ * and so does the same request while another optimizer's state (a kept
+ * old one) already holds more than this one's would come to. */
+START_TEST(the_state_an_optimizer_is_making_counts_whole)
+{
+  ol_oom_record_t r = {NOT_TIMED, NO_BLOCKS, .capacity = 2791728742, .device_free = 7956070,
+                       .request = 20971520, .reserved = 2130970624, .allocated = 2130970624,
+                       .external = 652802048, .self_device_bytes = 2774532096,
+                       .framework_allocated = 1879048192,
+                       .segments_only = true,
+                       ROLES(555745280, 606076928, 524288000, 444596224),
+                       .request_role_known = true, .request_role = OL_ROLE_optimizer};
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_undetermined); /* nothing says what is to come */
+  r.request_state_buffers = 2;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_persistent);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "need 2.12 GiB (the request included) where this process can "
+                                  "have 1.99 GiB") &&
+                  strstr(text.data, "making its state at its first step (2 buffers as large as "
+                                    "each trained parameter") &&
+                  strstr(text.data, "540.00 MiB of it was still to come"),
+                "%s", text.data);
+  ol_buf_free(&text);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(json.data, "\"request_state_buffers\": 2, \"state_being_made\": 566231040"),
+                "%s", json.data);
+  ol_buf_free(&json);
+  r.request_state_buffers = 0;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_undetermined);
+  r.request_state_buffers = 2;
+  r.role_bytes[OL_ROLE_optimizer] = 1200000000; /* more than this one's moments: others' */
+  r.role_bytes[OL_ROLE_activations] = 0;
+  ol_oom_explain(&text, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(!strstr(text.data, "still to come"), "%s", text.data);
+  ol_buf_free(&text);
+}
+END_TEST
+
 /* A first backward out asking for a gradient as large as its weight
  * (held-out embed_grads): the weights and that gradient are the state,
  * and they do not fit; the same request not known as a gradient is the
@@ -1185,6 +1233,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, large_weights_in_the_first_forward_give_both_fixes);
   tcase_add_test(classes, a_gradient_that_does_not_fit_is_the_state);
   tcase_add_test(classes, an_update_s_temporaries_are_said);
+  tcase_add_test(classes, the_state_an_optimizer_is_making_counts_whole);
   tcase_add_test(classes, gradients_in_their_own_segments_are_the_state);
   tcase_add_test(classes, another_librarys_pool_is_held_elsewhere);
   tcase_add_loop_test(classes, request_past_int64_is_impossible, 0,

@@ -194,6 +194,35 @@ START_TEST(multi_tensor_update_frames)
 }
 END_TEST
 
+/* The buffers an optimizer's first step makes for each trained
+ * parameter, by the _init_group that makes them (held-out
+ * optim_switch_state: AdamW's moments, half made when it ran out): Adam's
+ * family two, RMSprop one; SGD's _init_group makes none (its momentum
+ * comes in the step), nor does a file of the job's own that is called
+ * adam.py, nor Adam's update. */
+START_TEST(optimizer_state_buffers_frames)
+{
+  static const struct {
+    const char *frames;
+    int buffers;
+  } inits[] = {
+    {"torch/optim/adam.py:178:_init_group;torch/optim/adam.py:238:step;"
+     "torch/optim/optimizer.py:81:_use_grad;oom_cases.py:30:learn", 2},
+    {"/opt/venv/lib/python3.12/site-packages/torch/optim/adamw.py:120:_init_group;x.py:1:f", 2},
+    {"adam.py:182:_init_group;adam.py:238:step", 2}, /* the recorder's base names */
+    {"torch/optim/nadam.py:90:_init_group", 2},
+    {"torch/optim/rmsprop.py:80:_init_group;torch/optim/rmsprop.py:150:step", 1},
+    {"torch/optim/sgd.py:40:_init_group;torch/optim/sgd.py:80:step", 0},
+    {"mytrainer/adam.py:10:_init_group;train.py:3:main", 0},
+    {"torch/optim/adam.py:791:_multi_tensor_adam;torch/optim/adam.py:971:adam", 0},
+    {"", 0},
+  };
+  for (size_t i = 0; i < sizeof inits / sizeof *inits; i++)
+    ck_assert_msg(ol_role_fold_of_frames(inits[i].frames, strlen(inits[i].frames)).state_buffers ==
+                    inits[i].buffers, "%s", inits[i].frames);
+}
+END_TEST
+
 START_TEST(role_of_one_frame)
 {
   const char *f = "torch/nn/modules/module.py:-1:_apply";
@@ -349,6 +378,7 @@ static Suite *roles_suite(void)
   tcase_add_loop_test(rule, role_of_real_frames, 0, (int)(sizeof cases / sizeof *cases));
   tcase_add_test(rule, role_of_one_frame);
   tcase_add_test(rule, multi_tensor_update_frames);
+  tcase_add_test(rule, optimizer_state_buffers_frames);
   suite_add_tcase(s, rule);
   TCase *bytes = tcase_create("bytes");
   tcase_set_timeout(bytes, 120);
