@@ -511,6 +511,10 @@ HELD_OUT = [
     leak_case('task_heads_leak', '4G', 4, 2000),
     dict(name='accum_sum_batch', cap='8G', batch=2, steps=2, truth='activations', warn=False,
          tell_batch=False, observe=('undetermined', HIDDEN)),
+    # The twenty-fifth held-out set (session 21), committed before it ran
+    # (OOMLENS_DIAG_CASES=sgd_momentum_step): SGD's momentum buffers, made
+    # inside its foreach update.
+    dict(name='sgd_momentum_step', cap='2.7G', batch=1, steps=3, truth='persistent', warn=False),
     # The trial runs a first-step OOM's paragraph names ("run once at batch
     # N"), under the same caps, 4 steps each (session 20, committed before
     # they ran): does the figure the trial's report gives come within one

@@ -2994,6 +2994,27 @@ def accum_sum_batch(batch, steps):
         yield
 
 
+# The twenty-fifth held-out set (session 21, 2026-12-04), written before
+# it ran: SGD with momentum, whose buffers are made inside its foreach
+# update (not in an _init_group as Adam's moments are).
+
+
+@case
+def sgd_momentum_step(batch, steps):
+    """A GPT-2 of 12 layers of width 1024 (about 200 million parameters,
+    0.81 GB fp32) trained with SGD and momentum 0.9 (PyTorch's foreach
+    path), batch `batch` (1), sequence 128, under 2.7G: weights,
+    gradients and the step's activations fit, and the first optimizer step
+    makes a momentum buffer as large as each parameter (0.81 GB more) inside
+    its update: out in that step (truth: persistent, the optimizer's state;
+    updating one tensor at a time makes the same buffers)."""
+    m = gpt2_model(n_layer=12, n_embd=1024, n_head=16)
+    opt = torch.optim.SGD(m.parameters(), lr=1e-3, momentum=0.9)
+    for _ in range(steps):
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, 128), device='cuda')), opt)
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
