@@ -520,7 +520,7 @@ HELD_OUT = [
     # "no batch fits", defensible for what ran, not the case built; a
     # vocabulary of 8192 and 2.15G, before it ran again
     dict(name='sgd_momentum_step', cap='2.15G', batch=1, steps=3, truth='persistent',
-         warn=False, oom_after=1),
+         warn=False),
     # The trial runs a first-step OOM's paragraph names ("run once at batch
     # N"), under the same caps, 4 steps each (session 20, committed before
     # they ran): does the figure the trial's report gives come within one
