@@ -155,6 +155,7 @@ static void read_outside(const at_t *oom, ol_oom_record_t *r)
   r->request_in_update = ol_json_may_bool(oom, "request_in_update", false);      /* minor 17 */
   r->update_bytes = ol_json_may_int(oom, "update_bytes", BYTES, 0);                /* minor 17 */
   r->request_state_buffers = (int)ol_json_may_int(oom, "request_state_buffers", 0, 16, 0); /* 18 */
+  r->request_update_makes_state = ol_json_may_bool(oom, "request_update_makes_state", false);
 }
 
 /* A site named as the library wrote it: its frames joined by

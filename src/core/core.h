@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 18  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made) */
+#define OL_REPORT_MINOR 18  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -457,6 +457,9 @@ typedef struct ol_oom_record {
    * it keeps that many buffers as large as each trained parameter once
    * made; 0: not such a request. */
   int request_state_buffers;
+  /* The update that made the request was SGD's (roles.c): in its first step
+   * it makes the momentum buffers, state that no update path avoids. */
+  bool request_update_makes_state;
   /* Where no gradient outlived a backward yet (role_bytes' gradients 0):
    * the backward's live bytes in blocks of a weight's size, taken as the
    * gradients it is making (account.c); request_is_gradient: the request
@@ -849,14 +852,17 @@ ol_role_t ol_role_of_frame(const char *frame, size_t len);
  * temporaries come beside the state (held-out foreach_step). state_buffers:
  * a frame was an optimizer making its state at its first step (_init_group
  * of torch.optim's Adam family or RMSprop), which keeps that many buffers
- * as large as each trained parameter (0: not such a frame, or not known). */
+ * as large as each trained parameter (0: not such a frame, or not known).
+ * update_makes_state: the update was SGD's, which makes its momentum
+ * buffers (state) in its first step, beside any temporaries. */
 typedef struct ol_role_fold {
   ol_role_t role;
   bool named;
   bool update;
   uint8_t state_buffers;
+  bool update_makes_state;
 } ol_role_fold_t;
-#define OL_ROLE_FOLD_INIT {OL_ROLE_unknown, false, false, 0}
+#define OL_ROLE_FOLD_INIT {OL_ROLE_unknown, false, false, 0, false}
 void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len);
 /* The same over frames text joined by ';' (a trace's site key). */
 ol_role_fold_t ol_role_fold_of_frames(const char *text, size_t len);
@@ -866,6 +872,7 @@ ol_role_t ol_role_of_frames(const char *text, size_t len);
 void ol_sites_set_fold(ol_sites_t *sites, int32_t id, ol_role_fold_t fold);
 bool ol_sites_in_update(const ol_sites_t *sites, int32_t id);
 uint8_t ol_sites_state_buffers(const ol_sites_t *sites, int32_t id); /* fold.state_buffers */
+bool ol_sites_update_makes_state(const ol_sites_t *sites, int32_t id); /* fold.update_makes_state */
 const char *ol_role_name(ol_role_t role);    /* "weights", ...; "?" out of range */
 const char *ol_role_meaning(ol_role_t role); /* the list's words for it */
 bool ol_role_parse(const char *name, ol_role_t *out); /* the role ol_role_name names */

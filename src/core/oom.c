@@ -1166,6 +1166,18 @@ static void advise_update_temporaries(ol_buf_t *out, const ol_oom_record_t *r, i
   int64_t without = at_least_zero(ol_sat_sub(state, temporaries));
   if (without >= available(r))
     return;
+  if (r->request_update_makes_state && r->iterations == 0) {
+    /* SGD's first update: its momentum buffers, if it has momentum, are
+     * made there, and no update path makes fewer (held-out
+     * sgd_momentum_step: told foreach=False would need far less) */
+    ol_buf_printf(out, "The request was SGD's update in the first step, which makes a momentum "
+                  "buffer as large as each parameter there when momentum is on (%s so far with "
+                  "the request): state, which foreach=False and fused=True make too. Only what "
+                  "its foreach path holds for weight decay or Nesterov (a group of the gradients' "
+                  "size) is temporary; without momentum SGD keeps no state. ",
+                  size_text(a, temporaries));
+    return;
+  }
   ol_buf_printf(out, "The request was the optimizer's update itself: PyTorch's foreach update "
                 "holds temporaries as large as a group of the state while it runs (%s of them "
                 "with the request), and without them the state holds %s of the %s this process "
@@ -1405,13 +1417,14 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
                 ", \"vmm_reserved\": %" PRId64 ", \"vmm_not_framework\": %s"
                 ", \"request_in_update\": %s, \"update_bytes\": %" PRId64
                 ", \"request_state_buffers\": %d, \"state_being_made\": %" PRId64
-                ", \"growing_site\": ",
+                ", \"request_update_makes_state\": %s, \"growing_site\": ",
                 r->self_device_bytes > 0 ? r->self_device_bytes : -1,
                 r->framework_limit > 0 ? r->framework_limit : 0,
                 r->framework_allocated >= 0 ? r->framework_allocated : -1,
                 r->no_block_held ? "true" : "false", at_least_zero(r->vmm_reserved),
                 r->vmm_not_framework ? "true" : "false", r->request_in_update ? "true" : "false",
-                at_least_zero(r->update_bytes), r->request_state_buffers, state_being_made(r));
+                at_least_zero(r->update_bytes), r->request_state_buffers, state_being_made(r),
+                r->request_update_makes_state ? "true" : "false");
   if (namer && r->grower.id >= 0) {
     ol_buf_printf(out, "{\"site\": ");
     namer(out, r->grower.id, true, arg);

@@ -263,6 +263,17 @@ static bool multi_tensor_update(const char *frame, size_t len)
   return split_python(frame, len, &f) && starts(f.function, "_multi_tensor_") && optimizer(&f);
 }
 
+/* SGD's update makes its momentum buffers itself (a clone of each
+ * gradient, in its first step), where the Adam family's _init_group makes
+ * its moments before the update: in SGD's first step what its update
+ * asks for may be state, not temporaries (held-out sgd_momentum_step). */
+static bool sgd_update(const char *frame, size_t len)
+{
+  py_frame_t f;
+  return split_python(frame, len, &f) && same(f.base, "sgd.py") &&
+         (same(f.function, "_multi_tensor_sgd") || same(f.function, "_single_tensor_sgd"));
+}
+
 /* DistributedDataParallel's Reducer keeps the gradients in buckets of its
  * own for their all-reduce (a second copy of them, or, with
  * gradient_as_bucket_view, the gradients themselves), made in C++ right
@@ -304,6 +315,8 @@ void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len)
 {
   if (!fold->update && multi_tensor_update(frame, len)) /* any frame: not only up to the named */
     fold->update = true;
+  if (!fold->update_makes_state && sgd_update(frame, len))
+    fold->update_makes_state = true;
   if (!fold->state_buffers)
     fold->state_buffers = state_buffers(frame, len);
   if (fold->named)

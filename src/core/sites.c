@@ -54,6 +54,7 @@ typedef struct site {
   uint8_t role;         /* an ol_role_t */
   bool in_update;       /* its frames were an optimizer's multi-tensor update */
   uint8_t state_buffers; /* its frames were an optimizer making its state (roles.c) */
+  bool update_makes_state; /* its update was SGD's (roles.c) */
   bool step_seen;
   UT_hash_handle hh;
 } site_t;
@@ -110,6 +111,7 @@ ol_sites_t *ol_sites_copy(const ol_sites_t *s)
     to->role = from->role;
     to->in_update = from->in_update;
     to->state_buffers = from->state_buffers;
+    to->update_makes_state = from->update_makes_state;
     to->step_seen = from->step_seen;
   }
   if (c) {
@@ -380,6 +382,7 @@ void ol_sites_set_fold(ol_sites_t *s, int32_t id, ol_role_fold_t fold)
   if (id >= 0 && (size_t)id < s->count) {
     s->all[id]->in_update = fold.update;
     s->all[id]->state_buffers = fold.state_buffers;
+    s->all[id]->update_makes_state = fold.update_makes_state;
   }
 }
 
@@ -391,6 +394,11 @@ bool ol_sites_in_update(const ol_sites_t *s, int32_t id)
 uint8_t ol_sites_state_buffers(const ol_sites_t *s, int32_t id)
 {
   return id >= 0 && (size_t)id < s->count ? s->all[id]->state_buffers : 0;
+}
+
+bool ol_sites_update_makes_state(const ol_sites_t *s, int32_t id)
+{
+  return id >= 0 && (size_t)id < s->count && s->all[id]->update_makes_state;
 }
 
 /* What a backward site holds that outlives the backward pass (the

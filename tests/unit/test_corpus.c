@@ -25,7 +25,7 @@
 #include "replay.h"
 #include "report_view.h"
 
-#define MAX_CASES 128
+#define MAX_CASES 256
 
 typedef struct corpus_case {
   char name[64], trace[128], policy[32], expected[32];

@@ -683,6 +683,44 @@ START_TEST(an_update_s_temporaries_are_said)
 }
 END_TEST
 
+/* Held-out sgd_momentum_step on the H200 (SGD, momentum 0.9): its first
+ * update ran out making the momentum buffers (144 MiB of 612 made) and
+ * was told that foreach=False or fused=True would need far less beside
+ * the state; they make the same buffers. In SGD's first step the advice
+ * says so; once a step has finished its update's allocations are
+ * temporaries again (weight decay's), and the foreach advice stands. */
+START_TEST(sgd_s_first_update_makes_state)
+{
+  ol_oom_record_t r = {NOT_TIMED, NO_BLOCKS, .capacity = 2308544921, .device_free = 0,
+                       .request = 16 * MiB, .reserved = 1614807040, .allocated = 1604321280,
+                       .external = 650969088, .self_device_bytes = 2256535552,
+                       ROLES(612 * MiB, 708 * MiB, 144 * MiB, 97 * MiB),
+                       .request_role_known = true, .request_role = OL_ROLE_optimizer,
+                       .request_in_update = true, .update_bytes = 144 * MiB,
+                       .request_update_makes_state = true};
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_persistent);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "The request was SGD's update in the first step, which makes a "
+                                  "momentum buffer as large as each parameter there when "
+                                  "momentum is on (160.00 MiB so far with the request): state, "
+                                  "which foreach=False and fused=True make too.") &&
+                  !strstr(text.data, "either needs far less"),
+                "%s", text.data);
+  ol_buf_free(&text);
+  r.iterations = 2;
+  r.persistent = 1320 * MiB;
+  ol_oom_explain(&text, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(!strstr(text.data, "SGD's update") && strstr(text.data, "either needs far less"),
+                "%s", text.data);
+  ol_buf_free(&text);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(json.data, "\"request_update_makes_state\": true"), "%s", json.data);
+  ol_buf_free(&json);
+}
+END_TEST
+
 /* Held-out optim_switch_state in observe mode on the H200: SGD for 6 steps,
  * then AdamW, whose first step ran out making its moments with half of
  * them made (524 of 1,112 MB). The state held (1.707 GB with the request)
@@ -1234,6 +1272,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, a_gradient_that_does_not_fit_is_the_state);
   tcase_add_test(classes, an_update_s_temporaries_are_said);
   tcase_add_test(classes, the_state_an_optimizer_is_making_counts_whole);
+  tcase_add_test(classes, sgd_s_first_update_makes_state);
   tcase_add_test(classes, gradients_in_their_own_segments_are_the_state);
   tcase_add_test(classes, another_librarys_pool_is_held_elsewhere);
   tcase_add_loop_test(classes, request_past_int64_is_impossible, 0,

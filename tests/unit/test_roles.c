@@ -223,6 +223,29 @@ START_TEST(optimizer_state_buffers_frames)
 }
 END_TEST
 
+/* SGD's update makes its momentum buffers (held-out sgd_momentum_step);
+ * Adam's update makes temporaries only, its moments coming from
+ * _init_group. */
+START_TEST(sgd_update_makes_state_frames)
+{
+  static const struct {
+    const char *frames;
+    bool state;
+  } updates[] = {
+    {"torch/optim/sgd.py:455:_multi_tensor_sgd;torch/optim/sgd.py:306:sgd;"
+     "torch/optim/sgd.py:127:step", true},
+    {"sgd.py:380:_single_tensor_sgd;sgd.py:306:sgd", true},
+    {"torch/optim/adam.py:791:_multi_tensor_adam;torch/optim/adam.py:971:adam", false},
+    {"torch/optim/sgd.py:40:_init_group;torch/optim/sgd.py:80:step", false},
+    {"", false},
+  };
+  for (size_t i = 0; i < sizeof updates / sizeof *updates; i++)
+    ck_assert_msg(ol_role_fold_of_frames(updates[i].frames, strlen(updates[i].frames))
+                      .update_makes_state == updates[i].state,
+                  "%s", updates[i].frames);
+}
+END_TEST
+
 START_TEST(role_of_one_frame)
 {
   const char *f = "torch/nn/modules/module.py:-1:_apply";
@@ -379,6 +402,7 @@ static Suite *roles_suite(void)
   tcase_add_test(rule, role_of_one_frame);
   tcase_add_test(rule, multi_tensor_update_frames);
   tcase_add_test(rule, optimizer_state_buffers_frames);
+  tcase_add_test(rule, sgd_update_makes_state_frames);
   suite_add_tcase(s, rule);
   TCase *bytes = tcase_create("bytes");
   tcase_set_timeout(bytes, 120);
