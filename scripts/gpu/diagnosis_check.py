@@ -521,6 +521,12 @@ HELD_OUT = [
     # vocabulary of 8192 and 2.15G, before it ran again
     dict(name='sgd_momentum_step', cap='2.15G', batch=1, steps=3, truth='persistent',
          warn=False),
+    # The twenty-sixth held-out set (session 21), committed before it ran
+    # (OOMLENS_DIAG_CASES=master_weights_state,static_cache_batch): fp32
+    # master weights kept by the loop's own lines; a static key/value cache.
+    dict(name='master_weights_state', cap='2.8G', batch=1, steps=3, truth='persistent',
+         warn=False),
+    first_step_case('static_cache_batch', '6G', 256),
     # The trial runs a first-step OOM's paragraph names ("run once at batch
     # N"), under the same caps, 4 steps each (session 20, committed before
     # they ran): does the figure the trial's report gives come within one

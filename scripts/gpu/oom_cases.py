@@ -3017,6 +3017,63 @@ def sgd_momentum_step(batch, steps):
         yield
 
 
+# The twenty-sixth held-out set (session 21, 2026-12-04), written before
+# it ran: fp32 master weights a training loop keeps by hand beside a bf16
+# model (state that no known call site names), and generation with a
+# static key/value cache made whole before the first token.
+
+
+@case
+def master_weights_state(batch, steps):
+    """GPT-2 124M in bf16 (0.25 GB) trained with fp32 master weights kept by
+    the loop itself (`p.detach().float()`, 0.5 GB), each step's bf16
+    gradients copied to the masters' .grad in fp32 (0.5 GB), AdamW over the
+    masters, batch `batch` (1), sequence 256, under 2.8G (about 2.2 GiB for
+    the process): the first forward and backward fit (about 1.8 GB), and
+    AdamW's first step makes its moments for the fp32 masters (1.0 GB):
+    out in that step (truth: persistent; the masters and their gradients
+    are state made by the job's own lines)."""
+    m = gpt2_model().to(torch.bfloat16)
+    params = list(m.parameters())
+    masters = [p.detach().float() for p in params]
+    opt = torch.optim.AdamW(masters, lr=1e-4)
+    for _ in range(steps):
+        x = torch.randint(0, 50257, (batch, 256), device='cuda')
+        lm_loss(m, x).backward()
+        for p, q in zip(params, masters):
+            q.grad = p.grad.float()
+            p.grad = None
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for p, q in zip(params, masters):
+                p.copy_(q)
+        del x
+        yield
+
+
+@case
+def static_cache_batch(batch, steps):
+    """A Llama-style model (8 layers, hidden 1024, 8 key/value heads of
+    128) in bf16 generating with transformers' static cache
+    (`cache_implementation="static"`), batch `batch` (256), prompts of 512
+    tokens, 512 new: the cache for every layer is made whole, at its
+    largest length, before the first token (batch x 1024 x 8 layers x 2 x
+    1024 x 2 bytes: 32 MiB a sequence), under 6G (truth: activations; the
+    batch is the lever)."""
+    from transformers import LlamaConfig
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
+                      num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=8)
+    m = hf_from_config(cfg, torch.bfloat16).cuda().eval()
+    for _ in range(steps):
+        x = torch.randint(0, 32000, (batch, 512), device='cuda')
+        with torch.no_grad():
+            m.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=512,
+                       min_new_tokens=512, do_sample=False, cache_implementation='static')
+        del x
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
