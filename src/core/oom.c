@@ -194,6 +194,21 @@ static int64_t state_being_made(const ol_oom_record_t *r)
   return at_least_zero(ol_sat_sub(made, held));
 }
 
+/* The job's own tensors (role other: made by lines of its own that name
+ * no role) still held when the optimizer's step asks: the forward's and
+ * backward's memory is gone by then, and what is left does not shrink
+ * with the batch (fp32 master copies of 16-bit weights and their
+ * gradients, an average of the weights, data kept on the device). They
+ * count with the state then (held-out master_weights_state: 944 MiB of
+ * masters and their gradients, made by the loop's own lines, were taken
+ * for the iteration's memory, and a job at batch 1 was told to cut the
+ * memory per sample). 0 for a request of any other role. */
+static int64_t own_state_at_step(const ol_oom_record_t *r)
+{
+  bool at_step = r->request_role_known && r->request_role == OL_ROLE_optimizer;
+  return r->roles_known && at_step ? at_least_zero(r->role_bytes[OL_ROLE_other]) : 0;
+}
+
 /* Under PyTorch's cache we see segments, which hold no one's tensors in
  * particular once freed blocks are reused: only roles (the tensor a segment
  * was made for) say anything of what is in them. */
@@ -202,7 +217,8 @@ static state_t state_of(const ol_oom_record_t *r)
   int64_t request = request_is_state(r) ? request_of(r) : 0;
   if (r->roles_known)
     return (state_t){STATE_ROLES,
-                     ol_sat_add(ol_sat_add(role_state(r), request), state_being_made(r))};
+                     ol_sat_add(ol_sat_add(ol_sat_add(role_state(r), request), state_being_made(r)),
+                                own_state_at_step(r))};
   /* Segments no call site named (expandable segments' cuMemCreate carries
    * none), but the failed request's own site says it was for weights or
    * optimizer state: the job ran out making its state. */
@@ -1210,6 +1226,11 @@ static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
                   "can have, which leaves less than %d%% of it for any batch. ",
                   s.source == STATE_ROLES && state_being_made(r) > 0 ? "come to" : "hold",
                   size_text(a, s.bytes), size_text(b, available(r)), HEADROOM_PERCENT);
+  if (s.source == STATE_ROLES && own_state_at_step(r) > 0)
+    ol_buf_printf(out, "Counted with them: %s that the job's own lines made and still hold at "
+                  "the optimizer's step (call sites of no known role: master copies of the "
+                  "weights, an average of them, data kept on the device, named below), which a "
+                  "smaller batch does not shrink. ", size_text(a, own_state_at_step(r)));
   if (s.source == STATE_ROLES && state_being_made(r) > 0)
     ol_buf_printf(out, "The request was the optimizer making its state at its first step (%d "
                   "buffers as large as each trained parameter, as its _init_group makes them): "

@@ -683,6 +683,41 @@ START_TEST(an_update_s_temporaries_are_said)
 }
 END_TEST
 
+/* Held-out master_weights_state under --manage on the H200: a bf16
+ * GPT-2 whose loop keeps fp32 masters and their gradients by its own
+ * lines (944 MiB of role other), out in AdamW's first step: it was
+ * `activations`, "no batch fits ... cut the memory per sample", at batch
+ * 1. What the job's own lines hold at the optimizer's step counts with
+ * the state, and is said; the same memory at a forward's request is not
+ * (a loss computed by the loop's own lines is the iteration's). */
+START_TEST(the_job_s_own_tensors_at_the_step_are_state)
+{
+  ol_oom_record_t r = {NO_BLOCKS, .capacity = 3006477107, .device_free = 0,
+                       .request = 9 * MiB, .reserved = 2338324480, .allocated = 2319747080,
+                       .external = 667746304, .self_device_bytes = 2996830208,
+                       .before_first_free = 574953984, .iteration_need = -1,
+                       .first_persistent = -1, .batch = 1, .roles_known = true,
+                       .role_bytes = {[OL_ROLE_weights] = 241165824,
+                                      [OL_ROLE_gradients] = 100663296,
+                                      [OL_ROLE_optimizer] = 857708544,
+                                      [OL_ROLE_activations] = 101711872,
+                                      [OL_ROLE_other] = 989838336, [OL_ROLE_unknown] = 28659208},
+                       .request_role_known = true, .request_role = OL_ROLE_optimizer};
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_persistent);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "Counted with them: 943.98 MiB that the job's own lines made "
+                                  "and still hold at the optimizer's step"),
+                "%s", text.data);
+  ol_buf_free(&text);
+  r.request_role = OL_ROLE_activations;
+  ck_assert_int_ne(ol_oom_classify(&r), OL_OOM_persistent);
+  ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
+  ck_assert_msg(!strstr(text.data, "Counted with them"), "%s", text.data);
+  ol_buf_free(&text);
+}
+END_TEST
+
 /* Held-out sgd_momentum_step on the H200 (SGD, momentum 0.9): its first
  * update ran out making the momentum buffers (144 MiB of 612 made) and
  * was told that foreach=False or fused=True would need far less beside
@@ -1273,6 +1308,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, an_update_s_temporaries_are_said);
   tcase_add_test(classes, the_state_an_optimizer_is_making_counts_whole);
   tcase_add_test(classes, sgd_s_first_update_makes_state);
+  tcase_add_test(classes, the_job_s_own_tensors_at_the_step_are_state);
   tcase_add_test(classes, gradients_in_their_own_segments_are_the_state);
   tcase_add_test(classes, another_librarys_pool_is_held_elsewhere);
   tcase_add_loop_test(classes, request_past_int64_is_impossible, 0,
