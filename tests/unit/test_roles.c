@@ -170,82 +170,53 @@ START_TEST(role_of_real_frames)
 }
 END_TEST
 
-/* One frame alone: a Python frame that names nothing is other, anything
- * else that names nothing is unknown; CPython's "no line" (-1) reads. */
-/* Held-out foreach_step's failed request, made by Adam's foreach update;
- * its state's making, the fused update and a forward are not that. */
-START_TEST(multi_tensor_update_frames)
+/* What an optimizer's frames say beside their role. update: its foreach
+ * update made the request (held-out foreach_step: Adam's, whose
+ * temporaries come beside the state); not its state's making, its fused
+ * update or a forward. buffers: its first step's _init_group makes that
+ * many buffers for each trained parameter (held-out optim_switch_state:
+ * AdamW's moments, half made when it ran out): Adam's family two, RMSprop
+ * one, SGD's _init_group none (its momentum comes in the update), nor a
+ * file of the job's own called adam.py. state: SGD's update, which makes
+ * its momentum buffers itself (held-out sgd_momentum_step). */
+START_TEST(optimizer_frames_fold)
 {
   static const struct {
     const char *frames;
     bool update;
-  } updates[] = {
-    {"torch/optim/adam.py:791:_multi_tensor_adam;torch/optim/adam.py:971:adam;"
-     "torch/optim/optimizer.py:151:maybe_fallback;oom_cases.py:30:learn", true},
-    {"adamw.py:500:_multi_tensor_adamw;adamw.py:300:adamw", true}, /* the recorder's base names */
-    {"torch/optim/adam.py:178:_init_group;torch/optim/adam.py:238:step", false},
-    {"torch/optim/adam.py:700:_fused_adam;torch/optim/adam.py:971:adam", false},
-    {"torch/nn/modules/linear.py:134:forward;train.py:3:main", false},
-    {"", false},
-  };
-  for (size_t i = 0; i < sizeof updates / sizeof *updates; i++)
-    ck_assert_msg(ol_role_fold_of_frames(updates[i].frames, strlen(updates[i].frames)).update ==
-                    updates[i].update, "%s", updates[i].frames);
-}
-END_TEST
-
-/* The buffers an optimizer's first step makes for each trained
- * parameter, by the _init_group that makes them (held-out
- * optim_switch_state: AdamW's moments, half made when it ran out): Adam's
- * family two, RMSprop one; SGD's _init_group makes none (its momentum
- * comes in the step), nor does a file of the job's own that is called
- * adam.py, nor Adam's update. */
-START_TEST(optimizer_state_buffers_frames)
-{
-  static const struct {
-    const char *frames;
     int buffers;
-  } inits[] = {
-    {"torch/optim/adam.py:178:_init_group;torch/optim/adam.py:238:step;"
-     "torch/optim/optimizer.py:81:_use_grad;oom_cases.py:30:learn", 2},
-    {"/opt/venv/lib/python3.12/site-packages/torch/optim/adamw.py:120:_init_group;x.py:1:f", 2},
-    {"adam.py:182:_init_group;adam.py:238:step", 2}, /* the recorder's base names */
-    {"torch/optim/nadam.py:90:_init_group", 2},
-    {"torch/optim/rmsprop.py:80:_init_group;torch/optim/rmsprop.py:150:step", 1},
-    {"torch/optim/sgd.py:40:_init_group;torch/optim/sgd.py:80:step", 0},
-    {"mytrainer/adam.py:10:_init_group;train.py:3:main", 0},
-    {"torch/optim/adam.py:791:_multi_tensor_adam;torch/optim/adam.py:971:adam", 0},
-    {"", 0},
-  };
-  for (size_t i = 0; i < sizeof inits / sizeof *inits; i++)
-    ck_assert_msg(ol_role_fold_of_frames(inits[i].frames, strlen(inits[i].frames)).state_buffers ==
-                    inits[i].buffers, "%s", inits[i].frames);
-}
-END_TEST
-
-/* SGD's update makes its momentum buffers (held-out sgd_momentum_step);
- * Adam's update makes temporaries only, its moments coming from
- * _init_group. */
-START_TEST(sgd_update_makes_state_frames)
-{
-  static const struct {
-    const char *frames;
     bool state;
-  } updates[] = {
+  } frames[] = {
+    {"torch/optim/adam.py:791:_multi_tensor_adam;torch/optim/adam.py:971:adam;"
+     "torch/optim/optimizer.py:151:maybe_fallback;oom_cases.py:30:learn", true, 0, false},
+    {"adamw.py:500:_multi_tensor_adamw;adamw.py:300:adamw", true, 0, false}, /* base names */
+    {"torch/optim/adam.py:178:_init_group;torch/optim/adam.py:238:step;"
+     "torch/optim/optimizer.py:81:_use_grad;oom_cases.py:30:learn", false, 2, false},
+    {"/opt/venv/lib/python3.12/site-packages/torch/optim/adamw.py:120:_init_group;x.py:1:f",
+     false, 2, false},
+    {"adam.py:182:_init_group;adam.py:238:step", false, 2, false}, /* the recorder's */
+    {"torch/optim/nadam.py:90:_init_group", false, 2, false},
+    {"torch/optim/rmsprop.py:80:_init_group;torch/optim/rmsprop.py:150:step", false, 1, false},
+    {"torch/optim/sgd.py:40:_init_group;torch/optim/sgd.py:80:step", false, 0, false},
+    {"mytrainer/adam.py:10:_init_group;train.py:3:main", false, 0, false},
+    {"torch/optim/adam.py:700:_fused_adam;torch/optim/adam.py:971:adam", false, 0, false},
     {"torch/optim/sgd.py:455:_multi_tensor_sgd;torch/optim/sgd.py:306:sgd;"
-     "torch/optim/sgd.py:127:step", true},
-    {"sgd.py:380:_single_tensor_sgd;sgd.py:306:sgd", true},
-    {"torch/optim/adam.py:791:_multi_tensor_adam;torch/optim/adam.py:971:adam", false},
-    {"torch/optim/sgd.py:40:_init_group;torch/optim/sgd.py:80:step", false},
-    {"", false},
+     "torch/optim/sgd.py:127:step", true, 0, true},
+    {"sgd.py:380:_single_tensor_sgd;sgd.py:306:sgd", false, 0, true},
+    {"torch/nn/modules/linear.py:134:forward;train.py:3:main", false, 0, false},
+    {"", false, 0, false},
   };
-  for (size_t i = 0; i < sizeof updates / sizeof *updates; i++)
-    ck_assert_msg(ol_role_fold_of_frames(updates[i].frames, strlen(updates[i].frames))
-                      .update_makes_state == updates[i].state,
-                  "%s", updates[i].frames);
+  for (size_t i = 0; i < sizeof frames / sizeof *frames; i++) {
+    ol_role_fold_t fold = ol_role_fold_of_frames(frames[i].frames, strlen(frames[i].frames));
+    ck_assert_msg(fold.update == frames[i].update && fold.state_buffers == frames[i].buffers &&
+                    fold.update_makes_state == frames[i].state,
+                  "%s", frames[i].frames);
+  }
 }
 END_TEST
 
+/* One frame alone: a Python frame that names nothing is other, anything
+ * else that names nothing is unknown; CPython's "no line" (-1) reads. */
 START_TEST(role_of_one_frame)
 {
   const char *f = "torch/nn/modules/module.py:-1:_apply";
@@ -400,9 +371,7 @@ static Suite *roles_suite(void)
   TCase *rule = tcase_create("rule");
   tcase_add_loop_test(rule, role_of_real_frames, 0, (int)(sizeof cases / sizeof *cases));
   tcase_add_test(rule, role_of_one_frame);
-  tcase_add_test(rule, multi_tensor_update_frames);
-  tcase_add_test(rule, optimizer_state_buffers_frames);
-  tcase_add_test(rule, sgd_update_makes_state_frames);
+  tcase_add_test(rule, optimizer_frames_fold);
   suite_add_tcase(s, rule);
   TCase *bytes = tcase_create("bytes");
   tcase_set_timeout(bytes, 120);
