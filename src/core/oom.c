@@ -202,11 +202,16 @@ static int64_t state_being_made(const ol_oom_record_t *r)
  * count with the state then (held-out master_weights_state: 944 MiB of
  * masters and their gradients, made by the loop's own lines, were taken
  * for the iteration's memory, and a job at batch 1 was told to cut the
- * memory per sample). 0 for a request of any other role. */
+ * memory per sample). Only in the first step: once iterations are found,
+ * what outlives them says what is kept, and what the job's own lines keep
+ * growing is a leak's (kept_to_blame), not state. 0 for a request of any
+ * other role. */
 static int64_t own_state_at_step(const ol_oom_record_t *r)
 {
   bool at_step = r->request_role_known && r->request_role == OL_ROLE_optimizer;
-  return r->roles_known && at_step ? at_least_zero(r->role_bytes[OL_ROLE_other]) : 0;
+  return r->roles_known && at_step && r->iterations == 0
+           ? at_least_zero(r->role_bytes[OL_ROLE_other])
+           : 0;
 }
 
 /* Under PyTorch's cache we see segments, which hold no one's tensors in
