@@ -876,7 +876,8 @@ static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r)
   if (fs->stage == OL_FIRST_STEP_LAYERS)
     ol_buf_printf(out, "Its forward had begun %" PRId64 " of the %" PRId64 " layers of its "
                   "stack, %s kept each: the layers not yet begun keep %s more, counted in that "
-                  "need; its head, loss and backward were never asked for. ", fs->layers_done,
+                  "need; what comes after the stack (its head and, if it trains, the loss and "
+                  "the backward) was never asked for and is not counted. ", fs->layers_done,
                   fs->layers, size_text(a, fs->per_layer), size_text(b, fs->rest));
   else if (fs->stage == OL_FIRST_STEP_HEAD)
     ol_buf_printf(out, "All %" PRId64 " layers of its stack had run (%s kept each): it failed "

@@ -586,6 +586,11 @@ START_TEST(the_words_and_json_say_what_the_figure_is)
   ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
   ck_assert_ptr_nonnull(strstr(text.data, "of the 12 layers of its stack"));
   ck_assert_ptr_nonnull(strstr(text.data, "at most batch"));
+  /* a stack's step may be inference (held-out infer_lm_batch, each layer
+   * keeping its key/value cache): no loss or backward is said to come */
+  ck_assert_msg(strstr(text.data, "what comes after the stack (its head and, if it trains, the "
+                                  "loss and the backward) was never asked for"),
+                "%s", text.data);
   ol_buf_free(&text);
 }
 END_TEST
