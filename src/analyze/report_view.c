@@ -156,6 +156,8 @@ static void read_outside(const at_t *oom, ol_oom_record_t *r)
   r->update_bytes = ol_json_may_int(oom, "update_bytes", BYTES, 0);                /* minor 17 */
   r->request_state_buffers = (int)ol_json_may_int(oom, "request_state_buffers", 0, 16, 0); /* 18 */
   r->request_update_makes_state = ol_json_may_bool(oom, "request_update_makes_state", false);
+  r->own_copies = ol_json_may_int(oom, "own_copies", BYTES, 0);
+  r->own_copies_own_segments = ol_json_may_int(oom, "own_copies_own_segments", BYTES, 0);
 }
 
 /* A site named as the library wrote it: its frames joined by

@@ -292,7 +292,7 @@ static void request_role(const ol_account_t *a, int device, ol_oom_record_t *r)
 
 /* ---- the gradients a first backward is making ------------------------ */
 
-/* A live block of weights or of the backward, by size. */
+/* A live block of weights or of another role, by size. */
 typedef struct sized_block {
   uint64_t size;
   bool weight;
@@ -301,6 +301,7 @@ typedef struct sized_block {
 typedef struct sized_blocks {
   const ol_sites_t *sites;
   int device;
+  ol_role_t other; /* the role collected beside the weights */
   sized_block_t *all;
   size_t count, room;
 } sized_blocks_t;
@@ -311,7 +312,7 @@ static void collect_sized(const ol_record_t *rec, void *arg)
   if (ol_account_clamp(rec->device) != c->device || rec->site < 0 || c->count == c->room)
     return;
   ol_role_t role = ol_sites_role(c->sites, rec->site);
-  if (role == OL_ROLE_weights || role == OL_ROLE_backward)
+  if (role == OL_ROLE_weights || role == c->other)
     c->all[c->count++] = (sized_block_t){rec->size, role == OL_ROLE_weights};
 }
 
@@ -319,6 +320,20 @@ static int by_size(const void *x, const void *y)
 {
   const sized_block_t *a = x, *b = y;
   return a->size < b->size ? -1 : a->size > b->size;
+}
+
+/* The live weights and the blocks of role `other`, sorted by size; false
+ * without host memory for them (then nothing is counted). */
+static bool sized_of(const ol_account_t *a, int device, const ol_sites_t *sites, ol_role_t other,
+                     sized_blocks_t *c)
+{
+  *c = (sized_blocks_t){sites, ol_account_clamp(device), other, NULL, 0,
+                        ol_records_count(&a->blocks)};
+  if (c->room == 0 || !(c->all = malloc(c->room * sizeof *c->all)))
+    return false;
+  ol_records_each(&a->blocks, collect_sized, c);
+  qsort(c->all, c->count, sizeof *c->all, by_size);
+  return true;
 }
 
 /* sites.c tells gradients from backward temporaries by what outlives a
@@ -340,11 +355,9 @@ static void gradients_being_made(const ol_account_t *a, int device, ol_oom_recor
   if (!sites || !r->roles_known || ol_sites_backward_kept(sites, OL_SITES_BY_CURRENT) ||
       (r->role_bytes[OL_ROLE_backward] <= 0 && !request_backward))
     return;
-  sized_blocks_t c = {sites, ol_account_clamp(device), NULL, 0, ol_records_count(&a->blocks)};
-  if (c.room == 0 || !(c.all = malloc(c.room * sizeof *c.all)))
+  sized_blocks_t c;
+  if (!sized_of(a, device, sites, OL_ROLE_backward, &c))
     return; /* no host memory: none counted, as before this rule */
-  ol_records_each(&a->blocks, collect_sized, &c);
-  qsort(c.all, c.count, sizeof *c.all, by_size);
   for (size_t i = 0; i < c.count;) {
     size_t weights = 0, made = 0, j = i;
     for (; j < c.count && c.all[j].size == c.all[i].size; j++)
@@ -359,6 +372,78 @@ static void gradients_being_made(const ol_account_t *a, int device, ol_oom_recor
       r->request_is_gradient = true;
     i = j;
   }
+  free(c.all);
+}
+
+/* ---- copies of the parameters the job's own lines keep ----------------- */
+
+/* A weight's size, and how many more blocks of the job's own may still be
+ * taken as copies of weights of that size. */
+typedef struct weight_size {
+  uint64_t size;
+  size_t room;
+} weight_size_t;
+
+/* Takes a copy of a weight for a block of `size`: a weight of that size,
+ * of half of it or of twice it (another dtype), within tol bytes; false
+ * when none of those sizes has room left. sizes: distinct, ascending. */
+static bool take_copy(weight_size_t *sizes, size_t n, uint64_t size, uint64_t tol)
+{
+  static const uint64_t times[3][2] = {{1, 1}, {1, 2}, {2, 1}}; /* the block: w * den / num */
+  for (int k = 0; k < 3; k++) {
+    uint64_t num = times[k][0], den = times[k][1];
+    for (size_t i = 0; i < n; i++) {
+      uint64_t want = sizes[i].size * den / num; /* the block, from this weight */
+      uint64_t gap = want > size ? want - size : size - want;
+      if (sizes[i].room && gap <= tol && sizes[i].size * den % num == 0) {
+        sizes[i].room--;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+/* Bytes of blocks of role other taken as copies of weights (own_copies),
+ * blocks of at least min_size only, within tol of a copy's size. */
+static int64_t copies_of(const sized_blocks_t *c, uint64_t min_size, uint64_t tol)
+{
+  weight_size_t *sizes = malloc((c->count + 1) * sizeof *sizes);
+  if (!sizes)
+    return 0;
+  size_t n = 0;
+  for (size_t i = 0; i < c->count; i++)
+    if (c->all[i].weight) {
+      if (n && sizes[n - 1].size == c->all[i].size)
+        sizes[n - 1].room += 2;
+      else
+        sizes[n++] = (weight_size_t){c->all[i].size, 2}; /* a copy and its gradient */
+    }
+  int64_t bytes = 0;
+  for (size_t i = 0; i < c->count; i++)
+    if (!c->all[i].weight && c->all[i].size >= min_size && take_copy(sizes, n, c->all[i].size, tol))
+      bytes = ol_sat_add(bytes, c->all[i].size > INT64_MAX ? INT64_MAX : (int64_t)c->all[i].size);
+  free(sizes);
+  return bytes;
+}
+
+/* The job's own lines keep copies of the parameters: fp32 masters of
+ * 16-bit weights and their fp32 gradients, an average of the weights.
+ * Their sizes give them away, as a gradient's does (held-out
+ * master_weights_state: 944 MiB of masters and their gradients, role
+ * other, read as the iteration's memory); a tensor of a batch's size the
+ * loop made and holds is not one. Under PyTorch's cache only segments
+ * made for one tensor count, their sizes rounded to 2 MiB. */
+static void parameter_copies(const ol_account_t *a, int device, ol_oom_record_t *r)
+{
+  r->own_copies = r->own_copies_own_segments = 0;
+  const ol_sites_t *sites = ol_account_sites(a, device);
+  sized_blocks_t c;
+  if (!sites || !r->roles_known || r->role_bytes[OL_ROLE_other] <= 0 ||
+      !sized_of(a, device, sites, OL_ROLE_other, &c))
+    return;
+  r->own_copies = copies_of(&c, 0, 0);
+  r->own_copies_own_segments = copies_of(&c, OL_SHARED_SEGMENT_BYTES + 1, 2ull << 20);
   free(c.all);
 }
 
@@ -434,6 +519,7 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   ol_account_role_bytes(a, device, OL_SITES_BY_CURRENT, &r->roles_known, r->role_bytes);
   request_role(a, device, r);
   gradients_being_made(a, device, r);
+  parameter_copies(a, device, r);
   if (r->iterations == 0) /* a log left full reads as unknown */
     ol_first_step_read(a->devices[ol_account_clamp(device)].first_step, r->request,
                        &r->first_step);

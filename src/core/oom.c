@@ -194,24 +194,24 @@ static int64_t state_being_made(const ol_oom_record_t *r)
   return at_least_zero(ol_sat_sub(made, held));
 }
 
-/* The job's own tensors (role other: made by lines of its own that name
- * no role) still held when the optimizer's step asks: the forward's and
- * backward's memory is gone by then, and what is left does not shrink
- * with the batch (fp32 master copies of 16-bit weights and their
- * gradients, an average of the weights, data kept on the device). They
- * count with the state then (held-out master_weights_state: 944 MiB of
- * masters and their gradients, made by the loop's own lines, were taken
- * for the iteration's memory, and a job at batch 1 was told to cut the
- * memory per sample). Only in the first step: once iterations are found,
- * what outlives them says what is kept, and what the job's own lines keep
- * growing is a leak's (kept_to_blame), not state. 0 for a request of any
- * other role. */
+/* Copies of the parameters the job's own lines keep (account.c
+ * parameter_copies: blocks of role other of a weight's size, twice or
+ * half it: fp32 master copies of 16-bit weights and their gradients, an
+ * average of the weights), still held when the optimizer's step asks:
+ * they do not shrink with the batch, and count with the state then
+ * (held-out master_weights_state: 944 MiB of masters and their gradients,
+ * made by the loop's own lines, were taken for the iteration's memory, and
+ * a job at batch 1 was told to cut the memory per sample). A tensor of the
+ * batch's size the loop made and still holds is not one. Only in the
+ * first step: once iterations are found, what outlives them says what is
+ * kept, and what the job's own lines keep growing is a leak's
+ * (kept_to_blame), not state. 0 for a request of any other role. */
 static int64_t own_state_at_step(const ol_oom_record_t *r)
 {
   bool at_step = r->request_role_known && r->request_role == OL_ROLE_optimizer;
-  return r->roles_known && at_step && r->iterations == 0
-           ? at_least_zero(r->role_bytes[OL_ROLE_other])
-           : 0;
+  if (!r->roles_known || !at_step || r->iterations > 0)
+    return 0;
+  return at_least_zero(r->segments_only ? r->own_copies_own_segments : r->own_copies);
 }
 
 /* Under PyTorch's cache we see segments, which hold no one's tensors in
@@ -1233,10 +1233,11 @@ static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
                   s.source == STATE_ROLES && state_being_made(r) > 0 ? "come to" : "hold",
                   size_text(a, s.bytes), size_text(b, available(r)), HEADROOM_PERCENT);
   if (s.source == STATE_ROLES && own_state_at_step(r) > 0)
-    ol_buf_printf(out, "Counted with them: %s that the job's own lines made and still hold at "
-                  "the optimizer's step (call sites of no known role: master copies of the "
-                  "weights, an average of them, data kept on the device, named below), which a "
-                  "smaller batch does not shrink. ", size_text(a, own_state_at_step(r)));
+    ol_buf_printf(out, "Counted with them: %s of copies of the parameters that the job's own "
+                  "lines made and still hold at the optimizer's step (blocks of a weight's size, "
+                  "or twice or half it, at call sites of no known role: master weights in "
+                  "another dtype and their gradients, an average of the weights; named below), "
+                  "which a smaller batch does not shrink. ", size_text(a, own_state_at_step(r)));
   if (s.source == STATE_ROLES && state_being_made(r) > 0)
     ol_buf_printf(out, "The request was the optimizer making its state at its first step (%d "
                   "buffers as large as each trained parameter, as its _init_group makes them): "
@@ -1444,14 +1445,16 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
                 ", \"vmm_reserved\": %" PRId64 ", \"vmm_not_framework\": %s"
                 ", \"request_in_update\": %s, \"update_bytes\": %" PRId64
                 ", \"request_state_buffers\": %d, \"state_being_made\": %" PRId64
-                ", \"request_update_makes_state\": %s, \"growing_site\": ",
+                ", \"request_update_makes_state\": %s, \"own_copies\": %" PRId64
+                ", \"own_copies_own_segments\": %" PRId64 ", \"growing_site\": ",
                 r->self_device_bytes > 0 ? r->self_device_bytes : -1,
                 r->framework_limit > 0 ? r->framework_limit : 0,
                 r->framework_allocated >= 0 ? r->framework_allocated : -1,
                 r->no_block_held ? "true" : "false", at_least_zero(r->vmm_reserved),
                 r->vmm_not_framework ? "true" : "false", r->request_in_update ? "true" : "false",
                 at_least_zero(r->update_bytes), r->request_state_buffers, state_being_made(r),
-                r->request_update_makes_state ? "true" : "false");
+                r->request_update_makes_state ? "true" : "false", at_least_zero(r->own_copies),
+                at_least_zero(r->own_copies_own_segments));
   if (namer && r->grower.id >= 0) {
     ol_buf_printf(out, "{\"site\": ");
     namer(out, r->grower.id, true, arg);

@@ -505,6 +505,38 @@ START_TEST(a_first_backward_counts_the_gradients_it_makes)
 }
 END_TEST
 
+/* Copies of the parameters the job's own lines keep (held-out
+ * master_weights_state: fp32 masters of bf16 weights and their fp32
+ * gradients): blocks of role other of a weight's size, twice it or half
+ * it, two at most for each weight of that size (a copy and its gradient).
+ * A block of a batch's size is none, nor is a third copy of one weight.
+ * Among segments (PyTorch's cache) only those made for one tensor count,
+ * within their 2 MiB rounding. */
+START_TEST(copies_of_the_parameters_by_their_sizes)
+{
+  static const char weights[] = "module.py:1097:<lambda>;module.py:965:_apply;train.py:9:main";
+  static const char own[] = "train.py:12:main";
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_SITES);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x100000000, 74 * MiB, weights); /* bf16 embedding */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x110000000, 3 * MiB, weights);  /* a layer's */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x200000000, 148 * MiB, own);    /* its fp32 master */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x210000000, 148 * MiB, own);    /* its gradient */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x220000000, 148 * MiB, own);    /* a third: not one */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x230000000, 6 * MiB, own);      /* the layer's master */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x240000000, 3 * MiB, own);      /* an average's copy */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x250000000, 200 * MiB, own);    /* a batch's probs */
+  apply_with_frames(&a, OL_TRACE_OOM, 0, 9 * MiB, "torch/optim/adam.py:178:_init_group");
+  ol_oom_record_t r;
+  ol_oom_record_init(&r, 9 * MiB);
+  ol_account_oom_figures(&a, 0, &r);
+  ck_assert_int_eq(r.role_bytes[OL_ROLE_other], (3 * 148 + 6 + 3 + 200) * MiB);
+  ck_assert_int_eq(r.own_copies, (2 * 148 + 6 + 3) * MiB);
+  ck_assert_int_eq(r.own_copies_own_segments, 2 * 148 * MiB); /* over 20 MiB only */
+  ol_account_free(&a);
+}
+END_TEST
+
 /* DDP's gradient buckets are gradients by their frames (roles.c), and
  * state; they are not gradients that outlived a backward, so a first
  * backward's gradients being made are still counted beside them (before,
@@ -991,6 +1023,7 @@ static Suite *account_suite(void)
   tcase_add_test(rules, the_failed_request_names_its_role);
   tcase_add_test(rules, a_first_backward_counts_the_gradients_it_makes);
   tcase_add_test(rules, ddp_buckets_are_state_beside_the_gradients_being_made);
+  tcase_add_test(rules, copies_of_the_parameters_by_their_sizes);
   tcase_add_test(rules, shared_sites_peak_over_devices);
   tcase_add_test(rules, reserved_memory_never_below_zero);
   tcase_add_test(rules, mapped_memory_live_equals_trace);

@@ -685,11 +685,13 @@ END_TEST
 
 /* Held-out master_weights_state under --manage on the H200: a bf16
  * GPT-2 whose loop keeps fp32 masters and their gradients by its own
- * lines (944 MiB of role other), out in AdamW's first step: it was
- * `activations`, "no batch fits ... cut the memory per sample", at batch
- * 1. What the job's own lines hold at the optimizer's step counts with
- * the state, and is said; the same memory at a forward's request is not
- * (a loss computed by the loop's own lines is the iteration's). */
+ * lines (944 MiB of role other, 906 MiB of it in blocks of twice a
+ * weight's size), out in AdamW's first step: it was `activations`, "no
+ * batch fits ... cut the memory per sample", at batch 1. The copies of
+ * the parameters the job's own lines hold at the optimizer's step count
+ * with the state, and are said; not at a forward's request, not after
+ * the first step, and not memory of role other that is no copy of a
+ * parameter (a batch's tensor the loop keeps). */
 START_TEST(the_job_s_own_tensors_at_the_step_are_state)
 {
   ol_oom_record_t r = {NO_BLOCKS, .capacity = 3006477107, .device_free = 0,
@@ -702,14 +704,25 @@ START_TEST(the_job_s_own_tensors_at_the_step_are_state)
                                       [OL_ROLE_optimizer] = 857708544,
                                       [OL_ROLE_activations] = 101711872,
                                       [OL_ROLE_other] = 989838336, [OL_ROLE_unknown] = 28659208},
-                       .request_role_known = true, .request_role = OL_ROLE_optimizer};
+                       .request_role_known = true, .request_role = OL_ROLE_optimizer,
+                       .own_copies = 950507520, .own_copies_own_segments = 308779008};
   ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_persistent);
   ol_buf_t text = {0};
   ol_oom_explain(&text, &r, OL_OOM_persistent, NULL, NULL);
-  ck_assert_msg(strstr(text.data, "Counted with them: 943.98 MiB that the job's own lines made "
-                                  "and still hold at the optimizer's step"),
+  ck_assert_msg(strstr(text.data, "Counted with them: 906.47 MiB of copies of the parameters that "
+                                  "the job's own lines made and still hold at the optimizer's "
+                                  "step"),
                 "%s", text.data);
   ol_buf_free(&text);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(json.data, "\"own_copies\": 950507520, \"own_copies_own_segments\": "
+                                  "308779008"),
+                "%s", json.data);
+  ol_buf_free(&json);
+  r.own_copies = 0; /* the same bytes of role other, none of a parameter's size */
+  ck_assert_int_ne(ol_oom_classify(&r), OL_OOM_persistent);
+  r.own_copies = 950507520;
   r.request_role = OL_ROLE_activations;
   ck_assert_int_ne(ol_oom_classify(&r), OL_OOM_persistent);
   ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
