@@ -384,23 +384,36 @@ typedef struct weight_size {
   size_t room;
 } weight_size_t;
 
+/* The first of sizes[0, n) (ascending) at least lo. */
+static size_t first_at_least(const weight_size_t *sizes, size_t n, uint64_t lo)
+{
+  size_t l = 0, h = n;
+  while (l < h) {
+    size_t m = l + (h - l) / 2;
+    if (sizes[m].size < lo)
+      l = m + 1;
+    else
+      h = m;
+  }
+  return l;
+}
+
 /* Takes a copy of a weight for a block of `size`: a weight of that size,
  * of half of it or of twice it (another dtype), within tol bytes; false
  * when none of those sizes has room left. sizes: distinct, ascending. */
 static bool take_copy(weight_size_t *sizes, size_t n, uint64_t size, uint64_t tol)
 {
-  static const uint64_t times[3][2] = {{1, 1}, {1, 2}, {2, 1}}; /* the block: w * den / num */
-  for (int k = 0; k < 3; k++) {
-    uint64_t num = times[k][0], den = times[k][1];
-    for (size_t i = 0; i < n; i++) {
-      uint64_t want = sizes[i].size * den / num; /* the block, from this weight */
-      uint64_t gap = want > size ? want - size : size - want;
-      if (sizes[i].room && gap <= tol && sizes[i].size * den % num == 0) {
+  uint64_t lo = size > tol ? size - tol : 0, hi = size + tol;
+  /* the weight's size w for each: the block is w, 2w (a 16-bit weight's
+   * fp32 copy) or w/2 (the other way) */
+  const uint64_t from[3][2] = {{lo, hi}, {(lo + 1) / 2, hi / 2}, {2 * lo, 2 * hi}};
+  for (int k = 0; k < 3; k++)
+    for (size_t i = first_at_least(sizes, n, from[k][0]); i < n && sizes[i].size <= from[k][1];
+         i++)
+      if (sizes[i].room) {
         sizes[i].room--;
         return true;
       }
-    }
-  }
   return false;
 }
 
