@@ -1192,11 +1192,12 @@ static void advise_update_temporaries(ol_buf_t *out, const ol_oom_record_t *r, i
     /* SGD's first update: its momentum buffers, if it has momentum, are
      * made there, and no update path makes fewer (held-out
      * sgd_momentum_step: told foreach=False would need far less) */
-    ol_buf_printf(out, "The request was SGD's update in the first step, which makes a momentum "
-                  "buffer as large as each parameter there when momentum is on (%s so far with "
-                  "the request): state, which foreach=False and fused=True make too. Only what "
-                  "its foreach path holds for weight decay or Nesterov (a group of the gradients' "
-                  "size) is temporary; without momentum SGD keeps no state. ",
+    ol_buf_printf(out, "The request was SGD's update, which in its first step makes a momentum "
+                  "buffer as large as each parameter when momentum is on (%s so far with the "
+                  "request, if this is that step: no iteration was seen to end): state, which "
+                  "foreach=False and fused=True make too. Only what its foreach path holds for "
+                  "weight decay or Nesterov (a group of the gradients' size) is temporary; "
+                  "without momentum SGD keeps no state. ",
                   size_text(a, temporaries));
     return;
   }
