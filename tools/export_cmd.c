@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "input.h"
 #include "commands.h"
 #include "export.h"
 #include "core.h"
@@ -186,7 +187,11 @@ int ol_cmd_export(int argc, char **argv)
   const char *inputs[] = {a.trace, NULL};
   if (a.output && !ol_output_check(a.output, inputs, &err))
     return ol_args_fail("export", &err);
-  ol_trace_t *probe = ol_trace_open(a.trace, &err);
+  char copy[64];
+  const char *readable = ol_input_rereadable(a.trace, copy, sizeof copy, &err);
+  if (!readable)
+    return ol_args_fail("export", &err);
+  ol_trace_t *probe = ol_trace_open(readable, &err);
   if (!probe)
     return ol_args_fail("export", &err);
   ol_trace_close(probe);
@@ -201,7 +206,7 @@ int ol_cmd_export(int argc, char **argv)
   a.options.progress = ol_progress_show;
   a.options.progress_arg = &progress;
   ol_export_result_t result;
-  int rc = ol_export_file(a.trace, out, &a.options, &result, &err);
+  int rc = ol_export_file(readable, out, &a.options, &result, &err);
   ol_progress_end(&progress);
   bool closed = a.output ? fclose(out) == 0 : fflush(out) == 0;
   if (rc == 0 && !closed) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "input.h"
 #include "commands.h"
 #include "core.h"
 #include "progress.h"
@@ -491,18 +492,22 @@ int ol_cmd_replay(int argc, char **argv)
   if (!ops)
     return ol_args_usage("replay", "unknown policy '%s' (oomlens, pytorch, pytorch-expandable)",
                          a.policy);
+  ol_error_t err;
+  char copy[64];
+  const char *readable = ol_input_rereadable(a.trace, copy, sizeof copy, &err);
+  if (!readable)
+    return ol_args_fail("replay", &err);
   if (!a.capacity_given) {
-    uint64_t named = capacity_in_trace(a.trace, a.device);
+    uint64_t named = capacity_in_trace(readable, a.device);
     if (named)
       a.options.capacity = named;
   }
   ol_replay_result_t result;
-  ol_error_t err;
   ol_progress_t progress;
   ol_progress_start(&progress, "oomlens replay");
   ol_replay_extras_t extras = {.device = a.device, .batch = a.batch, .progress = ol_progress_show,
                                .progress_arg = &progress};
-  int rc = ol_replay_file_with(a.trace, ops, &a.options, &extras, &result, &err);
+  int rc = ol_replay_file_with(readable, ops, &a.options, &extras, &result, &err);
   ol_progress_end(&progress);
   if (rc != 0)
     return ol_args_fail("replay", &err);

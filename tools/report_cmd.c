@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "input.h"
 #include "commands.h"
 #include "report_view.h"
 
@@ -78,8 +79,12 @@ int ol_cmd_report(int argc, char **argv)
   const char *inputs[] = {argv[0], NULL};
   if (a.html && strcmp(a.html, "-") != 0 && !ol_output_check(a.html, inputs, &err))
     return ol_args_fail("report", &err); /* before reading: x --html x keeps x */
-  if (ol_view_load(&view, argv[0], &err) != 0)
+  char copy[64];
+  const char *readable = ol_input_rereadable(argv[0], copy, sizeof copy, &err);
+  if (!readable || ol_view_load(&view, readable, &err) != 0)
     return ol_args_fail("report", &err);
+  if (readable != argv[0] && view.source) /* a copy of a pipe: the report names what was given */
+    ol_report_set_text(&view, &view.source, argv[0]);
   if (strcmp(view.mode, "trace") == 0 && strcmp(view.reason, "trace") != 0)
     fprintf(stderr, "oomlens report: %s: %s\n", argv[0], view.reason + strlen("trace, "));
   ol_buf_t out = {0};

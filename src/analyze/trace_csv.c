@@ -1,7 +1,9 @@
 /* trace_csv.c: the streaming reader of allocation traces (trace_csv.h):
- * PyTorch's CSV and oomlens's own format. zlib's gz* functions read
- * gzip'd and plain files alike, so one path serves both. Lines are cut out
- * of a fixed buffer refilled by gzread: memory stays constant however long
+ * PyTorch's CSV and oomlens's own format, plain, gzip'd or xz'd. The file
+ * is opened and read once, front to back (its first bytes tell how it is
+ * compressed), so a pipe serves as well as a file: `oomlens report
+ * /dev/stdin`, or a process substitution. Lines are cut out of a fixed
+ * buffer refilled from the decoder: memory stays constant however long
  * the trace is, and the buffer never holds more than a few lines' worth of
  * bytes. Our format's call sites are kept once each, by device and number,
  * so that every event can hand out its frames text. */
@@ -35,21 +37,30 @@ typedef struct site_table {
   size_t count, cap;
 } site_table_t;
 
-/* An xz file read through liblzma: the corpus keeps its traces in xz,
- * about 40% smaller than gzip (the GPU machine's copy of the tree holds
- * 64 MiB, and gzip'd traces had filled it). */
-typedef struct xz_reader {
+/* The file's bytes, decoded: plain, gzip (zlib's inflate, members one
+ * after another as gzip allows) or xz (liblzma: the corpus keeps its
+ * traces in xz, about 40% smaller than gzip; the GPU machine's copy of the
+ * tree holds 64 MiB, and gzip'd traces had filled it). Read through one
+ * FILE from its start: nothing is read twice. */
+typedef enum { SOURCE_PLAIN, SOURCE_GZIP, SOURCE_XZ } source_kind_t;
+
+typedef struct source {
   FILE *file;
-  lzma_stream stream;
-  bool done;   /* the stream ended */
-  int err;     /* errno of a failed read, 0 none */
-  lzma_ret ret; /* liblzma's last answer, LZMA_OK or LZMA_STREAM_END when fine */
+  source_kind_t kind;
+  z_stream z;         /* SOURCE_GZIP */
+  lzma_stream lz;     /* SOURCE_XZ */
+  bool done;          /* the data ended */
+  bool failed;        /* it cannot be read further (said at the next read) */
+  int err;            /* errno of a failed read, 0 none */
+  int zret;           /* zlib's last answer (Z_OK, Z_STREAM_END when fine) */
+  lzma_ret lret;      /* liblzma's last answer (LZMA_OK, LZMA_STREAM_END when fine) */
+  uint64_t total_in;  /* bytes of the file consumed */
+  size_t at, len;     /* unread input: in[at, len) */
   uint8_t in[1 << 16];
-} xz_reader_t;
+} source_t;
 
 struct ol_trace {
-  gzFile file;     /* a gzip'd or plain trace; NULL when xz is set */
-  xz_reader_t *xz; /* an xz one */
+  source_t *src;
   char *path;
   uint64_t line;     /* number of the line last handed out */
   size_t start, end; /* unread bytes are buf[start, end) */
@@ -80,82 +91,193 @@ struct ol_trace {
 };
 
 static const uint8_t XZ_MAGIC[6] = {0xFD, '7', 'z', 'X', 'Z', 0x00};
+static const uint8_t GZIP_MAGIC[2] = {0x1f, 0x8b};
 
-/* The file's xz reader, or NULL where it is not an xz file (*is_xz false)
- * or cannot be read (*is_xz true, errno set, or 0: out of host memory). */
-static xz_reader_t *xz_open(const char *path, bool *is_xz)
+/* More of the file into in[] when all of it was used; false at the file's
+ * end or on a read error (src->err). */
+static bool source_fill(source_t *src)
 {
-  *is_xz = false;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  uint8_t magic[sizeof XZ_MAGIC];
-  if (fread(magic, 1, sizeof magic, f) != sizeof magic || memcmp(magic, XZ_MAGIC, sizeof magic)) {
-    fclose(f);
-    return NULL;
+  if (src->at < src->len)
+    return true;
+  src->at = src->len = 0;
+  if (feof(src->file))
+    return false;
+  src->len = fread(src->in, 1, sizeof src->in, src->file);
+  if (ferror(src->file)) {
+    src->err = errno ? errno : EIO;
+    return false;
   }
-  *is_xz = true;
-  xz_reader_t *x = calloc(1, sizeof *x);
+  return src->len > 0;
+}
+
+/* The first bytes already read start with magic. */
+static bool starts_with_magic(const source_t *src, const uint8_t *magic, size_t n)
+{
+  return src->len - src->at >= n && memcmp(src->in + src->at, magic, n) == 0;
+}
+
+/* The file open, its kind read from its first bytes (read into in[], not
+ * lost: a pipe is read once). NULL with errno set where it cannot be opened
+ * or read, errno 0 where host memory ran out. */
+static source_t *source_open(const char *path)
+{
+  source_t *src = calloc(1, sizeof *src);
+  if (!src)
+    return NULL;
   lzma_stream init = LZMA_STREAM_INIT;
-  if (x) {
-    x->stream = init;
-    x->file = f;
+  src->lz = init;
+  if (!(src->file = fopen(path, "rb"))) {
+    int saved = errno;
+    free(src);
+    errno = saved;
+    return NULL;
   }
-  /* errno 0 says out of host memory: calloc's failure, or liblzma's */
-  int saved = 0;
-  if (x && fseek(f, 0, SEEK_SET) != 0)
-    saved = errno;
-  else if (x && lzma_stream_decoder(&x->stream, UINT64_MAX, LZMA_CONCATENATED) == LZMA_OK)
-    return x;
-  if (x)
-    lzma_end(&x->stream);
-  free(x);
-  fclose(f);
-  errno = saved;
+  /* the magic numbers: the first block read holds them, but for a file
+   * shorter than them */
+  while (src->len < sizeof XZ_MAGIC && !feof(src->file) && !ferror(src->file))
+    src->len += fread(src->in + src->len, 1, sizeof src->in - src->len, src->file);
+  int saved = ferror(src->file) ? (errno ? errno : EIO) : 0;
+  bool ready = !saved;
+  if (ready && starts_with_magic(src, XZ_MAGIC, sizeof XZ_MAGIC)) {
+    src->kind = SOURCE_XZ;
+    ready = lzma_stream_decoder(&src->lz, UINT64_MAX, LZMA_CONCATENATED) == LZMA_OK;
+  } else if (ready && starts_with_magic(src, GZIP_MAGIC, sizeof GZIP_MAGIC)) {
+    src->kind = SOURCE_GZIP;
+    ready = inflateInit2(&src->z, 16 + MAX_WBITS) == Z_OK;
+  }
+  if (ready)
+    return src;
+  if (src->kind == SOURCE_XZ)
+    lzma_end(&src->lz);
+  fclose(src->file);
+  free(src);
+  errno = saved; /* 0: the decoder found no host memory */
   return NULL;
 }
 
-static void xz_close(xz_reader_t *x)
+static void source_close(source_t *src)
 {
-  lzma_end(&x->stream);
-  fclose(x->file);
-  free(x);
+  if (src->kind == SOURCE_XZ)
+    lzma_end(&src->lz);
+  else if (src->kind == SOURCE_GZIP)
+    inflateEnd(&src->z);
+  fclose(src->file);
+  free(src);
+}
+
+static int plain_read(source_t *src, char *out, size_t room)
+{
+  size_t n = 0;
+  while (n < room && source_fill(src)) {
+    size_t take = src->len - src->at < room - n ? src->len - src->at : room - n;
+    memcpy(out + n, src->in + src->at, take);
+    src->at += take;
+    n += take;
+  }
+  src->total_in += n;
+  return src->err ? -1 : (int)n;
+}
+
+/* A gzip member ended: another may follow (gzip allows several, as zlib's
+ * gzread reads them); anything else after it is not read, as gzread
+ * ignores it. */
+static void gzip_member_ended(source_t *src)
+{
+  if (source_fill(src) && starts_with_magic(src, GZIP_MAGIC, sizeof GZIP_MAGIC) &&
+      inflateReset(&src->z) == Z_OK)
+    return;
+  src->done = true;
+}
+
+/* The data stops here: what this read made is handed out, the failure at
+ * the next read (a trace cut short gives its whole lines first, as zlib's
+ * gzread did). Data found corrupt is not handed out: what was decoded of
+ * it is not known good (its checksum comes at its end). */
+static int made_or_failed(source_t *src, size_t made, bool corrupt)
+{
+  src->failed = true;
+  return made > 0 && !corrupt ? (int)made : -1;
+}
+
+static int gzip_read(source_t *src, char *out, size_t room)
+{
+  if (src->failed)
+    return -1;
+  src->z.next_out = (Bytef *)out;
+  src->z.avail_out = (uInt)room;
+  while (src->z.avail_out > 0 && !src->done) {
+    bool more = source_fill(src);
+    if (src->err)
+      return made_or_failed(src, room - src->z.avail_out, false);
+    src->z.next_in = src->in + src->at;
+    src->z.avail_in = (uInt)(src->len - src->at);
+    src->zret = inflate(&src->z, Z_NO_FLUSH);
+    size_t used = (src->len - src->at) - src->z.avail_in;
+    src->at += used;
+    src->total_in += used;
+    if (src->zret == Z_STREAM_END)
+      gzip_member_ended(src);
+    else if (src->zret == Z_BUF_ERROR && !more) /* the input ended inside the stream */
+      return made_or_failed(src, room - src->z.avail_out, false);
+    else if (src->zret != Z_OK && src->zret != Z_BUF_ERROR)
+      return made_or_failed(src, room - src->z.avail_out, true);
+  }
+  return (int)(room - src->z.avail_out);
+}
+
+static int xz_read(source_t *src, char *out, size_t room)
+{
+  if (src->failed)
+    return -1;
+  src->lz.next_out = (uint8_t *)out;
+  src->lz.avail_out = room;
+  while (src->lz.avail_out > 0 && !src->done) {
+    bool more = source_fill(src);
+    if (src->err)
+      return made_or_failed(src, room - src->lz.avail_out, false);
+    src->lz.next_in = src->in + src->at;
+    src->lz.avail_in = src->len - src->at;
+    /* at the input's end: finish, which says LZMA_BUF_ERROR where the
+     * stream was cut short */
+    src->lret = lzma_code(&src->lz, more ? LZMA_RUN : LZMA_FINISH);
+    size_t used = (src->len - src->at) - src->lz.avail_in;
+    src->at += used;
+    src->total_in += used;
+    if (src->lret == LZMA_STREAM_END)
+      src->done = true;
+    else if (src->lret != LZMA_OK)
+      return made_or_failed(src, room - src->lz.avail_out, src->lret != LZMA_BUF_ERROR);
+  }
+  return (int)(room - src->lz.avail_out);
 }
 
 /* Up to room bytes of the file's text into out: how many, 0 at its end,
- * -1 when it cannot be read or is not whole (x->ret, x->err say why). */
-static int xz_read(xz_reader_t *x, char *out, size_t room)
+ * -1 when it cannot be read or is not whole (source_error says why). */
+static int source_read(source_t *src, char *out, size_t room)
 {
-  x->stream.next_out = (uint8_t *)out;
-  x->stream.avail_out = room;
-  while (x->stream.avail_out > 0 && !x->done) {
-    if (x->stream.avail_in == 0 && !feof(x->file)) {
-      size_t n = fread(x->in, 1, sizeof x->in, x->file);
-      if (ferror(x->file)) {
-        x->err = errno ? errno : EIO;
-        return -1;
-      }
-      x->stream.next_in = x->in;
-      x->stream.avail_in = n;
-    }
-    /* at the input's end: finish, which says LZMA_BUF_ERROR where the
-     * stream was cut short */
-    lzma_action action = feof(x->file) && x->stream.avail_in == 0 ? LZMA_FINISH : LZMA_RUN;
-    x->ret = lzma_code(&x->stream, action);
-    if (x->ret == LZMA_STREAM_END)
-      x->done = true;
-    else if (x->ret != LZMA_OK)
-      return -1;
+  switch (src->kind) {
+  case SOURCE_GZIP: return gzip_read(src, out, room);
+  case SOURCE_XZ: return xz_read(src, out, room);
+  default: return plain_read(src, out, room);
   }
-  return (int)(room - x->stream.avail_out);
 }
 
-static const char *xz_error(const xz_reader_t *x)
+static bool source_out_of_memory(const source_t *src)
 {
-  if (x->err)
-    return strerror(x->err);
-  switch (x->ret) {
-  case LZMA_MEM_ERROR: return "out of host memory";
+  return (src->kind == SOURCE_XZ && src->lret == LZMA_MEM_ERROR) ||
+         (src->kind == SOURCE_GZIP && src->zret == Z_MEM_ERROR);
+}
+
+static const char *source_error(const source_t *src)
+{
+  if (src->err)
+    return strerror(src->err);
+  if (source_out_of_memory(src))
+    return "out of host memory";
+  if (src->kind == SOURCE_GZIP)
+    return src->zret == Z_BUF_ERROR ? "the gzip data ends before its stream does (cut short)"
+                                    : "the gzip data is corrupt";
+  switch (src->lret) {
   case LZMA_BUF_ERROR: return "the xz data ends before its stream does (cut short)";
   case LZMA_DATA_ERROR: return "the xz data is corrupt";
   case LZMA_FORMAT_ERROR: return "not an xz stream";
@@ -167,19 +289,8 @@ static const char *xz_error(const xz_reader_t *x)
 static int read_failed(const ol_trace_t *t, ol_error_t *err)
 {
   unsigned long long at = (unsigned long long)t->line + 1;
-  if (t->xz) {
-    ol_fail(err, t->xz->ret == LZMA_MEM_ERROR ? OL_EXIT_FAILURE : OL_EXIT_USAGE,
-            "%s:%llu: cannot read: %s", t->path, at, xz_error(t->xz));
-    return -1;
-  }
-  int errnum;
-  const char *what = gzerror(t->file, &errnum);
-  /* zlib's message starts with the path, which ours already gives. */
-  size_t plen = strlen(t->path);
-  if (strncmp(what, t->path, plen) == 0 && strncmp(what + plen, ": ", 2) == 0)
-    what += plen + 2;
-  ol_fail(err, errnum == Z_MEM_ERROR ? OL_EXIT_FAILURE : OL_EXIT_USAGE,
-          "%s:%llu: cannot read: %s", t->path, at, errnum == Z_ERRNO ? strerror(errno) : what);
+  ol_fail(err, source_out_of_memory(t->src) ? OL_EXIT_FAILURE : OL_EXIT_USAGE,
+          "%s:%llu: cannot read: %s", t->path, at, source_error(t->src));
   return -1;
 }
 
@@ -191,25 +302,10 @@ static int refill(ol_trace_t *t)
     t->end -= t->start;
     t->start = 0;
   }
-  if (t->xz) {
-    int n = xz_read(t->xz, t->buf + t->end, BUF_SIZE - t->end);
-    if (n < 0)
-      return -1;
-    t->eof = n == 0;
-    t->end += (size_t)n;
-    return 0;
-  }
-  int n = gzread(t->file, t->buf + t->end, (unsigned)(BUF_SIZE - t->end));
+  int n = source_read(t->src, t->buf + t->end, BUF_SIZE - t->end);
   if (n < 0)
     return -1;
-  if (n == 0) {
-    /* zlib reports a gzip stream cut short only here, as Z_BUF_ERROR. */
-    int errnum;
-    gzerror(t->file, &errnum);
-    if (errnum != Z_OK)
-      return -1;
-    t->eof = true;
-  }
+  t->eof = n == 0;
   t->end += (size_t)n;
   return 0;
 }
@@ -316,18 +412,8 @@ ol_trace_t *ol_trace_open(const char *path, ol_error_t *err)
     free(t);
     return NULL;
   }
-  bool is_xz;
   errno = 0;
-  t->xz = xz_open(path, &is_xz);
-  if (is_xz && !t->xz) {
-    ol_fail(err, errno ? OL_EXIT_USAGE : OL_EXIT_FAILURE, "cannot open %s: %s", path,
-            errno ? strerror(errno) : "out of host memory");
-    return fail_open(t);
-  }
-  errno = 0; /* gzopen fails without errno only when zlib runs out of memory */
-  if (!t->xz)
-    t->file = gzopen(path, "rb");
-  if (!t->xz && !t->file) {
+  if (!(t->src = source_open(path))) {
     ol_fail(err, errno ? OL_EXIT_USAGE : OL_EXIT_FAILURE, "cannot open %s: %s", path,
             errno ? strerror(errno) : "out of host memory");
     return fail_open(t);
@@ -402,7 +488,7 @@ double ol_trace_progress(ol_trace_t *t)
 {
   if (t->file_size == 0)
     return 0;
-  int64_t at = t->xz ? (int64_t)t->xz->stream.total_in : (int64_t)gzoffset(t->file);
+  int64_t at = t->src ? (int64_t)t->src->total_in : 0;
   double f = at > 0 ? (double)at / (double)t->file_size : 0;
   return f > 1 ? 1 : f;
 }
@@ -411,10 +497,8 @@ void ol_trace_close(ol_trace_t *t)
 {
   if (!t)
     return;
-  if (t->file)
-    gzclose(t->file);
-  if (t->xz)
-    xz_close(t->xz);
+  if (t->src)
+    source_close(t->src);
   for (int d = 0; d < OL_TRACE_MAX_DEVICES; d++) {
     for (size_t i = 0; i < t->sites[d].count; i++)
       free(t->sites[d].sites[i].text);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -449,6 +450,43 @@ START_TEST(html_of_a_trace)
 }
 END_TEST
 
+/* A trace given through a pipe: each command opens its input more than
+ * once (report looks for a JSON report's '{' first, replay reads the
+ * device's size first, export probes the trace), and a pipe gives its
+ * bytes once: report and replay said "unknown trace format" or "empty
+ * file" of a good trace. Each now reads a copy kept in a temporary file
+ * with no name (TMPDIR is left empty), and names the input as given. */
+START_TEST(a_trace_through_a_pipe)
+{
+  char trace[PATH_MAX], cmd[3 * PATH_MAX], tmpdir[PATH_MAX], env_tmp[PATH_MAX + 8];
+  snprintf(trace, sizeof trace, "%s/oom_activations.csv.gz", harness_env("OOMLENS_TEST_DATA"));
+  snprintf(tmpdir, sizeof tmpdir, "%s/tmp", harness_dir());
+  ck_assert_int_eq(mkdir(tmpdir, 0700), 0);
+  snprintf(env_tmp, sizeof env_tmp, "TMPDIR=%s", tmpdir);
+  const char *const env[] = {env_tmp, NULL};
+  static const char *const commands[] = {"report /dev/stdin", "replay /dev/stdin",
+                                         "export /dev/stdin --format perfetto"};
+  static const char *const says[] = {"the recorded trace /dev/stdin", "trace:            /dev/stdin",
+                                     "\"traceEvents\""};
+  for (int i = 0; i < 3; i++) {
+    snprintf(cmd, sizeof cmd, "cat '%s' | '%s' %s", trace, harness_env("OOMLENS_TEST_CLI"),
+             commands[i]);
+    harness_run_t run;
+    harness_exec(&run, false, env, (const char *[]){"/bin/sh", "-c", cmd, NULL});
+    ck_assert_msg(run.status == 0 && strstr(run.out, says[i]), "%s: %d %s", commands[i], run.status,
+                  run.out);
+  }
+  DIR *d = opendir(tmpdir);
+  ck_assert_ptr_nonnull(d);
+  struct dirent *e;
+  int left = 0;
+  while ((e = readdir(d)))
+    left += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+  closedir(d);
+  ck_assert_int_eq(left, 0);
+}
+END_TEST
+
 /* The page of a recorded trace rendered by headless Chromium: the chart's
  * colours (reserved area, allocated line, the OOM's red line) are on the
  * picture, which is the window's size and far from blank. */
@@ -740,6 +778,7 @@ static Suite *reports_suite(void)
   tcase_add_test(report, html_equals_and_status);
   tcase_add_test(report, report_from_a_trace);
   tcase_add_test(report, html_of_a_trace);
+  tcase_add_test(report, a_trace_through_a_pipe);
   tcase_add_loop_test(report, strict_figures_exit_2, 0, sizeof strict_cases / sizeof *strict_cases);
   tcase_add_test(report, strict_reads_every_fixture);
   tcase_add_test(report, fuzz_findings_stay_fixed);

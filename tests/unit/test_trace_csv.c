@@ -4,9 +4,11 @@
 #include <check.h>
 
 #include "check_run.h"
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <lzma.h>
 #include <zlib.h>
@@ -136,6 +138,82 @@ static void check_good(bool gz)
 START_TEST(good_xz)
 {
   check_good_at(write_xz(good_text, 1000, -1));
+}
+END_TEST
+
+/* A pipe is read once, front to back: `oomlens report /dev/stdin`, or a
+ * process substitution. Its first bytes, read to tell its compression,
+ * are its trace's first bytes (before, the file was opened once for the
+ * xz magic and again to read it: through a pipe the trace began part way
+ * in, "unknown trace format", or was "empty"). */
+typedef struct {
+  char from[600], fifo[600];
+} pipe_feed_t;
+
+static void *feed_pipe(void *arg)
+{
+  const pipe_feed_t *p = arg;
+  FILE *in = fopen(p->from, "rb"), *out = fopen(p->fifo, "wb");
+  char buf[4096];
+  size_t n;
+  while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0)
+    fwrite(buf, 1, n, out);
+  if (in)
+    fclose(in);
+  if (out)
+    fclose(out);
+  return NULL;
+}
+
+static void check_good_through_a_pipe(const char *file)
+{
+  pipe_feed_t p;
+  snprintf(p.from, sizeof p.from, "%s", file);
+  snprintf(p.fifo, sizeof p.fifo, "%s/pipe", dir);
+  unlink(p.fifo);
+  ck_assert_int_eq(mkfifo(p.fifo, 0600), 0);
+  pthread_t writer;
+  ck_assert_int_eq(pthread_create(&writer, NULL, feed_pipe, &p), 0);
+  check_good_at(p.fifo);
+  pthread_join(writer, NULL);
+}
+
+START_TEST(good_through_a_pipe)
+{
+  check_good_through_a_pipe(write_trace(good_text, false));
+  check_good_through_a_pipe(write_trace(good_text, true));
+  check_good_through_a_pipe(write_xz(good_text, 1000, -1));
+}
+END_TEST
+
+/* gzip allows members one after another (`cat a.gz b.gz`), as zlib's
+ * gzread reads them: the trace is all of them. */
+START_TEST(gzip_members_one_after_another)
+{
+  size_t half = strlen(good_text) / 2;
+  while (good_text[half - 1] != '\n')
+    half++;
+  snprintf(path, sizeof path, "%s/t.csv.gz", dir);
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  for (int part = 0; part < 2; part++) {
+    const char *text = part ? good_text + half : good_text;
+    size_t len = part ? strlen(good_text) - half : half;
+    char member[600];
+    snprintf(member, sizeof member, "%s/m%d.gz", dir, part);
+    gzFile g = gzopen(member, "wb");
+    ck_assert_ptr_nonnull(g);
+    ck_assert_int_eq(gzwrite(g, text, (unsigned)len), (int)len);
+    gzclose(g);
+    FILE *m = fopen(member, "rb");
+    char buf[4096];
+    size_t n;
+    while (m && (n = fread(buf, 1, sizeof buf, m)) > 0)
+      fwrite(buf, 1, n, f);
+    fclose(m);
+  }
+  fclose(f);
+  check_good_at(path);
 }
 END_TEST
 
@@ -790,6 +868,8 @@ static Suite *trace_suite(void)
   tcase_add_test(good, good_plain);
   tcase_add_test(good, good_gzip);
   tcase_add_test(good, good_xz);
+  tcase_add_test(good, good_through_a_pipe);
+  tcase_add_test(good, gzip_members_one_after_another);
   tcase_add_test(good, header_only);
   tcase_add_test(good, long_trace);
   tcase_add_test(good, action_names);
