@@ -17,7 +17,7 @@ targets=${*:-trace_csv json options report}
 
 # Debian 12: clang 14; libFuzzer's runtime is in libclang-rt-14-dev.
 missing=""
-for p in clang libclang-rt-14-dev zlib1g-dev; do
+for p in clang libclang-rt-14-dev zlib1g-dev liblzma-dev; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
@@ -41,10 +41,10 @@ flags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
 core=$(ls src/core/*.c)
 sources_of() {
   case "$1" in
-    trace_csv) echo "src/analyze/trace_csv.c $core -lz -lm -lpthread" ;;
+    trace_csv) echo "src/analyze/trace_csv.c $core -lz -llzma -lm -lpthread" ;;
     json) echo "src/analyze/json.c $core -lz -lm -lpthread" ;;
     options) echo "$core -lm -lpthread" ;;
-    report) echo "$(ls src/analyze/*.c src/alloc/*.c) $core -Isrc/alloc -lz -lm -lpthread" ;;
+    report) echo "$(ls src/analyze/*.c src/alloc/*.c) $core -Isrc/alloc -lz -llzma -lm -lpthread" ;;
     *) echo "fuzz: unknown target $1" >&2; exit 2 ;;
   esac
 }
