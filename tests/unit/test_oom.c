@@ -722,7 +722,20 @@ START_TEST(the_job_s_own_tensors_at_the_step_are_state)
   ol_buf_free(&json);
   r.own_copies = 0; /* the same bytes of role other, none of a parameter's size */
   ck_assert_int_ne(ol_oom_classify(&r), OL_OOM_persistent);
+  /* under PyTorch's cache only copies in segments of their own count */
+  r.segments_only = true;
   r.own_copies = 950507520;
+  r.own_copies_own_segments = 0;
+  ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
+  ck_assert_msg(!strstr(text.data, "Counted with them"), "%s", text.data);
+  ol_buf_free(&text);
+  ck_assert_int_ne(ol_oom_classify(&r), OL_OOM_persistent);
+  r.own_copies = 0;
+  r.own_copies_own_segments = 950507520;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_persistent);
+  r.segments_only = false;
+  r.own_copies = 950507520;
+  r.own_copies_own_segments = 308779008;
   r.request_role = OL_ROLE_activations;
   ck_assert_int_ne(ol_oom_classify(&r), OL_OOM_persistent);
   ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
