@@ -461,6 +461,9 @@ START_TEST(a_request_of_the_foreach_update_is_told_in_a_trace)
 }
 END_TEST
 
+/* The frames of a module's weights moved to the device (roles.c: weights). */
+static const char weights[] = "module.py:1097:<lambda>;module.py:965:_apply;train.py:9:main";
+
 /* A first backward's gradients are "backward" by their frames (none has
  * outlived a backward yet): the backward's blocks of a live weight's size
  * are counted as the gradients being made, at most one per weight of that
@@ -469,7 +472,6 @@ END_TEST
  * the batch's memory). */
 START_TEST(a_first_backward_counts_the_gradients_it_makes)
 {
-  static const char weights[] = "module.py:1097:<lambda>;module.py:965:_apply;train.py:9:main";
   static const char engine[] = "(thread pt_autograd_0)";
   ol_account_t a;
   ol_account_init(&a, OL_ACCOUNT_SITES);
@@ -514,7 +516,6 @@ END_TEST
  * within their 2 MiB rounding. */
 START_TEST(copies_of_the_parameters_by_their_sizes)
 {
-  static const char weights[] = "module.py:1097:<lambda>;module.py:965:_apply;train.py:9:main";
   static const char own[] = "train.py:12:main";
   ol_account_t a;
   ol_account_init(&a, OL_ACCOUNT_SITES);
@@ -544,7 +545,6 @@ END_TEST
  * any gradient bytes at all stopped that count). */
 START_TEST(ddp_buckets_are_state_beside_the_gradients_being_made)
 {
-  static const char weights[] = "module.py:1097:<lambda>;module.py:965:_apply;train.py:9:main";
   static const char buckets[] = "torch/nn/parallel/distributed.py:1255:_ddp_init_helper;"
                                 "torch/nn/parallel/distributed.py:896:__init__;train.py:10:main";
   static const char engine[] = "(thread pt_autograd_0)";
