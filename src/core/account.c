@@ -282,12 +282,13 @@ static void request_role(const ol_account_t *a, int device, ol_oom_record_t *r)
   r->request_update_makes_state = false;
   if (!sites || site < 0 || (size_t)site >= ol_sites_count(sites))
     return;
+  ol_role_fold_t fold = ol_sites_fold(sites, site);
   r->request_role = ol_sites_role(sites, site);
   r->request_role_known = r->request_role != OL_ROLE_unknown;
-  r->request_in_update = ol_sites_in_update(sites, site);
+  r->request_in_update = fold.update;
   r->update_bytes = r->request_in_update ? ol_sites_figure(sites, site, OL_SITES_BY_CURRENT) : 0;
-  r->request_state_buffers = ol_sites_state_buffers(sites, site);
-  r->request_update_makes_state = r->request_in_update && ol_sites_update_makes_state(sites, site);
+  r->request_state_buffers = fold.state_buffers;
+  r->request_update_makes_state = fold.update && fold.update_makes_state;
 }
 
 /* ---- the gradients a first backward is making ------------------------ */

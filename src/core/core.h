@@ -874,12 +874,10 @@ void ol_role_fold_add(ol_role_fold_t *fold, const char *frame, size_t len);
 /* The same over frames text joined by ';' (a trace's site key). */
 ol_role_fold_t ol_role_fold_of_frames(const char *text, size_t len);
 ol_role_t ol_role_of_frames(const char *text, size_t len);
-/* A site's role and fold.update, decided once when it is made, as its
- * role is (ol_sites_set_role); ol_sites_in_update reads the second. */
+/* A site's role and its fold's flags, decided once when it is made, as its
+ * role is (ol_sites_set_role); ol_sites_fold reads the rest. */
 void ol_sites_set_fold(ol_sites_t *sites, int32_t id, ol_role_fold_t fold);
-bool ol_sites_in_update(const ol_sites_t *sites, int32_t id);
-uint8_t ol_sites_state_buffers(const ol_sites_t *sites, int32_t id); /* fold.state_buffers */
-bool ol_sites_update_makes_state(const ol_sites_t *sites, int32_t id); /* fold.update_makes_state */
+ol_role_fold_t ol_sites_fold(const ol_sites_t *sites, int32_t id); /* OL_ROLE_FOLD_INIT: none */
 const char *ol_role_name(ol_role_t role);    /* "weights", ...; "?" out of range */
 const char *ol_role_meaning(ol_role_t role); /* the list's words for it */
 bool ol_role_parse(const char *name, ol_role_t *out); /* the role ol_role_name names */

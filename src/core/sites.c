@@ -52,9 +52,7 @@ typedef struct site {
   int64_t at_low;       /* current when it first changed after the last low mark */
   int64_t at_step;      /* a backward site: current when the last optimizer step began */
   uint8_t role;         /* an ol_role_t */
-  bool in_update;       /* its frames were an optimizer's multi-tensor update */
-  uint8_t state_buffers; /* its frames were an optimizer making its state (roles.c) */
-  bool update_makes_state; /* its update was SGD's (roles.c) */
+  ol_role_fold_t fold;  /* what its frames said (roles.c), role aside */
   bool step_seen;
   UT_hash_handle hh;
 } site_t;
@@ -109,9 +107,7 @@ ol_sites_t *ol_sites_copy(const ol_sites_t *s)
     to->at_low = from->at_low;
     to->at_step = from->at_step;
     to->role = from->role;
-    to->in_update = from->in_update;
-    to->state_buffers = from->state_buffers;
-    to->update_makes_state = from->update_makes_state;
+    to->fold = from->fold;
     to->step_seen = from->step_seen;
   }
   if (c) {
@@ -379,26 +375,13 @@ ol_role_t ol_sites_role(const ol_sites_t *s, int32_t id)
 void ol_sites_set_fold(ol_sites_t *s, int32_t id, ol_role_fold_t fold)
 {
   ol_sites_set_role(s, id, fold.role);
-  if (id >= 0 && (size_t)id < s->count) {
-    s->all[id]->in_update = fold.update;
-    s->all[id]->state_buffers = fold.state_buffers;
-    s->all[id]->update_makes_state = fold.update_makes_state;
-  }
+  if (id >= 0 && (size_t)id < s->count)
+    s->all[id]->fold = fold;
 }
 
-bool ol_sites_in_update(const ol_sites_t *s, int32_t id)
+ol_role_fold_t ol_sites_fold(const ol_sites_t *s, int32_t id)
 {
-  return id >= 0 && (size_t)id < s->count && s->all[id]->in_update;
-}
-
-uint8_t ol_sites_state_buffers(const ol_sites_t *s, int32_t id)
-{
-  return id >= 0 && (size_t)id < s->count ? s->all[id]->state_buffers : 0;
-}
-
-bool ol_sites_update_makes_state(const ol_sites_t *s, int32_t id)
-{
-  return id >= 0 && (size_t)id < s->count && s->all[id]->update_makes_state;
+  return id >= 0 && (size_t)id < s->count ? s->all[id]->fold : (ol_role_fold_t)OL_ROLE_FOLD_INIT;
 }
 
 /* What a backward site holds that outlives the backward pass (the
