@@ -165,6 +165,14 @@ static void source_close(source_t *src)
   free(src);
 }
 
+/* A decoder took the unread input but `left` bytes of it. */
+static void source_used(source_t *src, size_t left)
+{
+  size_t used = (src->len - src->at) - left;
+  src->at += used;
+  src->total_in += used;
+}
+
 static int plain_read(source_t *src, char *out, size_t room)
 {
   size_t n = 0;
@@ -212,9 +220,7 @@ static int gzip_read(source_t *src, char *out, size_t room)
     src->z.next_in = src->in + src->at;
     src->z.avail_in = (uInt)(src->len - src->at);
     src->zret = inflate(&src->z, Z_NO_FLUSH);
-    size_t used = (src->len - src->at) - src->z.avail_in;
-    src->at += used;
-    src->total_in += used;
+    source_used(src, src->z.avail_in);
     if (src->zret == Z_STREAM_END)
       gzip_member_ended(src);
     else if (src->zret == Z_BUF_ERROR && !more) /* the input ended inside the stream */
@@ -240,9 +246,7 @@ static int xz_read(source_t *src, char *out, size_t room)
     /* at the input's end: finish, which says LZMA_BUF_ERROR where the
      * stream was cut short */
     src->lret = lzma_code(&src->lz, more ? LZMA_RUN : LZMA_FINISH);
-    size_t used = (src->len - src->at) - src->lz.avail_in;
-    src->at += used;
-    src->total_in += used;
+    source_used(src, src->lz.avail_in);
     if (src->lret == LZMA_STREAM_END)
       src->done = true;
     else if (src->lret != LZMA_OK)
