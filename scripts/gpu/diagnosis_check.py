@@ -527,6 +527,16 @@ HELD_OUT = [
     dict(name='master_weights_state', cap='2.8G', batch=1, steps=3, truth='persistent',
          warn=False),
     first_step_case('static_cache_batch', '6G', 256),
+    # The twenty-seventh held-out set (session 22), committed before it ran
+    # (OOMLENS_DIAG_CASES=handmade_adam_state,adagrad_state,video_batch,
+    # video_fits): an Adam written in the loop, Adagrad's state made when it
+    # is built, a 3D convolutional network on video.
+    dict(name='handmade_adam_state', cap='2.2G', batch=1, steps=3, truth='persistent',
+         warn=False),
+    dict(name='adagrad_state', cap='3.9G', batch=1, steps=3, truth='persistent',
+         warn=False),
+    first_step_case('video_batch', '8G', 48),
+    dict(name='video_fits', cap='8G', batch=8, steps=60, truth='none', warn=False),
     # The trial runs a first-step OOM's paragraph names ("run once at batch
     # N"), under the same caps, 4 steps each (session 20, committed before
     # they ran): does the figure the trial's report gives come within one

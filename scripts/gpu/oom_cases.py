@@ -3073,6 +3073,88 @@ def static_cache_batch(batch, steps):
         del x
         yield
 
+# The twenty-seventh held-out set (session 22, 2026-12-04), written before
+# it ran: an optimizer the training loop writes itself, an optimizer whose
+# state is made whole when it is built, and a model family not tried yet
+# (a 3D convolutional network on video clips), at too large a batch and
+# over many steps.
+
+
+@case
+def handmade_adam_state(batch, steps):
+    """GPT-2 124M fp32 (0.5 GB) trained by an Adam the loop writes itself:
+    each parameter's two moments made with `torch.zeros_like` the first
+    time it is updated, in the job's own lines (no torch.optim frame),
+    gradients set to None after the whole update, batch `batch` (1),
+    sequence 128, under 2.2G (about 1.55 GiB for the process): the first
+    forward and backward fit (about 1.2 GiB), and weights, gradients and the
+    two moments (1.85 GiB) do not: out while the moments are made (truth:
+    persistent, optimizer state made by the job's own lines)."""
+    m = gpt2_model()
+    params = [p for p in m.parameters() if p.requires_grad]
+    moments = {}
+    for step in range(1, steps + 1):
+        x = torch.randint(0, 50257, (batch, 128), device='cuda')
+        lm_loss(m, x).backward()
+        with torch.no_grad():
+            for p in params:
+                if p not in moments:
+                    moments[p] = (torch.zeros_like(p), torch.zeros_like(p))
+                mean, square = moments[p]
+                mean.mul_(0.9).add_(p.grad, alpha=0.1)
+                square.mul_(0.999).addcmul_(p.grad, p.grad, value=0.001)
+                p.addcdiv_(mean / (1 - 0.9 ** step),
+                           (square / (1 - 0.999 ** step)).sqrt_().add_(1e-8), value=-1e-4)
+        m.zero_grad(set_to_none=True)
+        del x
+        yield
+
+
+@case
+def adagrad_state(batch, steps):
+    """A GPT-2 of 24 layers of width 1024 (GPT-2 medium, 355 million
+    parameters, 1.32 GiB fp32) trained with Adagrad, whose state (a sum of
+    squares per parameter, 1.32 GiB) is made whole when the optimizer is
+    built, batch `batch` (1), sequence 128, under 3.9G (about 3.3 GiB for
+    the process): weights and state fit (2.64 GiB), and the first backward
+    runs out making the gradients (another 1.32 GiB) (truth: persistent;
+    no batch fits: weights, gradients and state alone exceed the cap)."""
+    m = gpt2_model(n_layer=24, n_embd=1024, n_head=16)
+    opt = torch.optim.Adagrad(m.parameters(), lr=1e-3)
+    for _ in range(steps):
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, 128), device='cuda')), opt)
+        yield
+
+
+def video_clips(batch, steps, classes=400):
+    for _ in range(steps):
+        yield (torch.randn(batch, 3, 16, 112, 112, device='cuda'),
+               torch.randint(0, classes, (batch,), device='cuda'))
+
+
+def video_model():
+    import torchvision
+    return torchvision.models.video.r3d_18(num_classes=400).cuda()
+
+
+@case
+def video_batch(batch, steps):
+    """A 3D ResNet-18 (torchvision's r3d_18, 33 million parameters) for
+    action recognition, clips of 16 frames of 112x112, fp32, SGD with
+    momentum, batch `batch` (48) under 8G: the clips' activations (about
+    a quarter of a GB each) do not fit the first step (truth:
+    activations, bisected)."""
+    m = video_model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    yield from train_steps(m, opt, video_clips(batch, steps), class_loss)
+
+
+@case
+def video_fits(batch, steps):
+    """video_batch's job at batch `batch` (8) under 8G for many steps: it
+    fits (truth: none; no leak warning)."""
+    yield from video_batch(batch, steps)
+
 
 def main():
     ap = argparse.ArgumentParser()
