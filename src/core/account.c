@@ -418,21 +418,33 @@ static bool take_copy(weight_size_t *sizes, size_t n, uint64_t size, uint64_t to
   return false;
 }
 
+/* The distinct sizes of the live weights, ascending (c's blocks are
+ * sorted), each with room for two copies of every weight of it (a copy
+ * and its gradient); NULL without host memory. */
+static weight_size_t *weight_sizes(const sized_blocks_t *c, size_t *n)
+{
+  weight_size_t *sizes = malloc((c->count + 1) * sizeof *sizes);
+  *n = 0;
+  if (!sizes)
+    return NULL;
+  for (size_t i = 0; i < c->count; i++)
+    if (c->all[i].weight) {
+      if (*n && sizes[*n - 1].size == c->all[i].size)
+        sizes[*n - 1].room += 2;
+      else
+        sizes[(*n)++] = (weight_size_t){c->all[i].size, 2};
+    }
+  return sizes;
+}
+
 /* Bytes of blocks of role other taken as copies of weights (own_copies),
  * blocks of at least min_size only, within tol of a copy's size. */
 static int64_t copies_of(const sized_blocks_t *c, uint64_t min_size, uint64_t tol)
 {
-  weight_size_t *sizes = malloc((c->count + 1) * sizeof *sizes);
+  size_t n;
+  weight_size_t *sizes = weight_sizes(c, &n);
   if (!sizes)
     return 0;
-  size_t n = 0;
-  for (size_t i = 0; i < c->count; i++)
-    if (c->all[i].weight) {
-      if (n && sizes[n - 1].size == c->all[i].size)
-        sizes[n - 1].room += 2;
-      else
-        sizes[n++] = (weight_size_t){c->all[i].size, 2}; /* a copy and its gradient */
-    }
   int64_t bytes = 0;
   for (size_t i = 0; i < c->count; i++)
     if (!c->all[i].weight && c->all[i].size >= min_size && take_copy(sizes, n, c->all[i].size, tol))
@@ -441,23 +453,45 @@ static int64_t copies_of(const sized_blocks_t *c, uint64_t min_size, uint64_t to
   return bytes;
 }
 
+/* A block of `size` would be a copy of some live weight, however many
+ * copies of it are held already (a loop's own update makes its copies and
+ * temporaries of one parameter's size one after another). */
+static bool copy_size(const sized_blocks_t *c, uint64_t size, uint64_t min_size, uint64_t tol)
+{
+  size_t n;
+  weight_size_t *sizes = weight_sizes(c, &n);
+  bool is = sizes && size >= min_size && take_copy(sizes, n, size, tol);
+  free(sizes);
+  return is;
+}
+
 /* The job's own lines keep copies of the parameters: fp32 masters of
  * 16-bit weights and their fp32 gradients, an average of the weights.
  * Their sizes give them away, as a gradient's does (held-out
  * master_weights_state: 944 MiB of masters and their gradients, role
  * other, read as the iteration's memory); a tensor of a batch's size the
  * loop made and holds is not one. Under PyTorch's cache only segments
- * made for one tensor count, their sizes rounded to 2 MiB. */
+ * made for one tensor count, their sizes rounded to 2 MiB. The failed
+ * request, of role other, may be one more (held-out handmade_adam_state:
+ * an Adam written in the loop ran out making a moment of the embedding's
+ * size). */
 static void parameter_copies(const ol_account_t *a, int device, ol_oom_record_t *r)
 {
   r->own_copies = r->own_copies_own_segments = 0;
+  r->request_is_copy = r->request_is_copy_own_segment = false;
   const ol_sites_t *sites = ol_account_sites(a, device);
+  bool request_other = r->request_role_known && r->request_role == OL_ROLE_other;
   sized_blocks_t c;
-  if (!sites || !r->roles_known || r->role_bytes[OL_ROLE_other] <= 0 ||
+  if (!sites || !r->roles_known || (r->role_bytes[OL_ROLE_other] <= 0 && !request_other) ||
       !sized_of(a, device, sites, OL_ROLE_other, &c))
     return;
   r->own_copies = copies_of(&c, 0, 0);
   r->own_copies_own_segments = copies_of(&c, OL_SHARED_SEGMENT_BYTES + 1, 2ull << 20);
+  if (request_other) {
+    r->request_is_copy = copy_size(&c, r->request, 0, 0);
+    r->request_is_copy_own_segment = copy_size(&c, r->request, OL_SHARED_SEGMENT_BYTES + 1,
+                                               2ull << 20);
+  }
   free(c.all);
 }
 

@@ -206,12 +206,30 @@ static int64_t state_being_made(const ol_oom_record_t *r)
  * first step: once iterations are found, what outlives them says what is
  * kept, and what the job's own lines keep growing is a leak's
  * (kept_to_blame), not state. 0 for a request of any other role. */
+static bool own_update_request(const ol_oom_record_t *r);
+
 static int64_t own_state_at_step(const ol_oom_record_t *r)
 {
-  bool at_step = r->request_role_known && r->request_role == OL_ROLE_optimizer;
+  bool own = own_update_request(r);
+  bool at_step = own || (r->request_role_known && r->request_role == OL_ROLE_optimizer);
   if (!r->roles_known || !at_step || r->iterations > 0)
     return 0;
-  return at_least_zero(r->segments_only ? r->own_copies_own_segments : r->own_copies);
+  int64_t held = at_least_zero(r->segments_only ? r->own_copies_own_segments : r->own_copies);
+  return own ? ol_sat_add(held, request_of(r)) : held;
+}
+
+/* The job's own lines asked, once a backward had made gradients, for a
+ * block of a parameter's size: an update the loop writes itself, making
+ * its moments (or an average of the weights) one parameter at a time,
+ * which no torch/optim frame names (held-out handmade_adam_state: out at
+ * the embedding's second moment, 0.44 GiB of copies taken for the
+ * iteration's memory, and a job at batch 1 told to cut the memory per
+ * sample). Its copies and the request are state, in the first step as at
+ * an optimizer's request. */
+static bool own_update_request(const ol_oom_record_t *r)
+{
+  bool copy = r->segments_only ? r->request_is_copy_own_segment : r->request_is_copy;
+  return copy && r->roles_known && r->iterations == 0 && role_gradients(r) > 0;
 }
 
 /* Under PyTorch's cache we see segments, which hold no one's tensors in
@@ -1233,7 +1251,15 @@ static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
                   "can have, which leaves less than %d%% of it for any batch. ",
                   s.source == STATE_ROLES && state_being_made(r) > 0 ? "come to" : "hold",
                   size_text(a, s.bytes), size_text(b, available(r)), HEADROOM_PERCENT);
-  if (s.source == STATE_ROLES && own_state_at_step(r) > 0)
+  if (s.source == STATE_ROLES && own_update_request(r))
+    ol_buf_printf(out, "The request was the job's own lines making a block of a parameter's size "
+                  "(or twice or half it) after the backward had made the gradients: an update "
+                  "written in the loop, making its moments or an average of the weights one "
+                  "parameter at a time. Counted with the state: %s of such copies, the request "
+                  "included, which a smaller batch does not shrink; torch.optim's optimizers "
+                  "with fused=True make the same state with no temporaries beside it. ",
+                  size_text(a, own_state_at_step(r)));
+  else if (s.source == STATE_ROLES && own_state_at_step(r) > 0)
     ol_buf_printf(out, "Counted with them: %s of copies of the parameters that the job's own "
                   "lines made and still hold at the optimizer's step (blocks of a weight's size, "
                   "or twice or half it, at call sites of no known role: master weights in "
@@ -1447,7 +1473,8 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
                 ", \"request_in_update\": %s, \"update_bytes\": %" PRId64
                 ", \"request_state_buffers\": %d, \"state_being_made\": %" PRId64
                 ", \"request_update_makes_state\": %s, \"own_copies\": %" PRId64
-                ", \"own_copies_own_segments\": %" PRId64 ", \"growing_site\": ",
+                ", \"own_copies_own_segments\": %" PRId64 ", \"request_is_copy\": %s"
+                ", \"request_is_copy_own_segment\": %s, \"growing_site\": ",
                 r->self_device_bytes > 0 ? r->self_device_bytes : -1,
                 r->framework_limit > 0 ? r->framework_limit : 0,
                 r->framework_allocated >= 0 ? r->framework_allocated : -1,
@@ -1455,7 +1482,8 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
                 r->vmm_not_framework ? "true" : "false", r->request_in_update ? "true" : "false",
                 at_least_zero(r->update_bytes), r->request_state_buffers, state_being_made(r),
                 r->request_update_makes_state ? "true" : "false", at_least_zero(r->own_copies),
-                at_least_zero(r->own_copies_own_segments));
+                at_least_zero(r->own_copies_own_segments), r->request_is_copy ? "true" : "false",
+                r->request_is_copy_own_segment ? "true" : "false");
   if (namer && r->grower.id >= 0) {
     ol_buf_printf(out, "{\"site\": ");
     namer(out, r->grower.id, true, arg);

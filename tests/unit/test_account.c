@@ -539,6 +539,45 @@ START_TEST(copies_of_the_parameters_by_their_sizes)
 }
 END_TEST
 
+/* The failed request of the job's own lines is one more copy when it has
+ * a live weight's size, twice it or half it, however many copies of that
+ * weight are held already (held-out handmade_adam_state: the third block
+ * of the embedding's size, asked by the loop's own Adam); not one of
+ * another size, nor a request of another role. Among segments only one
+ * over 20 MiB, within 2 MiB. */
+START_TEST(a_request_of_a_parameter_s_size)
+{
+  static const char own[] = "train.py:31:update";
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_SITES);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x100000000, 147 * MiB, weights); /* the embedding */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x110000000, 9 * MiB, weights);   /* a layer's */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x200000000, 147 * MiB, own);     /* its first moment */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x210000000, 147 * MiB, own);     /* its second */
+  struct {
+    uint64_t size;
+    const char *frames;
+    bool copy, own_segment;
+  } asked[] = {
+    {147 * MiB, own, true, true},          /* a third: an update's temporary, or state */
+    {9 * MiB, own, true, false},           /* the layer's: too small for a segment of its own */
+    {18 * MiB, own, true, false},          /* twice it (fp32 of a 16-bit weight) */
+    {147 * MiB + 1536 * 1024, own, false, true}, /* a segment rounded up to 2 MiB */
+    {100 * MiB, own, false, false},        /* of no weight's size */
+    {147 * MiB, "linear.py:134:forward;train.py:20:step", false, false}, /* the forward's */
+  };
+  for (size_t i = 0; i < sizeof asked / sizeof asked[0]; i++) {
+    apply_with_frames(&a, OL_TRACE_OOM, 0, asked[i].size, asked[i].frames);
+    ol_oom_record_t r;
+    ol_oom_record_init(&r, asked[i].size);
+    ol_account_oom_figures(&a, 0, &r);
+    ck_assert_msg(r.request_is_copy == asked[i].copy, "request %zu", i);
+    ck_assert_msg(r.request_is_copy_own_segment == asked[i].own_segment, "request %zu", i);
+  }
+  ol_account_free(&a);
+}
+END_TEST
+
 /* DDP's gradient buckets are gradients by their frames (roles.c), and
  * state; they are not gradients that outlived a backward, so a first
  * backward's gradients being made are still counted beside them (before,
@@ -1025,6 +1064,7 @@ static Suite *account_suite(void)
   tcase_add_test(rules, a_first_backward_counts_the_gradients_it_makes);
   tcase_add_test(rules, ddp_buckets_are_state_beside_the_gradients_being_made);
   tcase_add_test(rules, copies_of_the_parameters_by_their_sizes);
+  tcase_add_test(rules, a_request_of_a_parameter_s_size);
   tcase_add_test(rules, shared_sites_peak_over_devices);
   tcase_add_test(rules, reserved_memory_never_below_zero);
   tcase_add_test(rules, mapped_memory_live_equals_trace);

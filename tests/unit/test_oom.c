@@ -752,6 +752,73 @@ START_TEST(the_job_s_own_tensors_at_the_step_are_state)
 }
 END_TEST
 
+/* Held-out handmade_adam_state on the H200: an Adam the training loop
+ * writes itself ran out making a moment of the embedding's size after the
+ * first backward (two moments and a temporary of 147 MiB held, role other:
+ * no torch/optim frame), and was read as the iteration's memory: at batch
+ * 1, "cut the memory per sample". A request of the job's own lines of a
+ * parameter's size once the backward made gradients is the update making
+ * state: its copies and the request count with it. Not before a backward,
+ * not after the first step, not a request of no parameter's size, and
+ * under PyTorch's cache only as a segment of one tensor. */
+START_TEST(an_update_the_loop_writes_makes_state)
+{
+  ol_oom_record_t r = {NO_BLOCKS, .capacity = 2362232013, .device_free = 2084045,
+                       .request = 154389504, .reserved = 1709178880, .allocated = 1661327360,
+                       .external = 650969088, .self_device_bytes = 2350907392,
+                       .before_first_free = 498155520, .iteration_need = -1,
+                       .first_persistent = -1, .batch = 1, .roles_known = true,
+                       .role_bytes = {[OL_ROLE_weights] = 494128128,
+                                      [OL_ROLE_activations] = 100663296,
+                                      [OL_ROLE_backward] = 595580928,
+                                      [OL_ROLE_other] = 463168512, [OL_ROLE_unknown] = 7786496},
+                       .gradients_made = 491768832, .gradients_made_own_segments = 154389504,
+                       .request_role_known = true, .request_role = OL_ROLE_other,
+                       .own_copies = 308779008, .own_copies_own_segments = 308779008,
+                       .request_is_copy = true, .request_is_copy_own_segment = true};
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_persistent);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "The request was the job's own lines making a block of a "
+                                  "parameter's size (or twice or half it) after the backward had "
+                                  "made the gradients") &&
+                    strstr(text.data, "Counted with the state: 441.71 MiB of such copies, the "
+                                      "request included"),
+                "%s", text.data);
+  ck_assert_msg(!strstr(text.data, "Counted with them"), "%s", text.data);
+  ol_buf_free(&text);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(json.data, "\"request_is_copy\": true, \"request_is_copy_own_segment\": "
+                                  "true"),
+                "%s", json.data);
+  ol_buf_free(&json);
+  r.request_is_copy = false; /* a request of no parameter's size: the iteration's */
+  ck_assert_int_ne(ol_oom_classify(&r), OL_OOM_persistent);
+  r.request_is_copy = true;
+  r.gradients_made = r.gradients_made_own_segments = 0; /* before any backward */
+  r.role_bytes[OL_ROLE_backward] = 0;
+  ck_assert_int_ne(ol_oom_classify(&r), OL_OOM_persistent);
+  r.gradients_made = 491768832;
+  r.gradients_made_own_segments = 154389504;
+  r.role_bytes[OL_ROLE_backward] = 595580928;
+  r.iterations = 3; /* after the first step: what outlives iterations tells */
+  r.persistent = 1 * GiB;
+  r.iteration_need = 600 * MiB;
+  ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
+  ck_assert_msg(!strstr(text.data, "the job's own lines making a block"), "%s", text.data);
+  ol_buf_free(&text);
+  r.iterations = 0;
+  r.persistent = 0;
+  r.iteration_need = -1;
+  r.segments_only = true; /* PyTorch's cache: only a segment made for one tensor */
+  r.request_is_copy_own_segment = false;
+  ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
+  ck_assert_msg(!strstr(text.data, "the job's own lines making a block"), "%s", text.data);
+  ol_buf_free(&text);
+}
+END_TEST
+
 /* Held-out sgd_momentum_step on the H200 (SGD, momentum 0.9): its first
  * update ran out making the momentum buffers (144 MiB of 612 made) and
  * was told that foreach=False or fused=True would need far less beside
@@ -1344,6 +1411,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, the_state_an_optimizer_is_making_counts_whole);
   tcase_add_test(classes, sgd_s_first_update_makes_state);
   tcase_add_test(classes, the_job_s_own_tensors_at_the_step_are_state);
+  tcase_add_test(classes, an_update_the_loop_writes_makes_state);
   tcase_add_test(classes, gradients_in_their_own_segments_are_the_state);
   tcase_add_test(classes, another_librarys_pool_is_held_elsewhere);
   tcase_add_loop_test(classes, request_past_int64_is_impossible, 0,
