@@ -4,7 +4,8 @@ benchmark of manage mode against PyTorch's caching allocator.
 
 Jobs (manage_jobs.py): gpt2, resnet50, gpt2_varlen, llama_varlen
 (checkpointing, lengths 256..4096 per step) and generate (HF generate,
-batch 1-16, prompt 128-1024, 48 new tokens). For each job, alternated pairs
+batch 1-16, prompt 128-1024, 48 new tokens); video (a 3D CNN beside
+cuDNN's streams) when MANAGE_CHECK_JOBS names it. For each job, alternated pairs
 (PyTorch's default cache, then `oomlens run --manage`), MANAGE_CHECK_PAIRS
 of them (default 3) of MANAGE_CHECK_STEPS steps (default 18; the first
 MANAGE_CHECK_WARM, default 2, are warm-up and not timed); then, as time

@@ -74,6 +74,23 @@ def resnet50(steps):
             yield loss.item()
 
 
+def video(steps):
+    # a 3D CNN (torchvision's r3d_18) on clips of 16 frames of 112x112,
+    # batch 8, fp32: held-out video_fits's job, whose cuDNN streams held
+    # every free in a batch (docs/measurements.md, session 22)
+    import torchvision
+    m = torchvision.models.video.r3d_18(num_classes=400).cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        x = torch.randn(8, 3, 16, 112, 112, generator=gen).cuda()
+        y = torch.randint(0, 400, (8,), generator=gen).cuda()
+        for _ in range(REPEAT):
+            loss = torch.nn.functional.cross_entropy(m(x), y)
+            loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+            yield loss.item()
+
+
 def gpt2_varlen(steps):
     # as /work/shared/gpu/workloads.py's: lengths and batches per step
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -129,7 +146,7 @@ def generate(steps):
 
 
 JOBS = dict(gpt2=gpt2, resnet50=resnet50, gpt2_varlen=gpt2_varlen, llama_varlen=llama_varlen,
-            generate=generate)
+            generate=generate, video=video)
 
 
 def mark_report(path):

@@ -42,6 +42,7 @@ typedef struct batch {
   uint64_t *blocks;
   size_t count, cap;
   uint64_t bytes;
+  uint64_t largest; /* its largest block: whether a request could be served from it */
   void *events[1 + FENCE_STREAMS];
   int event_count;
   bool marked; /* fenced by the streams' mark (ol_streams_mark), not events */
@@ -558,6 +559,7 @@ static void release_batch(managed_t *m, batch_t *b)
   m->pending -= b->bytes;
   b->count = 0;
   b->bytes = 0;
+  b->largest = 0;
   b->event_count = 0;
   b->marked = false;
 }
@@ -624,7 +626,7 @@ static batch_t *queue_fence(managed_t *m, batch_t *open)
   batch_t swap = *slot;
   *slot = *open;
   *open = swap;
-  open->count = open->bytes = 0;
+  open->count = open->bytes = open->largest = 0;
   open->event_count = 0;
   open->marked = false;
   m->fence_count++;
@@ -755,6 +757,8 @@ static bool append(batch_t *b, uint64_t addr, uint64_t size)
   }
   b->blocks[b->count++] = addr;
   b->bytes += size;
+  if (size > b->largest)
+    b->largest = size;
   return true;
 }
 
@@ -795,6 +799,28 @@ static void wait_instead_of_growing(managed_t *m, uint64_t size)
   }
 }
 
+/* A request that a block still in the open batch could serve closes the
+ * batch first, while barriers close batches (they give its blocks back at
+ * once, for two driver calls that ask the device nothing): the loop finds
+ * the block it freed a moment ago, as it would under PyTorch's cache,
+ * rather than a place elsewhere that its next step does not find again.
+ * Held-out video_fits (a 3D CNN beside cuDNN's idle streams, every free
+ * waiting for its batch to fill 64 MiB): the layout spanned 1.21x the
+ * peak where it spans 1.09x with frees given back at once, and the trims
+ * kept to 1.05x by mapping and unmapping ~175 chunks every step. Not
+ * while the streams are found working, nor with marks instead of
+ * barriers: each close would then put a batch of a block or two behind
+ * fences of its own. */
+static void close_for_reuse(managed_t *m, uint64_t size)
+{
+  uint64_t need = (size + 511) / 512 * 512;
+  if (m->open.count == 0 || m->open.largest < need || m->busy_closes > 0 ||
+      m->context_events_refused || !ol_option_bool(OL_OPT_STREAM_BARRIER) ||
+      ol_option_bool(OL_OPT_STREAM_MARKS))
+    return;
+  close_batch(m);
+}
+
 static bool take(managed_t *m, uint64_t size, uint64_t *addr)
 {
   if (ol_pool_alloc(m->pool, size, addr) != 0)
@@ -806,6 +832,7 @@ static bool take(managed_t *m, uint64_t size, uint64_t *addr)
 static bool serve(managed_t *m, uint64_t size, uint64_t *addr)
 {
   reclaim(m);
+  close_for_reuse(m, size);
   wait_instead_of_growing(m, size);
   if (take(m, size, addr))
     return true;

@@ -506,6 +506,16 @@ START_TEST(held_frees_come_back_before_the_pool_grows)
 }
 END_TEST
 
+START_TEST(a_held_block_serves_a_request_of_its_size)
+{
+  harness_run_t run;
+  ol_json_t *r = run_managed("held_block_reused", NULL, &run);
+  ck_assert_int_eq(harness_int(r, DEV "calls.fence_waits"), 0);
+  ck_assert_int_ge(harness_int(r, DEV "calls.stream_barriers"), 1); /* the batch closed for it */
+  ol_json_free(r);
+}
+END_TEST
+
 /* ---- replay of the job's trace ----------------------------------------- */
 
 typedef struct replayed_job {
@@ -602,6 +612,7 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, pool_gives_back_when_the_driver_refuses);
   tcase_add_test(tc, destroyed_stream_keeps_its_fence);
   tcase_add_test(tc, held_frees_come_back_before_the_pool_grows);
+  tcase_add_test(tc, a_held_block_serves_a_request_of_its_size);
   tcase_add_loop_test(tc, replay_makes_the_jobs_driver_calls, 0,
                       sizeof replayed_jobs / sizeof *replayed_jobs);
   suite_add_tcase(s, tc);
