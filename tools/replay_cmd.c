@@ -31,7 +31,7 @@ static void print_help(FILE *out)
   fprintf(out,
           "usage: oomlens replay TRACE [--capacity SIZE] [--policy NAME]\n"
           "                      [--max-split-size SIZE] [--device N] [--batch N] [--no-trim]\n"
-          "                      [--keep-used] [--map-unit N] [--json]\n"
+          "                      [--keep-used] [--reuse-held] [--map-unit N] [--json]\n"
           "\n"
           "Replays a recorded allocation trace (oomlens's own, OOMLENS_TRACE, or the\n"
           "CSV of PyTorch's recorder; gzip'd or plain) through an allocator on a\n"
@@ -52,6 +52,9 @@ static void print_help(FILE *out)
           "  --keep-used            oomlens: trims spare memory used of late once the job\n"
           "                         has come back to what a trim unmapped (the live\n"
           "                         OOMLENS_POOL_KEEP_USED=1)\n"
+          "  --reuse-held           oomlens: frees the recorded pool held beside the job's\n"
+          "                         other streams go back before the next request (the\n"
+          "                         live OOMLENS_POOL_REUSE_HELD=1)\n"
           "  --map-unit N           oomlens: chunks one physical allocation may hold, 1 to\n"
           "                         512 (the live OOMLENS_POOL_UNIT; default 1)\n"
           "  --json                 one JSON object on stdout\n"
@@ -71,6 +74,7 @@ static const ol_opt_t opts[] = {
   OL_FLAG("--json", replay_args_t, json),
   OL_FLAG("--no-trim", replay_args_t, options.keep_mapped),
   OL_FLAG("--keep-used", replay_args_t, options.keep_used),
+  OL_FLAG("--reuse-held", replay_args_t, options.reuse_held),
   OL_VALUE("--map-unit", &ol_arg_unit, replay_args_t, options.map_unit),
   {0},
 };

@@ -17,6 +17,7 @@ typedef struct ol_policy_options {
   bool keep_mapped;        /* oomlens: no trimming (OOMLENS_POOL_TRIM=0); others ignore it */
   uint64_t map_unit;       /* oomlens: granules per physical extent at most (0: the default) */
   bool keep_used;          /* oomlens: OOMLENS_POOL_KEEP_USED=1 */
+  bool reuse_held;         /* oomlens: OOMLENS_POOL_REUSE_HELD=1 (replay.c models it) */
 } ol_policy_options_t;
 
 /* The driver calls a policy's memory costs on a real device, as the

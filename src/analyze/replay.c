@@ -43,6 +43,7 @@ typedef struct replay {
   bool calls_lost;              /* host memory ran out for them */
   /* Following the live pool (our policy on a trace of manage mode): */
   bool follow_pool;             /* the oomlens policy: the trace's pool lines are followed */
+  bool reuse_held;              /* ... but for pool_held, with options.reuse_held */
   bool managed;                 /* the trace's header says manage=1 */
   uint64_t driver_segment;      /* the address of a segment_alloc just read, 0 none */
   /* Frees the account has counted but the policy has not yet been given:
@@ -533,7 +534,9 @@ static int apply(replay_t *r, const ol_trace_event_t *ev)
     on_context(r, ev);
     break;
   case OL_TRACE_POOL_HELD:
-    served = on_pool_held(r, ev->addr);
+    /* OOMLENS_POOL_REUSE_HELD=1 gives the batch back before the next
+     * request: modelled by not holding it, on a trace made without */
+    served = r->reuse_held ? 1 : on_pool_held(r, ev->addr);
     break;
   case OL_TRACE_POOL_FREED:
     on_pool_freed(r, ev->addr);
@@ -633,6 +636,7 @@ int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
     return -1;
   replay_t r = {.ops = ops, .result = result, .capacity = options->capacity, .extras = extras};
   r.follow_pool = strcmp(ops->name, "oomlens") == 0;
+  r.reuse_held = r.follow_pool && options->reuse_held;
   r.managed = ol_trace_managed(trace);
   if (r.follow_pool)
     ol_trace_want_pool_lines(trace);

@@ -101,6 +101,11 @@ static option_t options[OL_OPT_COUNT] = {
                              "manage mode: once the job has mapped again memory a trim "
                              "unmapped, trims spare what it used of late (fewer remaps, more "
                              "reserved) until the device is nearly full; 0: off", 0, NULL},
+  [OL_OPT_POOL_REUSE_HELD] = {"OOMLENS_POOL_REUSE_HELD", KIND_BOOL, "0",
+                              "manage mode: frees waiting beside the job's other streams go "
+                              "back behind a barrier before the next request, so a loop finds "
+                              "the place it freed (as with one stream); 0: when their batch "
+                              "fills or the pool would grow", 0, NULL},
   [OL_OPT_POOL_MOVE] = {"OOMLENS_POOL_MOVE", KIND_BOOL, "0",
                         "manage mode: memory a trim gives back while queued work may still "
                         "use its old place backs the next map at once (no new allocation, "

@@ -33,6 +33,7 @@ static _Thread_local bool handle_table_full;
 #define MARK_SPIN_NS 20000        /* idle streams pass a mark well within it (2 us on the H200) */
 #define MARK_RETRY 64             /* closes between waits once a mark was slow */
 #define BARRIER_PROBE 16          /* every 16th close asks the streams instead of a barrier */
+#define REUSE_PROBE 256           /* ... every 256th close before a request (close_for_reuse) */
 #define BUSY_CLOSES 256           /* closes that ask after the streams were found working, */
 #define BUSY_DOUBLINGS 8          /* doubled each time again, up to 256 << 8 */
 
@@ -42,7 +43,6 @@ typedef struct batch {
   uint64_t *blocks;
   size_t count, cap;
   uint64_t bytes;
-  uint64_t largest; /* its largest block: whether a request could be served from it */
   void *events[1 + FENCE_STREAMS];
   int event_count;
   bool marked; /* fenced by the streams' mark (ol_streams_mark), not events */
@@ -116,6 +116,7 @@ typedef struct managed {
   void *barrier_event;
   bool context_events_refused;
   unsigned closes, busy_closes, busy_found;
+  unsigned reuse_closes; /* close_for_reuse's, every REUSE_PROBE-th of which asks the streams */
   /* One stream (one_stream below): the stream every stream-ordered
    * request to the pool has come on so far, while one_stream holds. */
   void *only_stream;
@@ -559,7 +560,6 @@ static void release_batch(managed_t *m, batch_t *b)
   m->pending -= b->bytes;
   b->count = 0;
   b->bytes = 0;
-  b->largest = 0;
   b->event_count = 0;
   b->marked = false;
 }
@@ -626,7 +626,7 @@ static batch_t *queue_fence(managed_t *m, batch_t *open)
   batch_t swap = *slot;
   *slot = *open;
   *open = swap;
-  open->count = open->bytes = open->largest = 0;
+  open->count = open->bytes = 0;
   open->event_count = 0;
   open->marked = false;
   m->fence_count++;
@@ -654,6 +654,12 @@ static void fence_batch(managed_t *m, batch_t *open, const stream_frees_t *only)
   reclaim(m);
 }
 
+static bool barrier_possible(const managed_t *m)
+{
+  return !m->context_events_refused && ol_option_bool(OL_OPT_STREAM_BARRIER) &&
+         !ol_streams_capturing() && ol_prim_current_device_driver() == m->device;
+}
+
 /* Closes a batch with a barrier: all later work of the context waits for
  * all work before it, on every stream, so the blocks go back at once, in
  * the order they were freed (what lets a loop find its last layout again),
@@ -669,16 +675,25 @@ static void fence_batch(managed_t *m, batch_t *open, const stream_frees_t *only)
  * they are found working again: a job whose streams work on their own
  * (DDP's NCCL streams, busy in every backward) soon asks for good, one
  * whose library stream was caught working once loses little. False: ask. */
+static bool barrier_closes_now(managed_t *m);
+
 static bool barrier_closes(managed_t *m)
 {
-  if (m->context_events_refused || !ol_option_bool(OL_OPT_STREAM_BARRIER) ||
-      ol_streams_capturing() || ol_prim_current_device_driver() != m->device)
+  if (!barrier_possible(m))
     return false;
   if (m->busy_closes > 0) {
     m->busy_closes--;
     return false;
   }
   if (++m->closes % BARRIER_PROBE == 0)
+    return false;
+  return barrier_closes_now(m);
+}
+
+/* The barrier itself, asking no one: false where it cannot be had. */
+static bool barrier_closes_now(managed_t *m)
+{
+  if (!barrier_possible(m))
     return false;
   if (!m->barrier_event)
     m->barrier_event = ol_prim_event_create();
@@ -705,6 +720,8 @@ static bool barrier_closes(managed_t *m)
  * does (1.6 us), and on llama_varlen about one mark in eleven missed the
  * spin, so its batch came back late, the pool grew elsewhere and waited on
  * fences (docs/measurements.md, session 8). */
+static void ask_and_close(managed_t *m);
+
 static void close_batch(managed_t *m)
 {
   if (m->open.count == 0)
@@ -728,6 +745,13 @@ static void close_batch(managed_t *m)
     release_batch(m, &m->open);
     return;
   }
+  ask_and_close(m);
+}
+
+/* One round of stream queries: the open batch goes back at once if every
+ * stream is idle; else behind a fence, and the next closes ask too. */
+static void ask_and_close(managed_t *m)
+{
   ol_track_stream_query(m->device);
   if (ol_streams_quiet()) {
     release_batch(m, &m->open);
@@ -757,8 +781,6 @@ static bool append(batch_t *b, uint64_t addr, uint64_t size)
   }
   b->blocks[b->count++] = addr;
   b->bytes += size;
-  if (size > b->largest)
-    b->largest = size;
   return true;
 }
 
@@ -799,26 +821,31 @@ static void wait_instead_of_growing(managed_t *m, uint64_t size)
   }
 }
 
-/* A request that a block still in the open batch could serve closes the
- * batch first, while barriers close batches (they give its blocks back at
- * once, for two driver calls that ask the device nothing): the loop finds
- * the block it freed a moment ago, as it would under PyTorch's cache,
- * rather than a place elsewhere that its next step does not find again.
- * Held-out video_fits (a 3D CNN beside cuDNN's idle streams, every free
- * waiting for its batch to fill 64 MiB): the layout spanned 1.21x the
- * peak where it spans 1.09x with frees given back at once, and the trims
- * kept to 1.05x by mapping and unmapping ~175 chunks every step. Not
- * while the streams are found working, nor with marks instead of
- * barriers: each close would then put a batch of a block or two behind
- * fences of its own. */
-static void close_for_reuse(managed_t *m, uint64_t size)
+/* With OOMLENS_POOL_REUSE_HELD=1 (off until measured live: each request
+ * then costs a barrier, ~1 us, while frees wait) the open batch goes back
+ * before every request, behind a barrier, so the pool sees the frees when
+ * and as the job made them, as it does with one stream or PyTorch's cache
+ * does: a loop finds the place it freed a moment ago rather than a place
+ * elsewhere that its next step does not find again. Modelled on the
+ * recorded traces (`oomlens replay --reuse-held`): held-out video_fits, a
+ * 3D CNN beside cuDNN's idle streams whose frees waited for their batch
+ * to fill 64 MiB, spans 1.09x its peak without trims where it spanned
+ * 1.21x; the 30-step llama_varlen maps half as many chunks a steady step
+ * (docs/measurements.md, session 22). The streams are still asked, at
+ * every REUSE_PROBE-th such close (these come at most one a request, where
+ * batches close at 64 MiB), and while they are found working there are no
+ * such closes (each would put a batch of a block or two behind fences of
+ * its own), nor with marks instead of barriers. */
+static void close_for_reuse(managed_t *m)
 {
-  uint64_t need = (size + 511) / 512 * 512;
-  if (m->open.count == 0 || m->open.largest < need || m->busy_closes > 0 ||
-      m->context_events_refused || !ol_option_bool(OL_OPT_STREAM_BARRIER) ||
-      ol_option_bool(OL_OPT_STREAM_MARKS))
+  if (m->open.count == 0 || !ol_option_bool(OL_OPT_POOL_REUSE_HELD) || m->busy_closes > 0 ||
+      ol_option_bool(OL_OPT_STREAM_MARKS) || !barrier_possible(m))
     return;
-  close_batch(m);
+  if (++m->reuse_closes % REUSE_PROBE != 0 && barrier_closes_now(m)) {
+    release_batch(m, &m->open);
+    return;
+  }
+  ask_and_close(m);
 }
 
 static bool take(managed_t *m, uint64_t size, uint64_t *addr)
@@ -832,7 +859,7 @@ static bool take(managed_t *m, uint64_t size, uint64_t *addr)
 static bool serve(managed_t *m, uint64_t size, uint64_t *addr)
 {
   reclaim(m);
-  close_for_reuse(m, size);
+  close_for_reuse(m);
   wait_instead_of_growing(m, size);
   if (take(m, size, addr))
     return true;

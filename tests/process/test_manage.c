@@ -506,12 +506,46 @@ START_TEST(held_frees_come_back_before_the_pool_grows)
 }
 END_TEST
 
-START_TEST(a_held_block_serves_a_request_of_its_size)
+/* OOMLENS_POOL_REUSE_HELD=1: frees waiting beside an idle library stream
+ * go back behind a barrier before the next request, which finds the
+ * block freed a moment ago; without it, that block waits for its batch. */
+START_TEST(a_held_block_serves_the_next_request)
 {
+  const char *reuse[] = {"OOMLENS_POOL_REUSE_HELD=1", "EXPECT_REUSE=1", NULL};
   harness_run_t run;
-  ol_json_t *r = run_managed("held_block_reused", NULL, &run);
+  ol_json_t *r = run_managed("held_block_reused", reuse, &run);
   ck_assert_int_eq(harness_int(r, DEV "calls.fence_waits"), 0);
-  ck_assert_int_ge(harness_int(r, DEV "calls.stream_barriers"), 1); /* the batch closed for it */
+  ck_assert_int_eq(harness_int(r, DEV "calls.stream_barriers"), 1); /* the batch closed for it */
+  ol_json_free(r);
+  r = run_managed("held_block_reused", NULL, &run);
+  ck_assert_int_eq(harness_int(r, DEV "calls.stream_barriers"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
+/* ... and costs a barrier a request while frees wait: the streams are
+ * asked at every 256th such close, not every 16th. Beside a stream that
+ * works on its own, once asked, the batches are asked about and fenced as
+ * without it. */
+START_TEST(reuse_asks_the_streams_seldom)
+{
+  const char *reuse[] = {"OOMLENS_POOL_REUSE_HELD=1", "EXPECT_NO_SYNC=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("churn_idle_stream", reuse, &run);
+  int64_t barriers = harness_int(r, DEV "calls.stream_barriers");
+  int64_t queries = harness_int(r, DEV "calls.stream_queries");
+  ck_assert_int_eq(harness_int(r, DEV "calls.fence_waits"), 0);
+  ck_assert_msg(barriers > 500 && queries > 0 && queries <= barriers / 128,
+                "%lld barriers, %lld queries",
+                (long long)barriers, (long long)queries);
+  ck_assert_int_le(harness_int(r, DEV "stats.pending_free_bytes.peak"), (64 + 3) << 20);
+  ol_json_free(r);
+  const char *busy[] = {"OOMLENS_POOL_REUSE_HELD=1", NULL};
+  r = run_managed("churn_busy_stream", busy, &run);
+  barriers = harness_int(r, DEV "calls.stream_barriers");
+  queries = harness_int(r, DEV "calls.stream_queries");
+  ck_assert_msg(barriers < 256 + 16 && queries > 0, "%lld barriers, %lld queries",
+                (long long)barriers, (long long)queries);
   ol_json_free(r);
 }
 END_TEST
@@ -543,6 +577,52 @@ static const replayed_job_t replayed_jobs[] = {
  * (cuDNN's, under PyTorch), and it served what the live pool had left to
  * the driver: 17916 chunks mapped for the live job's 17024 on a Llama
  * trace, 2963 for 3206 on ResNet-50. */
+/* The chunks replay maps and unmaps for a trace, --json's driver calls. */
+static void replayed_calls(const char *trace, const char *flag, int64_t *maps, int64_t *unmaps)
+{
+  const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "replay", trace, "--json", flag, NULL};
+  harness_run_t run;
+  harness_exec(&run, false, NULL, argv);
+  ck_assert_msg(run.status == 0, "replay exited %d:\n%s", run.status, run.out);
+  char err[256];
+  ol_json_t *p = ol_json_parse(run.out, strlen(run.out), err, sizeof err);
+  ck_assert_msg(p, "%s in %s", err, run.out);
+  *maps = ol_json_path_int64(p, "driver_calls.maps", -1);
+  *unmaps = ol_json_path_int64(p, "driver_calls.unmaps", -1);
+  ol_json_free(p);
+}
+
+/* `oomlens replay --reuse-held` of a trace made without
+ * OOMLENS_POOL_REUSE_HELD makes the driver calls the job's pool makes
+ * with it: the option can be tried on recorded traces before a device
+ * run (the frees held beside an idle library stream go back before the
+ * next request, where the trace's pool lines say they waited). */
+START_TEST(replay_models_reuse_of_held_frees)
+{
+  const char *reuse[] = {"OOMLENS_POOL_REUSE_HELD=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("churn_idle_stream", reuse, &run);
+  int64_t mapped = harness_int(r, DEV "stats.segment.all.allocated");
+  int64_t unmapped = harness_int(r, DEV "stats.segment.all.freed");
+  ol_json_free(r);
+  char trace[512], trace_env[600];
+  snprintf(trace, sizeof trace, "%s/job.trace", harness_dir());
+  snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s", trace);
+  const char *record[] = {trace_env, NULL};
+  ol_json_free(run_managed("churn_idle_stream", record, &run));
+  int64_t maps, unmaps, held_maps, held_unmaps;
+  replayed_calls(trace, "--reuse-held", &maps, &unmaps);
+  replayed_calls(trace, NULL, &held_maps, &held_unmaps);
+  ck_assert_msg(maps == mapped && unmaps == unmapped,
+                "replay --reuse-held mapped %lld, unmapped %lld; the job with the option: "
+                "%lld, %lld", (long long)maps, (long long)unmaps, (long long)mapped,
+                (long long)unmapped);
+  ck_assert_msg(maps != held_maps || unmaps != held_unmaps,
+                "the option changed nothing here: %lld, %lld", (long long)maps,
+                (long long)unmaps);
+}
+END_TEST
+
 START_TEST(replay_makes_the_jobs_driver_calls)
 {
   const replayed_job_t *job = &replayed_jobs[_i];
@@ -612,7 +692,9 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, pool_gives_back_when_the_driver_refuses);
   tcase_add_test(tc, destroyed_stream_keeps_its_fence);
   tcase_add_test(tc, held_frees_come_back_before_the_pool_grows);
-  tcase_add_test(tc, a_held_block_serves_a_request_of_its_size);
+  tcase_add_test(tc, a_held_block_serves_the_next_request);
+  tcase_add_test(tc, reuse_asks_the_streams_seldom);
+  tcase_add_test(tc, replay_models_reuse_of_held_frees);
   tcase_add_loop_test(tc, replay_makes_the_jobs_driver_calls, 0,
                       sizeof replayed_jobs / sizeof *replayed_jobs);
   suite_add_tcase(s, tc);
