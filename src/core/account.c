@@ -399,10 +399,12 @@ static size_t first_at_least(const weight_size_t *sizes, size_t n, uint64_t lo)
   return l;
 }
 
-/* Takes a copy of a weight for a block of `size`: a weight of that size,
- * of half of it or of twice it (another dtype), within tol bytes; false
- * when none of those sizes has room left. sizes: distinct, ascending. */
-static bool take_copy(weight_size_t *sizes, size_t n, uint64_t size, uint64_t tol)
+/* The weight whose copy a block of `size` would be: one of that size, of
+ * half of it or of twice it (another dtype), within tol bytes, with room
+ * for one more copy where with_room; NULL when none. sizes: distinct,
+ * ascending. */
+static weight_size_t *copied_weight(weight_size_t *sizes, size_t n, uint64_t size, uint64_t tol,
+                                   bool with_room)
 {
   uint64_t lo = size > tol ? size - tol : 0, hi = size + tol;
   /* the weight's size w for each: the block is w, 2w (a 16-bit weight's
@@ -411,11 +413,9 @@ static bool take_copy(weight_size_t *sizes, size_t n, uint64_t size, uint64_t to
   for (int k = 0; k < 3; k++)
     for (size_t i = first_at_least(sizes, n, from[k][0]); i < n && sizes[i].size <= from[k][1];
          i++)
-      if (sizes[i].room) {
-        sizes[i].room--;
-        return true;
-      }
-  return false;
+      if (sizes[i].room || !with_room)
+        return &sizes[i];
+  return NULL;
 }
 
 /* The distinct sizes of the live weights, ascending (c's blocks are
@@ -438,31 +438,22 @@ static weight_size_t *weight_sizes(const sized_blocks_t *c, size_t *n)
 }
 
 /* Bytes of blocks of role other taken as copies of weights (own_copies),
- * blocks of at least min_size only, within tol of a copy's size. */
-static int64_t copies_of(const sized_blocks_t *c, uint64_t min_size, uint64_t tol)
+ * blocks of at least min_size only, within tol of a copy's size; sizes'
+ * room is used up. */
+static int64_t copies_of(const sized_blocks_t *c, weight_size_t *sizes, size_t n,
+                         uint64_t min_size, uint64_t tol)
 {
-  size_t n;
-  weight_size_t *sizes = weight_sizes(c, &n);
-  if (!sizes)
-    return 0;
   int64_t bytes = 0;
-  for (size_t i = 0; i < c->count; i++)
-    if (!c->all[i].weight && c->all[i].size >= min_size && take_copy(sizes, n, c->all[i].size, tol))
-      bytes = ol_sat_add(bytes, c->all[i].size > INT64_MAX ? INT64_MAX : (int64_t)c->all[i].size);
-  free(sizes);
+  for (size_t i = 0; i < c->count; i++) {
+    if (c->all[i].weight || c->all[i].size < min_size)
+      continue;
+    weight_size_t *w = copied_weight(sizes, n, c->all[i].size, tol, true);
+    if (!w)
+      continue;
+    w->room--;
+    bytes = ol_sat_add(bytes, c->all[i].size > INT64_MAX ? INT64_MAX : (int64_t)c->all[i].size);
+  }
   return bytes;
-}
-
-/* A block of `size` would be a copy of some live weight, however many
- * copies of it are held already (a loop's own update makes its copies and
- * temporaries of one parameter's size one after another). */
-static bool copy_size(const sized_blocks_t *c, uint64_t size, uint64_t min_size, uint64_t tol)
-{
-  size_t n;
-  weight_size_t *sizes = weight_sizes(c, &n);
-  bool is = sizes && size >= min_size && take_copy(sizes, n, size, tol);
-  free(sizes);
-  return is;
 }
 
 /* The job's own lines keep copies of the parameters: fp32 masters of
@@ -472,9 +463,10 @@ static bool copy_size(const sized_blocks_t *c, uint64_t size, uint64_t min_size,
  * other, read as the iteration's memory); a tensor of a batch's size the
  * loop made and holds is not one. Under PyTorch's cache only segments
  * made for one tensor count, their sizes rounded to 2 MiB. The failed
- * request, of role other, may be one more (held-out handmade_adam_state:
- * an Adam written in the loop ran out making a moment of the embedding's
- * size). */
+ * request, of role other, may be one more, however many copies of its
+ * weight are held already (held-out handmade_adam_state: an Adam written
+ * in the loop ran out making a moment of the embedding's size, two and a
+ * temporary held). */
 static void parameter_copies(const ol_account_t *a, int device, ol_oom_record_t *r)
 {
   r->own_copies = r->own_copies_own_segments = 0;
@@ -485,13 +477,20 @@ static void parameter_copies(const ol_account_t *a, int device, ol_oom_record_t 
   if (!sites || !r->roles_known || (r->role_bytes[OL_ROLE_other] <= 0 && !request_other) ||
       !sized_of(a, device, sites, OL_ROLE_other, &c))
     return;
-  r->own_copies = copies_of(&c, 0, 0);
-  r->own_copies_own_segments = copies_of(&c, OL_SHARED_SEGMENT_BYTES + 1, 2ull << 20);
-  if (request_other) {
-    r->request_is_copy = copy_size(&c, r->request, 0, 0);
-    r->request_is_copy_own_segment = copy_size(&c, r->request, OL_SHARED_SEGMENT_BYTES + 1,
-                                               2ull << 20);
+  size_t n;
+  weight_size_t *sizes = weight_sizes(&c, &n), *room = NULL;
+  if (sizes && (room = malloc((n + 1) * sizeof *room))) {
+    const uint64_t segment_tol = 2ull << 20, segment_min = OL_SHARED_SEGMENT_BYTES + 1;
+    memcpy(room, sizes, n * sizeof *room);
+    r->own_copies = copies_of(&c, room, n, 0, 0);
+    memcpy(room, sizes, n * sizeof *room);
+    r->own_copies_own_segments = copies_of(&c, room, n, segment_min, segment_tol);
+    r->request_is_copy = request_other && copied_weight(sizes, n, r->request, 0, false);
+    r->request_is_copy_own_segment = request_other && r->request >= segment_min &&
+                                      copied_weight(sizes, n, r->request, segment_tol, false);
   }
+  free(room);
+  free(sizes);
   free(c.all);
 }
 
