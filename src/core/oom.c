@@ -194,6 +194,20 @@ static int64_t state_being_made(const ol_oom_record_t *r)
   return at_least_zero(ol_sat_sub(made, held));
 }
 
+/* The job's own lines asked, once a backward had made gradients, for a
+ * block of a parameter's size: an update the loop writes itself, making
+ * its moments (or an average of the weights) one parameter at a time,
+ * which no torch/optim frame names (held-out handmade_adam_state: out at
+ * the embedding's second moment, 0.44 GiB of copies taken for the
+ * iteration's memory, and a job at batch 1 told to cut the memory per
+ * sample). Its copies and the request are state, in the first step as at
+ * an optimizer's request (own_state_at_step). */
+static bool own_update_request(const ol_oom_record_t *r)
+{
+  bool copy = r->segments_only ? r->request_is_copy_own_segment : r->request_is_copy;
+  return copy && r->roles_known && r->iterations == 0 && role_gradients(r) > 0;
+}
+
 /* Copies of the parameters the job's own lines keep (account.c
  * parameter_copies: blocks of role other of a weight's size, twice or
  * half it: fp32 master copies of 16-bit weights and their gradients, an
@@ -205,9 +219,9 @@ static int64_t state_being_made(const ol_oom_record_t *r)
  * batch's size the loop made and still holds is not one. Only in the
  * first step: once iterations are found, what outlives them says what is
  * kept, and what the job's own lines keep growing is a leak's
- * (kept_to_blame), not state. 0 for a request of any other role. */
-static bool own_update_request(const ol_oom_record_t *r);
-
+ * (kept_to_blame), not state. At an update the loop writes itself
+ * (own_update_request) the request is one more. 0 for a request of any
+ * other role. */
 static int64_t own_state_at_step(const ol_oom_record_t *r)
 {
   bool own = own_update_request(r);
@@ -216,20 +230,6 @@ static int64_t own_state_at_step(const ol_oom_record_t *r)
     return 0;
   int64_t held = at_least_zero(r->segments_only ? r->own_copies_own_segments : r->own_copies);
   return own ? ol_sat_add(held, request_of(r)) : held;
-}
-
-/* The job's own lines asked, once a backward had made gradients, for a
- * block of a parameter's size: an update the loop writes itself, making
- * its moments (or an average of the weights) one parameter at a time,
- * which no torch/optim frame names (held-out handmade_adam_state: out at
- * the embedding's second moment, 0.44 GiB of copies taken for the
- * iteration's memory, and a job at batch 1 told to cut the memory per
- * sample). Its copies and the request are state, in the first step as at
- * an optimizer's request. */
-static bool own_update_request(const ol_oom_record_t *r)
-{
-  bool copy = r->segments_only ? r->request_is_copy_own_segment : r->request_is_copy;
-  return copy && r->roles_known && r->iterations == 0 && role_gradients(r) > 0;
 }
 
 /* Under PyTorch's cache we see segments, which hold no one's tensors in

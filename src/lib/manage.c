@@ -660,36 +660,6 @@ static bool barrier_possible(const managed_t *m)
          !ol_streams_capturing() && ol_prim_current_device_driver() == m->device;
 }
 
-/* Closes a batch with a barrier: all later work of the context waits for
- * all work before it, on every stream, so the blocks go back at once, in
- * the order they were freed (what lets a loop find its last layout again),
- * for two driver calls that ask the device nothing, where a round of
- * queries asks each of the job's streams (cuDNN makes 15 or more under
- * PyTorch: 45 us a round while the device was busy, 11% of a Llama-style
- * step, docs/measurements.md). The barrier costs the device nothing while
- * the other streams are idle or take their work forked from the job's
- * stream (cuDNN's do); one that works on its own (a data stream, NCCL's)
- * would be held up behind it. So every BARRIER_PROBE-th close asks the
- * streams instead, and once they are found working (the batch has to be
- * fenced) the next BUSY_CLOSES closes ask too, twice as many each time
- * they are found working again: a job whose streams work on their own
- * (DDP's NCCL streams, busy in every backward) soon asks for good, one
- * whose library stream was caught working once loses little. False: ask. */
-static bool barrier_closes_now(managed_t *m);
-
-static bool barrier_closes(managed_t *m)
-{
-  if (!barrier_possible(m))
-    return false;
-  if (m->busy_closes > 0) {
-    m->busy_closes--;
-    return false;
-  }
-  if (++m->closes % BARRIER_PROBE == 0)
-    return false;
-  return barrier_closes_now(m);
-}
-
 /* The barrier itself, asking no one: false where it cannot be had. */
 static bool barrier_closes_now(managed_t *m)
 {
@@ -709,6 +679,48 @@ static bool barrier_closes_now(managed_t *m)
   return true;
 }
 
+/* Closes a batch with a barrier: all later work of the context waits for
+ * all work before it, on every stream, so the blocks go back at once, in
+ * the order they were freed (what lets a loop find its last layout again),
+ * for two driver calls that ask the device nothing, where a round of
+ * queries asks each of the job's streams (cuDNN makes 15 or more under
+ * PyTorch: 45 us a round while the device was busy, 11% of a Llama-style
+ * step, docs/measurements.md). The barrier costs the device nothing while
+ * the other streams are idle or take their work forked from the job's
+ * stream (cuDNN's do); one that works on its own (a data stream, NCCL's)
+ * would be held up behind it. So every BARRIER_PROBE-th close asks the
+ * streams instead, and once they are found working (the batch has to be
+ * fenced) the next BUSY_CLOSES closes ask too, twice as many each time
+ * they are found working again: a job whose streams work on their own
+ * (DDP's NCCL streams, busy in every backward) soon asks for good, one
+ * whose library stream was caught working once loses little. False: ask. */
+static bool barrier_closes(managed_t *m)
+{
+  if (!barrier_possible(m))
+    return false;
+  if (m->busy_closes > 0) {
+    m->busy_closes--;
+    return false;
+  }
+  if (++m->closes % BARRIER_PROBE == 0)
+    return false;
+  return barrier_closes_now(m);
+}
+
+/* One round of stream queries: the open batch goes back at once if every
+ * stream is idle; else behind a fence, and the next closes ask too. */
+static void ask_and_close(managed_t *m)
+{
+  ol_track_stream_query(m->device);
+  if (ol_streams_quiet()) {
+    release_batch(m, &m->open);
+    return;
+  }
+  m->busy_closes = BUSY_CLOSES << (m->busy_found < BUSY_DOUBLINGS ? m->busy_found : BUSY_DOUBLINGS);
+  m->busy_found++;
+  fence_batch(m, &m->open, NULL);
+}
+
 /* A batch of frees made while other streams exist. Once every one of them
  * is past the work it was given before these frees, the default stream
  * orders the rest: the blocks go back. By default a barrier
@@ -720,8 +732,6 @@ static bool barrier_closes_now(managed_t *m)
  * does (1.6 us), and on llama_varlen about one mark in eleven missed the
  * spin, so its batch came back late, the pool grew elsewhere and waited on
  * fences (docs/measurements.md, session 8). */
-static void ask_and_close(managed_t *m);
-
 static void close_batch(managed_t *m)
 {
   if (m->open.count == 0)
@@ -746,20 +756,6 @@ static void close_batch(managed_t *m)
     return;
   }
   ask_and_close(m);
-}
-
-/* One round of stream queries: the open batch goes back at once if every
- * stream is idle; else behind a fence, and the next closes ask too. */
-static void ask_and_close(managed_t *m)
-{
-  ol_track_stream_query(m->device);
-  if (ol_streams_quiet()) {
-    release_batch(m, &m->open);
-    return;
-  }
-  m->busy_closes = BUSY_CLOSES << (m->busy_found < BUSY_DOUBLINGS ? m->busy_found : BUSY_DOUBLINGS);
-  m->busy_found++;
-  fence_batch(m, &m->open, NULL);
 }
 
 static void close_stream_batches(managed_t *m)

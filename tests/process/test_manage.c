@@ -577,8 +577,11 @@ static const replayed_job_t replayed_jobs[] = {
  * (cuDNN's, under PyTorch), and it served what the live pool had left to
  * the driver: 17916 chunks mapped for the live job's 17024 on a Llama
  * trace, 2963 for 3206 on ResNet-50. */
-/* The chunks replay maps and unmaps for a trace, --json's driver calls. */
-static void replayed_calls(const char *trace, const char *flag, int64_t *maps, int64_t *unmaps)
+/* The chunks replay maps and unmaps for a trace (--json's driver calls),
+ * and the requests it left to the driver as the live pool did (driver:
+ * NULL, not wanted). */
+static void replayed_calls(const char *trace, const char *flag, int64_t *maps, int64_t *unmaps,
+                           int64_t *driver)
 {
   const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "replay", trace, "--json", flag, NULL};
   harness_run_t run;
@@ -589,6 +592,8 @@ static void replayed_calls(const char *trace, const char *flag, int64_t *maps, i
   ck_assert_msg(p, "%s in %s", err, run.out);
   *maps = ol_json_path_int64(p, "driver_calls.maps", -1);
   *unmaps = ol_json_path_int64(p, "driver_calls.unmaps", -1);
+  if (driver)
+    *driver = ol_json_path_int64(p, "followed.driver_allocs", -1);
   ol_json_free(p);
 }
 
@@ -611,8 +616,8 @@ START_TEST(replay_models_reuse_of_held_frees)
   const char *record[] = {trace_env, NULL};
   ol_json_free(run_managed("churn_idle_stream", record, &run));
   int64_t maps, unmaps, held_maps, held_unmaps;
-  replayed_calls(trace, "--reuse-held", &maps, &unmaps);
-  replayed_calls(trace, NULL, &held_maps, &held_unmaps);
+  replayed_calls(trace, "--reuse-held", &maps, &unmaps, NULL);
+  replayed_calls(trace, NULL, &held_maps, &held_unmaps, NULL);
   ck_assert_msg(maps == mapped && unmaps == unmapped,
                 "replay --reuse-held mapped %lld, unmapped %lld; the job with the option: "
                 "%lld, %lld", (long long)maps, (long long)unmaps, (long long)mapped,
@@ -636,17 +641,9 @@ START_TEST(replay_makes_the_jobs_driver_calls)
   int64_t unmapped = harness_int(r, DEV "stats.segment.all.freed");
   int64_t fallbacks = harness_int(r, DEV "calls.manage_fallbacks");
   ol_json_free(r);
-  const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "replay", trace, "--json", NULL};
-  harness_exec(&run, false, NULL, argv);
-  ck_assert_msg(run.status == 0, "replay exited %d:\n%s", run.status, run.out);
-  char err[256];
-  ol_json_t *p = ol_json_parse(run.out, strlen(run.out), err, sizeof err);
-  ck_assert_msg(p, "%s in %s", err, run.out);
   /* the job's segments: the pool's chunks, and each request the driver served */
-  int64_t maps = ol_json_path_int64(p, "driver_calls.maps", -1);
-  int64_t unmaps = ol_json_path_int64(p, "driver_calls.unmaps", -1);
-  int64_t driver = ol_json_path_int64(p, "followed.driver_allocs", -1);
-  ol_json_free(p);
+  int64_t maps, unmaps, driver;
+  replayed_calls(trace, NULL, &maps, &unmaps, &driver);
   ck_assert_msg(maps + driver == mapped && unmaps + driver == unmapped,
                 "%s: replay mapped %lld, unmapped %lld, left %lld to the driver; the job's "
                 "segments: %lld made, %lld freed (%lld fallbacks)", job->scenario,
