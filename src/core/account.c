@@ -266,6 +266,9 @@ void ol_account_set_outside(ol_account_t *a, int device, int64_t bytes)
 void ol_account_oom_site(ol_account_t *a, int device, int32_t site)
 {
   a->devices[ol_account_clamp(device)].request_site_plus1 = site >= 0 ? site + 1 : 0;
+  ol_sites_t *sites = ol_account_sites(a, device);
+  if (sites)
+    ol_sites_requested(sites, site);
 }
 
 /* What the failed request was for, from its call site's role, and whether

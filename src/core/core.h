@@ -774,6 +774,15 @@ void ol_sites_free(ol_sites_t *sites);
 ol_sites_t *ol_sites_copy(const ol_sites_t *sites);
 int32_t ol_sites_intern(ol_sites_t *sites, const char *key, size_t len); /* -1: no memory */
 void ol_sites_add(ol_sites_t *sites, int32_t id, int64_t delta);
+/* A request made at site id, served or not: the backward goes on at a
+ * backward site's, and an optimizer's after a backward begins the step
+ * (what the backward's sites hold then are its gradients). A refused
+ * request counts: the step it begins is under way when the job runs out
+ * there (held-out optimizer_switch replayed at 0.6 of its cap: SGD
+ * before, which makes no state, so no step had been marked, and Adam's
+ * first request refused read the gradients as the backward's
+ * temporaries and the class as activations). */
+void ol_sites_requested(ol_sites_t *sites, int32_t id);
 /* The process is at a new peak: the figures now are the at-peak figures.
  * O(1) (sites.c says how), so it is marked at every new peak, exactly. */
 void ol_sites_mark_peak(ol_sites_t *sites);

@@ -149,6 +149,17 @@ static void __attribute__((noinline, cold)) mark_step(ol_sites_t *s)
   }
 }
 
+void ol_sites_requested(ol_sites_t *s, int32_t id)
+{
+  if (id < 0 || (size_t)id >= s->count)
+    return;
+  ol_role_t role = s->all[id]->role;
+  if (role == OL_ROLE_backward)
+    s->in_backward = true;
+  else if (role == OL_ROLE_optimizer && s->in_backward)
+    mark_step(s);
+}
+
 int32_t ol_sites_intern(ol_sites_t *s, const char *key, size_t len)
 {
   site_t *found;
@@ -196,10 +207,7 @@ void ol_sites_add(ol_sites_t *s, int32_t id, int64_t delta)
   if (delta > 0) {
     f->total = ol_sat_add(f->total, delta);
     f->allocations++;
-    if (site->role == OL_ROLE_backward)
-      s->in_backward = true;
-    else if (site->role == OL_ROLE_optimizer && s->in_backward)
-      mark_step(s);
+    ol_sites_requested(s, id);
   }
   if (f->current > f->peak)
     f->peak = f->current;

@@ -507,6 +507,30 @@ START_TEST(a_first_backward_counts_the_gradients_it_makes)
 }
 END_TEST
 
+/* An optimizer's request refused after a backward begins its step, as a
+ * served one does: what the backward's sites hold are its gradients
+ * (held-out optimizer_switch replayed at 0.6 of its cap: SGD before it
+ * made no state, so no step had been marked, and Adam's first request,
+ * refused, left the gradients read as the backward's temporaries). */
+START_TEST(a_refused_optimizer_request_begins_the_step)
+{
+  static const char engine[] = "(thread pt_autograd_0)";
+  static const char adam[] = "adamw.py:480:_multi_tensor_adamw;train.py:30:main";
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_SITES);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x100000000, 8 * MiB, weights);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x300000000, 8 * MiB, engine);
+  apply_with_frames(&a, OL_TRACE_OOM, 0, 8 * MiB, adam);
+  ol_oom_record_t r;
+  ol_oom_record_init(&r, 8 * MiB);
+  ol_account_oom_figures(&a, 0, &r);
+  ck_assert_int_eq(r.request_role, OL_ROLE_optimizer);
+  ck_assert_int_eq(r.role_bytes[OL_ROLE_gradients], 8 * MiB);
+  ck_assert_int_eq(r.role_bytes[OL_ROLE_backward], 0);
+  ol_account_free(&a);
+}
+END_TEST
+
 /* Copies of the parameters the job's own lines keep (held-out
  * master_weights_state: fp32 masters of bf16 weights and their fp32
  * gradients): blocks of role other of a weight's size, twice it or half
@@ -1062,6 +1086,7 @@ static Suite *account_suite(void)
   tcase_add_test(rules, a_stale_block_is_freed_first);
   tcase_add_test(rules, the_failed_request_names_its_role);
   tcase_add_test(rules, a_first_backward_counts_the_gradients_it_makes);
+  tcase_add_test(rules, a_refused_optimizer_request_begins_the_step);
   tcase_add_test(rules, ddp_buckets_are_state_beside_the_gradients_being_made);
   tcase_add_test(rules, copies_of_the_parameters_by_their_sizes);
   tcase_add_test(rules, a_request_of_a_parameter_s_size);
