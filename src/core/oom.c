@@ -262,6 +262,7 @@ static state_t state_of(const ol_oom_record_t *r)
 /* ---- the rules, in order ---------------------------------------------- */
 
 static bool state_to_blame(const ol_oom_record_t *r, state_t s);
+static ol_batch_figure_t batch_fit(const ol_oom_record_t *r); /* the batch figures, below */
 
 /* What others hold that could be freed or moved: when NVML said what this
  * process holds in all, its own CUDA context and libraries are not among
@@ -429,8 +430,11 @@ static bool work_grown(const ol_oom_record_t *r)
   return ol_sat_add(r->persistent, streak_start) <= available(r);
 }
 
-/* The first iteration ran out before its backward had begun (roles say no
- * gradient, backward temporary or optimizer state is held), with weights
+/* The first iteration ran out before its backward had made a gradient
+ * (roles say no gradient or optimizer state is held; the backward's
+ * temporaries may be: held-out adam_vit replayed at 0.4 of its cap ran
+ * out as its backward began, 1.13 GiB of ViT-L weights beside a 1.60 GiB
+ * budget, and was told activations), with weights
  * so large that training them all leaves no room for a batch: their
  * gradients alone double them, before Adam's moments (twice the weights
  * more) come at the first step. What the job trains is not seen before
@@ -444,12 +448,44 @@ static bool work_grown(const ol_oom_record_t *r)
  * may weigh (advise_untrained). */
 static bool training_unseen(const ol_oom_record_t *r)
 {
-  if (r->iterations > 0 || !r->roles_known || r->segments_only ||
-      r->role_bytes[OL_ROLE_gradients] > 0 || r->role_bytes[OL_ROLE_optimizer] > 0 ||
-      r->role_bytes[OL_ROLE_backward] > 0)
+  if (r->iterations > 0 || !r->roles_known || r->segments_only || role_gradients(r) > 0 ||
+      r->role_bytes[OL_ROLE_optimizer] > 0)
     return false;
   int64_t w = r->role_bytes[OL_ROLE_weights];
   return w > 0 && ol_sat_add(w, w) >= percent_of(available(r), 100 - HEADROOM_PERCENT);
+}
+
+/* The request was for weights (a load) or an optimizer's state (its
+ * first step, whose state is counted whole, state_being_made). */
+static bool request_makes_state(const ol_oom_record_t *r)
+{
+  return r->request_role_known &&
+         (r->request_role == OL_ROLE_weights || r->request_role == OL_ROLE_optimizer);
+}
+
+/* The first iteration ran out before its optimizer's first step, where
+ * no batch fits: the state held and one sample's share of the iteration
+ * already exceed what the process can have. Whether the memory per sample
+ * or the state is what must change depends on the optimizer, which is not
+ * seen before that step: with plain SGD (no state) the state held is all
+ * there is and it fits; with Adam, two buffers as large as the trained
+ * parameters (those with gradients) take the state past the guides'
+ * headroom, and no cut per sample makes the job fit. Neither is guessed
+ * (held-out handmade_adam_state, optim_switch_state, sgd_momentum_step and
+ * master_weights_state replayed at half their caps ran out in the first
+ * backward at batch 1, and were told to cut the memory per sample where
+ * the optimizer's state would not fit at any batch). */
+static bool optimizer_unseen(const ol_oom_record_t *r, state_t s)
+{
+  if (r->iterations > 0 || !r->roles_known || r->segments_only || s.source != STATE_ROLES ||
+      r->role_bytes[OL_ROLE_optimizer] > 0 || request_makes_state(r))
+    return false;
+  int64_t w = r->role_bytes[OL_ROLE_weights], g = role_gradients(r);
+  int64_t trained = g < w ? g : w;
+  if (trained <= 0 || batch_fit(r).fits >= 1)
+    return false;
+  int64_t with_adam = ol_sat_add(s.bytes, ol_sat_add(trained, trained));
+  return with_adam >= percent_of(available(r), 100 - HEADROOM_PERCENT);
 }
 
 /* The state, alone, leaves less than the guides' headroom for any batch;
@@ -532,7 +568,7 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
     return OL_OOM_leak;
   if (state_to_blame(r, s))
     return OL_OOM_persistent;
-  if (training_unseen(r))
+  if (training_unseen(r) || optimizer_unseen(r, s))
     return OL_OOM_undetermined;
   /* Under the cache the iteration's memory cannot be told from a leak: no
    * free of a tensor is seen, so no iteration is. */
@@ -1295,12 +1331,16 @@ static void advise_untrained(ol_buf_t *out, const ol_oom_record_t *r)
   char a[32], b[32], c[32];
   int64_t w = r->role_bytes[OL_ROLE_weights];
   int64_t trained = at_least_zero(ol_sat_sub(available(r), w)) / 3;
-  ol_buf_printf(out, "The first iteration ran out in its forward, before any backward, and the "
-                "weights alone hold %s of the %s this process can have. Whether the batch or the "
-                "state must change depends on how much of them the job trains, which is not seen "
-                "before its backward. If it trains them all, their gradients alone (%s more) "
-                "leave less than %d%% of the device for any batch. ", size_text(a, w),
-                size_text(b, available(r)), size_text(c, w), HEADROOM_PERCENT);
+  bool backward = r->role_bytes[OL_ROLE_backward] > 0 ||
+                  (r->request_role_known && r->request_role == OL_ROLE_backward);
+  ol_buf_printf(out, "The first iteration ran out %s, and the weights alone hold %s of the %s "
+                "this process can have. Whether the batch or the state must change depends on "
+                "how much of them the job trains, which is not seen before its gradients are. If "
+                "it trains them all, their gradients alone (%s more) leave less than %d%% of "
+                "the device for any batch. ",
+                backward ? "as its backward began, before it made any gradient"
+                         : "in its forward, before any backward",
+                size_text(a, w), size_text(b, available(r)), size_text(c, w), HEADROOM_PERCENT);
   advise_shrinking_state(out);
   ol_buf_printf(out, " If it trains a part (LoRA, a frozen backbone or teacher) or none "
                 "(inference), that part's gradients and Adam's moments (three times its "
@@ -1313,10 +1353,45 @@ static void advise_untrained(ol_buf_t *out, const ol_oom_record_t *r)
   advise_batch(out, r, &f.bound);
 }
 
+/* No batch fits before the optimizer's first step, and whether its state
+ * would (optimizer_unseen): both fixes, with what each optimizer makes
+ * the state. */
+static void advise_optimizer_unseen(ol_buf_t *out, const ol_oom_record_t *r, state_t s)
+{
+  char a[32], b[32], c[32], d[32], e[32];
+  int64_t w = r->role_bytes[OL_ROLE_weights], g = role_gradients(r);
+  int64_t trained = g < w ? g : w;
+  ol_batch_figure_t f = batch_fit(r);
+  int64_t total = state_and_one_sample(&f);
+  ol_buf_printf(out, "The first iteration ran out before its optimizer's first step, and no "
+                "batch fits: the state held (%s: weights and the %s of gradients made so far) "
+                "and one sample's share of the iteration (%s) already need %s%s, more than the "
+                "%s this process can have. Which must change depends on the optimizer, not seen "
+                "before that step. With plain SGD (no state), the memory per sample: ",
+                size_text(a, s.bytes), size_text(b, trained),
+                size_text(c, ol_sat_sub(total, ol_sat_add(f.state, at_least_zero(f.overhead)))),
+                f.need_is_lower_bound ? "at least " : "", size_text(d, total),
+                size_text(e, f.available));
+  ol_buf_printf(out, "mixed precision (bf16 halves the activations, where the job is not in it "
+                "yet), activation checkpointing (keeps only layer inputs), shorter sequences. "
+                "With SGD's momentum (one buffer as large as the trained parameters) the state "
+                "alone comes to %s, with Adam (two) to %s, where the guides keep it under %s "
+                "(%d%%) to leave room for any batch. ",
+                size_text(a, ol_sat_add(s.bytes, trained)),
+                size_text(b, ol_sat_add(s.bytes, ol_sat_add(trained, trained))),
+                size_text(c, percent_of(available(r), 100 - HEADROOM_PERCENT)),
+                100 - HEADROOM_PERCENT);
+  advise_shrinking_state(out);
+}
+
 static void advise_undetermined(ol_buf_t *out, const ol_oom_record_t *r)
 {
   if (training_unseen(r)) {
     advise_untrained(out, r);
+    return;
+  }
+  if (optimizer_unseen(r, state_of(r))) {
+    advise_optimizer_unseen(out, r, state_of(r));
     return;
   }
   ol_buf_printf(out, "oomlens saw PyTorch's cached segments, not its tensors, and no call site "
@@ -1605,7 +1680,8 @@ static void json_no_batch_fits(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_c
   if (c == OL_OOM_persistent) {
     because = "state";
     bytes = state_of(r).bytes;
-  } else if (batch_is_the_lever(r, c) && lead_of(f)->fits < 1) {
+  } else if ((batch_is_the_lever(r, c) && lead_of(f)->fits < 1) ||
+             (c == OL_OOM_undetermined && optimizer_unseen(r, state_of(r)))) {
     because = "state_and_one_sample";
     bytes = state_and_one_sample(&f->bound);
   }

@@ -11,8 +11,10 @@
  * whose iterations finished gives an estimate whose 20%-headroom figure
  * fits (is not above the truth) and whose no-headroom figure is not below
  * it by more than one. A batch truth of 0 (batch 1 runs out) wants the
- * figure to say no batch fits. The manifest is the truth: nothing here is
- * tuned per case. */
+ * figure to say no batch fits. Each case of state or a batch too large
+ * is replayed again at half to seven tenths of its cap, as on a smaller
+ * device, and its cause must still be what ran it out. The manifest is
+ * the truth: nothing here is tuned per case. */
 #include <check.h>
 #include <limits.h>
 #include <stdio.h>
@@ -252,12 +254,60 @@ START_TEST(each_case_gets_its_class_and_batch)
 }
 END_TEST
 
+/* What a case's cause allows on a smaller device, where the job runs out
+ * sooner (another GPU, another cap): state that does not fit does not fit
+ * a smaller one either (persistent, or undetermined where the state to
+ * come is what decides, or impossible), never the batch's memory; a batch
+ * too large for a device is too large for a smaller one, its state may
+ * not fit there, and nothing else is to blame (no leak, no pieces, no one
+ * else). The replay is the check: it has no context line there, so it
+ * runs out where the policy does. */
+static bool allowed_smaller(const char *truth, const char *got)
+{
+  if (strcmp(truth, "persistent") == 0)
+    return strcmp(got, "persistent") == 0 || strcmp(got, "undetermined") == 0 ||
+           strcmp(got, "impossible") == 0;
+  return strcmp(got, "leak") != 0 && strcmp(got, "fragmentation") != 0 &&
+         strcmp(got, "external") != 0 && strcmp(got, "none") != 0;
+}
+
+/* Held-out persistent cases replayed at half their caps ran out in the
+ * first backward and were told to cut the memory per sample
+ * (docs/diagnosis.md, "On smaller devices"). */
+START_TEST(a_smaller_device_keeps_the_cause)
+{
+  static const double fractions[] = {0.5, 0.6, 0.7};
+  const corpus_case_t *c = &cases[_i];
+  if (strcmp(c->expected, "persistent") != 0 && strcmp(c->expected, "activations") != 0)
+    return;
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/oom/%s", OL_TEST_DATA_DIR, c->trace);
+  const ol_policy_ops_t *ops = ol_policy_find(c->policy);
+  ck_assert_msg(ops, "%s: no policy %s", c->name, c->policy);
+  for (size_t i = 0; i < sizeof fractions / sizeof fractions[0]; i++) {
+    ol_policy_options_t options = {.capacity = (uint64_t)((double)c->capacity * fractions[i])};
+    ol_replay_extras_t extras = {.device = -1, .batch = (uint64_t)(c->batch > 0 ? c->batch : 0)};
+    ol_replay_result_t result;
+    ol_error_t err;
+    ck_assert_msg(ol_replay_file_with(path, ops, &options, &extras, &result, &err) == 0, "%s: %s",
+                  c->name, err.text);
+    const char *got = result.recorded ? ol_oom_class_name(result.recorded_oom.cause)
+                      : result.oom    ? ol_oom_class_name(result.oom_at.cause)
+                                      : "none";
+    ck_assert_msg(allowed_smaller(c->expected, got), "%s at %.1f of its cap: replay says %s, "
+                  "the truth at its cap is %s", c->name, fractions[i], got, c->expected);
+    ol_replay_result_free(&result);
+  }
+}
+END_TEST
+
 static Suite *corpus_suite(void)
 {
   Suite *s = suite_create("corpus");
   TCase *t = tcase_create("replay");
   tcase_set_timeout(t, 120);
   tcase_add_loop_test(t, each_case_gets_its_class_and_batch, 0, case_count);
+  tcase_add_loop_test(t, a_smaller_device_keeps_the_cause, 0, case_count);
   suite_add_tcase(s, t);
   return s;
 }

@@ -168,6 +168,32 @@ static const class_case_t class_cases[] = {
     .before_first_free = 11 * GiB, .iteration_need = -1, .first_persistent = -1,
     ROLES(11 * GiB, 64 * MiB, 0, 4 * GiB - 64 * MiB), .request_role_known = true,
     .request_role = OL_ROLE_activations}, OL_OOM_activations},
+  {"large weights, out as the first backward began, before any gradient: undetermined",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
+    .before_first_free = 11 * GiB, .iteration_need = -1, .first_persistent = -1,
+    ROLES(11 * GiB, 0, 0, 3 * GiB + 512 * MiB), .role_bytes[OL_ROLE_backward] = 512 * MiB,
+    .request_role_known = true, .request_role = OL_ROLE_backward}, OL_OOM_undetermined},
+  /* Out in the first backward at batch 1, all gradients made: the state
+   * and one sample do not fit, and with Adam's moments (10 GiB more) the
+   * state alone would not either; with SGD it fits. */
+  {"no batch fits before the optimizer's first step, nor Adam's state: undetermined",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
+    .before_first_free = 5 * GiB, .iteration_need = -1, .first_persistent = -1,
+    ROLES(5 * GiB, 0, 0, 5 * GiB), .role_bytes[OL_ROLE_backward] = 5 * GiB,
+    .gradients_made = 5 * GiB, .request_role_known = true, .request_role = OL_ROLE_backward,
+    .batch = 1}, OL_OOM_undetermined},
+  {"no batch fits before the optimizer's first step, Adam's state would: activations",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
+    .before_first_free = 1 * GiB, .iteration_need = -1, .first_persistent = -1,
+    ROLES(1 * GiB, 0, 0, 12 * GiB), .role_bytes[OL_ROLE_backward] = 1 * GiB,
+    .gradients_made = 1 * GiB, .request_role_known = true, .request_role = OL_ROLE_backward,
+    .batch = 1}, OL_OOM_activations},
+  {"a batch fits before the optimizer's first step: activations, its figure a bound",
+   {DEVICE16, NO_BLOCKS, .request = 512 * MiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
+    .before_first_free = 5 * GiB, .iteration_need = -1, .first_persistent = -1,
+    ROLES(5 * GiB, 0, 0, 5 * GiB), .role_bytes[OL_ROLE_backward] = 5 * GiB,
+    .gradients_made = 5 * GiB, .request_role_known = true, .request_role = OL_ROLE_backward,
+    .batch = 8}, OL_OOM_activations},
   {"weights of 35% of the device, out in the first forward: activations",
    {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
     .before_first_free = 5 * GiB + 512 * MiB, .iteration_need = -1, .first_persistent = -1,
@@ -622,6 +648,31 @@ START_TEST(large_weights_in_the_first_forward_give_both_fixes)
 }
 END_TEST
 
+/* No batch fits before the optimizer's first step, nor would Adam's
+ * state: both fixes, with what momentum and Adam make the state, and the
+ * JSON says what alone exceeds the device. */
+START_TEST(no_batch_before_the_optimizer_gives_both_fixes)
+{
+  const ol_oom_record_t *r = case_named("no batch fits before the optimizer's first step, nor "
+                                        "Adam's state: undetermined");
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, r, ol_oom_classify(r), NULL, NULL);
+  ck_assert_msg(strstr(text.data, "the state held (10.00 GiB: weights and the 5.00 GiB of "
+                                  "gradients made so far) and one sample's share of the "
+                                  "iteration (6.00 GiB) already need at least 16.00 GiB") &&
+                  strstr(text.data, "With plain SGD (no state), the memory per sample") &&
+                  strstr(text.data, "the state alone comes to 15.00 GiB, with Adam (two) to "
+                                    "20.00 GiB, where the guides keep it under 12.80 GiB") &&
+                  strstr(text.data, "Shrink the state:"), "%s", text.data);
+  ol_buf_free(&text);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, r, OL_OOM_undetermined, NULL, NULL);
+  ck_assert_msg(strstr(json.data, "\"no_batch_fits\": {\"because\": \"state_and_one_sample\""),
+                "%s", json.data);
+  ol_buf_free(&json);
+}
+END_TEST
+
 /* Persistent: no batch figure, and what alone takes the device is the
  * state (the weights being made, here). */
 START_TEST(persistent_names_the_state_not_a_batch)
@@ -925,8 +976,10 @@ START_TEST(a_gradient_that_does_not_fit_is_the_state)
   ck_assert_msg(strstr(text.data, "The backward ran out making a gradient (7.00 GiB"), "%s",
                 text.data);
   ol_buf_free(&text);
+  /* not known as a gradient, and none made yet: what the job trains is
+   * not seen, and 7 GiB of weights trained whole leave no room */
   r.request_is_gradient = false;
-  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_undetermined);
   /* gradients being made, the request not one of them */
   r.request = 1 * GiB;
   r.gradients_made = 6 * GiB; /* 13 of 16 GiB: past the 80% */
@@ -1406,6 +1459,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, no_batch_fits_is_said);
   tcase_add_test(classes, persistent_names_the_state_not_a_batch);
   tcase_add_test(classes, large_weights_in_the_first_forward_give_both_fixes);
+  tcase_add_test(classes, no_batch_before_the_optimizer_gives_both_fixes);
   tcase_add_test(classes, a_gradient_that_does_not_fit_is_the_state);
   tcase_add_test(classes, an_update_s_temporaries_are_said);
   tcase_add_test(classes, the_state_an_optimizer_is_making_counts_whole);
