@@ -566,6 +566,11 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   if (r->iterations == 0)
     r->need_growth = r->work_growth = r->input_growth = 0;
   r->first_persistent = dev->phases.first_low_known ? dev->phases.first_low : -1;
+  const ol_leak_warning_t *w = &dev->phases.leak;
+  r->warned = ol_leak_standing(w) && w->allocations_growth == 0;
+  r->warned_from = r->warned ? w->from : 0;
+  r->warned_since = r->warned ? w->since : 0;
+  r->warned_rate = r->warned ? w->growth : 0;
   ol_account_role_bytes(a, device, OL_SITES_BY_CURRENT, &r->roles_known, r->role_bytes);
   request_role(a, device, r);
   gradients_being_made(a, device, r);

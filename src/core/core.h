@@ -495,6 +495,13 @@ typedef struct ol_oom_record {
    * needed this much more than the one before, its tensors larger; 0 not. */
   int64_t input_growth;
   int64_t first_persistent; /* what outlived the first iteration found; -1 none */
+  /* A leak warning of kept memory stands (fired, not withdrawn, the growth
+   * what outlives iterations: phases.c): warned; the low its growth began
+   * from, the iteration of that low and its growth a step (0 where not). */
+  bool warned;
+  int64_t warned_from;
+  uint64_t warned_since;
+  int64_t warned_rate;
   int64_t batch; /* the job's batch as the user gave it (--batch), 0 unknown */
   bool segments_only; /* we saw the framework's segments, not its tensors */
   bool managed;       /* our pool served the tensors (manage mode, replay's oomlens) */

@@ -199,6 +199,23 @@ static const class_case_t class_cases[] = {
     .before_first_free = 5 * GiB + 512 * MiB, .iteration_need = -1, .first_persistent = -1,
     ROLES(5 * GiB + 512 * MiB, 0, 0, 9 * GiB + 512 * MiB), .request_role_known = true,
     .request_role = OL_ROLE_activations}, OL_OOM_activations},
+  /* What outlives iterations rose by 2 GiB since a standing leak warning's
+   * low, and the request lacked 512 MiB: on a device too small for the
+   * other readings (no step rose by a hundredth, a quarter is not kept
+   * beyond the state), the warning's growth is the cause. */
+  {"a standing leak warning's growth covers what the request lacked: leak",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 50, .persistent = 9 * GiB, .growth = 0,
+    .first_persistent = 7 * GiB, .before_first_free = 2 * GiB, .iteration_need = 6 * GiB,
+    ROLES(2 * GiB, 2 * GiB, 4 * GiB, 6 * GiB), .warned = true, .warned_from = 7 * GiB, .warned_since = 10,
+    .warned_rate = 50 * MiB, .request_role_known = true,
+    .request_role = OL_ROLE_activations}, OL_OOM_leak},
+  {"the same growth with no warning standing: activations",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 50, .persistent = 9 * GiB, .growth = 0,
+    .first_persistent = 7 * GiB, .before_first_free = 2 * GiB, .iteration_need = 6 * GiB,
+    ROLES(2 * GiB, 2 * GiB, 4 * GiB, 6 * GiB),
+    .request_role_known = true, .request_role = OL_ROLE_activations}, OL_OOM_activations},
   {"a buffer made once before the loop is no leak",
    {DEVICE16, NO_BLOCKS, .request = 2 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
     .iterations = 6, .persistent = 8 * GiB, .growth = 0, .first_persistent = 8 * GiB,
@@ -670,6 +687,21 @@ START_TEST(no_batch_before_the_optimizer_gives_both_fixes)
   ck_assert_msg(strstr(json.data, "\"no_batch_fits\": {\"because\": \"state_and_one_sample\""),
                 "%s", json.data);
   ol_buf_free(&json);
+}
+END_TEST
+
+/* The leak found by its standing warning says how much grew since when,
+ * at what rate. */
+START_TEST(a_leak_by_its_warning_says_what_grew)
+{
+  const ol_oom_record_t *r = case_named("a standing leak warning's growth covers what the "
+                                        "request lacked: leak");
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, r, ol_oom_classify(r), NULL, NULL);
+  ck_assert_msg(strstr(text.data, "has grown by 2.00 GiB since iteration 10 (from 7.00 GiB to "
+                                  "9.00 GiB; about 50.00 MiB a step, as the leak warning said"),
+                "%s", text.data);
+  ol_buf_free(&text);
 }
 END_TEST
 
@@ -1460,6 +1492,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, persistent_names_the_state_not_a_batch);
   tcase_add_test(classes, large_weights_in_the_first_forward_give_both_fixes);
   tcase_add_test(classes, no_batch_before_the_optimizer_gives_both_fixes);
+  tcase_add_test(classes, a_leak_by_its_warning_says_what_grew);
   tcase_add_test(classes, a_gradient_that_does_not_fit_is_the_state);
   tcase_add_test(classes, an_update_s_temporaries_are_said);
   tcase_add_test(classes, the_state_an_optimizer_is_making_counts_whole);
