@@ -13,12 +13,14 @@
  *      leaves room for a batch: else no placement would have fitted it);
  *   3. others' memory (ours would fit without it);
  *   4. growth across iterations, or memory that is not the state kept
- *      across them and grown to a quarter of the device (a leak fills the
- *      device whatever the batch, so it is ruled in before the size of the
- *      state is weighed);
+ *      across them and grown to a quarter of the device, or a standing
+ *      leak warning's growth (a leak fills the device whatever the batch,
+ *      so it is ruled in before the size of the state is weighed);
  *   5. the state alone (weights, gradients, optimizer state) leaves no room
  *      for any batch with the guides' headroom;
- *   6. else the iteration's own memory: activations.
+ *   6. else the iteration's own memory: activations; but in a first
+ *      step whose trained part or optimizer is not seen yet and decides
+ *      between 5 and 6, undetermined, with both fixes.
  *
  * What the state is comes from roles (what each call site's frames say the
  * memory is for), else from timing: what outlives iterations, or before
