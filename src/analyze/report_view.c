@@ -158,6 +158,8 @@ static void read_outside(const at_t *oom, ol_oom_record_t *r)
   r->request_update_makes_state = ol_json_may_bool(oom, "request_update_makes_state", false);
   r->own_copies = ol_json_may_int(oom, "own_copies", BYTES, 0);
   r->own_copies_own_segments = ol_json_may_int(oom, "own_copies_own_segments", BYTES, 0);
+  r->own_copies_early = ol_json_may_int(oom, "own_copies_early", BYTES, 0); /* minor 20 */
+  r->own_copies_early_own_segments = ol_json_may_int(oom, "own_copies_early_own_segments", BYTES, 0);
   r->request_is_copy = ol_json_may_bool(oom, "request_is_copy", false);
   r->request_is_copy_own_segment = ol_json_may_bool(oom, "request_is_copy_own_segment", false);
 }

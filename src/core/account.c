@@ -300,6 +300,7 @@ static void request_role(const ol_account_t *a, int device, ol_oom_record_t *r)
 typedef struct sized_block {
   uint64_t size;
   bool weight;
+  bool early; /* made at a site that allocated before the first free */
 } sized_block_t;
 
 typedef struct sized_blocks {
@@ -317,7 +318,8 @@ static void collect_sized(const ol_record_t *rec, void *arg)
     return;
   ol_role_t role = ol_sites_role(c->sites, rec->site);
   if (role == OL_ROLE_weights || role == c->other)
-    c->all[c->count++] = (sized_block_t){rec->size, role == OL_ROLE_weights};
+    c->all[c->count++] = (sized_block_t){rec->size, role == OL_ROLE_weights,
+                                         ol_sites_early(c->sites, rec->site)};
 }
 
 static int by_size(const void *x, const void *y)
@@ -441,14 +443,14 @@ static weight_size_t *weight_sizes(const sized_blocks_t *c, size_t *n)
 }
 
 /* Bytes of blocks of role other taken as copies of weights (own_copies),
- * blocks of at least min_size only, within tol of a copy's size; sizes'
- * room is used up. */
+ * blocks of at least min_size only, within tol of a copy's size, and
+ * where early only those of early sites; sizes' room is used up. */
 static int64_t copies_of(const sized_blocks_t *c, weight_size_t *sizes, size_t n,
-                         uint64_t min_size, uint64_t tol)
+                         uint64_t min_size, uint64_t tol, bool early)
 {
   int64_t bytes = 0;
   for (size_t i = 0; i < c->count; i++) {
-    if (c->all[i].weight || c->all[i].size < min_size)
+    if (c->all[i].weight || c->all[i].size < min_size || (early && !c->all[i].early))
       continue;
     weight_size_t *w = copied_weight(sizes, n, c->all[i].size, tol, true);
     if (!w)
@@ -473,6 +475,7 @@ static int64_t copies_of(const sized_blocks_t *c, weight_size_t *sizes, size_t n
 static void parameter_copies(const ol_account_t *a, int device, ol_oom_record_t *r)
 {
   r->own_copies = r->own_copies_own_segments = 0;
+  r->own_copies_early = r->own_copies_early_own_segments = 0;
   r->request_is_copy = r->request_is_copy_own_segment = false;
   const ol_sites_t *sites = ol_account_sites(a, device);
   bool request_other = r->request_role_known && r->request_role == OL_ROLE_other;
@@ -485,9 +488,13 @@ static void parameter_copies(const ol_account_t *a, int device, ol_oom_record_t 
   if (sizes && (room = malloc((n + 1) * sizeof *room))) {
     const uint64_t segment_tol = 2ull << 20, segment_min = OL_SHARED_SEGMENT_BYTES + 1;
     memcpy(room, sizes, n * sizeof *room);
-    r->own_copies = copies_of(&c, room, n, 0, 0);
+    r->own_copies = copies_of(&c, room, n, 0, 0, false);
     memcpy(room, sizes, n * sizeof *room);
-    r->own_copies_own_segments = copies_of(&c, room, n, segment_min, segment_tol);
+    r->own_copies_own_segments = copies_of(&c, room, n, segment_min, segment_tol, false);
+    memcpy(room, sizes, n * sizeof *room);
+    r->own_copies_early = copies_of(&c, room, n, 0, 0, true);
+    memcpy(room, sizes, n * sizeof *room);
+    r->own_copies_early_own_segments = copies_of(&c, room, n, segment_min, segment_tol, true);
     r->request_is_copy = request_other && copied_weight(sizes, n, r->request, 0, false);
     r->request_is_copy_own_segment = request_other && r->request >= segment_min &&
                                       copied_weight(sizes, n, r->request, segment_tol, false);

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 19  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment) */
+#define OL_REPORT_MINOR 20  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -477,6 +477,10 @@ typedef struct ol_oom_record {
    * the same among segments made for one tensor, sizes within their 2 MiB
    * rounding (PyTorch's cache). */
   int64_t own_copies, own_copies_own_segments;
+  /* Of them, those made at call sites that allocated before the first
+   * forward began (ol_sites_early: the state built with the model, as
+   * fp32 masters made beside it), each way. */
+  int64_t own_copies_early, own_copies_early_own_segments;
   /* The failed request, of role other, is of a live weight's size, twice
    * it or half it (account.c); _own_segment: the same as own_copies_own_
    * segments tells copies among PyTorch's segments. */
@@ -783,13 +787,18 @@ int32_t ol_sites_intern(ol_sites_t *sites, const char *key, size_t len); /* -1: 
 void ol_sites_add(ol_sites_t *sites, int32_t id, int64_t delta);
 /* A request made at site id, served or not: the backward goes on at a
  * backward site's, and an optimizer's after a backward begins the step
- * (what the backward's sites hold then are its gradients). A refused
+ * (what the backward's sites hold then are its gradients); the first at
+ * an activation's site begins the first forward (ol_sites_early). A refused
  * request counts: the step it begins is under way when the job runs out
  * there (held-out optimizer_switch replayed at 0.6 of its cap: SGD
  * before, which makes no state, so no step had been marked, and Adam's
  * first request refused read the gradients as the backward's
  * temporaries and the class as activations). */
 void ol_sites_requested(ol_sites_t *sites, int32_t id);
+/* The site allocated before the first forward began (the first request
+ * at a site of role activations, ol_sites_requested): what it made was
+ * built with the model, as weights and copies of them are. */
+bool ol_sites_early(const ol_sites_t *sites, int32_t id);
 /* The process is at a new peak: the figures now are the at-peak figures.
  * O(1) (sites.c says how), so it is marked at every new peak, exactly. */
 void ol_sites_mark_peak(ol_sites_t *sites);

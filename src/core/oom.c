@@ -203,7 +203,7 @@ static int64_t state_being_made(const ol_oom_record_t *r)
  * the embedding's second moment, 0.44 GiB of copies taken for the
  * iteration's memory, and a job at batch 1 told to cut the memory per
  * sample). Its copies and the request are state, in the first step as at
- * an optimizer's request (own_state_at_step). */
+ * an optimizer's request (own_copies_state). */
 static bool own_update_request(const ol_oom_record_t *r)
 {
   bool copy = r->segments_only ? r->request_is_copy_own_segment : r->request_is_copy;
@@ -222,14 +222,22 @@ static bool own_update_request(const ol_oom_record_t *r)
  * first step: once iterations are found, what outlives them says what is
  * kept, and what the job's own lines keep growing is a leak's
  * (kept_to_blame), not state. At an update the loop writes itself
- * (own_update_request) the request is one more. 0 for a request of any
- * other role. */
-static int64_t own_state_at_step(const ol_oom_record_t *r)
+ * (own_update_request) the request is one more. Before the step, in the
+ * forward or the backward, only the copies made at sites that allocated
+ * before the first forward began count: those are built with the model
+ * (the masters, made before the loop), where one the forward makes may be
+ * an activation of a weight's size by chance (master_weights_state
+ * replayed at 0.4 of its cap ran out in its first backward with its
+ * 495 MiB of masters read as the batch's memory). */
+static int64_t own_copies_state(const ol_oom_record_t *r)
 {
+  if (!r->roles_known || r->iterations > 0)
+    return 0;
   bool own = own_update_request(r);
   bool at_step = own || (r->request_role_known && r->request_role == OL_ROLE_optimizer);
-  if (!r->roles_known || !at_step || r->iterations > 0)
-    return 0;
+  if (!at_step)
+    return at_least_zero(r->segments_only ? r->own_copies_early_own_segments
+                                          : r->own_copies_early);
   int64_t held = at_least_zero(r->segments_only ? r->own_copies_own_segments : r->own_copies);
   return own ? ol_sat_add(held, request_of(r)) : held;
 }
@@ -243,7 +251,7 @@ static state_t state_of(const ol_oom_record_t *r)
   if (r->roles_known)
     return (state_t){STATE_ROLES,
                      ol_sat_add(ol_sat_add(ol_sat_add(role_state(r), request), state_being_made(r)),
-                                own_state_at_step(r))};
+                                own_copies_state(r))};
   /* Segments no call site named (expandable segments' cuMemCreate carries
    * none), but the failed request's own site says it was for weights or
    * optimizer state: the job ran out making its state. */
@@ -1325,13 +1333,16 @@ static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
                   "parameter at a time. Counted with the state: %s of such copies, the request "
                   "included, which a smaller batch does not shrink; torch.optim's optimizers "
                   "with fused=True make the same state with no temporaries beside it. ",
-                  size_text(a, own_state_at_step(r)));
-  else if (s.source == STATE_ROLES && own_state_at_step(r) > 0)
+                  size_text(a, own_copies_state(r)));
+  else if (s.source == STATE_ROLES && own_copies_state(r) > 0)
     ol_buf_printf(out, "Counted with them: %s of copies of the parameters that the job's own "
-                  "lines made and still hold at the optimizer's step (blocks of a weight's size, "
+                  "lines made and still hold %s (blocks of a weight's size, "
                   "or twice or half it, at call sites of no known role: master weights in "
                   "another dtype and their gradients, an average of the weights; named below), "
-                  "which a smaller batch does not shrink. ", size_text(a, own_state_at_step(r)));
+                  "which a smaller batch does not shrink. ", size_text(a, own_copies_state(r)),
+                  r->request_role_known && r->request_role == OL_ROLE_optimizer
+                      ? "at the optimizer's step"
+                      : "since before the first forward");
   if (s.source == STATE_ROLES && state_being_made(r) > 0)
     ol_buf_printf(out, "The request was the optimizer making its state at its first step (%d "
                   "buffers as large as each trained parameter, as its _init_group makes them): "
@@ -1579,7 +1590,8 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
                 ", \"request_in_update\": %s, \"update_bytes\": %" PRId64
                 ", \"request_state_buffers\": %d, \"state_being_made\": %" PRId64
                 ", \"request_update_makes_state\": %s, \"own_copies\": %" PRId64
-                ", \"own_copies_own_segments\": %" PRId64 ", \"request_is_copy\": %s"
+                ", \"own_copies_own_segments\": %" PRId64 ", \"own_copies_early\": %" PRId64
+                ", \"own_copies_early_own_segments\": %" PRId64 ", \"request_is_copy\": %s"
                 ", \"request_is_copy_own_segment\": %s, \"growing_site\": ",
                 r->self_device_bytes > 0 ? r->self_device_bytes : -1,
                 r->framework_limit > 0 ? r->framework_limit : 0,
@@ -1588,7 +1600,8 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
                 r->vmm_not_framework ? "true" : "false", r->request_in_update ? "true" : "false",
                 at_least_zero(r->update_bytes), r->request_state_buffers, state_being_made(r),
                 r->request_update_makes_state ? "true" : "false", at_least_zero(r->own_copies),
-                at_least_zero(r->own_copies_own_segments), r->request_is_copy ? "true" : "false",
+                at_least_zero(r->own_copies_own_segments), at_least_zero(r->own_copies_early),
+                at_least_zero(r->own_copies_early_own_segments), r->request_is_copy ? "true" : "false",
                 r->request_is_copy_own_segment ? "true" : "false");
   if (namer && r->grower.id >= 0) {
     ol_buf_printf(out, "{\"site\": ");

@@ -54,6 +54,7 @@ typedef struct site {
   uint8_t role;         /* an ol_role_t */
   ol_role_fold_t fold;  /* what its frames said (roles.c), role aside */
   bool step_seen;
+  bool early; /* it allocated before the job first freed memory */
   UT_hash_handle hh;
 } site_t;
 
@@ -64,6 +65,7 @@ struct ol_sites {
   uint64_t changes; /* ol_sites_add calls so far */
   uint64_t marked;  /* changes at the last ol_sites_mark_peak */
   bool in_backward; /* a backward site grew since the last optimizer step began */
+  bool forward_begun; /* a site of role activations was asked (ol_sites_early) */
   uint64_t low_marked; /* changes at the last ol_sites_mark_low */
   uint64_t most_iterations; /* the most iterations counted at a mark */
   bool low_known;      /* a low was marked */
@@ -109,11 +111,13 @@ ol_sites_t *ol_sites_copy(const ol_sites_t *s)
     to->role = from->role;
     to->fold = from->fold;
     to->step_seen = from->step_seen;
+    to->early = from->early;
   }
   if (c) {
     c->changes = s->changes;
     c->marked = s->marked;
     c->in_backward = s->in_backward;
+    c->forward_begun = s->forward_begun;
     c->low_marked = s->low_marked;
     c->low_known = s->low_known;
     c->most_iterations = s->most_iterations;
@@ -149,6 +153,16 @@ static void __attribute__((noinline, cold)) mark_step(ol_sites_t *s)
   }
 }
 
+/* The first forward begins at site `begins`: every other site that has
+ * allocated is early. Once per table. */
+static void __attribute__((noinline, cold)) forward_begins(ol_sites_t *s, int32_t begins)
+{
+  s->forward_begun = true;
+  for (size_t i = 0; i < s->count; i++)
+    if ((int32_t)i != begins && s->all[i]->figures.allocations > 0)
+      s->all[i]->early = true;
+}
+
 void ol_sites_requested(ol_sites_t *s, int32_t id)
 {
   if (id < 0 || (size_t)id >= s->count)
@@ -158,6 +172,13 @@ void ol_sites_requested(ol_sites_t *s, int32_t id)
     s->in_backward = true;
   else if (role == OL_ROLE_optimizer && s->in_backward)
     mark_step(s);
+  else if (role == OL_ROLE_activations && !s->forward_begun)
+    forward_begins(s, id);
+}
+
+bool ol_sites_early(const ol_sites_t *s, int32_t id)
+{
+  return id >= 0 && (size_t)id < s->count && s->all[id]->early;
 }
 
 int32_t ol_sites_intern(ol_sites_t *s, const char *key, size_t len)

@@ -531,6 +531,33 @@ START_TEST(a_refused_optimizer_request_begins_the_step)
 }
 END_TEST
 
+/* Copies of the parameters made before the first forward began (the
+ * first request at an activation's site) are early: built with the model,
+ * as fp32 masters are (held-out master_weights_state replayed at 0.4 of
+ * its cap: its 495 MiB of masters read as the batch's memory in the first
+ * backward); one the loop makes after is not. */
+START_TEST(copies_made_before_the_first_forward_are_early)
+{
+  static const char masters[] = "train.py:12:main";
+  static const char loop_copy[] = "train.py:25:step";
+  static const char forward[] = "linear.py:134:forward;train.py:20:step";
+  static const char engine[] = "(thread pt_autograd_0)";
+  ol_account_t a;
+  ol_account_init(&a, OL_ACCOUNT_SITES);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x100000000, 8 * MiB, weights);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x200000000, 16 * MiB, masters); /* fp32 of bf16 */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x300000000, 4 * MiB, forward);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x400000000, 16 * MiB, loop_copy);
+  apply_with_frames(&a, OL_TRACE_OOM, 0, 1 * MiB, engine);
+  ol_oom_record_t r;
+  ol_oom_record_init(&r, 1 * MiB);
+  ol_account_oom_figures(&a, 0, &r);
+  ck_assert_int_eq(r.own_copies, 32 * MiB);
+  ck_assert_int_eq(r.own_copies_early, 16 * MiB);
+  ol_account_free(&a);
+}
+END_TEST
+
 /* Copies of the parameters the job's own lines keep (held-out
  * master_weights_state: fp32 masters of bf16 weights and their fp32
  * gradients): blocks of role other of a weight's size, twice it or half
@@ -1087,6 +1114,7 @@ static Suite *account_suite(void)
   tcase_add_test(rules, the_failed_request_names_its_role);
   tcase_add_test(rules, a_first_backward_counts_the_gradients_it_makes);
   tcase_add_test(rules, a_refused_optimizer_request_begins_the_step);
+  tcase_add_test(rules, copies_made_before_the_first_forward_are_early);
   tcase_add_test(rules, ddp_buckets_are_state_beside_the_gradients_being_made);
   tcase_add_test(rules, copies_of_the_parameters_by_their_sizes);
   tcase_add_test(rules, a_request_of_a_parameter_s_size);

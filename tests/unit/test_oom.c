@@ -824,6 +824,15 @@ START_TEST(the_job_s_own_tensors_at_the_step_are_state)
   ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
   ck_assert_msg(!strstr(text.data, "Counted with them"), "%s", text.data);
   ol_buf_free(&text);
+  /* at a forward's request, the copies made before the first forward
+   * began (the masters, built with the model) are state all the same */
+  r.own_copies_early = 950507520;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_persistent);
+  ol_oom_explain(&text, &r, OL_OOM_persistent, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "made and still hold since before the first forward"), "%s",
+                text.data);
+  ol_buf_free(&text);
+  r.own_copies_early = 0;
   /* after the first step what outlives iterations says what is kept: the
    * job's own memory is not taken for state then (a leak of it stays one) */
   r.request_role = OL_ROLE_optimizer;
