@@ -3,17 +3,25 @@
 fractions of the cap it ran under, as on smaller devices, and prints how
 each truth at its cap was classed there, then the cases whose class is
 not one the truth allows on a smaller device (test_corpus's
-a_smaller_device_keeps_the_cause checks 0.5-0.7 of the cap; this goes
+a_smaller_device_keeps_the_cause checks 0.4-0.7 of the cap; this goes
 wider, for reading, not for passing).
 
-usage: corpus_caps.py [OOMLENS] [FRACTIONS]
+With --no-sites it replays each case at its own cap with its call sites
+taken out of the trace (a job without Python frames: not CPython 3.10 to
+3.13, OOMLENS_ROLES=0, a C++ job), as the diagnosis by timing alone sees
+it, and prints the manifest's class beside what replay says.
+
+usage: corpus_caps.py [--no-sites] [OOMLENS] [FRACTIONS]
 e.g.   corpus_caps.py build/tools/oomlens 0.4,0.5,0.6,0.7,0.8,0.9
-(docs/diagnosis.md, "On smaller devices")."""
+(docs/diagnosis.md, "On smaller devices" and "Without call sites")."""
 import collections
+import gzip
 import json
+import lzma
 import os
 import subprocess
 import sys
+import tempfile
 
 UNITS = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30, 'T': 1 << 40}
 ALLOWED = {  # what a cause at the cap may be on a smaller device
@@ -28,7 +36,7 @@ def cap_bytes(text):
     return int(text)
 
 
-def replay(oomlens, trace, entry, capacity):
+def replay(oomlens, trace, entry, capacity, recorded=False):
     cmd = [oomlens, 'replay', trace, '--capacity', str(capacity), '--json']
     if entry.get('batch'):
         cmd += ['--batch', str(entry['batch'])]
@@ -37,18 +45,59 @@ def replay(oomlens, trace, entry, capacity):
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)}: exit {done.returncode}: {done.stderr.strip()}")
-    oom = json.loads(done.stdout).get('oom')
+    result = json.loads(done.stdout)
+    oom = (recorded and result.get('recorded_oom')) or result.get('oom')
     return (oom['class'], oom['diagnosis'].get('iterations')) if oom else ('none', None)
+
+
+def without_sites(trace, into):
+    """The trace with its site lines gone and every event's site empty."""
+    with lzma.open(trace, 'rt') as src, gzip.open(into, 'wt', compresslevel=1) as dst:
+        for line in src:
+            if line.startswith('site,'):
+                continue
+            fields = line.split(',')
+            if line[0].isdigit() and len(fields) >= 7 and fields[1] != 'oom_context':
+                fields[5] = ''
+                line = ','.join(fields)
+            dst.write(line)
+
+
+def no_sites(oomlens, data, manifest):
+    table, wrong = collections.Counter(), []
+    with tempfile.TemporaryDirectory(prefix='oomlens-caps-') as tmp:
+        bare = os.path.join(tmp, 'trace.gz')
+        for entry in manifest:
+            without_sites(os.path.join(data, entry['trace']), bare)
+            got, _ = replay(oomlens, bare, entry, cap_bytes(entry['cap']), recorded=True)
+            want = entry.get('replay') or entry['truth']
+            table[(want, got)] += 1
+            if got not in (want, 'undetermined'):
+                wrong.append(f"{entry['name']}: {got} (the manifest: {want})")
+    print(f"{len(manifest)} cases at their caps, call sites taken out")
+    print('| the manifest | replay without call sites | cases |')
+    print('| --- | --- | --- |')
+    for (want, got), n in sorted(table.items()):
+        print(f'| {want} | {got} | {n} |')
+    print(f'wrong: {len(wrong)}')
+    for line in wrong:
+        print('  ' + line)
 
 
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
-    oomlens = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, 'build/tools/oomlens')
-    fractions = [float(f) for f in (sys.argv[2] if len(sys.argv) > 2
+    args = sys.argv[1:]
+    bare = '--no-sites' in args
+    args = [a for a in args if a != '--no-sites']
+    oomlens = args[0] if args else os.path.join(root, 'build/tools/oomlens')
+    fractions = [float(f) for f in (args[1] if len(args) > 1
                                     else '0.4,0.5,0.6,0.7,0.8,0.9').split(',')]
     data = os.path.join(root, 'tests/data/oom')
     with open(os.path.join(data, 'manifest.json'), encoding='utf-8') as f:
         manifest = json.load(f)
+    if bare:
+        no_sites(oomlens, data, manifest)
+        return
     table, odd = collections.Counter(), []
     for entry in manifest:
         trace = os.path.join(data, entry['trace'])

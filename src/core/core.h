@@ -157,6 +157,7 @@ typedef struct ol_record {
   int32_t device;
   int32_t site; /* call site in the device's table, -1 none */
   uint8_t kind; /* the table's owner says (an account's blocks: an ol_origin_t) */
+  bool before_free; /* an account's blocks: made before the device's first free */
   /* An account's blocks: the call site the iteration finder tells this
    * block by, + 1 (a trace's own site number: the live job's site id, so a
    * replay finds the job's iterations); 0: the block's site. */
@@ -252,6 +253,7 @@ typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
   int64_t need;            /* highest allocated above an iteration's low point, in one that ended */
   bool freed;              /* the job has freed memory */
   int64_t before_first_free; /* allocated when it first did */
+  int64_t before_free_live;  /* of the blocks made before it, the bytes still live */
   bool first_low_known;      /* an iteration was found */
   int64_t first_low;         /* what outlived the first iteration found */
   /* The leak watch: iterations in a row whose low point rose (after the
@@ -489,6 +491,11 @@ typedef struct ol_oom_record {
   /* Timing, where roles are not known: allocated when the job first freed
    * memory (its state built before any compute), -1 not yet. */
   int64_t before_first_free;
+  /* Of the blocks made before that first free, the bytes still live (the
+   * state by timing: the inputs and first temporaries made then and freed
+   * since are not in it); known: set by the account. */
+  bool before_first_free_live_known;
+  int64_t before_first_free_live;
   /* The highest the iteration's own memory (allocated above what outlives
    * iterations) reached in an iteration that finished; -1 none finished. */
   int64_t iteration_need;
@@ -1501,6 +1508,8 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
     ol_account_iteration_ended(a, d);
   ol_account_pools_grow(dev->allocated_bytes, pool, bytes);
   ol_account_pools_count(dev->allocation, pool, true);
+  if (b->before_free)
+    dev->phases.before_free_live = ol_sat_add(dev->phases.before_free_live, bytes);
   if (b->kind < OL_ORIGIN_COUNT) {
     ol_stat_grow(&dev->origin_bytes[b->kind], bytes);
     ol_account_pools_grow(dev->reserved_bytes, pool, bytes);
@@ -1537,6 +1546,8 @@ static inline void ol_account_removed(ol_account_t *a, const ol_record_t *b, int
   int pool = ol_stats_pool_of(b->size);
   int64_t bytes = (int64_t)b->size;
   ol_account_pools_shrink(dev->allocated_bytes, pool, bytes);
+  if (b->before_free)
+    dev->phases.before_free_live = ol_sat_sub(dev->phases.before_free_live, bytes);
   int64_t low = dev->phases.low;
   ol_phases_free(&dev->phases, a->devices[d].finder, bytes,
                  dev->allocated_bytes[OL_POOL_ALL].current);
@@ -1571,6 +1582,7 @@ static inline ol_record_t *ol_account_alloc(ol_account_t *a, const ol_record_t *
   if (*replaced) /* its free went by a path we do not see: gone, not a phantom */
     ol_account_forget(a, stale);
   *rec = *block;
+  rec->before_free = !a->devices[d].stats.phases.freed;
   ol_account_added(a, rec, d);
   return rec;
 }

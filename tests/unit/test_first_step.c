@@ -278,7 +278,7 @@ typedef struct outcome {
   int64_t truth;
 } outcome_t;
 
-static outcome_t run_out(const model_t *m, int64_t batch, where_fn where)
+static outcome_t run_out_as(const model_t *m, int64_t batch, where_fn where, const char *cls)
 {
   job_t dry, j;
   job_init(&dry, -1);
@@ -294,11 +294,16 @@ static outcome_t run_out(const model_t *m, int64_t batch, where_fn where)
   o.record.batch = batch;
   ol_account_oom_figures(&j.a, 0, &o.record);
   ck_assert_int_eq(o.record.iterations, 0);
-  ck_assert_str_eq(ol_oom_class_name(ol_oom_classify(&o.record)), "activations");
+  ck_assert_str_eq(ol_oom_class_name(ol_oom_classify(&o.record)), cls);
   ol_oom_first_step_figure(&o.record, &o.figure);
   o.truth = truth_of(m, j.capacity, batch);
   ol_account_free(&j.a);
   return o;
+}
+
+static outcome_t run_out(const model_t *m, int64_t batch, where_fn where)
+{
+  return run_out_as(m, batch, where, "activations");
 }
 
 /* At the fp32 copy of 16-bit logits: its log-softmax not yet asked. */
@@ -502,15 +507,24 @@ START_TEST(unclear_shapes_keep_the_bound)
   model_t heavy = stack(12, 0);
   for (int i = 0; i < heavy.weight_count; i++)
     heavy.weights[i] *= 16;
+  /* Where the weights made before the first free (0.50 GB of 1.73 GB,
+   * the embedding's most of it) with the gradients and Adam's moments a
+   * first step may make, which timing does not tell from the batch's
+   * memory, would leave no room for a batch, the class is not guessed without call sites (oom.c step_state_unseen);
+   * the bound is given all the same. */
   const struct {
     const model_t *m;
     where_fn where;
     int64_t batch;
-  } cases[] = {{&shrinking, in_a_third_of_the_stack, 12}, {&shrinking, at_log_probs, 12},
-               {&short_stack, at_log_probs, 12}, {&freeing, at_log_probs, 12},
-               {&early, in_the_second_layer, 80}, {&heavy, in_the_backward, 2}};
+    const char *cls;
+  } cases[] = {{&shrinking, in_a_third_of_the_stack, 12, "undetermined"},
+               {&shrinking, at_log_probs, 12, "activations"},
+               {&short_stack, at_log_probs, 12, "activations"},
+               {&freeing, at_log_probs, 12, "activations"},
+               {&early, in_the_second_layer, 80, "activations"},
+               {&heavy, in_the_backward, 2, "undetermined"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    outcome_t o = run_out(cases[i].m, cases[i].batch, cases[i].where);
+    outcome_t o = run_out_as(cases[i].m, cases[i].batch, cases[i].where, cases[i].cls);
     ck_assert_msg(o.record.first_step.stage == OL_FIRST_STEP_UNKNOWN, "case %zu: stage %d", i,
                   (int)o.record.first_step.stage);
     ck_assert(!o.figure.estimated);

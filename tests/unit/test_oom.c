@@ -216,6 +216,32 @@ static const class_case_t class_cases[] = {
     .first_persistent = 7 * GiB, .before_first_free = 2 * GiB, .iteration_need = 6 * GiB,
     ROLES(2 * GiB, 2 * GiB, 4 * GiB, 6 * GiB),
     .request_role_known = true, .request_role = OL_ROLE_activations}, OL_OOM_activations},
+  /* Without call sites, the state by timing: what was made before the
+   * first free and is still live is the weights. 4 GiB of them, with the
+   * gradients and Adam's moments a first step may make (12 GiB more, not
+   * told from the batch's memory by timing), leave no room: the class is
+   * not guessed; 2 GiB (8 GiB with them) leave room: the batch's. */
+  {"no call sites, weights that with a first step's state leave no room: undetermined",
+   {DEVICE16, NO_BLOCKS, .request = 2 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB,
+    .before_first_free = 5 * GiB, .before_first_free_live_known = true,
+    .before_first_free_live = 4 * GiB, .iteration_need = -1, .first_persistent = -1},
+   OL_OOM_undetermined},
+  {"no call sites, weights that leave room with a first step's state: activations",
+   {DEVICE16, NO_BLOCKS, .request = 2 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB,
+    .before_first_free = 5 * GiB, .before_first_free_live_known = true,
+    .before_first_free_live = 2 * GiB, .iteration_need = -1, .first_persistent = -1},
+   OL_OOM_activations},
+  /* Before any free, a request as large as half of all held may be a
+   * weight being loaded or a batch's first operation; a smaller one is
+   * the state being built. */
+  {"no call sites, no free yet, a request as large as half of all held: undetermined",
+   {DEVICE16, NO_BLOCKS, .request = 5 * GiB, .reserved = 12 * GiB, .allocated = 10 * GiB,
+    .before_first_free = -1, .iteration_need = -1, .first_persistent = -1},
+   OL_OOM_undetermined},
+  {"no call sites, no free yet, a weight's request: persistent",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .before_first_free = -1, .iteration_need = -1,
+    .first_persistent = -1}, OL_OOM_persistent},
   {"a buffer made once before the loop is no leak",
    {DEVICE16, NO_BLOCKS, .request = 2 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
     .iterations = 6, .persistent = 8 * GiB, .growth = 0, .first_persistent = 8 * GiB,
@@ -624,7 +650,8 @@ START_TEST(no_batch_fits_is_said)
 {
   ol_oom_record_t r = {.capacity = 10 * GiB, .device_free = 0, NO_BLOCKS, .request = 2 * GiB,
                        .reserved = 9 * GiB, .allocated = 9 * GiB, .iterations = 0,
-                       .before_first_free = 7 * GiB, .iteration_need = -1, .batch = 1};
+                       .before_first_free = 7 * GiB, .iteration_need = -1, .batch = 1,
+                       ROLES(2 * GiB, 2 * GiB, 3 * GiB, 2 * GiB)};
   ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
   ol_buf_t text = {0}, json = {0};
   ol_oom_explain(&text, &r, OL_OOM_activations, NULL, NULL);
@@ -701,6 +728,29 @@ START_TEST(a_leak_by_its_warning_says_what_grew)
   ck_assert_msg(strstr(text.data, "has grown by 2.00 GiB since iteration 10 (from 7.00 GiB to "
                                   "9.00 GiB; about 50.00 MiB a step, as the leak warning said"),
                 "%s", text.data);
+  ol_buf_free(&text);
+}
+END_TEST
+
+/* Without call sites the first step's state by timing cannot say: both
+ * fixes, and how to see more. */
+START_TEST(a_first_step_without_call_sites_gives_both_fixes)
+{
+  const ol_oom_record_t *r = case_named("no call sites, weights that with a first step's state "
+                                        "leave no room: undetermined");
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, r, ol_oom_classify(r), NULL, NULL);
+  ck_assert_msg(strstr(text.data, "by timing, 4.00 GiB was made before the job first freed "
+                                  "memory") &&
+                  strstr(text.data, "(up to three times the weights, 12.00 GiB more, with Adam)") &&
+                  strstr(text.data, "Shrink the state:") &&
+                  strstr(text.data, "a smaller batch is the fix"), "%s", text.data);
+  ol_buf_free(&text);
+  r = case_named("no call sites, no free yet, a request as large as half of all held: "
+                 "undetermined");
+  ol_oom_explain(&text, r, ol_oom_classify(r), NULL, NULL);
+  ck_assert_msg(strstr(text.data, "asking for 5.00 GiB while it held 10.00 GiB"), "%s",
+                text.data);
   ol_buf_free(&text);
 }
 END_TEST
@@ -1502,6 +1552,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, large_weights_in_the_first_forward_give_both_fixes);
   tcase_add_test(classes, no_batch_before_the_optimizer_gives_both_fixes);
   tcase_add_test(classes, a_leak_by_its_warning_says_what_grew);
+  tcase_add_test(classes, a_first_step_without_call_sites_gives_both_fixes);
   tcase_add_test(classes, a_gradient_that_does_not_fit_is_the_state);
   tcase_add_test(classes, an_update_s_temporaries_are_said);
   tcase_add_test(classes, the_state_an_optimizer_is_making_counts_whole);
