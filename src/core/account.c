@@ -300,7 +300,7 @@ static void request_role(const ol_account_t *a, int device, ol_oom_record_t *r)
 typedef struct sized_block {
   uint64_t size;
   bool weight;
-  bool early; /* made at a site that allocated before the first free */
+  bool early; /* made at a site that allocated before the first forward began */
 } sized_block_t;
 
 typedef struct sized_blocks {

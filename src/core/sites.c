@@ -54,7 +54,7 @@ typedef struct site {
   uint8_t role;         /* an ol_role_t */
   ol_role_fold_t fold;  /* what its frames said (roles.c), role aside */
   bool step_seen;
-  bool early; /* it allocated before the job first freed memory */
+  bool early; /* it allocated before the first forward began (forward_begins) */
   UT_hash_handle hh;
 } site_t;
 
