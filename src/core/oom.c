@@ -1474,15 +1474,15 @@ static void advise_timing_unclear(ol_buf_t *out, const ol_oom_record_t *r, state
     ol_buf_printf(out, "The job ran out before it freed any memory, asking for %s while it held "
                   "%s: a weight or checkpoint tensor that large being loaded, or the first "
                   "operation of a batch that large. No call site says which. If it is loading "
-                  "its weights, they do not fit: ", size_of(a, r->request),
+                  "its weights, they do not fit. ", size_of(a, r->request),
                   size_text(b, r->allocated));
   else
     ol_buf_printf(out, "No call site named what the memory is for, and no iteration finished: "
-                  "by timing, %s was made before the job first freed memory, taken as its "
-                  "weights. The gradients and optimizer state its first step makes are not told "
-                  "from the batch's memory by timing, and with them (up to three times the "
+                  "by timing, the %s made before the job first freed memory and still held are "
+                  "its weights. The gradients and optimizer state its first step makes are not "
+                  "told from the batch's memory by timing, and with them (up to three times the "
                   "weights, %s more, with Adam) the state would leave less than %d%% of the %s "
-                  "this process can have for any batch. If they are what ran out: ",
+                  "this process can have for any batch, if they are what ran out. ",
                   size_text(a, s.bytes), size_text(b, ol_sat_add(ol_sat_add(s.bytes, s.bytes), s.bytes)),
                   HEADROOM_PERCENT, size_text(c, available(r)));
   advise_shrinking_state(out);

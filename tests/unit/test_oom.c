@@ -740,8 +740,8 @@ START_TEST(a_first_step_without_call_sites_gives_both_fixes)
                                         "leave no room: undetermined");
   ol_buf_t text = {0};
   ol_oom_explain(&text, r, ol_oom_classify(r), NULL, NULL);
-  ck_assert_msg(strstr(text.data, "by timing, 4.00 GiB was made before the job first freed "
-                                  "memory") &&
+  ck_assert_msg(strstr(text.data, "by timing, the 4.00 GiB made before the job first freed "
+                                  "memory and still held are its weights") &&
                   strstr(text.data, "(up to three times the weights, 12.00 GiB more, with Adam)") &&
                   strstr(text.data, "Shrink the state:") &&
                   strstr(text.data, "a smaller batch is the fix"), "%s", text.data);
