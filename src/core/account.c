@@ -495,7 +495,11 @@ static void parameter_copies(const ol_account_t *a, int device, ol_oom_record_t 
     r->own_copies_early = copies_of(&c, room, n, 0, 0, true);
     memcpy(room, sizes, n * sizeof *room);
     r->own_copies_early_own_segments = copies_of(&c, room, n, segment_min, segment_tol, true);
-    r->request_is_copy = request_other && copied_weight(sizes, n, r->request, 0, false);
+    /* a small request matches some bias or norm weight's size by chance
+     * (a 3 KiB temporary beside GPT-2's 768-float biases): an update's
+     * request that matters is a weight's of PyTorch's large pool */
+    r->request_is_copy = request_other && r->request > OL_SMALL_SIZE &&
+                         copied_weight(sizes, n, r->request, 0, false);
     r->request_is_copy_own_segment = request_other && r->request >= segment_min &&
                                       copied_weight(sizes, n, r->request, segment_tol, false);
   }

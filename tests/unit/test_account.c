@@ -628,6 +628,7 @@ START_TEST(a_request_of_a_parameter_s_size)
   ol_account_init(&a, OL_ACCOUNT_SITES);
   apply_with_frames(&a, OL_TRACE_ALLOC, 0x100000000, 147 * MiB, weights); /* the embedding */
   apply_with_frames(&a, OL_TRACE_ALLOC, 0x110000000, 9 * MiB, weights);   /* a layer's */
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x120000000, 3072, weights);      /* a bias */
   apply_with_frames(&a, OL_TRACE_ALLOC, 0x200000000, 147 * MiB, own);     /* its first moment */
   apply_with_frames(&a, OL_TRACE_ALLOC, 0x210000000, 147 * MiB, own);     /* its second */
   struct {
@@ -640,6 +641,7 @@ START_TEST(a_request_of_a_parameter_s_size)
     {18 * MiB, own, true, false},          /* twice it (fp32 of a 16-bit weight) */
     {147 * MiB + 1536 * 1024, own, false, true}, /* a segment rounded up to 2 MiB */
     {100 * MiB, own, false, false},        /* of no weight's size */
+    {3072, own, false, false},             /* a bias's: small sizes match by chance */
     {147 * MiB, "linear.py:134:forward;train.py:20:step", false, false}, /* the forward's */
   };
   for (size_t i = 0; i < sizeof asked / sizeof asked[0]; i++) {
