@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Leaks the corpus's jobs never had: each job of tests/data/oom that fitted
+(truth `none`) is given one, and replayed where it runs out of it.
+
+A call site that allocates once a step (the fewest times of those that
+recur at least 8 times and free what they make, blocks of 1 MiB or more:
+a loss, logits, an input) keeps every k-th block it makes from the 4th on
+(its free dropped, its address made its own), as a list of losses with
+their graphs or of logits would; the largest such site and a middle one,
+k = 1 and 4. The cap is what the job fits in (its peak plus 5%) or, where
+the leak would not run it out within the trace, its peak plus half of
+what the leak keeps in all. The truth is `leak` where the job runs out;
+what the diagnosis says is printed beside it, with the iterations found.
+A job that runs out before iterations are found (a short trial trace)
+has not shown a leak yet: `activations` there is what can be seen.
+
+usage: corpus_leaks.py [OOMLENS]
+(docs/measurements.md, "Leaks the corpus never had")."""
+import collections
+import gzip
+import json
+import lzma
+import os
+import subprocess
+import sys
+import tempfile
+
+UNITS = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30, 'T': 1 << 40}
+
+
+def replay(oomlens, trace, capacity=None, batch=None):
+    cmd = [oomlens, 'replay', trace, '--json']
+    if capacity:
+        cmd += ['--capacity', str(capacity)]
+    if batch:
+        cmd += ['--batch', str(batch)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(cmd)}: exit {done.returncode}: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def once_a_step_sites(lines):
+    """(median size, site) of the sites made once a step, largest first."""
+    count, sizes, freed, live = collections.Counter(), collections.defaultdict(list), set(), {}
+    for line in lines:
+        if not line[0].isdigit():
+            continue
+        f = line.split(',')
+        if f[1] == 'alloc' and f[5]:
+            count[f[5]] += 1
+            sizes[f[5]].append(int(f[3]))
+            live[f[2]] = f[5]
+        elif f[1] == 'free_completed' and f[2] in live:
+            freed.add(live.pop(f[2]))
+    recurring = [s for s in count if count[s] >= 8 and s in freed]
+    if not recurring:
+        return []
+    steps = min(count[s] for s in recurring)
+    sites = [(sorted(sizes[s])[len(sizes[s]) // 2], s) for s in recurring if count[s] == steps]
+    return sorted((c for c in sites if c[0] >= 1 << 20), reverse=True)
+
+
+def with_leak(lines, site, every, first=4):
+    """The trace with every `every`-th block of site kept from the first-th on."""
+    out, made, kept, fresh = [], 0, set(), 0xdead00000000
+    for line in lines:
+        if line[0].isdigit():
+            f = line.split(',')
+            if f[1] == 'alloc' and f[5] == site:
+                made += 1
+                if made >= first and made % every == 0:
+                    fresh += 1 << 24
+                    kept.add(f[2])
+                    f[2] = hex(fresh)
+                    line = ','.join(f)
+            elif f[1] in ('free_requested', 'free_completed') and f[2] in kept:
+                if f[1] == 'free_completed':
+                    kept.discard(f[2])
+                continue
+        out.append(line)
+    kept_blocks = sum(1 for n in range(first, made + 1) if n % every == 0)
+    return out, kept_blocks
+
+
+def main():
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+    oomlens = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, 'build/tools/oomlens')
+    data = os.path.join(root, 'tests/data/oom')
+    with open(os.path.join(data, 'manifest.json'), encoding='utf-8') as f:
+        manifest = json.load(f)
+    table, rows = collections.Counter(), []
+    with tempfile.TemporaryDirectory(prefix='oomlens-leaks-') as tmp:
+        leaky = os.path.join(tmp, 'trace.gz')
+        for entry in manifest:
+            if entry['truth'] != 'none':
+                continue
+            trace = os.path.join(data, entry['trace'])
+            with lzma.open(trace, 'rt') as f:
+                lines = f.readlines()
+            sites = once_a_step_sites(lines)
+            if not sites:
+                continue
+            peak = replay(oomlens, trace)['peak_allocated']
+            cap_given = int(float(entry['cap'][:-1]) * UNITS[entry['cap'][-1]])
+            for which, (size, site) in (('largest', sites[0]), ('middle', sites[len(sites) // 2])):
+                for every in (1, 4):
+                    out, blocks = with_leak(lines, site, every)
+                    with gzip.open(leaky, 'wt', compresslevel=1) as f:
+                        f.writelines(out)
+                    cap = max(int(peak * 1.05), min(cap_given, peak + size * blocks // 2))
+                    oom = replay(oomlens, leaky, cap, entry.get('batch')).get('oom')
+                    got = oom['class'] if oom else 'none'
+                    table[got] += 1
+                    if oom:
+                        rows.append(f"{entry['name']} {which} site ({size >> 20} MiB), every "
+                                    f"{every}: {got}, {oom['diagnosis']['iterations']} iterations "
+                                    f"found, cap {cap >> 20} MiB")
+    print(f"leaks given to the corpus's fitted jobs: {sum(table.values())}; "
+          f"ran out: {sum(n for c, n in table.items() if c != 'none')}")
+    for cls, n in sorted(table.items()):
+        print(f'  {cls}: {n}')
+    for line in rows:
+        print('  ' + line)
+
+
+if __name__ == '__main__':
+    main()
