@@ -537,6 +537,36 @@ HELD_OUT = [
          warn=False),
     first_step_case('video_batch', '8G', 48),
     dict(name='video_fits', cap='8G', batch=8, steps=60, truth='none', warn=False),
+    # On smaller devices (session 23, committed before any ran; no device
+    # was lent that session): corpus jobs under lower caps, where replay at
+    # a fraction of the cap found causes misread (docs/diagnosis.md, "On
+    # smaller devices"). Live caps: replay's fraction of the cap plus ~0.6
+    # GB of CUDA context. Where the cause at the lower cap is what the
+    # diagnosis cannot see yet, `what` says the answer replay expects.
+    dict(name='optimizer_switch_small', job='optimizer_switch', cap='2.4G', batch=64,
+         steps=8, truth='persistent', warn=False,
+         what='optimizer_switch under 2.4G: Adam\'s first request refused after SGD '
+              '(replay at 0.6 of 3G said activations before session 23; persistent).'),
+    dict(name='handmade_adam_state_small', job='handmade_adam_state', cap='1.9G', batch=1,
+         steps=3, truth='persistent', warn=False,
+         what='handmade_adam_state under 1.9G: out in the first backward at batch 1, '
+              'the loop\'s Adam still to come (replay at 0.6: undetermined, both fixes).'),
+    dict(name='sgd_momentum_step_small', job='sgd_momentum_step', cap='1.7G', batch=1,
+         steps=3, truth='persistent', warn=False,
+         what='sgd_momentum_step under 1.7G: out in the first backward, the momentum '
+              'still to come (replay at 0.5: undetermined, both fixes).'),
+    dict(name='adam_vit_small', job='adam_vit', cap='2.6G', batch=1, steps=2,
+         truth='persistent', warn=False,
+         what='adam_vit under 2.6G: out as its backward begins, no gradient made '
+              '(replay at 0.5: undetermined, what is trained unseen).'),
+    dict(name='sparse_log_leak_small', job='sparse_log_leak', cap='3.4G', batch=2,
+         steps=2000, truth='leak', warn=True, observe=('undetermined', HIDDEN),
+         what='sparse_log_leak under 3.4G: warned of, then out (replay at 0.7 said '
+              'activations before session 23; leak by the standing warning).'),
+    dict(name='reload_leak_small', job='reload_leak', cap='6.6G', batch=2, steps=2000,
+         truth='leak', warn=True, observe=('undetermined', HIDDEN),
+         what='reload_leak under 6.6G: model copies kept, warned of, then out (replay at '
+              '0.6 said activations before session 23; leak).'),
     # The trial runs a first-step OOM's paragraph names ("run once at batch
     # N"), under the same caps, 4 steps each (session 20, committed before
     # they ran): does the figure the trial's report gives come within one
