@@ -444,7 +444,7 @@ static bool state_role(ol_role_t role)
  * no warning before it runs the job out, and its kept blocks, of the
  * forward's role, read as a larger input than any before (leaks
  * scripts/corpus_leaks.py gave the corpus's fitted jobs, 144-392 MiB kept
- * every 4th step: 9 of 10 told activations; an iteration of a larger input
+ * every 4th step: 9 of 9 told activations; an iteration of a larger input
  * keeps nothing past it, so no site grows, and where the input was seen
  * growing step by step, a schedule's, what it holds between steps grows
  * with it: not this reading). */
