@@ -4,10 +4,12 @@
 
 A call site that allocates once a step (the fewest times of those that
 recur at least 8 times and free what they make, blocks of 1 MiB or more:
-a loss, logits, an input) keeps every k-th block it makes from the 4th on
-(its free dropped, its address made its own), as a list of losses with
-their graphs or of logits would; the largest such site and a middle one,
-k = 1 and 4. The cap is what the job fits in (its peak plus 5%) or, where
+a loss, logits, an input) keeps blocks it makes (its free dropped, its
+address made its own), as a list of losses with their graphs or of
+logits would: every k-th from the 4th on (k = 1 and 4, its largest such
+site and a middle one), and, at its largest site, each from the 20th on
+(a leak that begins late) and three in ten at random from the 4th on (a
+leak the data decides, seeded). The cap is what the job fits in (its peak plus 5%) or, where
 the leak would not run it out within the trace, its peak plus half of
 what the leak keeps in all. The truth is `leak` where the job runs out;
 what the diagnosis says is printed beside it, with the iterations found.
@@ -21,6 +23,7 @@ import gzip
 import json
 import lzma
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -61,15 +64,16 @@ def once_a_step_sites(lines):
     return sorted((c for c in sites if c[0] >= 1 << 20), reverse=True)
 
 
-def with_leak(lines, site, every, first=4):
-    """The trace with every `every`-th block of site kept from the first-th on."""
-    out, made, kept, fresh = [], 0, set(), 0xdead00000000
+def with_leak(lines, site, keep):
+    """The trace with the n-th block of site kept where keep(n)."""
+    out, made, kept, fresh, blocks = [], 0, set(), 0xdead00000000, 0
     for line in lines:
         if line[0].isdigit():
             f = line.split(',')
             if f[1] == 'alloc' and f[5] == site:
                 made += 1
-                if made >= first and made % every == 0:
+                if keep(made):
+                    blocks += 1
                     fresh += 1 << 24
                     kept.add(f[2])
                     f[2] = hex(fresh)
@@ -79,8 +83,22 @@ def with_leak(lines, site, every, first=4):
                     kept.discard(f[2])
                 continue
         out.append(line)
-    kept_blocks = sum(1 for n in range(first, made + 1) if n % every == 0)
-    return out, kept_blocks
+    return out, blocks
+
+
+def patterns(sites):
+    """(name, site, size, keep) of each leak given."""
+    draws = random.Random(7)
+    coin = collections.defaultdict(lambda: draws.random() < 0.3)
+    largest, middle = sites[0], sites[len(sites) // 2]
+    for which, (size, site) in (('largest', largest), ('middle', middle)):
+        for every in (1, 4):
+            yield (f'{which} site ({size >> 20} MiB), every {every}', site, size,
+                   lambda n, k=every: n >= 4 and n % k == 0)
+    size, site = largest
+    yield f'largest site ({size >> 20} MiB), from the 20th', site, size, lambda n: n >= 20
+    yield (f'largest site ({size >> 20} MiB), 3 in 10 at random', site, size,
+           lambda n: n >= 4 and coin[n])
 
 
 def main():
@@ -103,19 +121,20 @@ def main():
                 continue
             peak = replay(oomlens, trace)['peak_allocated']
             cap_given = int(float(entry['cap'][:-1]) * UNITS[entry['cap'][-1]])
-            for which, (size, site) in (('largest', sites[0]), ('middle', sites[len(sites) // 2])):
-                for every in (1, 4):
-                    out, blocks = with_leak(lines, site, every)
-                    with gzip.open(leaky, 'wt', compresslevel=1) as f:
-                        f.writelines(out)
-                    cap = max(int(peak * 1.05), min(cap_given, peak + size * blocks // 2))
-                    oom = replay(oomlens, leaky, cap, entry.get('batch')).get('oom')
-                    got = oom['class'] if oom else 'none'
-                    table[got] += 1
-                    if oom:
-                        rows.append(f"{entry['name']} {which} site ({size >> 20} MiB), every "
-                                    f"{every}: {got}, {oom['diagnosis']['iterations']} iterations "
-                                    f"found, cap {cap >> 20} MiB")
+            for name, site, size, keep in patterns(sites):
+                out, blocks = with_leak(lines, site, keep)
+                if blocks < 2:
+                    continue
+                with gzip.open(leaky, 'wt', compresslevel=1) as f:
+                    f.writelines(out)
+                cap = max(int(peak * 1.05), min(cap_given, peak + size * blocks // 2))
+                oom = replay(oomlens, leaky, cap, entry.get('batch')).get('oom')
+                got = oom['class'] if oom else 'none'
+                table[got] += 1
+                if oom:
+                    rows.append(f"{entry['name']} {name}: {got}, "
+                                f"{oom['diagnosis']['iterations']} iterations found, "
+                                f"cap {cap >> 20} MiB")
     print(f"leaks given to the corpus's fitted jobs: {sum(table.values())}; "
           f"ran out: {sum(n for c, n in table.items() if c != 'none')}")
     for cls, n in sorted(table.items()):
