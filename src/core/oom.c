@@ -127,6 +127,14 @@ static int64_t available(const ol_oom_record_t *r)
     ol_sat_sub(ol_sat_sub(cap_of(r), at_least_zero(r->external)), library_of(r)));
 }
 
+/* How much more than the device offers the framework's reserve and the
+ * request needed: what a growth must cover to be the cause (<= 0: the
+ * request would fit beside the reserve). */
+static int64_t lacking_of(const ol_oom_record_t *r)
+{
+  return ol_sat_sub(ol_sat_add(framework_reserved(r), request_of(r)), available(r));
+}
+
 /* ---- what the state is ------------------------------------------------ */
 
 typedef enum state_source {
@@ -174,6 +182,14 @@ static int64_t role_state(const ol_oom_record_t *r)
                     r->role_bytes[OL_ROLE_optimizer]);
 }
 
+/* The trained parameters' bytes: those with gradients, no more than the
+ * weights (DDP's buckets count as gradients too). */
+static int64_t trained_of(const ol_oom_record_t *r)
+{
+  int64_t w = r->role_bytes[OL_ROLE_weights], g = role_gradients(r);
+  return g < w ? g : w;
+}
+
 /* The request was an optimizer making its state (Adam's moments at its
  * first step): what the state comes to once made is known before it is,
  * its buffers for each trained parameter, the trained parameters being
@@ -188,8 +204,7 @@ static int64_t state_being_made(const ol_oom_record_t *r)
 {
   if (!r->roles_known || r->request_state_buffers <= 0)
     return 0;
-  int64_t w = r->role_bytes[OL_ROLE_weights], g = role_gradients(r);
-  int64_t trained = g < w ? g : w;
+  int64_t trained = trained_of(r);
   int64_t made;
   if (__builtin_mul_overflow((int64_t)r->request_state_buffers, at_least_zero(trained), &made))
     made = INT64_MAX;
@@ -425,7 +440,7 @@ static bool shortfall_grown(const ol_oom_record_t *r)
                               r->role_bytes[OL_ROLE_optimizer]);
     grew = kept < grew ? kept : grew;
   }
-  int64_t lacking = ol_sat_sub(ol_sat_add(framework_reserved(r), request_of(r)), available(r));
+  int64_t lacking = lacking_of(r);
   return grew >= cap_of(r) / OL_LEAK_SHARE && grew >= lacking &&
          grown_over(r->growth, r->iterations - 1) >= lacking;
 }
@@ -453,7 +468,7 @@ static bool site_grew_by_shortfall(const ol_oom_record_t *r)
   if (!r->roles_known || r->iterations < OL_LEAK_STREAK || r->grower.id < 0 ||
       state_role(r->grower_role) || r->grower_role == OL_ROLE_unknown || r->input_growth > 0)
     return false;
-  int64_t lacking = ol_sat_sub(ol_sat_add(framework_reserved(r), request_of(r)), available(r));
+  int64_t lacking = lacking_of(r);
   return r->grower.bytes >= cap_of(r) / OL_LEAK_SHARE && r->grower.bytes >= lacking;
 }
 
@@ -472,7 +487,7 @@ static bool warned_growth(const ol_oom_record_t *r)
   if (!r->warned || r->iterations == 0)
     return false;
   int64_t grew = ol_sat_sub(r->persistent, r->warned_from);
-  int64_t lacking = ol_sat_sub(ol_sat_add(framework_reserved(r), request_of(r)), available(r));
+  int64_t lacking = lacking_of(r);
   return grew > 0 && grew >= lacking;
 }
 
@@ -542,8 +557,7 @@ static bool optimizer_unseen(const ol_oom_record_t *r, state_t s)
   if (r->iterations > 0 || !r->roles_known || r->segments_only || s.source != STATE_ROLES ||
       r->role_bytes[OL_ROLE_optimizer] > 0 || request_makes_state(r))
     return false;
-  int64_t w = r->role_bytes[OL_ROLE_weights], g = role_gradients(r);
-  int64_t trained = g < w ? g : w;
+  int64_t trained = trained_of(r);
   if (trained <= 0 || batch_fit(r).fits >= 1)
     return false;
   int64_t with_adam = ol_sat_add(s.bytes, ol_sat_add(trained, trained));
@@ -619,7 +633,7 @@ static int64_t optimizer_surplus(const ol_oom_record_t *r)
 
 static bool optimizer_regrown(const ol_oom_record_t *r)
 {
-  int64_t lacking = ol_sat_sub(ol_sat_add(framework_reserved(r), request_of(r)), available(r));
+  int64_t lacking = lacking_of(r);
   int64_t surplus = optimizer_surplus(r);
   return surplus > 0 && surplus >= lacking;
 }
@@ -1475,8 +1489,7 @@ static void advise_untrained(ol_buf_t *out, const ol_oom_record_t *r)
 static void advise_optimizer_unseen(ol_buf_t *out, const ol_oom_record_t *r, state_t s)
 {
   char a[32], b[32], c[32], d[32], e[32];
-  int64_t w = r->role_bytes[OL_ROLE_weights], g = role_gradients(r);
-  int64_t trained = g < w ? g : w;
+  int64_t trained = trained_of(r);
   ol_batch_figure_t f = batch_fit(r);
   int64_t total = state_and_one_sample(&f);
   ol_buf_printf(out, "The first iteration ran out before its optimizer's first step, and no "
