@@ -954,7 +954,7 @@ static void advise_measuring(ol_buf_t *out, const ol_oom_record_t *r, const ol_b
                 "--batch %" PRId64 " for %d steps or more, small enough to finish its "
                 "iterations, and its report names the batch that fits and the accumulation "
                 "steps that keep the effective batch of %" PRId64 ".) ",
-                r->iterations > 0 ? "failed" : "first", trial, trial, TRIAL_STEPS, r->batch);
+                r->iterations > 0 || !r->roles_known ? "failed" : "first", trial, trial, TRIAL_STEPS, r->batch);
 }
 
 /* What one sample of the batch adds to the state: its share of what the
@@ -1014,7 +1014,7 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
                   "once at %" PRId64 "%% of it for %d steps or more, small enough to finish its "
                   "iterations, with --batch N, and its report names the batch that fits. ",
                   f->fits_headroom / 10, HEADROOM_PERCENT, f->fits / 10,
-                  r->iterations > 0 ? "failed" : "first",
+                  r->iterations > 0 || !r->roles_known ? "failed" : "first",
                   ol_batch_figure_trial(f) / 10 > 0 ? ol_batch_figure_trial(f) / 10 : 1,
                   TRIAL_STEPS);
   } else if (f->fits_headroom >= 10) {
@@ -1160,7 +1160,11 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
                 "iteration's own memory needed %s%s%s, and %s is left for it with %d%% headroom. ",
                 size_text(a, s.bytes), f.bound.need_is_lower_bound ? "at least " : "",
                 size_text(b, f.bound.need),
-                r->iterations == 0 ? " in the first iteration, which did not finish" : "",
+                r->iterations > 0 ? ""
+                : r->roles_known  ? " in the first iteration, which did not finish"
+                                  : " in an iteration that did not finish (none was found: without "
+                                    "call sites, iterations are found by sizes that repeat, and a "
+                                    "job whose sizes vary finds none)",
                 size_text(c, room_with_headroom(lead)), HEADROOM_PERCENT);
   if (r->iterations == 0 && !r->segments_only)
     explain_first_step(out, r);

@@ -796,6 +796,22 @@ START_TEST(a_leak_in_steps_says_what_grew)
 }
 END_TEST
 
+/* Without call sites, iterations are found by sizes that repeat: "no
+ * iteration found" is not "the first one did not finish" (a job of
+ * varying sizes finds none in any number of steps: held-out kv_cache
+ * replayed without its sites was told its first iteration had not). */
+START_TEST(no_iteration_found_without_call_sites_is_not_the_first)
+{
+  const ol_oom_record_t *r = case_named("first step, no frames: by timing, before the first free");
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, r, ol_oom_classify(r), NULL, NULL);
+  ck_assert_msg(strstr(text.data, "in an iteration that did not finish (none was found: without "
+                                  "call sites") &&
+                  !strstr(text.data, "first iteration"), "%s", text.data);
+  ol_buf_free(&text);
+}
+END_TEST
+
 /* Persistent: no batch figure, and what alone takes the device is the
  * state (the weights being made, here). */
 START_TEST(persistent_names_the_state_not_a_batch)
@@ -1594,6 +1610,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, no_batch_before_the_optimizer_gives_both_fixes);
   tcase_add_test(classes, a_leak_by_its_warning_says_what_grew);
   tcase_add_test(classes, a_leak_in_steps_says_what_grew);
+  tcase_add_test(classes, no_iteration_found_without_call_sites_is_not_the_first);
   tcase_add_test(classes, a_first_step_without_call_sites_gives_both_fixes);
   tcase_add_test(classes, a_gradient_that_does_not_fit_is_the_state);
   tcase_add_test(classes, an_update_s_temporaries_are_said);
