@@ -542,21 +542,25 @@ HELD_OUT = [
     # a fraction of the cap found causes misread (docs/diagnosis.md, "On
     # smaller devices"). Live caps: replay's fraction of the cap plus ~0.6
     # GB of CUDA context. Where the cause at the lower cap is what the
-    # diagnosis cannot see yet, `what` says the answer replay expects.
+    # diagnosis cannot see yet (the optimizer or the trained part still to
+    # come), the class wanted of --manage and replay is undetermined.
     dict(name='optimizer_switch_small', job='optimizer_switch', cap='2.4G', batch=64,
          steps=8, truth='persistent', warn=False,
          what='optimizer_switch under 2.4G: Adam\'s first request refused after SGD '
               '(replay at 0.6 of 3G said activations before session 23; persistent).'),
     dict(name='handmade_adam_state_small', job='handmade_adam_state', cap='1.9G', batch=1,
          steps=3, truth='persistent', warn=False,
+         manage='undetermined', replay='undetermined',
          what='handmade_adam_state under 1.9G: out in the first backward at batch 1, '
               'the loop\'s Adam still to come (replay at 0.6: undetermined, both fixes).'),
     dict(name='sgd_momentum_step_small', job='sgd_momentum_step', cap='1.7G', batch=1,
          steps=3, truth='persistent', warn=False,
+         manage='undetermined', replay='undetermined',
          what='sgd_momentum_step under 1.7G: out in the first backward, the momentum '
               'still to come (replay at 0.5: undetermined, both fixes).'),
     dict(name='adam_vit_small', job='adam_vit', cap='2.6G', batch=1, steps=2,
          truth='persistent', warn=False,
+         manage='undetermined', replay='undetermined',
          what='adam_vit under 2.6G: out as its backward begins, no gradient made '
               '(replay at 0.5: undetermined, what is trained unseen).'),
     dict(name='sparse_log_leak_small', job='sparse_log_leak', cap='3.4G', batch=2,
