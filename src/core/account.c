@@ -444,15 +444,17 @@ static weight_size_t *weight_sizes(const sized_blocks_t *c, size_t *n)
 
 /* Bytes of blocks of role other taken as copies of weights (own_copies),
  * blocks of at least min_size only, within tol of a copy's size, and
- * where early only those of early sites; sizes' room is used up. */
-static int64_t copies_of(const sized_blocks_t *c, weight_size_t *sizes, size_t n,
-                         uint64_t min_size, uint64_t tol, bool early)
+ * where early only those of early sites; counted in room, a copy of sizes
+ * whose room each copy taken uses up. */
+static int64_t copies_of(const sized_blocks_t *c, const weight_size_t *sizes, weight_size_t *room,
+                         size_t n, uint64_t min_size, uint64_t tol, bool early)
 {
   int64_t bytes = 0;
+  memcpy(room, sizes, n * sizeof *room);
   for (size_t i = 0; i < c->count; i++) {
     if (c->all[i].weight || c->all[i].size < min_size || (early && !c->all[i].early))
       continue;
-    weight_size_t *w = copied_weight(sizes, n, c->all[i].size, tol, true);
+    weight_size_t *w = copied_weight(room, n, c->all[i].size, tol, true);
     if (!w)
       continue;
     w->room--;
@@ -487,14 +489,11 @@ static void parameter_copies(const ol_account_t *a, int device, ol_oom_record_t 
   weight_size_t *sizes = weight_sizes(&c, &n), *room = NULL;
   if (sizes && (room = malloc((n + 1) * sizeof *room))) {
     const uint64_t segment_tol = 2ull << 20, segment_min = OL_SHARED_SEGMENT_BYTES + 1;
-    memcpy(room, sizes, n * sizeof *room);
-    r->own_copies = copies_of(&c, room, n, 0, 0, false);
-    memcpy(room, sizes, n * sizeof *room);
-    r->own_copies_own_segments = copies_of(&c, room, n, segment_min, segment_tol, false);
-    memcpy(room, sizes, n * sizeof *room);
-    r->own_copies_early = copies_of(&c, room, n, 0, 0, true);
-    memcpy(room, sizes, n * sizeof *room);
-    r->own_copies_early_own_segments = copies_of(&c, room, n, segment_min, segment_tol, true);
+    r->own_copies = copies_of(&c, sizes, room, n, 0, 0, false);
+    r->own_copies_own_segments = copies_of(&c, sizes, room, n, segment_min, segment_tol, false);
+    r->own_copies_early = copies_of(&c, sizes, room, n, 0, 0, true);
+    r->own_copies_early_own_segments = copies_of(&c, sizes, room, n, segment_min, segment_tol,
+                                                 true);
     /* a small request matches some bias or norm weight's size by chance
      * (a 3 KiB temporary beside GPT-2's 768-float biases): an update's
      * request that matters is a weight's of PyTorch's large pool */

@@ -660,11 +660,10 @@ static bool barrier_possible(const managed_t *m)
          !ol_streams_capturing() && ol_prim_current_device_driver() == m->device;
 }
 
-/* The barrier itself, asking no one: false where it cannot be had. */
+/* The barrier itself, asking no one, where barrier_possible held: false
+ * where it cannot be had after all. */
 static bool barrier_closes_now(managed_t *m)
 {
-  if (!barrier_possible(m))
-    return false;
   if (!m->barrier_event)
     m->barrier_event = ol_prim_event_create();
   if (!m->barrier_event)
