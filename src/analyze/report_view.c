@@ -316,10 +316,10 @@ static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)
   r->segments_only = ol_json_need_bool(&oom, "segments_only");
   read_oom_roles(&oom, r);
   r->before_first_free = ol_json_may_int(&oom, "before_first_free", OR_NONE, -1);
-  r->before_first_free_live = ol_json_may_int(&oom, "before_first_free_live", OR_NONE, -1);
-  r->before_first_free_live_known = r->before_first_free_live >= 0; /* minor 20 */
-  if (!r->before_first_free_live_known)
-    r->before_first_free_live = 0;
+  int64_t live = ol_json_may_int(&oom, "before_first_free_live", OR_NONE, -1); /* minor 20 */
+  r->before_first_free_gone =
+    r->before_first_free >= 0 && live >= 0 && live <= r->before_first_free ? r->before_first_free - live
+                                                                          : 0;
   r->iteration_need = ol_json_may_int(&oom, "iteration_need", OR_NONE, -1);
   r->first_persistent = ol_json_may_int(&oom, "first_persistent", OR_NONE, -1);
   r->batch = ol_json_may_int(&oom, "batch", BYTES, 0);

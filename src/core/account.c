@@ -570,8 +570,10 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   if (ol_phases_loop_ended(&dev->phases, a->devices[ol_account_clamp(device)].finder))
     r->iterations = 0;
   r->before_first_free = ol_phases_before_first_free(&dev->phases);
-  r->before_first_free_live_known = dev->phases.freed;
-  r->before_first_free_live = dev->phases.freed ? dev->phases.before_free_live : 0;
+  /* every block made before the first free was live at it: what is not
+   * live of them now went since */
+  r->before_first_free_gone =
+    dev->phases.freed ? ol_sat_sub(dev->phases.before_first_free, dev->phases.before_free_live) : 0;
   r->iteration_need = ol_phases_iteration_need(&dev->phases);
   ol_phases_work_growth(&dev->phases, &r->need_growth, &r->work_growth);
   ol_phases_input_growth(&dev->phases, &r->input_growth);

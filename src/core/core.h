@@ -491,11 +491,10 @@ typedef struct ol_oom_record {
   /* Timing, where roles are not known: allocated when the job first freed
    * memory (its state built before any compute), -1 not yet. */
   int64_t before_first_free;
-  /* Of the blocks made before that first free, the bytes still live (the
-   * state by timing: the inputs and first temporaries made then and freed
-   * since are not in it); known: set by the account. */
-  bool before_first_free_live_known;
-  int64_t before_first_free_live;
+  /* Of the blocks made before that first free, the bytes freed since (the
+   * inputs and first temporaries made then): the state by timing is the
+   * rest (JSON: before_first_free_live). 0: none, or not known. */
+  int64_t before_first_free_gone;
   /* The highest the iteration's own memory (allocated above what outlives
    * iterations) reached in an iteration that finished; -1 none finished. */
   int64_t iteration_need;

@@ -283,9 +283,7 @@ static state_t state_of(const ol_oom_record_t *r)
    * made first no longer holds it (the blocks made then still live, where
    * the account says: held-out video_batch, replayed without its sites,
    * had made 1.60 GB before its first free, 0.81 GB of it the weights) */
-  int64_t made = r->before_first_free_live_known && r->before_first_free_live < r->before_first_free
-                     ? r->before_first_free_live
-                     : r->before_first_free;
+  int64_t made = at_least_zero(ol_sat_sub(r->before_first_free, r->before_first_free_gone));
   int64_t live = r->allocated < made ? r->allocated : made;
   return (state_t){STATE_FIRST_FREE, at_least_zero(live)};
 }
@@ -1913,7 +1911,9 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t
                 ", \"before_first_free_live\": %" PRId64 ", \"iteration_need\": %" PRId64
                 ", \"first_persistent\": %" PRId64 ", \"batch\": %" PRId64,
                 s.bytes, sources[s.source], r->before_first_free,
-                r->before_first_free_live_known ? r->before_first_free_live : -1,
+                r->before_first_free >= 0
+                    ? at_least_zero(ol_sat_sub(r->before_first_free, r->before_first_free_gone))
+                    : -1,
                 r->iteration_need, r->first_persistent, r->batch);
   bool lever = batch_is_the_lever(r, c);
   ol_buf_printf(out, ", \"batch_is_the_lever\": %s", lever ? "true" : "false");

@@ -229,13 +229,13 @@ static const class_case_t class_cases[] = {
    * not guessed; 2 GiB (8 GiB with them) leave room: the batch's. */
   {"no call sites, weights that with a first step's state leave no room: undetermined",
    {DEVICE16, NO_BLOCKS, .request = 2 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB,
-    .before_first_free = 5 * GiB, .before_first_free_live_known = true,
-    .before_first_free_live = 4 * GiB, .iteration_need = -1, .first_persistent = -1},
+    .before_first_free = 5 * GiB, .before_first_free_gone = 1 * GiB, .iteration_need = -1,
+    .first_persistent = -1},
    OL_OOM_undetermined},
   {"no call sites, weights that leave room with a first step's state: activations",
    {DEVICE16, NO_BLOCKS, .request = 2 * GiB, .reserved = 14 * GiB, .allocated = 14 * GiB,
-    .before_first_free = 5 * GiB, .before_first_free_live_known = true,
-    .before_first_free_live = 2 * GiB, .iteration_need = -1, .first_persistent = -1},
+    .before_first_free = 5 * GiB, .before_first_free_gone = 3 * GiB, .iteration_need = -1,
+    .first_persistent = -1},
    OL_OOM_activations},
   /* Before any free, a request as large as half of all held may be a
    * weight being loaded or a batch's first operation; a smaller one is
