@@ -571,6 +571,18 @@ HELD_OUT = [
          truth='leak', warn=True, observe=('undetermined', HIDDEN),
          what='reload_leak under 6.6G: model copies kept, warned of, then out (replay at '
               '0.6 said activations before session 23; leak).'),
+    # The twenty-eighth held-out set (session 24, 2026-12-05), committed
+    # before any of it ran (OOMLENS_DIAG_CASES=bptt_leak,fused_adamw_state,
+    # swa_fits,mobilenet_amp_batch,gpt2_bf16_batch): a recurrent state
+    # carried with its graph, a fused optimizer's state, a weight average
+    # made in mid-run, a mobile CNN under fp16 and a GradScaler, GPT-2 under
+    # bf16 autocast at another sequence and cap.
+    leak_case('bptt_leak', '4G', 32, 2000),
+    dict(name='fused_adamw_state', cap='4.6G', batch=1, steps=3, truth='persistent',
+         warn=False),
+    dict(name='swa_fits', cap='8G', batch=4, steps=30, truth='none', warn=False),
+    first_step_case('mobilenet_amp_batch', '6G', 512),
+    first_step_case('gpt2_bf16_batch', '16G', 64),
     # The trial runs a first-step OOM's paragraph names ("run once at batch
     # N"), under the same caps, 4 steps each (session 20, committed before
     # they ran): does the figure the trial's report gives come within one

@@ -3156,6 +3156,103 @@ def video_fits(batch, steps):
     yield from video_batch(batch, steps)
 
 
+@case
+def bptt_leak(batch, steps):
+    """Truncated backpropagation through time gone wrong: the LstmLm reads
+    a token stream in chunks of 64 at batch `batch` (32), carries its
+    (h, c) state into the next chunk without detach, and calls
+    `backward(retain_graph=True)` (what silences "backward through the
+    graph a second time"), stepping SGD only every 100 chunks: every
+    chunk's graph, its cuDNN reserve and saved logits, stays linked to the
+    next, under 4G (truth: leak)."""
+    m = LstmLm().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    state = None
+    for chunk in range(steps):
+        x = torch.randint(0, 10000, (batch, 64), device='cuda')
+        hidden, state = m.rnn(m.emb(x), state)  # the bug: state not detached
+        logits = m.head(hidden)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), x.flatten())
+        loss.backward(retain_graph=True)
+        if chunk % 100 == 99:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        del hidden, logits, loss
+        yield
+
+
+@case
+def fused_adamw_state(batch, steps):
+    """GPT-2 medium's shape (24 layers of width 1024, 355 million
+    parameters, 1.42 GB fp32) trained with AdamW(fused=True), batch
+    `batch` (1), sequence 128, under 4.6G (about 4 GB for the process):
+    weights, gradients and a short sequence's activations fit, Adam's two
+    moments (2.84 GB) on top do not: out in the first optimizer step
+    (truth: persistent; no batch fits)."""
+    m = gpt2_model(n_layer=24, n_embd=1024, n_head=16)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    for _ in range(steps):
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, 128), device='cuda')), opt)
+        yield
+
+
+@case
+def mobilenet_amp_batch(batch, steps):
+    """torchvision's MobileNetV3-Large (5.5 million parameters: inverted
+    residuals, depthwise convolutions, squeeze-excitation), channels-last,
+    fp16 autocast with a GradScaler, SGD with Nesterov momentum, 224x224,
+    batch `batch` (512) under 6G: the expanded depthwise activations of that
+    batch do not fit the first step (truth: activations, bisected)."""
+    import torchvision
+    m = torchvision.models.mobilenet_v3_large().cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, nesterov=True)
+    scaler = torch.amp.GradScaler('cuda')
+    for x, y in image_batches(batch, steps):
+        with torch.autocast('cuda', dtype=torch.float16):
+            loss = torch.nn.functional.cross_entropy(
+                m(x.contiguous(memory_format=torch.channels_last)), y)
+        scaled_learn(loss, opt, scaler)
+        del loss
+        yield
+
+
+@case
+def gpt2_bf16_batch(batch, steps):
+    """GPT-2 124M with fp32 weights under bf16 autocast, fused AdamW,
+    sequence 512, batch `batch` (64) under 16G: the first step's
+    activations, half of them bf16, do not fit (truth: activations,
+    bisected)."""
+    m = gpt2_model()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    for _ in range(steps):
+        x = torch.randint(0, 50257, (batch, 512), device='cuda')
+        with torch.autocast('cuda', dtype=torch.bfloat16):
+            loss = lm_loss(m, x)
+        learn(loss, opt)
+        del loss
+        yield
+
+
+@case
+def swa_fits(batch, steps):
+    """Stochastic weight averaging: GPT-2 (6 layers) fp32 AdamW, batch
+    `batch` (4), sequence 512, under 8G, `steps` (30); at step 10 an
+    `AveragedModel` (a deep copy of the weights, 0.33 GB) is made and
+    updated every step after. Memory rises once in mid-run and stays
+    (truth: none, and no leak warning)."""
+    from torch.optim.swa_utils import AveragedModel
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    average = None
+    for step in range(steps):
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, 512), device='cuda')), opt)
+        if step == 10:
+            average = AveragedModel(m)
+        elif average is not None:
+            average.update_parameters(m)
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
