@@ -805,7 +805,7 @@ def write_heldout(rows, manifest=True):
                       cap=r['cap'], batch=r['batch'] if c.get('tell_batch', True) else None,
                       batch_truth=r.get('batch_truth'),
                       warn=r['warn_truth'],
-                      **({'manage': c['manage'], 'replay_policy': c['replay_policy'],
+                      **({'manage': c['manage'], 'replay_policy': c.get('replay_policy', 'oomlens'),
                           'replay': replay_truth(r)} if 'manage' in c else {}),
                       what=c.get('what') or CASES_DOC.get(c.get('job', c['name'])) or '')
                  for c, r in zip(CASES, rows) if r['as_built'] != 'not run']
