@@ -190,6 +190,20 @@ static int64_t trained_of(const ol_oom_record_t *r)
   return g < w ? g : w;
 }
 
+/* In the first backward, before the optimizer's step, the gradients made
+ * so far are those of the layers it has reached (the last first): where
+ * they are fewer than the weights, the rest may still come, if the job
+ * trains them all (sgd_momentum_step_small, replayed at 0.6 of its cap:
+ * out with the head's 48 MiB of gradients made of 608 MiB of weights,
+ * "cut the memory per sample" where all of them and the momentum would
+ * not fit at any batch). */
+static int64_t gradients_to_come(const ol_oom_record_t *r)
+{
+  if (r->iterations > 0 || role_gradients(r) <= 0 || r->role_bytes[OL_ROLE_optimizer] > 0)
+    return 0;
+  return at_least_zero(ol_sat_sub(r->role_bytes[OL_ROLE_weights], role_gradients(r)));
+}
+
 /* The request was an optimizer making its state (Adam's moments at its
  * first step): what the state comes to once made is known before it is,
  * its buffers for each trained parameter, the trained parameters being
@@ -559,10 +573,10 @@ static bool optimizer_unseen(const ol_oom_record_t *r, state_t s)
   if (r->iterations > 0 || !r->roles_known || r->segments_only || s.source != STATE_ROLES ||
       r->role_bytes[OL_ROLE_optimizer] > 0 || request_makes_state(r))
     return false;
-  int64_t trained = trained_of(r);
+  int64_t to_come = gradients_to_come(r), trained = ol_sat_add(trained_of(r), to_come);
   if (trained <= 0 || batch_fit(r).fits >= 1)
     return false;
-  int64_t with_adam = ol_sat_add(s.bytes, ol_sat_add(trained, trained));
+  int64_t with_adam = ol_sat_add(ol_sat_add(s.bytes, to_come), ol_sat_add(trained, trained));
   return with_adam >= percent_of(available(r), 100 - HEADROOM_PERCENT);
 }
 
@@ -1495,7 +1509,8 @@ static void advise_untrained(ol_buf_t *out, const ol_oom_record_t *r)
 static void advise_optimizer_unseen(ol_buf_t *out, const ol_oom_record_t *r, state_t s)
 {
   char a[32], b[32], c[32], d[32], e[32];
-  int64_t trained = trained_of(r);
+  int64_t to_come = gradients_to_come(r), trained = ol_sat_add(trained_of(r), to_come);
+  int64_t held = ol_sat_add(s.bytes, to_come);
   ol_batch_figure_t f = batch_fit(r);
   int64_t total = state_and_one_sample(&f);
   ol_buf_printf(out, "The first iteration ran out before its optimizer's first step, and no "
@@ -1503,17 +1518,20 @@ static void advise_optimizer_unseen(ol_buf_t *out, const ol_oom_record_t *r, sta
                 "and one sample's share of the iteration (%s) already need %s%s, more than the "
                 "%s this process can have. Which must change depends on the optimizer, not seen "
                 "before that step. With plain SGD (no state), the memory per sample: ",
-                size_text(a, s.bytes), size_text(b, trained),
+                size_text(a, s.bytes), size_text(b, trained_of(r)),
                 size_text(c, ol_sat_sub(total, ol_sat_add(f.state, at_least_zero(f.overhead)))),
                 f.need_is_lower_bound ? "at least " : "", size_text(d, total),
                 size_text(e, f.available));
   ol_buf_printf(out, "mixed precision (bf16 halves the activations, where the job is not in it "
-                "yet), activation checkpointing (keeps only layer inputs), shorter sequences. "
-                "With SGD's momentum (one buffer as large as the trained parameters) the state "
-                "alone comes to %s, with Adam (two) to %s, where the guides keep it under %s "
-                "(%d%%) to leave room for any batch. ",
-                size_text(a, ol_sat_add(s.bytes, trained)),
-                size_text(b, ol_sat_add(s.bytes, ol_sat_add(trained, trained))),
+                "yet), activation checkpointing (keeps only layer inputs), shorter sequences. ");
+  if (to_come > 0)
+    ol_buf_printf(out, "The backward had not made every weight's gradient: if the job trains "
+                  "them all, %s more are to come. ", size_text(a, to_come));
+  ol_buf_printf(out, "With SGD's momentum (one buffer as large as the trained parameters) the "
+                "state alone comes to %s, with Adam (two) to %s, where the guides keep it "
+                "under %s (%d%%) to leave room for any batch. ",
+                size_text(a, ol_sat_add(held, trained)),
+                size_text(b, ol_sat_add(held, ol_sat_add(trained, trained))),
                 size_text(c, percent_of(available(r), 100 - HEADROOM_PERCENT)),
                 100 - HEADROOM_PERCENT);
   advise_shrinking_state(out);

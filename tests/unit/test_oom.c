@@ -182,6 +182,16 @@ static const class_case_t class_cases[] = {
     ROLES(5 * GiB, 0, 0, 5 * GiB), .role_bytes[OL_ROLE_backward] = 5 * GiB,
     .gradients_made = 5 * GiB, .request_role_known = true, .request_role = OL_ROLE_backward,
     .batch = 1}, OL_OOM_undetermined},
+  /* Out in the first backward with 1 GiB of gradients made of 6 GiB of
+   * weights: with the rest to come (5 GiB) and Adam's moments (12 GiB)
+   * the state would not fit; with what the backward had made, it would. */
+  {"no batch fits in the first backward, all the gradients and Adam's state would not: "
+   "undetermined",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
+    .before_first_free = 6 * GiB, .iteration_need = -1, .first_persistent = -1,
+    ROLES(6 * GiB, 0, 0, 7 * GiB), .role_bytes[OL_ROLE_backward] = 1 * GiB,
+    .gradients_made = 1 * GiB, .request_role_known = true, .request_role = OL_ROLE_backward,
+    .batch = 1}, OL_OOM_undetermined},
   {"no batch fits before the optimizer's first step, Adam's state would: activations",
    {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
     .before_first_free = 1 * GiB, .iteration_need = -1, .first_persistent = -1,
@@ -745,6 +755,17 @@ START_TEST(no_batch_before_the_optimizer_gives_both_fixes)
   ck_assert_msg(strstr(json.data, "\"no_batch_fits\": {\"because\": \"state_and_one_sample\""),
                 "%s", json.data);
   ol_buf_free(&json);
+  /* in the first backward, the gradients still to come counted */
+  r = case_named("no batch fits in the first backward, all the gradients and Adam's state would "
+                 "not: undetermined");
+  ol_buf_t partial = {0};
+  ol_oom_explain(&partial, r, ol_oom_classify(r), NULL, NULL);
+  ck_assert_msg(strstr(partial.data, "the state held (7.00 GiB: weights and the 1.00 GiB of "
+                                     "gradients made so far)") &&
+                  strstr(partial.data, "if the job trains them all, 5.00 GiB more are to come") &&
+                  strstr(partial.data, "the state alone comes to 18.00 GiB, with Adam (two) to "
+                                       "24.00 GiB"), "%s", partial.data);
+  ol_buf_free(&partial);
 }
 END_TEST
 
