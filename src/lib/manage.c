@@ -816,8 +816,9 @@ static void wait_instead_of_growing(managed_t *m, uint64_t size)
   }
 }
 
-/* With OOMLENS_POOL_REUSE_HELD=1 (off: live on llama_varlen it mapped no
- * fewer chunks a steady step, 811 against 789, session 24; each request
+/* With OOMLENS_POOL_REUSE_HELD=1 (off: on 14 steps of llama_varlen it
+ * mapped no fewer chunks live, as replay of those steps says, session 24;
+ * what it saves is in later steps, not measured live yet; each request
  * then costs a barrier, ~1 us, while frees wait) the open batch goes back
  * before every request, behind a barrier, so the pool sees the frees when
  * and as the job made them, as it does with one stream or PyTorch's cache
