@@ -587,6 +587,18 @@ HELD_OUT = [
     dict(name='swa_fits', cap='8G', batch=4, steps=30, truth='none', warn=False),
     first_step_case('mobilenet_amp_batch', '6G', 512),
     first_step_case('gpt2_bf16_batch', '16G', 64),
+    # The twenty-ninth held-out set (session 24, 2026-12-05), committed
+    # before any of it ran live (each built once, uncapped, at batch 2 for
+    # 2 steps, to see that it runs: OOMLENS_DIAG_CASES=whisper_batch,
+    # peft_lora_leak,timm_effnet_batch,diffusion_batch,accelerate_accum_fits):
+    # a speech encoder-decoder, PEFT's LoRA with a kept view, timm's
+    # EfficientNet, a diffusion UNet under bf16 with an EMA, accelerate's
+    # accumulation loop.
+    first_step_case('whisper_batch', '12G', 32),
+    leak_case('peft_lora_leak', '6G', 2, 2000),
+    first_step_case('timm_effnet_batch', '8G', 256),
+    first_step_case('diffusion_batch', '8G', 128),
+    dict(name='accelerate_accum_fits', cap='8G', batch=4, steps=24, truth='none', warn=False),
     # The trial runs a first-step OOM's paragraph names ("run once at batch
     # N"), under the same caps, 4 steps each (session 20, committed before
     # they ran): does the figure the trial's report gives come within one

@@ -3253,6 +3253,167 @@ def swa_fits(batch, steps):
         yield
 
 
+@case
+def whisper_batch(batch, steps):
+    """A speech encoder-decoder of another family: Whisper's shape at its
+    small size from transformers' config (12 encoder and 12 decoder layers
+    of width 768, about 240 million parameters), fp32 AdamW, 30 s of log-mel
+    features (80 x 3000) and 128 target tokens a sample, batch `batch` (32)
+    under 12G: the first step's activations do not fit (truth:
+    activations, bisected)."""
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+    cfg = WhisperConfig(vocab_size=51865, d_model=768, encoder_layers=12, decoder_layers=12,
+                        encoder_attention_heads=12, decoder_attention_heads=12,
+                        encoder_ffn_dim=3072, decoder_ffn_dim=3072, num_mel_bins=80,
+                        max_source_positions=1500, max_target_positions=448)
+    m = WhisperForConditionalGeneration(cfg).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(steps):
+        features = torch.randn(batch, 80, 3000, device='cuda')
+        labels = torch.randint(0, 51865, (batch, 128), device='cuda')
+        learn(m(input_features=features, labels=labels).loss, opt)
+        yield
+
+
+@case
+def peft_lora_leak(batch, steps):
+    """PEFT's LoRA (rank 8 on GPT-2's fused attention projection, its
+    `c_attn`; the rest frozen) on GPT-2 124M fp32, AdamW on the adapters,
+    batch `batch` (2), sequence 256, under 6G; the loop keeps each step's
+    last-position logits for a later metric, `logits[:, -1]`, without
+    detach: the view holds its whole base (2 x 256 x 50257 fp32, 103 MB)
+    and its graph every step (truth: leak)."""
+    from peft import LoraConfig, get_peft_model
+    m = get_peft_model(gpt2_model(), LoraConfig(r=8, lora_alpha=16, target_modules=['c_attn'],
+                                                fan_in_fan_out=True))
+    opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-4)
+    kept = []
+    for _ in range(steps):
+        x = torch.randint(0, 50257, (batch, 256), device='cuda')
+        out = m(input_ids=x, labels=x)
+        out.loss.backward(retain_graph=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        kept.append(out.logits[:, -1])  # the bug: a view of the logits, with its graph
+        del out
+        yield
+
+
+@case
+def timm_effnet_batch(batch, steps):
+    """timm's EfficientNet-B3 (12 million parameters; timm's own blocks,
+    drop path, SiLU), fp32 AdamW, 256x256 images, batch `batch` (256)
+    under 8G: the first step's activations do not fit (truth: activations,
+    bisected)."""
+    import timm
+    m = timm.create_model('efficientnet_b3', pretrained=False, num_classes=1000,
+                          drop_path_rate=0.2).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    yield from train_steps(m, opt, image_batches(batch, steps, size=256), class_loss)
+
+
+class TinyDiffusionUnet(torch.nn.Module):
+    """A denoising UNet in the shape diffusion models use: residual blocks
+    with GroupNorm and SiLU at three resolutions (128, 256, 512 channels),
+    the timestep's embedding added in each block, self-attention at the
+    lowest resolution, skip connections by concatenation."""
+
+    class Block(torch.nn.Module):
+        def __init__(self, cin, cout, tdim):
+            super().__init__()
+            self.n1, self.c1 = torch.nn.GroupNorm(32, cin), torch.nn.Conv2d(cin, cout, 3, padding=1)
+            self.t = torch.nn.Linear(tdim, cout)
+            self.n2, self.c2 = torch.nn.GroupNorm(32, cout), torch.nn.Conv2d(cout, cout, 3, padding=1)
+            self.skip = torch.nn.Conv2d(cin, cout, 1) if cin != cout else torch.nn.Identity()
+
+        def forward(self, x, t):
+            h = self.c1(torch.nn.functional.silu(self.n1(x))) + self.t(t)[:, :, None, None]
+            h = self.c2(torch.nn.functional.silu(self.n2(h)))
+            return h + self.skip(x)
+
+    def __init__(self, widths=(128, 256, 512), tdim=512):
+        super().__init__()
+        self.temb = torch.nn.Sequential(torch.nn.Linear(1, tdim), torch.nn.SiLU(),
+                                        torch.nn.Linear(tdim, tdim))
+        self.inp = torch.nn.Conv2d(3, widths[0], 3, padding=1)
+        self.down, c = torch.nn.ModuleList(), widths[0]
+        for w in widths:
+            self.down.append(self.Block(c, w, tdim))
+            c = w
+        self.attn = torch.nn.MultiheadAttention(c, 8, batch_first=True)
+        self.up = torch.nn.ModuleList()
+        for w in reversed(widths):
+            self.up.append(self.Block(c + w, w, tdim))
+            c = w
+        self.out = torch.nn.Conv2d(c, 3, 3, padding=1)
+
+    def forward(self, x, t):
+        t = self.temb(t[:, None])
+        h, skips = self.inp(x), []
+        for i, block in enumerate(self.down):
+            h = block(h, t)
+            skips.append(h)
+            if i < len(self.down) - 1:
+                h = torch.nn.functional.avg_pool2d(h, 2)
+        b, c, hh, ww = h.shape
+        seq = h.flatten(2).transpose(1, 2)
+        h = h + self.attn(seq, seq, seq, need_weights=False)[0].transpose(1, 2).reshape(b, c, hh, ww)
+        for i, block in enumerate(self.up):
+            skip = skips.pop()
+            if h.shape[-1] != skip.shape[-1]:
+                h = torch.nn.functional.interpolate(h, size=skip.shape[-2:], mode='nearest')
+            h = block(torch.cat([h, skip], 1), t)
+        return self.out(h)
+
+
+@case
+def diffusion_batch(batch, steps):
+    """A diffusion model's training step: TinyDiffusionUnet (about 18
+    million parameters) predicting the noise added to 128x128 images at a
+    random timestep, MSE loss, bf16 autocast, AdamW, with an exponential
+    moving average of the weights (a copy updated every step), batch
+    `batch` (128) under 8G: the first step's activations do not fit (truth:
+    activations, bisected)."""
+    import copy
+    m = TinyDiffusionUnet().cuda()
+    ema = copy.deepcopy(m).requires_grad_(False)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for _ in range(steps):
+        x = torch.randn(batch, 3, 128, 128, device='cuda')
+        t = torch.rand(batch, device='cuda')
+        noise = torch.randn_like(x)
+        noisy = (1 - t)[:, None, None, None] * x + t[:, None, None, None] * noise
+        with torch.autocast('cuda', dtype=torch.bfloat16):
+            loss = torch.nn.functional.mse_loss(m(noisy, t).float(), noise)
+        learn(loss, opt)
+        with torch.no_grad():
+            for e, p in zip(ema.parameters(), m.parameters()):
+                e.lerp_(p, 0.001)
+        del loss
+        yield
+
+
+@case
+def accelerate_accum_fits(batch, steps):
+    """Hugging Face accelerate's loop: `Accelerator(gradient_accumulation_steps=4,
+    mixed_precision='bf16')`, GPT-2 (6 layers) fp32 weights, AdamW prepared
+    by it, batch `batch` (4), sequence 512, `steps` (24) micro-steps under
+    8G, `accelerator.accumulate` and `accelerator.backward`: it fits (truth:
+    none, and no leak warning)."""
+    from accelerate import Accelerator
+    acc = Accelerator(gradient_accumulation_steps=4, mixed_precision='bf16')
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    m, opt = acc.prepare(m, opt)
+    for _ in range(steps):
+        x = torch.randint(0, 50257, (batch, 512), device='cuda')
+        with acc.accumulate(m):
+            acc.backward(m(input_ids=x, labels=x).loss)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
