@@ -599,6 +599,20 @@ HELD_OUT = [
     first_step_case('timm_effnet_batch', '8G', 256),
     first_step_case('diffusion_batch', '8G', 128),
     dict(name='accelerate_accum_fits', cap='8G', batch=4, steps=24, truth='none', warn=False),
+    # The thirtieth held-out set (session 24, 2026-12-05), committed before
+    # any of it ran (OOMLENS_DIAG_CASES=bert_seq128_batch,resnet_small_batch,
+    # vit_bf16_batch,gpt2_medium_batch,gpt2_medium_fits): families the
+    # corpus knows at other sequences, image sizes, precisions and scales;
+    # gpt2_medium_fits's report figure against gpt2_medium_batch's
+    # bisection under the same cap.
+    first_step_case('bert_seq128_batch', '4G', 1024),
+    first_step_case('resnet_small_batch', '3G', 512),
+    first_step_case('vit_bf16_batch', '12G', 512),
+    first_step_case('gpt2_medium_batch', '16G', 16),
+    dict(name='gpt2_medium_fits', job='gpt2_medium_batch', cap='16G', batch=2, steps=12,
+         truth='none', warn=False,
+         what='gpt2_medium_batch\'s job at batch 2 under 16G for 12 steps (truth: none; its '
+              'report\'s figure against gpt2_medium_batch\'s bisection).'),
     # The trial runs a first-step OOM's paragraph names ("run once at batch
     # N"), under the same caps, 4 steps each (session 20, committed before
     # they ran): does the figure the trial's report gives come within one

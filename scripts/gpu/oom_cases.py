@@ -3414,6 +3414,61 @@ def accelerate_accum_fits(batch, steps):
         yield
 
 
+# Known families at other shapes and scales (the thirtieth held-out set):
+# the batch figure's arithmetic on sequences, images and sizes the corpus
+# has not seen.
+
+
+@case
+def bert_seq128_batch(batch, steps):
+    """bert_batch's model (BERT-base, masked LM, fp32 AdamW) at sequence
+    128 instead of 512, batch `batch` (1024) under 4G: too large for the
+    first step (truth: activations, bisected)."""
+    from transformers import BertConfig, BertForMaskedLM
+    m = BertForMaskedLM(BertConfig()).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    xs = (torch.randint(0, 30522, (batch, 128), device='cuda') for _ in range(steps))
+    yield from train_steps(m, opt, xs, lm_loss)
+
+
+@case
+def resnet_small_batch(batch, steps):
+    """resnet_batch's model (ResNet-50, fp32, SGD with momentum) on 128x128
+    images instead of 224x224, batch `batch` (512) under 3G: too large for
+    the first step (truth: activations, bisected)."""
+    import torchvision
+    m = torchvision.models.resnet50().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    yield from train_steps(m, opt, image_batches(batch, steps, size=128), class_loss)
+
+
+@case
+def vit_bf16_batch(batch, steps):
+    """vit_batch's model (torchvision ViT-B/16, AdamW) under bf16 autocast,
+    224x224, batch `batch` (512) under 12G: too large for the first step
+    (truth: activations, bisected)."""
+    import torchvision
+    m = torchvision.models.vit_b_16().cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for x, y in image_batches(batch, steps):
+        with torch.autocast('cuda', dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(m(x).float(), y)
+        learn(loss, opt)
+        del loss
+        yield
+
+
+@case
+def gpt2_medium_batch(batch, steps):
+    """GPT-2 medium's shape (24 layers of width 1024, 355 million
+    parameters), fp32 AdamW, sequence 512, batch `batch` (16) under 16G:
+    too large for the first step (truth: activations, bisected)."""
+    m = gpt2_model(n_layer=24, n_embd=1024, n_head=16)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    xs = (torch.randint(0, 50257, (batch, 512), device='cuda') for _ in range(steps))
+    yield from train_steps(m, opt, xs, lm_loss)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
