@@ -382,6 +382,7 @@ static char *advice_of(const ol_oom_record_t *r, ol_oom_class_t c, ol_buf_t *tex
 }
 
 static const ol_oom_record_t *case_named(const char *what);
+static void explain_named(const char *what, ol_buf_t *text);
 
 /* Growth with no backward pass anywhere (inference): the likelier cause
  * first, a KV cache that grows by design, and what to change; a leak as
@@ -497,6 +498,13 @@ static const ol_oom_record_t *case_named(const char *what)
       return &class_cases[i].record;
   ck_abort_msg("no case %s", what);
   return NULL;
+}
+
+/* The words for the case named what, appended to text (the caller frees it). */
+static void explain_named(const char *what, ol_buf_t *text)
+{
+  const ol_oom_record_t *r = case_named(what);
+  ol_oom_explain(text, r, ol_oom_classify(r), NULL, NULL);
 }
 
 /* GPT-2 at batch 6 out in its first forward (the first case above): the
@@ -719,10 +727,8 @@ END_TEST
  * fixes, and the most the trained part may weigh: (16 - 11) / 3 GiB. */
 START_TEST(large_weights_in_the_first_forward_give_both_fixes)
 {
-  const ol_oom_record_t *r = case_named("LoRA or a full fine-tune: large weights, out in the "
-                                        "first forward");
   ol_buf_t text = {0};
-  ol_oom_explain(&text, r, ol_oom_classify(r), NULL, NULL);
+  explain_named("LoRA or a full fine-tune: large weights, out in the first forward", &text);
   ck_assert_msg(strstr(text.data, "the weights alone hold 11.00 GiB of the 16.00 GiB") &&
                   strstr(text.data, "If it trains them all, their gradients alone (11.00 GiB "
                                     "more)") &&
@@ -756,10 +762,9 @@ START_TEST(no_batch_before_the_optimizer_gives_both_fixes)
                 "%s", json.data);
   ol_buf_free(&json);
   /* in the first backward, the gradients still to come counted */
-  r = case_named("no batch fits in the first backward, all the gradients and Adam's state would "
-                 "not: undetermined");
   ol_buf_t partial = {0};
-  ol_oom_explain(&partial, r, ol_oom_classify(r), NULL, NULL);
+  explain_named("no batch fits in the first backward, all the gradients and Adam's state would "
+                "not: undetermined", &partial);
   ck_assert_msg(strstr(partial.data, "the state held (7.00 GiB: weights and the 1.00 GiB of "
                                      "gradients made so far)") &&
                   strstr(partial.data, "if the job trains them all, 5.00 GiB more are to come") &&
@@ -773,10 +778,8 @@ END_TEST
  * at what rate. */
 START_TEST(a_leak_by_its_warning_says_what_grew)
 {
-  const ol_oom_record_t *r = case_named("a standing leak warning's growth covers what the "
-                                        "request lacked: leak");
   ol_buf_t text = {0};
-  ol_oom_explain(&text, r, ol_oom_classify(r), NULL, NULL);
+  explain_named("a standing leak warning's growth covers what the request lacked: leak", &text);
   ck_assert_msg(strstr(text.data, "has grown by 2.00 GiB since iteration 10 (from 7.00 GiB to "
                                   "9.00 GiB; about 50.00 MiB a step, as the leak warning said"),
                 "%s", text.data);
@@ -811,10 +814,8 @@ END_TEST
  * site's role. */
 START_TEST(a_leak_in_steps_says_what_grew)
 {
-  const ol_oom_record_t *r = case_named("a site of no state role grew by the shortfall in "
-                                        "steps: leak");
   ol_buf_t text = {0};
-  ol_oom_explain(&text, r, ol_oom_classify(r), NULL, NULL);
+  explain_named("a site of no state role grew by the shortfall in steps: leak", &text);
   ck_assert_msg(strstr(text.data, "One call site's memory, kept from step to step, grew by "
                                   "1.00 GiB across the 11 iterations seen, in steps rather than "
                                   "steadily (its blocks are activations by their frames"),
@@ -829,9 +830,8 @@ END_TEST
  * replayed without its sites was told its first iteration had not). */
 START_TEST(no_iteration_found_without_call_sites_is_not_the_first)
 {
-  const ol_oom_record_t *r = case_named("first step, no frames: by timing, before the first free");
   ol_buf_t text = {0};
-  ol_oom_explain(&text, r, ol_oom_classify(r), NULL, NULL);
+  explain_named("first step, no frames: by timing, before the first free", &text);
   ck_assert_msg(strstr(text.data, "in an iteration that did not finish (none was found: without "
                                   "call sites") &&
                   !strstr(text.data, "first iteration"), "%s", text.data);
