@@ -271,6 +271,16 @@ def first_step_case(name, cap, batch):
                 observe=('undetermined', HIDDEN), bisect=True)
 
 
+def state_to_come_case(name, job, cap, steps, what):
+    """A job at batch 1 under a lower cap, out before the state still to
+    come (the optimizer's, or what it trains) is made: its truth stays
+    persistent, and every mode is wanted undetermined, which no mode can
+    see past."""
+    return dict(name=name, job=job, cap=cap, batch=1, steps=steps, truth='persistent',
+                warn=False, manage='undetermined', replay='undetermined',
+                observe=('undetermined', STILL_TO_COME), what=what)
+
+
 def leak_case(name, cap, batch, steps):
     """A leak, warned of before the OOM under --manage; hidden by PyTorch's cache."""
     return dict(name=name, cap=cap, batch=batch, steps=steps, truth='leak', warn=True,
@@ -549,24 +559,16 @@ HELD_OUT = [
          steps=8, truth='persistent', warn=False,
          what='optimizer_switch under 2.4G: Adam\'s first request refused after SGD '
               '(replay at 0.6 of 3G said activations before session 23; persistent).'),
-    dict(name='handmade_adam_state_small', job='handmade_adam_state', cap='1.9G', batch=1,
-         steps=3, truth='persistent', warn=False,
-         manage='undetermined', replay='undetermined',
-         observe=('undetermined', STILL_TO_COME),
-         what='handmade_adam_state under 1.9G: out in the first backward at batch 1, '
-              'the loop\'s Adam still to come (replay at 0.6: undetermined, both fixes).'),
-    dict(name='sgd_momentum_step_small', job='sgd_momentum_step', cap='1.7G', batch=1,
-         steps=3, truth='persistent', warn=False,
-         manage='undetermined', replay='undetermined',
-         observe=('undetermined', STILL_TO_COME),
-         what='sgd_momentum_step under 1.7G: out in the first backward, the momentum '
-              'still to come (replay at 0.5: undetermined, both fixes).'),
-    dict(name='adam_vit_small', job='adam_vit', cap='2.6G', batch=1, steps=2,
-         truth='persistent', warn=False,
-         manage='undetermined', replay='undetermined',
-         observe=('undetermined', STILL_TO_COME),
-         what='adam_vit under 2.6G: out as its backward begins, no gradient made '
-              '(replay at 0.5: undetermined, what is trained unseen).'),
+    state_to_come_case('handmade_adam_state_small', 'handmade_adam_state', '1.9G', 3,
+                       'handmade_adam_state under 1.9G: out in the first backward at batch 1, '
+                       'the loop\'s Adam still to come (replay at 0.6: undetermined, both '
+                       'fixes).'),
+    state_to_come_case('sgd_momentum_step_small', 'sgd_momentum_step', '1.7G', 3,
+                       'sgd_momentum_step under 1.7G: out in the first backward, the momentum '
+                       'still to come (replay at 0.5: undetermined, both fixes).'),
+    state_to_come_case('adam_vit_small', 'adam_vit', '2.6G', 2,
+                       'adam_vit under 2.6G: out as its backward begins, no gradient made '
+                       '(replay at 0.5: undetermined, what is trained unseen).'),
     dict(name='sparse_log_leak_small', job='sparse_log_leak', cap='3.4G', batch=2,
          steps=2000, truth='leak', warn=True, observe=('undetermined', HIDDEN),
          what='sparse_log_leak under 3.4G: warned of, then out (replay at 0.7 said '

@@ -190,6 +190,15 @@ static int64_t trained_of(const ol_oom_record_t *r)
   return g < w ? g : w;
 }
 
+/* Of what was made before the job's first free, the bytes still live (the
+ * account counts those freed since); -1 before any free. */
+static int64_t before_first_free_live(const ol_oom_record_t *r)
+{
+  if (r->before_first_free < 0)
+    return -1;
+  return at_least_zero(ol_sat_sub(r->before_first_free, r->before_first_free_gone));
+}
+
 /* In the first backward, before the optimizer's step, the gradients made
  * so far are those of the layers it has reached (the last first): where
  * they are fewer than the weights, the rest may still come, if the job
@@ -202,6 +211,13 @@ static int64_t gradients_to_come(const ol_oom_record_t *r)
   if (r->iterations > 0 || role_gradients(r) <= 0 || r->role_bytes[OL_ROLE_optimizer] > 0)
     return 0;
   return at_least_zero(ol_sat_sub(r->role_bytes[OL_ROLE_weights], role_gradients(r)));
+}
+
+/* The most the job may train: the parameters with gradients and, in the
+ * first backward, those whose gradients may still come. */
+static int64_t trained_at_most(const ol_oom_record_t *r)
+{
+  return ol_sat_add(trained_of(r), gradients_to_come(r));
 }
 
 /* The request was an optimizer making its state (Adam's moments at its
@@ -297,7 +313,7 @@ static state_t state_of(const ol_oom_record_t *r)
    * made first no longer holds it (the blocks made then still live, where
    * the account says: held-out video_batch, replayed without its sites,
    * had made 1.60 GB before its first free, 0.81 GB of it the weights) */
-  int64_t made = at_least_zero(ol_sat_sub(r->before_first_free, r->before_first_free_gone));
+  int64_t made = before_first_free_live(r);
   int64_t live = r->allocated < made ? r->allocated : made;
   return (state_t){STATE_FIRST_FREE, at_least_zero(live)};
 }
@@ -573,10 +589,11 @@ static bool optimizer_unseen(const ol_oom_record_t *r, state_t s)
   if (r->iterations > 0 || !r->roles_known || r->segments_only || s.source != STATE_ROLES ||
       r->role_bytes[OL_ROLE_optimizer] > 0 || request_makes_state(r))
     return false;
-  int64_t to_come = gradients_to_come(r), trained = ol_sat_add(trained_of(r), to_come);
+  int64_t trained = trained_at_most(r);
   if (trained <= 0 || batch_fit(r).fits >= 1)
     return false;
-  int64_t with_adam = ol_sat_add(ol_sat_add(s.bytes, to_come), ol_sat_add(trained, trained));
+  int64_t held = ol_sat_add(s.bytes, gradients_to_come(r));
+  int64_t with_adam = ol_sat_add(held, ol_sat_add(trained, trained));
   return with_adam >= percent_of(available(r), 100 - HEADROOM_PERCENT);
 }
 
@@ -657,8 +674,9 @@ static bool optimizer_regrown(const ol_oom_record_t *r)
 /* Rule 4's leak, by any of its seven readings. */
 static bool leak_to_blame(const ol_oom_record_t *r, state_t s)
 {
-  return !r->segments_only && (growth_to_blame(r) || kept_to_blame(r, s) || shortfall_grown(r) ||
-                               warned_growth(r) || site_grew_by_shortfall(r) || work_grown(r) || optimizer_regrown(r));
+  return !r->segments_only &&
+         (growth_to_blame(r) || kept_to_blame(r, s) || shortfall_grown(r) || warned_growth(r) ||
+          site_grew_by_shortfall(r) || work_grown(r) || optimizer_regrown(r));
 }
 
 /* Free memory in pieces and a leak at once: whose doing are the pieces?
@@ -962,6 +980,14 @@ int64_t ol_batch_figure_trial(const ol_batch_figure_t *f)
  * long, by one more of its steps, gives "batch 12 fits", the bisected 12). */
 #define TRIAL_STEPS 5
 
+/* The iteration that did not finish: the first, where call sites name
+ * roles; without them none may have been found in a job well past its
+ * first (iterations are found by sizes that repeat). */
+static const char *unfinished_iteration(const ol_oom_record_t *r)
+{
+  return r->iterations > 0 || !r->roles_known ? "failed" : "first";
+}
+
 static void advise_measuring(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
 {
   int64_t trial = ol_batch_figure_trial(f);
@@ -970,7 +996,7 @@ static void advise_measuring(ol_buf_t *out, const ol_oom_record_t *r, const ol_b
                 "--batch %" PRId64 " for %d steps or more, small enough to finish its "
                 "iterations, and its report names the batch that fits and the accumulation "
                 "steps that keep the effective batch of %" PRId64 ".) ",
-                r->iterations > 0 || !r->roles_known ? "failed" : "first", trial, trial, TRIAL_STEPS, r->batch);
+                unfinished_iteration(r), trial, trial, TRIAL_STEPS, r->batch);
 }
 
 /* What one sample of the batch adds to the state: its share of what the
@@ -1030,7 +1056,7 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
                   "once at %" PRId64 "%% of it for %d steps or more, small enough to finish its "
                   "iterations, with --batch N, and its report names the batch that fits. ",
                   f->fits_headroom / 10, HEADROOM_PERCENT, f->fits / 10,
-                  r->iterations > 0 || !r->roles_known ? "failed" : "first",
+                  unfinished_iteration(r),
                   ol_batch_figure_trial(f) / 10 > 0 ? ol_batch_figure_trial(f) / 10 : 1,
                   TRIAL_STEPS);
   } else if (f->fits_headroom >= 10) {
@@ -1509,7 +1535,7 @@ static void advise_untrained(ol_buf_t *out, const ol_oom_record_t *r)
 static void advise_optimizer_unseen(ol_buf_t *out, const ol_oom_record_t *r, state_t s)
 {
   char a[32], b[32], c[32], d[32], e[32];
-  int64_t to_come = gradients_to_come(r), trained = ol_sat_add(trained_of(r), to_come);
+  int64_t to_come = gradients_to_come(r), trained = trained_at_most(r);
   int64_t held = ol_sat_add(s.bytes, to_come);
   ol_batch_figure_t f = batch_fit(r);
   int64_t total = state_and_one_sample(&f);
@@ -1555,7 +1581,8 @@ static void advise_timing_unclear(ol_buf_t *out, const ol_oom_record_t *r, state
                   "told from the batch's memory by timing, and with them (up to three times the "
                   "weights, %s more, with Adam) the state would leave less than %d%% of the %s "
                   "this process can have for any batch, if they are what ran out. ",
-                  size_text(a, s.bytes), size_text(b, ol_sat_add(ol_sat_add(s.bytes, s.bytes), s.bytes)),
+                  size_text(a, s.bytes),
+                  size_text(b, ol_sat_add(ol_sat_add(s.bytes, s.bytes), s.bytes)),
                   HEADROOM_PERCENT, size_text(c, available(r)));
   advise_shrinking_state(out);
   ol_buf_printf(out, " If it is the batch's memory, a smaller batch is the fix. Python frames "
@@ -1928,10 +1955,7 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t
   ol_buf_printf(out, ", \"state\": %" PRId64 ", \"state_from\": \"%s\", \"before_first_free\": %" PRId64
                 ", \"before_first_free_live\": %" PRId64 ", \"iteration_need\": %" PRId64
                 ", \"first_persistent\": %" PRId64 ", \"batch\": %" PRId64,
-                s.bytes, sources[s.source], r->before_first_free,
-                r->before_first_free >= 0
-                    ? at_least_zero(ol_sat_sub(r->before_first_free, r->before_first_free_gone))
-                    : -1,
+                s.bytes, sources[s.source], r->before_first_free, before_first_free_live(r),
                 r->iteration_need, r->first_persistent, r->batch);
   bool lever = batch_is_the_lever(r, c);
   ol_buf_printf(out, ", \"batch_is_the_lever\": %s", lever ? "true" : "false");

@@ -37,6 +37,15 @@ typedef struct {
   .before_first_free = 71129568, .iteration_need = 1510584160,                           \
   .first_persistent = 68931968, ROLES(67764224, 100663296, 129236992, 2881769120),       \
   .request_role_known = true, .request_role = OL_ROLE_backward, .batch = 8
+/* 11 iterations, nothing rising steadily, and one call site of role grown
+ * by 1 GiB across them (scripts/corpus_leaks.py's kept blocks every 4th
+ * step), a request of req bytes of the forward's */
+#define GREW_IN_STEPS(req, role)                                                            \
+  DEVICE16, NO_BLOCKS, .request = (req), .reserved = 15 * GiB + 512 * MiB,                  \
+  .allocated = 15 * GiB + 512 * MiB, .iterations = 11, .persistent = 7 * GiB, .growth = 0,  \
+  .first_persistent = 5 * GiB, .before_first_free = 2 * GiB, .iteration_need = 8 * GiB,     \
+  ROLES(2 * GiB, 2 * GiB, 2 * GiB, 9 * GiB + 512 * MiB), .grower = {.id = 4, .bytes = 1 * GiB}, \
+  .grower_role = (role), .request_role_known = true, .request_role = OL_ROLE_activations
 
 static const class_case_t class_cases[] = {
   {"request larger than the device", {BASE, NO_BLOCKS, .request = 20 * GiB, .reserved = 1 * GiB},
@@ -263,26 +272,11 @@ static const class_case_t class_cases[] = {
    * larger input; but one site of the forward's grew across iterations by
    * more than the request lacked. The same site of the state is no leak. */
   {"a site of no state role grew by the shortfall in steps: leak",
-   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
-    .allocated = 15 * GiB + 512 * MiB, .iterations = 11, .persistent = 7 * GiB, .growth = 0,
-    .first_persistent = 5 * GiB, .before_first_free = 2 * GiB, .iteration_need = 8 * GiB,
-    ROLES(2 * GiB, 2 * GiB, 2 * GiB, 9 * GiB + 512 * MiB), .grower = {.id = 4, .bytes = 1 * GiB},
-    .grower_role = OL_ROLE_activations, .request_role_known = true,
-    .request_role = OL_ROLE_activations}, OL_OOM_leak},
+   {GREW_IN_STEPS(1 * GiB, OL_ROLE_activations)}, OL_OOM_leak},
   {"the site that grew is the optimizer's: not this leak",
-   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
-    .allocated = 15 * GiB + 512 * MiB, .iterations = 11, .persistent = 7 * GiB, .growth = 0,
-    .first_persistent = 5 * GiB, .before_first_free = 2 * GiB, .iteration_need = 8 * GiB,
-    ROLES(2 * GiB, 2 * GiB, 2 * GiB, 9 * GiB + 512 * MiB), .grower = {.id = 4, .bytes = 1 * GiB},
-    .grower_role = OL_ROLE_optimizer, .request_role_known = true,
-    .request_role = OL_ROLE_activations}, OL_OOM_activations},
+   {GREW_IN_STEPS(1 * GiB, OL_ROLE_optimizer)}, OL_OOM_activations},
   {"a site of no state role grew by less than the shortfall: activations",
-   {DEVICE16, NO_BLOCKS, .request = 2 * GiB, .reserved = 15 * GiB + 512 * MiB,
-    .allocated = 15 * GiB + 512 * MiB, .iterations = 11, .persistent = 7 * GiB, .growth = 0,
-    .first_persistent = 5 * GiB, .before_first_free = 2 * GiB, .iteration_need = 8 * GiB,
-    ROLES(2 * GiB, 2 * GiB, 2 * GiB, 9 * GiB + 512 * MiB), .grower = {.id = 4, .bytes = 1 * GiB},
-    .grower_role = OL_ROLE_activations, .request_role_known = true,
-    .request_role = OL_ROLE_activations}, OL_OOM_activations},
+   {GREW_IN_STEPS(2 * GiB, OL_ROLE_activations)}, OL_OOM_activations},
   {"a buffer made once before the loop is no leak",
    {DEVICE16, NO_BLOCKS, .request = 2 * GiB, .reserved = 15 * GiB, .allocated = 15 * GiB,
     .iterations = 6, .persistent = 8 * GiB, .growth = 0, .first_persistent = 8 * GiB,
@@ -791,19 +785,17 @@ END_TEST
  * fixes, and how to see more. */
 START_TEST(a_first_step_without_call_sites_gives_both_fixes)
 {
-  const ol_oom_record_t *r = case_named("no call sites, weights that with a first step's state "
-                                        "leave no room: undetermined");
   ol_buf_t text = {0};
-  ol_oom_explain(&text, r, ol_oom_classify(r), NULL, NULL);
+  explain_named("no call sites, weights that with a first step's state leave no room: "
+                "undetermined", &text);
   ck_assert_msg(strstr(text.data, "by timing, the 4.00 GiB made before the job first freed "
                                   "memory and still held are its weights") &&
                   strstr(text.data, "(up to three times the weights, 12.00 GiB more, with Adam)") &&
                   strstr(text.data, "Shrink the state:") &&
                   strstr(text.data, "a smaller batch is the fix"), "%s", text.data);
   ol_buf_free(&text);
-  r = case_named("no call sites, no free yet, a request as large as half of all held: "
-                 "undetermined");
-  ol_oom_explain(&text, r, ol_oom_classify(r), NULL, NULL);
+  explain_named("no call sites, no free yet, a request as large as half of all held: "
+                "undetermined", &text);
   ck_assert_msg(strstr(text.data, "asking for 5.00 GiB while it held 10.00 GiB"), "%s",
                 text.data);
   ol_buf_free(&text);
