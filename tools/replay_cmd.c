@@ -24,6 +24,7 @@ typedef struct replay_args {
   bool capacity_given;
   int device; /* -1: all */
   uint64_t batch; /* 0: not given */
+  bool no_sites;
 } replay_args_t;
 
 static void print_help(FILE *out)
@@ -31,7 +32,8 @@ static void print_help(FILE *out)
   fprintf(out,
           "usage: oomlens replay TRACE [--capacity SIZE] [--policy NAME]\n"
           "                      [--max-split-size SIZE] [--device N] [--batch N] [--no-trim]\n"
-          "                      [--keep-used] [--reuse-held] [--map-unit N] [--json]\n"
+          "                      [--keep-used] [--reuse-held] [--map-unit N] [--no-sites]\n"
+          "                      [--json]\n"
           "\n"
           "Replays a recorded allocation trace (oomlens's own, OOMLENS_TRACE, or the\n"
           "CSV of PyTorch's recorder; gzip'd or plain) through an allocator on a\n"
@@ -57,6 +59,8 @@ static void print_help(FILE *out)
           "                         live OOMLENS_POOL_REUSE_HELD=1)\n"
           "  --map-unit N           oomlens: chunks one physical allocation may hold, 1 to\n"
           "                         512 (the live OOMLENS_POOL_UNIT; default 1)\n"
+          "  --no-sites             every event as if it had no call site (a job without\n"
+          "                         Python frames): the diagnosis by timing alone\n"
           "  --json                 one JSON object on stdout\n"
           "\n"
           "SIZE is in bytes, or with a K, M, G or T suffix (powers of 1024), which may\n"
@@ -76,6 +80,7 @@ static const ol_opt_t opts[] = {
   OL_FLAG("--keep-used", replay_args_t, options.keep_used),
   OL_FLAG("--reuse-held", replay_args_t, options.reuse_held),
   OL_VALUE("--map-unit", &ol_arg_unit, replay_args_t, options.map_unit),
+  OL_FLAG("--no-sites", replay_args_t, no_sites),
   {0},
 };
 
@@ -509,8 +514,8 @@ int ol_cmd_replay(int argc, char **argv)
   ol_replay_result_t result;
   ol_progress_t progress;
   ol_progress_start(&progress, "oomlens replay");
-  ol_replay_extras_t extras = {.device = a.device, .batch = a.batch, .progress = ol_progress_show,
-                               .progress_arg = &progress};
+  ol_replay_extras_t extras = {.device = a.device, .batch = a.batch, .no_sites = a.no_sites,
+                               .progress = ol_progress_show, .progress_arg = &progress};
   int rc = ol_replay_file_with(readable, ops, &a.options, &extras, &result, &err);
   ol_progress_end(&progress);
   if (rc != 0)

@@ -81,9 +81,16 @@ static void diagnose(replay_t *r, ol_replay_oom_t *o)
   o->cause = ol_oom_classify(&o->record);
 }
 
+/* An event's frames, none where the replay is told to run without them. */
+static size_t frames_len_of(const replay_t *r, const ol_trace_event_t *ev)
+{
+  return r->extras && r->extras->no_sites ? 0 : ev->frames_len;
+}
+
 static int32_t site_of(replay_t *r, const ol_trace_event_t *ev)
 {
-  return ol_account_site(r->account, 0, ev->frames ? ev->frames : "", ev->frames_len, NULL);
+  size_t len = frames_len_of(r, ev);
+  return ol_account_site(r->account, 0, len && ev->frames ? ev->frames : "", len, NULL);
 }
 
 static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
@@ -99,7 +106,7 @@ static void ran_out(replay_t *r, const ol_trace_event_t *ev, bool recorded)
   r->ops->stats(r->policy, &res->oom_at.stats);
   if (!recorded) { /* the policy's own: counted as the live tracker counts a job's */
     ol_account_oom_at(r->account, 0, ev->size, ev->time_us * 1000, 0);
-    ol_account_oom_site(r->account, 0, ev->frames_len ? site_of(r, ev) : -1);
+    ol_account_oom_site(r->account, 0, frames_len_of(r, ev) ? site_of(r, ev) : -1);
     ol_account_oom_settle(r->account, 0);
   }
   diagnose(r, &res->oom_at);
@@ -416,7 +423,7 @@ static int on_alloc(replay_t *r, const ol_trace_event_t *ev)
     return 0;
   ol_record_t block = {.key = ev->addr, .size = ev->size, .stream = ev->stream,
                        .site = site_of(r, ev), .kind = OL_ORIGIN_NONE, .value = addr,
-                       .signature_plus1 = ev->site_plus1};
+                       .signature_plus1 = r->extras && r->extras->no_sites ? 0 : ev->site_plus1};
   ol_record_t stale;
   bool replaced;
   if (!ol_account_alloc(r->account, &block, &stale, &replaced))
@@ -442,7 +449,7 @@ static int on_oom(replay_t *r, const ol_trace_event_t *ev)
 {
   r->result->trace_ooms++;
   recorded_verdict(r, ol_account_oom_at(r->account, 0, ev->size, ev->time_us * 1000, 0));
-  ol_account_oom_site(r->account, 0, ev->frames_len ? site_of(r, ev) : -1);
+  ol_account_oom_site(r->account, 0, frames_len_of(r, ev) ? site_of(r, ev) : -1);
   recorded_failure(r, ev);
   if (ev->oom_final && ol_account_oom_settle(r->account, 0))
     recorded_settled(r, NULL);

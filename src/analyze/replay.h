@@ -125,6 +125,9 @@ int ol_replay_file(const char *path, const ol_policy_ops_t *ops,
 typedef struct ol_replay_extras {
   int device; /* only this device's events; -1: all */
   uint64_t batch; /* the recorded job's batch, for the diagnosis's batch figures; 0: unknown */
+  /* Every event as if it had no call site (a job without Python frames,
+   * OOMLENS_ROLES=0, a C++ job): the diagnosis by timing alone. */
+  bool no_sites;
   void (*progress)(double fraction, void *arg); /* NULL: none */
   void *progress_arg;
 } ol_replay_extras_t;

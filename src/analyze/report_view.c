@@ -313,6 +313,7 @@ static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)
   r->need_growth = ol_json_may_int(&oom, "need_growth_per_iteration", SIGNED, 0);
   r->input_growth = ol_json_may_int(&oom, "input_growth_per_iteration", SIGNED, 0);
   r->work_growth = ol_json_may_int(&oom, "allocations_growth_per_iteration", SIGNED, 0);
+  r->allocations_made = (uint64_t)ol_json_may_int(&oom, "allocations_made", BYTES, 0); /* 21 */
   r->segments_only = ol_json_need_bool(&oom, "segments_only");
   read_oom_roles(&oom, r);
   r->before_first_free = ol_json_may_int(&oom, "before_first_free", OR_NONE, -1);

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 20  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live) */
+#define OL_REPORT_MINOR 21  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -505,6 +505,11 @@ typedef struct ol_oom_record {
    * needed this much more than the one before, its tensors larger; 0 not. */
   int64_t input_growth;
   int64_t first_persistent; /* what outlived the first iteration found; -1 none */
+  /* Allocations the device had made when it ran out (the one refused not
+   * counted; JSON: allocations_made), 0 not known: without call sites, more
+   * than a first step is read from (OL_FIRST_STEP_KEEP) with no iteration
+   * found says the job is past its first step in a loop of varying sizes. */
+  uint64_t allocations_made;
   /* A leak warning of kept memory stands (fired, not withdrawn, the growth
    * what outlives iterations: phases.c): warned; the low its growth began
    * from, the iteration of that low and its growth a step (0 where not). */

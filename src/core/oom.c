@@ -611,6 +611,14 @@ static bool building_or_batch(const ol_oom_record_t *r, state_t s)
          ol_sat_add(request_of(r), request_of(r)) >= r->allocated;
 }
 
+/* The most a training state may weigh for these weights: themselves,
+ * their gradients and Adam's two moments. */
+static int64_t training_state_at_most(int64_t weights)
+{
+  int64_t twice = ol_sat_add(weights, weights);
+  return ol_sat_add(twice, twice);
+}
+
 /* After the first free, what came before it is taken as the weights; the
  * gradients and optimizer state the first step makes are not told from the
  * batch's memory by timing, nor is what the job trains. Where they would
@@ -624,8 +632,46 @@ static bool step_state_unseen(const ol_oom_record_t *r, state_t s)
 {
   if (r->roles_known || r->iterations > 0 || s.source != STATE_FIRST_FREE)
     return false;
-  int64_t twice = ol_sat_add(s.bytes, s.bytes);
-  return ol_sat_add(twice, twice) >= percent_of(available(r), 100 - HEADROOM_PERCENT);
+  return training_state_at_most(s.bytes) >= percent_of(available(r), 100 - HEADROOM_PERCENT);
+}
+
+/* Without call sites, iterations are found by sizes that repeat and what
+ * outlives them is told by timing alone: all of it reads as state. A
+ * training state is at most four times the weights (taken, by timing, as
+ * what the job held when it first freed memory). What outlives the
+ * iterations beyond that may be tensors kept from step to step (a leak)
+ * or state the weights by timing do not count (fp32 master copies, a
+ * second model, buffers made in the loop); where the request would fit
+ * without it, the class hinges on which, and is not guessed (held-out
+ * reload_leak, grad_stats_leak and nine more leaks, replayed without
+ * their sites, were told activations, window32_leak persistent: 0.7 to
+ * 4.7 GiB kept beyond four times their weights; no job of the corpus
+ * that truly ran out of activations keeps more than its four times). */
+static int64_t kept_beyond_state(const ol_oom_record_t *r)
+{
+  if (r->roles_known || r->segments_only || r->iterations == 0 || r->before_first_free < 0)
+    return 0;
+  return at_least_zero(
+    ol_sat_sub(r->persistent, training_state_at_most(before_first_free_live(r))));
+}
+
+static bool kept_unexplained(const ol_oom_record_t *r)
+{
+  int64_t kept = kept_beyond_state(r);
+  return kept > 0 && kept >= lacking_of(r);
+}
+
+/* Without call sites, a job of varying sizes finds no iteration in any
+ * number of steps; once it has made more allocations than a first step is
+ * read from (first_step.c's log), the failure is not known to be in its
+ * first step, and memory kept from step to step (a leak) cannot be told
+ * from one step's own (held-out kv_cache, accum_leak and mask_cache_leak,
+ * replayed without their sites: no iteration found in 20,000 to 250,000
+ * allocations, told activations). */
+static bool loop_unseen(const ol_oom_record_t *r)
+{
+  return !r->roles_known && !r->segments_only && r->iterations == 0 &&
+         r->before_first_free >= 0 && r->allocations_made > OL_FIRST_STEP_KEEP;
 }
 
 /* The state, alone, leaves less than the guides' headroom for any batch;
@@ -709,10 +755,12 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
     return OL_OOM_external;
   if (leak_to_blame(r, s))
     return OL_OOM_leak;
+  if (kept_unexplained(r)) /* before the state: by timing, what is kept reads as state */
+    return OL_OOM_undetermined;
   if (state_to_blame(r, s))
     return OL_OOM_persistent;
   if (training_unseen(r) || optimizer_unseen(r, s) || building_or_batch(r, s) ||
-      step_state_unseen(r, s))
+      step_state_unseen(r, s) || loop_unseen(r))
     return OL_OOM_undetermined;
   /* Under the cache the iteration's memory cannot be told from a leak: no
    * free of a tensor is seen, so no iteration is. */
@@ -1563,6 +1611,8 @@ static void advise_optimizer_unseen(ol_buf_t *out, const ol_oom_record_t *r, sta
   advise_shrinking_state(out);
 }
 
+static void advise_frames(ol_buf_t *out);
+
 /* The state by timing cannot say in the first step (building_or_batch,
  * step_state_unseen): what was seen, both fixes, and how to see more. */
 static void advise_timing_unclear(ol_buf_t *out, const ol_oom_record_t *r, state_t s)
@@ -1585,13 +1635,71 @@ static void advise_timing_unclear(ol_buf_t *out, const ol_oom_record_t *r, state
                   size_text(b, ol_sat_add(ol_sat_add(s.bytes, s.bytes), s.bytes)),
                   HEADROOM_PERCENT, size_text(c, available(r)));
   advise_shrinking_state(out);
-  ol_buf_printf(out, " If it is the batch's memory, a smaller batch is the fix. Python frames "
-                "(CPython 3.10 to 3.13, OOMLENS_ROLES=1, the default) name what each block is "
-                "for and tell the two apart.");
+  ol_buf_printf(out, " If it is the batch's memory, a smaller batch is the fix.");
+  advise_frames(out);
+}
+
+/* What would have told the readings apart. */
+static void advise_frames(ol_buf_t *out)
+{
+  ol_buf_printf(out, " Python frames (CPython 3.10 to 3.13, OOMLENS_ROLES=1, the default) name "
+                "what each block is for and tell these apart.");
+}
+
+/* What outlives the iterations is more than a training state of the
+ * weights by timing comes to (kept_unexplained): both readings and their
+ * fixes. */
+static void advise_kept_unexplained(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32], c[32], d[32];
+  int64_t weights = before_first_free_live(r);
+  ol_buf_printf(out, "No call site named what the memory is for; iterations were found by sizes "
+                "that repeat (%" PRIu64 " of them). What outlives them is %s: more than a "
+                "training state of the %s the job held when it first freed memory comes to "
+                "(four times them, %s: the weights, their gradients and Adam's two moments). "
+                "The other %s, without which the request would fit, may be tensors kept from "
+                "step to step (a leak: a loss kept with its graph, lists of outputs, evaluation "
+                "without torch.no_grad()) or state this reading does not count (fp32 master "
+                "copies of the weights, a second model or optimizer, buffers made in the loop): "
+                "which, timing cannot tell. If it is kept tensors, find what keeps them "
+                "(`loss.item()` instead of `loss`); a smaller batch only delays the failure. If "
+                "it is state, it is too large for this device. ",
+                r->iterations, size_text(a, r->persistent), size_text(b, weights),
+                size_text(c, training_state_at_most(weights)), size_text(d, kept_beyond_state(r)));
+  advise_shrinking_state(out);
+  advise_frames(out);
+}
+
+/* No iteration found past a first step's length (loop_unseen): the three
+ * readings and their fixes. */
+static void advise_loop_unseen(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32];
+  ol_buf_printf(out, "No call site named what the memory is for, and no iteration was found in "
+                "the %" PRIu64 " allocations the job made (without call sites iterations are "
+                "found by sizes that repeat, and a job whose sizes vary from step to step finds "
+                "none): the failure is not known to be in its first step. By timing, the %s made "
+                "before the job first freed memory and still held are its weights; of the %s "
+                "held at the failure, the rest may be one step's own memory (a smaller batch or "
+                "shorter inputs are the fix), memory kept from step to step (a leak: a loss kept "
+                "with its graph, lists of outputs, a cache that grows; a smaller batch only "
+                "delays it) or state made since (gradients, an optimizer's moments): which, "
+                "timing cannot tell. torch.cuda.memory_allocated() printed after each step rises "
+                "step after step where tensors are kept.", r->allocations_made,
+                size_text(a, before_first_free_live(r)), size_text(b, r->allocated));
+  advise_frames(out);
 }
 
 static void advise_undetermined(ol_buf_t *out, const ol_oom_record_t *r)
 {
+  if (kept_unexplained(r)) {
+    advise_kept_unexplained(out, r);
+    return;
+  }
+  if (loop_unseen(r)) {
+    advise_loop_unseen(out, r);
+    return;
+  }
   if (training_unseen(r)) {
     advise_untrained(out, r);
     return;
@@ -1980,11 +2088,13 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"iterations\": %" PRIu64 ", \"growth_per_iteration\": %" PRId64
                 ", \"need_growth_per_iteration\": %" PRId64
                 ", \"allocations_growth_per_iteration\": %" PRId64
-                ", \"input_growth_per_iteration\": %" PRId64 ", \"segments_only\": %s",
+                ", \"input_growth_per_iteration\": %" PRId64 ", \"allocations_made\": %" PRIu64
+                ", \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
                 r->reserved, r->free_reserved, r->largest_free_block, r->external,
                 r->persistent, transient_of(r), r->iterations, r->growth, r->need_growth,
-                r->work_growth, r->input_growth, r->segments_only ? "true" : "false");
+                r->work_growth, r->input_growth, r->allocations_made,
+                r->segments_only ? "true" : "false");
   json_figures(out, r, c);
   ol_buf_printf(out, ", \"advice\": ");
   ol_buf_json_string(out, advice.failed ? "" : advice.data);

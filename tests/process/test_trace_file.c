@@ -472,7 +472,7 @@ static const recorded_case_t recorded_cases[] = {
 static const char *const recorded_fields[] = {
   "request", "capacity", "device_free", "allocated", "reserved", "free_reserved",
   "largest_free_block", "external", "persistent", "transient", "iterations",
-  "growth_per_iteration",
+  "growth_per_iteration", "allocations_made",
 };
 
 START_TEST(trace_replays_to_the_live_diagnosis)

@@ -232,9 +232,40 @@ static const class_case_t class_cases[] = {
   {"a standing warning without call sites (iterations by sizes alone): activations",
    {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
     .allocated = 15 * GiB + 512 * MiB, .iterations = 50, .persistent = 9 * GiB, .growth = 0,
-    .first_persistent = 7 * GiB, .before_first_free = 2 * GiB, .iteration_need = 6 * GiB,
+    .first_persistent = 7 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
     .warned = true, .warned_from = 7 * GiB, .warned_since = 10, .warned_rate = 50 * MiB},
    OL_OOM_activations},
+  /* Without call sites, what outlives the iterations is all state by
+   * timing; beyond four times the weights by timing (a training state's
+   * most), by more than the request lacked, it may be kept tensors. */
+  {"no call sites, kept beyond four times the weights, the shortfall in it: undetermined",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 50, .persistent = 9 * GiB, .growth = 0,
+    .first_persistent = 7 * GiB, .before_first_free = 2 * GiB, .iteration_need = 6 * GiB},
+   OL_OOM_undetermined},
+  {"no call sites, kept beyond four times the weights by less than the shortfall: activations",
+   {DEVICE16, NO_BLOCKS, .request = 2 * GiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 50, .persistent = 9 * GiB, .growth = 0,
+    .first_persistent = 7 * GiB, .before_first_free = 2 * GiB, .iteration_need = 6 * GiB},
+   OL_OOM_activations},
+  {"no call sites, kept state as large as the device: undetermined, not persistent",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 50, .persistent = 14 * GiB, .growth = 0,
+    .first_persistent = 7 * GiB, .before_first_free = 2 * GiB, .iteration_need = 1 * GiB},
+   OL_OOM_undetermined},
+  /* Without call sites a job of varying sizes finds no iteration: past a
+   * first step's length (the log first_step.c reads), the failure is not
+   * known to be in the first step. */
+  {"no call sites, no iteration in more allocations than a first step is read from: undetermined",
+   {.capacity = 12 * GiB, .device_free = 0, NO_BLOCKS, .request = 256 * MiB,
+    .reserved = 11 * GiB, .allocated = 11 * GiB, .iterations = 0,
+    .before_first_free = 500 * MiB, .iteration_need = -1,
+    .allocations_made = OL_FIRST_STEP_KEEP + 1}, OL_OOM_undetermined},
+  {"no call sites, no iteration within a first step's length: activations",
+   {.capacity = 12 * GiB, .device_free = 0, NO_BLOCKS, .request = 256 * MiB,
+    .reserved = 11 * GiB, .allocated = 11 * GiB, .iterations = 0,
+    .before_first_free = 500 * MiB, .iteration_need = -1,
+    .allocations_made = OL_FIRST_STEP_KEEP}, OL_OOM_activations},
   {"the same growth with no warning standing: activations",
    {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
     .allocated = 15 * GiB + 512 * MiB, .iterations = 50, .persistent = 9 * GiB, .growth = 0,
@@ -826,6 +857,31 @@ START_TEST(no_iteration_found_without_call_sites_is_not_the_first)
   explain_named("first step, no frames: by timing, before the first free", &text);
   ck_assert_msg(strstr(text.data, "in an iteration that did not finish (none was found: without "
                                   "call sites") &&
+                  !strstr(text.data, "first iteration"), "%s", text.data);
+  ol_buf_free(&text);
+}
+END_TEST
+
+/* Without call sites, the kept memory beyond a training state and the
+ * loop not seen say what timing cannot tell, and both fixes. */
+START_TEST(kept_or_state_without_call_sites_says_both)
+{
+  ol_buf_t text = {0};
+  explain_named("no call sites, kept beyond four times the weights, the shortfall in it: "
+                "undetermined", &text);
+  ck_assert_msg(strstr(text.data, "What outlives them is 9.00 GiB: more than a training state of "
+                                  "the 2.00 GiB the job held when it first freed memory comes to "
+                                  "(four times them, 8.00 GiB") &&
+                  strstr(text.data, "The other 1.00 GiB, without which the request would fit") &&
+                  strstr(text.data, "find what keeps them") &&
+                  strstr(text.data, "Shrink the state:"), "%s", text.data);
+  ol_buf_free(&text);
+  explain_named("no call sites, no iteration in more allocations than a first step is read "
+                "from: undetermined", &text);
+  ck_assert_msg(strstr(text.data, "no iteration was found in the 16385 allocations the job "
+                                  "made") &&
+                  strstr(text.data, "the 500.00 MiB made before the job first freed memory") &&
+                  strstr(text.data, "a smaller batch or shorter inputs are the fix") &&
                   !strstr(text.data, "first iteration"), "%s", text.data);
   ol_buf_free(&text);
 }
@@ -1630,6 +1686,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, a_leak_by_its_warning_says_what_grew);
   tcase_add_test(classes, a_leak_in_steps_says_what_grew);
   tcase_add_test(classes, no_iteration_found_without_call_sites_is_not_the_first);
+  tcase_add_test(classes, kept_or_state_without_call_sites_says_both);
   tcase_add_test(classes, a_first_step_without_call_sites_gives_both_fixes);
   tcase_add_test(classes, a_gradient_that_does_not_fit_is_the_state);
   tcase_add_test(classes, an_update_s_temporaries_are_said);
