@@ -218,28 +218,45 @@ static void check_report_batch(const corpus_case_t *c, const ol_report_t *view)
   check_estimate(c, d->batch.fits, d->batch.fits_headroom);
 }
 
-START_TEST(each_case_gets_its_class_and_batch)
+/* Replays a case's trace on a device of capacity bytes, with its call
+ * sites or as if it had none. */
+static void replay_case(const corpus_case_t *c, uint64_t capacity, bool no_sites,
+                        ol_replay_result_t *result)
 {
-  const corpus_case_t *c = &cases[_i];
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/oom/%s", OL_TEST_DATA_DIR, c->trace);
   const ol_policy_ops_t *ops = ol_policy_find(c->policy);
   ck_assert_msg(ops, "%s: no policy %s", c->name, c->policy);
-  ol_policy_options_t options = {.capacity = c->capacity};
-  ol_replay_extras_t extras = {.device = -1, .batch = (uint64_t)(c->batch > 0 ? c->batch : 0)};
-  ol_replay_result_t result;
+  ol_policy_options_t options = {.capacity = capacity};
+  ol_replay_extras_t extras = {.device = -1, .batch = (uint64_t)(c->batch > 0 ? c->batch : 0),
+                               .no_sites = no_sites};
   ol_error_t err;
-  ck_assert_msg(ol_replay_file_with(path, ops, &options, &extras, &result, &err) == 0, "%s: %s",
+  ck_assert_msg(ol_replay_file_with(path, ops, &options, &extras, result, &err) == 0, "%s: %s",
                 c->name, err.text);
-  /* The recorded job's own OOM when it had one; else what the replayed
-   * policy met (a case that fitted live but not under another policy). */
+}
+
+/* The recorded job's own OOM when it had one; else what the replayed
+ * policy met (a case that fitted live but not under another policy). */
+static const char *class_of(const ol_replay_result_t *result)
+{
+  return result->recorded ? ol_oom_class_name(result->recorded_oom.cause)
+         : result->oom    ? ol_oom_class_name(result->oom_at.cause)
+                          : "none";
+}
+
+START_TEST(each_case_gets_its_class_and_batch)
+{
+  const corpus_case_t *c = &cases[_i];
+  ol_replay_result_t result;
+  replay_case(c, c->capacity, false, &result);
   const ol_oom_record_t *record = result.recorded ? &result.recorded_oom.record
                                                   : &result.oom_at.record;
-  const char *got = result.recorded ? ol_oom_class_name(result.recorded_oom.cause)
-                    : result.oom    ? ol_oom_class_name(result.oom_at.cause)
-                                    : "none";
+  const char *got = class_of(&result);
   ck_assert_msg(strcmp(got, c->expected) == 0, "%s: replay says %s, the truth is %s", c->name,
                 got, c->expected);
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/oom/%s", OL_TEST_DATA_DIR, c->trace);
+  ol_error_t err;
   ol_report_t view; /* `oomlens report` of the same trace, read once */
   ck_assert_msg(ol_view_load_trace(&view, path, &err) == 0, "%s: %s", c->name, err.text);
   check_trace_report(c, &view, &result);
@@ -300,20 +317,10 @@ START_TEST(a_smaller_device_keeps_the_cause)
   if (strcmp(c->expected, "persistent") != 0 && strcmp(c->expected, "activations") != 0 &&
       strcmp(c->expected, "leak") != 0)
     return;
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/oom/%s", OL_TEST_DATA_DIR, c->trace);
-  const ol_policy_ops_t *ops = ol_policy_find(c->policy);
-  ck_assert_msg(ops, "%s: no policy %s", c->name, c->policy);
   for (size_t i = 0; i < sizeof fractions / sizeof fractions[0]; i++) {
-    ol_policy_options_t options = {.capacity = (uint64_t)((double)c->capacity * fractions[i])};
-    ol_replay_extras_t extras = {.device = -1, .batch = (uint64_t)(c->batch > 0 ? c->batch : 0)};
     ol_replay_result_t result;
-    ol_error_t err;
-    ck_assert_msg(ol_replay_file_with(path, ops, &options, &extras, &result, &err) == 0, "%s: %s",
-                  c->name, err.text);
-    const char *got = result.recorded ? ol_oom_class_name(result.recorded_oom.cause)
-                      : result.oom    ? ol_oom_class_name(result.oom_at.cause)
-                                      : "none";
+    replay_case(c, (uint64_t)((double)c->capacity * fractions[i]), false, &result);
+    const char *got = class_of(&result);
     if (strcmp(c->expected, "leak") != 0)
       ck_assert_msg(allowed_smaller(c->expected, got), "%s at %.1f of its cap: replay says %s, "
                     "the truth at its cap is %s", c->name, fractions[i], got, c->expected);
@@ -332,20 +339,9 @@ END_TEST
 START_TEST(without_call_sites_no_case_is_told_wrong)
 {
   const corpus_case_t *c = &cases[_i];
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/oom/%s", OL_TEST_DATA_DIR, c->trace);
-  const ol_policy_ops_t *ops = ol_policy_find(c->policy);
-  ck_assert_msg(ops, "%s: no policy %s", c->name, c->policy);
-  ol_policy_options_t options = {.capacity = c->capacity};
-  ol_replay_extras_t extras = {.device = -1, .batch = (uint64_t)(c->batch > 0 ? c->batch : 0),
-                               .no_sites = true};
   ol_replay_result_t result;
-  ol_error_t err;
-  ck_assert_msg(ol_replay_file_with(path, ops, &options, &extras, &result, &err) == 0, "%s: %s",
-                c->name, err.text);
-  const char *got = result.recorded ? ol_oom_class_name(result.recorded_oom.cause)
-                    : result.oom    ? ol_oom_class_name(result.oom_at.cause)
-                                    : "none";
+  replay_case(c, c->capacity, true, &result);
+  const char *got = class_of(&result);
   ck_assert_msg(strcmp(got, c->expected) == 0 || strcmp(got, "undetermined") == 0 ||
                   strcmp(got, c->no_sites) == 0,
                 "%s without call sites: replay says %s, the truth is %s", c->name, got,
