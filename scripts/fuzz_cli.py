@@ -169,6 +169,7 @@ TRACE_TARGETS = [
     ("replay-pytorch", ["replay", "{in}", "--policy", "pytorch"]),
     ("replay-expandable", ["replay", "{in}", "--policy", "pytorch-expandable"]),
     ("replay-json", ["replay", "{in}", "--json", "--capacity", "1G"]),
+    ("replay-no-sites", ["replay", "{in}", "--no-sites", "--json", "--capacity", "1G"]),
     ("export-folded", ["export", "{in}", "--format", "folded", "-o", "{out}"]),
     ("export-memory-viz", ["export", "{in}", "--format", "memory-viz", "-o", "{out}"]),
     ("export-perfetto", ["export", "{in}", "--format", "perfetto", "-o", "{out}"]),
