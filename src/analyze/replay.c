@@ -81,10 +81,16 @@ static void diagnose(replay_t *r, ol_replay_oom_t *o)
   o->cause = ol_oom_classify(&o->record);
 }
 
-/* An event's frames, none where the replay is told to run without them. */
+/* Told to replay as a job without call sites (extras.no_sites). */
+static bool without_sites(const replay_t *r)
+{
+  return r->extras && r->extras->no_sites;
+}
+
+/* An event's frames, none where the replay runs without them. */
 static size_t frames_len_of(const replay_t *r, const ol_trace_event_t *ev)
 {
-  return r->extras && r->extras->no_sites ? 0 : ev->frames_len;
+  return without_sites(r) ? 0 : ev->frames_len;
 }
 
 static int32_t site_of(replay_t *r, const ol_trace_event_t *ev)
@@ -423,7 +429,7 @@ static int on_alloc(replay_t *r, const ol_trace_event_t *ev)
     return 0;
   ol_record_t block = {.key = ev->addr, .size = ev->size, .stream = ev->stream,
                        .site = site_of(r, ev), .kind = OL_ORIGIN_NONE, .value = addr,
-                       .signature_plus1 = r->extras && r->extras->no_sites ? 0 : ev->site_plus1};
+                       .signature_plus1 = without_sites(r) ? 0 : ev->site_plus1};
   ol_record_t stale;
   bool replaced;
   if (!ol_account_alloc(r->account, &block, &stale, &replaced))

@@ -248,6 +248,12 @@ static const class_case_t class_cases[] = {
     .allocated = 15 * GiB + 512 * MiB, .iterations = 50, .persistent = 9 * GiB, .growth = 0,
     .first_persistent = 7 * GiB, .before_first_free = 2 * GiB, .iteration_need = 6 * GiB},
    OL_OOM_activations},
+  {"no call sites, kept beyond four times the weights by less than a 32nd of the device: "
+   "activations",
+   {DEVICE16, NO_BLOCKS, .request = 256 * MiB, .reserved = 16 * GiB - 128 * MiB,
+    .allocated = 16 * GiB - 128 * MiB, .iterations = 50, .persistent = 8 * GiB + 256 * MiB,
+    .growth = 0, .first_persistent = 8 * GiB, .before_first_free = 2 * GiB,
+    .iteration_need = 6 * GiB}, OL_OOM_activations},
   {"no call sites, kept state as large as the device: undetermined, not persistent",
    {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
     .allocated = 15 * GiB + 512 * MiB, .iterations = 50, .persistent = 14 * GiB, .growth = 0,
