@@ -323,6 +323,10 @@ static const class_case_t live_classes[] = {
   {"oom_library_vmm", "SIMCU_EXTERNAL=0", "external", NULL},
   {"oom_pages_vmm", "SIMCU_EXTERNAL=0", "activations", NULL},
   {"oom_fragmentation", "SIMCU_EXTERNAL=0", "fragmentation", "OOMLENS_MANAGE=1"},
+  /* no call sites, no iteration found in ~30,000 allocations of sizes that
+   * never repeat, 2 MiB kept a step: a leak not told from one step's own
+   * memory (was activations) */
+  {"oom_varying_leak", "SIMCU_EXTERNAL=0", "undetermined", NULL},
 };
 
 START_TEST(live_oom_classes)

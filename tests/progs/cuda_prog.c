@@ -447,6 +447,34 @@ static int train_until_oom(size_t persistent, size_t activations, size_t grow, s
   return 3;
 }
 
+/* A loop whose sizes never repeat (a C job: no call sites; each step's
+ * tensors sized anew, as a job of varying lengths makes them) that keeps
+ * 2 MiB more every step, until it runs out: the finder sees no
+ * iteration, and the failure comes tens of thousands of allocations in
+ * (oom.c loop_unseen: not told from one step's own memory). */
+static int varying_until_oom(void)
+{
+  enum { PER_STEP = 64 };
+  void *piece[PER_STEP], *p;
+  uint32_t seed = 12345;
+  for (int step = 0; step < 2000; step++) {
+    for (int i = 0; i < PER_STEP; i++) {
+      seed = seed * 1103515245u + 12345u;
+      size_t size = (size_t)(1 + (seed >> 8) % 4096) * 1024; /* 1 KiB to 4 MiB, by the KiB */
+      cudaError_t err = cudaMalloc(&piece[i], size);
+      if (err == cudaErrorMemoryAllocation)
+        return 0;
+      CHECK(err == cudaSuccess);
+    }
+    for (int i = 0; i < PER_STEP; i++)
+      CHECK(cudaFree(piece[i]) == cudaSuccess);
+    if (cudaMalloc(&p, 2 * MiB + (size_t)step * 512) == cudaErrorMemoryAllocation)
+      return 0; /* kept: never freed */
+  }
+  fprintf(stderr, "cuda_prog: never ran out\n");
+  return 3;
+}
+
 /* Another library preallocates as JAX does, one physical handle of most of
  * the device made and mapped through the driver's VMM calls, then the
  * framework trains beside it until it runs out (`handles` handles of
@@ -796,6 +824,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "oom_activations")) return train_until_oom(256 * MiB, 256 * MiB, 128 * MiB, 0);
   if (!strcmp(s, "oom_leak")) return train_until_oom(128 * MiB, 256 * MiB, 0, 64 * MiB);
   if (!strcmp(s, "oom_fragmentation")) return fragment_until_oom();
+  if (!strcmp(s, "oom_varying_leak")) return varying_until_oom();
   if (!strcmp(s, "oom_external")) return train_until_oom(64 * MiB, 128 * MiB, 64 * MiB, 0);
   if (!strcmp(s, "oom_external_child")) return oom_external_child();
   if (!strcmp(s, "oom_library_vmm")) return preallocated_then_oom(1, 640 * MiB);
