@@ -1618,7 +1618,12 @@ static void advise_optimizer_unseen(ol_buf_t *out, const ol_oom_record_t *r, sta
   advise_shrinking_state(out);
 }
 
-static void advise_frames(ol_buf_t *out);
+/* What would have told the readings apart. */
+static void advise_frames(ol_buf_t *out)
+{
+  ol_buf_printf(out, " Python frames (CPython 3.10 to 3.13, OOMLENS_ROLES=1, the default) name "
+                "what each block is for and tell these apart.");
+}
 
 /* The state by timing cannot say in the first step (building_or_batch,
  * step_state_unseen): what was seen, both fixes, and how to see more. */
@@ -1644,13 +1649,6 @@ static void advise_timing_unclear(ol_buf_t *out, const ol_oom_record_t *r, state
   advise_shrinking_state(out);
   ol_buf_printf(out, " If it is the batch's memory, a smaller batch is the fix.");
   advise_frames(out);
-}
-
-/* What would have told the readings apart. */
-static void advise_frames(ol_buf_t *out)
-{
-  ol_buf_printf(out, " Python frames (CPython 3.10 to 3.13, OOMLENS_ROLES=1, the default) name "
-                "what each block is for and tell these apart.");
 }
 
 /* What outlives the iterations is more than a training state of the

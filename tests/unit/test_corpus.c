@@ -218,13 +218,19 @@ static void check_report_batch(const corpus_case_t *c, const ol_report_t *view)
   check_estimate(c, d->batch.fits, d->batch.fits_headroom);
 }
 
+/* Where a case's trace is. */
+static void trace_path(const corpus_case_t *c, char path[PATH_MAX])
+{
+  snprintf(path, PATH_MAX, "%s/oom/%s", OL_TEST_DATA_DIR, c->trace);
+}
+
 /* Replays a case's trace on a device of capacity bytes, with its call
  * sites or as if it had none. */
 static void replay_case(const corpus_case_t *c, uint64_t capacity, bool no_sites,
                         ol_replay_result_t *result)
 {
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/oom/%s", OL_TEST_DATA_DIR, c->trace);
+  trace_path(c, path);
   const ol_policy_ops_t *ops = ol_policy_find(c->policy);
   ck_assert_msg(ops, "%s: no policy %s", c->name, c->policy);
   ol_policy_options_t options = {.capacity = capacity};
@@ -255,7 +261,7 @@ START_TEST(each_case_gets_its_class_and_batch)
   ck_assert_msg(strcmp(got, c->expected) == 0, "%s: replay says %s, the truth is %s", c->name,
                 got, c->expected);
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/oom/%s", OL_TEST_DATA_DIR, c->trace);
+  trace_path(c, path);
   ol_error_t err;
   ol_report_t view; /* `oomlens report` of the same trace, read once */
   ck_assert_msg(ol_view_load_trace(&view, path, &err) == 0, "%s: %s", c->name, err.text);
