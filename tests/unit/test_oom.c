@@ -1411,6 +1411,46 @@ START_TEST(state_made_once_is_not_growth)
 }
 END_TEST
 
+/* Held-out accelerate_accum_fits replayed at 0.4 of its cap: the finder
+ * counted 6 iterations of its first steps' pieces, then, the micro-step's
+ * repeat taking over, counted again from 3 (the micro-steps it found it
+ * had seen), not from 1. The autograd thread's cuBLAS workspaces (96 MiB,
+ * made once in the first backward, between the first count's lowest
+ * points) were its growth, and the job was told `leak`. A count that goes
+ * back, to any number, counts growth from there; one that goes on keeps
+ * its first lowest point. */
+START_TEST(growth_counts_from_a_count_that_goes_back)
+{
+  ol_sites_t *s = ol_sites_new();
+  int32_t workspace = ol_sites_intern(s, "(thread autograd)", 17), kept = ol_sites_intern(s, "k", 1);
+  ol_sites_add(s, workspace, 4);
+  ol_sites_add(s, kept, 4);
+  ol_sites_mark_valley(s, 2);
+  ol_sites_add(s, workspace, 96); /* made once, early */
+  ol_sites_mark_valley(s, 3);
+  ol_sites_mark_valley(s, 5);
+  ol_sites_mark_valley(s, 6);
+  ol_sites_mark_valley(s, 3); /* counted again, from 3 */
+  ol_sites_add(s, kept, 10);
+  ol_sites_mark_valley(s, 4);
+  ol_sites_mark_valley(s, 5);
+  ck_assert_int_eq(ol_sites_figure(s, workspace, OL_SITES_BY_GROWTH), 0);
+  ck_assert_int_eq(ol_sites_figure(s, kept, OL_SITES_BY_GROWTH), 10);
+  int32_t top;
+  ck_assert_uint_eq(ol_sites_top(s, OL_SITES_BY_GROWTH, &top, 1), 1);
+  ck_assert_int_eq(top, kept);
+  /* once the count has settled, a count that goes back keeps the first
+   * lowest point: a repeat found anew at an OOM would hide the growth */
+  for (uint64_t i = 6; i <= 10; i++)
+    ol_sites_mark_valley(s, i);
+  ol_sites_add(s, workspace, 50);
+  ol_sites_mark_valley(s, 4);
+  ol_sites_mark_valley(s, 5);
+  ck_assert_int_eq(ol_sites_figure(s, workspace, OL_SITES_BY_GROWTH), 50);
+  ol_sites_free(s);
+}
+END_TEST
+
 /* The "not sampled" site holds many small tensors of many call sites: it
  * grew most in held-out fsdp2_leak (a kept graph's activations, each
  * small), and the paragraph named it ("Grew most (+28.38 MiB): (not
@@ -1714,6 +1754,7 @@ static Suite *oom_suite(void)
                       sizeof sited_traces / sizeof *sited_traces);
   tcase_add_test(traces, sites_table_orders_and_interns);
   tcase_add_test(traces, state_made_once_is_not_growth);
+  tcase_add_test(traces, growth_counts_from_a_count_that_goes_back);
   tcase_add_test(traces, the_unsampled_site_is_not_the_grower);
   suite_add_tcase(s, traces);
   return s;
