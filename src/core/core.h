@@ -780,12 +780,13 @@ typedef struct ol_site_figures {
   int64_t first_valley, last_valley; /* live at the first and the last iteration's end */
   int64_t first_low, last_low;       /* ... and at their lowest points (sites.c) */
   bool valley_seen;
+  bool held_late; /* first_low is the first lowest point at which the site held memory */
 } ol_site_figures_t;
 typedef enum {
   OL_SITES_BY_AT_PEAK,
   OL_SITES_BY_TOTAL,
   OL_SITES_BY_CURRENT, /* who holds memory now (at an out-of-memory) */
-  OL_SITES_BY_GROWTH   /* last_low - first_low: what grows across iterations */
+  OL_SITES_BY_GROWTH   /* last_low - first_low (from nothing where held_late and it grew again): what grows across iterations */
 } ol_site_order_t;
 
 ol_sites_t *ol_sites_new(void);
