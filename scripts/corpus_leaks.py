@@ -16,7 +16,14 @@ what the diagnosis says is printed beside it, with the iterations found.
 A job that runs out before iterations are found (a short trial trace)
 has not shown a leak yet: `activations` there is what can be seen.
 
-usage: corpus_leaks.py [OOMLENS]
+With --midway the cap is halfway between the job's peak and the peak of
+its leaky trace replayed without a cap, so every leak runs the job out
+halfway through what it keeps (most of the leaks above never run out:
+the job's first-step peak stands above what the leak adds to its low
+points); a leak that raises the peak by less than a tenth is counted as
+`too small` and not replayed.
+
+usage: corpus_leaks.py [--midway] [OOMLENS]
 (docs/measurements.md, "Leaks the corpus never had")."""
 import collections
 import gzip
@@ -103,7 +110,10 @@ def patterns(sites):
 
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
-    oomlens = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, 'build/tools/oomlens')
+    args = sys.argv[1:]
+    midway = '--midway' in args
+    args = [a for a in args if a != '--midway']
+    oomlens = args[0] if args else os.path.join(root, 'build/tools/oomlens')
     data = os.path.join(root, 'tests/data/oom')
     with open(os.path.join(data, 'manifest.json'), encoding='utf-8') as f:
         manifest = json.load(f)
@@ -127,7 +137,14 @@ def main():
                     continue
                 with gzip.open(leaky, 'wt', compresslevel=1) as f:
                     f.writelines(out)
-                cap = max(int(peak * 1.05), min(cap_given, peak + size * blocks // 2))
+                if midway:
+                    leaky_peak = replay(oomlens, leaky)['peak_allocated']
+                    if leaky_peak < peak * 1.1:
+                        table['too small'] += 1
+                        continue
+                    cap = (peak + leaky_peak) // 2
+                else:
+                    cap = max(int(peak * 1.05), min(cap_given, peak + size * blocks // 2))
                 oom = replay(oomlens, leaky, cap, entry.get('batch')).get('oom')
                 got = oom['class'] if oom else 'none'
                 table[got] += 1
@@ -136,7 +153,7 @@ def main():
                                 f"{oom['diagnosis']['iterations']} iterations found, "
                                 f"cap {cap >> 20} MiB")
     print(f"leaks given to the corpus's fitted jobs: {sum(table.values())}; "
-          f"ran out: {sum(n for c, n in table.items() if c != 'none')}")
+          f"ran out: {sum(n for c, n in table.items() if c not in ('none', 'too small'))}")
     for cls, n in sorted(table.items()):
         print(f'  {cls}: {n}')
     for line in rows:
