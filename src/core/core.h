@@ -158,6 +158,11 @@ typedef struct ol_record {
   int32_t site; /* call site in the device's table, -1 none */
   uint8_t kind; /* the table's owner says (an account's blocks: an ol_origin_t) */
   bool before_free; /* an account's blocks: made before the device's first free */
+  /* An account's blocks: the device's iterations ended when it was made
+   * (iteration_ends), modulo 2^16 (a block's age in iterations is read
+   * only up to OL_KEPT_AGES, so the wrap costs nothing; it sits in what
+   * would be padding). */
+  uint16_t made_in;
   /* An account's blocks: the call site the iteration finder tells this
    * block by, + 1 (a trace's own site number: the live job's site id, so a
    * replay finds the job's iterations); 0: the block's site. */
@@ -219,6 +224,7 @@ typedef struct ol_sites ol_sites_t; /* sites.c, below */
 #define OL_LEAK_BYTES (256ll << 20) /* ... or, capacity unknown, to 256 MiB */
 #define OL_LEAK_PERIOD_MAX 16 /* ... or runs of up to this many iterations, */
 #define OL_LEAK_RUNS 3       /* ... this many, whose lowest rose at each */
+#define OL_KEPT_AGES 64 /* a live block's age in iterations is read up to this (account.c) */
 
 typedef struct ol_leak_warning {
   bool fired;          /* the warning below was given (once per device) */
@@ -832,6 +838,11 @@ const char *ol_sites_label(const ol_sites_t *sites, int32_t id); /* NULL: none *
 int32_t ol_sites_grew_most(const ol_sites_t *sites, int32_t skip);
 /* The site's figure that order ranks by (at the peak, in total, now, its growth). */
 int64_t ol_sites_figure(const ol_sites_t *sites, int32_t id, ol_site_order_t order);
+/* What a site's memory counts as growth from: what it held at the first
+ * lowest point counted, 0 where it first held memory at a later one; and
+ * INT64_MAX where it never held more at a later lowest point than there
+ * (a buffer it always held, or no iteration ended). */
+int64_t ol_sites_growth_base(const ol_sites_t *sites, int32_t id);
 size_t ol_sites_top(const ol_sites_t *sites, ol_site_order_t order, int32_t *out, size_t max);
 
 /* A site's frames as text, innermost first, at most max, each handed to
@@ -1330,6 +1341,10 @@ typedef struct ol_account_device {
   bool first_step_done;
   bool outside_known;     /* what is held outside the allocator, as its owner measured it */
   int64_t outside;
+  /* Iterations seen to end, counted up at each end and never counted
+   * again (stats.phases.iterations goes back where a longer repeat takes
+   * over): the blocks' made_in. */
+  uint64_t iteration_ends;
 } ol_account_device_t;
 
 typedef struct ol_account ol_account_t;
@@ -1589,6 +1604,8 @@ static inline ol_record_t *ol_account_alloc(ol_account_t *a, const ol_record_t *
   *rec = *block;
   rec->before_free = !a->devices[d].stats.phases.freed;
   ol_account_added(a, rec, d);
+  /* after: the block that ends an iteration is the next one's first */
+  rec->made_in = (uint16_t)a->devices[d].iteration_ends;
   return rec;
 }
 

@@ -397,6 +397,15 @@ size_t ol_sites_top(const ol_sites_t *s, ol_site_order_t order, int32_t *out, si
   return n;
 }
 
+int64_t ol_sites_growth_base(const ol_sites_t *s, int32_t id)
+{
+  if (!s || id < 0 || (size_t)id >= s->count)
+    return INT64_MAX;
+  const ol_site_figures_t *f = &s->all[id]->figures;
+  int64_t base = f->held_late ? 0 : f->first_low;
+  return f->valley_seen && f->last_low > base ? base : INT64_MAX;
+}
+
 int32_t ol_sites_grew_most(const ol_sites_t *s, int32_t skip)
 {
   int32_t top[2];
