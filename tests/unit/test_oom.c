@@ -1413,6 +1413,14 @@ START_TEST(state_made_once_is_not_growth)
 }
 END_TEST
 
+/* Iterations first to last end, one after another, with no lower point
+ * marked between them. */
+static void iterations_end(ol_sites_t *s, uint64_t first, uint64_t last)
+{
+  for (uint64_t i = first; i <= last; i++)
+    ol_sites_mark_valley(s, i);
+}
+
 /* A site that first holds memory at a later lowest point and holds more at
  * a later one still is no state made once: all it holds grew (held-out
  * eval_every_leak replayed at 0.6 of its cap kept two evaluations' 98 MiB
@@ -1422,15 +1430,12 @@ START_TEST(a_site_that_grows_again_grew_from_nothing)
   ol_sites_t *s = ol_sites_new();
   int32_t kept = ol_sites_intern(s, "job.py:9:kept", 13), other = ol_sites_intern(s, "o", 1);
   ol_sites_add(s, other, 8);
-  ol_sites_mark_valley(s, 2);
-  ol_sites_mark_valley(s, 3);
+  iterations_end(s, 2, 3);
   ol_sites_add(s, kept, 98); /* the first evaluation's */
-  ol_sites_mark_valley(s, 4);
-  ol_sites_mark_valley(s, 5);
+  iterations_end(s, 4, 5);
   ck_assert_int_eq(ol_sites_figure(s, kept, OL_SITES_BY_GROWTH), 0);
   ol_sites_add(s, kept, 98); /* the second's */
-  ol_sites_mark_valley(s, 6);
-  ol_sites_mark_valley(s, 7);
+  iterations_end(s, 6, 7);
   ck_assert_int_eq(ol_sites_figure(s, kept, OL_SITES_BY_GROWTH), 196);
   ol_sites_free(s);
 }
@@ -1453,12 +1458,10 @@ START_TEST(growth_counts_from_a_count_that_goes_back)
   ol_sites_mark_valley(s, 2);
   ol_sites_add(s, workspace, 96); /* made once, early */
   ol_sites_mark_valley(s, 3);
-  ol_sites_mark_valley(s, 5);
-  ol_sites_mark_valley(s, 6);
+  iterations_end(s, 5, 6);
   ol_sites_mark_valley(s, 3); /* counted again, from 3 */
   ol_sites_add(s, kept, 10);
-  ol_sites_mark_valley(s, 4);
-  ol_sites_mark_valley(s, 5);
+  iterations_end(s, 4, 5);
   ck_assert_int_eq(ol_sites_figure(s, workspace, OL_SITES_BY_GROWTH), 0);
   ck_assert_int_eq(ol_sites_figure(s, kept, OL_SITES_BY_GROWTH), 10);
   int32_t top;
@@ -1466,11 +1469,9 @@ START_TEST(growth_counts_from_a_count_that_goes_back)
   ck_assert_int_eq(top, kept);
   /* once the count has settled, a count that goes back keeps the first
    * lowest point: a repeat found anew at an OOM would hide the growth */
-  for (uint64_t i = 6; i <= 10; i++)
-    ol_sites_mark_valley(s, i);
+  iterations_end(s, 6, 10);
   ol_sites_add(s, workspace, 50);
-  ol_sites_mark_valley(s, 4);
-  ol_sites_mark_valley(s, 5);
+  iterations_end(s, 4, 5);
   ck_assert_int_eq(ol_sites_figure(s, workspace, OL_SITES_BY_GROWTH), 50);
   ol_sites_free(s);
 }
