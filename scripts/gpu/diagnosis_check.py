@@ -629,6 +629,14 @@ HELD_OUT = [
                                      ('bert_batch', '8G', 2, 12), ('resnet_batch', '8G', 15, 87),
                                      ('llama_gqa_batch', '8G', 1, 4)]],
     dict(name='empty_cache_fits', cap='8G', batch=4, steps=30, truth='none', warn=False),
+    # The thirty-first held-out set (session 26, 2026-12-05), committed
+    # before any of it ran: leaks that run the job out two or three steps
+    # after they begin, plainly and under gradient accumulation (each must
+    # run out after its leak began: oom_after).
+    dict(name='fast_logits_leak', cap='5.3G', batch=4, steps=40, truth='leak', warn=None,
+         oom_after=4, observe=('undetermined', HIDDEN)),
+    dict(name='accum_fast_leak', cap='5.6G', batch=4, steps=40, truth='leak', warn=None,
+         oom_after=4, observe=('undetermined', HIDDEN)),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':
@@ -713,6 +721,8 @@ def warning_standing(run):
 
 
 def warning_right(case, run):
+    if case['warn'] is None:  # not asked: a leak too quick to warn of, or to be warned of
+        return True
     if case['warn']:
         return warning_standing(run) and run.get('warning_before_oom')
     return not warning_standing(run)
@@ -807,7 +817,8 @@ def heldout_markdown(rows):
            '| batch figure / truth | leak warning (wanted) | s |',
            '| --- | --- | --- | --- | --- | --- | --- | --- | --- |']
     for r in rows:
-        wanted = 'before the OOM' if r['warn_truth'] else 'none'
+        wanted = ('not asked' if r['warn_truth'] is None
+                  else 'before the OOM' if r['warn_truth'] else 'none')
         warn = warning_text(r['manage'])
         if r['observe'].get('cls') not in ('not run', 'timeout'):
             warn += '; observe: ' + warning_text(r['observe'])
