@@ -599,6 +599,15 @@ static bool kept_over_iterations(const kept_by_age_t *k)
   return __builtin_popcountll(k->ages) >= 2 && (k->ages & ~UINT64_C(1)) != 0;
 }
 
+/* Where weights grow, their gradients and optimizer state grow with them,
+ * Adam's twice as much: the weights are what the paragraph must name
+ * (held-out task_heads_leak, a new head each step). */
+static bool follows_weights(const ol_sites_t *sites, int32_t id)
+{
+  ol_role_t role = ol_sites_role(sites, id);
+  return role == OL_ROLE_gradients || role == OL_ROLE_optimizer;
+}
+
 /* The grower (ol_oom_note_sites: what a site held at the iterations'
  * lowest points rose) sees a block kept in an iteration only at the next
  * one's lowest point, known when that one ends: a leak that runs the job
@@ -609,18 +618,10 @@ static bool kept_over_iterations(const kept_by_age_t *k)
  * made in earlier iterations (kept_over_iterations), above what it held
  * at its first lowest point, where that held less than the site holds at
  * its last (it grew, so no buffer it always held). The site that grew
- * most either way is the grower. As for the grower by lowest points, the
+ * most either way is the grower, but for the state that follows weights
+ * that grew (follows_weights). As for the grower by lowest points, the
  * site's role is the rules' to weigh; the "not sampled" site and the one
  * of no frames hold many call sites' blocks, and are no call site. */
-/* Where weights grow, their gradients and optimizer state grow with them,
- * Adam's twice as much: the weights are what the paragraph must name
- * (held-out task_heads_leak, a new head each step). */
-static bool follows_weights(const ol_sites_t *sites, int32_t id)
-{
-  ol_role_t role = ol_sites_role(sites, id);
-  return role == OL_ROLE_gradients || role == OL_ROLE_optimizer;
-}
-
 static void grower_by_kept_blocks(const ol_account_t *a, int device, ol_oom_record_t *r)
 {
   const ol_sites_t *sites = ol_account_sites(a, device);

@@ -792,7 +792,8 @@ typedef enum {
   OL_SITES_BY_AT_PEAK,
   OL_SITES_BY_TOTAL,
   OL_SITES_BY_CURRENT, /* who holds memory now (at an out-of-memory) */
-  OL_SITES_BY_GROWTH   /* last_low - first_low (from nothing where held_late and it grew again): what grows across iterations */
+  OL_SITES_BY_GROWTH   /* last_low - first_low (from 0 where held_late and it grew
+                        * again): what grows across iterations */
 } ol_site_order_t;
 
 ol_sites_t *ol_sites_new(void);

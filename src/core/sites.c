@@ -284,11 +284,11 @@ static const ol_site_figures_t *settled(const ol_sites_t *s, int32_t id)
  * the autograd thread's cuBLAS workspaces, 96 MiB made once in the first
  * backward, read as a site's growth: `leak`), never once OL_SITE_SETTLED
  * were counted: a repeat found anew at an OOM would count the growth from
- * there. A site that held nothing
- * there counts from the first lowest point at which it held memory: a
- * state made whole once (Adam's moments, made at the first optimizer step
- * of held-out small_accum_leak after the second iteration's lowest) does
- * not grow, and had been named over the 8 MiB an iteration the job kept.
+ * there. A site that held nothing there counts from the first lowest
+ * point at which it held memory: a state made whole once (Adam's moments,
+ * made at the first optimizer step of held-out small_accum_leak after the
+ * second iteration's lowest) does not grow, and had been named over the 8
+ * MiB an iteration the job kept.
  * A site that holds more at a later lowest point still is no state made
  * once: all it holds grew, its first hold too (held-out eval_every_leak at
  * 0.6 of its cap kept two evaluations' 98 MiB and was said to have grown
