@@ -3476,48 +3476,46 @@ def gpt2_medium_batch(batch, steps):
 # fitted jobs were `activations` before.
 
 
-@case
-def fast_logits_leak(batch, steps):
-    """GPT-2 (6 layers) fp32 AdamW, batch `batch` (4), sequence 512; from
-    the 4th step on each step's logits (4 x 512 x 50257 fp32: 412 MB) are
-    kept, detached, in a list for metrics computed later, under 5.3G,
-    where the job without them peaks near 4.3 GB with its context: out at
-    about the third kept (truth: leak; no warning asked of two or three
-    rises)."""
+def kept_logits_steps(batch, steps, window):
+    """GPT-2 (6 layers) fp32 AdamW, batch `batch`, sequence 512, the
+    gradients accumulated over `window` micro-steps (kept between them, set
+    to None after each optimizer step; 1: none); from the 4th micro-step on
+    each one's logits (batch x 512 x 50257 fp32: 412 MB at 4) are kept,
+    detached, in a list for metrics computed later."""
     m = gpt2_model(n_layer=6)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     kept = []
     for step in range(steps):
         x = torch.randint(0, 50257, (batch, 512), device='cuda')
         out = m(input_ids=x, labels=x)
-        learn(out.loss, opt)
-        if step >= 3:
-            kept.append(out.logits.detach())  # the bug: never cleared
-        del out, x
-        yield
-
-
-@case
-def accum_fast_leak(batch, steps):
-    """fast_logits_leak's job under gradient accumulation over 4
-    micro-steps (the gradients kept between them, set to None after each
-    optimizer step), its micro-steps' logits kept from the 4th micro-step
-    on, under 5.6G: out at about the third kept, the iterations' lowest
-    points moving with the window (truth: leak; no warning asked)."""
-    m = gpt2_model(n_layer=6)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    kept = []
-    for step in range(steps):
-        x = torch.randint(0, 50257, (batch, 512), device='cuda')
-        out = m(input_ids=x, labels=x)
-        (out.loss / 4).backward()
-        if step % 4 == 3:
+        (out.loss / window).backward()
+        if step % window == window - 1:
             opt.step()
             opt.zero_grad(set_to_none=True)
         if step >= 3:
             kept.append(out.logits.detach())  # the bug: never cleared
         del out, x
         yield
+
+
+@case
+def fast_logits_leak(batch, steps):
+    """GPT-2 (6 layers) fp32 AdamW, batch `batch` (4), sequence 512; from
+    the 4th step on each step's logits (412 MB) are kept, detached, in a
+    list for metrics computed later (kept_logits_steps), under 5.3G, where
+    the job without them peaks near 4.3 GB with its context: out at about
+    the third kept (truth: leak; no warning asked of two or three rises)."""
+    yield from kept_logits_steps(batch, steps, 1)
+
+
+@case
+def accum_fast_leak(batch, steps):
+    """fast_logits_leak's job under gradient accumulation over 4
+    micro-steps (the gradients kept between them, set to None after each
+    optimizer step), each micro-step's logits kept from the 4th on, under
+    5.6G: out at about the third kept, the iterations' lowest points moving
+    with the window (truth: leak; no warning asked)."""
+    yield from kept_logits_steps(batch, steps, 4)
 
 
 def main():
