@@ -561,7 +561,10 @@ void ol_account_stats(const ol_account_t *a, int device, ol_device_stats_t *out)
 
 /* A site's live blocks made before the last iteration ended, by age: the
  * iterations ended since each was made (1: in the last one), up to
- * OL_KEPT_AGES. */
+ * OL_KEPT_AGES. Blocks made before the first iteration ended are the first
+ * step's (the autograd thread's cuBLAS workspaces, buffers, state made
+ * once), not kept from step to step: beside a window's gradients, made in
+ * one backward under accumulation, the workspaces would make two ages. */
 typedef struct kept_by_age {
   int64_t bytes;
   uint64_t ages; /* bit k - 1: a block of age k */
@@ -577,7 +580,8 @@ typedef struct kept_walk {
 static void collect_kept(const ol_record_t *rec, void *arg)
 {
   kept_walk_t *w = arg;
-  if (ol_account_clamp(rec->device) != w->device || rec->site < 0 || (size_t)rec->site >= w->count)
+  if (ol_account_clamp(rec->device) != w->device || rec->site < 0 ||
+      (size_t)rec->site >= w->count || rec->made_in == 0)
     return;
   uint16_t age = (uint16_t)(w->now - rec->made_in);
   if (age == 0 || age > OL_KEPT_AGES)
