@@ -2224,11 +2224,12 @@ def accum_logits_leak(batch, steps):
         logits.detach()))  # the bug: never cleared
 
 
-def accumulating_lm_steps(batch, steps, window_end, layers=6, sequence=512, window=4):
+def accumulating_lm_steps(batch, steps, window_end, layers=6, sequence=512, window=4,
+                          micro_step=None):
     """GPT-2 (`layers` layers) fp32 AdamW, gradient accumulation over
-    `window` micro-steps of `batch` sequences of `sequence`;
+    `window` micro-steps of `batch` sequences of `sequence` (1: none);
     `window_end(logits)` gets each window's last logits after its optimizer
-    step."""
+    step, and `micro_step(step, logits)`, where given, every micro-step's."""
     m = gpt2_model(n_layer=layers)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     for step in range(steps):
@@ -2239,6 +2240,8 @@ def accumulating_lm_steps(batch, steps, window_end, layers=6, sequence=512, wind
             opt.step()
             opt.zero_grad(set_to_none=True)
             window_end(out.logits)
+        if micro_step:
+            micro_step(step, out.logits)
         del out, x
         yield
 
@@ -3477,25 +3480,17 @@ def gpt2_medium_batch(batch, steps):
 
 
 def kept_logits_steps(batch, steps, window):
-    """GPT-2 (6 layers) fp32 AdamW, batch `batch`, sequence 512, the
-    gradients accumulated over `window` micro-steps (kept between them, set
-    to None after each optimizer step; 1: none); from the 4th micro-step on
-    each one's logits (batch x 512 x 50257 fp32: 412 MB at 4) are kept,
-    detached, in a list for metrics computed later."""
-    m = gpt2_model(n_layer=6)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    """accumulating_lm_steps (GPT-2, 6 layers, sequence 512) whose
+    micro-steps' logits (batch x 512 x 50257 fp32: 412 MB at 4) are kept,
+    detached, from the 4th micro-step on, in a list for metrics computed
+    later."""
     kept = []
-    for step in range(steps):
-        x = torch.randint(0, 50257, (batch, 512), device='cuda')
-        out = m(input_ids=x, labels=x)
-        (out.loss / window).backward()
-        if step % window == window - 1:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+
+    def keep(step, logits):
         if step >= 3:
-            kept.append(out.logits.detach())  # the bug: never cleared
-        del out, x
-        yield
+            kept.append(logits.detach())  # the bug: never cleared
+    yield from accumulating_lm_steps(batch, steps, lambda logits: None, window=window,
+                                     micro_step=keep)
 
 
 @case
