@@ -196,6 +196,7 @@ static void read_oom_sites(const at_t *oom, ol_report_t *v, ol_report_device_t *
     const char *role = ol_json_may_string(&grower, "role", NULL); /* minor 15 */
     if (!role || !ol_role_parse(role, &r->grower_role))
       r->grower_role = OL_ROLE_unknown;
+    r->grower_once = ol_json_may_bool(&grower, "once", false); /* minor 22 */
     read_name(v, &d->oom_names[OL_REPORT_GROWER], grew);
   }
 }

@@ -603,6 +603,15 @@ static bool kept_over_iterations(const kept_by_age_t *k)
   return __builtin_popcountll(k->ages) >= 2 && (k->ages & ~UINT64_C(1)) != 0;
 }
 
+/* Blocks of one age, made before the last iteration but one: a tensor
+ * kept once mid-run (a loss kept every 4th step, out before the second) or
+ * a state made once (a cache made at its first use). Which one is not
+ * told by the blocks; oom.c weighs it against the iteration under way. */
+static bool kept_once(const kept_by_age_t *k)
+{
+  return __builtin_popcountll(k->ages) == 1 && (k->ages & ~UINT64_C(1)) != 0;
+}
+
 /* Where weights grow, their gradients and optimizer state grow with them,
  * Adam's twice as much: the weights are what the paragraph must name
  * (held-out task_heads_leak, a new head each step). */
@@ -610,6 +619,34 @@ static bool follows_weights(const ol_sites_t *sites, int32_t id)
 {
   ol_role_t role = ol_sites_role(sites, id);
   return role == OL_ROLE_gradients || role == OL_ROLE_optimizer;
+}
+
+/* Where no site grew over two ages or more, the site that holds most of
+ * one age made mid-run (kept_once), of no role of the state (a state made
+ * once mid-run is the state rules' to weigh): r->grower_once says the
+ * growth is one block's, which oom.c takes for a leak only where the
+ * iteration under way has asked no more than earlier ones needed. */
+static void grower_kept_once(const ol_account_t *a, int d, const kept_walk_t *w,
+                             ol_oom_record_t *r)
+{
+  const ol_sites_t *sites = ol_account_sites(a, d);
+  int32_t unsampled = ol_account_unsampled_site(a, d);
+  for (size_t i = 0; i < w->count; i++) {
+    ol_role_t role = ol_sites_role(sites, (int32_t)i);
+    if ((int32_t)i == unsampled || ol_account_phase_site(a, d, (int32_t)i) < 0 ||
+        !kept_once(&w->sites[i]) || role == OL_ROLE_unknown || role == OL_ROLE_library ||
+        role == OL_ROLE_weights || role == OL_ROLE_gradients || role == OL_ROLE_optimizer)
+      continue;
+    int64_t base = ol_sites_growth_base(sites, (int32_t)i);
+    if (base == INT64_MAX)
+      continue;
+    int64_t grew = ol_sat_sub(w->sites[i].bytes, base);
+    if (grew > r->grower.bytes) {
+      r->grower = (ol_oom_site_t){(int32_t)i, grew};
+      r->grower_role = role;
+      r->grower_once = true;
+    }
+  }
 }
 
 /* The grower (ol_oom_note_sites: what a site held at the iterations'
@@ -654,6 +691,8 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, ol_oom_reco
       r->grower_role = ol_sites_role(sites, (int32_t)i);
     }
   }
+  if (r->grower.id < 0 || r->grower.bytes <= 0)
+    grower_kept_once(a, d, &w, r);
   free(w.sites);
 }
 

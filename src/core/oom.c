@@ -480,6 +480,27 @@ static bool state_role(ol_role_t role)
   return role == OL_ROLE_weights || role == OL_ROLE_gradients || role == OL_ROLE_optimizer;
 }
 
+/* A site's blocks of one age (account.c, grower_once) are a leak's first
+ * only where they are large: a loop may keep a little more from an
+ * iteration on (a prefetched batch, a scaler's buffers), as
+ * KEPT_BEYOND_SHARE says below. */
+#define ONCE_SHARE 32
+
+/* The iteration under way has asked for no more above what outlives the
+ * iterations than the most an earlier one needed: it ran out because what
+ * outlives them rose, not because it is larger (a longer input's
+ * iteration asks for more: held-out varlen_long). */
+static int64_t iteration_asked(const ol_oom_record_t *r)
+{
+  return ol_sat_sub(ol_sat_add(r->allocated, request_of(r)), r->persistent);
+}
+
+static bool iteration_asks_no_more(const ol_oom_record_t *r)
+{
+  return r->iterations > 0 && r->iteration_need > 0 && r->persistent >= 0 &&
+         iteration_asked(r) <= r->iteration_need;
+}
+
 /* The call site that grew most across iterations (its memory at their
  * lowest points, sites.c) makes no part of the state, and its growth
  * covers what the request lacked: without it the job would fit. A leak in
@@ -495,6 +516,8 @@ static bool site_grew_by_shortfall(const ol_oom_record_t *r)
 {
   if (!r->roles_known || r->iterations < OL_LEAK_STREAK || r->grower.id < 0 ||
       state_role(r->grower_role) || r->grower_role == OL_ROLE_unknown || r->input_growth > 0)
+    return false;
+  if (r->grower_once && (!iteration_asks_no_more(r) || r->grower.bytes < cap_of(r) / ONCE_SHARE))
     return false;
   int64_t lacking = lacking_of(r);
   return r->grower.bytes >= cap_of(r) / OL_LEAK_SHARE && r->grower.bytes >= lacking;
@@ -1391,6 +1414,19 @@ static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
                   size_text(d, r->warned_rate), size_of(e, r->request));
     return;
   }
+  if (!steady && site_grew_by_shortfall(r) && r->grower_once) {
+    ol_buf_printf(out, "One call site holds %s it made in an earlier iteration and kept since "
+                  "(its blocks are %s by their frames, none of the state; named below), and "
+                  "this iteration asked for %s above what outlives the iterations, no more "
+                  "than the %s the earlier ones needed: without those blocks this %s request "
+                  "would fit. A tensor kept past its step (a loss or logits kept with their "
+                  "graph, an output appended to a list every few steps) is a leak that comes "
+                  "back; if it is a cache made once on purpose, free it before the step or make "
+                  "room for it. ", size_text(a, r->grower.bytes), ol_role_name(r->grower_role),
+                  size_text(b, iteration_asked(r)), size_text(c, r->iteration_need),
+                  size_of(d, r->request));
+    return;
+  }
   if (!steady && site_grew_by_shortfall(r)) {
     ol_buf_printf(out, "One call site's memory, kept from step to step, grew by %s across the %"
                   PRIu64 " iterations seen, in steps rather than steadily (its blocks are %s "
@@ -1819,6 +1855,7 @@ void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites, int32_t unsa
     r->holders[i] = (ol_oom_site_t){top[i], ol_sites_figures(sites, top[i])->current};
   r->holder_count = (int)n;
   r->grower = (ol_oom_site_t){-1, 0};
+  r->grower_once = false;
   int32_t grower = sites ? ol_sites_grew_most(sites, unsampled) : -1;
   if (grower >= 0) {
     r->grower = (ol_oom_site_t){grower, ol_sites_figure(sites, grower, OL_SITES_BY_GROWTH)};
@@ -1887,8 +1924,9 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
   if (namer && r->grower.id >= 0) {
     ol_buf_printf(out, "{\"site\": ");
     namer(out, r->grower.id, true, arg);
-    ol_buf_printf(out, ", \"growth\": %" PRId64 ", \"role\": \"%s\"}", r->grower.bytes,
-                  ol_role_name(r->grower_role));
+    ol_buf_printf(out, ", \"growth\": %" PRId64 ", \"role\": \"%s\", \"once\": %s}",
+                  r->grower.bytes, ol_role_name(r->grower_role),
+                  r->grower_once ? "true" : "false");
   } else {
     ol_buf_printf(out, "null");
   }

@@ -28,6 +28,7 @@ void ol_oom_record_init(ol_oom_record_t *r, uint64_t request)
   r->first_persistent = -1;
   r->grower.id = -1;
   r->grower_role = OL_ROLE_unknown;
+  r->grower_once = false;
   r->framework_allocated = -1;
 }
 

@@ -47,6 +47,17 @@ typedef struct {
   ROLES(2 * GiB, 2 * GiB, 2 * GiB, 9 * GiB + 512 * MiB), .grower = {.id = 4, .bytes = 1 * GiB}, \
   .grower_role = (role), .request_role_known = true, .request_role = OL_ROLE_activations
 
+/* One block kept from an earlier iteration (account.c, grower_once),
+ * where the most an earlier iteration needed was need: the iteration
+ * under way asked 9.50 GiB above the 7 GiB kept. */
+#define GREW_ONCE(need)                                                                      \
+  DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,                 \
+  .allocated = 15 * GiB + 512 * MiB, .iterations = 11, .persistent = 7 * GiB, .growth = 0,  \
+  .first_persistent = 5 * GiB, .before_first_free = 2 * GiB, .iteration_need = (need),      \
+  ROLES(2 * GiB, 2 * GiB, 2 * GiB, 9 * GiB + 512 * MiB), .grower = {.id = 4, .bytes = 1 * GiB}, \
+  .grower_role = OL_ROLE_activations, .grower_once = true, .request_role_known = true,      \
+  .request_role = OL_ROLE_activations
+
 static const class_case_t class_cases[] = {
   {"request larger than the device", {BASE, NO_BLOCKS, .request = 20 * GiB, .reserved = 1 * GiB},
    OL_OOM_impossible},
@@ -310,6 +321,16 @@ static const class_case_t class_cases[] = {
    * more than the request lacked. The same site of the state is no leak. */
   {"a site of no state role grew by the shortfall in steps: leak",
    {GREW_IN_STEPS(1 * GiB, OL_ROLE_activations)}, OL_OOM_leak},
+  /* One block of the forward's kept from mid-run (a loss kept every 4th
+   * step, out before the second: corpus_leaks.py --midway's ddp_fits and
+   * fsdp2_fits), where the iteration under way asked no more than earlier
+   * ones needed: the block is what no longer fits. Where it asked more, a
+   * larger input is (held-out varlen_long: a block made once early sits
+   * beside its long sequence's activations). */
+  {"one block kept from mid-run, the iteration no larger than before: leak",
+   {GREW_ONCE(10 * GiB)}, OL_OOM_leak},
+  {"one block kept from mid-run, the iteration larger than before: activations",
+   {GREW_ONCE(8 * GiB)}, OL_OOM_activations},
   {"the site that grew is the optimizer's: not this leak",
    {GREW_IN_STEPS(1 * GiB, OL_ROLE_optimizer)}, OL_OOM_activations},
   {"a site of no state role grew by less than the shortfall: activations",
@@ -459,8 +480,9 @@ START_TEST(grown_weights_are_kept_copies)
   ol_buf_free(&text);
   ol_buf_t json = {0};
   ol_oom_json(&json, &r, OL_OOM_leak, test_namer, NULL);
-  ck_assert_msg(strstr(json.data, "\"growth\": 3221225472, \"role\": \"weights\"}"), "%s",
-                json.data);
+  ck_assert_msg(
+    strstr(json.data, "\"growth\": 3221225472, \"role\": \"weights\", \"once\": false}"), "%s",
+    json.data);
   ol_buf_free(&json);
   static const ol_role_t others[] = {OL_ROLE_activations, OL_ROLE_unknown};
   for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
@@ -848,6 +870,21 @@ START_TEST(a_leak_in_steps_says_what_grew)
   ck_assert_msg(strstr(text.data, "One call site's memory, kept from step to step, grew by "
                                   "1.00 GiB across the 11 iterations seen, in steps rather than "
                                   "steadily (its blocks are activations by their frames"),
+                "%s", text.data);
+  ol_buf_free(&text);
+}
+END_TEST
+
+/* A leak of one block kept says what the block is and that the
+ * iteration was no larger than the earlier ones. */
+START_TEST(a_leak_of_one_kept_block_says_so)
+{
+  ol_buf_t text = {0};
+  explain_named("one block kept from mid-run, the iteration no larger than before: leak", &text);
+  ck_assert_msg(strstr(text.data, "One call site holds 1.00 GiB it made in an earlier iteration "
+                                  "and kept since (its blocks are activations by their frames") &&
+                  strstr(text.data, "this iteration asked for 9.50 GiB above what outlives the "
+                                    "iterations, no more than the 10.00 GiB"),
                 "%s", text.data);
   ol_buf_free(&text);
 }
@@ -1757,6 +1794,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, no_batch_before_the_optimizer_gives_both_fixes);
   tcase_add_test(classes, a_leak_by_its_warning_says_what_grew);
   tcase_add_test(classes, a_leak_in_steps_says_what_grew);
+  tcase_add_test(classes, a_leak_of_one_kept_block_says_so);
   tcase_add_test(classes, no_iteration_found_without_call_sites_is_not_the_first);
   tcase_add_test(classes, kept_or_state_without_call_sites_says_both);
   tcase_add_test(classes, a_first_step_without_call_sites_gives_both_fixes);
