@@ -535,6 +535,37 @@ static void a_step(ol_account_t *a, int step, bool keep, uint64_t *addr)
   apply_with_frames(a, OL_TRACE_FREE_COMPLETED, base + 0xb0000000, 4 * MiB, NULL);
 }
 
+/* Twelve steps of a_step on 256 MiB of weights, the losses of steps
+ * keep_from to keep_to kept, a 512 MiB block of made_once's site made in
+ * step 5 and kept; out in the 13th step, its input made, at a 64 MiB
+ * request of the backward. */
+static void out_after_kept_losses(ol_account_t *a, int keep_from, int keep_to,
+                                  const char *made_once, ol_oom_record_t *r)
+{
+  ol_account_init(a, OL_ACCOUNT_SITES);
+  apply_with_frames(a, OL_TRACE_ALLOC, 0x10000000, 256 * MiB, weights);
+  uint64_t loss = 0;
+  for (int step = 0; step < 12; step++) {
+    a_step(a, step, step >= keep_from && step <= keep_to, &loss);
+    if (step == 5)
+      apply_with_frames(a, OL_TRACE_ALLOC, 0xe00000000, 512 * MiB, made_once);
+  }
+  apply_with_frames(a, OL_TRACE_ALLOC, 0xf00000000, 4 * MiB, "train.py:19:step");
+  ck_assert_uint_ge(a->devices[0].stats.phases.iterations, 8);
+  apply_with_frames(a, OL_TRACE_OOM, 0, 64 * MiB, "(thread pt_autograd_0)");
+  ol_oom_record_init(r, 64 * MiB);
+  ol_account_oom_figures(a, 0, r);
+}
+
+static void assert_the_loss_grew(const ol_account_t *a, const ol_oom_record_t *r, int64_t bytes)
+{
+  ck_assert_int_ge(r->grower.id, 0);
+  const char *key = ol_sites_key(ol_account_sites(a, 0), r->grower.id);
+  ck_assert_ptr_nonnull(strstr(key, "cross_entropy"));
+  ck_assert_int_eq(r->grower.bytes, bytes);
+  ck_assert_int_eq(r->grower_role, OL_ROLE_activations);
+}
+
 /* A leak that runs the job out two steps after it began: a site's memory
  * at the iterations' lowest points shows a block kept in a step only at
  * the next one's, known when that one ends, so at the third kept block
@@ -542,34 +573,19 @@ static void a_step(ol_account_t *a, int step, bool keep, uint64_t *addr)
  * later lowest point reads as a state made once (held-out ddp_fits given
  * a 392 MiB loss kept each step, out at its third: `activations`). Its
  * live blocks say more: made in earlier iterations, of two ages at least,
- * one before the last iteration but one. A buffer made once is of one
- * age. */
+ * one before the last iteration but one. A buffer made once (of one age,
+ * larger than the leak) is not the grower where a site kept blocks of
+ * two. */
 START_TEST(blocks_kept_from_earlier_iterations_are_growth)
 {
   ol_account_t a;
-  ol_account_init(&a, OL_ACCOUNT_SITES);
-  apply_with_frames(&a, OL_TRACE_ALLOC, 0x10000000, 256 * MiB, weights);
-  uint64_t loss = 0;
-  for (int step = 0; step < 12; step++) {
-    a_step(&a, step, step >= 9, &loss);
-    if (step == 5) /* a buffer made once, mid-run, larger than the leak: of one age */
-      apply_with_frames(&a, OL_TRACE_ALLOC, 0xe00000000, 512 * MiB, "train.py:40:step");
-  }
-  apply_with_frames(&a, OL_TRACE_ALLOC, 0xf00000000, 4 * MiB, "train.py:19:step");
-  ck_assert_uint_ge(a.devices[0].stats.phases.iterations, 8);
-  /* the losses of steps 9, 10 and 11 are kept; out in the 12th step,
-   * its input made: three losses made in earlier iterations, where the
-   * lowest points show two (11's is seen at the 12th step's lowest,
-   * known when the 12th ends) */
-  apply_with_frames(&a, OL_TRACE_OOM, 0, 64 * MiB, "(thread pt_autograd_0)");
   ol_oom_record_t r;
-  ol_oom_record_init(&r, 64 * MiB);
-  ol_account_oom_figures(&a, 0, &r);
-  int32_t site = r.grower.id;
-  ck_assert_int_ge(site, 0);
-  ck_assert_ptr_nonnull(strstr(ol_sites_key(ol_account_sites(&a, 0), site), "cross_entropy"));
-  ck_assert_int_eq(r.grower.bytes, 3 * 64 * MiB);
-  ck_assert_int_eq(r.grower_role, OL_ROLE_activations);
+  /* the losses of steps 9, 10 and 11 are kept: three made in earlier
+   * iterations, where the lowest points show two (11's is seen at the
+   * 12th step's lowest, known when the 12th ends) */
+  out_after_kept_losses(&a, 9, 11, "train.py:40:step", &r);
+  assert_the_loss_grew(&a, &r, 3 * 64 * MiB);
+  ck_assert(!r.grower_once);
   ol_account_free(&a);
 }
 END_TEST
@@ -577,30 +593,14 @@ END_TEST
 /* A leak that runs the job out before its second kept block: one block
  * of the forward's, made mid-run and held since, is the grower, marked as
  * of one age (held-out ddp_fits given a 392 MiB loss kept every 4th step,
- * out before the 8th: `activations`); oom.c weighs it. A buffer of the
+ * out before the 8th: `activations`); oom.c weighs it. A block of the
  * state's is not: a state made once mid-run is the state rules'. */
 START_TEST(one_block_kept_from_mid_run_is_growth_of_one_age)
 {
   ol_account_t a;
-  ol_account_init(&a, OL_ACCOUNT_SITES);
-  apply_with_frames(&a, OL_TRACE_ALLOC, 0x10000000, 256 * MiB, weights);
-  uint64_t loss = 0;
-  for (int step = 0; step < 12; step++) {
-    a_step(&a, step, step == 7, &loss);
-    if (step == 5) /* optimizer state made mid-run, larger: not the grower */
-      apply_with_frames(&a, OL_TRACE_ALLOC, 0xe00000000, 512 * MiB,
-                        "torch/optim/adamw.py:180:_init_group;train.py:22:step");
-  }
-  apply_with_frames(&a, OL_TRACE_ALLOC, 0xf00000000, 4 * MiB, "train.py:19:step");
-  apply_with_frames(&a, OL_TRACE_OOM, 0, 64 * MiB, "(thread pt_autograd_0)");
   ol_oom_record_t r;
-  ol_oom_record_init(&r, 64 * MiB);
-  ol_account_oom_figures(&a, 0, &r);
-  int32_t site = r.grower.id;
-  ck_assert_int_ge(site, 0);
-  ck_assert_ptr_nonnull(strstr(ol_sites_key(ol_account_sites(&a, 0), site), "cross_entropy"));
-  ck_assert_int_eq(r.grower.bytes, 64 * MiB);
-  ck_assert_int_eq(r.grower_role, OL_ROLE_activations);
+  out_after_kept_losses(&a, 7, 7, "torch/optim/adamw.py:180:_init_group;train.py:22:step", &r);
+  assert_the_loss_grew(&a, &r, 64 * MiB);
   ck_assert(r.grower_once);
   ol_account_free(&a);
 }
