@@ -637,6 +637,11 @@ HELD_OUT = [
          oom_after=4, observe=('undetermined', HIDDEN)),
     dict(name='accum_fast_leak', cap='5.6G', batch=4, steps=40, truth='leak', warn=None,
          oom_after=4, observe=('undetermined', HIDDEN)),
+    # The thirty-second held-out set (session 27, 2026-12-05), committed
+    # before it ran: a leak out before its second kept block, two
+    # iterations after its first.
+    dict(name='kept_validation_leak', cap='4.4G', batch=4, steps=40, truth='leak', warn=None,
+         oom_after=5, observe=('undetermined', HIDDEN)),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

@@ -3513,6 +3513,36 @@ def accum_fast_leak(batch, steps):
     yield from kept_logits_steps(batch, steps, 4)
 
 
+# A leak that has kept one block when it runs the job out (the
+# thirty-second held-out set, session 27): the rule reads a site's blocks
+# of one age made mid-run as a leak's only where the failed iteration asks
+# no more than earlier ones (docs/diagnosis.md, "On smaller devices").
+
+
+@case
+def kept_validation_leak(batch, steps):
+    """GPT-2 (6 layers) fp32 AdamW, batch `batch` (4), training sequences of
+    512 and 256 tokens in turn; after the 5th step and every 8th after it,
+    a validation batch of 4 x 1024 tokens is scored under no_grad and its
+    logits (823 MB) appended to a list for calibration metrics computed at
+    the end (the bug). Under 4.4G, where the job without them peaks near
+    3.34 GiB of tensors plus its context: the 256-token step after the
+    first validation fits, the 512-token step after it runs out, before a
+    second is kept (truth: leak; one block kept, made two iterations before
+    the failed one, which asks no more than the earlier 512-token steps)."""
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    kept = []
+    for step in range(steps):
+        length = 512 if step % 2 == 0 else 256
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, length), device='cuda')), opt)
+        if step % 8 == 4:
+            with torch.no_grad():
+                v = torch.randint(0, 50257, (4, 1024), device='cuda')
+                kept.append(m(input_ids=v).logits)  # the bug: kept on the device
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
