@@ -23,7 +23,13 @@ the job's first-step peak stands above what the leak adds to its low
 points); a leak that raises the peak by less than a tenth is counted as
 `too small` and not replayed.
 
-usage: corpus_leaks.py [--midway] [OOMLENS]
+With --once each leak keeps one block only, its site's 10th (a tensor
+kept once for a metric or a cache, never freed; the 10th, so that the
+iterations are found before it), capped midway as above: the job runs
+out at the next step, where the kept block is of the failed iteration's
+age (docs/diagnosis.md, "On smaller devices", session 27).
+
+usage: corpus_leaks.py [--midway | --once] [OOMLENS]
 (docs/measurements.md, "Leaks the corpus never had")."""
 import collections
 import gzip
@@ -93,8 +99,12 @@ def with_leak(lines, site, keep):
     return out, blocks
 
 
-def patterns(sites):
+def patterns(sites, once=False):
     """(name, site, size, keep) of each leak given."""
+    if once:
+        for which, (size, site) in (('largest', sites[0]), ('middle', sites[len(sites) // 2])):
+            yield f'{which} site ({size >> 20} MiB), its 10th only', site, size, lambda n: n == 10
+        return
     draws = random.Random(7)
     coin = collections.defaultdict(lambda: draws.random() < 0.3)
     largest, middle = sites[0], sites[len(sites) // 2]
@@ -111,8 +121,9 @@ def patterns(sites):
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
     args = sys.argv[1:]
-    midway = '--midway' in args
-    args = [a for a in args if a != '--midway']
+    once = '--once' in args
+    midway = '--midway' in args or once
+    args = [a for a in args if a not in ('--midway', '--once')]
     oomlens = args[0] if args else os.path.join(root, 'build/tools/oomlens')
     data = os.path.join(root, 'tests/data/oom')
     with open(os.path.join(data, 'manifest.json'), encoding='utf-8') as f:
@@ -131,9 +142,9 @@ def main():
                 continue
             peak = replay(oomlens, trace)['peak_allocated']
             cap_given = int(float(entry['cap'][:-1]) * UNITS[entry['cap'][-1]])
-            for name, site, size, keep in patterns(sites):
+            for name, site, size, keep in patterns(sites, once):
                 out, blocks = with_leak(lines, site, keep)
-                if blocks < 2:
+                if blocks < (1 if once else 2):
                     continue
                 with gzip.open(leaky, 'wt', compresslevel=1) as f:
                     f.writelines(out)
