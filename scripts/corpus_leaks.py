@@ -29,9 +29,15 @@ iterations are found before it), capped midway as above: the job runs
 out at the next step, where the kept block is of the failed iteration's
 age (docs/diagnosis.md, "On smaller devices", session 27).
 
-usage: corpus_leaks.py [--midway | --once] [OOMLENS]
+With --expect FILE the output is compared with FILE (the meson tests
+corpus_leaks_*, whose files are tests/data/oom/leaks_*.txt): any
+difference, better or worse, fails, and the file is to be rewritten with
+the change that made it.
+
+usage: corpus_leaks.py [--midway | --once] [--expect FILE] [OOMLENS]
 (docs/measurements.md, "Leaks the corpus never had")."""
 import collections
+import difflib
 import gzip
 import json
 import lzma
@@ -121,6 +127,13 @@ def patterns(sites, once=False):
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
     args = sys.argv[1:]
+    expect = None
+    if '--expect' in args:
+        at = args.index('--expect')
+        if at + 1 >= len(args):
+            sys.exit('corpus_leaks.py: --expect wants a file')
+        expect = args[at + 1]
+        del args[at:at + 2]
     once = '--once' in args
     midway = '--midway' in args or once
     args = [a for a in args if a not in ('--midway', '--once')]
@@ -163,12 +176,17 @@ def main():
                     rows.append(f"{entry['name']} {name}: {got}, "
                                 f"{oom['diagnosis']['iterations']} iterations found, "
                                 f"cap {cap >> 20} MiB")
-    print(f"leaks given to the corpus's fitted jobs: {sum(table.values())}; "
-          f"ran out: {sum(n for c, n in table.items() if c not in ('none', 'too small'))}")
-    for cls, n in sorted(table.items()):
-        print(f'  {cls}: {n}')
-    for line in rows:
-        print('  ' + line)
+    text = [f"leaks given to the corpus's fitted jobs: {sum(table.values())}; "
+            f"ran out: {sum(n for c, n in table.items() if c not in ('none', 'too small'))}"]
+    text += [f'  {cls}: {n}' for cls, n in sorted(table.items())]
+    text += ['  ' + line for line in rows]
+    print('\n'.join(text))
+    if expect:
+        with open(expect, encoding='utf-8') as f:
+            wanted = f.read().splitlines()
+        if wanted != text:
+            diff = difflib.unified_diff(wanted, text, expect, 'now', lineterm='')
+            sys.exit('corpus_leaks.py: not as ' + expect + ':\n' + '\n'.join(diff))
 
 
 if __name__ == '__main__':
