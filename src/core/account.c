@@ -621,34 +621,6 @@ static bool follows_weights(const ol_sites_t *sites, int32_t id)
   return role == OL_ROLE_gradients || role == OL_ROLE_optimizer;
 }
 
-/* Where no site grew over two ages or more, the site that holds most of
- * one age made mid-run (kept_once), of no role of the state (a state made
- * once mid-run is the state rules' to weigh): r->grower_once says the
- * growth is one block's, which oom.c takes for a leak only where the
- * iteration under way has asked no more than earlier ones needed. */
-static void grower_kept_once(const ol_account_t *a, int d, const kept_walk_t *w,
-                             ol_oom_record_t *r)
-{
-  const ol_sites_t *sites = ol_account_sites(a, d);
-  int32_t unsampled = ol_account_unsampled_site(a, d);
-  for (size_t i = 0; i < w->count; i++) {
-    ol_role_t role = ol_sites_role(sites, (int32_t)i);
-    if ((int32_t)i == unsampled || ol_account_phase_site(a, d, (int32_t)i) < 0 ||
-        !kept_once(&w->sites[i]) || role == OL_ROLE_unknown || role == OL_ROLE_library ||
-        role == OL_ROLE_weights || role == OL_ROLE_gradients || role == OL_ROLE_optimizer)
-      continue;
-    int64_t base = ol_sites_growth_base(sites, (int32_t)i);
-    if (base == INT64_MAX)
-      continue;
-    int64_t grew = ol_sat_sub(w->sites[i].bytes, base);
-    if (grew > r->grower.bytes) {
-      r->grower = (ol_oom_site_t){(int32_t)i, grew};
-      r->grower_role = role;
-      r->grower_once = true;
-    }
-  }
-}
-
 /* The grower (ol_oom_note_sites: what a site held at the iterations'
  * lowest points rose) sees a block kept in an iteration only at the next
  * one's lowest point, known when that one ends: a leak that runs the job
@@ -678,21 +650,38 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, ol_oom_reco
   int32_t unsampled = ol_account_unsampled_site(a, device);
   bool weights_grew = r->grower.id >= 0 && r->grower.bytes > 0 &&
                       r->grower_role == OL_ROLE_weights;
+  ol_oom_site_t once = {-1, INT64_MIN};
   for (size_t i = 0; i < count; i++) {
+    const kept_by_age_t *k = &w.sites[i];
+    ol_role_t role = ol_sites_role(sites, (int32_t)i);
+    bool over = kept_over_iterations(k);
+    /* blocks of one age: of no role of the state (a state made once
+     * mid-run is the state rules' to weigh) nor a library's */
+    bool one_age = kept_once(k) && role != OL_ROLE_unknown && role != OL_ROLE_library &&
+                   !ol_role_is_state(role);
     if ((int32_t)i == unsampled || ol_account_phase_site(a, d, (int32_t)i) < 0 ||
-        !kept_over_iterations(&w.sites[i]) || (weights_grew && follows_weights(sites, (int32_t)i)))
+        (!over && !one_age) || (over && weights_grew && follows_weights(sites, (int32_t)i)))
       continue;
     int64_t base = ol_sites_growth_base(sites, (int32_t)i);
     if (base == INT64_MAX)
       continue;
-    int64_t grew = ol_sat_sub(w.sites[i].bytes, base);
-    if (grew > r->grower.bytes) {
-      r->grower = (ol_oom_site_t){(int32_t)i, grew};
-      r->grower_role = ol_sites_role(sites, (int32_t)i);
+    ol_oom_site_t grew = {(int32_t)i, ol_sat_sub(k->bytes, base)};
+    if (over && grew.bytes > r->grower.bytes) {
+      r->grower = grew;
+      r->grower_role = role;
+    } else if (!over && grew.bytes > once.bytes) {
+      once = grew;
     }
   }
-  if (r->grower.id < 0 || r->grower.bytes <= 0)
-    grower_kept_once(a, d, &w, r);
+  /* Where no site grew over two ages or more, the site that holds most of
+   * one age made mid-run is the grower, marked once: oom.c takes it for a
+   * leak only where the iteration under way asked no more than earlier
+   * ones needed. */
+  if ((r->grower.id < 0 || r->grower.bytes <= 0) && once.id >= 0 && once.bytes > r->grower.bytes) {
+    r->grower = once;
+    r->grower_role = ol_sites_role(sites, once.id);
+    r->grower_once = true;
+  }
   free(w.sites);
 }
 

@@ -936,6 +936,8 @@ ol_role_fold_t ol_sites_fold(const ol_sites_t *sites, int32_t id); /* OL_ROLE_FO
 const char *ol_role_name(ol_role_t role);    /* "weights", ...; "?" out of range */
 const char *ol_role_meaning(ol_role_t role); /* the list's words for it */
 bool ol_role_parse(const char *name, ol_role_t *out); /* the role ol_role_name names */
+/* Weights, gradients and optimizer state: what a training job keeps by design. */
+bool ol_role_is_state(ol_role_t role);
 /* Bytes by role as a JSON object of every role ({"weights": N, ...}), and
  * as one line of text: the roles holding bytes, largest first
  * ("weights 474.70 MiB, optimizer 949.40 MiB"; nothing when none). */

@@ -473,18 +473,11 @@ static bool shortfall_grown(const ol_oom_record_t *r)
          grown_over(r->growth, r->iterations - 1) >= lacking;
 }
 
-/* Weights, gradients and optimizer state: what a training job keeps by
- * design. */
-static bool state_role(ol_role_t role)
-{
-  return role == OL_ROLE_weights || role == OL_ROLE_gradients || role == OL_ROLE_optimizer;
-}
-
-/* A site's blocks of one age (account.c, grower_once) are a leak's first
- * only where they are large: a loop may keep a little more from an
- * iteration on (a prefetched batch, a scaler's buffers), as
- * KEPT_BEYOND_SHARE says below. */
-#define ONCE_SHARE 32
+/* A loop may keep a little more across its iterations than its state (a
+ * prefetched batch, a scaler's or a scheduler's buffers): what is kept
+ * beyond it is weighed from a 32nd of the device (kept_unexplained), and
+ * so is a site's one block kept (grower_once, site_grew_by_shortfall). */
+#define KEPT_BEYOND_SHARE 32
 
 /* The iteration under way has asked for no more above what outlives the
  * iterations than the most an earlier one needed: it ran out because what
@@ -524,9 +517,10 @@ static bool iteration_asks_no_more(const ol_oom_record_t *r)
 static bool site_grew_by_shortfall(const ol_oom_record_t *r)
 {
   if (!r->roles_known || r->iterations < OL_LEAK_STREAK || r->grower.id < 0 ||
-      state_role(r->grower_role) || r->grower_role == OL_ROLE_unknown || r->input_growth > 0)
+      ol_role_is_state(r->grower_role) || r->grower_role == OL_ROLE_unknown || r->input_growth > 0)
     return false;
-  if (r->grower_once && (!iteration_asks_no_more(r) || r->grower.bytes < cap_of(r) / ONCE_SHARE))
+  if (r->grower_once &&
+      (!iteration_asks_no_more(r) || r->grower.bytes < cap_of(r) / KEPT_BEYOND_SHARE))
     return false;
   int64_t lacking = lacking_of(r);
   return r->grower.bytes >= cap_of(r) / OL_LEAK_SHARE && r->grower.bytes >= lacking;
@@ -690,10 +684,9 @@ static int64_t kept_beyond_state(const ol_oom_record_t *r)
 
 /* A job trained with Adam keeps its four times exactly (held-out
  * multiscale_batch, out of one step's memory, 2.4 MiB under them), and a
- * loop may keep a little more across its iterations (a prefetched batch,
- * a scaler's or a scheduler's buffers): what is kept beyond the bound
- * counts from a 32nd of the device (the leaks above kept 7% to 39%). */
-#define KEPT_BEYOND_SHARE 32
+ * loop may keep a little more across its iterations: what is kept beyond
+ * the bound counts from a 32nd of the device (KEPT_BEYOND_SHARE; the
+ * leaks above kept 7% to 39%). */
 static bool kept_unexplained(const ol_oom_record_t *r)
 {
   int64_t kept = kept_beyond_state(r);
@@ -1423,25 +1416,25 @@ static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
                   size_text(d, r->warned_rate), size_of(e, r->request));
     return;
   }
-  if (!steady && site_grew_by_shortfall(r) && r->grower_once) {
-    ol_buf_printf(out, "One call site holds %s it made in an earlier iteration and kept since "
-                  "(its blocks are %s by their frames, none of the state; named below), and "
-                  "this iteration asked for %s above what outlives the iterations, about "
-                  "what the earlier ones needed (at most %s): without those blocks this %s "
-                  "request would fit. A tensor kept past its step (a loss or logits kept with their "
-                  "graph, an output appended to a list every few steps) is a leak that comes "
-                  "back; if it is a cache made once on purpose, free it before the step or make "
-                  "room for it. ", size_text(a, r->grower.bytes), ol_role_name(r->grower_role),
-                  size_text(b, iteration_asked(r)), size_text(c, r->iteration_need),
-                  size_of(d, r->request));
-    return;
-  }
   if (!steady && site_grew_by_shortfall(r)) {
-    ol_buf_printf(out, "One call site's memory, kept from step to step, grew by %s across the %"
-                  PRIu64 " iterations seen, in steps rather than steadily (its blocks are %s "
-                  "by their frames, none of the state; named below); without that growth this "
-                  "%s request would fit. ", size_text(a, r->grower.bytes), r->iterations,
-                  ol_role_name(r->grower_role), size_of(b, r->request));
+    if (r->grower_once)
+      ol_buf_printf(out, "One call site holds %s it made in an earlier iteration and kept since "
+                    "(its blocks are %s by their frames, none of the state; named below), and "
+                    "this iteration asked for %s above what outlives the iterations, about "
+                    "what the earlier ones needed (at most %s): without those blocks this %s "
+                    "request would fit. A tensor kept past its step (a loss or logits kept with "
+                    "their graph, an output appended to a list every few steps) is a leak that "
+                    "comes back; if it is a cache made once on purpose, free it before the step "
+                    "or make room for it. ", size_text(a, r->grower.bytes),
+                    ol_role_name(r->grower_role),
+                    size_text(b, iteration_asked(r)), size_text(c, r->iteration_need),
+                    size_of(d, r->request));
+    else
+      ol_buf_printf(out, "One call site's memory, kept from step to step, grew by %s across the %"
+                    PRIu64 " iterations seen, in steps rather than steadily (its blocks are %s "
+                    "by their frames, none of the state; named below); without that growth this "
+                    "%s request would fit. ", size_text(a, r->grower.bytes), r->iterations,
+                    ol_role_name(r->grower_role), size_of(b, r->request));
     return;
   }
   if (!growth_to_blame(r) && !kept_to_blame(r, state_of(r))) {

@@ -403,6 +403,11 @@ void ol_roles_line(ol_buf_t *out, const int64_t bytes[OL_ROLE_COUNT])
   }
 }
 
+bool ol_role_is_state(ol_role_t role)
+{
+  return role == OL_ROLE_weights || role == OL_ROLE_gradients || role == OL_ROLE_optimizer;
+}
+
 bool ol_role_parse(const char *name, ol_role_t *out)
 {
   for (int i = 0; name && i < OL_ROLE_COUNT; i++)
