@@ -39,24 +39,19 @@ typedef struct {
   .request_role_known = true, .request_role = OL_ROLE_backward, .batch = 8
 /* 11 iterations, nothing rising steadily, and one call site of role grown
  * by 1 GiB across them (scripts/corpus_leaks.py's kept blocks every 4th
- * step), a request of req bytes of the forward's */
-#define GREW_IN_STEPS(req, role)                                                            \
+ * step), a request of req bytes of the forward's; the most an earlier
+ * iteration needed is need, and once says the growth is one block kept
+ * from an earlier iteration (account.c's grower_once) */
+#define GREW_BY_SITE(req, role, need, once)                                                  \
   DEVICE16, NO_BLOCKS, .request = (req), .reserved = 15 * GiB + 512 * MiB,                  \
-  .allocated = 15 * GiB + 512 * MiB, .iterations = 11, .persistent = 7 * GiB, .growth = 0,  \
-  .first_persistent = 5 * GiB, .before_first_free = 2 * GiB, .iteration_need = 8 * GiB,     \
-  ROLES(2 * GiB, 2 * GiB, 2 * GiB, 9 * GiB + 512 * MiB), .grower = {.id = 4, .bytes = 1 * GiB}, \
-  .grower_role = (role), .request_role_known = true, .request_role = OL_ROLE_activations
-
-/* One block kept from an earlier iteration (account.c, grower_once),
- * where the most an earlier iteration needed was need: the iteration
- * under way asked 9.50 GiB above the 7 GiB kept. */
-#define GREW_ONCE(need)                                                                      \
-  DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,                 \
   .allocated = 15 * GiB + 512 * MiB, .iterations = 11, .persistent = 7 * GiB, .growth = 0,  \
   .first_persistent = 5 * GiB, .before_first_free = 2 * GiB, .iteration_need = (need),      \
   ROLES(2 * GiB, 2 * GiB, 2 * GiB, 9 * GiB + 512 * MiB), .grower = {.id = 4, .bytes = 1 * GiB}, \
-  .grower_role = OL_ROLE_activations, .grower_once = true, .request_role_known = true,      \
+  .grower_role = (role), .grower_once = (once), .request_role_known = true,                 \
   .request_role = OL_ROLE_activations
+#define GREW_IN_STEPS(req, role) GREW_BY_SITE(req, role, 8 * GiB, false)
+/* the iteration under way asked 9.50 GiB above the 7 GiB kept */
+#define GREW_ONCE(need) GREW_BY_SITE(1 * GiB, OL_ROLE_activations, need, true)
 
 static const class_case_t class_cases[] = {
   {"request larger than the device", {BASE, NO_BLOCKS, .request = 20 * GiB, .reserved = 1 * GiB},
