@@ -196,7 +196,11 @@ static void read_oom_sites(const at_t *oom, ol_report_t *v, ol_report_device_t *
     const char *role = ol_json_may_string(&grower, "role", NULL); /* minor 15 */
     if (!role || !ol_role_parse(role, &r->grower_role))
       r->grower_role = OL_ROLE_unknown;
-    r->grower_once = ol_json_may_bool(&grower, "once", false); /* minor 22 */
+    r->grower_reading = ol_json_may_bool(&grower, "once", false) /* minor 22 */
+                          ? OL_GROWER_ONCE
+                        : ol_json_may_bool(&grower, "since_last_iteration", false) /* 23 */
+                          ? OL_GROWER_SINCE_LAST
+                          : OL_GROWER_KEPT;
     read_name(v, &d->oom_names[OL_REPORT_GROWER], grew);
   }
 }
@@ -315,6 +319,7 @@ static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)
   r->input_growth = ol_json_may_int(&oom, "input_growth_per_iteration", SIGNED, 0);
   r->work_growth = ol_json_may_int(&oom, "allocations_growth_per_iteration", SIGNED, 0);
   r->allocations_made = (uint64_t)ol_json_may_int(&oom, "allocations_made", BYTES, 0); /* 21 */
+  r->held_since_last = ol_json_may_int(&oom, "held_since_last_iteration", OR_NONE, -1); /* 23 */
   r->segments_only = ol_json_need_bool(&oom, "segments_only");
   read_oom_roles(&oom, r);
   r->before_first_free = ol_json_may_int(&oom, "before_first_free", OR_NONE, -1);

@@ -38,6 +38,7 @@
  *   is mapped once at a time, as PyTorch's expandable segments and our
  *   pool do, but a handle mapped again counts again in the trace;
  * - the OOMs' wall clock and diagnosis (a trace's report makes none). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +60,7 @@ void ol_account_free(ol_account_t *a)
     free(a->devices[d].timeline);
     ol_phase_finder_free(a->devices[d].finder);
     ol_first_step_log_free(a->devices[d].first_step);
+    ol_recent_free(a->devices[d].recent);
   }
   ol_account_leak_fn on_leak = a->on_leak;
   void *arg = a->on_leak_arg;
@@ -169,6 +171,8 @@ void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
   ol_account_device_t *ad = &a->devices[d];
   ol_sites_t *sites = ol_account_sites(a, d);
   ad->iteration_ends++;
+  if (ad->recent)
+    ol_recent_iteration_ended(ad->recent);
   ol_sites_mark_valley(sites, ad->stats.phases.iterations);
   uint64_t start = ad->timeline ? ad->timeline->start_ns : 0;
   ol_phases_t *p = &ad->stats.phases;
@@ -179,6 +183,15 @@ void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
     name_grower(&p->leak, sites, ol_account_unsampled_site(a, d));
   if (a->on_leak)
     a->on_leak(a, d, a->on_leak_arg);
+}
+
+void __attribute__((cold)) ol_account_recent_start(ol_account_t *a, int d, const ol_record_t *b)
+{
+  ol_account_device_t *ad = &a->devices[d];
+  ad->recent = ol_recent_new();
+  ad->recent_off = !ad->recent;
+  if (ad->recent)
+    ol_recent_note(ad->recent, b->site, b->size, false);
 }
 
 /* The first iteration's allocations are logged (inline, core.h) until
@@ -612,6 +625,26 @@ static bool kept_once(const kept_by_age_t *k)
   return __builtin_popcountll(k->ages) == 1 && (k->ages & ~UINT64_C(1)) != 0;
 }
 
+/* A role whose blocks, kept, are read as kept by mistake: of no state
+ * (a state made once mid-run is the state rules' to weigh), nor a
+ * library's, nor unknown; nor the backward's, whose blocks that outlive
+ * it are gradients (sites.c), kept on purpose from micro-step to
+ * micro-step under gradient accumulation (accum_fits at 0.7 of its cap:
+ * the autograd thread held 474 MiB more in its second micro-step's
+ * forward than in its first's, and was taken for a leak). */
+static bool may_be_kept(ol_role_t role)
+{
+  return role != OL_ROLE_unknown && role != OL_ROLE_library && role != OL_ROLE_backward &&
+         !ol_role_is_state(role);
+}
+
+/* The "not sampled" site and the one of no frames hold many call sites'
+ * blocks, and are no call site to name. */
+static bool a_call_site(const ol_account_t *a, int d, int32_t site)
+{
+  return site != ol_account_unsampled_site(a, d) && ol_account_phase_site(a, d, site) >= 0;
+}
+
 /* Where weights grow, their gradients and optimizer state grow with them,
  * Adam's twice as much: the weights are what the paragraph must name
  * (held-out task_heads_leak, a new head each step). */
@@ -647,7 +680,6 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, ol_oom_reco
   if (!w.sites)
     return; /* no host memory: the lowest points alone */
   ol_records_each(&a->blocks, collect_kept, &w);
-  int32_t unsampled = ol_account_unsampled_site(a, device);
   bool weights_grew = r->grower.id >= 0 && r->grower.bytes > 0 &&
                       r->grower_role == OL_ROLE_weights;
   ol_oom_site_t once = {-1, INT64_MIN};
@@ -657,9 +689,8 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, ol_oom_reco
     bool over = kept_over_iterations(k);
     /* blocks of one age: of no role of the state (a state made once
      * mid-run is the state rules' to weigh) nor a library's */
-    bool one_age = kept_once(k) && role != OL_ROLE_unknown && role != OL_ROLE_library &&
-                   !ol_role_is_state(role);
-    if ((int32_t)i == unsampled || ol_account_phase_site(a, d, (int32_t)i) < 0 ||
+    bool one_age = kept_once(k) && may_be_kept(role);
+    if (!a_call_site(a, d, (int32_t)i) ||
         (!over && !one_age) || (over && weights_grew && follows_weights(sites, (int32_t)i)))
       continue;
     int64_t base = ol_sites_growth_base(sites, (int32_t)i);
@@ -680,9 +711,53 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, ol_oom_reco
   if ((r->grower.id < 0 || r->grower.bytes <= 0) && once.id >= 0 && once.bytes > r->grower.bytes) {
     r->grower = once;
     r->grower_role = ol_sites_role(sites, once.id);
-    r->grower_once = true;
+    r->grower_reading = OL_GROWER_ONCE;
   }
   free(w.sites);
+}
+
+/* A tensor kept in the very iteration that runs out is of that
+ * iteration's age: no lowest point has passed since, and its blocks read
+ * as the iteration's own (a loss kept at the 10th step of corpus_leaks.py
+ * --once's ddp_fits ran that step's backward out: `activations`). Where
+ * the iteration made the same sizes in the same order as the one before
+ * up to the failure (recent.c), what it holds more than that one held
+ * there was kept: the site that holds most of it, of a role that may be
+ * kept by mistake, is the grower where no site grew across iterations,
+ * or one did only by blocks of one age, and less. */
+static void grower_since_last(const ol_account_t *a, int device, ol_oom_record_t *r)
+{
+  int d = ol_account_clamp(device);
+  const ol_sites_t *sites = ol_account_sites(a, device);
+  size_t count = ol_sites_count(sites);
+  r->held_since_last = -1;
+  int64_t *more = count ? calloc(count, sizeof *more) : NULL;
+  if (!more) /* no sites, or no host memory: not read */
+    return;
+  int64_t held;
+  if (ol_recent_against_last(a->devices[d].recent, r->request, more, count, &held)) {
+    r->held_since_last = held > 0 ? held : 0;
+    ol_oom_site_t best = {-1, 0};
+    for (size_t i = 0; i < count; i++)
+      if (more[i] > best.bytes && a_call_site(a, d, (int32_t)i) &&
+          may_be_kept(ol_sites_role(sites, (int32_t)i)))
+        best = (ol_oom_site_t){(int32_t)i, more[i]};
+    bool no_grower = r->grower.id < 0 || r->grower.bytes <= 0;
+    bool once_less = r->grower_reading == OL_GROWER_ONCE && r->grower.bytes < best.bytes;
+    if (best.id >= 0 && best.id == r->grower.id && !no_grower) {
+      /* the grower kept more in this iteration too: blocks of one age
+       * and this iteration's are of two (gpt2_medium_fits given a 196 MiB
+       * output kept every 4th step, out in the step that kept its second:
+       * the first read as once, and the iteration as larger than before) */
+      r->grower.bytes = ol_sat_add(r->grower.bytes, best.bytes);
+      r->grower_reading = OL_GROWER_KEPT;
+    } else if (best.id >= 0 && (no_grower || once_less)) {
+      r->grower = best;
+      r->grower_role = ol_sites_role(sites, best.id);
+      r->grower_reading = OL_GROWER_SINCE_LAST;
+    }
+  }
+  free(more);
 }
 
 void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *r)
@@ -727,6 +802,7 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
     r->first_step = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
   ol_oom_note_sites(r, ol_account_sites(a, device), ol_account_unsampled_site(a, device));
   grower_by_kept_blocks(a, device, r);
+  grower_since_last(a, device, r);
 }
 
 /* With one table for all devices, the table's figures are theirs
@@ -799,3 +875,4 @@ bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_st
   ol_account_note(a, d, t);
   return true;
 }
+

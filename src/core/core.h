@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 22  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once) */
+#define OL_REPORT_MINOR 23  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -381,6 +381,17 @@ typedef enum ol_role {
 } ol_role_t;
 
 #define OL_OOM_SITES 3
+/* How a site's growth was read (account.c): kept across iterations
+ * (what it held at their lowest points rose, or it holds blocks made in
+ * two of them or more); blocks of one age, made mid-run; or held more
+ * than at the same point of the iteration before, which made the same
+ * sizes up to there (recent.c: kept in the iteration that ran out). */
+typedef enum ol_grower_reading {
+  OL_GROWER_KEPT,
+  OL_GROWER_ONCE,
+  OL_GROWER_SINCE_LAST,
+} ol_grower_reading_t;
+
 typedef struct ol_oom_site {
   int32_t id;
   int64_t bytes;
@@ -412,6 +423,25 @@ typedef struct ol_first_step {
   bool loss_upcast;      /* HEAD: that largest tensor was made from one half its size
                           * (logits cast to fp32 for the loss) */
 } ol_first_step_t;
+
+/* ---- recent.c: a device's last events, to set the iteration under way
+ * beside the one before it at the same point ------------------------------ */
+typedef struct ol_recent ol_recent_t;
+ol_recent_t *ol_recent_new(void); /* NULL: no host memory */
+void ol_recent_free(ol_recent_t *log);
+/* A block of a site (-1: none) made, or freed. */
+void ol_recent_note(ol_recent_t *log, int32_t site, uint64_t size, bool freed);
+/* An iteration ended: the next event is the next one's first. */
+void ol_recent_iteration_ended(ol_recent_t *log);
+/* The iteration under way, about to ask for request bytes, beside the
+ * one before it at the same point: where it has made the same sizes in
+ * the same order so far (one in 32 may differ) and the log holds both,
+ * true, with what each site holds more than it did there added to
+ * more[site] (site_count entries) and what all hold more in *held_more.
+ * false: not known (log NULL, fewer than two iterations begun, the last
+ * one no longer in the log, this one longer or of other sizes). */
+bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, int64_t *more,
+                            size_t site_count, int64_t *held_more);
 
 /* The allocations of a job's first iteration, kept in the order they
  * came (size, and the device's allocated bytes after each), until the
@@ -534,7 +564,11 @@ typedef struct ol_oom_record {
   int holder_count;
   ol_oom_site_t grower; /* bytes: growth since the first iteration; id -1: none */
   ol_role_t grower_role; /* what the grower's site is for (OL_ROLE_unknown: not known) */
-  bool grower_once; /* the grower's growth is blocks of one age, made mid-run (account.c) */
+  ol_grower_reading_t grower_reading; /* how the grower's growth was read (account.c) */
+  /* What the job holds more than at the same point of the iteration
+   * before, where that one made the same sizes so far (recent.c); -1 not
+   * known. */
+  int64_t held_since_last;
   /* Who holds the memory outside ours, per NVML (live jobs): other
    * processes, largest first, and what this process holds in all (its
    * context and libraries included); -1 unknown. */
@@ -1343,6 +1377,10 @@ typedef struct ol_account_device {
    * full; first_step_done: no longer kept (full, or no host memory). */
   ol_first_step_log_t *first_step;
   bool first_step_done;
+  /* The last events (recent.c); NULL: none yet, or recent_off: no host
+   * memory for it (asked once). */
+  ol_recent_t *recent;
+  bool recent_off;
   bool outside_known;     /* what is held outside the allocator, as its owner measured it */
   int64_t outside;
   /* Iterations seen to end, counted up at each end and never counted
@@ -1439,6 +1477,10 @@ void ol_account_iteration_ended(ol_account_t *a, int d);
  * is not made yet: made (its allocation just counted logged first), or,
  * once an iteration is found or the log is full, dropped for good. */
 void ol_account_first_step(ol_account_t *a, int d, uint64_t size, bool weights);
+/* Device index d has no log of its last events: made, with this block
+ * made its first event, or given up for good where the host has no
+ * memory for it. */
+void ol_account_recent_start(ol_account_t *a, int d, const ol_record_t *b);
 
 /* A block's bytes change hands at its site; at a new peak, the sites note
  * who holds it (O(1), sites.c). */
@@ -1530,6 +1572,10 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
                                        dev->allocated_bytes[OL_POOL_ALL].current),
                        0))
     ol_account_iteration_ended(a, d);
+  if (__builtin_expect(a->devices[d].recent != NULL, 1))
+    ol_recent_note(a->devices[d].recent, b->site, b->size, false);
+  else if (!a->devices[d].recent_off)
+    ol_account_recent_start(a, d, b);
   ol_account_pools_grow(dev->allocated_bytes, pool, bytes);
   ol_account_pools_count(dev->allocation, pool, true);
   if (b->before_free)
@@ -1575,6 +1621,8 @@ static inline void ol_account_removed(ol_account_t *a, const ol_record_t *b, int
   int64_t low = dev->phases.low;
   ol_phases_free(&dev->phases, a->devices[d].finder, bytes,
                  dev->allocated_bytes[OL_POOL_ALL].current);
+  if (a->devices[d].recent)
+    ol_recent_note(a->devices[d].recent, b->site, b->size, true);
   bool new_low = dev->phases.low < low;
   ol_account_pools_count(dev->allocation, pool, false);
   if (b->kind < OL_ORIGIN_COUNT) {

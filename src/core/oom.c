@@ -476,7 +476,8 @@ static bool shortfall_grown(const ol_oom_record_t *r)
 /* A loop may keep a little more across its iterations than its state (a
  * prefetched batch, a scaler's or a scheduler's buffers): what is kept
  * beyond it is weighed from a 32nd of the device (kept_unexplained), and
- * so is a site's one block kept (grower_once, site_grew_by_shortfall). */
+ * so is a site's one block kept and what a site holds more than at the
+ * same point of the iteration before (grower_reading, site_grew_by_shortfall). */
 #define KEPT_BEYOND_SHARE 32
 
 /* The iteration under way has asked for no more above what outlives the
@@ -519,8 +520,9 @@ static bool site_grew_by_shortfall(const ol_oom_record_t *r)
   if (!r->roles_known || r->iterations < OL_LEAK_STREAK || r->grower.id < 0 ||
       ol_role_is_state(r->grower_role) || r->grower_role == OL_ROLE_unknown || r->input_growth > 0)
     return false;
-  if (r->grower_once &&
-      (!iteration_asks_no_more(r) || r->grower.bytes < cap_of(r) / KEPT_BEYOND_SHARE))
+  if (r->grower_reading != OL_GROWER_KEPT && r->grower.bytes < cap_of(r) / KEPT_BEYOND_SHARE)
+    return false;
+  if (r->grower_reading == OL_GROWER_ONCE && !iteration_asks_no_more(r))
     return false;
   int64_t lacking = lacking_of(r);
   return r->grower.bytes >= cap_of(r) / OL_LEAK_SHARE && r->grower.bytes >= lacking;
@@ -1417,7 +1419,18 @@ static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
     return;
   }
   if (!steady && site_grew_by_shortfall(r)) {
-    if (r->grower_once)
+    if (r->grower_reading == OL_GROWER_SINCE_LAST)
+      ol_buf_printf(out, "This iteration made the same allocations as the one before up to "
+                    "where it failed, and holds %s more than that one held there; one call "
+                    "site holds %s more (its blocks are %s by their frames, none of the state; "
+                    "named below): a tensor the iterations before had freed by now is still "
+                    "held. Without it this %s request would fit. A reference kept past its use "
+                    "(a loss or logits kept with their graph for a metric or a list, an output "
+                    "kept every few steps) is a leak that comes back: keep `.item()` or a "
+                    "`.detach().cpu()` copy, or `del` it after use. ",
+                    size_text(a, r->held_since_last), size_text(b, r->grower.bytes),
+                    ol_role_name(r->grower_role), size_of(c, r->request));
+    else if (r->grower_reading == OL_GROWER_ONCE)
       ol_buf_printf(out, "One call site holds %s it made in an earlier iteration and kept since "
                     "(its blocks are %s by their frames, none of the state; named below), and "
                     "this iteration asked for %s above what outlives the iterations, about "
@@ -1857,7 +1870,7 @@ void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites, int32_t unsa
     r->holders[i] = (ol_oom_site_t){top[i], ol_sites_figures(sites, top[i])->current};
   r->holder_count = (int)n;
   r->grower = (ol_oom_site_t){-1, 0};
-  r->grower_once = false;
+  r->grower_reading = OL_GROWER_KEPT;
   int32_t grower = sites ? ol_sites_grew_most(sites, unsampled) : -1;
   if (grower >= 0) {
     r->grower = (ol_oom_site_t){grower, ol_sites_figure(sites, grower, OL_SITES_BY_GROWTH)};
@@ -1874,7 +1887,10 @@ static void explain_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_
   if (!namer)
     return;
   if (c == OL_OOM_leak && r->grower.id >= 0) {
-    ol_buf_printf(out, " Grew most across iterations (+%s): ", size_text(a, r->grower.bytes));
+    ol_buf_printf(out, r->grower_reading == OL_GROWER_SINCE_LAST
+                         ? " Holds more than at the same point of the iteration before (+%s): "
+                         : " Grew most across iterations (+%s): ",
+                  size_text(a, r->grower.bytes));
     namer(out, r->grower.id, false, arg);
     ol_buf_printf(out, ".");
   }
@@ -1926,9 +1942,10 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
   if (namer && r->grower.id >= 0) {
     ol_buf_printf(out, "{\"site\": ");
     namer(out, r->grower.id, true, arg);
-    ol_buf_printf(out, ", \"growth\": %" PRId64 ", \"role\": \"%s\", \"once\": %s}",
-                  r->grower.bytes, ol_role_name(r->grower_role),
-                  r->grower_once ? "true" : "false");
+    ol_buf_printf(out, ", \"growth\": %" PRId64 ", \"role\": \"%s\", \"once\": %s"
+                  ", \"since_last_iteration\": %s}", r->grower.bytes, ol_role_name(r->grower_role),
+                  r->grower_reading == OL_GROWER_ONCE ? "true" : "false",
+                  r->grower_reading == OL_GROWER_SINCE_LAST ? "true" : "false");
   } else {
     ol_buf_printf(out, "null");
   }
@@ -2134,11 +2151,11 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"need_growth_per_iteration\": %" PRId64
                 ", \"allocations_growth_per_iteration\": %" PRId64
                 ", \"input_growth_per_iteration\": %" PRId64 ", \"allocations_made\": %" PRIu64
-                ", \"segments_only\": %s",
+                ", \"held_since_last_iteration\": %" PRId64 ", \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
                 r->reserved, r->free_reserved, r->largest_free_block, r->external,
                 r->persistent, transient_of(r), r->iterations, r->growth, r->need_growth,
-                r->work_growth, r->input_growth, r->allocations_made,
+                r->work_growth, r->input_growth, r->allocations_made, r->held_since_last,
                 r->segments_only ? "true" : "false");
   json_figures(out, r, c);
   ol_buf_printf(out, ", \"advice\": ");

@@ -28,7 +28,8 @@ void ol_oom_record_init(ol_oom_record_t *r, uint64_t request)
   r->first_persistent = -1;
   r->grower.id = -1;
   r->grower_role = OL_ROLE_unknown;
-  r->grower_once = false;
+  r->grower_reading = OL_GROWER_KEPT;
+  r->held_since_last = -1;
   r->framework_allocated = -1;
 }
 

@@ -585,7 +585,7 @@ START_TEST(blocks_kept_from_earlier_iterations_are_growth)
    * 12th step's lowest, known when the 12th ends) */
   out_after_kept_losses(&a, 9, 11, "train.py:40:step", &r);
   assert_the_loss_grew(&a, &r, 3 * 64 * MiB);
-  ck_assert(!r.grower_once);
+  ck_assert(r.grower_reading != OL_GROWER_ONCE);
   ol_account_free(&a);
 }
 END_TEST
@@ -601,7 +601,58 @@ START_TEST(one_block_kept_from_mid_run_is_growth_of_one_age)
   ol_oom_record_t r;
   out_after_kept_losses(&a, 7, 7, "torch/optim/adamw.py:180:_init_group;train.py:22:step", &r);
   assert_the_loss_grew(&a, &r, 64 * MiB);
-  ck_assert(r.grower_once);
+  ck_assert(r.grower_reading == OL_GROWER_ONCE);
+  ol_account_free(&a);
+}
+END_TEST
+
+/* Twelve steps of a_step on 256 MiB of weights, the last one's loss
+ * kept where keep_last; the 13th begins, its input and first layer made
+ * (layer bytes; a_step's are 32 MiB) and its activation's temporary, and
+ * runs out asking for its second layer. */
+static void out_in_the_step_after(ol_account_t *a, bool keep_last, uint64_t layer,
+                                  ol_oom_record_t *r)
+{
+  static const char linear[] = "torch/nn/modules/linear.py:134:forward;train.py:20:step";
+  ol_account_init(a, OL_ACCOUNT_SITES);
+  apply_with_frames(a, OL_TRACE_ALLOC, 0x10000000, 256 * MiB, weights);
+  uint64_t loss = 0;
+  for (int step = 0; step < 12; step++)
+    a_step(a, step, keep_last && step == 11, &loss);
+  apply_with_frames(a, OL_TRACE_ALLOC, 0xf00000000, 4 * MiB, "train.py:19:step");
+  apply_with_frames(a, OL_TRACE_ALLOC, 0xf10000000, layer, linear);
+  apply_with_frames(a, OL_TRACE_ALLOC, 0xf20000000, 8 * MiB, "torch/nn/functional.py:1697:gelu");
+  apply_with_frames(a, OL_TRACE_FREE_COMPLETED, 0xf20000000, 8 * MiB, NULL);
+  apply_with_frames(a, OL_TRACE_OOM, 0, layer, linear);
+  ol_oom_record_init(r, layer);
+  ol_account_oom_figures(a, 0, r);
+}
+
+/* A tensor kept in the step before the one that runs out is of no age
+ * the blocks tell apart from that step's own: no lowest point has passed
+ * since (a loss kept at the 10th step of ddp_fits, by corpus_leaks.py
+ * --once: `activations`). The failed step made the same sizes as the one
+ * before up to there, and holds more than it did at that point: the
+ * loss's site holds it. A step that asks for larger tensors is not read
+ * so: its sizes differ. */
+START_TEST(a_block_kept_in_the_last_step_is_held_since_it)
+{
+  ol_account_t a;
+  ol_oom_record_t r;
+  out_in_the_step_after(&a, true, 32 * MiB, &r);
+  assert_the_loss_grew(&a, &r, 64 * MiB);
+  ck_assert(r.grower_reading == OL_GROWER_SINCE_LAST);
+  ck_assert_int_eq(r.held_since_last, 64 * MiB);
+  ol_account_free(&a);
+  /* nothing kept: the same point held as much, and no site grew */
+  out_in_the_step_after(&a, false, 32 * MiB, &r);
+  ck_assert_int_eq(r.held_since_last, 0);
+  ck_assert_int_lt(r.grower.id, 0);
+  ol_account_free(&a);
+  /* a larger input: other sizes, the step before is no measure */
+  out_in_the_step_after(&a, true, 48 * MiB, &r);
+  ck_assert_int_eq(r.held_since_last, -1);
+  ck_assert(r.grower_reading != OL_GROWER_SINCE_LAST);
   ol_account_free(&a);
 }
 END_TEST
@@ -1241,6 +1292,7 @@ static Suite *account_suite(void)
   tcase_add_test(rules, a_refused_optimizer_request_begins_the_step);
   tcase_add_test(rules, blocks_kept_from_earlier_iterations_are_growth);
   tcase_add_test(rules, one_block_kept_from_mid_run_is_growth_of_one_age);
+  tcase_add_test(rules, a_block_kept_in_the_last_step_is_held_since_it);
   tcase_add_test(rules, copies_made_before_the_first_forward_are_early);
   tcase_add_test(rules, the_state_by_timing_is_what_is_still_live);
   tcase_add_test(rules, ddp_buckets_are_state_beside_the_gradients_being_made);

@@ -38,20 +38,25 @@ typedef struct {
   .first_persistent = 68931968, ROLES(67764224, 100663296, 129236992, 2881769120),       \
   .request_role_known = true, .request_role = OL_ROLE_backward, .batch = 8
 /* 11 iterations, nothing rising steadily, and one call site of role grown
- * by 1 GiB across them (scripts/corpus_leaks.py's kept blocks every 4th
- * step), a request of req bytes of the forward's; the most an earlier
- * iteration needed is need, and once says the growth is one block kept
- * from an earlier iteration (account.c's grower_once) */
-#define GREW_BY_SITE(req, role, need, once)                                                  \
+ * by grew bytes (scripts/corpus_leaks.py's kept blocks every 4th step), a
+ * request of req bytes of the forward's; the most an earlier iteration
+ * needed is need, and reading says how the growth was read (account.c:
+ * across iterations, one block kept from an earlier one, or held more
+ * than at the same point of the one before) */
+#define GREW_BY_SITE(req, role, need, grew, reading)                                         \
   DEVICE16, NO_BLOCKS, .request = (req), .reserved = 15 * GiB + 512 * MiB,                  \
   .allocated = 15 * GiB + 512 * MiB, .iterations = 11, .persistent = 7 * GiB, .growth = 0,  \
   .first_persistent = 5 * GiB, .before_first_free = 2 * GiB, .iteration_need = (need),      \
-  ROLES(2 * GiB, 2 * GiB, 2 * GiB, 9 * GiB + 512 * MiB), .grower = {.id = 4, .bytes = 1 * GiB}, \
-  .grower_role = (role), .grower_once = (once), .request_role_known = true,                 \
+  ROLES(2 * GiB, 2 * GiB, 2 * GiB, 9 * GiB + 512 * MiB), .grower = {.id = 4, .bytes = (grew)}, \
+  .grower_role = (role), .grower_reading = (reading), .request_role_known = true,           \
   .request_role = OL_ROLE_activations
-#define GREW_IN_STEPS(req, role) GREW_BY_SITE(req, role, 8 * GiB, false)
+#define GREW_IN_STEPS(req, role) GREW_BY_SITE(req, role, 8 * GiB, 1 * GiB, OL_GROWER_KEPT)
 /* the iteration under way asked 9.50 GiB above the 7 GiB kept */
-#define GREW_ONCE(need) GREW_BY_SITE(1 * GiB, OL_ROLE_activations, need, true)
+#define GREW_ONCE(need) GREW_BY_SITE(1 * GiB, OL_ROLE_activations, need, 1 * GiB, OL_GROWER_ONCE)
+/* a request of 600 MiB lacks 88 MiB; a 32nd of the device is 512 MiB */
+#define GREW_SINCE_LAST(grew)                                                                \
+  GREW_BY_SITE(600 * MiB, OL_ROLE_activations, 8 * GiB, grew, OL_GROWER_SINCE_LAST),         \
+  .held_since_last = (grew) + 64 * MiB
 
 static const class_case_t class_cases[] = {
   {"request larger than the device", {BASE, NO_BLOCKS, .request = 20 * GiB, .reserved = 1 * GiB},
@@ -330,6 +335,16 @@ static const class_case_t class_cases[] = {
    * one asked 3.9 MB (0.16%) more than the most an earlier one needed */
   {"one block kept from mid-run, the iteration within a 32nd of before: leak",
    {GREW_ONCE(9 * GiB + 256 * MiB)}, OL_OOM_leak},
+  /* A tensor kept in the iteration that runs out, where it made the same
+   * sizes as the one before (corpus_leaks.py --once's ddp_fits: a 392 MiB
+   * loss kept at its 10th step, out in that step's backward): the
+   * iteration asks more than before by the kept block itself, and is no
+   * larger input. Less than a 32nd of the device is not told from a
+   * block freed a little later than the step before freed it. */
+  {"held more than at the same point of the iteration before: leak",
+   {GREW_SINCE_LAST(600 * MiB)}, OL_OOM_leak},
+  {"held a little more than at the same point before: activations",
+   {GREW_SINCE_LAST(400 * MiB)}, OL_OOM_activations},
   {"the site that grew is the optimizer's: not this leak",
    {GREW_IN_STEPS(1 * GiB, OL_ROLE_optimizer)}, OL_OOM_activations},
   {"a site of no state role grew by less than the shortfall: activations",
@@ -480,7 +495,8 @@ START_TEST(grown_weights_are_kept_copies)
   ol_buf_t json = {0};
   ol_oom_json(&json, &r, OL_OOM_leak, test_namer, NULL);
   ck_assert_msg(
-    strstr(json.data, "\"growth\": 3221225472, \"role\": \"weights\", \"once\": false}"), "%s",
+    strstr(json.data, "\"growth\": 3221225472, \"role\": \"weights\", \"once\": false, "
+                      "\"since_last_iteration\": false}"), "%s",
     json.data);
   ol_buf_free(&json);
   static const ol_role_t others[] = {OL_ROLE_activations, OL_ROLE_unknown};
@@ -887,6 +903,29 @@ START_TEST(a_leak_of_one_kept_block_says_so)
                                     "10.00 GiB)"),
                 "%s", text.data);
   ol_buf_free(&text);
+}
+END_TEST
+
+/* A tensor kept in the iteration that ran out: what the iteration holds
+ * more than the one before at the same point, the site's part, and where
+ * the fix is; the JSON marks the reading. */
+START_TEST(a_tensor_kept_since_the_last_iteration_says_so)
+{
+  ol_buf_t text = {0};
+  explain_named("held more than at the same point of the iteration before: leak", &text);
+  ck_assert_msg(strstr(text.data, "made the same allocations as the one before up to where it "
+                                  "failed, and holds 664.00 MiB more than that one held there; "
+                                  "one call site holds 600.00 MiB more") &&
+                  strstr(text.data, "`.item()`") && !strstr(text.data, "One call site holds"),
+                "%s", text.data);
+  ol_buf_free(&text);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, case_named("held more than at the same point of the iteration before: leak"),
+              OL_OOM_leak, test_namer, NULL);
+  ck_assert_msg(strstr(json.data, "\"held_since_last_iteration\": 696254464") &&
+                  strstr(json.data, "\"once\": false, \"since_last_iteration\": true}"),
+                "%s", json.data);
+  ol_buf_free(&json);
 }
 END_TEST
 
@@ -1795,6 +1834,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, a_leak_by_its_warning_says_what_grew);
   tcase_add_test(classes, a_leak_in_steps_says_what_grew);
   tcase_add_test(classes, a_leak_of_one_kept_block_says_so);
+  tcase_add_test(classes, a_tensor_kept_since_the_last_iteration_says_so);
   tcase_add_test(classes, no_iteration_found_without_call_sites_is_not_the_first);
   tcase_add_test(classes, kept_or_state_without_call_sites_says_both);
   tcase_add_test(classes, a_first_step_without_call_sites_gives_both_fixes);

@@ -1,0 +1,141 @@
+/* recent.c: a device's last events, to set the iteration under way beside
+ * the one before it at the same point (core.h, "recent.c").
+ *
+ * An iteration that runs out where the ones before it did not has either
+ * asked for more (a larger input: its tensors are larger) or finds more
+ * held than they did at that point (something kept). The lowest points
+ * and the blocks' ages tell what was kept across iterations; neither sees
+ * a tensor kept in the very iteration that runs out (held-out-like leaks
+ * given to ddp_fits: a 392 MiB loss kept at the 10th step ran that step's
+ * backward out, where the steps before had freed it: told `activations`).
+ * What tells it: the failed iteration made the same sizes in the same
+ * order as the last one, and yet holds more than that one did there.
+ *
+ * The log keeps each allocation and free, its site and size, in a ring of
+ * RING events, and where the last two iterations began (the account tells
+ * it their ends). Per event the work is one store. At a failure the two
+ * iterations are walked side by side, allocations matched in order: the
+ * point in the last one where it made as many allocations as this one has
+ * is "the same point", and the events since are what each site holds more
+ * than it held there. An iteration longer than the log keeps, or one that
+ * has made more allocations than the last made in all, is not read. */
+#include <stdlib.h>
+
+#include "core.h"
+
+#define RING (1u << 18) /* events kept: two iterations of most models' (2 MiB) */
+#define UNIT_SHIFT 9    /* sizes in 512-byte units, as PyTorch rounds them */
+#define FREED (UINT32_C(1) << 31)
+#define MISMATCH_SHARE 32 /* sizes that differ: at most one in 32 (a cuBLAS
+                           * workspace made at a new stream, a bucket) */
+
+typedef struct event {
+  uint32_t site_plus1; /* FREED | the block's site + 1; 0: none */
+  uint32_t units;      /* size in 512-byte units, rounded up */
+} event_t;
+
+struct ol_recent {
+  uint64_t n;        /* events so far */
+  uint64_t began[2]; /* events before the last iteration but one began, and the last */
+  uint32_t ends;     /* iteration ends seen, up to 2 */
+  event_t ring[RING];
+};
+
+ol_recent_t *ol_recent_new(void)
+{
+  return calloc(1, sizeof(ol_recent_t));
+}
+
+void ol_recent_free(ol_recent_t *log)
+{
+  free(log);
+}
+
+static uint32_t units_of(uint64_t size)
+{
+  uint64_t units = (size >> UNIT_SHIFT) + ((size & ((1u << UNIT_SHIFT) - 1)) != 0);
+  return units > UINT32_MAX ? UINT32_MAX : (uint32_t)units;
+}
+
+void ol_recent_note(ol_recent_t *log, int32_t site, uint64_t size, bool freed)
+{
+  uint32_t plus1 = site >= 0 && (uint32_t)site < FREED - 1 ? (uint32_t)site + 1 : 0;
+  log->ring[log->n % RING] = (event_t){plus1 | (freed ? FREED : 0), units_of(size)};
+  log->n++;
+}
+
+void ol_recent_iteration_ended(ol_recent_t *log)
+{
+  log->began[0] = log->began[1];
+  log->began[1] = log->n;
+  if (log->ends < 2)
+    log->ends++;
+}
+
+static const event_t *at(const ol_recent_t *log, uint64_t i)
+{
+  return &log->ring[i % RING];
+}
+
+static bool is_alloc(const event_t *e)
+{
+  return !(e->site_plus1 & FREED);
+}
+
+/* The next allocation at or after i, before end; end where none. */
+static uint64_t next_alloc(const ol_recent_t *log, uint64_t i, uint64_t end)
+{
+  while (i < end && !is_alloc(at(log, i)))
+    i++;
+  return i;
+}
+
+/* The same point: the last iteration's event where it was about to make
+ * the allocation the failed request is to this one (its allocations so
+ * far matched in order, sizes compared); false where the last made fewer,
+ * or too many sizes differ. */
+static bool same_point(const ol_recent_t *log, uint64_t request, uint64_t *point)
+{
+  uint64_t last = log->began[0], now = log->began[1];
+  uint64_t made = 0, differ = 0;
+  for (uint64_t j = now; j < log->n; j++) {
+    const event_t *e = at(log, j);
+    if (!is_alloc(e))
+      continue;
+    last = next_alloc(log, last, log->began[1]);
+    if (last == log->began[1])
+      return false; /* this iteration has made more than the last did in all */
+    differ += at(log, last)->units != e->units;
+    made++;
+    last++;
+  }
+  last = next_alloc(log, last, log->began[1]);
+  if (last == log->began[1])
+    return false;
+  made++;
+  differ += at(log, last)->units != units_of(request);
+  *point = last;
+  return differ * MISMATCH_SHARE <= made;
+}
+
+bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, int64_t *more,
+                            size_t site_count, int64_t *held_more)
+{
+  uint64_t point;
+  if (!log || log->ends < 2 || log->n - log->began[0] > RING || !same_point(log, request, &point))
+    return false;
+  int64_t total = 0;
+  for (uint64_t i = point; i < log->n; i++) {
+    const event_t *e = at(log, i);
+    int64_t bytes = (int64_t)e->units << UNIT_SHIFT;
+    if (!is_alloc(e))
+      bytes = -bytes;
+    total += bytes;
+    uint32_t plus1 = e->site_plus1 & ~FREED;
+    if (plus1 && plus1 <= site_count)
+      more[plus1 - 1] += bytes;
+  }
+  *held_more = total;
+  return true;
+}
+

@@ -1,0 +1,217 @@
+/* test_recent.c: a device's last events (recent.c): the iteration under
+ * way beside the one before at the same point, what each site holds more,
+ * and where that is not known (fewer than two iterations begun, other
+ * sizes, a longer iteration, one the log no longer holds). */
+#include <check.h>
+
+#include "check_run.h"
+#include <string.h>
+
+#include "core.h"
+
+#define MiB (UINT64_C(1) << 20)
+#define SITES 4
+
+/* Sites: 0 the input, 1 a layer, 2 a temporary, 3 the loss. */
+static ol_recent_t *log_;
+static int64_t more[SITES];
+static int64_t held;
+
+static void setup(void)
+{
+  log_ = ol_recent_new();
+  ck_assert_ptr_nonnull(log_);
+  memset(more, 0, sizeof more);
+  held = 0;
+}
+
+static void teardown(void)
+{
+  ol_recent_free(log_);
+}
+
+/* One step's events up to its loss and after: the input, two layers with
+ * a temporary each, the loss, and their frees (the loss's unless kept).
+ * layer: the layers' size (a larger input's are larger). */
+static void step_until_loss(uint64_t layer)
+{
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  for (int l = 0; l < 2; l++) {
+    ol_recent_note(log_, 1, layer, false);
+    ol_recent_note(log_, 2, 8 * MiB, false);
+    ol_recent_note(log_, 2, 8 * MiB, true);
+  }
+  ol_recent_note(log_, 3, 64 * MiB, false);
+}
+
+static void step_after_loss(bool keep)
+{
+  for (int l = 0; l < 2; l++)
+    ol_recent_note(log_, 1, 32 * MiB, true);
+  if (!keep)
+    ol_recent_note(log_, 3, 64 * MiB, true);
+  ol_recent_note(log_, 0, 4 * MiB, true);
+}
+
+static void steps(int n, bool keep_last)
+{
+  for (int i = 0; i < n; i++) {
+    ol_recent_iteration_ended(log_);
+    step_until_loss(32 * MiB);
+    step_after_loss(keep_last && i == n - 1);
+  }
+  ol_recent_iteration_ended(log_);
+}
+
+static bool against_last(uint64_t request)
+{
+  return ol_recent_against_last(log_, request, more, SITES, &held);
+}
+
+START_TEST(a_kept_loss_is_held_more_at_the_same_point)
+{
+  steps(3, true);
+  ol_recent_note(log_, 0, 4 * MiB, false); /* the next input made, a layer asked for */
+  ck_assert(against_last(32 * MiB));
+  ck_assert_int_eq(held, 64 * MiB);
+  ck_assert_int_eq(more[3], 64 * MiB);
+  ck_assert_int_eq(more[0], 0);
+  ck_assert_int_eq(more[1], 0);
+}
+END_TEST
+
+START_TEST(nothing_kept_holds_nothing_more)
+{
+  steps(3, false);
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  ol_recent_note(log_, 1, 32 * MiB, false);
+  ol_recent_note(log_, 2, 8 * MiB, false);
+  ol_recent_note(log_, 2, 8 * MiB, true);
+  ck_assert(against_last(32 * MiB)); /* the second layer */
+  ck_assert_int_eq(held, 0);
+  for (int i = 0; i < SITES; i++)
+    ck_assert_int_eq(more[i], 0);
+}
+END_TEST
+
+/* Before two iterations have begun there is none to set beside. */
+START_TEST(one_iteration_is_no_measure)
+{
+  ck_assert(!against_last(32 * MiB));
+  ol_recent_iteration_ended(log_);
+  step_until_loss(32 * MiB);
+  ck_assert(!against_last(32 * MiB));
+  ck_assert(!ol_recent_against_last(NULL, 32 * MiB, more, SITES, &held));
+}
+END_TEST
+
+/* A larger input's layers: more than one size in 32 differs. */
+START_TEST(other_sizes_are_no_measure)
+{
+  steps(3, false);
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  ol_recent_note(log_, 1, 48 * MiB, false);
+  ck_assert(!against_last(8 * MiB));
+}
+END_TEST
+
+/* The request alone differs, the fourth of four: more than one in 32. */
+START_TEST(another_request_is_no_measure)
+{
+  steps(3, false);
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  ol_recent_note(log_, 1, 32 * MiB, false);
+  ol_recent_note(log_, 2, 8 * MiB, false);
+  ol_recent_note(log_, 2, 8 * MiB, true);
+  ck_assert(!against_last(16 * MiB));
+}
+END_TEST
+
+/* One size in 32 may differ: a workspace made once, a bucket. */
+START_TEST(one_size_in_32_may_differ)
+{
+  ol_recent_iteration_ended(log_);
+  for (int i = 0; i < 50; i++) {
+    ol_recent_note(log_, 1, MiB, false);
+    ol_recent_note(log_, 1, MiB, true);
+  }
+  ol_recent_iteration_ended(log_);
+  for (int i = 0; i < 39; i++) {
+    ol_recent_note(log_, 1, i == 20 ? 2 * MiB : MiB, false);
+    ol_recent_note(log_, 1, i == 20 ? 2 * MiB : MiB, true);
+  }
+  ck_assert(against_last(MiB)); /* one of 40 */
+  ck_assert_int_eq(held, 0);
+  ol_recent_note(log_, 1, 3 * MiB, false);
+  ck_assert(!against_last(MiB)); /* two of 41 */
+}
+END_TEST
+
+/* This iteration has made more allocations than the last did in all. */
+START_TEST(a_longer_iteration_is_no_measure)
+{
+  steps(3, false);
+  for (int i = 0; i < 7; i++)
+    ol_recent_note(log_, 2, 8 * MiB, false);
+  ck_assert(!against_last(8 * MiB));
+}
+END_TEST
+
+/* Iterations longer than the log keeps: the last one's beginning is
+ * overwritten. */
+START_TEST(an_iteration_the_log_lost_is_no_measure)
+{
+  for (int it = 0; it < 3; it++) {
+    ol_recent_iteration_ended(log_);
+    for (int i = 0; i < 100000; i++) {
+      ol_recent_note(log_, 2, 8 * MiB, false);
+      ol_recent_note(log_, 2, 8 * MiB, true);
+    }
+  }
+  ol_recent_note(log_, 2, 8 * MiB, false);
+  ck_assert(!against_last(8 * MiB));
+}
+END_TEST
+
+/* A site beyond the caller's table, or none, counts in the total only. */
+START_TEST(sites_beyond_the_table_count_in_the_total)
+{
+  ol_recent_iteration_ended(log_);
+  for (int i = 0; i < 2; i++) {
+    ol_recent_note(log_, 1, MiB, false);
+    ol_recent_note(log_, 1, MiB, true);
+  }
+  ol_recent_note(log_, 1, MiB, false);
+  ol_recent_iteration_ended(log_);
+  ol_recent_note(log_, 7, MiB, false);
+  ol_recent_note(log_, -1, MiB, false);
+  ck_assert(against_last(MiB));
+  ck_assert_int_eq(held, 3 * MiB); /* the last one's third, and these two */
+  ck_assert_int_eq(more[1], MiB);
+  ck_assert_int_eq(more[0] + more[2] + more[3], 0);
+}
+END_TEST
+
+static Suite *recent_suite(void)
+{
+  Suite *s = suite_create("recent");
+  TCase *tc = tcase_create("against_last");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, a_kept_loss_is_held_more_at_the_same_point);
+  tcase_add_test(tc, nothing_kept_holds_nothing_more);
+  tcase_add_test(tc, one_iteration_is_no_measure);
+  tcase_add_test(tc, other_sizes_are_no_measure);
+  tcase_add_test(tc, another_request_is_no_measure);
+  tcase_add_test(tc, one_size_in_32_may_differ);
+  tcase_add_test(tc, a_longer_iteration_is_no_measure);
+  tcase_add_test(tc, an_iteration_the_log_lost_is_no_measure);
+  tcase_add_test(tc, sites_beyond_the_table_count_in_the_total);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  return ol_run_suite(recent_suite());
+}
