@@ -26,8 +26,9 @@ points); a leak that raises the peak by less than a tenth is counted as
 With --once each leak keeps one block only, its site's 10th (a tensor
 kept once for a metric or a cache, never freed; the 10th, so that the
 iterations are found before it), capped midway as above: the job runs
-out at the next step, where the kept block is of the failed iteration's
-age (docs/diagnosis.md, "On smaller devices", session 27).
+out in the step that kept it (its backward, where the steps before had
+freed the block), read against the step before at the same point
+(docs/diagnosis.md, "On smaller devices", sessions 27 and 28).
 
 With --expect FILE the output is compared with FILE (the meson tests
 corpus_leaks_*, whose files are tests/data/oom/leaks_*.txt): any
