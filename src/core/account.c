@@ -574,13 +574,14 @@ void ol_account_stats(const ol_account_t *a, int device, ol_device_stats_t *out)
 
 /* A site's live blocks made before the last iteration ended, by age: the
  * iterations ended since each was made (1: in the last one), up to
- * OL_KEPT_AGES. Blocks made before the first iteration ended are the first
+ * OL_KEPT_AGES; and those made since (grower_since_last weighs them). Blocks made before the first iteration ended are the first
  * step's (the autograd thread's cuBLAS workspaces, buffers, state made
  * once), not kept from step to step: beside a window's gradients, made in
  * one backward under accumulation, the workspaces would make two ages. */
 typedef struct kept_by_age {
   int64_t bytes;
   uint64_t ages; /* bit k - 1: a block of age k */
+  int64_t this_iteration; /* live blocks made in the iteration under way (age 0) */
 } kept_by_age_t;
 
 typedef struct kept_walk {
@@ -597,9 +598,11 @@ static void collect_kept(const ol_record_t *rec, void *arg)
       (size_t)rec->site >= w->count || rec->made_in == 0)
     return;
   uint16_t age = (uint16_t)(w->now - rec->made_in);
+  kept_by_age_t *k = &w->sites[rec->site];
+  if (age == 0)
+    k->this_iteration = ol_sat_add(k->this_iteration, (int64_t)rec->size);
   if (age == 0 || age > OL_KEPT_AGES)
     return;
-  kept_by_age_t *k = &w->sites[rec->site];
   k->bytes = ol_sat_add(k->bytes, (int64_t)rec->size);
   k->ages |= UINT64_C(1) << (age - 1);
 }
@@ -668,23 +671,18 @@ static bool follows_weights(const ol_sites_t *sites, int32_t id)
  * that grew (follows_weights). As for the grower by lowest points, the
  * site's role is the rules' to weigh; the "not sampled" site and the one
  * of no frames hold many call sites' blocks, and are no call site. */
-static void grower_by_kept_blocks(const ol_account_t *a, int device, ol_oom_record_t *r)
+static void grower_by_kept_blocks(const ol_account_t *a, int device, const kept_by_age_t *kept,
+                                  size_t count, ol_oom_record_t *r)
 {
   const ol_sites_t *sites = ol_account_sites(a, device);
   int d = ol_account_clamp(device);
-  size_t count = ol_sites_count(sites);
-  if (count == 0 || r->iterations < 2)
+  if (r->iterations < 2)
     return;
-  kept_walk_t w = {d, (uint16_t)a->devices[d].iteration_ends, calloc(count, sizeof *w.sites),
-                   count};
-  if (!w.sites)
-    return; /* no host memory: the lowest points alone */
-  ol_records_each(&a->blocks, collect_kept, &w);
   bool weights_grew = r->grower.id >= 0 && r->grower.bytes > 0 &&
                       r->grower_role == OL_ROLE_weights;
   ol_oom_site_t once = {-1, INT64_MIN};
   for (size_t i = 0; i < count; i++) {
-    const kept_by_age_t *k = &w.sites[i];
+    const kept_by_age_t *k = &kept[i];
     ol_role_t role = ol_sites_role(sites, (int32_t)i);
     bool over = kept_over_iterations(k);
     /* blocks of one age: of no role of the state (a state made once
@@ -713,7 +711,6 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, ol_oom_reco
     r->grower_role = ol_sites_role(sites, once.id);
     r->grower_reading = OL_GROWER_ONCE;
   }
-  free(w.sites);
 }
 
 /* A tensor kept in the very iteration that runs out is of that
@@ -724,15 +721,16 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, ol_oom_reco
  * up to the failure (recent.c), what it holds more than that one held
  * there was kept: the site that holds most of it, of a role that may be
  * kept by mistake, is the grower where no site grew across iterations,
- * or one did only by blocks of one age, and less. */
-static void grower_since_last(const ol_account_t *a, int device, ol_oom_record_t *r)
+ * or one grew by less (accum_fits given a 392 MiB output kept every 4th
+ * micro-step: the autograd thread's 2 MiB across iterations was the
+ * grower, and the kept block, of the failed micro-step, no site's). */
+static void grower_since_last(const ol_account_t *a, int device, const kept_by_age_t *kept,
+                              size_t count, ol_oom_record_t *r)
 {
   int d = ol_account_clamp(device);
   const ol_sites_t *sites = ol_account_sites(a, device);
-  size_t count = ol_sites_count(sites);
-  r->held_since_last = -1;
-  int64_t *more = count ? calloc(count, sizeof *more) : NULL;
-  if (!more) /* no sites, or no host memory: not read */
+  int64_t *more = calloc(count, sizeof *more);
+  if (!more) /* no host memory: not read */
     return;
   int64_t held;
   if (ol_recent_against_last(a->devices[d].recent, r->request, more, count, &held)) {
@@ -743,21 +741,43 @@ static void grower_since_last(const ol_account_t *a, int device, ol_oom_record_t
           may_be_kept(ol_sites_role(sites, (int32_t)i)))
         best = (ol_oom_site_t){(int32_t)i, more[i]};
     bool no_grower = r->grower.id < 0 || r->grower.bytes <= 0;
-    bool once_less = r->grower_reading == OL_GROWER_ONCE && r->grower.bytes < best.bytes;
-    if (best.id >= 0 && best.id == r->grower.id && !no_grower) {
-      /* the grower kept more in this iteration too: blocks of one age
-       * and this iteration's are of two (gpt2_medium_fits given a 196 MiB
+    if (best.id >= 0 && !no_grower && best.id == r->grower.id) {
+      /* the grower kept more in this iteration too: what it holds that
+       * this iteration made counts beside what earlier ones made, and a
+       * grower of one age is of two (gpt2_medium_fits given a 196 MiB
        * output kept every 4th step, out in the step that kept its second:
-       * the first read as once, and the iteration as larger than before) */
-      r->grower.bytes = ol_sat_add(r->grower.bytes, best.bytes);
+       * the first read as once, and the iteration as larger than before);
+       * a block made after the same point of the iteration before is
+       * counted once: it is of an earlier age too */
+      int64_t now = kept ? kept[best.id].this_iteration : 0;
+      r->grower.bytes = ol_sat_add(r->grower.bytes, best.bytes < now ? best.bytes : now);
       r->grower_reading = OL_GROWER_KEPT;
-    } else if (best.id >= 0 && (no_grower || once_less)) {
+    } else if (best.id >= 0 && (no_grower || best.bytes > r->grower.bytes)) {
       r->grower = best;
       r->grower_role = ol_sites_role(sites, best.id);
       r->grower_reading = OL_GROWER_SINCE_LAST;
     }
   }
   free(more);
+}
+
+/* The growers that the live blocks and the last events tell, beside the
+ * lowest points' (ol_oom_note_sites): one walk of the blocks for both. */
+static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t *r)
+{
+  int d = ol_account_clamp(device);
+  size_t count = ol_sites_count(ol_account_sites(a, device));
+  r->held_since_last = -1;
+  if (count == 0)
+    return;
+  kept_walk_t w = {d, (uint16_t)a->devices[d].iteration_ends, calloc(count, sizeof *w.sites),
+                   count};
+  if (w.sites) { /* else no host memory: the lowest points and the events alone */
+    ol_records_each(&a->blocks, collect_kept, &w);
+    grower_by_kept_blocks(a, device, w.sites, count, r);
+  }
+  grower_since_last(a, device, w.sites, count, r);
+  free(w.sites);
 }
 
 void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *r)
@@ -801,8 +821,7 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   else
     r->first_step = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
   ol_oom_note_sites(r, ol_account_sites(a, device), ol_account_unsampled_site(a, device));
-  grower_by_kept_blocks(a, device, r);
-  grower_since_last(a, device, r);
+  growers_by_blocks(a, device, r);
 }
 
 /* With one table for all devices, the table's figures are theirs

@@ -606,19 +606,24 @@ START_TEST(one_block_kept_from_mid_run_is_growth_of_one_age)
 }
 END_TEST
 
-/* Twelve steps of a_step on 256 MiB of weights, the last one's loss
- * kept where keep_last; the 13th begins, its input and first layer made
- * (layer bytes; a_step's are 32 MiB) and its activation's temporary, and
- * runs out asking for its second layer. */
-static void out_in_the_step_after(ol_account_t *a, bool keep_last, uint64_t layer,
+/* Twelve steps of a_step on 256 MiB of weights, the losses of the steps
+ * in the mask kept (bit k: step k), and a 1 MiB block of the job's own
+ * line kept in those of little; the 13th begins, its input and first
+ * layer made (layer bytes; a_step's are 32 MiB) and its activation's
+ * temporary, and runs out asking for its second layer. */
+static void out_in_the_step_after(ol_account_t *a, unsigned keep, unsigned little, uint64_t layer,
                                   ol_oom_record_t *r)
 {
   static const char linear[] = "torch/nn/modules/linear.py:134:forward;train.py:20:step";
   ol_account_init(a, OL_ACCOUNT_SITES);
   apply_with_frames(a, OL_TRACE_ALLOC, 0x10000000, 256 * MiB, weights);
   uint64_t loss = 0;
-  for (int step = 0; step < 12; step++)
-    a_step(a, step, keep_last && step == 11, &loss);
+  for (int step = 0; step < 12; step++) {
+    a_step(a, step, keep >> step & 1, &loss);
+    if (little >> step & 1)
+      apply_with_frames(a, OL_TRACE_ALLOC, 0xe00000000 + (uint64_t)step * MiB, 1 * MiB,
+                        "train.py:30:step");
+  }
   apply_with_frames(a, OL_TRACE_ALLOC, 0xf00000000, 4 * MiB, "train.py:19:step");
   apply_with_frames(a, OL_TRACE_ALLOC, 0xf10000000, layer, linear);
   apply_with_frames(a, OL_TRACE_ALLOC, 0xf20000000, 8 * MiB, "torch/nn/functional.py:1697:gelu");
@@ -627,6 +632,8 @@ static void out_in_the_step_after(ol_account_t *a, bool keep_last, uint64_t laye
   ol_oom_record_init(r, layer);
   ol_account_oom_figures(a, 0, r);
 }
+
+#define STEP(k) (1u << (k))
 
 /* A tensor kept in the step before the one that runs out is of no age
  * the blocks tell apart from that step's own: no lowest point has passed
@@ -639,20 +646,44 @@ START_TEST(a_block_kept_in_the_last_step_is_held_since_it)
 {
   ol_account_t a;
   ol_oom_record_t r;
-  out_in_the_step_after(&a, true, 32 * MiB, &r);
+  out_in_the_step_after(&a, STEP(11), 0, 32 * MiB, &r);
   assert_the_loss_grew(&a, &r, 64 * MiB);
   ck_assert(r.grower_reading == OL_GROWER_SINCE_LAST);
   ck_assert_int_eq(r.held_since_last, 64 * MiB);
   ol_account_free(&a);
   /* nothing kept: the same point held as much, and no site grew */
-  out_in_the_step_after(&a, false, 32 * MiB, &r);
+  out_in_the_step_after(&a, 0, 0, 32 * MiB, &r);
   ck_assert_int_eq(r.held_since_last, 0);
   ck_assert_int_lt(r.grower.id, 0);
   ol_account_free(&a);
   /* a larger input: other sizes, the step before is no measure */
-  out_in_the_step_after(&a, true, 48 * MiB, &r);
+  out_in_the_step_after(&a, STEP(11), 0, 48 * MiB, &r);
   ck_assert_int_eq(r.held_since_last, -1);
   ck_assert(r.grower_reading != OL_GROWER_SINCE_LAST);
+  ol_account_free(&a);
+}
+END_TEST
+
+/* The grower across iterations and what the step before tells, together:
+ * a site that grew a little across iterations (1 MiB twice) is not the
+ * grower beside one that holds 64 MiB more than at the same point
+ * (accum_fits given an output kept every 4th micro-step: the autograd
+ * thread's 2 MiB was, and the leak `activations`); where the grower is
+ * the site that gained, a block it made after the same point of the step
+ * before is counted once (the losses of steps 8 and 11: 128 MiB, not
+ * 192). */
+START_TEST(what_the_step_before_tells_weighs_with_the_grower)
+{
+  ol_account_t a;
+  ol_oom_record_t r;
+  out_in_the_step_after(&a, STEP(11), STEP(6) | STEP(9), 32 * MiB, &r);
+  assert_the_loss_grew(&a, &r, 64 * MiB);
+  ck_assert(r.grower_reading == OL_GROWER_SINCE_LAST);
+  ol_account_free(&a);
+  out_in_the_step_after(&a, STEP(8) | STEP(11), 0, 32 * MiB, &r);
+  assert_the_loss_grew(&a, &r, 128 * MiB);
+  ck_assert(r.grower_reading == OL_GROWER_KEPT);
+  ck_assert_int_eq(r.held_since_last, 64 * MiB);
   ol_account_free(&a);
 }
 END_TEST
@@ -1293,6 +1324,7 @@ static Suite *account_suite(void)
   tcase_add_test(rules, blocks_kept_from_earlier_iterations_are_growth);
   tcase_add_test(rules, one_block_kept_from_mid_run_is_growth_of_one_age);
   tcase_add_test(rules, a_block_kept_in_the_last_step_is_held_since_it);
+  tcase_add_test(rules, what_the_step_before_tells_weighs_with_the_grower);
   tcase_add_test(rules, copies_made_before_the_first_forward_are_early);
   tcase_add_test(rules, the_state_by_timing_is_what_is_still_live);
   tcase_add_test(rules, ddp_buckets_are_state_beside_the_gradients_being_made);
