@@ -720,7 +720,10 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, const kept_
  * the iteration made the same sizes in the same order as the one before
  * up to the failure (recent.c), what it holds more than that one held
  * there was kept: the site that holds most of it, of a role that may be
- * kept by mistake, is the grower where no site grew across iterations,
+ * kept by mistake, having made no more so far than in the one before
+ * (it holds more because it freed less: a loader that made its next
+ * batch earlier than the step before did, one size among many moved,
+ * holds more by making more), is the grower where no site grew across iterations,
  * or one grew by less (accum_fits given a 392 MiB output kept every 4th
  * micro-step: the autograd thread's 2 MiB across iterations was the
  * grower, and the kept block, of the failed micro-step, no site's). */
@@ -729,15 +732,15 @@ static void grower_since_last(const ol_account_t *a, int device, const kept_by_a
 {
   int d = ol_account_clamp(device);
   const ol_sites_t *sites = ol_account_sites(a, device);
-  int64_t *more = calloc(count, sizeof *more);
+  int64_t *more = calloc(2 * count, sizeof *more), *made = more + count;
   if (!more) /* no host memory: not read */
     return;
   int64_t held;
-  if (ol_recent_against_last(a->devices[d].recent, r->request, more, count, &held)) {
+  if (ol_recent_against_last(a->devices[d].recent, r->request, more, made, count, &held)) {
     r->held_since_last = held > 0 ? held : 0;
     ol_oom_site_t best = {-1, 0};
     for (size_t i = 0; i < count; i++)
-      if (more[i] > best.bytes && a_call_site(a, d, (int32_t)i) &&
+      if (more[i] > best.bytes && made[i] <= 0 && a_call_site(a, d, (int32_t)i) &&
           may_be_kept(ol_sites_role(sites, (int32_t)i)))
         best = (ol_oom_site_t){(int32_t)i, more[i]};
     bool no_grower = r->grower.id < 0 || r->grower.bytes <= 0;

@@ -437,11 +437,13 @@ void ol_recent_iteration_ended(ol_recent_t *log);
  * one before it at the same point: where it has made the same sizes in
  * the same order so far (one in 32 may differ) and the log holds both,
  * true, with what each site holds more than it did there added to
- * more[site] (site_count entries) and what all hold more in *held_more.
- * false: not known (log NULL, fewer than two iterations begun, the last
- * one no longer in the log, this one longer or of other sizes). */
+ * more[site] and what all hold more in *held_more, and what each site
+ * has made in this iteration less what it had made in the last by then
+ * added to made[site] (site_count entries each). false: not known (log
+ * NULL, fewer than two iterations begun, the last one no longer in the
+ * log, this one longer or of other sizes). */
 bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, int64_t *more,
-                            size_t site_count, int64_t *held_more);
+                            int64_t *made, size_t site_count, int64_t *held_more);
 
 /* The allocations of a job's first iteration, kept in the order they
  * came (size, and the device's allocated bytes after each), until the

@@ -17,7 +17,8 @@
  * iterations are walked side by side, allocations matched in order: the
  * point in the last one where it made as many allocations as this one has
  * is "the same point", and the events since are what each site holds more
- * than it held there. An iteration longer than the log keeps, or one that
+ * than it held there; what each made in this one beside what it made in
+ * the last by then says whether it holds more because it freed less. An iteration longer than the log keeps, or one that
  * has made more allocations than the last made in all, is not read. */
 #include <stdlib.h>
 
@@ -118,24 +119,35 @@ static bool same_point(const ol_recent_t *log, uint64_t request, uint64_t *point
   return differ * MISMATCH_SHARE <= made;
 }
 
-bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, int64_t *more,
-                            size_t site_count, int64_t *held_more)
+/* Each event's bytes (an allocation's added, a free's taken) into its
+ * site's figure, where its site is one of count. */
+static int64_t add_by_site(const ol_recent_t *log, uint64_t from, uint64_t to, bool allocs_only,
+                           int64_t sign, int64_t *by_site, size_t count)
 {
-  uint64_t point;
-  if (!log || log->ends < 2 || log->n - log->began[0] > RING || !same_point(log, request, &point))
-    return false;
   int64_t total = 0;
-  for (uint64_t i = point; i < log->n; i++) {
+  for (uint64_t i = from; i < to; i++) {
     const event_t *e = at(log, i);
-    int64_t bytes = (int64_t)e->units << UNIT_SHIFT;
+    if (allocs_only && !is_alloc(e))
+      continue;
+    int64_t bytes = sign * ((int64_t)e->units << UNIT_SHIFT);
     if (!is_alloc(e))
       bytes = -bytes;
     total += bytes;
     uint32_t plus1 = e->site_plus1 & ~FREED;
-    if (plus1 && plus1 <= site_count)
-      more[plus1 - 1] += bytes;
+    if (plus1 && plus1 <= count)
+      by_site[plus1 - 1] += bytes;
   }
-  *held_more = total;
-  return true;
+  return total;
 }
 
+bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, int64_t *more,
+                            int64_t *made, size_t site_count, int64_t *held_more)
+{
+  uint64_t point;
+  if (!log || log->ends < 2 || log->n - log->began[0] > RING || !same_point(log, request, &point))
+    return false;
+  *held_more = add_by_site(log, point, log->n, false, 1, more, site_count);
+  add_by_site(log, log->began[1], log->n, true, 1, made, site_count);
+  add_by_site(log, log->began[0], point, true, -1, made, site_count);
+  return true;
+}
