@@ -31,6 +31,15 @@ static void teardown(void)
   ol_recent_free(log_);
 }
 
+/* n blocks of a site made and freed at once, a temporary each. */
+static void made_and_freed(int32_t site, uint64_t size, int n)
+{
+  for (int i = 0; i < n; i++) {
+    ol_recent_note(log_, site, size, false);
+    ol_recent_note(log_, site, size, true);
+  }
+}
+
 /* One step's events up to its loss and after: the input, two layers with
  * a temporary each, the loss, and their frees (the loss's unless kept).
  * layer: the layers' size (a larger input's are larger). */
@@ -39,8 +48,7 @@ static void step_until_loss(uint64_t layer)
   ol_recent_note(log_, 0, 4 * MiB, false);
   for (int l = 0; l < 2; l++) {
     ol_recent_note(log_, 1, layer, false);
-    ol_recent_note(log_, 2, 8 * MiB, false);
-    ol_recent_note(log_, 2, 8 * MiB, true);
+    made_and_freed(2, 8 * MiB, 1);
   }
   ol_recent_note(log_, 3, 64 * MiB, false);
 }
@@ -62,6 +70,16 @@ static void steps(int n, bool keep_last)
     step_after_loss(keep_last && i == n - 1);
   }
   ol_recent_iteration_ended(log_);
+}
+
+/* Three steps, nothing kept, and the fourth's input, first layer and
+ * its temporary: the second layer (32 MiB) is what comes next. */
+static void three_steps_and_a_layer(void)
+{
+  steps(3, false);
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  ol_recent_note(log_, 1, 32 * MiB, false);
+  made_and_freed(2, 8 * MiB, 1);
 }
 
 static bool against_last(uint64_t request)
@@ -90,18 +108,12 @@ END_TEST
 START_TEST(a_batch_made_earlier_is_made_more)
 {
   ol_recent_iteration_ended(log_);
-  for (int i = 0; i < 63; i++) {
-    ol_recent_note(log_, 1, MiB, false);
-    ol_recent_note(log_, 1, MiB, true);
-  }
+  made_and_freed(1, MiB, 63);
   ol_recent_note(log_, 0, 16 * MiB, false);
   ol_recent_iteration_ended(log_);
   ol_recent_note(log_, 0, 16 * MiB, false);
   ol_recent_note(log_, 0, 16 * MiB, true); /* the last one's, used */
-  for (int i = 0; i < 62; i++) {
-    ol_recent_note(log_, 1, MiB, false);
-    ol_recent_note(log_, 1, MiB, true);
-  }
+  made_and_freed(1, MiB, 62);
   ck_assert(against_last(MiB)); /* two of 64 differ */
   ck_assert_int_eq(more[0], 16 * MiB);
   ck_assert_int_eq(made[0], 16 * MiB);
@@ -111,11 +123,7 @@ END_TEST
 
 START_TEST(nothing_kept_holds_nothing_more)
 {
-  steps(3, false);
-  ol_recent_note(log_, 0, 4 * MiB, false);
-  ol_recent_note(log_, 1, 32 * MiB, false);
-  ol_recent_note(log_, 2, 8 * MiB, false);
-  ol_recent_note(log_, 2, 8 * MiB, true);
+  three_steps_and_a_layer();
   ck_assert(against_last(32 * MiB)); /* the second layer */
   ck_assert_int_eq(held, 0);
   for (int i = 0; i < SITES; i++)
@@ -147,11 +155,7 @@ END_TEST
 /* The request alone differs, the fourth of four: more than one in 32. */
 START_TEST(another_request_is_no_measure)
 {
-  steps(3, false);
-  ol_recent_note(log_, 0, 4 * MiB, false);
-  ol_recent_note(log_, 1, 32 * MiB, false);
-  ol_recent_note(log_, 2, 8 * MiB, false);
-  ol_recent_note(log_, 2, 8 * MiB, true);
+  three_steps_and_a_layer();
   ck_assert(!against_last(16 * MiB));
 }
 END_TEST
@@ -160,15 +164,11 @@ END_TEST
 START_TEST(one_size_in_32_may_differ)
 {
   ol_recent_iteration_ended(log_);
-  for (int i = 0; i < 50; i++) {
-    ol_recent_note(log_, 1, MiB, false);
-    ol_recent_note(log_, 1, MiB, true);
-  }
+  made_and_freed(1, MiB, 50);
   ol_recent_iteration_ended(log_);
-  for (int i = 0; i < 39; i++) {
-    ol_recent_note(log_, 1, i == 20 ? 2 * MiB : MiB, false);
-    ol_recent_note(log_, 1, i == 20 ? 2 * MiB : MiB, true);
-  }
+  made_and_freed(1, MiB, 20);
+  made_and_freed(1, 2 * MiB, 1);
+  made_and_freed(1, MiB, 18);
   ck_assert(against_last(MiB)); /* one of 40 */
   ck_assert_int_eq(held, 0);
   ol_recent_note(log_, 1, 3 * MiB, false);
@@ -192,10 +192,7 @@ START_TEST(an_iteration_the_log_lost_is_no_measure)
 {
   for (int it = 0; it < 3; it++) {
     ol_recent_iteration_ended(log_);
-    for (int i = 0; i < 100000; i++) {
-      ol_recent_note(log_, 2, 8 * MiB, false);
-      ol_recent_note(log_, 2, 8 * MiB, true);
-    }
+    made_and_freed(2, 8 * MiB, 100000);
   }
   ol_recent_note(log_, 2, 8 * MiB, false);
   ck_assert(!against_last(8 * MiB));
@@ -206,10 +203,7 @@ END_TEST
 START_TEST(sites_beyond_the_table_count_in_the_total)
 {
   ol_recent_iteration_ended(log_);
-  for (int i = 0; i < 2; i++) {
-    ol_recent_note(log_, 1, MiB, false);
-    ol_recent_note(log_, 1, MiB, true);
-  }
+  made_and_freed(1, MiB, 2);
   ol_recent_note(log_, 1, MiB, false);
   ol_recent_iteration_ended(log_);
   ol_recent_note(log_, 7, MiB, false);
