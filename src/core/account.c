@@ -732,8 +732,8 @@ static void grower_since_last(const ol_account_t *a, int device, const kept_by_a
 {
   int d = ol_account_clamp(device);
   const ol_sites_t *sites = ol_account_sites(a, device);
-  int64_t *more = calloc(2 * count, sizeof *more), *made = more + count;
-  if (!more) /* no host memory: not read */
+  int64_t *more = count ? calloc(2 * count, sizeof *more) : NULL, *made = more + count;
+  if (count && !more) /* no host memory: not read */
     return;
   int64_t held;
   if (ol_recent_against_last(a->devices[d].recent, r->request, more, made, count, &held)) {
@@ -771,10 +771,8 @@ static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t
   int d = ol_account_clamp(device);
   size_t count = ol_sites_count(ol_account_sites(a, device));
   r->held_since_last = -1;
-  if (count == 0)
-    return;
-  kept_walk_t w = {d, (uint16_t)a->devices[d].iteration_ends, calloc(count, sizeof *w.sites),
-                   count};
+  kept_walk_t w = {d, (uint16_t)a->devices[d].iteration_ends,
+                   count ? calloc(count, sizeof *w.sites) : NULL, count};
   if (w.sites) { /* else no host memory: the lowest points and the events alone */
     ol_records_each(&a->blocks, collect_kept, &w);
     grower_by_kept_blocks(a, device, w.sites, count, r);

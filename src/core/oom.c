@@ -695,6 +695,21 @@ static bool kept_unexplained(const ol_oom_record_t *r)
   return kept > 0 && kept >= lacking_of(r) && kept >= cap_of(r) / KEPT_BEYOND_SHARE;
 }
 
+/* Without call sites, the iteration under way made the same sizes as the
+ * one before up to the failure (recent.c: no larger input), and holds more
+ * than that one held at that point, by what the request lacked and a 32nd
+ * of the device: something it made stays. With call sites a site of no
+ * state says a kept tensor (rule 4); without them a kept tensor and the
+ * gradients that gradient accumulation keeps between micro-steps look
+ * alike (held-out kept_validation_leak without its sites: its 823 MB of
+ * validation logits, told `activations` as a larger input's). */
+static bool held_unexplained(const ol_oom_record_t *r)
+{
+  return !r->roles_known && !r->segments_only && r->held_since_last > 0 &&
+         r->held_since_last >= lacking_of(r) &&
+         r->held_since_last >= cap_of(r) / KEPT_BEYOND_SHARE;
+}
+
 /* Without call sites, a job of varying sizes finds no iteration in any
  * number of steps; once it has made more allocations than a first step is
  * read from (first_step.c's log), the failure is not known to be in its
@@ -789,7 +804,8 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
     return OL_OOM_external;
   if (leak_to_blame(r, s))
     return OL_OOM_leak;
-  if (kept_unexplained(r)) /* before the state: by timing, what is kept reads as state */
+  if (kept_unexplained(r) || held_unexplained(r)) /* before the state: by timing, what is
+                                                   * kept reads as state */
     return OL_OOM_undetermined;
   if (state_to_blame(r, s))
     return OL_OOM_persistent;
@@ -1726,6 +1742,26 @@ static void advise_kept_unexplained(ol_buf_t *out, const ol_oom_record_t *r)
   advise_frames(out);
 }
 
+/* What the iteration under way holds more than the one before at the
+ * same point, without call sites (held_unexplained): both readings. */
+static void advise_held_unexplained(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32];
+  ol_buf_printf(out, "No call site named what the memory is for; iterations were found by sizes "
+                "that repeat (%" PRIu64 " of them). This iteration made the same allocations as "
+                "the one before up to where it failed, so its input is no larger, and yet it "
+                "holds %s more than that one held there; without it this %s request would fit. "
+                "It may be a tensor kept past its use (a leak: logits or a loss kept with their "
+                "graph for a metric or a list, an output kept every few steps; keep `.item()` or "
+                "a `.detach().cpu()` copy), under gradient accumulation the gradients kept "
+                "between micro-steps (as meant: then the micro-step's memory is the lever, a "
+                "smaller micro-batch), or state made in this iteration (gradients and moments "
+                "of weights trained from now on, a new optimizer's): which, sizes cannot tell. "
+                "A smaller batch only delays a leak.", r->iterations, size_text(a, r->held_since_last),
+                size_of(b, r->request));
+  advise_frames(out);
+}
+
 /* No iteration found past a first step's length (loop_unseen): the three
  * readings and their fixes. */
 static void advise_loop_unseen(ol_buf_t *out, const ol_oom_record_t *r)
@@ -1750,6 +1786,10 @@ static void advise_undetermined(ol_buf_t *out, const ol_oom_record_t *r)
 {
   if (kept_unexplained(r)) {
     advise_kept_unexplained(out, r);
+    return;
+  }
+  if (held_unexplained(r)) {
+    advise_held_unexplained(out, r);
     return;
   }
   if (loop_unseen(r)) {

@@ -246,6 +246,23 @@ static const class_case_t class_cases[] = {
     .first_persistent = 7 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
     .warned = true, .warned_from = 7 * GiB, .warned_since = 10, .warned_rate = 50 * MiB},
    OL_OOM_activations},
+  /* Without call sites, an iteration that made the same sizes as the one
+   * before (no larger input) and holds 768 MiB more than it did at that
+   * point, where the request lacked 512 MiB: a kept tensor, gradients kept
+   * between micro-steps or state made in it, which sizes cannot tell
+   * (held-out kept_validation_leak without its sites: `activations`).
+   * Where the iteration before is no measure (other sizes), the larger
+   * input's reading stands. */
+  {"without call sites, the same sizes holding more than the step before: undetermined",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 9 * GiB, .growth = 0,
+    .first_persistent = 9 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
+    .held_since_last = 768 * MiB}, OL_OOM_undetermined},
+  {"without call sites, other sizes than the step before: activations",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 9 * GiB, .growth = 0,
+    .first_persistent = 9 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
+    .held_since_last = -1}, OL_OOM_activations},
   /* Without call sites, what outlives the iterations is all state by
    * timing; beyond four times the weights by timing (a training state's
    * most), by more than the request lacked, it may be kept tensors. */
@@ -926,6 +943,23 @@ START_TEST(a_tensor_kept_since_the_last_iteration_says_so)
                   strstr(json.data, "\"once\": false, \"since_last_iteration\": true}"),
                 "%s", json.data);
   ol_buf_free(&json);
+}
+END_TEST
+
+/* Without call sites, what the iteration holds more than the one before
+ * at the same point is said with the three things it may be. */
+START_TEST(held_more_without_call_sites_says_what_it_may_be)
+{
+  ol_buf_t text = {0};
+  explain_named("without call sites, the same sizes holding more than the step before: "
+                "undetermined", &text);
+  ck_assert_msg(strstr(text.data, "so its input is no larger, and yet it holds 768.00 MiB more "
+                                  "than that one held there") &&
+                  strstr(text.data, "a tensor kept past its use") &&
+                  strstr(text.data, "gradients kept between micro-steps") &&
+                  strstr(text.data, "state made in this iteration"),
+                "%s", text.data);
+  ol_buf_free(&text);
 }
 END_TEST
 
@@ -1835,6 +1869,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, a_leak_in_steps_says_what_grew);
   tcase_add_test(classes, a_leak_of_one_kept_block_says_so);
   tcase_add_test(classes, a_tensor_kept_since_the_last_iteration_says_so);
+  tcase_add_test(classes, held_more_without_call_sites_says_what_it_may_be);
   tcase_add_test(classes, no_iteration_found_without_call_sites_is_not_the_first);
   tcase_add_test(classes, kept_or_state_without_call_sites_says_both);
   tcase_add_test(classes, a_first_step_without_call_sites_gives_both_fixes);
