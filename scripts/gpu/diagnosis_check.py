@@ -642,6 +642,10 @@ HELD_OUT = [
     # iterations after its first.
     dict(name='kept_validation_leak', cap='4.4G', batch=4, steps=40, truth='leak', warn=None,
          oom_after=5, observe=('undetermined', HIDDEN)),
+    # The thirty-third held-out set (session 28, 2026-12-05), committed
+    # before it ran: a tensor kept in the step that runs out.
+    dict(name='step_logits_leak', cap='4.5G', batch=4, steps=20, truth='leak', warn=None,
+         oom_after=9, observe=('undetermined', HIDDEN)),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':

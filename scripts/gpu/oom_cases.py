@@ -3543,6 +3543,41 @@ def kept_validation_leak(batch, steps):
         yield
 
 
+# A tensor kept in the very step that runs out (the thirty-third held-out
+# set, session 28): no lowest point passes between, so the step is read
+# against the one before at the same point (src/core/recent.c;
+# docs/diagnosis.md, "On smaller devices").
+
+
+@case
+def step_logits_leak(batch, steps):
+    """ddp_fits's job (GPT-2, 6 layers, fp32, DDP on one rank, AdamW, batch
+    `batch` (4), sequence 512) whose 10th step keeps its logits (412 MB) in
+    a list for a sample table (the bug), where every other step frees them
+    once its loss is computed. Under 4.5G: the job without them reserves
+    about 3.80 GiB under --manage beside about 0.51 GiB of context (its
+    trace in the corpus), with them about 4.19 GiB; the 10th step's
+    backward runs out with the logits still held (truth: leak; one tensor
+    kept, in the step that runs out)."""
+    dist = one_rank_group()
+    kept = []
+    try:
+        m = ddp(gpt2_model(n_layer=6))
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        for step in range(steps):
+            x = torch.randint(0, 50257, (batch, 512), device='cuda')
+            out = m(input_ids=x, labels=x)
+            loss = out.loss
+            if step == 9:
+                kept.append(out.logits)  # the bug: kept on the device
+            del out
+            learn(loss, opt)
+            del loss
+            yield
+    finally:
+        dist.destroy_process_group()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
