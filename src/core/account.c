@@ -38,7 +38,6 @@
  *   is mapped once at a time, as PyTorch's expandable segments and our
  *   pool do, but a handle mapped again counts again in the trace;
  * - the OOMs' wall clock and diagnosis (a trace's report makes none). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -574,10 +573,11 @@ void ol_account_stats(const ol_account_t *a, int device, ol_device_stats_t *out)
 
 /* A site's live blocks made before the last iteration ended, by age: the
  * iterations ended since each was made (1: in the last one), up to
- * OL_KEPT_AGES; and those made since (grower_since_last weighs them). Blocks made before the first iteration ended are the first
- * step's (the autograd thread's cuBLAS workspaces, buffers, state made
- * once), not kept from step to step: beside a window's gradients, made in
- * one backward under accumulation, the workspaces would make two ages. */
+ * OL_KEPT_AGES; and those made since (grower_since_last weighs them).
+ * Blocks made before the first iteration ended are the first step's (the
+ * autograd thread's cuBLAS workspaces, buffers, state made once), not
+ * kept from step to step: beside a window's gradients, made in one
+ * backward under accumulation, the workspaces would make two ages. */
 typedef struct kept_by_age {
   int64_t bytes;
   uint64_t ages; /* bit k - 1: a block of age k */
@@ -720,19 +720,21 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, const kept_
  * the iteration made the same sizes in the same order as the one before
  * up to the failure (recent.c), what it holds more than that one held
  * there was kept: the site that holds most of it, of a role that may be
- * kept by mistake, having made no more so far than in the one before
- * (it holds more because it freed less: a loader that made its next
- * batch earlier than the step before did, one size among many moved,
- * holds more by making more), is the grower where no site grew across iterations,
- * or one grew by less (accum_fits given a 392 MiB output kept every 4th
- * micro-step: the autograd thread's 2 MiB across iterations was the
- * grower, and the kept block, of the failed micro-step, no site's). */
+ * kept by mistake, having made no more so far than in the one before (it
+ * holds more because it freed less: a loader that made its next batch
+ * earlier than the step before did, one size among many moved, holds
+ * more by making more), is the grower where no site grew across
+ * iterations, or one grew by less (accum_fits given a 392 MiB output kept
+ * every 4th micro-step: the autograd thread's 2 MiB across iterations
+ * was the grower, and the kept block, of the failed micro-step, no
+ * site's). */
 static void grower_since_last(const ol_account_t *a, int device, const kept_by_age_t *kept,
                               size_t count, ol_oom_record_t *r)
 {
   int d = ol_account_clamp(device);
   const ol_sites_t *sites = ol_account_sites(a, device);
-  int64_t *more = count ? calloc(2 * count, sizeof *more) : NULL, *made = more + count;
+  int64_t *more = count ? calloc(2 * count, sizeof *more) : NULL;
+  int64_t *made = more ? more + count : NULL;
   if (count && !more) /* no host memory: not read */
     return;
   int64_t held;
@@ -895,4 +897,3 @@ bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_st
   ol_account_note(a, d, t);
   return true;
 }
-

@@ -1757,8 +1757,8 @@ static void advise_held_unexplained(ol_buf_t *out, const ol_oom_record_t *r)
                 "between micro-steps (as meant: then the micro-step's memory is the lever, a "
                 "smaller micro-batch), or state made in this iteration (gradients and moments "
                 "of weights trained from now on, a new optimizer's): which, sizes cannot tell. "
-                "A smaller batch only delays a leak.", r->iterations, size_text(a, r->held_since_last),
-                size_of(b, r->request));
+                "A smaller batch only delays a leak.", r->iterations,
+                size_text(a, r->held_since_last), size_of(b, r->request));
   advise_frames(out);
 }
 

@@ -18,8 +18,9 @@
  * point in the last one where it made as many allocations as this one has
  * is "the same point", and the events since are what each site holds more
  * than it held there; what each made in this one beside what it made in
- * the last by then says whether it holds more because it freed less. An iteration longer than the log keeps, or one that
- * has made more allocations than the last made in all, is not read. */
+ * the last by then says whether it holds more because it freed less. An
+ * iteration longer than the log keeps, or one that has made more
+ * allocations than the last made in all, is not read. */
 #include <stdlib.h>
 
 #include "core.h"
