@@ -92,10 +92,38 @@ static uint64_t next_alloc(const ol_recent_t *log, uint64_t i, uint64_t end)
   return i;
 }
 
+/* Bytes an event adds to what is held (a free's taken). */
+static int64_t bytes_of(const event_t *e)
+{
+  int64_t bytes = (int64_t)e->units << UNIT_SHIFT;
+  return is_alloc(e) ? bytes : -bytes;
+}
+
+/* This iteration, having made all the last one made, has come back down
+ * as an iteration ends: it holds less than half the last one's rise above
+ * where it began (phases.c's own test of a window: it gives back more
+ * than it keeps). One that has freed little of it goes on longer instead
+ * (the simulated oom_activations: each step makes more like blocks). */
+static bool came_back_down(const ol_recent_t *log)
+{
+  int64_t level = 0, rise = 0, kept = 0;
+  for (uint64_t i = log->began[0]; i < log->began[1]; i++) {
+    level += bytes_of(at(log, i));
+    rise = level > rise ? level : rise;
+  }
+  for (uint64_t i = log->began[1]; i < log->n; i++)
+    kept += bytes_of(at(log, i));
+  return kept * 2 < rise;
+}
+
 /* The same point: the last iteration's event where it was about to make
  * the allocation the failed request is to this one (its allocations so
  * far matched in order, sizes compared); false where the last made fewer,
- * or too many sizes differ. */
+ * or too many sizes differ. A request that would begin the next iteration
+ * (this one has made all the last one made) is set beside this one's
+ * first allocation where it came back down as iterations end: the same
+ * point is where this one began (the simulated oom_kept_in_step runs out
+ * at the allocation iterations are counted by). */
 static bool same_point(const ol_recent_t *log, uint64_t request, uint64_t *point)
 {
   uint64_t last = log->began[0], now = log->began[1];
@@ -104,15 +132,20 @@ static bool same_point(const ol_recent_t *log, uint64_t request, uint64_t *point
     const event_t *e = at(log, j);
     if (!is_alloc(e))
       continue;
-    last = next_alloc(log, last, log->began[1]);
-    if (last == log->began[1])
+    last = next_alloc(log, last, now);
+    if (last == now)
       return false; /* this iteration has made more than the last did in all */
     differ += at(log, last)->units != e->units;
     made++;
     last++;
   }
-  last = next_alloc(log, last, log->began[1]);
-  if (last == log->began[1])
+  last = next_alloc(log, last, now);
+  if (last == now) { /* the request may begin the next iteration, as this one's first began it */
+    if (!came_back_down(log))
+      return false; /* or this one goes on longer than the last */
+    last = next_alloc(log, now, log->n);
+  }
+  if (last == log->n)
     return false;
   made++;
   differ += at(log, last)->units != units_of(request);
@@ -130,9 +163,7 @@ static int64_t add_by_site(const ol_recent_t *log, uint64_t from, uint64_t to, b
     const event_t *e = at(log, i);
     if (allocs_only && !is_alloc(e))
       continue;
-    int64_t bytes = sign * ((int64_t)e->units << UNIT_SHIFT);
-    if (!is_alloc(e))
-      bytes = -bytes;
+    int64_t bytes = sign * bytes_of(e);
     total += bytes;
     uint32_t plus1 = e->site_plus1 & ~FREED;
     if (plus1 && plus1 <= count)

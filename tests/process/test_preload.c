@@ -327,7 +327,27 @@ static const class_case_t live_classes[] = {
    * never repeat, 2 MiB kept a step: a leak not told from one step's own
    * memory (was activations) */
   {"oom_varying_leak", "SIMCU_EXTERNAL=0", "undetermined", NULL},
+  /* no call sites; steps of like sizes, the tenth keeps its 96 MiB loss
+   * and runs out at its end: held more than the step before at that
+   * point, a kept tensor or state made in it (was activations) */
+  {"oom_kept_in_step", "SIMCU_EXTERNAL=0", "undetermined", NULL},
 };
+
+/* The live library keeps the last events as replay does: a C job's tenth
+ * step keeps its 96 MiB loss and runs out at its end, holding that much
+ * more than the step before at the same point (no call sites: the class
+ * is undetermined, oom_kept_in_step above). */
+START_TEST(a_tensor_kept_in_the_step_is_held_since_the_last)
+{
+  const char *env[] = {"SIMCU_CAPACITY=1G", "SIMCU_EXTERNAL=0",
+                       "PYTORCH_NO_CUDA_MEMORY_CACHING=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("oom_kept_in_step", env, &run);
+  ck_assert_int_eq(harness_int(r, DEV "oom.held_since_last_iteration"), 96 * MiB);
+  ck_assert_int_eq(harness_int(r, DEV "oom.request"), 700 * MiB);
+  ol_json_free(r);
+}
+END_TEST
 
 START_TEST(live_oom_classes)
 {
@@ -1308,6 +1328,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, no_sites_unless_asked);
   tcase_add_test(paths, sites_alike_in_shown_frames_are_one);
   tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);
+  tcase_add_test(paths, a_tensor_kept_in_the_step_is_held_since_the_last);
   tcase_add_test(paths, timeline_in_the_report);
   tcase_add_test(paths, report_command_prints_the_text_back);
   tcase_add_loop_test(paths, report_read_back_renders_the_same, 0,

@@ -447,6 +447,36 @@ static int train_until_oom(size_t persistent, size_t activations, size_t grow, s
   return 3;
 }
 
+/* Steps of like sizes (a state, eight activations, a loss, a backward
+ * temporary, a large update at the end) whose tenth keeps its loss past
+ * where the steps before freed it and runs out at its update: a tensor
+ * kept in the step that runs out, no lowest point between (recent.c: the
+ * step holds 96 MiB more than the one before at that point). */
+static int kept_in_step_until_oom(void)
+{
+  const size_t loss_bytes = 96 * MiB;
+  void *state, *act[8], *loss, *p;
+  CHECK(cudaMalloc(&state, 256 * MiB) == cudaSuccess);
+  for (int step = 0; step < 20; step++) {
+    for (int i = 0; i < 8; i++)
+      CHECK(cudaMalloc(&act[i], (size_t)(16 + 8 * i) * MiB) == cudaSuccess);
+    CHECK(cudaMalloc(&loss, loss_bytes) == cudaSuccess);
+    CHECK(cudaMalloc(&p, 32 * MiB) == cudaSuccess);
+    CHECK(cudaFree(p) == cudaSuccess);
+    for (int i = 7; i >= 0; i--)
+      CHECK(cudaFree(act[i]) == cudaSuccess);
+    if (step != 9)
+      CHECK(cudaFree(loss) == cudaSuccess);
+    cudaError_t err = cudaMalloc(&p, 700 * MiB);
+    if (err == cudaErrorMemoryAllocation)
+      return 0;
+    CHECK(err == cudaSuccess);
+    CHECK(cudaFree(p) == cudaSuccess);
+  }
+  fprintf(stderr, "cuda_prog: never ran out\n");
+  return 3;
+}
+
 /* A loop whose sizes never repeat (a C job: no call sites; each step's
  * tensors sized anew, as a job of varying lengths makes them) that keeps
  * 2 MiB more every step, until it runs out: the finder sees no
@@ -825,6 +855,7 @@ int main(int argc, char **argv)
   if (!strcmp(s, "oom_leak")) return train_until_oom(128 * MiB, 256 * MiB, 0, 64 * MiB);
   if (!strcmp(s, "oom_fragmentation")) return fragment_until_oom();
   if (!strcmp(s, "oom_varying_leak")) return varying_until_oom();
+  if (!strcmp(s, "oom_kept_in_step")) return kept_in_step_until_oom();
   if (!strcmp(s, "oom_external")) return train_until_oom(64 * MiB, 128 * MiB, 64 * MiB, 0);
   if (!strcmp(s, "oom_external_child")) return oom_external_child();
   if (!strcmp(s, "oom_library_vmm")) return preallocated_then_oom(1, 640 * MiB);

@@ -131,6 +131,27 @@ START_TEST(nothing_kept_holds_nothing_more)
 }
 END_TEST
 
+/* A request that would begin the next iteration (this one has made all
+ * the last one made) is set beside this one's first allocation: what is
+ * held more is what this one kept of all it made (the simulated
+ * oom_kept_in_step runs out so). */
+START_TEST(a_request_that_begins_the_next_iteration)
+{
+  steps(3, false);
+  step_until_loss(32 * MiB);
+  step_after_loss(true);
+  ck_assert(against_last(4 * MiB)); /* the next input */
+  ck_assert_int_eq(held, 64 * MiB);
+  ck_assert_int_eq(more[3], 64 * MiB);
+  ck_assert(!against_last(8 * MiB)); /* not the size the iterations begin with */
+  teardown();
+  setup();
+  steps(3, false); /* all made, nothing given back: longer, not ended */
+  step_until_loss(32 * MiB);
+  ck_assert(!against_last(4 * MiB));
+}
+END_TEST
+
 /* Before two iterations have begun there is none to set beside. */
 START_TEST(one_iteration_is_no_measure)
 {
@@ -225,6 +246,7 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, nothing_kept_holds_nothing_more);
   tcase_add_test(tc, a_batch_made_earlier_is_made_more);
   tcase_add_test(tc, one_iteration_is_no_measure);
+  tcase_add_test(tc, a_request_that_begins_the_next_iteration);
   tcase_add_test(tc, other_sizes_are_no_measure);
   tcase_add_test(tc, another_request_is_no_measure);
   tcase_add_test(tc, one_size_in_32_may_differ);
