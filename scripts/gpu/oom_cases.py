@@ -3554,12 +3554,12 @@ def step_logits_leak(batch, steps):
     """ddp_fits's job (GPT-2, 6 layers, fp32, DDP on one rank, AdamW, batch
     `batch` (4), sequence 512) whose 10th step keeps its logits (412 MB) in
     a list for a sample table (the bug), where every other step frees them
-    once its loss is computed. Under 4.75G: the job without them reserves
-    about 3.80 GiB under --manage (ddp_fits's trace), with them about
-    4.19 GiB, beside 0.78 GiB held outside the pool (the first build's
-    run on an H100, under 4.5G: out in its second step); the 10th step's
-    backward runs out with the logits still held (truth: leak; one tensor
-    kept, in the step that runs out)."""
+    once its loss is computed. Under 5.0G: its second step (DDP rebuilds
+    its buckets) reserved 4.26 GB under --manage for 3.91 GB of tensors
+    beside 0.78 GiB held outside the pool (its first builds, under 4.5G
+    and 4.75G, ran out there on an H100); the 10th step's backward runs
+    out with the logits still held (truth: leak; one tensor kept, in the
+    step that runs out)."""
     dist = one_rank_group()
     kept = []
     try:
