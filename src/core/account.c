@@ -685,9 +685,7 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, const kept_
     const kept_by_age_t *k = &kept[i];
     ol_role_t role = ol_sites_role(sites, (int32_t)i);
     bool over = kept_over_iterations(k);
-    /* blocks of one age: of no role of the state (a state made once
-     * mid-run is the state rules' to weigh) nor a library's */
-    bool one_age = kept_once(k) && may_be_kept(role);
+    bool one_age = kept_once(k) && may_be_kept(role); /* of one age, kept by mistake */
     if (!a_call_site(a, d, (int32_t)i) ||
         (!over && !one_age) || (over && weights_grew && follows_weights(sites, (int32_t)i)))
       continue;

@@ -477,8 +477,16 @@ static bool shortfall_grown(const ol_oom_record_t *r)
  * prefetched batch, a scaler's or a scheduler's buffers): what is kept
  * beyond it is weighed from a 32nd of the device (kept_unexplained), and
  * so is a site's one block kept and what a site holds more than at the
- * same point of the iteration before (grower_reading, site_grew_by_shortfall). */
+ * same point of the iteration before (grower_reading, site_grew_by_shortfall;
+ * held_unexplained). */
 #define KEPT_BEYOND_SHARE 32
+
+/* Bytes kept beyond what the rules explain are the cause where they cover
+ * what the request lacked and are a 32nd of the device or more. */
+static bool kept_weighs(const ol_oom_record_t *r, int64_t bytes)
+{
+  return bytes > 0 && bytes >= lacking_of(r) && bytes >= cap_of(r) / KEPT_BEYOND_SHARE;
+}
 
 /* The iteration under way has asked for no more above what outlives the
  * iterations than the most an earlier one needed: it ran out because what
@@ -520,7 +528,7 @@ static bool site_grew_by_shortfall(const ol_oom_record_t *r)
   if (!r->roles_known || r->iterations < OL_LEAK_STREAK || r->grower.id < 0 ||
       ol_role_is_state(r->grower_role) || r->grower_role == OL_ROLE_unknown || r->input_growth > 0)
     return false;
-  if (r->grower_reading != OL_GROWER_KEPT && r->grower.bytes < cap_of(r) / KEPT_BEYOND_SHARE)
+  if (r->grower_reading != OL_GROWER_KEPT && !kept_weighs(r, r->grower.bytes))
     return false;
   if (r->grower_reading == OL_GROWER_ONCE && !iteration_asks_no_more(r))
     return false;
@@ -691,8 +699,7 @@ static int64_t kept_beyond_state(const ol_oom_record_t *r)
  * leaks above kept 7% to 39%). */
 static bool kept_unexplained(const ol_oom_record_t *r)
 {
-  int64_t kept = kept_beyond_state(r);
-  return kept > 0 && kept >= lacking_of(r) && kept >= cap_of(r) / KEPT_BEYOND_SHARE;
+  return kept_weighs(r, kept_beyond_state(r));
 }
 
 /* Without call sites, the iteration under way made the same sizes as the
@@ -705,9 +712,7 @@ static bool kept_unexplained(const ol_oom_record_t *r)
  * validation logits, told `activations` as a larger input's). */
 static bool held_unexplained(const ol_oom_record_t *r)
 {
-  return !r->roles_known && !r->segments_only && r->held_since_last > 0 &&
-         r->held_since_last >= lacking_of(r) &&
-         r->held_since_last >= cap_of(r) / KEPT_BEYOND_SHARE;
+  return !r->roles_known && !r->segments_only && kept_weighs(r, r->held_since_last);
 }
 
 /* Without call sites, a job of varying sizes finds no iteration in any
