@@ -44,7 +44,11 @@ def run(conf, tag):
         cmd = [CLI, 'run', '--manage', '--report', report, '--'] + cmd
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     steps = [float(l.split()[1]) for l in p.stdout.splitlines() if l.startswith('STEP ')]
-    r = dict(conf=conf, rc=p.returncode, median=statistics.median(steps[2:]) if len(steps) > 2 else None)
+    r = dict(conf=conf, rc=p.returncode, median=statistics.median(steps[2:]) if len(steps) > 2 else None,
+             steps=steps)
+    half = steps[2 + (len(steps) - 2) // 2:]
+    if half:  # the later half alone: the steady state, where shapes seen before come back
+        r['median_late'] = statistics.median(half)
     reps = [p for p in glob.glob(os.path.join(WORK, f'{tag}-*.json')) if p != warm]
     if reps:
         with open(reps[0]) as f:
@@ -82,7 +86,8 @@ def main():
             results.append(run(conf, f'r{i}-{j}'))
     for conf in CONFS:
         meds = [r['median'] for r in results if r['conf'] == conf and r['median']]
-        print(f'{conf}: medians {meds}', flush=True)
+        late = [r['median_late'] for r in results if r['conf'] == conf and r.get('median_late')]
+        print(f'{conf}: medians {meds}, later half {late}', flush=True)
     with open(os.path.join(OUT, 'manage_ab.json'), 'w') as f:
         json.dump(results, f, indent=1)
 
