@@ -725,7 +725,9 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, const kept_
  * iterations, or one grew by less (accum_fits given a 392 MiB output kept
  * every 4th micro-step: the autograd thread's 2 MiB across iterations
  * was the grower, and the kept block, of the failed micro-step, no
- * site's). */
+ * site's). Where the sizes differed but the same sites made them in the
+ * same order (a curriculum, a varying length), a site's blocks more than
+ * it held there are what it holds more (recent.c, by calls). */
 static void grower_since_last(const ol_account_t *a, int device, const kept_by_age_t *kept,
                               size_t count, ol_oom_record_t *r)
 {
@@ -735,9 +737,13 @@ static void grower_since_last(const ol_account_t *a, int device, const kept_by_a
   int64_t *made = more ? more + count : NULL;
   if (count && !more) /* no host memory: not read */
     return;
-  int64_t held;
-  if (ol_recent_against_last(a->devices[d].recent, r->request, more, made, count, &held)) {
-    r->held_since_last = held > 0 ? held : 0;
+  ol_recent_reading_t reading;
+  ol_recent_sites_t no_call_site = {ol_account_unsampled_site(a, d),
+                                    ol_account_frameless_site(a, d)};
+  if (ol_recent_against_last(a->devices[d].recent, r->request, no_call_site, more, made, count,
+                             &reading)) {
+    r->held_since_last = reading.held_more > 0 ? reading.held_more : 0;
+    r->since_last_by_calls = reading.by_calls;
     ol_oom_site_t best = {-1, 0};
     for (size_t i = 0; i < count; i++)
       if (more[i] > best.bytes && made[i] <= 0 && a_call_site(a, d, (int32_t)i) &&
@@ -771,6 +777,7 @@ static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t
   int d = ol_account_clamp(device);
   size_t count = ol_sites_count(ol_account_sites(a, device));
   r->held_since_last = -1;
+  r->since_last_by_calls = false;
   kept_walk_t w = {d, (uint16_t)a->devices[d].iteration_ends,
                    count ? calloc(count, sizeof *w.sites) : NULL, count};
   if (w.sites) { /* else no host memory: the lowest points and the events alone */

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 23  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration) */
+#define OL_REPORT_MINOR 24  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -433,17 +433,32 @@ void ol_recent_free(ol_recent_t *log);
 void ol_recent_note(ol_recent_t *log, int32_t site, uint64_t size, bool freed);
 /* An iteration ended: the next event is the next one's first. */
 void ol_recent_iteration_ended(ol_recent_t *log);
+/* The sites of a device's table that name no call site: the sample's
+ * "not sampled" one and the one of no frames; -1 none. */
+typedef struct ol_recent_sites {
+  int32_t unsampled, frameless;
+} ol_recent_sites_t;
+/* What the iteration under way holds beside the one before it. */
+typedef struct ol_recent_reading {
+  int64_t held_more; /* what all sites hold more than there */
+  bool by_calls;     /* its sizes differ: read by the sites' blocks, not bytes */
+} ol_recent_reading_t;
 /* The iteration under way, about to ask for request bytes, beside the
  * one before it at the same point: where it has made the same sizes in
  * the same order so far (one in 32 may differ) and the log holds both,
  * true, with what each site holds more than it did there added to
- * more[site] and what all hold more in *held_more, and what each site
- * has made in this iteration less what it had made in the last by then
- * added to made[site] (site_count entries each). false: not known (log
- * NULL, fewer than two iterations begun, the last one no longer in the
- * log, this one longer or of other sizes). */
-bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, int64_t *more,
-                            int64_t *made, size_t site_count, int64_t *held_more);
+ * more[site], and what each site has made in this one less what it had
+ * made in the last by then added to made[site] (site_count entries
+ * each). Where the sizes differ but the same call sites made them in the
+ * same order (one in 32 may differ, of 8 or more blocks that carry
+ * their site, sites not counted as such), true with reading->by_calls: more[site] counts only a site's blocks
+ * more than there (its largest of this iteration at most), made[site]
+ * allocations, not bytes. false: not known (log NULL, fewer than two
+ * iterations begun, the last one no longer in the log, this one longer
+ * or of other sizes and calls). */
+bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_sites_t sites,
+                            int64_t *more, int64_t *made, size_t site_count,
+                            ol_recent_reading_t *reading);
 
 /* The allocations of a job's first iteration, kept in the order they
  * came (size, and the device's allocated bytes after each), until the
@@ -569,8 +584,10 @@ typedef struct ol_oom_record {
   ol_grower_reading_t grower_reading; /* how the grower's growth was read (account.c) */
   /* What the job holds more than at the same point of the iteration
    * before, where that one made the same sizes so far (recent.c); -1 not
-   * known. */
+   * known. since_last_by_calls: its sizes differed, and the same call
+   * sites made them in the same order: what sites hold in more blocks. */
   int64_t held_since_last;
+  bool since_last_by_calls;
   /* Who holds the memory outside ours, per NVML (live jobs): other
    * processes, largest first, and what this process holds in all (its
    * context and libraries included); -1 unknown. */
@@ -1550,6 +1567,12 @@ static inline int32_t ol_account_phase_site(const ol_account_t *a, int d, int32_
 static inline int32_t ol_account_unsampled_site(const ol_account_t *a, int device)
 {
   return a->devices[ol_account_sites_index(a, ol_account_clamp(device))].unsampled_site_plus1 - 1;
+}
+
+/* The site of no frames' id, -1 where none was made. */
+static inline int32_t ol_account_frameless_site(const ol_account_t *a, int device)
+{
+  return a->devices[ol_account_sites_index(a, ol_account_clamp(device))].frameless_site_plus1 - 1;
 }
 
 /* The "not sampled" site is told to the iteration finder as such

@@ -1413,6 +1413,22 @@ static void advise_kept_copies(ol_buf_t *out)
                 "(`{k: v.cpu() for k, v in model.state_dict().items()}`).");
 }
 
+/* "This iteration made the same allocations as the one before ... and
+ * holds X more": by sizes, or by calls where its sizes differed. */
+static void same_point_held(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32];
+  if (r->since_last_by_calls)
+    ol_buf_printf(out, "This iteration's call sites made their allocations in the same order as "
+                  "in the one before up to where it failed, of other sizes (its input is larger "
+                  "or smaller), and they hold %s more in blocks than they held there, each site "
+                  "as many blocks as it held then but for that", size_text(a, r->held_since_last));
+  else
+    ol_buf_printf(out, "This iteration made the same allocations as the one before up to where "
+                  "it failed, so its input is no larger, and yet it holds %s more than that one "
+                  "held there", size_text(a, r->held_since_last));
+}
+
 /* The growth as it was found: per iteration, or in all since the first. */
 static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
 {
@@ -1440,18 +1456,17 @@ static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
     return;
   }
   if (!steady && site_grew_by_shortfall(r)) {
-    if (r->grower_reading == OL_GROWER_SINCE_LAST)
-      ol_buf_printf(out, "This iteration made the same allocations as the one before up to "
-                    "where it failed, and holds %s more than that one held there; one call "
-                    "site holds %s more (its blocks are %s by their frames, none of the state; "
-                    "named below): a tensor the iterations before had freed by now is still "
-                    "held. Without it this %s request would fit. A reference kept past its use "
-                    "(a loss or logits kept with their graph for a metric or a list, an output "
-                    "kept every few steps) is a leak that comes back: keep `.item()` or a "
+    if (r->grower_reading == OL_GROWER_SINCE_LAST) {
+      same_point_held(out, r);
+      ol_buf_printf(out, "; one call site holds %s more (its blocks are %s by their frames, none "
+                    "of the state; named below): a tensor the iterations before had freed by now "
+                    "is still held. Without it this %s request would fit. A reference kept past "
+                    "its use (a loss or logits kept with their graph for a metric or a list, an "
+                    "output kept every few steps) is a leak that comes back: keep `.item()` or a "
                     "`.detach().cpu()` copy, or `del` it after use. ",
-                    size_text(a, r->held_since_last), size_text(b, r->grower.bytes),
-                    ol_role_name(r->grower_role), size_of(c, r->request));
-    else if (r->grower_reading == OL_GROWER_ONCE)
+                    size_text(b, r->grower.bytes), ol_role_name(r->grower_role),
+                    size_of(c, r->request));
+    } else if (r->grower_reading == OL_GROWER_ONCE)
       ol_buf_printf(out, "One call site holds %s it made in an earlier iteration and kept since "
                     "(its blocks are %s by their frames, none of the state; named below), and "
                     "this iteration asked for %s above what outlives the iterations, about "
@@ -1751,19 +1766,18 @@ static void advise_kept_unexplained(ol_buf_t *out, const ol_oom_record_t *r)
  * same point, without call sites (held_unexplained): both readings. */
 static void advise_held_unexplained(ol_buf_t *out, const ol_oom_record_t *r)
 {
-  char a[32], b[32];
+  char b[32];
   ol_buf_printf(out, "No call site named what the memory is for; iterations were found by sizes "
-                "that repeat (%" PRIu64 " of them). This iteration made the same allocations as "
-                "the one before up to where it failed, so its input is no larger, and yet it "
-                "holds %s more than that one held there; without it this %s request would fit. "
+                "that repeat (%" PRIu64 " of them). ", r->iterations);
+  same_point_held(out, r);
+  ol_buf_printf(out, "; without it this %s request would fit. "
                 "It may be a tensor kept past its use (a leak: logits or a loss kept with their "
                 "graph for a metric or a list, an output kept every few steps; keep `.item()` or "
                 "a `.detach().cpu()` copy), under gradient accumulation the gradients kept "
                 "between micro-steps (as meant: then the micro-step's memory is the lever, a "
                 "smaller micro-batch), or state made in this iteration (gradients and moments "
                 "of weights trained from now on, a new optimizer's): which, sizes cannot tell. "
-                "A smaller batch only delays a leak.", r->iterations,
-                size_text(a, r->held_since_last), size_of(b, r->request));
+                "A smaller batch only delays a leak.", size_of(b, r->request));
   advise_frames(out);
 }
 
@@ -2196,12 +2210,13 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"need_growth_per_iteration\": %" PRId64
                 ", \"allocations_growth_per_iteration\": %" PRId64
                 ", \"input_growth_per_iteration\": %" PRId64 ", \"allocations_made\": %" PRIu64
-                ", \"held_since_last_iteration\": %" PRId64 ", \"segments_only\": %s",
+                ", \"held_since_last_iteration\": %" PRId64 ", \"since_last_by_calls\": %s"
+                ", \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
                 r->reserved, r->free_reserved, r->largest_free_block, r->external,
                 r->persistent, transient_of(r), r->iterations, r->growth, r->need_growth,
                 r->work_growth, r->input_growth, r->allocations_made, r->held_since_last,
-                r->segments_only ? "true" : "false");
+                r->since_last_by_calls ? "true" : "false", r->segments_only ? "true" : "false");
   json_figures(out, r, c);
   ol_buf_printf(out, ", \"advice\": ");
   ol_buf_json_string(out, advice.failed ? "" : advice.data);

@@ -10,6 +10,13 @@
  * backward out, where the steps before had freed it: told `activations`).
  * What tells it: the failed iteration made the same sizes in the same
  * order as the last one, and yet holds more than that one did there.
+ * Where its sizes differ (a curriculum's longer sequences, a variable-length
+ * batch: every tensor larger or smaller) the bytes tell nothing, but the
+ * calls still do: made by the same call sites in the same order, each
+ * site holds as many blocks at the same point as it did in the last one,
+ * whatever their sizes, and a site that holds more blocks kept one
+ * (rnn_curriculum_fits given a loss kept at its 10th step: `activations`,
+ * "a larger input", before this reading).
  *
  * The log keeps each allocation and free, its site and size, in a ring of
  * RING events, and where the last two iterations began (the account tells
@@ -30,6 +37,14 @@
 #define FREED (UINT32_C(1) << 31)
 #define MISMATCH_SHARE 32 /* sizes that differ: at most one in 32 (a cuBLAS
                            * workspace made at a new stream, a bucket) */
+#define CALLS_COMPARED 8  /* by calls: fewer sites set side by side are not told from chance */
+/* By calls, under manage mode's byte-weighted sample of stacks (a block of
+ * B bytes is missed with odds exp(-B / 1 MiB) at the default), the sites
+ * of blocks the sample took are compared, and only a site all of whose
+ * blocks are of this size or more, sure to carry their site, is counted:
+ * a smaller one's blocks may be its own in one iteration and the miss's
+ * in the next. */
+#define SURELY_SAMPLED_UNITS ((UINT32_C(16) << 20) >> UNIT_SHIFT)
 
 typedef struct event {
   uint32_t site_plus1; /* FREED | the block's site + 1; 0: none */
@@ -116,18 +131,58 @@ static bool came_back_down(const ol_recent_t *log)
   return kept * 2 < rise;
 }
 
+/* How the iteration under way lines up with the last one so far. */
+typedef struct match {
+  uint64_t point;   /* the last one's event set beside the request */
+  uint64_t made;    /* allocations set side by side, the request's included */
+  uint64_t differ;  /* of them, of other sizes */
+  uint64_t compared, other_sites; /* of them, both of known sites (sampled); of other sites */
+} match_t;
+
+static uint32_t site_of(const event_t *e)
+{
+  return e->site_plus1 & ~FREED;
+}
+
+static bool is_site(const event_t *e, int32_t site)
+{
+  return site >= 0 && site_of(e) == (uint32_t)site + 1;
+}
+
+/* Whether an event carries its call site: not none, not the site of no
+ * frames (every block without Python frames, or all of a job's without
+ * call sites), not the sample's miss (whose blocks' sites, were they
+ * taken, are not known). */
+static bool site_known(const event_t *e, ol_recent_sites_t sites)
+{
+  return site_of(e) && !is_site(e, sites.frameless) && !is_site(e, sites.unsampled);
+}
+
+/* One pair of allocations set side by side, this one's and the last's. */
+static void compare(match_t *m, const event_t *now, const event_t *last, ol_recent_sites_t sites)
+{
+  m->made++;
+  m->differ += now->units != last->units;
+  if (site_known(now, sites) && site_known(last, sites)) {
+    m->compared++;
+    m->other_sites += site_of(now) != site_of(last);
+  }
+}
+
 /* The same point: the last iteration's event where it was about to make
  * the allocation the failed request is to this one (its allocations so
- * far matched in order, sizes compared); false where the last made fewer,
- * or too many sizes differ. A request that would begin the next iteration
- * (this one has made all the last one made) is set beside this one's
- * first allocation where it came back down as iterations end: the same
- * point is where this one began (the simulated oom_kept_in_step runs out
- * at the allocation iterations are counted by). */
-static bool same_point(const ol_recent_t *log, uint64_t request, uint64_t *point)
+ * far matched in order); false where the last made fewer. A request that
+ * would begin the next iteration (this one has made all the last one
+ * made) is set beside this one's first allocation where it came back down
+ * as iterations end: the same point is where this one began (the
+ * simulated oom_kept_in_step runs out at the allocation iterations are
+ * counted by). The request's own site is not known here: its size alone
+ * is compared. */
+static bool same_point(const ol_recent_t *log, uint64_t request, ol_recent_sites_t sites,
+                       match_t *m)
 {
   uint64_t last = log->began[0], now = log->began[1];
-  uint64_t made = 0, differ = 0;
+  *m = (match_t){0};
   for (uint64_t j = now; j < log->n; j++) {
     const event_t *e = at(log, j);
     if (!is_alloc(e))
@@ -135,8 +190,7 @@ static bool same_point(const ol_recent_t *log, uint64_t request, uint64_t *point
     last = next_alloc(log, last, now);
     if (last == now)
       return false; /* this iteration has made more than the last did in all */
-    differ += at(log, last)->units != e->units;
-    made++;
+    compare(m, e, at(log, last), sites);
     last++;
   }
   last = next_alloc(log, last, now);
@@ -147,10 +201,20 @@ static bool same_point(const ol_recent_t *log, uint64_t request, uint64_t *point
   }
   if (last == log->n)
     return false;
-  made++;
-  differ += at(log, last)->units != units_of(request);
-  *point = last;
-  return differ * MISMATCH_SHARE <= made;
+  m->made++;
+  m->differ += at(log, last)->units != units_of(request);
+  m->point = last;
+  return true;
+}
+
+static bool same_sizes(const match_t *m)
+{
+  return m->differ * MISMATCH_SHARE <= m->made;
+}
+
+static bool same_calls(const match_t *m)
+{
+  return m->compared >= CALLS_COMPARED && m->other_sites * MISMATCH_SHARE <= m->compared;
 }
 
 /* Each event's bytes (an allocation's added, a free's taken) into its
@@ -172,14 +236,96 @@ static int64_t add_by_site(const ol_recent_t *log, uint64_t from, uint64_t to, b
   return total;
 }
 
-bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, int64_t *more,
-                            int64_t *made, size_t site_count, int64_t *held_more)
+/* Per site, for the reading by calls: blocks held more than at the same
+ * point, their bytes, the smallest and largest block made in the two
+ * iterations, and allocations made in this one less those of the last by
+ * then. */
+typedef struct by_site {
+  int64_t blocks, bytes, made;
+  uint32_t smallest, largest;
+} by_site_t;
+
+/* One event of the walk from the last iteration's beginning to now. */
+static void count_event(const ol_recent_t *log, uint64_t i, const match_t *m, by_site_t *s)
 {
-  uint64_t point;
-  if (!log || log->ends < 2 || log->n - log->began[0] > RING || !same_point(log, request, &point))
+  const event_t *e = at(log, i);
+  if (is_alloc(e)) {
+    s->smallest = e->units < s->smallest ? e->units : s->smallest;
+    s->largest = e->units > s->largest ? e->units : s->largest;
+    if (i >= log->began[1])
+      s->made++;
+    else if (i < m->point)
+      s->made--;
+  }
+  if (i >= m->point) {
+    s->blocks += is_alloc(e) ? 1 : -1;
+    s->bytes += bytes_of(e);
+  }
+}
+
+/* The reading by calls: a site all of whose blocks carry their site that
+ * holds more blocks than at the same point holds more by them (at most as
+ * many of its largest: its other blocks may be larger now); made[] counts
+ * allocations, not bytes. False where a block the
+ * sample missed was large enough to carry its site (one of them was not
+ * counted where it belongs), or no host memory. */
+static bool more_by_calls(const ol_recent_t *log, const match_t *m, uint32_t big,
+                          ol_recent_sites_t sites, int64_t *more, int64_t *made,
+                          size_t site_count, int64_t *held_more)
+{
+  by_site_t *by = calloc(site_count ? site_count : 1, sizeof *by);
+  if (!by)
     return false;
-  *held_more = add_by_site(log, point, log->n, false, 1, more, site_count);
-  add_by_site(log, log->began[1], log->n, true, 1, made, site_count);
-  add_by_site(log, log->began[0], point, true, -1, made, site_count);
-  return true;
+  for (size_t s = 0; s < site_count; s++)
+    by[s].smallest = UINT32_MAX;
+  bool missed = false;
+  for (uint64_t i = log->began[0]; i < log->n && !missed; i++) {
+    const event_t *e = at(log, i);
+    uint32_t plus1 = site_of(e);
+    missed = is_alloc(e) && is_site(e, sites.unsampled) && e->units >= big;
+    if (site_known(e, sites) && plus1 <= site_count)
+      count_event(log, i, m, &by[plus1 - 1]);
+  }
+  /* Where a site sure of its count made more or fewer by now than the
+   * last one had made by the same point, the walks are not in step: the
+   * same sites in another order or number (serve_fits's decode steps,
+   * mostly too small to carry their sites, set beside a new call's
+   * prefill: its layer norms had made 11 more) */
+  bool in_step = !missed;
+  for (size_t s = 0; s < site_count && in_step; s++)
+    in_step = by[s].smallest == UINT32_MAX || by[s].smallest < big || by[s].made == 0;
+  *held_more = 0;
+  for (size_t s = 0; s < site_count && in_step; s++) {
+    made[s] += by[s].made;
+    if (by[s].blocks <= 0 || by[s].smallest < big)
+      continue;
+    int64_t most = by[s].blocks * ((int64_t)by[s].largest << UNIT_SHIFT);
+    int64_t bytes = by[s].bytes < most ? by[s].bytes : most;
+    if (bytes > 0) {
+      more[s] += bytes;
+      *held_more += bytes;
+    }
+  }
+  free(by);
+  return in_step;
+}
+
+bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_sites_t sites,
+                            int64_t *more, int64_t *made, size_t site_count,
+                            ol_recent_reading_t *reading)
+{
+  match_t m;
+  uint32_t big = sites.unsampled >= 0 ? SURELY_SAMPLED_UNITS : 0;
+  *reading = (ol_recent_reading_t){0};
+  if (!log || log->ends < 2 || log->n - log->began[0] > RING || !same_point(log, request, sites, &m))
+    return false;
+  if (same_sizes(&m)) {
+    reading->held_more = add_by_site(log, m.point, log->n, false, 1, more, site_count);
+    add_by_site(log, log->began[1], log->n, true, 1, made, site_count);
+    add_by_site(log, log->began[0], m.point, true, -1, made, site_count);
+    return true;
+  }
+  reading->by_calls = true;
+  return same_calls(&m) &&
+         more_by_calls(log, &m, big, sites, more, made, site_count, &reading->held_more);
 }

@@ -349,6 +349,27 @@ START_TEST(a_tensor_kept_in_the_step_is_held_since_the_last)
 }
 END_TEST
 
+/* The same with each step's tensors larger than the last's: no two steps
+ * make the same sizes, but the same calls make them in the same order, and
+ * with call sites the step is read by them: one block more than the step
+ * before held at that point, the loss kept at the tenth (native frames
+ * name no role: undetermined; was activations, "a larger input"). */
+START_TEST(a_tensor_kept_in_a_larger_step_is_held_since_the_last)
+{
+  const char *env[] = {"SIMCU_CAPACITY=1G", "SIMCU_EXTERNAL=0",
+                       "PYTORCH_NO_CUDA_MEMORY_CACHING=1", "OOMLENS_STACKS=1", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario("oom_kept_in_growing_step", env, &run);
+  ck_assert_int_eq(harness_int(r, DEV "oom.held_since_last_iteration"), 96 * MiB * 25 / 16);
+  bool by_calls = false;
+  ck_assert(ol_json_bool(ol_json_path(r, DEV "oom.since_last_by_calls"), &by_calls) && by_calls);
+  ck_assert_int_eq(harness_int(r, DEV "oom.request"), 700 * MiB);
+  const char *got = ol_json_string(ol_json_path(r, DEV "oom.class"));
+  ck_assert_msg(got && strcmp(got, "undetermined") == 0, "class %s", got ? got : "(none)");
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(live_oom_classes)
 {
   const class_case_t *c = &live_classes[_i];
@@ -1329,6 +1350,7 @@ static Suite *preload_suite(void)
   tcase_add_test(paths, sites_alike_in_shown_frames_are_one);
   tcase_add_loop_test(paths, live_oom_classes, 0, sizeof live_classes / sizeof *live_classes);
   tcase_add_test(paths, a_tensor_kept_in_the_step_is_held_since_the_last);
+  tcase_add_test(paths, a_tensor_kept_in_a_larger_step_is_held_since_the_last);
   tcase_add_test(paths, timeline_in_the_report);
   tcase_add_test(paths, report_command_prints_the_text_back);
   tcase_add_loop_test(paths, report_read_back_renders_the_same, 0,

@@ -451,16 +451,20 @@ static int train_until_oom(size_t persistent, size_t activations, size_t grow, s
  * temporary, a large update at the end) whose tenth keeps its loss past
  * where the steps before freed it and runs out at its update: a tensor
  * kept in the step that runs out, no lowest point between (recent.c: the
- * step holds 96 MiB more than the one before at that point). */
-static int kept_in_step_until_oom(void)
+ * step holds 96 MiB more than the one before at that point). growing: each step's tensors a 16th
+ * larger than the last's (a curriculum's longer sequences): no two steps
+ * make the same sizes, but the same calls make them in the same order, so
+ * with call sites (OOMLENS_STACKS=1) the step holds one block more than
+ * the one before at that point (recent.c, by calls). */
+static int kept_in_step_until_oom(bool growing)
 {
-  const size_t loss_bytes = 96 * MiB;
   void *state, *act[8], *loss, *p;
   CHECK(cudaMalloc(&state, 256 * MiB) == cudaSuccess);
   for (int step = 0; step < 20; step++) {
+    size_t sixteenths = growing ? 16 + (size_t)step : 16;
     for (int i = 0; i < 8; i++)
-      CHECK(cudaMalloc(&act[i], (size_t)(16 + 8 * i) * MiB) == cudaSuccess);
-    CHECK(cudaMalloc(&loss, loss_bytes) == cudaSuccess);
+      CHECK(cudaMalloc(&act[i], (size_t)(16 + 8 * i) * MiB * sixteenths / 16) == cudaSuccess);
+    CHECK(cudaMalloc(&loss, 96 * MiB * sixteenths / 16) == cudaSuccess);
     CHECK(cudaMalloc(&p, 32 * MiB) == cudaSuccess);
     CHECK(cudaFree(p) == cudaSuccess);
     for (int i = 7; i >= 0; i--)
@@ -855,7 +859,8 @@ int main(int argc, char **argv)
   if (!strcmp(s, "oom_leak")) return train_until_oom(128 * MiB, 256 * MiB, 0, 64 * MiB);
   if (!strcmp(s, "oom_fragmentation")) return fragment_until_oom();
   if (!strcmp(s, "oom_varying_leak")) return varying_until_oom();
-  if (!strcmp(s, "oom_kept_in_step")) return kept_in_step_until_oom();
+  if (!strcmp(s, "oom_kept_in_step")) return kept_in_step_until_oom(false);
+  if (!strcmp(s, "oom_kept_in_growing_step")) return kept_in_step_until_oom(true);
   if (!strcmp(s, "oom_external")) return train_until_oom(64 * MiB, 128 * MiB, 64 * MiB, 0);
   if (!strcmp(s, "oom_external_child")) return oom_external_child();
   if (!strcmp(s, "oom_library_vmm")) return preallocated_then_oom(1, 640 * MiB);

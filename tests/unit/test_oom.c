@@ -360,6 +360,8 @@ static const class_case_t class_cases[] = {
    * block freed a little later than the step before freed it. */
   {"held more than at the same point of the iteration before: leak",
    {GREW_SINCE_LAST(600 * MiB)}, OL_OOM_leak},
+  {"held more blocks than at the same point of an iteration of other sizes: leak",
+   {GREW_SINCE_LAST(600 * MiB), .since_last_by_calls = true}, OL_OOM_leak},
   {"held a little more than at the same point before: activations",
    {GREW_SINCE_LAST(400 * MiB)}, OL_OOM_activations},
   {"the site that grew is the optimizer's: not this leak",
@@ -931,8 +933,9 @@ START_TEST(a_tensor_kept_since_the_last_iteration_says_so)
   ol_buf_t text = {0};
   explain_named("held more than at the same point of the iteration before: leak", &text);
   ck_assert_msg(strstr(text.data, "made the same allocations as the one before up to where it "
-                                  "failed, and holds 664.00 MiB more than that one held there; "
-                                  "one call site holds 600.00 MiB more") &&
+                                  "failed, so its input is no larger, and yet it holds 664.00 MiB "
+                                  "more than that one held there; one call site holds 600.00 MiB "
+                                  "more") &&
                   strstr(text.data, "`.item()`") && !strstr(text.data, "One call site holds"),
                 "%s", text.data);
   ol_buf_free(&text);
@@ -942,6 +945,28 @@ START_TEST(a_tensor_kept_since_the_last_iteration_says_so)
   ck_assert_msg(strstr(json.data, "\"held_since_last_iteration\": 696254464") &&
                   strstr(json.data, "\"once\": false, \"since_last_iteration\": true}"),
                 "%s", json.data);
+  ol_buf_free(&json);
+}
+END_TEST
+
+/* Read by calls (the iteration's sizes differed from the last one's): the
+ * paragraph does not say the input is no larger, and the JSON marks it. */
+START_TEST(a_tensor_kept_in_an_iteration_of_other_sizes_says_so)
+{
+  const char *name = "held more blocks than at the same point of an iteration of other sizes: leak";
+  ol_buf_t text = {0};
+  explain_named(name, &text);
+  ck_assert_msg(strstr(text.data, "This iteration's call sites made their allocations in the same "
+                                  "order as in the one before up to where it failed, of other "
+                                  "sizes (its input is larger or smaller), and they hold 664.00 "
+                                  "MiB more in blocks") &&
+                  strstr(text.data, "one call site holds 600.00 MiB more") &&
+                  !strstr(text.data, "no larger"),
+                "%s", text.data);
+  ol_buf_free(&text);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, case_named(name), OL_OOM_leak, test_namer, NULL);
+  ck_assert_msg(strstr(json.data, "\"since_last_by_calls\": true"), "%s", json.data);
   ol_buf_free(&json);
 }
 END_TEST
@@ -1869,6 +1894,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, a_leak_in_steps_says_what_grew);
   tcase_add_test(classes, a_leak_of_one_kept_block_says_so);
   tcase_add_test(classes, a_tensor_kept_since_the_last_iteration_says_so);
+  tcase_add_test(classes, a_tensor_kept_in_an_iteration_of_other_sizes_says_so);
   tcase_add_test(classes, held_more_without_call_sites_says_what_it_may_be);
   tcase_add_test(classes, no_iteration_found_without_call_sites_is_not_the_first);
   tcase_add_test(classes, kept_or_state_without_call_sites_says_both);

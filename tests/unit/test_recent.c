@@ -1,7 +1,8 @@
 /* test_recent.c: a device's last events (recent.c): the iteration under
  * way beside the one before at the same point, what each site holds more,
- * and where that is not known (fewer than two iterations begun, other
- * sizes, a longer iteration, one the log no longer holds). */
+ * by sizes or, where they differ, by calls, and where that is not known
+ * (fewer than two iterations begun, other sizes and calls, a longer
+ * iteration, one the log no longer holds, a block the sample missed). */
 #include <check.h>
 
 #include "check_run.h"
@@ -16,6 +17,7 @@
 static ol_recent_t *log_;
 static int64_t more[SITES], made[SITES];
 static int64_t held;
+static bool by_calls;
 
 static void setup(void)
 {
@@ -24,6 +26,7 @@ static void setup(void)
   memset(more, 0, sizeof more);
   memset(made, 0, sizeof made);
   held = 0;
+  by_calls = false;
 }
 
 static void teardown(void)
@@ -82,9 +85,20 @@ static void three_steps_and_a_layer(void)
   made_and_freed(2, 8 * MiB, 1);
 }
 
+/* unsampled: the sample's "not sampled" site, -1 none (every stack taken). */
+static bool against_last_sampled(uint64_t request, int32_t unsampled)
+{
+  ol_recent_reading_t reading;
+  ol_recent_sites_t sites = {unsampled, -1};
+  bool known = ol_recent_against_last(log_, request, sites, more, made, SITES, &reading);
+  held = reading.held_more;
+  by_calls = reading.by_calls;
+  return known;
+}
+
 static bool against_last(uint64_t request)
 {
-  return ol_recent_against_last(log_, request, more, made, SITES, &held);
+  return against_last_sampled(request, -1);
 }
 
 START_TEST(a_kept_loss_is_held_more_at_the_same_point)
@@ -159,7 +173,9 @@ START_TEST(one_iteration_is_no_measure)
   ol_recent_iteration_ended(log_);
   step_until_loss(32 * MiB);
   ck_assert(!against_last(32 * MiB));
-  ck_assert(!ol_recent_against_last(NULL, 32 * MiB, more, made, SITES, &held));
+  ol_recent_reading_t reading;
+  ck_assert(!ol_recent_against_last(NULL, 32 * MiB, (ol_recent_sites_t){-1, -1}, more, made, SITES,
+                                    &reading));
 }
 END_TEST
 
@@ -181,7 +197,8 @@ START_TEST(another_request_is_no_measure)
 }
 END_TEST
 
-/* One size in 32 may differ: a workspace made once, a bucket. */
+/* One size in 32 may differ: a workspace made once, a bucket; more, and
+ * the calls are compared instead. */
 START_TEST(one_size_in_32_may_differ)
 {
   ol_recent_iteration_ended(log_);
@@ -193,7 +210,10 @@ START_TEST(one_size_in_32_may_differ)
   ck_assert(against_last(MiB)); /* one of 40 */
   ck_assert_int_eq(held, 0);
   ol_recent_note(log_, 1, 3 * MiB, false);
-  ck_assert(!against_last(MiB)); /* two of 41 */
+  ck_assert(against_last(MiB)); /* two of 41: by calls, the same site's */
+  ck_assert(by_calls);
+  ck_assert_int_eq(held, 3 * MiB); /* the site holds one block more than then */
+  ck_assert_int_eq(more[1], 3 * MiB);
 }
 END_TEST
 
@@ -236,6 +256,131 @@ START_TEST(sites_beyond_the_table_count_in_the_total)
 }
 END_TEST
 
+/* ---- by calls: iterations of other sizes -------------------------------- */
+
+static uint64_t scaled(uint64_t size, int eighths)
+{
+  return size * (uint64_t)eighths / 8;
+}
+
+/* A step's first allocations at a size of eighths/8: its input, then
+ * layers (kept for the backward) with a temporary each. */
+static void scaled_begin(int eighths, int layers)
+{
+  ol_recent_note(log_, 0, scaled(4 * MiB, eighths), false);
+  for (int l = 0; l < layers; l++) {
+    ol_recent_note(log_, 1, scaled(32 * MiB, eighths), false);
+    made_and_freed(2, scaled(24 * MiB, eighths), 1);
+  }
+}
+
+/* A whole step of 8 layers and a loss; what is kept is not freed. */
+static void scaled_step(int eighths, bool keep_loss, bool keep_input)
+{
+  ol_recent_iteration_ended(log_);
+  scaled_begin(eighths, 8);
+  ol_recent_note(log_, 3, scaled(64 * MiB, eighths), false);
+  for (int l = 0; l < 8; l++)
+    ol_recent_note(log_, 1, scaled(32 * MiB, eighths), true);
+  if (!keep_loss)
+    ol_recent_note(log_, 3, scaled(64 * MiB, eighths), true);
+  if (!keep_input)
+    ol_recent_note(log_, 0, scaled(4 * MiB, eighths), true);
+}
+
+/* Steps of growing sizes (a curriculum), the third keeping its loss, and
+ * the fourth's input and four layers: the fifth layer is asked for. */
+static void growing_steps(bool keep_loss, bool keep_input)
+{
+  scaled_step(8, false, false);
+  scaled_step(9, false, false);
+  scaled_step(10, keep_loss, keep_input);
+  ol_recent_iteration_ended(log_);
+  scaled_begin(11, 4);
+}
+
+START_TEST(a_kept_loss_is_read_by_calls_where_sizes_differ)
+{
+  growing_steps(true, false);
+  ck_assert(against_last(scaled(32 * MiB, 11)));
+  ck_assert(by_calls);
+  ck_assert_int_eq(more[3], scaled(64 * MiB, 10)); /* one block more, of its size */
+  ck_assert_int_eq(held, scaled(64 * MiB, 10));
+  ck_assert_int_eq(more[0] + more[1] + more[2], 0); /* as many blocks as then, larger */
+  ck_assert_int_eq(made[3], 0);
+  ck_assert_int_eq(made[1], 0); /* allocations, not bytes */
+}
+END_TEST
+
+START_TEST(sizes_that_differ_hold_nothing_more_by_calls)
+{
+  growing_steps(false, false);
+  ck_assert(against_last(scaled(32 * MiB, 11)));
+  ck_assert(by_calls);
+  ck_assert_int_eq(held, 0);
+  for (int i = 0; i < SITES; i++)
+    ck_assert_int_eq(more[i], 0);
+}
+END_TEST
+
+/* Under a sample of stacks, a site's small blocks may be the "not
+ * sampled" site's in one iteration and its own in the next: only sites
+ * whose blocks are all large enough to be sampled surely are counted. */
+START_TEST(small_blocks_are_counted_only_without_a_sample)
+{
+  growing_steps(false, true);
+  ck_assert(against_last(scaled(32 * MiB, 11)));
+  ck_assert_int_eq(more[0], scaled(4 * MiB, 11)); /* every stack taken: one block more */
+  memset(more, 0, sizeof more);
+  ck_assert(against_last_sampled(scaled(32 * MiB, 11), 7)); /* a sample, its site unused here */
+  ck_assert(by_calls);
+  ck_assert_int_eq(more[0], 0);
+  ck_assert_int_eq(held, 0);
+}
+END_TEST
+
+/* A block large enough to carry its site was missed by the sample (the
+ * temporaries are the "not sampled" site's): a site's count may be one
+ * short, so nothing is read. */
+START_TEST(a_large_block_the_sample_missed_is_no_measure)
+{
+  growing_steps(true, false);
+  ck_assert(!against_last_sampled(scaled(32 * MiB, 11), 2));
+  ck_assert(by_calls);
+}
+END_TEST
+
+/* Three growing steps, the third keeping its loss, and the fourth begun. */
+static void three_growing_steps(void)
+{
+  scaled_step(8, false, false);
+  scaled_step(9, false, false);
+  scaled_step(10, true, false);
+  ol_recent_iteration_ended(log_);
+}
+
+/* Other sizes from other call sites: not the same calls. */
+START_TEST(other_calls_are_no_measure)
+{
+  three_growing_steps();
+  ol_recent_note(log_, 0, scaled(4 * MiB, 11), false);
+  for (int l = 0; l < 4; l++) {
+    ol_recent_note(log_, 1, scaled(32 * MiB, 11), false);
+    made_and_freed(3, scaled(24 * MiB, 11), 1); /* the temporaries: another site */
+  }
+  ck_assert(!against_last(scaled(32 * MiB, 11)));
+}
+END_TEST
+
+/* Too few blocks to set the sites side by side: a step's beginning. */
+START_TEST(a_few_calls_are_no_measure)
+{
+  three_growing_steps();
+  scaled_begin(11, 3); /* 7 allocations set side by side */
+  ck_assert(!against_last(scaled(32 * MiB, 11)));
+}
+END_TEST
+
 static Suite *recent_suite(void)
 {
   Suite *s = suite_create("recent");
@@ -253,6 +398,12 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, a_longer_iteration_is_no_measure);
   tcase_add_test(tc, an_iteration_the_log_lost_is_no_measure);
   tcase_add_test(tc, sites_beyond_the_table_count_in_the_total);
+  tcase_add_test(tc, a_kept_loss_is_read_by_calls_where_sizes_differ);
+  tcase_add_test(tc, sizes_that_differ_hold_nothing_more_by_calls);
+  tcase_add_test(tc, small_blocks_are_counted_only_without_a_sample);
+  tcase_add_test(tc, a_large_block_the_sample_missed_is_no_measure);
+  tcase_add_test(tc, other_calls_are_no_measure);
+  tcase_add_test(tc, a_few_calls_are_no_measure);
   suite_add_tcase(s, tc);
   return s;
 }
