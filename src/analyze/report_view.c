@@ -201,6 +201,7 @@ static void read_oom_sites(const at_t *oom, ol_report_t *v, ol_report_device_t *
                         : ol_json_may_bool(&grower, "since_last_iteration", false) /* 23 */
                           ? OL_GROWER_SINCE_LAST
                           : OL_GROWER_KEPT;
+    r->grower_per_step = ol_json_may_bool(&grower, "per_step", false); /* minor 24 */
     read_name(v, &d->oom_names[OL_REPORT_GROWER], grew);
   }
 }

@@ -703,7 +703,8 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, const kept_
   /* Where no site grew over two ages or more, the site that holds most of
    * one age made mid-run is the grower, marked once: oom.c takes it for a
    * leak only where the iteration under way asked no more than earlier
-   * ones needed. */
+   * ones needed, or where the site makes and frees blocks every iteration
+   * (growers_by_blocks: grower_per_step). */
   if ((r->grower.id < 0 || r->grower.bytes <= 0) && once.id >= 0 && once.bytes > r->grower.bytes) {
     r->grower = once;
     r->grower_role = ol_sites_role(sites, once.id);
@@ -778,6 +779,7 @@ static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t
   size_t count = ol_sites_count(ol_account_sites(a, device));
   r->held_since_last = -1;
   r->since_last_by_calls = false;
+  r->grower_per_step = false;
   kept_walk_t w = {d, (uint16_t)a->devices[d].iteration_ends,
                    count ? calloc(count, sizeof *w.sites) : NULL, count};
   if (w.sites) { /* else no host memory: the lowest points and the events alone */
@@ -786,6 +788,16 @@ static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t
   }
   grower_since_last(a, device, w.sites, count, r);
   free(w.sites);
+  /* A block of one age, made two iterations ago or more, of a site that
+   * made blocks in the last iteration and freed as many there: a step's
+   * own tensor (a loss, logits) kept past its step, where a cache made
+   * once is made once (its site makes none a step). The one-age reading
+   * then needs no iteration as small as the earlier ones: a job whose
+   * input varies may run out at a larger one, kept block and all (a loss
+   * block kept at llama_varlen's 8th step, out at its 10th, the longest:
+   * `activations`). */
+  r->grower_per_step = r->grower_reading == OL_GROWER_ONCE &&
+                       ol_recent_made_and_freed(a->devices[d].recent, r->grower.id);
 }
 
 void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *r)

@@ -530,7 +530,7 @@ static bool site_grew_by_shortfall(const ol_oom_record_t *r)
     return false;
   if (r->grower_reading != OL_GROWER_KEPT && !kept_weighs(r, r->grower.bytes))
     return false;
-  if (r->grower_reading == OL_GROWER_ONCE && !iteration_asks_no_more(r))
+  if (r->grower_reading == OL_GROWER_ONCE && !iteration_asks_no_more(r) && !r->grower_per_step)
     return false;
   int64_t lacking = lacking_of(r);
   return r->grower.bytes >= cap_of(r) / OL_LEAK_SHARE && r->grower.bytes >= lacking;
@@ -1466,7 +1466,20 @@ static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
                     "`.detach().cpu()` copy, or `del` it after use. ",
                     size_text(b, r->grower.bytes), ol_role_name(r->grower_role),
                     size_of(c, r->request));
-    } else if (r->grower_reading == OL_GROWER_ONCE)
+    } else if (r->grower_reading == OL_GROWER_ONCE && !iteration_asks_no_more(r))
+      ol_buf_printf(out, "One call site holds %s it made in an earlier iteration and kept since "
+                    "(its blocks are %s by their frames, none of the state; named below), where "
+                    "it makes blocks every iteration and frees them within it: a tensor of its "
+                    "step kept past it. This iteration asked for %s above what outlives the "
+                    "iterations, more than the earlier ones needed (at most %s: a larger input), "
+                    "but without those blocks this %s request would fit. A tensor kept past its "
+                    "step (a loss or logits kept with their graph, an output kept for a metric "
+                    "or a list) is a leak that comes back: keep `.item()` or a `.detach().cpu()` "
+                    "copy, or `del` it after use; if it is kept on purpose (the best step's "
+                    "output), keep it on the CPU. ", size_text(a, r->grower.bytes),
+                    ol_role_name(r->grower_role), size_text(b, iteration_asked(r)),
+                    size_text(c, r->iteration_need), size_of(d, r->request));
+    else if (r->grower_reading == OL_GROWER_ONCE)
       ol_buf_printf(out, "One call site holds %s it made in an earlier iteration and kept since "
                     "(its blocks are %s by their frames, none of the state; named below), and "
                     "this iteration asked for %s above what outlives the iterations, about "
@@ -2002,9 +2015,11 @@ static void json_sites(ol_buf_t *out, const ol_oom_record_t *r, ol_site_namer_t 
     ol_buf_printf(out, "{\"site\": ");
     namer(out, r->grower.id, true, arg);
     ol_buf_printf(out, ", \"growth\": %" PRId64 ", \"role\": \"%s\", \"once\": %s"
-                  ", \"since_last_iteration\": %s}", r->grower.bytes, ol_role_name(r->grower_role),
+                  ", \"since_last_iteration\": %s, \"per_step\": %s}", r->grower.bytes,
+                  ol_role_name(r->grower_role),
                   r->grower_reading == OL_GROWER_ONCE ? "true" : "false",
-                  r->grower_reading == OL_GROWER_SINCE_LAST ? "true" : "false");
+                  r->grower_reading == OL_GROWER_SINCE_LAST ? "true" : "false",
+                  r->grower_per_step ? "true" : "false");
   } else {
     ol_buf_printf(out, "null");
   }

@@ -329,3 +329,20 @@ bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_
   return same_calls(&m) &&
          more_by_calls(log, &m, big, sites, more, made, site_count, &reading->held_more);
 }
+
+bool ol_recent_made_and_freed(const ol_recent_t *log, int32_t site)
+{
+  if (!log || log->ends < 2 || log->n - log->began[0] > RING || site < 0)
+    return false;
+  int64_t made = 0, freed = 0;
+  for (uint64_t i = log->began[0]; i < log->began[1]; i++) {
+    const event_t *e = at(log, i);
+    if (site_of(e) != (uint32_t)site + 1)
+      continue;
+    if (is_alloc(e))
+      made++;
+    else
+      freed++;
+  }
+  return made > 0 && freed >= made;
+}

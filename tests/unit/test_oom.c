@@ -348,6 +348,10 @@ static const class_case_t class_cases[] = {
    {GREW_ONCE(10 * GiB)}, OL_OOM_leak},
   {"one block kept from mid-run, the iteration larger than before: activations",
    {GREW_ONCE(8 * GiB)}, OL_OOM_activations},
+  /* its site makes and frees blocks every iteration: a step's own tensor
+   * kept past its step, whatever the iteration under way asks */
+  {"a step's block kept from mid-run, the iteration larger than before: leak",
+   {GREW_ONCE(8 * GiB), .grower_per_step = true}, OL_OOM_leak},
   /* iterations of one input wobble: held-out kept_validation_leak's failed
    * one asked 3.9 MB (0.16%) more than the most an earlier one needed */
   {"one block kept from mid-run, the iteration within a 32nd of before: leak",
@@ -515,7 +519,7 @@ START_TEST(grown_weights_are_kept_copies)
   ol_oom_json(&json, &r, OL_OOM_leak, test_namer, NULL);
   ck_assert_msg(
     strstr(json.data, "\"growth\": 3221225472, \"role\": \"weights\", \"once\": false, "
-                      "\"since_last_iteration\": false}"), "%s",
+                      "\"since_last_iteration\": false, \"per_step\": false}"), "%s",
     json.data);
   ol_buf_free(&json);
   static const ol_role_t others[] = {OL_ROLE_activations, OL_ROLE_unknown};
@@ -925,6 +929,31 @@ START_TEST(a_leak_of_one_kept_block_says_so)
 }
 END_TEST
 
+/* A step's own tensor kept from mid-run, out at a larger iteration: the
+ * paragraph says the iteration asked more and the block still decides it;
+ * the JSON marks the site as a step's. */
+START_TEST(a_step_s_block_kept_out_at_a_larger_iteration_says_so)
+{
+  const char *name = "a step's block kept from mid-run, the iteration larger than before: leak";
+  ol_buf_t text = {0};
+  explain_named(name, &text);
+  ck_assert_msg(strstr(text.data, "where it makes blocks every iteration and frees them within it: "
+                                  "a tensor of its step kept past it") &&
+                  strstr(text.data, "more than the earlier ones needed (at most 8.00 GiB: a larger "
+                                    "input), but without those blocks this 1.00 GiB request "
+                                    "would fit") &&
+                  !strstr(text.data, "about what the earlier ones needed"),
+                "%s", text.data);
+  ol_buf_free(&text);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, case_named(name), OL_OOM_leak, test_namer, NULL);
+  ck_assert_msg(strstr(json.data, "\"once\": true, \"since_last_iteration\": false, "
+                                  "\"per_step\": true}"),
+                "%s", json.data);
+  ol_buf_free(&json);
+}
+END_TEST
+
 /* A tensor kept in the iteration that ran out: what the iteration holds
  * more than the one before at the same point, the site's part, and where
  * the fix is; the JSON marks the reading. */
@@ -943,7 +972,8 @@ START_TEST(a_tensor_kept_since_the_last_iteration_says_so)
   ol_oom_json(&json, case_named("held more than at the same point of the iteration before: leak"),
               OL_OOM_leak, test_namer, NULL);
   ck_assert_msg(strstr(json.data, "\"held_since_last_iteration\": 696254464") &&
-                  strstr(json.data, "\"once\": false, \"since_last_iteration\": true}"),
+                  strstr(json.data,
+                         "\"once\": false, \"since_last_iteration\": true, \"per_step\": false}"),
                 "%s", json.data);
   ol_buf_free(&json);
 }
@@ -1893,6 +1923,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, a_leak_by_its_warning_says_what_grew);
   tcase_add_test(classes, a_leak_in_steps_says_what_grew);
   tcase_add_test(classes, a_leak_of_one_kept_block_says_so);
+  tcase_add_test(classes, a_step_s_block_kept_out_at_a_larger_iteration_says_so);
   tcase_add_test(classes, a_tensor_kept_since_the_last_iteration_says_so);
   tcase_add_test(classes, a_tensor_kept_in_an_iteration_of_other_sizes_says_so);
   tcase_add_test(classes, held_more_without_call_sites_says_what_it_may_be);

@@ -381,6 +381,40 @@ START_TEST(a_few_calls_are_no_measure)
 }
 END_TEST
 
+/* ---- a site's blocks made and freed within the last iteration --------- */
+
+START_TEST(a_step_s_site_makes_and_frees_its_blocks)
+{
+  growing_steps(false, false);
+  ck_assert(ol_recent_made_and_freed(log_, 3)); /* the loss: made and freed each step */
+  ck_assert(ol_recent_made_and_freed(log_, 2)); /* the temporaries */
+  teardown();
+  setup();
+  growing_steps(true, false); /* the last whole step kept its loss */
+  ck_assert(!ol_recent_made_and_freed(log_, 3));
+}
+END_TEST
+
+/* A cache made once mid-run (site 5 here): made and kept in its step, and
+ * none made in the steps after. Not known: no site, no log, fewer than
+ * two iterations begun. */
+START_TEST(a_cache_made_once_is_not_a_step_s)
+{
+  ck_assert(!ol_recent_made_and_freed(log_, 3));
+  steps(2, false);
+  step_until_loss(32 * MiB);
+  ol_recent_note(log_, 5, 512 * MiB, false);
+  step_after_loss(false);
+  ol_recent_iteration_ended(log_);
+  ck_assert(!ol_recent_made_and_freed(log_, 5)); /* made in the last step, kept */
+  steps(1, false);
+  ck_assert(!ol_recent_made_and_freed(log_, 5)); /* none made in the last step */
+  ck_assert(ol_recent_made_and_freed(log_, 3));
+  ck_assert(!ol_recent_made_and_freed(log_, -1));
+  ck_assert(!ol_recent_made_and_freed(NULL, 3));
+}
+END_TEST
+
 static Suite *recent_suite(void)
 {
   Suite *s = suite_create("recent");
@@ -404,6 +438,8 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, a_large_block_the_sample_missed_is_no_measure);
   tcase_add_test(tc, other_calls_are_no_measure);
   tcase_add_test(tc, a_few_calls_are_no_measure);
+  tcase_add_test(tc, a_step_s_site_makes_and_frees_its_blocks);
+  tcase_add_test(tc, a_cache_made_once_is_not_a_step_s);
   suite_add_tcase(s, tc);
   return s;
 }
