@@ -625,6 +625,24 @@ START_TEST(one_block_kept_from_mid_run_is_growth_of_one_age)
   out_after_kept_losses(&a, 7, 7, "torch/optim/adamw.py:180:_init_group;train.py:22:step", &r);
   assert_the_loss_grew(&a, &r, 64 * MiB);
   ck_assert(r.grower_reading == OL_GROWER_ONCE);
+  ck_assert(r.grower_per_step); /* the loss's site makes and frees one a step */
+  ol_account_free(&a);
+}
+END_TEST
+
+/* A block made once mid-run by a site that makes none a step (a cache
+ * made at its first use) is of one age too, but no step's own: oom.c
+ * weighs it against the iteration under way (grower_per_step false),
+ * where a step's kept loss is blamed whatever that asked. */
+START_TEST(a_cache_made_once_is_no_step_s_block)
+{
+  ol_account_t a;
+  ol_oom_record_t r;
+  out_after_kept_losses(&a, 99, 99, "train.py:40:step", &r);
+  ck_assert_int_ge(r.grower.id, 0);
+  ck_assert_ptr_nonnull(strstr(ol_sites_key(ol_account_sites(&a, 0), r.grower.id), "train.py:40"));
+  ck_assert(r.grower_reading == OL_GROWER_ONCE);
+  ck_assert(!r.grower_per_step);
   ol_account_free(&a);
 }
 END_TEST
@@ -1354,6 +1372,7 @@ static Suite *account_suite(void)
   tcase_add_test(rules, a_refused_optimizer_request_begins_the_step);
   tcase_add_test(rules, blocks_kept_from_earlier_iterations_are_growth);
   tcase_add_test(rules, one_block_kept_from_mid_run_is_growth_of_one_age);
+  tcase_add_test(rules, a_cache_made_once_is_no_step_s_block);
   tcase_add_test(rules, a_block_kept_in_the_last_step_is_held_since_it);
   tcase_add_test(rules, what_the_step_before_tells_weighs_with_the_grower);
   tcase_add_test(rules, copies_made_before_the_first_forward_are_early);
