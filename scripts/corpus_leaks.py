@@ -30,12 +30,21 @@ out in the step that kept it (its backward, where the steps before had
 freed the block), read against the step before at the same point
 (docs/diagnosis.md, "On smaller devices", sessions 27 and 28).
 
+With --varlen the traces are the recorded 30-step jobs of varying
+lengths (tests/data/steps30: llama_varlen, gpt2_varlen) instead: one
+block of their three largest sites made once a step is kept, at the
+8th, 12th, 16th, 19th, 24th or 27th step, capped midway as above where
+it raises the peak at all: the job runs out in the step that kept it or
+at a later, longer one (docs/diagnosis.md, "Kept in a step of other
+sizes" and "Kept in an earlier step of a job whose input varies",
+session 29).
+
 With --expect FILE the output is compared with FILE (the meson tests
 corpus_leaks_*, whose files are tests/data/oom/leaks_*.txt): any
 difference, better or worse, fails, and the file is to be rewritten with
 the change that made it.
 
-usage: corpus_leaks.py [--midway | --once] [--expect FILE] [OOMLENS]
+usage: corpus_leaks.py [--midway | --once | --varlen] [--expect FILE] [OOMLENS]
 (docs/measurements.md, "Leaks the corpus never had")."""
 import collections
 import difflib
@@ -106,6 +115,57 @@ def with_leak(lines, site, keep):
     return out, blocks
 
 
+def step_sites(lines, most=3):
+    """(median size, site) of the largest sites of 1 MiB or more made as
+    many times as the largest one made 8 times or more (a loss, logits:
+    once a step), largest first."""
+    count, sizes = collections.Counter(), collections.defaultdict(list)
+    for line in lines:
+        if line[0].isdigit():
+            f = line.split(',')
+            if f[1] == 'alloc' and f[5]:
+                count[f[5]] += 1
+                sizes[f[5]].append(int(f[3]))
+    large = {s: sorted(v)[len(v) // 2] for s, v in sizes.items()
+             if sorted(v)[len(v) // 2] >= 1 << 20 and count[s] >= 8}
+    if not large:
+        return []
+    steps = count[max(large, key=lambda s: (large[s], s))]
+    return sorted(((size, s) for s, size in large.items() if count[s] == steps), reverse=True)[:most]
+
+
+def varlen_leaks(oomlens, root, leaky, table, rows):
+    """--varlen: one block kept at one step of the recorded varying-length jobs."""
+    folder = os.path.join(root, 'tests/data/steps30')
+    for name in sorted(os.listdir(folder)):
+        trace = os.path.join(folder, name)
+        with gzip.open(trace, 'rt') as f:
+            lines = f.readlines()
+        peak = replay(oomlens, trace)['peak_allocated']
+        for size, site in step_sites(lines):
+            for step in (8, 12, 16, 19, 24, 27):
+                out, blocks = with_leak(lines, site, lambda n, k=step: n == k)
+                if blocks < 1:
+                    continue
+                with gzip.open(leaky, 'wt', compresslevel=1) as f:
+                    f.writelines(out)
+                leaky_peak = replay(oomlens, leaky)['peak_allocated']
+                if leaky_peak <= peak:
+                    table['peak not raised'] += 1
+                    continue
+                oom = replay(oomlens, leaky, (peak + leaky_peak) // 2).get('oom')
+                got = oom['class'] if oom else 'none'
+                table[got] += 1
+                if oom:
+                    grower = oom['diagnosis'].get('growing_site') or {}
+                    how = ('by calls' if oom['diagnosis'].get('since_last_by_calls') and
+                           grower.get('since_last_iteration') else
+                           'per step' if grower.get('per_step') else '')
+                    rows.append(f"{name.split('.')[0]} site {site} ({size >> 20} MiB) kept at "
+                                f"step {step}, {(leaky_peak - peak) >> 20} MiB more at the peak: "
+                                f"{got}{', ' + how if how and got == 'leak' else ''}")
+
+
 def patterns(sites, once=False):
     """(name, site, size, keep) of each leak given."""
     if once:
@@ -137,7 +197,8 @@ def main():
         del args[at:at + 2]
     once = '--once' in args
     midway = '--midway' in args or once
-    args = [a for a in args if a not in ('--midway', '--once')]
+    varlen = '--varlen' in args
+    args = [a for a in args if a not in ('--midway', '--once', '--varlen')]
     oomlens = args[0] if args else os.path.join(root, 'build/tools/oomlens')
     data = os.path.join(root, 'tests/data/oom')
     with open(os.path.join(data, 'manifest.json'), encoding='utf-8') as f:
@@ -145,6 +206,9 @@ def main():
     table, rows = collections.Counter(), []
     with tempfile.TemporaryDirectory(prefix='oomlens-leaks-') as tmp:
         leaky = os.path.join(tmp, 'trace.gz')
+        if varlen:
+            varlen_leaks(oomlens, root, leaky, table, rows)
+            manifest = []
         for entry in manifest:
             if entry['truth'] != 'none':
                 continue
@@ -177,8 +241,9 @@ def main():
                     rows.append(f"{entry['name']} {name}: {got}, "
                                 f"{oom['diagnosis']['iterations']} iterations found, "
                                 f"cap {cap >> 20} MiB")
-    text = [f"leaks given to the corpus's fitted jobs: {sum(table.values())}; "
-            f"ran out: {sum(n for c, n in table.items() if c not in ('none', 'too small'))}"]
+    given = "the recorded varying-length jobs" if varlen else "the corpus's fitted jobs"
+    text = [f"leaks given to {given}: {sum(table.values())}; ran out: "
+            f"{sum(n for c, n in table.items() if c not in ('none', 'too small', 'peak not raised'))}"]
     text += [f'  {cls}: {n}' for cls, n in sorted(table.items())]
     text += ['  ' + line for line in rows]
     print('\n'.join(text))
