@@ -12,7 +12,9 @@ Prints per configuration the median step time of each run and, under
 manage, the report's fence waits, device syncs and chunks mapped at exit,
 and chunks mapped and unmapped per step after warm-up (steady_maps,
 steady_unmaps, from the report manage_jobs.py has written then);
-writes $OUT/manage_ab.json."""
+writes $OUT/manage_ab.json. Where `default` is among the configurations,
+each other run's steps are also set beside the default run of its round,
+step against step (print_step_ratios).""" 
 import json, os, statistics, subprocess, sys, glob
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,6 +79,27 @@ def run(conf, tag):
     return r
 
 
+def print_step_ratios(results):
+    """Step against step, each run beside the `default` run of its round:
+    the jobs' shapes are seeded, so step i has the same shape in every run,
+    and a step that grows or remaps shows as one ratio, where the run's
+    median leaves it out. Per configuration: the median of the ratios
+    (warm-up steps left out) and the steps above 1.2x."""
+    per_round = len(CONFS)
+    for i, r in enumerate(results):
+        if r['conf'] == 'default' or not r.get('steps'):
+            continue
+        start = (i // per_round) * per_round
+        base = [b for b in results[start:start + per_round] if b['conf'] == 'default' and b.get('steps')]
+        if not base or len(base[0]['steps']) != len(r['steps']):
+            continue
+        ratios = [a / b for a, b in zip(r['steps'][2:], base[0]['steps'][2:]) if b > 0]
+        if ratios:
+            slow = [k + 2 for k, x in enumerate(ratios) if x > 1.2]
+            print(f"{r['conf']} (round {i // per_round + 1}): step ratio median "
+                  f"{statistics.median(ratios):.3f}, above 1.2x at steps {slow}", flush=True)
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     results = []
@@ -88,6 +111,7 @@ def main():
         meds = [r['median'] for r in results if r['conf'] == conf and r['median']]
         late = [r['median_late'] for r in results if r['conf'] == conf and r.get('median_late')]
         print(f'{conf}: medians {meds}, later half {late}', flush=True)
+    print_step_ratios(results)
     with open(os.path.join(OUT, 'manage_ab.json'), 'w') as f:
         json.dump(results, f, indent=1)
 
