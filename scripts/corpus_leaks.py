@@ -72,8 +72,9 @@ def replay(oomlens, trace, capacity=None, batch=None):
     return json.loads(done.stdout)
 
 
-def once_a_step_sites(lines):
-    """(median size, site) of the sites made once a step, largest first."""
+def sites_made(lines):
+    """Per site of the trace: its allocations, their median size, and
+    whether it freed any."""
     count, sizes, freed, live = collections.Counter(), collections.defaultdict(list), set(), {}
     for line in lines:
         if not line[0].isdigit():
@@ -85,11 +86,18 @@ def once_a_step_sites(lines):
             live[f[2]] = f[5]
         elif f[1] == 'free_completed' and f[2] in live:
             freed.add(live.pop(f[2]))
+    median = {s: sorted(v)[len(v) // 2] for s, v in sizes.items()}
+    return count, median, freed
+
+
+def once_a_step_sites(lines):
+    """(median size, site) of the sites made once a step, largest first."""
+    count, median, freed = sites_made(lines)
     recurring = [s for s in count if count[s] >= 8 and s in freed]
     if not recurring:
         return []
     steps = min(count[s] for s in recurring)
-    sites = [(sorted(sizes[s])[len(sizes[s]) // 2], s) for s in recurring if count[s] == steps]
+    sites = [(median[s], s) for s in recurring if count[s] == steps]
     return sorted((c for c in sites if c[0] >= 1 << 20), reverse=True)
 
 
@@ -119,15 +127,8 @@ def step_sites(lines, most=3):
     """(median size, site) of the largest sites of 1 MiB or more made as
     many times as the largest one made 8 times or more (a loss, logits:
     once a step), largest first."""
-    count, sizes = collections.Counter(), collections.defaultdict(list)
-    for line in lines:
-        if line[0].isdigit():
-            f = line.split(',')
-            if f[1] == 'alloc' and f[5]:
-                count[f[5]] += 1
-                sizes[f[5]].append(int(f[3]))
-    large = {s: sorted(v)[len(v) // 2] for s, v in sizes.items()
-             if sorted(v)[len(v) // 2] >= 1 << 20 and count[s] >= 8}
+    count, median, _ = sites_made(lines)
+    large = {s: size for s, size in median.items() if size >= 1 << 20 and count[s] >= 8}
     if not large:
         return []
     steps = count[max(large, key=lambda s: (large[s], s))]

@@ -779,7 +779,6 @@ static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t
   size_t count = ol_sites_count(ol_account_sites(a, device));
   r->held_since_last = -1;
   r->since_last_by_calls = false;
-  r->grower_per_step = false;
   kept_walk_t w = {d, (uint16_t)a->devices[d].iteration_ends,
                    count ? calloc(count, sizeof *w.sites) : NULL, count};
   if (w.sites) { /* else no host memory: the lowest points and the events alone */

@@ -1429,6 +1429,36 @@ static void same_point_held(ol_buf_t *out, const ol_oom_record_t *r)
                   "held there", size_text(a, r->held_since_last));
 }
 
+/* A site's blocks of one age kept since an earlier iteration: with an
+ * iteration as small as the earlier ones, a tensor kept once or a cache
+ * made once; with a larger one, a step's own tensor (grower_per_step:
+ * rule 4 blames no other there). */
+static void advise_kept_once(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32], c[32], d[32];
+  ol_buf_printf(out, "One call site holds %s it made in an earlier iteration and kept since "
+                "(its blocks are %s by their frames, none of the state; named below), ",
+                size_text(a, r->grower.bytes), ol_role_name(r->grower_role));
+  if (r->grower_per_step && !iteration_asks_no_more(r))
+    ol_buf_printf(out, "where it makes blocks every iteration and frees them within it: a tensor "
+                  "of its step kept past it. This iteration asked for %s above what outlives the "
+                  "iterations, more than the earlier ones needed (at most %s: a larger input), "
+                  "but without those blocks this %s request would fit. A tensor kept past its "
+                  "step (a loss or logits kept with their graph, an output kept for a metric or "
+                  "a list) is a leak that comes back: keep `.item()` or a `.detach().cpu()` copy, "
+                  "or `del` it after use; if it is kept on purpose (the best step's output), keep "
+                  "it on the CPU. ", size_text(b, iteration_asked(r)),
+                  size_text(c, r->iteration_need), size_of(d, r->request));
+  else
+    ol_buf_printf(out, "and this iteration asked for %s above what outlives the iterations, about "
+                  "what the earlier ones needed (at most %s): without those blocks this %s "
+                  "request would fit. A tensor kept past its step (a loss or logits kept with "
+                  "their graph, an output appended to a list every few steps) is a leak that "
+                  "comes back; if it is a cache made once on purpose, free it before the step or "
+                  "make room for it. ", size_text(b, iteration_asked(r)),
+                  size_text(c, r->iteration_need), size_of(d, r->request));
+}
+
 /* The growth as it was found: per iteration, or in all since the first. */
 static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
 {
@@ -1466,31 +1496,8 @@ static void advise_leak(ol_buf_t *out, const ol_oom_record_t *r)
                     "`.detach().cpu()` copy, or `del` it after use. ",
                     size_text(b, r->grower.bytes), ol_role_name(r->grower_role),
                     size_of(c, r->request));
-    } else if (r->grower_reading == OL_GROWER_ONCE && !iteration_asks_no_more(r))
-      ol_buf_printf(out, "One call site holds %s it made in an earlier iteration and kept since "
-                    "(its blocks are %s by their frames, none of the state; named below), where "
-                    "it makes blocks every iteration and frees them within it: a tensor of its "
-                    "step kept past it. This iteration asked for %s above what outlives the "
-                    "iterations, more than the earlier ones needed (at most %s: a larger input), "
-                    "but without those blocks this %s request would fit. A tensor kept past its "
-                    "step (a loss or logits kept with their graph, an output kept for a metric "
-                    "or a list) is a leak that comes back: keep `.item()` or a `.detach().cpu()` "
-                    "copy, or `del` it after use; if it is kept on purpose (the best step's "
-                    "output), keep it on the CPU. ", size_text(a, r->grower.bytes),
-                    ol_role_name(r->grower_role), size_text(b, iteration_asked(r)),
-                    size_text(c, r->iteration_need), size_of(d, r->request));
-    else if (r->grower_reading == OL_GROWER_ONCE)
-      ol_buf_printf(out, "One call site holds %s it made in an earlier iteration and kept since "
-                    "(its blocks are %s by their frames, none of the state; named below), and "
-                    "this iteration asked for %s above what outlives the iterations, about "
-                    "what the earlier ones needed (at most %s): without those blocks this %s "
-                    "request would fit. A tensor kept past its step (a loss or logits kept with "
-                    "their graph, an output appended to a list every few steps) is a leak that "
-                    "comes back; if it is a cache made once on purpose, free it before the step "
-                    "or make room for it. ", size_text(a, r->grower.bytes),
-                    ol_role_name(r->grower_role),
-                    size_text(b, iteration_asked(r)), size_text(c, r->iteration_need),
-                    size_of(d, r->request));
+    } else if (r->grower_reading == OL_GROWER_ONCE)
+      advise_kept_once(out, r);
     else
       ol_buf_printf(out, "One call site's memory, kept from step to step, grew by %s across the %"
                     PRIu64 " iterations seen, in steps rather than steadily (its blocks are %s "

@@ -229,7 +229,7 @@ static int64_t add_by_site(const ol_recent_t *log, uint64_t from, uint64_t to, b
       continue;
     int64_t bytes = sign * bytes_of(e);
     total += bytes;
-    uint32_t plus1 = e->site_plus1 & ~FREED;
+    uint32_t plus1 = site_of(e);
     if (plus1 && plus1 <= count)
       by_site[plus1 - 1] += bytes;
   }
@@ -266,9 +266,10 @@ static void count_event(const ol_recent_t *log, uint64_t i, const match_t *m, by
 /* The reading by calls: a site all of whose blocks carry their site that
  * holds more blocks than at the same point holds more by them (at most as
  * many of its largest: its other blocks may be larger now); made[] counts
- * allocations, not bytes. False where a block the
- * sample missed was large enough to carry its site (one of them was not
- * counted where it belongs), or no host memory. */
+ * allocations, not bytes. False where a block the sample missed was large
+ * enough to carry its site (one of them was not counted where it
+ * belongs), where such a site has made another number of blocks by then,
+ * or no host memory. */
 static bool more_by_calls(const ol_recent_t *log, const match_t *m, uint32_t big,
                           ol_recent_sites_t sites, int64_t *more, int64_t *made,
                           size_t site_count, int64_t *held_more)
@@ -310,6 +311,13 @@ static bool more_by_calls(const ol_recent_t *log, const match_t *m, uint32_t big
   return in_step;
 }
 
+/* The log holds the last two iterations whole, from the last but one's
+ * beginning. */
+static bool holds_two_iterations(const ol_recent_t *log)
+{
+  return log && log->ends >= 2 && log->n - log->began[0] <= RING;
+}
+
 bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_sites_t sites,
                             int64_t *more, int64_t *made, size_t site_count,
                             ol_recent_reading_t *reading)
@@ -317,7 +325,7 @@ bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_
   match_t m;
   uint32_t big = sites.unsampled >= 0 ? SURELY_SAMPLED_UNITS : 0;
   *reading = (ol_recent_reading_t){0};
-  if (!log || log->ends < 2 || log->n - log->began[0] > RING || !same_point(log, request, sites, &m))
+  if (!holds_two_iterations(log) || !same_point(log, request, sites, &m))
     return false;
   if (same_sizes(&m)) {
     reading->held_more = add_by_site(log, m.point, log->n, false, 1, more, site_count);
@@ -332,12 +340,12 @@ bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_
 
 bool ol_recent_made_and_freed(const ol_recent_t *log, int32_t site)
 {
-  if (!log || log->ends < 2 || log->n - log->began[0] > RING || site < 0)
+  if (!holds_two_iterations(log) || site < 0)
     return false;
   int64_t made = 0, freed = 0;
   for (uint64_t i = log->began[0]; i < log->began[1]; i++) {
     const event_t *e = at(log, i);
-    if (site_of(e) != (uint32_t)site + 1)
+    if (!is_site(e, site))
       continue;
     if (is_alloc(e))
       made++;

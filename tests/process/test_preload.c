@@ -333,19 +333,27 @@ static const class_case_t live_classes[] = {
   {"oom_kept_in_step", "SIMCU_EXTERNAL=0", "undetermined", NULL},
 };
 
+/* A C job whose tenth step keeps its loss and runs out at the 700 MiB
+ * request that ends the step, live; stacks: OOMLENS_STACKS=1 or NULL. Its
+ * report, the held more than the step before at the same point checked. */
+static ol_json_t *kept_in_step_report(const char *scenario, const char *stacks, int64_t held)
+{
+  const char *env[] = {"SIMCU_CAPACITY=1G", "SIMCU_EXTERNAL=0",
+                       "PYTORCH_NO_CUDA_MEMORY_CACHING=1", stacks, NULL};
+  harness_run_t run;
+  ol_json_t *r = run_scenario(scenario, env, &run);
+  ck_assert_int_eq(harness_int(r, DEV "oom.held_since_last_iteration"), held);
+  ck_assert_int_eq(harness_int(r, DEV "oom.request"), 700 * MiB);
+  return r;
+}
+
 /* The live library keeps the last events as replay does: a C job's tenth
  * step keeps its 96 MiB loss and runs out at its end, holding that much
  * more than the step before at the same point (no call sites: the class
  * is undetermined, oom_kept_in_step above). */
 START_TEST(a_tensor_kept_in_the_step_is_held_since_the_last)
 {
-  const char *env[] = {"SIMCU_CAPACITY=1G", "SIMCU_EXTERNAL=0",
-                       "PYTORCH_NO_CUDA_MEMORY_CACHING=1", NULL};
-  harness_run_t run;
-  ol_json_t *r = run_scenario("oom_kept_in_step", env, &run);
-  ck_assert_int_eq(harness_int(r, DEV "oom.held_since_last_iteration"), 96 * MiB);
-  ck_assert_int_eq(harness_int(r, DEV "oom.request"), 700 * MiB);
-  ol_json_free(r);
+  ol_json_free(kept_in_step_report("oom_kept_in_step", NULL, 96 * MiB));
 }
 END_TEST
 
@@ -356,14 +364,10 @@ END_TEST
  * name no role: undetermined; was activations, "a larger input"). */
 START_TEST(a_tensor_kept_in_a_larger_step_is_held_since_the_last)
 {
-  const char *env[] = {"SIMCU_CAPACITY=1G", "SIMCU_EXTERNAL=0",
-                       "PYTORCH_NO_CUDA_MEMORY_CACHING=1", "OOMLENS_STACKS=1", NULL};
-  harness_run_t run;
-  ol_json_t *r = run_scenario("oom_kept_in_growing_step", env, &run);
-  ck_assert_int_eq(harness_int(r, DEV "oom.held_since_last_iteration"), 96 * MiB * 25 / 16);
+  ol_json_t *r = kept_in_step_report("oom_kept_in_growing_step", "OOMLENS_STACKS=1",
+                                     96 * MiB * 25 / 16);
   bool by_calls = false;
   ck_assert(ol_json_bool(ol_json_path(r, DEV "oom.since_last_by_calls"), &by_calls) && by_calls);
-  ck_assert_int_eq(harness_int(r, DEV "oom.request"), 700 * MiB);
   const char *got = ol_json_string(ol_json_path(r, DEV "oom.class"));
   ck_assert_msg(got && strcmp(got, "undetermined") == 0, "class %s", got ? got : "(none)");
   ol_json_free(r);
