@@ -3579,6 +3579,48 @@ def step_logits_leak(batch, steps):
         dist.destroy_process_group()
 
 
+
+def varlen_logits_steps(batch, steps, keep_at):
+    """GPT-2 (6 layers), fp32 AdamW, batch `batch`, each step's length drawn
+    from 128 to 384 (seeded), step 6's 384 and step 13's 512 (a long
+    document); the step keep_at (None: none) keeps its logits."""
+    import random
+    rng = random.Random(53)
+    m = gpt2_model(n_layer=6)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    kept = []
+    for step in range(steps):
+        length = {6: 384, 13: 512}.get(step) or rng.randrange(128, 385)
+        x = torch.randint(0, 50257, (batch, length), device='cuda')
+        out = m(input_ids=x, labels=x)
+        loss = out.loss
+        if step == keep_at:
+            kept.append(out.logits.detach())  # the bug: a sample table's logits, on the device
+        del out, x
+        learn(loss, opt)
+        del loss
+        yield
+
+
+@case
+def varlen_logits_fits(batch, steps):
+    """varlen_logits_leak's job with nothing kept: its cap is set from this
+    job's peak (truth: none)."""
+    yield from varlen_logits_steps(batch, steps, None)
+
+
+@case
+def varlen_logits_leak(batch, steps):
+    """A job whose lengths vary step to step (GPT-2, 6 layers, fp32 AdamW,
+    batch 8, 128-384 tokens, seeded) keeps step 6's logits (batch x 384 x
+    50257 fp32, 618 MB at batch 8) for a sample table, detached but on the
+    device; every other step frees them with its loss. Its cap lies between
+    varlen_logits_fits's peak (step 13's 512 tokens) and that peak plus the
+    kept logits, so the job runs out in step 13, the longest, which alone
+    would fit (truth: leak; one block of a per-step site kept, out at a
+    later, larger step)."""
+    yield from varlen_logits_steps(batch, steps, 6)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))

@@ -1,0 +1,83 @@
+"""Runs on the GPU machine (scripts/gpu_stage.sh, then
+CAP_PROBE_CASES=name:batch:steps,... OOMLENS_GPU_CHECK=cap_probe.py sh .gpu/run.sh):
+what a held-out case's job holds at its peak, uncapped, so that the cap of
+a case built to run out between two figures (a job's own peak, and that
+peak plus a kept block) is set from a measure on the device rather than
+guessed (session 28's step_logits_leak ran out in its second step twice
+on a cap guessed from another card's figures).
+
+For each case and mode (CAP_PROBE_MODES, default manage,observe): the job
+under `oomlens run [--manage] --report` with no cap; prints the report's
+peak allocated and reserved, what was held outside the allocator, and
+their sum (the device use `--capacity` counts: reserved plus outside),
+and writes $OUT/cap_probe.json."""
+import json, os, subprocess, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLI = os.path.join(HERE, 'oomlens')
+JOB = os.path.join(HERE, 'oom_cases.py')
+OUT = os.environ.get('OUT', '/tmp/oomlens-out')
+
+
+def found(node, key):
+    """Every value of key anywhere in the parsed report."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == key:
+                yield v
+            yield from found(v, key)
+    elif isinstance(node, list):
+        for v in node:
+            yield from found(v, key)
+
+
+def probe(name, batch, steps, manage):
+    mode = 'manage' if manage else 'observe'
+    report = os.path.join(OUT, f'cap-{name}-{mode}.json')
+    cmd = [CLI, 'run', '--report', report] + (['--manage'] if manage else [])
+    cmd += ['--', sys.executable, JOB, name, '--batch', str(batch), '--steps', str(steps)]
+    env = dict(os.environ)
+    env.pop('LD_PRELOAD', None)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    row = dict(name=name, mode=mode, batch=batch, steps=steps, rc=p.returncode)
+    if p.returncode != 0 or not os.path.exists(report):
+        row['error'] = p.stderr[-2000:]
+        return row
+    with open(report) as f:
+        r = json.load(f)
+    peaks = [v for v in found(r, 'peak') if isinstance(v, dict) and 'reserved' in v]
+    outside = [v for v in found(r, 'outside') if isinstance(v, int) and v >= 0]
+    if peaks:
+        row['peak_allocated'] = peaks[0].get('allocated')
+        row['peak_reserved'] = peaks[0].get('reserved')
+    row['outside'] = max(outside) if outside else None
+    if row.get('peak_reserved') is not None and row['outside'] is not None:
+        row['use_at_peak'] = row['peak_reserved'] + row['outside']
+    for line in p.stdout.splitlines():
+        if line.startswith('RESULT '):
+            row['result'] = json.loads(line[7:])
+    return row
+
+
+def main():
+    cases = [c.split(':') for c in os.environ.get('CAP_PROBE_CASES', '').split(',') if c]
+    if not cases:
+        sys.exit('cap_probe.py: CAP_PROBE_CASES=name:batch:steps,... names the jobs')
+    modes = os.environ.get('CAP_PROBE_MODES', 'manage,observe').split(',')
+    rows = []
+    for name, batch, steps in cases:
+        for mode in modes:
+            row = probe(name, int(batch), int(steps), mode == 'manage')
+            rows.append(row)
+            gb = {k: round(row[k] / 1e9, 3) for k in ('peak_allocated', 'peak_reserved',
+                                                        'outside', 'use_at_peak')
+                  if row.get(k) is not None}
+            print(json.dumps(dict(name=name, mode=mode, rc=row['rc'], GB=gb,
+                                  oom=(row.get('result') or {}).get('oom'),
+                                  error=row.get('error', '')[-400:])), flush=True)
+    with open(os.path.join(OUT, 'cap_probe.json'), 'w') as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == '__main__':
+    main()
