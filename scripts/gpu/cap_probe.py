@@ -33,17 +33,18 @@ def found(node, key):
 
 def probe(name, batch, steps, manage):
     mode = 'manage' if manage else 'observe'
-    report = os.path.join(OUT, f'cap-{name}-{mode}.json')
+    report = os.path.join(OUT, f'cap-{name}-{mode}.txt')  # its JSON beside it, .json
     cmd = [CLI, 'run', '--report', report] + (['--manage'] if manage else [])
     cmd += ['--', sys.executable, JOB, name, '--batch', str(batch), '--steps', str(steps)]
     env = dict(os.environ)
     env.pop('LD_PRELOAD', None)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     row = dict(name=name, mode=mode, batch=batch, steps=steps, rc=p.returncode)
-    if p.returncode != 0 or not os.path.exists(report):
+    report_json = report[:-len('.txt')] + '.json'
+    if p.returncode != 0 or not os.path.exists(report_json):
         row['error'] = p.stderr[-2000:]
         return row
-    with open(report) as f:
+    with open(report_json) as f:
         r = json.load(f)
     peaks = [v for v in found(r, 'peak') if isinstance(v, dict) and 'reserved' in v]
     outside = [v for v in found(r, 'outside') if isinstance(v, int) and v >= 0]

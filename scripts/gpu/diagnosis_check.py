@@ -650,6 +650,15 @@ HELD_OUT = [
     # step's 3.91 GB; rebuilt at 5.0G from those runs' figures.
     dict(name='step_logits_leak', cap='5.0G', batch=4, steps=20, truth='leak', warn=None,
          oom_after=9, observe=('undetermined', HIDDEN)),
+    # The thirty-fourth held-out set (session 30, 2026-12-05), committed
+    # before it ran: one step's logits kept in a job whose lengths vary,
+    # out at a later, longer step. Its cap from cap_probe.py on the H200
+    # (varlen_logits_fits, uncapped, --manage: 6.03 GB reserved beside 0.55
+    # held outside, 6.13 GiB; varlen_logits_leak 6.70 GiB): midway, and the
+    # job without the bug under the same cap.
+    dict(name='varlen_logits_leak', cap='6.42G', batch=8, steps=20, truth='leak', warn=None,
+         oom_after=13, observe=('undetermined', HIDDEN)),
+    dict(name='varlen_logits_fits', cap='6.42G', batch=8, steps=20, truth='none', warn=False),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':
