@@ -658,7 +658,13 @@ HELD_OUT = [
     # job without the bug under the same cap.
     dict(name='varlen_logits_leak', cap='6.42G', batch=8, steps=20, truth='leak', warn=None,
          oom_after=13, observe=('undetermined', HIDDEN)),
-    dict(name='varlen_logits_fits', cap='6.42G', batch=8, steps=20, truth='none', warn=False),
+    # varlen_logits_fits was labelled none before it ran; under PyTorch's
+    # cache it ran out in step 13 (786 MiB asked, 621 MiB free on the
+    # device, 397.5 MiB free in its segments) and fitted under --manage:
+    # relabelled, as serve_half_fits was.
+    dict(name='varlen_logits_fits', cap='6.42G', batch=8, steps=20, truth='fragmentation',
+         warn=False, manage='none', replay='none',
+         observe=('undetermined', 'PyTorch\'s cache hides its free blocks')),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':
