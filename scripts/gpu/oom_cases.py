@@ -3621,6 +3621,93 @@ def varlen_logits_leak(batch, steps):
     later, larger step)."""
     yield from varlen_logits_steps(batch, steps, 6)
 
+
+def mlm_logits_steps(batch, steps, keep_at):
+    """BERT (6 layers) masked LM, fp32 AdamW, batch `batch`, each step's
+    length drawn from 64 to 256 (seeded), step 6's 256 and step 13's 512;
+    the step keep_at (None: none) keeps its prediction logits."""
+    import random
+    from transformers import BertConfig, BertForMaskedLM
+    rng = random.Random(59)
+    m = BertForMaskedLM(BertConfig(num_hidden_layers=6)).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    errors = []
+    for step in range(steps):
+        length = {6: 256, 13: 512}.get(step) or rng.randrange(64, 257)
+        x = torch.randint(0, 30522, (batch, length), device='cuda')
+        out = m(input_ids=x, labels=x)
+        loss = out.loss
+        if step == keep_at:
+            errors.append(out.logits.detach())  # the bug: an error-analysis table's logits, on the device
+        del out, x
+        learn(loss, opt)
+        del loss
+        yield
+
+
+@case
+def mlm_logits_fits(batch, steps):
+    """mlm_logits_leak's job with nothing kept: its cap is set from this
+    job's peak (truth: none)."""
+    yield from mlm_logits_steps(batch, steps, None)
+
+
+@case
+def mlm_logits_leak(batch, steps):
+    """An encoder's masked-LM training whose lengths vary step to step
+    (BERT, 6 layers, fp32 AdamW, batch 16, 64-256 tokens, seeded) keeps
+    step 6's prediction logits (batch x 256 x 30522 fp32, 500 MB at batch
+    16) for an error analysis, detached but on the device. Its cap lies
+    between mlm_logits_fits's peak (step 13's 512 tokens) and that peak
+    plus the kept logits (truth: leak; one block of a per-step site kept,
+    out at a later, larger step)."""
+    yield from mlm_logits_steps(batch, steps, 6)
+
+
+def seg_pred_steps(batch, steps, keep_at):
+    """Semantic segmentation at sizes drawn per step (multi-scale training:
+    torchvision FCN-ResNet50, output stride 8, 150 classes, fp32 SGD with
+    momentum, batch `batch`), 256-448 pixels square (seeded, multiples of
+    64), step 6's 448 and step 13's 576; the step keep_at (None: none)
+    keeps its predicted map."""
+    import random
+    import torchvision
+    rng = random.Random(61)
+    m = torchvision.models.segmentation.fcn_resnet50(
+        weights=None, weights_backbone=None, num_classes=150, aux_loss=False).cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    shown = []
+    for step in range(steps):
+        size = {6: 448, 13: 576}.get(step) or rng.choice((256, 320, 384, 448))
+        x = torch.randn(batch, 3, size, size, device='cuda')
+        y = torch.randint(0, 150, (batch, size, size), device='cuda')
+        out = m(x)['out']
+        loss = torch.nn.functional.cross_entropy(out, y)
+        if step == keep_at:
+            shown.append(out.detach())  # the bug: a map kept to draw later, on the device
+        del out, x, y
+        learn(loss, opt)
+        del loss
+        yield
+
+
+@case
+def seg_pred_fits(batch, steps):
+    """seg_pred_leak's job with nothing kept: its cap is set from this
+    job's peak (truth: none)."""
+    yield from seg_pred_steps(batch, steps, None)
+
+
+@case
+def seg_pred_leak(batch, steps):
+    """Multi-scale segmentation training (FCN-ResNet50, 150 classes, fp32
+    SGD, batch 8, 256-448 pixels, seeded) keeps step 6's predicted map
+    (8 x 150 x 448 x 448 fp32, 963 MB) to draw later, detached but on the
+    device. Its cap lies between seg_pred_fits's peak (step 13's 576
+    pixels) and that peak plus the kept map (truth: leak; one block of a
+    per-step site kept, out at a later, larger step)."""
+    yield from seg_pred_steps(batch, steps, 6)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
