@@ -658,6 +658,16 @@ HELD_OUT = [
     # job without the bug under the same cap.
     dict(name='varlen_logits_leak', cap='6.42G', batch=8, steps=20, truth='leak', warn=None,
          oom_after=13, observe=('undetermined', HIDDEN)),
+    # The thirty-fifth held-out set (session 30, 2026-12-05), committed
+    # before it ran: one step's output kept in an encoder's varying-length
+    # training and in multi-scale segmentation. Caps midway between each
+    # job's peak use uncapped under --manage and that of its leak, by
+    # cap_probe.py on the H100 (mlm 7.226 and 7.725 GB, seg 16.071 and
+    # 17.044 GB, 0.552 GB held outside the pool in each).
+    dict(name='mlm_logits_leak', cap='6.96G', batch=16, steps=20, truth='leak', warn=None,
+         oom_after=13, observe=('undetermined', HIDDEN)),
+    dict(name='seg_pred_leak', cap='15.42G', batch=8, steps=20, truth='leak', warn=None,
+         oom_after=13, observe=('undetermined', HIDDEN)),
     # varlen_logits_fits was labelled none before it ran; under PyTorch's
     # cache it ran out in step 13 (786 MiB asked, 621 MiB free on the
     # device, 397.5 MiB free in its segments) and fitted under --manage:
