@@ -320,6 +320,8 @@ static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)
   r->input_growth = ol_json_may_int(&oom, "input_growth_per_iteration", SIGNED, 0);
   r->work_growth = ol_json_may_int(&oom, "allocations_growth_per_iteration", SIGNED, 0);
   r->allocations_made = (uint64_t)ol_json_may_int(&oom, "allocations_made", BYTES, 0); /* 21 */
+  r->swings = (uint32_t)ol_json_may_int(&oom, "swings", 0, UINT32_MAX, 0); /* 25 */
+  r->swings_kept = ol_json_may_int(&oom, "swings_kept", SIGNED, 0);
   r->held_since_last = ol_json_may_int(&oom, "held_since_last_iteration", OR_NONE, -1); /* 23 */
   r->since_last_by_calls = ol_json_may_bool(&oom, "since_last_by_calls", false); /* 24 */
   r->segments_only = ol_json_need_bool(&oom, "segments_only");

@@ -820,6 +820,8 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   r->iteration_need = ol_phases_iteration_need(&dev->phases);
   int64_t made = dev->allocation[OL_POOL_ALL].allocated;
   r->allocations_made = made > 0 ? (uint64_t)made : 0;
+  r->swings = ol_phases_swings(&dev->phases, a->devices[ol_account_clamp(device)].finder,
+                               &r->swings_kept);
   ol_phases_work_growth(&dev->phases, &r->need_growth, &r->work_growth);
   ol_phases_input_growth(&dev->phases, &r->input_growth);
   if (r->iterations == 0)

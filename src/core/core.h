@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 24  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls, oom.growing_site.per_step) */
+#define OL_REPORT_MINOR 25  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls, oom.growing_site.per_step; 25: oom.swings, oom.swings_kept) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -305,6 +305,13 @@ void ol_phase_finder_free(ol_phase_finder_t *finder);
  * explains (a model's load that casts each layer's weights repeats like a
  * loop, then the training begins). */
 bool ol_phases_loop_ended(const ol_phases_t *p, const ol_phase_finder_t *finder);
+/* How often allocated fell back near what the job held at its first free
+ * and rose again near its highest since, each rise a state's worth of
+ * allocations after the last (phases.c note_rise): a first step does so
+ * once, a loop once a step, whatever its sizes. *kept: how much higher
+ * it has fallen back to since than before the third (memory kept from step
+ * to step since the first step's state; 0 before a third). */
+uint32_t ol_phases_swings(const ol_phases_t *p, const ol_phase_finder_t *finder, int64_t *kept);
 /* What outlives iterations: the lowest allocated over the last whole
  * iteration (or since, if lower); 0 when none ended. */
 int64_t ol_phases_persistent(const ol_phases_t *p);
@@ -567,6 +574,11 @@ typedef struct ol_oom_record {
    * than a first step is read from (OL_FIRST_STEP_KEEP) with no iteration
    * found says the job is past its first step in a loop of varying sizes. */
   uint64_t allocations_made;
+  /* ol_phases_swings at the failure (JSON: swings, swings_kept): without
+   * call sites, OL_LOOP_SWINGS or more with no iteration found, and their
+   * low points risen by what the request lacked, say the same. */
+  uint32_t swings;
+  int64_t swings_kept;
   /* A leak warning of kept memory stands (fired, not withdrawn, the growth
    * what outlives iterations: phases.c): warned; the low its growth began
    * from, the iteration of that low and its growth a step (0 where not). */

@@ -733,10 +733,27 @@ static bool held_unexplained(const ol_oom_record_t *r)
  * from one step's own (held-out kv_cache, accum_leak and mask_cache_leak,
  * replayed without their sites: no iteration found in 20,000 to 250,000
  * allocations, told activations). */
+#define OL_LOOP_SWINGS 3 /* a first step swings once (its forward), its optimizer's state maybe once more */
+
+/* ... or, in fewer, where what it held swung back near its weights and up
+ * near its highest, a state's worth of allocations apart, three times or
+ * more, and fell back higher before its latest swing than before its third
+ * by what the request lacked and a 32nd of the device: memory kept from
+ * step to step, or state made since (held-out varlen_logits_leak without
+ * its sites: 13 steps of varying lengths in 7,496 allocations, read as a
+ * first step: `activations`). Where the low points stayed, the step's own
+ * memory did not fit, as the first-step reading says (corpus late_batch and
+ * gnn_batch: a larger batch, a larger graph, late). */
+static bool past_first_step(const ol_oom_record_t *r)
+{
+  return r->allocations_made > OL_FIRST_STEP_KEEP ||
+         (r->swings >= OL_LOOP_SWINGS && kept_weighs(r, r->swings_kept));
+}
+
 static bool loop_unseen(const ol_oom_record_t *r)
 {
   return !r->roles_known && !r->segments_only && r->iterations == 0 &&
-         r->before_first_free >= 0 && r->allocations_made > OL_FIRST_STEP_KEEP;
+         r->before_first_free >= 0 && past_first_step(r);
 }
 
 /* The state, alone, leaves less than the guides' headroom for any batch;
@@ -1820,14 +1837,20 @@ static void advise_loop_unseen(ol_buf_t *out, const ol_oom_record_t *r)
   ol_buf_printf(out, "No call site named what the memory is for, and no iteration was found in "
                 "the %" PRIu64 " allocations the job made (without call sites iterations are "
                 "found by sizes that repeat, and a job whose sizes vary from step to step finds "
-                "none): the failure is not known to be in its first step. By timing, the %s made "
+                "none)", r->allocations_made);
+  if (r->allocations_made <= OL_FIRST_STEP_KEEP)
+    ol_buf_printf(out, ", yet what it held fell back to about what it held when it first "
+                  "freed memory and rose again near its highest %" PRIu32 " times, as a loop's "
+                  "steps do, and it fell back %s higher before the last of those rises than "
+                  "before the third", r->swings, size_text(a, r->swings_kept));
+  ol_buf_printf(out, ": the failure is not known to be in its first step. By timing, the %s made "
                 "before the job first freed memory and still held are its weights; of the %s "
                 "held at the failure, the rest may be one step's own memory (a smaller batch or "
                 "shorter inputs are the fix), memory kept from step to step (a leak: a loss kept "
                 "with its graph, lists of outputs, a cache that grows; a smaller batch only "
                 "delays it) or state made since (gradients, an optimizer's moments): which, "
                 "timing cannot tell. torch.cuda.memory_allocated() printed after each step rises "
-                "step after step where tensors are kept.", r->allocations_made,
+                "step after step where tensors are kept.",
                 size_text(a, before_first_free_live(r)), size_text(b, r->allocated));
   advise_frames(out);
 }
@@ -2243,12 +2266,14 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"need_growth_per_iteration\": %" PRId64
                 ", \"allocations_growth_per_iteration\": %" PRId64
                 ", \"input_growth_per_iteration\": %" PRId64 ", \"allocations_made\": %" PRIu64
+                ", \"swings\": %" PRIu32 ", \"swings_kept\": %" PRId64
                 ", \"held_since_last_iteration\": %" PRId64 ", \"since_last_by_calls\": %s"
                 ", \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
                 r->reserved, r->free_reserved, r->largest_free_block, r->external,
                 r->persistent, transient_of(r), r->iterations, r->growth, r->need_growth,
-                r->work_growth, r->input_growth, r->allocations_made, r->held_since_last,
+                r->work_growth, r->input_growth, r->allocations_made, r->swings, r->swings_kept,
+                r->held_since_last,
                 r->since_last_by_calls ? "true" : "false", r->segments_only ? "true" : "false");
   json_figures(out, r, c);
   ol_buf_printf(out, ", \"advice\": ");

@@ -114,6 +114,18 @@ struct ol_phase_finder {
    * size seen missed keeps its slot against one only taken): how often the
    * capture's sample missed each and took it. */
   struct { uint64_t size_plus1; uint32_t missed, taken; } unsampled[UNSAMPLED_SIZES];
+  /* Swings of the whole (note_fall, note_rise): how often allocated fell
+   * back near where it stood at the first free and rose again near its
+   * highest since; whether it has fallen since the last rise; the
+   * allocation count at the last rise. */
+  uint32_t swings;
+  bool swing_low;
+  uint64_t swing_at;
+  /* The lowest allocated since the last rise (valley_known: a free came
+   * since), and the valleys before the third swing (the first step's
+   * state made by then) and before the latest. */
+  bool valley_known;
+  int64_t valley, swing_base, swing_last;
 };
 
 void ol_phases_init(ol_phases_t *p)
@@ -550,6 +562,73 @@ static bool occurs(ol_phases_t *p, ol_phase_finder_t *f, uint64_t sig, int64_t l
   return ended;
 }
 
+/* ---- swings of the whole ------------------------------------------------ */
+
+/* Without call sites a job whose sizes vary from step to step finds no
+ * iteration by sizes (every size that does not vary, a gradient's or an
+ * update's, comes several times a step at gaps that are not steady), and
+ * its failure would be read as a first step's. What a step does to the
+ * whole still shows: allocated falls back near what the job held at its
+ * first free (its weights) and rises again near the highest it has
+ * reached. A first step does that once (its forward); an inference
+ * pass's layers do it often, but a few allocations apart, where a
+ * training step makes at least a block for each block of its state (its
+ * gradients), as an iteration that keeps memory must (fewest_keeping). A
+ * quarter of the way from the first free's level to the highest is near. */
+static void note_fall(const ol_phases_t *p, ol_phase_finder_t *f, int64_t level)
+{
+  int64_t floor = p->before_first_free;
+  if (ol_sat_sub(level, floor) <= ol_sat_sub(f->highest, floor) / 4)
+    f->swing_low = true;
+  if (!f->valley_known || level < f->valley)
+    f->valley = level;
+  f->valley_known = true;
+}
+
+/* A swing counts a state's worth of allocations after the last rise; what
+ * the job fell back to before it is kept from the third on. */
+static void count_swing(ol_phase_finder_t *f)
+{
+  if (f->swings == UINT32_MAX)
+    return;
+  f->swings++;
+  if (f->swings == 3)
+    f->swing_base = f->valley;
+  f->swing_last = f->valley;
+}
+
+static void note_rise(const ol_phases_t *p, ol_phase_finder_t *f, int64_t top)
+{
+  int64_t floor = p->before_first_free, span = ol_sat_sub(f->highest, floor);
+  if (!f->swing_low || span <= 0 || ol_sat_sub(top, floor) < span - span / 4)
+    return;
+  if (f->n - f->swing_at >= fewest_keeping(f))
+    count_swing(f);
+  f->swing_low = false;
+  f->valley_known = false;
+  f->swing_at = f->n;
+}
+
+/* The low point now: where the job fell back since its last rise, once
+ * it has fallen half-way to where it stood at its first free (a step that
+ * rose and failed before it fell back is mid-step: the low before its rise
+ * stands); else the low before the latest swing. A leak raises the lows
+ * past the quarter a swing needs, so the steps after it may swing no more:
+ * the low since then says what they kept. */
+static int64_t low_now(const ol_phases_t *p, const ol_phase_finder_t *f)
+{
+  int64_t floor = p->before_first_free, span = ol_sat_sub(f->highest, floor);
+  if (f->valley_known && ol_sat_sub(f->valley, floor) <= span / 2)
+    return f->valley;
+  return f->swing_last;
+}
+
+uint32_t ol_phases_swings(const ol_phases_t *p, const ol_phase_finder_t *f, int64_t *kept)
+{
+  *kept = f && f->swings >= 3 ? ol_sat_sub(low_now(p, f), f->swing_base) : 0;
+  return f ? f->swings : 0;
+}
+
 bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, int32_t site,
                      int64_t level)
 {
@@ -577,6 +656,8 @@ bool ol_phases_alloc(ol_phases_t *p, ol_phase_finder_t **finder, uint64_t size, 
   else /* before the first free, every allocation may start an iteration */
     ended = occurs(p, f, signature(size, -1, f->fell || !p->freed), level);
   note_level(f, f->n, level, top);
+  if (p->freed)
+    note_rise(p, f, top);
   f->n++;
   f->live++;
   f->fell = false;
@@ -602,6 +683,7 @@ void ol_phases_free(ol_phases_t *p, ol_phase_finder_t *f, int64_t bytes, int64_t
   if (f->live < f->fewest_live)
     f->fewest_live = f->live;
   f->fell = true;
+  note_fall(p, f, level);
   if (f->n > 0) {
     int64_t *low = block_low(f, f->n - 1);
     if (level < *low)

@@ -310,6 +310,25 @@ static const class_case_t class_cases[] = {
     .reserved = 11 * GiB, .allocated = 11 * GiB, .iterations = 0,
     .before_first_free = 500 * MiB, .iteration_need = -1,
     .allocations_made = OL_FIRST_STEP_KEEP}, OL_OOM_activations},
+  /* ... or within it, where what it held swung back near its weights and
+   * up again three times (held-out varlen_logits_leak without its sites:
+   * 13 steps in 7,496 allocations, 6 swings, was `activations`) */
+  {"no call sites, no iteration, swings within a first step's length, low points risen: undetermined",
+   {.capacity = 12 * GiB, .device_free = 0, NO_BLOCKS, .request = 256 * MiB,
+    .reserved = 11 * GiB, .allocated = 11 * GiB, .iterations = 0,
+    .before_first_free = 500 * MiB, .iteration_need = -1, .allocations_made = 7496,
+    .swings = 4, .swings_kept = 512 * MiB}, OL_OOM_undetermined},
+  /* the low points stayed: the step's own memory (corpus late_batch) */
+  {"no call sites, no iteration, swings whose low points stayed: activations",
+   {.capacity = 12 * GiB, .device_free = 0, NO_BLOCKS, .request = 256 * MiB,
+    .reserved = 11 * GiB, .allocated = 11 * GiB, .iterations = 0,
+    .before_first_free = 500 * MiB, .iteration_need = -1, .allocations_made = 7496,
+    .swings = 6, .swings_kept = 8 * MiB}, OL_OOM_activations},
+  {"no call sites, no iteration, one swing: activations",
+   {.capacity = 12 * GiB, .device_free = 0, NO_BLOCKS, .request = 256 * MiB,
+    .reserved = 11 * GiB, .allocated = 11 * GiB, .iterations = 0,
+    .before_first_free = 500 * MiB, .iteration_need = -1, .allocations_made = 7496,
+    .swings = 1}, OL_OOM_activations},
   {"the same growth with no warning standing: activations",
    {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
     .allocated = 15 * GiB + 512 * MiB, .iterations = 50, .persistent = 9 * GiB, .growth = 0,
@@ -1048,6 +1067,13 @@ START_TEST(no_iteration_found_without_call_sites_is_not_the_first)
   ck_assert_msg(strstr(text.data, "in an iteration that did not finish (none was found: without "
                                   "call sites") &&
                   !strstr(text.data, "first iteration"), "%s", text.data);
+  ol_buf_free(&text);
+  explain_named("no call sites, no iteration, swings within a first step's length, low points "
+                "risen: undetermined", &text);
+  ck_assert_msg(strstr(text.data, "no iteration was found in the 7496 allocations the job made") &&
+                  strstr(text.data, "rose again near its highest 4 times, as a loop's steps do, "
+                                    "and it fell back 512.00 MiB higher before the last") &&
+                  strstr(text.data, "not known to be in its first step"), "%s", text.data);
   ol_buf_free(&text);
 }
 END_TEST

@@ -673,6 +673,89 @@ START_TEST(no_repetition_no_iterations)
 }
 END_TEST
 
+/* Without call sites a loop of varying sizes may find no iteration, but
+ * each step swings what the job holds back near its weights and up near
+ * its highest: once a step. A first step swings once at most, wherever it
+ * stops, and an inference pass's layers, a few allocations apart, not at
+ * all (phases.c note_rise). */
+static uint32_t swings_of(const job_t *j)
+{
+  int64_t kept;
+  return ol_phases_swings(phases(j), j->a->devices[0].finder, &kept);
+}
+
+START_TEST(steps_of_varying_sizes_swing_once_a_step)
+{
+  static const int64_t scales[] = {3, 1, 4, 1, 5, 2, 6, 2, 5, 3, 5, 8};
+  training_t *t = calloc(1, sizeof *t);
+  t->j = job_new();
+  t->j->no_sites = true;
+  t->m = gpt_like;
+  load(t);
+  uint32_t before = 0;
+  for (int s = 0; s < 12; s++) {
+    step(t, scales[s], -1);
+    /* a step whose activations reach three quarters of the highest so far */
+    uint32_t now = swings_of(t->j);
+    ck_assert_msg(now <= before + 1, "step %d: %u swings after %u", s, now, before);
+    before = now;
+  }
+  ck_assert_msg(before >= 5, "%u swings in 12 steps", before);
+  int64_t kept;
+  ol_phases_swings(phases(t->j), t->j->a->devices[0].finder, &kept);
+  ck_assert_int_eq(kept, 0); /* it falls back where it did */
+  training_free(t);
+}
+END_TEST
+
+/* One block kept after a step mid-run: the low points before the later
+ * swings are that much higher than before the third. */
+START_TEST(a_block_kept_mid_run_raises_the_swings_low_points)
+{
+  static const int64_t scales[] = {3, 1, 4, 1, 5, 2, 6, 2, 5, 3, 5, 8};
+  training_t *t = calloc(1, sizeof *t);
+  t->j = job_new();
+  t->j->no_sites = true;
+  t->m = gpt_like;
+  load(t);
+  for (int s = 0; s < 12; s++) {
+    step(t, scales[s], -1);
+    if (s == 6)
+      take(t->j, 17, 768 * MiB); /* kept for later */
+  }
+  int64_t kept;
+  ck_assert_uint_ge(ol_phases_swings(phases(t->j), t->j->a->devices[0].finder, &kept), 5);
+  ck_assert_int_eq(kept, 768 * MiB);
+  training_free(t);
+}
+END_TEST
+
+START_TEST(a_first_step_or_a_pass_of_layers_swings_once_at_most)
+{
+  for (int stop = 1; stop < 40; stop += 2) {
+    training_t *t = calloc(1, sizeof *t);
+    t->j = job_new();
+    t->j->no_sites = true;
+    t->m = gpt_like;
+    load(t);
+    step(t, 8, stop);
+    ck_assert_msg(swings_of(t->j) <= 1, "stopped after %d: %u swings", stop, swings_of(t->j));
+    training_free(t);
+  }
+  job_t *j = job_new(); /* inference: 48 layers, each a temporary made and freed */
+  j->no_sites = true;
+  for (int l = 0; l < 48; l++)
+    take(j, 0, 256 * MiB);
+  for (int l = 0; l < 48; l++) {
+    uint64_t x = take(j, 0, GiB), y = take(j, 0, GiB);
+    give(j, x);
+    give(j, y);
+  }
+  ck_assert_uint_le(swings_of(j), 1);
+  job_free(j);
+}
+END_TEST
+
 /* malloc/free pairs of one size are no training loop. */
 START_TEST(pairs_are_not_iterations)
 {
@@ -1145,6 +1228,9 @@ int main(void)
   tcase_add_test(loops, variable_sizes_with_sites);
   tcase_add_test(loops, steady_sizes_without_sites);
   tcase_add_test(loops, no_repetition_no_iterations);
+  tcase_add_test(loops, steps_of_varying_sizes_swing_once_a_step);
+  tcase_add_test(loops, a_block_kept_mid_run_raises_the_swings_low_points);
+  tcase_add_test(loops, a_first_step_or_a_pass_of_layers_swings_once_at_most);
   tcase_add_test(loops, pairs_are_not_iterations);
   suite_add_tcase(s, loops);
   TCase *leak = tcase_create("leak");
