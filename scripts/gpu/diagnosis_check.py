@@ -668,6 +668,26 @@ HELD_OUT = [
          oom_after=13, observe=('undetermined', HIDDEN)),
     dict(name='seg_pred_leak', cap='15.42G', batch=8, steps=20, truth='leak', warn=None,
          oom_after=13, observe=('undetermined', HIDDEN)),
+    # Controls for session 30's change (what a request lacks under the pool
+    # is what the pool counts): the same jobs without the bug under caps
+    # below their own peaks (cap_probe.py's use at peak less about 0.4 GiB),
+    # out at step 13, the longest, with nothing kept (truth: activations, a
+    # larger input); committed before they ran.
+    dict(name='varlen_logits_long', job='varlen_logits_fits', cap='5.73G', batch=8, steps=20,
+         truth='activations', warn=False, oom_after=13, tell_batch=False,
+         observe=('undetermined', HIDDEN),
+         what='varlen_logits_fits under 5.73G: its step 13 (512 tokens) does not fit, nothing '
+              'kept (truth: activations).'),
+    dict(name='mlm_logits_long', job='mlm_logits_fits', cap='6.3G', batch=16, steps=20,
+         truth='activations', warn=False, oom_after=13, tell_batch=False,
+         observe=('undetermined', HIDDEN),
+         what='mlm_logits_fits under 6.3G: its step 13 (512 tokens) does not fit, nothing kept '
+              '(truth: activations).'),
+    dict(name='seg_pred_long', job='seg_pred_fits', cap='14.0G', batch=8, steps=20,
+         truth='activations', warn=False, oom_after=13, tell_batch=False,
+         observe=('undetermined', HIDDEN),
+         what='seg_pred_fits under 14.0G: its step 13 (576 pixels) does not fit, nothing kept '
+              '(truth: activations).'),
     # varlen_logits_fits was labelled none before it ran; under PyTorch's
     # cache it ran out in step 13 (786 MiB asked, 621 MiB free on the
     # device, 397.5 MiB free in its segments) and fitted under --manage:
