@@ -673,21 +673,14 @@ HELD_OUT = [
     # below their own peaks (cap_probe.py's use at peak less about 0.4 GiB),
     # out at step 13, the longest, with nothing kept (truth: activations, a
     # larger input); committed before they ran.
-    dict(name='varlen_logits_long', job='varlen_logits_fits', cap='5.73G', batch=8, steps=20,
-         truth='activations', warn=False, oom_after=13, tell_batch=False,
-         observe=('undetermined', HIDDEN),
-         what='varlen_logits_fits under 5.73G: its step 13 (512 tokens) does not fit, nothing '
-              'kept (truth: activations).'),
-    dict(name='mlm_logits_long', job='mlm_logits_fits', cap='6.3G', batch=16, steps=20,
-         truth='activations', warn=False, oom_after=13, tell_batch=False,
-         observe=('undetermined', HIDDEN),
-         what='mlm_logits_fits under 6.3G: its step 13 (512 tokens) does not fit, nothing kept '
-              '(truth: activations).'),
-    dict(name='seg_pred_long', job='seg_pred_fits', cap='14.0G', batch=8, steps=20,
-         truth='activations', warn=False, oom_after=13, tell_batch=False,
-         observe=('undetermined', HIDDEN),
-         what='seg_pred_fits under 14.0G: its step 13 (576 pixels) does not fit, nothing kept '
-              '(truth: activations).'),
+    *[dict(name=f'{job}_long', job=f'{job}_fits', cap=cap, batch=batch, steps=20,
+           truth='activations', warn=False, oom_after=13, tell_batch=False,
+           observe=('undetermined', HIDDEN),
+           what=f'{job}_fits under {cap}: its step 13 ({longest}) does not fit, nothing kept '
+                f'(truth: activations).')
+      for job, cap, batch, longest in [('varlen_logits', '5.73G', 8, '512 tokens'),
+                                       ('mlm_logits', '6.3G', 16, '512 tokens'),
+                                       ('seg_pred', '14.0G', 8, '576 pixels')]],
     # varlen_logits_fits was labelled none before it ran; under PyTorch's
     # cache it ran out in step 13 (786 MiB asked, 621 MiB free on the
     # device, 397.5 MiB free in its segments) and fitted under --manage:

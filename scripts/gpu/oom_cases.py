@@ -3580,26 +3580,32 @@ def step_logits_leak(batch, steps):
 
 
 
-def varlen_logits_steps(batch, steps, keep_at):
-    """GPT-2 (6 layers), fp32 AdamW, batch `batch`, each step's length drawn
-    from 128 to 384 (seeded), step 6's 384 and step 13's 512 (a long
-    document); the step keep_at (None: none) keeps its logits."""
+def kept_logits_steps(m, vocab, batch, steps, keep_at, seed, lengths, fixed):
+    """A language model's training (fp32 AdamW, batch `batch`) whose length
+    is drawn per step from `lengths` (seeded) but where `fixed` says;
+    the step keep_at (None: none) keeps its logits."""
     import random
-    rng = random.Random(53)
-    m = gpt2_model(n_layer=6)
+    rng = random.Random(seed)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     kept = []
     for step in range(steps):
-        length = {6: 384, 13: 512}.get(step) or rng.randrange(128, 385)
-        x = torch.randint(0, 50257, (batch, length), device='cuda')
+        length = fixed.get(step) or rng.randrange(*lengths)
+        x = torch.randint(0, vocab, (batch, length), device='cuda')
         out = m(input_ids=x, labels=x)
         loss = out.loss
         if step == keep_at:
-            kept.append(out.logits.detach())  # the bug: a sample table's logits, on the device
+            kept.append(out.logits.detach())  # the bug: a table of samples' logits, on the device
         del out, x
         learn(loss, opt)
         del loss
         yield
+
+
+def varlen_logits_steps(batch, steps, keep_at):
+    """GPT-2 (6 layers), each step's length drawn from 128 to 384, step 6's
+    384 and step 13's 512 (a long document)."""
+    yield from kept_logits_steps(gpt2_model(n_layer=6), 50257, batch, steps, keep_at, 53,
+                                 (128, 385), {6: 384, 13: 512})
 
 
 @case
@@ -3623,26 +3629,12 @@ def varlen_logits_leak(batch, steps):
 
 
 def mlm_logits_steps(batch, steps, keep_at):
-    """BERT (6 layers) masked LM, fp32 AdamW, batch `batch`, each step's
-    length drawn from 64 to 256 (seeded), step 6's 256 and step 13's 512;
-    the step keep_at (None: none) keeps its prediction logits."""
-    import random
+    """BERT (6 layers) masked LM, each step's length drawn from 64 to 256,
+    step 6's 256 and step 13's 512."""
     from transformers import BertConfig, BertForMaskedLM
-    rng = random.Random(59)
     m = BertForMaskedLM(BertConfig(num_hidden_layers=6)).cuda()
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    errors = []
-    for step in range(steps):
-        length = {6: 256, 13: 512}.get(step) or rng.randrange(64, 257)
-        x = torch.randint(0, 30522, (batch, length), device='cuda')
-        out = m(input_ids=x, labels=x)
-        loss = out.loss
-        if step == keep_at:
-            errors.append(out.logits.detach())  # the bug: an error-analysis table's logits, on the device
-        del out, x
-        learn(loss, opt)
-        del loss
-        yield
+    yield from kept_logits_steps(m, 30522, batch, steps, keep_at, 59, (64, 257),
+                                 {6: 256, 13: 512})
 
 
 @case

@@ -188,6 +188,17 @@ static void training_free(training_t *t)
   free(t);
 }
 
+/* The same job with stacks off: every allocation at site -1. */
+static training_t *training_without_sites(model_t m)
+{
+  training_t *t = calloc(1, sizeof *t);
+  t->j = job_new();
+  t->j->no_sites = true;
+  t->m = m;
+  load(t);
+  return t;
+}
+
 static const model_t gpt_like = {.layers = 12, .weights = 2 * GiB, .saved = 256 * MiB,
                                  .temp = 64 * MiB, .lazy_state = true};
 
@@ -635,11 +646,7 @@ END_TEST
 /* Without call sites, the same job with steady sizes is still found. */
 START_TEST(steady_sizes_without_sites)
 {
-  training_t *t = calloc(1, sizeof *t);
-  t->j = job_new();
-  t->j->no_sites = true;
-  t->m = gpt_like;
-  load(t);
+  training_t *t = training_without_sites(gpt_like);
   for (int s = 0; s < 6; s++)
     step(t, 1, -1);
   ck_assert_uint_eq(phases(t->j)->iterations, 5);
@@ -687,11 +694,7 @@ static uint32_t swings_of(const job_t *j)
 START_TEST(steps_of_varying_sizes_swing_once_a_step)
 {
   static const int64_t scales[] = {3, 1, 4, 1, 5, 2, 6, 2, 5, 3, 5, 8};
-  training_t *t = calloc(1, sizeof *t);
-  t->j = job_new();
-  t->j->no_sites = true;
-  t->m = gpt_like;
-  load(t);
+  training_t *t = training_without_sites(gpt_like);
   uint32_t before = 0;
   for (int s = 0; s < 12; s++) {
     step(t, scales[s], -1);
@@ -713,11 +716,7 @@ END_TEST
 START_TEST(a_block_kept_mid_run_raises_the_swings_low_points)
 {
   static const int64_t scales[] = {3, 1, 4, 1, 5, 2, 6, 2, 5, 3, 5, 8};
-  training_t *t = calloc(1, sizeof *t);
-  t->j = job_new();
-  t->j->no_sites = true;
-  t->m = gpt_like;
-  load(t);
+  training_t *t = training_without_sites(gpt_like);
   for (int s = 0; s < 12; s++) {
     step(t, scales[s], -1);
     if (s == 6)
@@ -733,11 +732,7 @@ END_TEST
 START_TEST(a_first_step_or_a_pass_of_layers_swings_once_at_most)
 {
   for (int stop = 1; stop < 40; stop += 2) {
-    training_t *t = calloc(1, sizeof *t);
-    t->j = job_new();
-    t->j->no_sites = true;
-    t->m = gpt_like;
-    load(t);
+    training_t *t = training_without_sites(gpt_like);
     step(t, 8, stop);
     ck_assert_msg(swings_of(t->j) <= 1, "stopped after %d: %u swings", stop, swings_of(t->j));
     training_free(t);
