@@ -255,6 +255,30 @@ START_TEST(replay_names_sites_as_the_report)
 }
 END_TEST
 
+/* A trace the replayed policy serves on the job's cap, but not beside what
+ * the job's device held outside the allocator: "would fit" is not said
+ * (held-out varlen_logits_leak: 6.19 GiB reserved and 0.61 GiB outside on
+ * 6.42 GiB), and the capacity it names gives the job's own ending. */
+START_TEST(replay_does_not_say_fits_beside_what_was_held_outside)
+{
+  char trace[1024];
+  snprintf(trace, sizeof trace, "%s/oom/varlen_logits_leak.trace.xz", harness_env("OOMLENS_TEST_DATA"));
+  harness_run_t run;
+  cli(&run, NULL, (const char *[]){"replay", trace, "--capacity", "6.42G", NULL});
+  ck_assert_msg(run.status == 0, "%s", run.out);
+  const char *said = strstr(run.out, "this policy:      the oomlens policy served every request on "
+                                     "6.42 GiB with nothing held outside it");
+  ck_assert_msg(said && !strstr(run.out, "this policy:      would fit"), "%.3000s", run.out);
+  const char *flag = strstr(said, "not shown to fit (--capacity ");
+  ck_assert_msg(flag, "%.3000s", said);
+  char capacity[32];
+  ck_assert_int_eq(sscanf(flag, "not shown to fit (--capacity %31[0-9]", capacity), 1);
+  cli(&run, NULL, (const char *[]){"replay", trace, "--capacity", capacity, NULL});
+  ck_assert_msg(run.status == 0 && strstr(run.out, "(where the recorded run ran out too)"),
+                "%.3000s", run.out);
+}
+END_TEST
+
 /* One line naming the option, exit status 2. */
 START_TEST(run_usage_messages)
 {
@@ -302,6 +326,7 @@ static Suite *cli_suite(void)
   tcase_add_test(tc, run_capacity_and_equals_values);
   tcase_add_test(tc, run_usage_messages);
   tcase_add_test(tc, replay_names_sites_as_the_report);
+  tcase_add_test(tc, replay_does_not_say_fits_beside_what_was_held_outside);
   suite_add_tcase(s, tc);
   return s;
 }

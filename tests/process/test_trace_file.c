@@ -527,7 +527,9 @@ START_TEST(trace_replays_to_the_live_diagnosis)
   ol_replay_result_free(&result);
 
   /* What the command line says of it: why the job ran out, and that the
-   * policy would (or would not) fit. */
+   * policy served the trace (or not); "would fit" only where it also fits
+   * beside what the job's device held outside the allocator (these jobs'
+   * others held 600-700 MiB of 1-2 GiB: not shown). */
   const char *replay_argv[] = {harness_env("OOMLENS_TEST_CLI"), "replay", path, NULL};
   harness_exec(&cli, false, NULL, replay_argv);
   ck_assert_msg(cli.status == 0, "exit %d:\n%s", cli.status, cli.out);
@@ -535,8 +537,10 @@ START_TEST(trace_replays_to_the_live_diagnosis)
   snprintf(says, sizeof says, "  why:            out of memory (%s", live_class);
   ck_assert_msg(strstr(cli.out, "recorded OOM:     the job ran out at line ") &&
                   strstr(cli.out, says), "%s", cli.out);
-  ck_assert_msg((strstr(cli.out, "this policy:      would fit: the oomlens policy served every "
-                                 "request") != NULL) == c->policy_fits, "%s", cli.out);
+  ck_assert_msg((strstr(cli.out, "the oomlens policy served every request") != NULL) ==
+                  c->policy_fits, "%s", cli.out);
+  ck_assert_msg(!strstr(cli.out, "this policy:      would fit") ||
+                  !strstr(cli.out, "is more than the"), "%s", cli.out);
   ol_json_free(live);
 }
 END_TEST
