@@ -19,18 +19,6 @@ JOB = os.path.join(HERE, 'oom_cases.py')
 OUT = os.environ.get('OUT', '/tmp/oomlens-out')
 
 
-def found(node, key):
-    """Every value of key anywhere in the parsed report."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == key:
-                yield v
-            yield from found(v, key)
-    elif isinstance(node, list):
-        for v in node:
-            yield from found(v, key)
-
-
 def probe(name, batch, steps, manage):
     mode = 'manage' if manage else 'observe'
     report = os.path.join(OUT, f'cap-{name}-{mode}.txt')  # its JSON beside it, .json
@@ -46,12 +34,11 @@ def probe(name, batch, steps, manage):
         return row
     with open(report_json) as f:
         r = json.load(f)
-    peaks = [v for v in found(r, 'peak') if isinstance(v, dict) and 'reserved' in v]
-    outside = [v for v in found(r, 'outside') if isinstance(v, int) and v >= 0]
-    if peaks:
-        row['peak_allocated'] = peaks[0].get('allocated')
-        row['peak_reserved'] = peaks[0].get('reserved')
-    row['outside'] = max(outside) if outside else None
+    device = r['devices'][0]  # the job's one device
+    peak = device['timeline']['peak']
+    row['peak_allocated'], row['peak_reserved'] = peak['allocated'], peak['reserved']
+    outside = (device.get('batch_figure') or {}).get('outside', -1)
+    row['outside'] = outside if outside >= 0 else None  # -1: not known
     if row.get('peak_reserved') is not None and row['outside'] is not None:
         row['use_at_peak'] = row['peak_reserved'] + row['outside']
     for line in p.stdout.splitlines():

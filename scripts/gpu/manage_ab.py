@@ -14,7 +14,7 @@ and chunks mapped and unmapped per step after warm-up (steady_maps,
 steady_unmaps, from the report manage_jobs.py has written then);
 writes $OUT/manage_ab.json. Where `default` is among the configurations,
 each other run's steps are also set beside the default run of its round,
-step against step (print_step_ratios).""" 
+step against step (print_step_ratios)."""
 import json, os, statistics, subprocess, sys, glob
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -802,6 +802,7 @@ static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t
 void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *r)
 {
   const ol_device_stats_t *dev = &a->devices[ol_account_clamp(device)].stats;
+  const ol_phase_finder_t *finder = a->devices[ol_account_clamp(device)].finder;
   r->allocated = dev->allocated_bytes[OL_POOL_ALL].current;
   r->reserved = dev->reserved_bytes[OL_POOL_ALL].current;
   r->persistent = ol_phases_persistent(&dev->phases);
@@ -810,7 +811,7 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   /* a repeat that stopped long before the failure is not the loop the
    * job runs now (a load that cast its weights layer by layer): what the
    * iterations say does not speak for this one */
-  if (ol_phases_loop_ended(&dev->phases, a->devices[ol_account_clamp(device)].finder))
+  if (ol_phases_loop_ended(&dev->phases, finder))
     r->iterations = 0;
   r->before_first_free = ol_phases_before_first_free(&dev->phases);
   /* every block made before the first free was live at it: what is not
@@ -820,8 +821,7 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   r->iteration_need = ol_phases_iteration_need(&dev->phases);
   int64_t made = dev->allocation[OL_POOL_ALL].allocated;
   r->allocations_made = made > 0 ? (uint64_t)made : 0;
-  r->swings = ol_phases_swings(&dev->phases, a->devices[ol_account_clamp(device)].finder,
-                               &r->swings_kept);
+  r->swings = ol_phases_swings(&dev->phases, finder, &r->swings_kept);
   ol_phases_work_growth(&dev->phases, &r->need_growth, &r->work_growth);
   ol_phases_input_growth(&dev->phases, &r->input_growth);
   if (r->iterations == 0)

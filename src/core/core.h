@@ -457,10 +457,10 @@ typedef struct ol_recent_reading {
  * more[site], and what each site has made in this one less what it had
  * made in the last by then added to made[site] (site_count entries
  * each). Where the sizes differ but the same call sites made them in the
- * same order (one in 32 may differ, of 8 or more blocks that carry
- * their site, sites not counted as such), true with reading->by_calls: more[site] counts only a site's blocks
- * more than there (its largest of this iteration at most), made[site]
- * allocations, not bytes. false: not known (log NULL, fewer than two
+ * same order (one in 32 may differ, of 8 or more blocks that carry their
+ * site, sites not counted as such), true with reading->by_calls:
+ * more[site] counts only a site's blocks more than there (its largest of
+ * this iteration at most), made[site] allocations, not bytes. false: not known (log NULL, fewer than two
  * iterations begun, the last one no longer in the log, this one longer
  * or of other sizes and calls). */
 bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_sites_t sites,

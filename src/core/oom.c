@@ -726,30 +726,33 @@ static bool held_unexplained(const ol_oom_record_t *r)
   return !r->roles_known && !r->segments_only && kept_weighs(r, r->held_since_last);
 }
 
-/* Without call sites, a job of varying sizes finds no iteration in any
- * number of steps; once it has made more allocations than a first step is
- * read from (first_step.c's log), the failure is not known to be in its
- * first step, and memory kept from step to step (a leak) cannot be told
- * from one step's own (held-out kv_cache, accum_leak and mask_cache_leak,
- * replayed without their sites: no iteration found in 20,000 to 250,000
- * allocations, told activations). */
-#define OL_LOOP_SWINGS 3 /* a first step swings once (its forward), its optimizer's state maybe once more */
+/* A first step swings once (its forward), its optimizer's state maybe
+ * once more. */
+#define OL_LOOP_SWINGS 3
 
-/* ... or, in fewer, where what it held swung back near its weights and up
- * near its highest, a state's worth of allocations apart, three times or
- * more, and fell back higher before its latest swing than before its third
- * by what the request lacked and a 32nd of the device: memory kept from
- * step to step, or state made since (held-out varlen_logits_leak without
- * its sites: 13 steps of varying lengths in 7,496 allocations, read as a
- * first step: `activations`). Where the low points stayed, the step's own
- * memory did not fit, as the first-step reading says (corpus late_batch and
- * gnn_batch: a larger batch, a larger graph, late). */
+/* Whether a job that found no iteration is known to be past its first
+ * step: it made more allocations than a first step is read from
+ * (first_step.c's log), or, in fewer, what it held swung back near its
+ * weights and up near its highest, a state's worth of allocations apart,
+ * three times or more, and fell back higher since its third swing than
+ * before it by what the request lacked and a 32nd of the device (memory
+ * kept from step to step, or state made since: held-out
+ * varlen_logits_leak without its sites, 13 steps of varying lengths in
+ * 7,496 allocations, was read as a first step: `activations`). Where the
+ * low points stayed, the step's own memory did not fit, as the first-step
+ * reading says (corpus late_batch and gnn_batch: a larger batch, a larger
+ * graph, late). */
 static bool past_first_step(const ol_oom_record_t *r)
 {
   return r->allocations_made > OL_FIRST_STEP_KEEP ||
          (r->swings >= OL_LOOP_SWINGS && kept_weighs(r, r->swings_kept));
 }
 
+/* Without call sites, a job of varying sizes finds no iteration in any
+ * number of steps; past its first step, memory kept from step to step (a
+ * leak) cannot be told from one step's own (held-out kv_cache, accum_leak
+ * and mask_cache_leak, replayed without their sites: no iteration found
+ * in 20,000 to 250,000 allocations, told activations). */
 static bool loop_unseen(const ol_oom_record_t *r)
 {
   return !r->roles_known && !r->segments_only && r->iterations == 0 &&

@@ -575,10 +575,14 @@ static bool occurs(ol_phases_t *p, ol_phase_finder_t *f, uint64_t sig, int64_t l
  * training step makes at least a block for each block of its state (its
  * gradients), as an iteration that keeps memory must (fewest_keeping). A
  * quarter of the way from the first free's level to the highest is near. */
+static int64_t above_first_free(const ol_phases_t *p, int64_t level)
+{
+  return ol_sat_sub(level, p->before_first_free);
+}
+
 static void note_fall(const ol_phases_t *p, ol_phase_finder_t *f, int64_t level)
 {
-  int64_t floor = p->before_first_free;
-  if (ol_sat_sub(level, floor) <= ol_sat_sub(f->highest, floor) / 4)
+  if (above_first_free(p, level) <= above_first_free(p, f->highest) / 4)
     f->swing_low = true;
   if (!f->valley_known || level < f->valley)
     f->valley = level;
@@ -599,8 +603,8 @@ static void count_swing(ol_phase_finder_t *f)
 
 static void note_rise(const ol_phases_t *p, ol_phase_finder_t *f, int64_t top)
 {
-  int64_t floor = p->before_first_free, span = ol_sat_sub(f->highest, floor);
-  if (!f->swing_low || span <= 0 || ol_sat_sub(top, floor) < span - span / 4)
+  int64_t span = above_first_free(p, f->highest);
+  if (!f->swing_low || span <= 0 || above_first_free(p, top) < span - span / 4)
     return;
   if (f->n - f->swing_at >= fewest_keeping(f))
     count_swing(f);
@@ -617,8 +621,7 @@ static void note_rise(const ol_phases_t *p, ol_phase_finder_t *f, int64_t top)
  * the low since then says what they kept. */
 static int64_t low_now(const ol_phases_t *p, const ol_phase_finder_t *f)
 {
-  int64_t floor = p->before_first_free, span = ol_sat_sub(f->highest, floor);
-  if (f->valley_known && ol_sat_sub(f->valley, floor) <= span / 2)
+  if (f->valley_known && above_first_free(p, f->valley) <= above_first_free(p, f->highest) / 2)
     return f->valley;
   return f->swing_last;
 }

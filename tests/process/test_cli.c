@@ -262,7 +262,8 @@ END_TEST
 START_TEST(replay_does_not_say_fits_beside_what_was_held_outside)
 {
   char trace[1024];
-  snprintf(trace, sizeof trace, "%s/oom/varlen_logits_leak.trace.xz", harness_env("OOMLENS_TEST_DATA"));
+  snprintf(trace, sizeof trace, "%s/oom/varlen_logits_leak.trace.xz",
+           harness_env("OOMLENS_TEST_DATA"));
   harness_run_t run;
   cli(&run, NULL, (const char *[]){"replay", trace, "--capacity", "6.42G", NULL});
   ck_assert_msg(run.status == 0, "%s", run.out);

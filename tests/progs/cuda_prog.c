@@ -451,11 +451,12 @@ static int train_until_oom(size_t persistent, size_t activations, size_t grow, s
  * temporary, a large update at the end) whose tenth keeps its loss past
  * where the steps before freed it and runs out at its update: a tensor
  * kept in the step that runs out, no lowest point between (recent.c: the
- * step holds 96 MiB more than the one before at that point). growing: each step's tensors a 16th
- * larger than the last's (a curriculum's longer sequences): no two steps
- * make the same sizes, but the same calls make them in the same order, so
- * with call sites (OOMLENS_STACKS=1) the step holds one block more than
- * the one before at that point (recent.c, by calls). */
+ * step holds 96 MiB more than the one before at that point). growing:
+ * each step's tensors a 16th larger than the last's (a curriculum's
+ * longer sequences): no two steps make the same sizes, but the same calls
+ * make them in the same order, so with call sites (OOMLENS_STACKS=1) the
+ * step holds one block more than the one before at that point (recent.c,
+ * by calls). */
 static int kept_in_step_until_oom(bool growing)
 {
   void *state, *act[8], *loss, *p;

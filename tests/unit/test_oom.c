@@ -49,7 +49,8 @@ typedef struct {
  * (-1: not known) */
 #define GREW_BY_SITE_HELD(req, role, need, grew, reading, reserved_, free_)                 \
   DEVICE16, .free_reserved = (free_), .largest_free_block = -1, .request = (req),           \
-  .reserved = (reserved_), .allocated = 15 * GiB + 512 * MiB, .iterations = 11, .persistent = 7 * GiB, .growth = 0,  \
+  .reserved = (reserved_), .allocated = 15 * GiB + 512 * MiB, .iterations = 11,            \
+  .persistent = 7 * GiB, .growth = 0,                                                        \
   .first_persistent = 5 * GiB, .before_first_free = 2 * GiB, .iteration_need = (need),      \
   ROLES(2 * GiB, 2 * GiB, 2 * GiB, 9 * GiB + 512 * MiB), .grower = {.id = 4, .bytes = (grew)}, \
   .grower_role = (role), .grower_reading = (reading), .request_role_known = true,           \
