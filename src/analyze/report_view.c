@@ -266,6 +266,19 @@ static void read_oom_roles(const at_t *oom, ol_oom_record_t *r)
   r->request_is_gradient = ol_json_may_bool(oom, "request_is_gradient", false);
 }
 
+/* oom.past_repeat (minor 26): what the iteration under way did past a
+ * repeat of the last one; absent, not known. */
+static void read_past_repeat(const at_t *oom, ol_oom_record_t *r)
+{
+  at_t more = ol_json_may_object(oom, "past_repeat");
+  r->past_repeat = (ol_recent_more_t){.held = -1};
+  if (!more.node)
+    return;
+  r->past_repeat.held = ol_json_need_int(&more, "held", SIGNED);
+  r->past_repeat.allocations = (uint64_t)ol_json_need_int(&more, "allocations", BYTES);
+  r->past_repeat.frees = (uint64_t)ol_json_need_int(&more, "frees", BYTES);
+}
+
 /* How far a failed first iteration had got (minor 4; absent or null:
  * not read, as a report of minor 3 said nothing of it). */
 static void read_first_step(const at_t *oom, ol_oom_record_t *r)
@@ -324,6 +337,7 @@ static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)
   r->swings_kept = ol_json_may_int(&oom, "swings_kept", SIGNED, 0);
   r->held_since_last = ol_json_may_int(&oom, "held_since_last_iteration", OR_NONE, -1); /* 23 */
   r->since_last_by_calls = ol_json_may_bool(&oom, "since_last_by_calls", false); /* 24 */
+  read_past_repeat(&oom, r);
   r->segments_only = ol_json_need_bool(&oom, "segments_only");
   read_oom_roles(&oom, r);
   r->before_first_free = ol_json_may_int(&oom, "before_first_free", OR_NONE, -1);

@@ -843,6 +843,9 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
     r->first_step = (ol_first_step_t){.stage = OL_FIRST_STEP_UNKNOWN};
   ol_oom_note_sites(r, ol_account_sites(a, device), ol_account_unsampled_site(a, device));
   growers_by_blocks(a, device, r);
+  if (!ol_recent_repeated_then_more(a->devices[ol_account_clamp(device)].recent, r->request,
+                                    &r->past_repeat))
+    r->past_repeat = (ol_recent_more_t){.held = -1};
 }
 
 /* With one table for all devices, the table's figures are theirs

@@ -151,6 +151,8 @@ static int64_t lacking_of(const ol_oom_record_t *r)
 typedef enum state_source {
   STATE_ROLES,      /* weights + gradients + optimizer state, by call site */
   STATE_ITERATIONS, /* what outlives the iterations seen */
+  STATE_MADE_SINCE, /* that, and what the iteration under way made past a
+                     * repeat of the last one without freeing any */
   STATE_BUILDING,   /* no memory freed yet: all of it is the job's state so far */
   STATE_FIRST_FREE, /* first iteration: what was allocated before the first free */
   STATE_REQUESTED,  /* segments of no known role, the request's own for the state */
@@ -299,6 +301,36 @@ static int64_t own_copies_state(const ol_oom_record_t *r)
   return own ? ol_sat_add(held, request_of(r)) : held;
 }
 
+static bool kept_weighs(const ol_oom_record_t *r, int64_t bytes);
+
+/* Without call sites, the iteration under way repeated the last one
+ * through its highest point and then made allocations the last never
+ * made, which hold what the request lacked and a 32nd of the device
+ * (recent.c): not a larger input's memory, whose tensors differ in size
+ * from the first; work the last iteration did not do. */
+static bool more_past_repeat(const ol_oom_record_t *r)
+{
+  return !r->roles_known && !r->segments_only && r->iterations > 0 &&
+         kept_weighs(r, r->past_repeat.held);
+}
+
+/* What was made past the repeat without a free, each block still held,
+ * is state being built in mid-run (a model loaded beside this one, an
+ * optimizer's moments zeroed at its first step: held-out teacher_late's
+ * 1.8 GB in 172 allocations, optimizer_switch's Adam 512 MiB in 4), as
+ * all a job makes before its first free is (STATE_BUILDING). Not where
+ * the request is as large as half of it: the first operation of a larger
+ * batch makes its first tensors without a free too (corpus late_batch,
+ * with its sites, repeated its last step whole and then made 2.0 GB in 8
+ * allocations and asked 2.8 GB). */
+static int64_t built_past_repeat(const ol_oom_record_t *r)
+{
+  if (!more_past_repeat(r) || r->past_repeat.frees > 0 ||
+      ol_sat_add(request_of(r), request_of(r)) >= r->past_repeat.held)
+    return 0;
+  return r->past_repeat.held;
+}
+
 /* Under PyTorch's cache we see segments, which hold no one's tensors in
  * particular once freed blocks are reused: only roles (the tensor a segment
  * was made for) say anything of what is in them. */
@@ -316,6 +348,9 @@ static state_t state_of(const ol_oom_record_t *r)
     return (state_t){STATE_REQUESTED, ol_sat_add(r->reserved, request)};
   if (r->segments_only)
     return (state_t){STATE_HIDDEN, 0};
+  if (r->iterations > 0 && built_past_repeat(r) > 0)
+    return (state_t){STATE_MADE_SINCE,
+                     ol_sat_add(r->persistent, ol_sat_add(built_past_repeat(r), request_of(r)))};
   if (r->iterations > 0)
     return (state_t){STATE_ITERATIONS, r->persistent};
   if (r->before_first_free < 0)
@@ -846,7 +881,7 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
   if (state_to_blame(r, s))
     return OL_OOM_persistent;
   if (training_unseen(r) || optimizer_unseen(r, s) || building_or_batch(r, s) ||
-      step_state_unseen(r, s) || loop_unseen(r))
+      step_state_unseen(r, s) || loop_unseen(r) || more_past_repeat(r))
     return OL_OOM_undetermined;
   /* Under the cache the iteration's memory cannot be told from a leak: no
    * free of a tensor is seen, so no iteration is. */
@@ -930,8 +965,9 @@ static void explain_state_source(ol_buf_t *out, const ol_oom_record_t *r, state_
   char a[32];
   switch (s.source) {
   case STATE_ITERATIONS:
+  case STATE_MADE_SINCE: /* what was made since: advise_persistent says */
     ol_buf_printf(out, " No call site named what the memory is for; by timing, %s outlives "
-                  "the %" PRIu64 " iterations seen.", size_text(a, s.bytes), r->iterations);
+                  "the %" PRIu64 " iterations seen.", size_text(a, r->persistent), r->iterations);
     break;
   case STATE_FIRST_FREE:
     ol_buf_printf(out, " No call site named what the memory is for, and no iteration "
@@ -1631,7 +1667,7 @@ static void advise_update_temporaries(ol_buf_t *out, const ol_oom_record_t *r, i
 
 static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
 {
-  char a[32], b[32];
+  char a[32], b[32], c[32];
   state_t s = state_of(r);
   if (s.source == STATE_REQUESTED)
     ol_buf_printf(out, "The job ran out making its %s (the failed request's own call site says "
@@ -1644,6 +1680,16 @@ static void advise_persistent(ol_buf_t *out, const ol_oom_record_t *r)
     ol_buf_printf(out, "The job ran out before it freed any memory, while building its state "
                   "(%s so far: weights, as in model.cuda(), or a checkpoint loading) on a %s "
                   "device. ", size_text(a, s.bytes), size_text(b, cap_of(r)));
+  else if (s.source == STATE_MADE_SINCE)
+    ol_buf_printf(out, "After %" PRIu64 " iterations the job ran out building more state: the "
+                  "iteration under way did the last one's work again and then made %s in %" PRIu64
+                  " allocations without freeing any (a model loaded beside this one, as a "
+                  "teacher; an optimizer's state made at its first step, as when the optimizer "
+                  "changes in mid-run; copies of the weights). With what outlives the "
+                  "iterations, that comes to %s of the %s this process can have, which leaves "
+                  "less than %d%% of it for any batch. ", r->iterations,
+                  size_text(a, built_past_repeat(r)), r->past_repeat.allocations,
+                  size_text(b, s.bytes), size_text(c, available(r)), HEADROOM_PERCENT);
   else if (s.bytes > available(r))
     ol_buf_printf(out, "Weights, gradients and optimizer state need %s (the request included) "
                   "where this process can have %s. ", size_text(a, s.bytes),
@@ -1832,6 +1878,30 @@ static void advise_held_unexplained(ol_buf_t *out, const ol_oom_record_t *r)
   advise_frames(out);
 }
 
+/* The iteration under way did the last one's work and then more
+ * (more_past_repeat): both readings and their fixes. */
+static void advise_past_repeat(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32];
+  ol_buf_printf(out, "No call site named what the memory is for; iterations were found by sizes "
+                "that repeat (%" PRIu64 " of them). This iteration made the last one's "
+                "allocations in the same sizes and order through its highest point, so its "
+                "input is no larger, and then %" PRIu64 " allocations the last never made, "
+                "which hold %s", r->iterations, r->past_repeat.allocations,
+                size_text(a, r->past_repeat.held));
+  if (r->past_repeat.frees == 0)
+    ol_buf_printf(out, " (it freed nothing since, as state is made)");
+  ol_buf_printf(out, "; without them this %s request would fit. It may be state made in mid-run "
+                "(an optimizer's moments at its first step, as when the optimizer changes; a "
+                "second model loaded; copies of the weights) or the memory of a new pass (an "
+                "evaluation, a generation, a second loss): which, sizes cannot tell. If it is "
+                "state, it does not fit beside the rest. ", size_of(b, r->request));
+  advise_shrinking_state(out);
+  ol_buf_printf(out, " If it is a new pass, give it a smaller batch, or run it under "
+                "torch.no_grad() where it needs no gradients.");
+  advise_frames(out);
+}
+
 /* No iteration found past a first step's length (loop_unseen): the three
  * readings and their fixes. */
 static void advise_loop_unseen(ol_buf_t *out, const ol_oom_record_t *r)
@@ -1870,6 +1940,10 @@ static void advise_undetermined(ol_buf_t *out, const ol_oom_record_t *r)
   }
   if (loop_unseen(r)) {
     advise_loop_unseen(out, r);
+    return;
+  }
+  if (more_past_repeat(r)) {
+    advise_past_repeat(out, r);
     return;
   }
   if (training_unseen(r)) {
@@ -2271,13 +2345,16 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"input_growth_per_iteration\": %" PRId64 ", \"allocations_made\": %" PRIu64
                 ", \"swings\": %" PRIu32 ", \"swings_kept\": %" PRId64
                 ", \"held_since_last_iteration\": %" PRId64 ", \"since_last_by_calls\": %s"
-                ", \"segments_only\": %s",
+                ", \"past_repeat\": {\"held\": %" PRId64 ", \"allocations\": %" PRIu64
+                ", \"frees\": %" PRIu64 "}, \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
                 r->reserved, r->free_reserved, r->largest_free_block, r->external,
                 r->persistent, transient_of(r), r->iterations, r->growth, r->need_growth,
                 r->work_growth, r->input_growth, r->allocations_made, r->swings, r->swings_kept,
                 r->held_since_last,
-                r->since_last_by_calls ? "true" : "false", r->segments_only ? "true" : "false");
+                r->since_last_by_calls ? "true" : "false", r->past_repeat.held,
+                r->past_repeat.allocations, r->past_repeat.frees,
+                r->segments_only ? "true" : "false");
   json_figures(out, r, c);
   ol_buf_printf(out, ", \"advice\": ");
   ol_buf_json_string(out, advice.failed ? "" : advice.data);

@@ -338,6 +338,136 @@ bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_
          more_by_calls(log, &m, big, sites, more, made, site_count, &reading->held_more);
 }
 
+static uint64_t allocations_between(const ol_recent_t *log, uint64_t from, uint64_t to)
+{
+  uint64_t n = 0;
+  for (uint64_t i = from; i < to; i++)
+    n += is_alloc(at(log, i));
+  return n;
+}
+
+/* An iteration's course from its beginning to an event: where it was
+ * highest above where it began, where it is, and the frees it made. */
+typedef struct course {
+  int64_t highest, level;
+  uint64_t frees;
+} course_t;
+
+static course_t course_of(const ol_recent_t *log, uint64_t from, uint64_t end)
+{
+  course_t c = {0};
+  for (uint64_t i = from; i < end; i++) {
+    c.level += bytes_of(at(log, i));
+    c.highest = c.level > c.highest ? c.level : c.highest;
+    c.frees += !is_alloc(at(log, i));
+  }
+  return c;
+}
+
+/* The repeat covered the last iteration's step, rise and fall: it had
+ * reached where the last was highest, the last had given back half of
+ * that rise at the point set beside the split (or had ended), and this
+ * one had made half the frees the last made by then. Not so where a
+ * larger input makes more of the same tensors: a longer sequence's
+ * unrolled steps go on rising where the last one's turned to its
+ * backward, and a step of more like blocks (the simulated job of
+ * test_preload's live_oom_classes) makes them where the last one's ended,
+ * having freed none yet. */
+static bool repeat_covers_a_step(const ol_recent_t *log, uint64_t split, uint64_t point)
+{
+  course_t whole = course_of(log, log->began[0], log->began[1]);
+  course_t last = course_of(log, log->began[0], point);
+  course_t now = course_of(log, log->began[1], split);
+  return whole.highest > 0 && last.highest >= whole.highest - whole.highest / MISMATCH_SHARE &&
+         last.level * 2 <= whole.highest && now.frees * 2 >= last.frees;
+}
+
+/* The iteration under way repeated the last one and then did more: its
+ * allocations matched the last's in size and order (one in 32 may
+ * differ), half of them at least and through the point where the last
+ * was highest, and then it made allocations the last did not (others, or
+ * more than the last made in all). What it made since is work the last
+ * iteration never did: state made in mid-run (a second optimizer's first
+ * step, a model loaded) or a new pass; not a larger input, whose tensors
+ * differ in size from its first (held-out optimizer_switch,
+ * optim_switch_state and teacher_late without their call sites were read
+ * as larger inputs). Half at least: without call sites a varying-length
+ * job finds "iterations" of a part of its step, and a longer one's first
+ * allocations matched 106 of a short one's 648 (corpus varlen_long). */
+/* Whether the allocations from split on, and the request, set in order
+ * beside the last iteration's from its point on (from its beginning where
+ * the last made no more), are its sizes times one factor above one, three
+ * in four of them at least: a larger input's work, not more work (corpus
+ * late_batch, with its sites, repeated its last step whole, the boundary
+ * of its iterations told late, and then began a step at 8 times the batch:
+ * its tensors 8 times the last step's first ones). */
+#define SCALED_COMPARED 32
+static bool scaled_up(const ol_recent_t *log, uint64_t split, uint64_t point, uint64_t request)
+{
+  double ratio[SCALED_COMPARED];
+  size_t n = 0;
+  uint64_t last = next_alloc(log, point, log->began[1]);
+  for (uint64_t j = split; n < SCALED_COMPARED; j++) {
+    if (j < log->n && !is_alloc(at(log, j)))
+      continue;
+    if (last == log->began[1])
+      last = next_alloc(log, log->began[0], log->began[1]);
+    uint32_t units = j < log->n ? at(log, j)->units : units_of(request);
+    ratio[n++] = (double)units / (double)at(log, last)->units;
+    last = next_alloc(log, last + 1, log->began[1]);
+    if (j >= log->n)
+      break; /* the request was the last one set beside */
+  }
+  for (size_t i = 0; i < n; i++) {
+    size_t alike = 0;
+    for (size_t k = 0; k < n; k++)
+      alike += ratio[k] >= ratio[i] * (1 - 1.0 / MISMATCH_SHARE) &&
+               ratio[k] <= ratio[i] * (1 + 1.0 / MISMATCH_SHARE);
+    if (ratio[i] > 1 + 1.0 / MISMATCH_SHARE && alike * 4 >= n * 3 && alike >= 2)
+      return true;
+  }
+  return false;
+}
+
+bool ol_recent_repeated_then_more(const ol_recent_t *log, uint64_t request,
+                                  ol_recent_more_t *more)
+{
+  *more = (ol_recent_more_t){0};
+  if (!holds_two_iterations(log))
+    return false;
+  uint64_t last = log->began[0], now = log->began[1], made = 0, differ = 0;
+  uint64_t split = log->n; /* this iteration's first event past the repeat */
+  for (uint64_t j = now; j < log->n; j++) {
+    const event_t *e = at(log, j);
+    if (!is_alloc(e))
+      continue;
+    last = next_alloc(log, last, now);
+    bool other = last == now || at(log, last)->units != e->units;
+    if (other && (last == now || (differ + 1) * MISMATCH_SHARE > made + 1)) {
+      split = j;
+      break;
+    }
+    made++;
+    differ += other;
+    last++;
+  }
+  if (split == log->n) /* no allocation past the repeat yet */
+    return false;
+  if (made * 2 < allocations_between(log, log->began[0], now))
+    return false; /* less than half the last one repeated: not its work done again */
+  if (!repeat_covers_a_step(log, split, last) || scaled_up(log, split, last, request))
+    return false;
+  for (uint64_t j = split; j < log->n; j++) {
+    const event_t *e = at(log, j);
+    more->held += bytes_of(e);
+    if (is_alloc(e))
+      more->allocations++;
+    else
+      more->frees++;
+  }
+  return true;
+}
+
 bool ol_recent_made_and_freed(const ol_recent_t *log, int32_t site)
 {
   if (!holds_two_iterations(log) || site < 0)

@@ -274,6 +274,41 @@ static const class_case_t class_cases[] = {
     .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 9 * GiB, .growth = 0,
     .first_persistent = 9 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
     .held_since_last = -1}, OL_OOM_activations},
+  /* Without call sites, the iteration under way did the last one's work
+   * again in the same sizes through its highest point, then made 2 GiB
+   * in allocations the last never made (recent.c): not a larger input's
+   * memory; state made in mid-run or a new pass, which sizes cannot tell
+   * (held-out optimizer_switch and optim_switch_state without their
+   * sites: `activations`, "a larger input"). Made without a free, as a
+   * model loaded beside this one is, it counts as state; where the
+   * request is as large as half of it, it may be the first operation of a
+   * larger batch. */
+  {"without call sites, more past a repeat of the last step: undetermined",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 5 * GiB, .growth = 0,
+    .first_persistent = 5 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
+    .held_since_last = -1, .past_repeat = {2 * GiB, 40, 10}}, OL_OOM_undetermined},
+  {"without call sites, nothing past a repeat, more than any step before: activations",
+   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 5 * GiB, .growth = 0,
+    .first_persistent = 5 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
+    .held_since_last = -1, .past_repeat = {-1, 0, 0}}, OL_OOM_activations},
+  {"without call sites, state made past a repeat without a free, too large: persistent",
+   {DEVICE16, NO_BLOCKS, .request = 256 * MiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 5 * GiB, .growth = 0,
+    .first_persistent = 5 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
+    .held_since_last = -1, .past_repeat = {8 * GiB, 300, 0}}, OL_OOM_persistent},
+  {"without call sites, made past a repeat without a free, leaving room: undetermined",
+   {DEVICE16, NO_BLOCKS, .request = 256 * MiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 5 * GiB, .growth = 0,
+    .first_persistent = 5 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
+    .held_since_last = -1, .past_repeat = {2 * GiB, 300, 0}}, OL_OOM_undetermined},
+  {"without call sites, past a repeat a request as large as half of what was made: "
+   "undetermined",
+   {DEVICE16, NO_BLOCKS, .request = 5 * GiB, .reserved = 11 * GiB,
+    .allocated = 11 * GiB, .iterations = 8, .persistent = 1 * GiB, .growth = 0,
+    .first_persistent = 1 * GiB, .before_first_free = 1 * GiB, .iteration_need = 2 * GiB,
+    .held_since_last = -1, .past_repeat = {8 * GiB, 8, 0}}, OL_OOM_undetermined},
   /* Without call sites, what outlives the iterations is all state by
    * timing; beyond four times the weights by timing (a training state's
    * most), by more than the request lacked, it may be kept tensors. */

@@ -2,7 +2,9 @@
  * way beside the one before at the same point, what each site holds more,
  * by sizes or, where they differ, by calls, and where that is not known
  * (fewer than two iterations begun, other sizes and calls, a longer
- * iteration, one the log no longer holds, a block the sample missed). */
+ * iteration, one the log no longer holds, a block the sample missed); and
+ * whether the iteration under way did the last one's work again and then
+ * more (state made in mid-run), not a larger input's. */
 #include <check.h>
 
 #include "check_run.h"
@@ -415,6 +417,125 @@ START_TEST(a_cache_made_once_is_not_a_step_s)
 }
 END_TEST
 
+/* ---- past a repeat of the last iteration ------------------------------ */
+
+static ol_recent_more_t past;
+
+static bool repeated_then_more(uint64_t request)
+{
+  return ol_recent_repeated_then_more(log_, request, &past);
+}
+
+/* Three steps, then a fourth that made and freed all the last one did
+ * and then an optimizer's first moments (site 4, as large as the layers,
+ * no free among them): more past a repeat. */
+START_TEST(state_made_past_a_repeat_is_more)
+{
+  steps(3, false);
+  step_until_loss(32 * MiB);
+  step_after_loss(false);
+  ol_recent_note(log_, 4, 32 * MiB, false);
+  ol_recent_note(log_, 4, 32 * MiB, false);
+  ck_assert(repeated_then_more(32 * MiB));
+  ck_assert_int_eq(past.held, 64 * MiB);
+  ck_assert_uint_eq(past.allocations, 2);
+  ck_assert_uint_eq(past.frees, 0);
+}
+END_TEST
+
+/* The same step done again with nothing after it is no more work, nor a
+ * step whose sizes differed from its first allocation (a larger input). */
+START_TEST(a_step_like_the_last_is_no_more)
+{
+  steps(3, false);
+  step_until_loss(32 * MiB);
+  ck_assert(!repeated_then_more(32 * MiB));
+  teardown();
+  setup();
+  steps(3, false);
+  ol_recent_note(log_, 0, 8 * MiB, false); /* twice the input */
+  ol_recent_note(log_, 1, 64 * MiB, false);
+  ck_assert(!repeated_then_more(16 * MiB));
+}
+END_TEST
+
+/* What comes past a repeat that had not reached the last one's highest
+ * point (its loss: input and layers are 68 MiB of 132) is no more work
+ * shown: the step itself may be what differs. */
+START_TEST(a_repeat_short_of_the_highest_is_no_measure)
+{
+  steps(3, false);
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  for (int l = 0; l < 2; l++) {
+    ol_recent_note(log_, 1, 32 * MiB, false);
+    made_and_freed(2, 8 * MiB, 1);
+  }
+  ol_recent_note(log_, 4, 256 * MiB, false); /* where the loss came */
+  ck_assert(!repeated_then_more(32 * MiB));
+}
+END_TEST
+
+/* The boundary of iterations told late: a whole step like the last, then
+ * a step of 8 times the batch, each tensor 8 times the last's first ones:
+ * a larger input, not more work (corpus late_batch with its sites). */
+START_TEST(a_larger_step_after_a_repeat_is_no_more)
+{
+  steps(3, false);
+  step_until_loss(32 * MiB);
+  step_after_loss(false);
+  ol_recent_note(log_, 0, 32 * MiB, false);
+  ol_recent_note(log_, 1, 256 * MiB, false);
+  ck_assert(!repeated_then_more(64 * MiB)); /* the temporary, 8 times */
+  ck_assert(repeated_then_more(4 * MiB)); /* another size: work the last never did */
+}
+END_TEST
+
+/* More of the same tensors where the last step's ended, none freed yet
+ * (a step of more like blocks), or where the last one turned to its
+ * backward (a longer sequence's unrolled steps): a larger input, not more
+ * work, though its sizes are the last one's. */
+START_TEST(more_of_the_same_tensors_is_no_more)
+{
+  for (int step = 0; step < 4; step++) {
+    ol_recent_iteration_ended(log_);
+    for (int i = 0; i < 4 + step; i++)
+      ol_recent_note(log_, 1, 32 * MiB, false);
+    for (int i = 0; i < 4 + step; i++)
+      ol_recent_note(log_, 1, 32 * MiB, true);
+  }
+  ol_recent_iteration_ended(log_);
+  for (int i = 0; i < 8; i++)
+    ol_recent_note(log_, 1, 32 * MiB, false);
+  ck_assert(!repeated_then_more(32 * MiB));
+  teardown();
+  setup();
+  for (int step = 0; step < 3; step++) { /* 4 unrolled steps, a backward's temporary */
+    ol_recent_iteration_ended(log_);
+    for (int t = 0; t < 4; t++)
+      ol_recent_note(log_, 1, 16 * MiB, false);
+    made_and_freed(2, 8 * MiB, 1);
+    for (int t = 0; t < 4; t++)
+      ol_recent_note(log_, 1, 16 * MiB, true);
+  }
+  ol_recent_iteration_ended(log_);
+  for (int t = 0; t < 6; t++) /* 6 unrolled steps */
+    ol_recent_note(log_, 1, 16 * MiB, false);
+  ck_assert(!repeated_then_more(16 * MiB));
+}
+END_TEST
+
+/* A whole iteration ended before the one under way, or nothing to set it
+ * beside. */
+START_TEST(more_past_a_repeat_needs_two_iterations)
+{
+  ck_assert(!ol_recent_repeated_then_more(NULL, MiB, &past));
+  steps(0, false); /* the first one begun, none ended */
+  step_until_loss(32 * MiB);
+  ol_recent_note(log_, 4, 32 * MiB, false);
+  ck_assert(!repeated_then_more(32 * MiB));
+}
+END_TEST
+
 static Suite *recent_suite(void)
 {
   Suite *s = suite_create("recent");
@@ -440,6 +561,16 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, a_few_calls_are_no_measure);
   tcase_add_test(tc, a_step_s_site_makes_and_frees_its_blocks);
   tcase_add_test(tc, a_cache_made_once_is_not_a_step_s);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("past_a_repeat");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, state_made_past_a_repeat_is_more);
+  tcase_add_test(tc, a_step_like_the_last_is_no_more);
+  tcase_add_test(tc, a_repeat_short_of_the_highest_is_no_measure);
+  tcase_add_test(tc, a_larger_step_after_a_repeat_is_no_more);
+  tcase_add_test(tc, more_of_the_same_tensors_is_no_more);
+  tcase_add_test(tc, more_past_a_repeat_needs_two_iterations);
   suite_add_tcase(s, tc);
   return s;
 }
