@@ -3700,6 +3700,120 @@ def seg_pred_leak(batch, steps):
     per-step site kept, out at a later, larger step)."""
     yield from seg_pred_steps(batch, steps, 6)
 
+
+# The thirty-sixth held-out set (session 31, 2026-12-05), committed before
+# it ran: state made in mid-run on models the corpus's such cases are not
+# (a CNN student loading a ViT teacher, a ViT switched from SGD to AdamW),
+# and controls that run out mid-run of a larger input's memory (an
+# unrolled GRU's longer sequences, a ViT's larger last batch, a CNN's
+# evaluation at a large batch), to be read with and without call sites
+# (OOMLENS_ROLES=0): the rule for state made past a repeat of the last
+# step must take the first two and leave the others' `activations`.
+
+
+@case
+def cnn_teacher_late(batch, steps):
+    """ResNet-18 fp32 student, SGD with momentum, batch `batch` (4), 224
+    pixels; after 6 steps the job loads a ViT-L/16 teacher (304 million
+    parameters, 1.22 GB fp32) with .eval().cuda() to distil from it. Its cap
+    lies midway between the student's own peak (steps=6) and that plus the
+    teacher's weights: the teacher beside the student's state does not fit,
+    in the middle of a healthy run (truth: persistent)."""
+    import torchvision
+    m = torchvision.models.resnet18().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    teacher = None
+    for step in range(steps):
+        if step == 6:
+            teacher = torchvision.models.vit_l_16().eval().cuda()
+        x, y = next(image_batches(batch, 1))
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        if teacher is not None:
+            with torch.no_grad():
+                soft = teacher(x).softmax(-1)
+            loss = loss + torch.nn.functional.cross_entropy(m(x), soft)
+        learn(loss, opt)
+        del loss, x, y
+        yield
+
+
+@case
+def vit_switch_state(batch, steps):
+    """ViT-B/16 fp32 (86.6 million parameters, 346 MB), batch `batch` (4),
+    trained with plain SGD (no state) for 6 steps, then with AdamW for its
+    schedule's second stage: AdamW's first step makes two moments as large
+    as the weights (692 MB) beside the weights and gradients. Its cap lies
+    midway between the SGD steps' peak (steps=6) and the AdamW step's
+    (steps=8), where the weights, gradients and moments alone pass what the
+    process can have (truth: persistent)."""
+    import torchvision
+    m = torchvision.models.vit_b_16().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    for step in range(steps):
+        if step == 6:
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        learn(class_loss(m, next(image_batches(batch, 1))), opt)
+        yield
+
+
+@case
+def gru_longer_late(batch, steps):
+    """An unrolled GRU language model (GRUCell per token, hidden 1024),
+    batch `batch` (16), Adam, sequences of 64 tokens for 8 steps, then of
+    320 (a length bucket that comes late): each longer step makes more of
+    the same tensors than the short ones made. Its cap lies midway between
+    the short steps' peak (steps=8) and the long step's (steps=10); nothing
+    is kept (truth: activations)."""
+    m = UnrolledGru().cuda()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    for step in range(steps):
+        x = torch.randint(0, 8000, (batch, 64 if step < 8 else 320), device='cuda')
+        logits = m(x)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), x.flatten())
+        learn(loss, opt)
+        del loss, logits, x
+        yield
+
+
+@case
+def vit_batch_late(batch, steps):
+    """ViT-B/16 fp32, AdamW, batch `batch` (8) for 8 steps, then 6 times
+    that (a sampler's last bucket): the larger batch's activations do not
+    fit under a cap midway between the small steps' peak (steps=8) and the
+    large one's (steps=10); nothing is kept (truth: activations)."""
+    import torchvision
+    m = torchvision.models.vit_b_16().cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        n = batch if step < 8 else 6 * batch
+        learn(class_loss(m, next(image_batches(n, 1))), opt)
+        yield
+
+
+@case
+def cnn_eval_late(batch, steps):
+    """ResNet-50 fp32, SGD with momentum, batch `batch` (32), 224 pixels;
+    at step 8, after its training step, an evaluation pass under
+    torch.no_grad() at 24 times the batch (768 images at once): its
+    activations do not fit under a cap midway between the training steps'
+    peak (steps=8) and the evaluation's (steps=10); nothing is kept (truth:
+    activations, a new pass's; `undetermined` without call sites is allowed:
+    the pass is work the steps before never did)."""
+    import torchvision
+    m = torchvision.models.resnet50().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    for step in range(steps):
+        learn(class_loss(m, next(image_batches(batch, 1))), opt)
+        if step == 8:
+            m.eval()
+            with torch.no_grad():
+                x, _ = next(image_batches(24 * batch, 1))
+                m(x).argmax(-1).sum().item()
+                del x
+            m.train()
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))

@@ -1003,6 +1003,37 @@ START_TEST(a_leak_of_one_kept_block_says_so)
 }
 END_TEST
 
+/* Without call sites, more past a repeat of the last step: the paragraph
+ * says the input is no larger and gives both readings and their fixes;
+ * made without a free and too large with the state, it is state being
+ * built; the JSON carries what was made past the repeat. */
+START_TEST(more_past_a_repeat_says_both_readings)
+{
+  ol_buf_t text = {0};
+  explain_named("without call sites, more past a repeat of the last step: undetermined", &text);
+  ck_assert_msg(strstr(text.data, "through its highest point, so its input is no larger, and "
+                                  "then 40 allocations the last never made, which hold 2.00 GiB;") &&
+                  strstr(text.data, "state made in mid-run") && strstr(text.data, "a new pass") &&
+                  strstr(text.data, "Shrink the state") && strstr(text.data, "torch.no_grad()"),
+                "%s", text.data);
+  ol_buf_free(&text);
+  const char *built = "without call sites, state made past a repeat without a free, too large: "
+                      "persistent";
+  explain_named(built, &text);
+  ck_assert_msg(strstr(text.data, "After 8 iterations the job ran out building more state") &&
+                  strstr(text.data, "made 8.00 GiB in 300 allocations without freeing any") &&
+                  strstr(text.data, "that comes to 13.25 GiB"),
+                "%s", text.data);
+  ol_buf_free(&text);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, case_named(built), OL_OOM_persistent, test_namer, NULL);
+  ck_assert_msg(strstr(json.data, "\"past_repeat\": {\"held\": 8589934592, \"allocations\": 300, "
+                                  "\"frees\": 0}"),
+                "%s", json.data);
+  ol_buf_free(&json);
+}
+END_TEST
+
 /* A step's own tensor kept from mid-run, out at a larger iteration: the
  * paragraph says the iteration asked more and the block still decides it;
  * the JSON marks the site as a step's. */
@@ -2005,6 +2036,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, a_leak_in_steps_says_what_grew);
   tcase_add_test(classes, a_leak_of_one_kept_block_says_so);
   tcase_add_test(classes, a_step_s_block_kept_out_at_a_larger_iteration_says_so);
+  tcase_add_test(classes, more_past_a_repeat_says_both_readings);
   tcase_add_test(classes, a_tensor_kept_since_the_last_iteration_says_so);
   tcase_add_test(classes, a_tensor_kept_in_an_iteration_of_other_sizes_says_so);
   tcase_add_test(classes, held_more_without_call_sites_says_what_it_may_be);
