@@ -688,6 +688,25 @@ HELD_OUT = [
     dict(name='varlen_logits_fits', cap='6.42G', batch=8, steps=20, truth='fragmentation',
          warn=False, manage='none', replay='none',
          observe=('undetermined', 'PyTorch\'s cache hides its free blocks')),
+    # The thirty-sixth held-out set (session 31, 2026-12-05), its jobs
+    # committed before they ran: state made in mid-run and controls of a
+    # larger input mid-run, for the rule of more past a repeat (run it with
+    # and without OOMLENS_ROLES=0). Caps midway between the two phases' use
+    # at peak, by cap_probe.py under --manage on the H100 (reserved plus
+    # 0.552 GB held outside): cnn_teacher_late 1.068 GB for the student
+    # (steps=6) and 1.22 GB of teacher weights; vit_switch_state 1.716
+    # (steps=6) and 2.570 (steps=8); gru_longer_late 1.196 and 1.913;
+    # vit_batch_late 2.952 and 8.098; cnn_eval_late 3.904 and 9.574.
+    dict(name='cnn_teacher_late', cap='1.68G', batch=4, steps=12, truth='persistent',
+         warn=False, oom_after=6),
+    dict(name='vit_switch_state', cap='2.14G', batch=4, steps=12, truth='persistent',
+         warn=False, oom_after=6),
+    dict(name='gru_longer_late', cap='1.55G', batch=16, steps=12, truth='activations',
+         warn=False, oom_after=8, observe=('undetermined', HIDDEN)),
+    dict(name='vit_batch_late', cap='5.5G', batch=8, steps=12, truth='activations',
+         warn=False, oom_after=8, tell_batch=False, observe=('undetermined', HIDDEN)),
+    dict(name='cnn_eval_late', cap='6.74G', batch=32, steps=12, truth='activations',
+         warn=False, oom_after=8, tell_batch=False, observe=('undetermined', HIDDEN)),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':
