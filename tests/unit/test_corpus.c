@@ -41,6 +41,8 @@ typedef struct corpus_case {
   char no_sites[32];          /* a known miss without call sites: what replay says then */
   bool bounded_growth;        /* what outlives steps grows to a bound (a cache): on a device
                                  smaller than the bound, that growth runs it out */
+  bool state_mid_run;         /* the state that does not fit is made in mid-run (a second
+                                 optimizer, a teacher): a smaller device may run out first */
 } corpus_case_t;
 
 static corpus_case_t cases[MAX_CASES];
@@ -72,8 +74,9 @@ static bool read_case(const ol_json_t *entry, corpus_case_t *c)
   c->batch = ol_json_path_int64(entry, "batch", 0);
   c->batch_truth = ol_json_path_int64(entry, "batch_truth", -1);
   c->batch_out = ol_json_path_int64(entry, "batch_out", -1);
-  c->leak_warning = c->leak_withdrawn = c->bounded_growth = false;
+  c->leak_warning = c->leak_withdrawn = c->bounded_growth = c->state_mid_run = false;
   ol_json_bool(ol_json_get(entry, "bounded_growth"), &c->bounded_growth);
+  ol_json_bool(ol_json_get(entry, "state_made_mid_run"), &c->state_mid_run);
   ol_json_bool(ol_json_get(entry, "leak_warning"), &c->leak_warning);
   ol_json_bool(ol_json_get(entry, "leak_warning_withdrawn"), &c->leak_withdrawn);
   return ol_parse_size(cap, &c->capacity) && c->capacity > 0 && *c->trace && *c->expected;
@@ -296,6 +299,13 @@ END_TEST
  * policy does. */
 static bool allowed_smaller(const corpus_case_t *c, const char *got)
 {
+  /* a device so small that the job runs out before the state made in
+   * mid-run that its cap does not hold: nothing yet says that state will
+   * come, and the step's own memory may be the lever there (held-out
+   * vit_switch_state at 0.4 and 0.5 of its cap, in SGD's first step at
+   * batch 4, where batch 3 fits until AdamW comes) */
+  if (c->state_mid_run && strcmp(got, "activations") == 0)
+    return true;
   if (strcmp(c->expected, "persistent") == 0)
     return strcmp(got, "persistent") == 0 || strcmp(got, "undetermined") == 0 ||
            strcmp(got, "impossible") == 0;
@@ -338,8 +348,9 @@ START_TEST(a_smaller_device_keeps_the_cause)
     replay_case(c, (uint64_t)((double)c->capacity * fractions[i]), false, &result);
     const char *got = class_of(&result);
     if (strcmp(c->expected, "leak") != 0)
-      ck_assert_msg(allowed_smaller(c, got), "%s at %.1f of its cap: replay says %s, "
-                    "the truth at its cap is %s", c->name, fractions[i], got, c->expected);
+      ck_assert_msg(allowed_smaller(c, got),
+                    "%s at %.1f of its cap: replay says %s, the truth at its cap is %s", c->name,
+                    fractions[i], got, c->expected);
     if (result.oom && !result.recorded)
       check_smaller_warning(c, fractions[i], got, &result.oom_at.record);
     ol_replay_result_free(&result);

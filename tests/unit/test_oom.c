@@ -275,7 +275,7 @@ static const class_case_t class_cases[] = {
     .first_persistent = 9 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
     .held_since_last = -1}, OL_OOM_activations},
   /* Without call sites, the iteration under way did the last one's work
-   * again in the same sizes through its highest point, then made 2 GiB
+   * again in the same sizes through its rise and fall, then made 2 GiB
    * in allocations the last never made (recent.c): not a larger input's
    * memory; state made in mid-run or a new pass, which sizes cannot tell
    * (held-out optimizer_switch and optim_switch_state without their
@@ -303,6 +303,20 @@ static const class_case_t class_cases[] = {
     .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 5 * GiB, .growth = 0,
     .first_persistent = 5 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
     .held_since_last = -1, .past_repeat = {2 * GiB, 300, 0}}, OL_OOM_undetermined},
+  /* ... where what outlives the iterations is beyond four times the
+   * weights by timing too (kept_unexplained's `undetermined`), the state
+   * built past the repeat with the rest, that excess aside, still leaves
+   * no room: the build is too large (held-out cnn_teacher_late). */
+  {"without call sites, built past a repeat beside an unexplained excess: persistent",
+   {DEVICE16, NO_BLOCKS, .request = 256 * MiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 5 * GiB, .growth = 0,
+    .first_persistent = 5 * GiB, .before_first_free = 1 * GiB, .iteration_need = 2 * GiB,
+    .held_since_last = -1, .past_repeat = {9 * GiB, 300, 0}}, OL_OOM_persistent},
+  {"without call sites, built past a repeat, too small without the excess: undetermined",
+   {DEVICE16, NO_BLOCKS, .request = 256 * MiB, .reserved = 15 * GiB + 512 * MiB,
+    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 8 * GiB, .growth = 0,
+    .first_persistent = 8 * GiB, .before_first_free = 1 * GiB, .iteration_need = 2 * GiB,
+    .held_since_last = -1, .past_repeat = {3 * GiB, 300, 0}}, OL_OOM_undetermined},
   {"without call sites, past a repeat a request as large as half of what was made: "
    "undetermined",
    {DEVICE16, NO_BLOCKS, .request = 5 * GiB, .reserved = 11 * GiB,
@@ -1011,7 +1025,7 @@ START_TEST(more_past_a_repeat_says_both_readings)
 {
   ol_buf_t text = {0};
   explain_named("without call sites, more past a repeat of the last step: undetermined", &text);
-  ck_assert_msg(strstr(text.data, "through its highest point, so its input is no larger, and "
+  ck_assert_msg(strstr(text.data, "through its rise and fall, so its input is no larger, and "
                                   "then 40 allocations the last never made, which hold 2.00 GiB;") &&
                   strstr(text.data, "state made in mid-run") && strstr(text.data, "a new pass") &&
                   strstr(text.data, "Shrink the state") && strstr(text.data, "torch.no_grad()"),

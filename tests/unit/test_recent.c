@@ -490,6 +490,45 @@ START_TEST(a_larger_step_after_a_repeat_is_no_more)
 }
 END_TEST
 
+/* The boundary of iterations told a step late: the one under way holds
+ * the last step whole, then a longer sequence's step whose first tensors
+ * (tokens, embeddings) are 5 times the last's first ones and whose cells'
+ * are the same sizes: a step like the last, not more work (held-out
+ * gru_longer_late); a model loaded after the whole step is more. */
+START_TEST(a_longer_step_after_a_whole_repeat_is_no_more)
+{
+  for (int step = 0; step < 4; step++) {
+    ol_recent_iteration_ended(log_);
+    ol_recent_note(log_, 0, MiB, false);
+    ol_recent_note(log_, 0, 4 * MiB, false);
+    for (int t = 0; t < 8; t++)
+      ol_recent_note(log_, 1, 16 * MiB, false);
+    made_and_freed(2, 8 * MiB, 1);
+    for (int t = 0; t < 8; t++)
+      ol_recent_note(log_, 1, 16 * MiB, true);
+    ol_recent_note(log_, 0, 4 * MiB, true);
+    ol_recent_note(log_, 0, MiB, true);
+    if (step == 2)
+      ol_recent_iteration_ended(log_); /* then none until the failure: told late */
+  }
+  ol_recent_note(log_, 0, 5 * MiB, false);
+  ol_recent_note(log_, 0, 20 * MiB, false);
+  for (int t = 0; t < 12; t++)
+    ol_recent_note(log_, 1, 16 * MiB, false);
+  ck_assert(!repeated_then_more(16 * MiB));
+  teardown();
+  setup();
+  steps(3, false);
+  step_until_loss(32 * MiB);
+  step_after_loss(false); /* a step whole, its end not told */
+  for (int i = 0; i < 6; i++) /* a teacher's weights */
+    ol_recent_note(log_, 4, (uint64_t)(3 + 2 * i) * MiB, false);
+  ck_assert(repeated_then_more(7 * MiB));
+  ck_assert_int_eq(past.held, 48 * MiB);
+  ck_assert_uint_eq(past.allocations, 6);
+}
+END_TEST
+
 /* More of the same tensors where the last step's ended, none freed yet
  * (a step of more like blocks), or where the last one turned to its
  * backward (a longer sequence's unrolled steps): a larger input, not more
@@ -570,6 +609,7 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, a_repeat_short_of_the_highest_is_no_measure);
   tcase_add_test(tc, a_larger_step_after_a_repeat_is_no_more);
   tcase_add_test(tc, more_of_the_same_tensors_is_no_more);
+  tcase_add_test(tc, a_longer_step_after_a_whole_repeat_is_no_more);
   tcase_add_test(tc, more_past_a_repeat_needs_two_iterations);
   suite_add_tcase(s, tc);
   return s;
