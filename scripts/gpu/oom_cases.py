@@ -3814,6 +3814,68 @@ def cnn_eval_late(batch, steps):
         yield
 
 
+
+# The thirty-seventh held-out set (session 31, 2026-12-05), committed
+# before it ran: transformers whose sequences grow four times late (their
+# attention's tensors grow with the square of the length, the rest with
+# the length: no one factor), and a weight average made in mid-run, for
+# the rule of more past a repeat without call sites.
+
+
+@case
+def bert_longer_late(batch, steps):
+    """BERT-base masked LM (transformers, eager attention), fp32 AdamW,
+    batch `batch` (8), sequences of 128 tokens for 8 steps, then of 512 (a
+    length bucket that comes late). Its cap lies midway between the short
+    steps' peak (steps=8) and the long step's (steps=10); nothing is kept
+    (truth: activations)."""
+    from transformers import BertConfig, BertForMaskedLM
+    m = BertForMaskedLM(BertConfig(attn_implementation='eager')).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        n = 128 if step < 8 else 512
+        learn(lm_loss(m, torch.randint(0, 30522, (batch, n), device='cuda')), opt)
+        yield
+
+
+@case
+def gpt2_longer_late(batch, steps):
+    """GPT-2 124M (eager attention), fp32 AdamW, batch `batch` (4),
+    sequences of 256 tokens for 8 steps, then of 1024. Its cap lies
+    midway between the short steps' peak (steps=8) and the long step's
+    (steps=10); nothing is kept (truth: activations)."""
+    m = gpt2_model(attn_implementation='eager')
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        n = 256 if step < 8 else 1024
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, n), device='cuda')), opt)
+        yield
+
+
+@case
+def gpt2_ema_late(batch, steps):
+    """GPT-2 (24 layers of width 1024, 355 million parameters, 1.42 GB
+    fp32) trained with plain SGD, batch `batch` (1), sequence 128; after 6
+    steps the job starts an exponential moving average of the weights, a
+    deep copy of the model on the device, updated after each step. Its cap
+    lies midway between the steps' peak (steps=6) and that plus the copy:
+    the copy beside the weights and gradients does not fit (truth:
+    persistent)."""
+    import copy
+    m = gpt2_model(n_layer=24, n_embd=1024, n_head=16)
+    opt = torch.optim.SGD(m.parameters(), lr=1e-4)
+    ema = None
+    for step in range(steps):
+        if step == 6:
+            ema = copy.deepcopy(m).requires_grad_(False)
+        learn(lm_loss(m, torch.randint(0, 50257, (batch, 128), device='cuda')), opt)
+        if ema is not None:
+            with torch.no_grad():
+                for average, p in zip(ema.parameters(), m.parameters()):
+                    average.lerp_(p, 0.001)
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
