@@ -3822,6 +3822,16 @@ def cnn_eval_late(batch, steps):
 # the rule of more past a repeat without call sites.
 
 
+def longer_late_steps(m, vocab, batch, steps, short):
+    """A language model's steps, fp32 AdamW: sequences of `short` tokens
+    for 8 steps, then four times as long."""
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        n = short if step < 8 else 4 * short
+        learn(lm_loss(m, torch.randint(0, vocab, (batch, n), device='cuda')), opt)
+        yield
+
+
 @case
 def bert_longer_late(batch, steps):
     """BERT-base masked LM (transformers, eager attention), fp32 AdamW,
@@ -3831,11 +3841,7 @@ def bert_longer_late(batch, steps):
     (truth: activations)."""
     from transformers import BertConfig, BertForMaskedLM
     m = BertForMaskedLM(BertConfig(attn_implementation='eager')).cuda()
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    for step in range(steps):
-        n = 128 if step < 8 else 512
-        learn(lm_loss(m, torch.randint(0, 30522, (batch, n), device='cuda')), opt)
-        yield
+    yield from longer_late_steps(m, 30522, batch, steps, 128)
 
 
 @case
@@ -3844,12 +3850,8 @@ def gpt2_longer_late(batch, steps):
     sequences of 256 tokens for 8 steps, then of 1024. Its cap lies
     midway between the short steps' peak (steps=8) and the long step's
     (steps=10); nothing is kept (truth: activations)."""
-    m = gpt2_model(attn_implementation='eager')
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    for step in range(steps):
-        n = 256 if step < 8 else 1024
-        learn(lm_loss(m, torch.randint(0, 50257, (batch, n), device='cuda')), opt)
-        yield
+    yield from longer_late_steps(gpt2_model(attn_implementation='eager'), 50257, batch, steps,
+                                 256)
 
 
 @case
