@@ -69,6 +69,15 @@ typedef struct {
   GREW_BY_SITE(600 * MiB, OL_ROLE_activations, 8 * GiB, grew, OL_GROWER_SINCE_LAST),         \
   .held_since_last = (grew) + 64 * MiB
 
+/* Without call sites, 8 iterations, what outlives them kept (by timing,
+ * before_first_free the weights), an earlier one needing 2 GiB, and the
+ * iteration under way past a repeat of the last one (held -1: not so) */
+#define PAST_REPEAT(req, kept, before, held, allocs, frees)                                 \
+  DEVICE16, NO_BLOCKS, .request = (req), .reserved = 15 * GiB + 512 * MiB,                  \
+  .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = (kept), .growth = 0,     \
+  .first_persistent = (kept), .before_first_free = (before), .iteration_need = 2 * GiB,     \
+  .held_since_last = -1, .past_repeat = {(held), (allocs), (frees)}
+
 static const class_case_t class_cases[] = {
   {"request larger than the device", {BASE, NO_BLOCKS, .request = 20 * GiB, .reserved = 1 * GiB},
    OL_OOM_impossible},
@@ -284,45 +293,24 @@ static const class_case_t class_cases[] = {
    * request is as large as half of it, it may be the first operation of a
    * larger batch. */
   {"without call sites, more past a repeat of the last step: undetermined",
-   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
-    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 5 * GiB, .growth = 0,
-    .first_persistent = 5 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
-    .held_since_last = -1, .past_repeat = {2 * GiB, 40, 10}}, OL_OOM_undetermined},
+   {PAST_REPEAT(1 * GiB, 5 * GiB, 3 * GiB, 2 * GiB, 40, 10)}, OL_OOM_undetermined},
   {"without call sites, nothing past a repeat, more than any step before: activations",
-   {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
-    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 5 * GiB, .growth = 0,
-    .first_persistent = 5 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
-    .held_since_last = -1, .past_repeat = {-1, 0, 0}}, OL_OOM_activations},
+   {PAST_REPEAT(1 * GiB, 5 * GiB, 3 * GiB, -1, 0, 0)}, OL_OOM_activations},
   {"without call sites, state made past a repeat without a free, too large: persistent",
-   {DEVICE16, NO_BLOCKS, .request = 256 * MiB, .reserved = 15 * GiB + 512 * MiB,
-    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 5 * GiB, .growth = 0,
-    .first_persistent = 5 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
-    .held_since_last = -1, .past_repeat = {8 * GiB, 300, 0}}, OL_OOM_persistent},
+   {PAST_REPEAT(256 * MiB, 5 * GiB, 3 * GiB, 8 * GiB, 300, 0)}, OL_OOM_persistent},
   {"without call sites, made past a repeat without a free, leaving room: undetermined",
-   {DEVICE16, NO_BLOCKS, .request = 256 * MiB, .reserved = 15 * GiB + 512 * MiB,
-    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 5 * GiB, .growth = 0,
-    .first_persistent = 5 * GiB, .before_first_free = 3 * GiB, .iteration_need = 6 * GiB,
-    .held_since_last = -1, .past_repeat = {2 * GiB, 300, 0}}, OL_OOM_undetermined},
+   {PAST_REPEAT(256 * MiB, 5 * GiB, 3 * GiB, 2 * GiB, 300, 0)}, OL_OOM_undetermined},
   /* ... where what outlives the iterations is beyond four times the
    * weights by timing too (kept_unexplained's `undetermined`), the state
    * built past the repeat with the rest, that excess aside, still leaves
    * no room: the build is too large (held-out cnn_teacher_late). */
   {"without call sites, built past a repeat beside an unexplained excess: persistent",
-   {DEVICE16, NO_BLOCKS, .request = 256 * MiB, .reserved = 15 * GiB + 512 * MiB,
-    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 5 * GiB, .growth = 0,
-    .first_persistent = 5 * GiB, .before_first_free = 1 * GiB, .iteration_need = 2 * GiB,
-    .held_since_last = -1, .past_repeat = {9 * GiB, 300, 0}}, OL_OOM_persistent},
+   {PAST_REPEAT(256 * MiB, 5 * GiB, 1 * GiB, 9 * GiB, 300, 0)}, OL_OOM_persistent},
   {"without call sites, built past a repeat, too small without the excess: undetermined",
-   {DEVICE16, NO_BLOCKS, .request = 256 * MiB, .reserved = 15 * GiB + 512 * MiB,
-    .allocated = 15 * GiB + 512 * MiB, .iterations = 8, .persistent = 8 * GiB, .growth = 0,
-    .first_persistent = 8 * GiB, .before_first_free = 1 * GiB, .iteration_need = 2 * GiB,
-    .held_since_last = -1, .past_repeat = {3 * GiB, 300, 0}}, OL_OOM_undetermined},
+   {PAST_REPEAT(256 * MiB, 8 * GiB, 1 * GiB, 3 * GiB, 300, 0)}, OL_OOM_undetermined},
   {"without call sites, past a repeat a request as large as half of what was made: "
    "undetermined",
-   {DEVICE16, NO_BLOCKS, .request = 5 * GiB, .reserved = 11 * GiB,
-    .allocated = 11 * GiB, .iterations = 8, .persistent = 1 * GiB, .growth = 0,
-    .first_persistent = 1 * GiB, .before_first_free = 1 * GiB, .iteration_need = 2 * GiB,
-    .held_since_last = -1, .past_repeat = {8 * GiB, 8, 0}}, OL_OOM_undetermined},
+   {PAST_REPEAT(5 * GiB, 1 * GiB, 1 * GiB, 8 * GiB, 8, 0)}, OL_OOM_undetermined},
   /* Without call sites, what outlives the iterations is all state by
    * timing; beyond four times the weights by timing (a training state's
    * most), by more than the request lacked, it may be kept tensors. */
