@@ -426,13 +426,22 @@ static bool repeat_covers_a_step(const ol_recent_t *log, const parting_t *p)
 /* Whether the allocations past the repeat, and the request, set in order
  * beside the last iteration's from the point on (its first again after
  * its last), are mostly its sizes, or its sizes times one factor: three in
- * four of them at least share a factor of one or more. That is a step
- * like the last one again, of as large an input or a larger one, not more
- * work: held-out gru_longer_late (a longer sequence's step after a short
- * one's whole: its tokens' and embeddings' tensors 5 times the last's
- * first ones, its cells' the same), corpus late_batch with its sites (a
- * step at 8 times the batch: every tensor 8 times). */
+ * four of them at least share a factor of one or more, or its square (a
+ * sequence k times longer makes its tokens' tensors k times larger and
+ * its attention's scores k * k). That is a step like the last one again,
+ * of as large an input or a larger one, not more work: held-out
+ * gru_longer_late (a longer sequence's step after a short one's whole:
+ * its tokens' and embeddings' tensors 5 times the last's first ones, its
+ * cells' the same), corpus late_batch with its sites (a step at 8 times
+ * the batch: every tensor 8 times). */
 #define LIKE_COMPARED 32
+
+/* Within one in 32 of each other. */
+static bool about(double a, double b)
+{
+  return a >= b * (1 - 1.0 / MISMATCH_SHARE) && a <= b * (1 + 1.0 / MISMATCH_SHARE);
+}
+
 static bool like_the_last(const ol_recent_t *log, const parting_t *p, uint64_t request)
 {
   double ratio[LIKE_COMPARED];
@@ -451,8 +460,7 @@ static bool like_the_last(const ol_recent_t *log, const parting_t *p, uint64_t r
   for (size_t i = 0; i < n; i++) {
     size_t alike = 0;
     for (size_t k = 0; k < n; k++)
-      alike += ratio[k] >= ratio[i] * (1 - 1.0 / MISMATCH_SHARE) &&
-               ratio[k] <= ratio[i] * (1 + 1.0 / MISMATCH_SHARE);
+      alike += about(ratio[k], ratio[i]) || about(ratio[k], ratio[i] * ratio[i]);
     if (ratio[i] >= 1 - 1.0 / MISMATCH_SHARE && alike * 4 >= n * 3 && alike >= 2)
       return true;
   }

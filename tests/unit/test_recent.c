@@ -494,7 +494,9 @@ END_TEST
  * the last step whole, then a longer sequence's step whose first tensors
  * (tokens, embeddings) are 5 times the last's first ones and whose cells'
  * are the same sizes: a step like the last, not more work (held-out
- * gru_longer_late); a model loaded after the whole step is more. */
+ * gru_longer_late); so is a transformer's step 4 times longer, its
+ * attention's scores 16 times; a model loaded after the whole step is
+ * more. */
 START_TEST(a_longer_step_after_a_whole_repeat_is_no_more)
 {
   for (int step = 0; step < 4; step++) {
@@ -521,6 +523,17 @@ START_TEST(a_longer_step_after_a_whole_repeat_is_no_more)
   steps(3, false);
   step_until_loss(32 * MiB);
   step_after_loss(false); /* a step whole, its end not told */
+  ol_recent_note(log_, 0, 16 * MiB, false); /* a sequence 4 times longer: the input */
+  for (int l = 0; l < 2; l++) {
+    ol_recent_note(log_, 1, 128 * MiB, false); /* a layer's tokens, 4 times */
+    made_and_freed(2, 128 * MiB, 1);           /* its scores, 16 times the temporary's */
+  }
+  ck_assert(!repeated_then_more(256 * MiB)); /* the loss, 4 times */
+  teardown();
+  setup();
+  steps(3, false);
+  step_until_loss(32 * MiB);
+  step_after_loss(false);
   for (int i = 0; i < 6; i++) /* a teacher's weights */
     ol_recent_note(log_, 4, (uint64_t)(3 + 2 * i) * MiB, false);
   ck_assert(repeated_then_more(7 * MiB));
