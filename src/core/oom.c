@@ -157,6 +157,7 @@ typedef enum state_source {
   STATE_FIRST_FREE, /* first iteration: what was allocated before the first free */
   STATE_REQUESTED,  /* segments of no known role, the request's own for the state */
   STATE_HIDDEN,     /* nothing to tell it by */
+  STATE_SOURCE_COUNT
 } state_source_t;
 
 typedef struct state {
@@ -2313,8 +2314,13 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool lever,
  * device instead). */
 static void json_figures(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c)
 {
-  static const char *const sources[] = {"roles",      "iterations", "building",
-                                        "first_free", "requested",  "hidden"};
+  static const char *const sources[] = {
+    [STATE_ROLES] = "roles",       [STATE_ITERATIONS] = "iterations",
+    [STATE_MADE_SINCE] = "past_repeat", [STATE_BUILDING] = "building",
+    [STATE_FIRST_FREE] = "first_free", [STATE_REQUESTED] = "requested",
+    [STATE_HIDDEN] = "hidden"};
+  _Static_assert(sizeof sources / sizeof sources[0] == STATE_SOURCE_COUNT,
+                 "a name for every state source");
   state_t s = state_of(r);
   ol_first_step_figure_t figure;
   ol_oom_first_step_figure(r, &figure);

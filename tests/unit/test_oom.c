@@ -1030,9 +1030,35 @@ START_TEST(more_past_a_repeat_says_both_readings)
   ol_buf_t json = {0};
   ol_oom_json(&json, case_named(built), OL_OOM_persistent, test_namer, NULL);
   ck_assert_msg(strstr(json.data, "\"past_repeat\": {\"held\": 8589934592, \"allocations\": 300, "
-                                  "\"frees\": 0}"),
+                                  "\"frees\": 0}") &&
+                  strstr(json.data, "\"state_from\": \"past_repeat\""),
                 "%s", json.data);
   ol_buf_free(&json);
+}
+END_TEST
+
+/* The JSON names each way the state was told, the last of them too (a
+ * source added to the list once shifted every name after it, and the
+ * last was read past the end of the names). */
+START_TEST(the_json_names_where_the_state_is_from)
+{
+  static const struct {
+    const char *name, *from;
+  } told[] = {
+    {"first step, no frames: by timing, before the first free", "first_free"},
+    {"PyTorch's cache hides the tensors: not told", "hidden"},
+    {"a model too large to load, by role", "roles"},
+    {"without call sites, more past a repeat of the last step: undetermined", "iterations"},
+  };
+  for (size_t i = 0; i < sizeof told / sizeof told[0]; i++) {
+    const ol_oom_record_t *r = case_named(told[i].name);
+    ol_buf_t json = {0};
+    ol_oom_json(&json, r, ol_oom_classify(r), test_namer, NULL);
+    char want[64];
+    snprintf(want, sizeof want, "\"state_from\": \"%s\"", told[i].from);
+    ck_assert_msg(strstr(json.data, want), "%s: %s", told[i].name, json.data);
+    ol_buf_free(&json);
+  }
 }
 END_TEST
 
@@ -2039,6 +2065,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, a_leak_of_one_kept_block_says_so);
   tcase_add_test(classes, a_step_s_block_kept_out_at_a_larger_iteration_says_so);
   tcase_add_test(classes, more_past_a_repeat_says_both_readings);
+  tcase_add_test(classes, the_json_names_where_the_state_is_from);
   tcase_add_test(classes, a_tensor_kept_since_the_last_iteration_says_so);
   tcase_add_test(classes, a_tensor_kept_in_an_iteration_of_other_sizes_says_so);
   tcase_add_test(classes, held_more_without_call_sites_says_what_it_may_be);
