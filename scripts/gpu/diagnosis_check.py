@@ -707,6 +707,17 @@ HELD_OUT = [
          warn=False, oom_after=8, tell_batch=False, observe=('undetermined', HIDDEN)),
     dict(name='cnn_eval_late', cap='6.74G', batch=32, steps=12, truth='activations',
          warn=False, oom_after=8, tell_batch=False, observe=('undetermined', HIDDEN)),
+    # The thirty-seventh held-out set (session 31, 2026-12-05), its jobs
+    # committed before they ran. Caps midway between the two phases' use
+    # at peak by cap_probe.py on the H200, in GiB: bert_longer_late 3.260
+    # and 8.868 GB, gpt2_longer_late 4.304 and 14.584, gpt2_ema_late 4.063
+    # and 5.470 (reserved 3.511 and 4.918 beside the 0.552 held outside).
+    dict(name='bert_longer_late', cap='5.65G', batch=8, steps=12, truth='activations',
+         warn=False, oom_after=8, tell_batch=False, observe=('undetermined', HIDDEN)),
+    dict(name='gpt2_longer_late', cap='8.8G', batch=4, steps=12, truth='activations',
+         warn=False, oom_after=8, tell_batch=False, observe=('undetermined', HIDDEN)),
+    dict(name='gpt2_ema_late', cap='4.44G', batch=1, steps=12, truth='persistent',
+         warn=False, oom_after=6),
 ]
 SET = os.environ.get('OOMLENS_DIAG_SET', 'corpus')
 if SET == 'heldout':
