@@ -691,8 +691,9 @@ HELD_OUT = [
     # The thirty-sixth held-out set (session 31, 2026-12-05), its jobs
     # committed before they ran: state made in mid-run and controls of a
     # larger input mid-run, for the rule of more past a repeat (run it with
-    # and without OOMLENS_ROLES=0). Caps midway between the two phases' use
-    # at peak, by cap_probe.py under --manage on the H100 (reserved plus
+    # and without OOMLENS_ROLES=0). Caps between the two phases' use at
+    # peak (their midpoint in GB, written as GiB: 7% higher, still between
+    # them), by cap_probe.py under --manage on the H100 (reserved plus
     # 0.552 GB held outside): cnn_teacher_late 1.068 GB for the student
     # (steps=6) and 1.22 GB of teacher weights; vit_switch_state 1.716
     # (steps=6) and 2.570 (steps=8); gru_longer_late 1.196 and 1.913;
