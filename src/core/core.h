@@ -460,9 +460,9 @@ typedef struct ol_recent_reading {
  * same order (one in 32 may differ, of 8 or more blocks that carry their
  * site, sites not counted as such), true with reading->by_calls:
  * more[site] counts only a site's blocks more than there (its largest of
- * this iteration at most), made[site] allocations, not bytes. false: not known (log NULL, fewer than two
- * iterations begun, the last one no longer in the log, this one longer
- * or of other sizes and calls). */
+ * this iteration at most), made[site] allocations, not bytes. false: not
+ * known (log NULL, fewer than two iterations begun, the last one no longer
+ * in the log, this one longer or of other sizes and calls). */
 bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_sites_t sites,
                             int64_t *more, int64_t *made, size_t site_count,
                             ol_recent_reading_t *reading);
@@ -472,11 +472,13 @@ typedef struct ol_recent_more {
   uint64_t allocations, frees;
 } ol_recent_more_t;
 /* Whether the iteration under way made the last one's allocations in the
- * same sizes and order (one in 32 may differ) through the point where the
- * last one was highest, and then allocations the last did not make, not
- * the last's sizes scaled up (a larger input's; the request, about to be
- * made, counts among them): true with what it did since in *more. false: not so, or not known (fewer
- * than two iterations begun, the last no longer in the log). */
+ * same sizes and order (one in 32 may differ; after the last one's end,
+ * its beginning again) through its step's rise and fall, and then
+ * allocations the last did not make, not a step like it (its sizes, or
+ * its sizes times one factor: a larger input's; the request, about to be
+ * made, counts among them): true with what it did since in *more. false:
+ * not so, or not known (fewer than two iterations begun, the last no
+ * longer in the log). */
 bool ol_recent_repeated_then_more(const ol_recent_t *log, uint64_t request,
                                   ol_recent_more_t *more);
 /* Whether a site made blocks in the last whole iteration and freed as many
@@ -617,8 +619,8 @@ typedef struct ol_oom_record {
    * sites made them in the same order: what sites hold in more blocks. */
   int64_t held_since_last;
   bool since_last_by_calls;
-  /* The iteration under way repeated the last one through its highest
-   * point and then made allocations the last did not (recent.c): what it
+  /* The iteration under way repeated the last one through its rise and
+   * fall and then made allocations the last did not (recent.c): what it
    * did since; held -1: not so, or not known. */
   ol_recent_more_t past_repeat;
   /* The grower's site makes and frees blocks every iteration (recent.c):

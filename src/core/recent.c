@@ -338,19 +338,11 @@ bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_
          more_by_calls(log, &m, big, sites, more, made, site_count, &reading->held_more);
 }
 
-static uint64_t allocations_between(const ol_recent_t *log, uint64_t from, uint64_t to)
-{
-  uint64_t n = 0;
-  for (uint64_t i = from; i < to; i++)
-    n += is_alloc(at(log, i));
-  return n;
-}
-
-/* An iteration's course from its beginning to an event: where it was
- * highest above where it began, where it is, and the frees it made. */
+/* The course of the events from one to another: where they were highest
+ * above where they began, where they end, the allocations and frees. */
 typedef struct course {
   int64_t highest, level;
-  uint64_t frees;
+  uint64_t allocations, frees;
 } course_t;
 
 static course_t course_of(const ol_recent_t *log, uint64_t from, uint64_t end)
@@ -359,7 +351,10 @@ static course_t course_of(const ol_recent_t *log, uint64_t from, uint64_t end)
   for (uint64_t i = from; i < end; i++) {
     c.level += bytes_of(at(log, i));
     c.highest = c.level > c.highest ? c.level : c.highest;
-    c.frees += !is_alloc(at(log, i));
+    if (is_alloc(at(log, i)))
+      c.allocations++;
+    else
+      c.frees++;
   }
   return c;
 }
@@ -412,12 +407,12 @@ static parting_t parting_of(const ol_recent_t *log)
  * larger input makes more of the same tensors: a longer sequence's
  * unrolled steps go on rising where the last one's turned to its
  * backward. */
-static bool repeat_covers_a_step(const ol_recent_t *log, const parting_t *p)
+static bool repeat_covers_a_step(const ol_recent_t *log, const parting_t *p, course_t whole)
 {
-  course_t whole = course_of(log, log->began[0], log->began[1]);
   course_t last = course_of(log, log->began[0], p->point);
   if (p->wrapped) /* the last one whole, then its beginning again */
-    last = (course_t){whole.highest, whole.level + last.level, whole.frees + last.frees};
+    last = (course_t){whole.highest, whole.level + last.level,
+                      whole.allocations + last.allocations, whole.frees + last.frees};
   course_t now = course_of(log, log->began[1], p->split);
   return whole.highest > 0 && last.highest >= whole.highest - whole.highest / MISMATCH_SHARE &&
          last.level * 2 <= whole.highest && now.frees * 2 >= last.frees;
@@ -483,23 +478,20 @@ bool ol_recent_repeated_then_more(const ol_recent_t *log, uint64_t request,
                                   ol_recent_more_t *more)
 {
   *more = (ol_recent_more_t){0};
-  if (!holds_two_iterations(log) || allocations_between(log, log->began[0], log->began[1]) == 0)
+  if (!holds_two_iterations(log))
+    return false;
+  course_t whole = course_of(log, log->began[0], log->began[1]); /* the last one's */
+  if (whole.allocations == 0)
     return false;
   parting_t p = parting_of(log);
   if (p.split == log->n) /* no allocation past the repeat yet */
     return false;
-  if (p.made * 2 < allocations_between(log, log->began[0], log->began[1]))
+  if (p.made * 2 < whole.allocations)
     return false; /* less than half the last one repeated: not its work done again */
-  if (!repeat_covers_a_step(log, &p) || like_the_last(log, &p, request))
+  if (!repeat_covers_a_step(log, &p, whole) || like_the_last(log, &p, request))
     return false;
-  for (uint64_t j = p.split; j < log->n; j++) {
-    const event_t *e = at(log, j);
-    more->held += bytes_of(e);
-    if (is_alloc(e))
-      more->allocations++;
-    else
-      more->frees++;
-  }
+  course_t past = course_of(log, p.split, log->n);
+  *more = (ol_recent_more_t){past.level, past.allocations, past.frees};
   return true;
 }
 
