@@ -3878,6 +3878,89 @@ def gpt2_ema_late(batch, steps):
         yield
 
 
+# The thirty-eighth held-out set (session 32, 2026-12-06), committed before
+# it ran: jobs that catch their out-of-memory errors and go on, so that one
+# process sees several OOMs and then fits: a batch size search as Hugging
+# Face's auto_find_batch_size does it (accelerate's
+# find_executable_batch_size), and long batches skipped as fairseq's
+# trainer skips them. Each OOM must get its one paragraph and a class true
+# of it, no leak may be warned of, and the report must not give figures in
+# units of a batch the job no longer runs.
+
+
+def oom_caught(e):
+    """Whether a RuntimeError is the job running out: torch.OutOfMemoryError,
+    or under --manage (PyTorch's cache off) the AcceleratorError "CUDA
+    error: out of memory" of its uncached path."""
+    return isinstance(e, torch.OutOfMemoryError) or 'out of memory' in str(e)
+
+
+def free_after_oom():
+    """What the batch size searches do before they try again."""
+    import gc
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+@case
+def auto_batch_fits(batch, steps):
+    """GPT-2 124M fp32 AdamW, sequence 1024, under 12G, behind a batch size
+    search as accelerate's find_executable_batch_size does it: from `batch`
+    (16), an OOM halves the batch, and the model and optimizer are made
+    again after gc.collect() and torch.cuda.empty_cache(). 16 and 8 run out
+    in their first step; 4 fits (5 does: the corpus's gpt2_batch, bisected
+    under 12G) and trains `steps` steps (truth: two OOMs the job recovers
+    from, each a first step's activations; then it fits, no leak)."""
+    b = batch
+    while b >= 1:
+        ran_out = False
+        try:
+            m = gpt2_model()
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+            for _ in range(steps):
+                learn(lm_loss(m, torch.randint(0, 50257, (b, 1024), device='cuda')), opt)
+                yield
+            return
+        except RuntimeError as e:
+            if not oom_caught(e):
+                raise
+            print(f'auto_batch_fits: batch {b} ran out; trying {b // 2}', flush=True)
+            ran_out = True
+        if ran_out:  # out of the except block: its traceback's frames are gone
+            m = opt = None
+            free_after_oom()
+            b //= 2
+
+
+@case
+def skip_long_fits(batch, steps):
+    """GPT-2 (6 layers, 2048 positions) fp32 AdamW, batch `batch` (8),
+    lengths drawn from 128 to 384 (seeded), every 7th step a batch of 2048
+    tokens, under 6G: the long batch's activations do not fit. The trainer
+    catches the OOM, drops that batch (gradients set to None, gc.collect(),
+    torch.cuda.empty_cache()) and goes on, as fairseq's trainer does, for
+    `steps` (30) steps (truth: each OOM the activations of a larger input,
+    in mid-run; nothing is kept, no leak)."""
+    import random
+    rng = random.Random(5)
+    m = gpt2_model(n_layer=6, n_positions=2048)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for step in range(steps):
+        n = 2048 if step % 7 == 6 else rng.randint(128, 384)
+        ran_out = False
+        try:
+            learn(lm_loss(m, torch.randint(0, 50257, (batch, n), device='cuda')), opt)
+        except RuntimeError as e:
+            if not oom_caught(e):
+                raise
+            print(f'skip_long_fits: step {step} ({n} tokens) ran out; skipped', flush=True)
+            ran_out = True
+        if ran_out:
+            opt.zero_grad(set_to_none=True)
+            free_after_oom()
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
