@@ -77,7 +77,7 @@ static void diagnose(replay_t *r, ol_replay_oom_t *o)
   ol_account_oom_figures(r->account, 0, &o->record);
   o->record.reserved = st->reserved;
   o->record.managed = strcmp(r->ops->name, "oomlens") == 0;
-  o->record.batch = r->extras ? (int64_t)r->extras->batch : 0;
+  ol_oom_set_batch(&o->record, r->extras ? (int64_t)r->extras->batch : 0);
   o->cause = ol_oom_classify(&o->record);
 }
 
@@ -266,7 +266,7 @@ static void classify_recorded(replay_t *r, ol_replay_recorded_t *o)
   if (!o->has_context)
     o->record.capacity = r->capacity;
   if (r->extras && r->extras->batch > 0) /* given to replay: wins over what the job said */
-    o->record.batch = (int64_t)r->extras->batch;
+    ol_oom_set_batch(&o->record, (int64_t)r->extras->batch);
   o->cause = ol_oom_classify(&o->record);
 }
 

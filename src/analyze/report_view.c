@@ -348,6 +348,8 @@ static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)
   r->iteration_need = ol_json_may_int(&oom, "iteration_need", OR_NONE, -1);
   r->first_persistent = ol_json_may_int(&oom, "first_persistent", OR_NONE, -1);
   r->batch = ol_json_may_int(&oom, "batch", BYTES, 0);
+  r->batch_given = ol_json_may_int(&oom, "batch_given", BYTES, r->batch); /* 27 */
+  r->restarts = ol_json_may_int(&oom, "restarts", OR_NONE, 0);
   read_first_step(&oom, r);
   /* Not in the JSON: a live job's pool served its tensors in manage mode
    * (oom_live.c), which the advice on fragmentation depends on. */

@@ -532,6 +532,24 @@ ol_oom_verdict_t ol_account_served(ol_account_t *a, int device, uint64_t size)
   return OL_VERDICT_RECOVERED;
 }
 
+/* The weights by role live on a device now; 0 where no role is known. */
+static int64_t weights_now(const ol_account_t *a, int d)
+{
+  bool known = false;
+  int64_t roles[OL_ROLE_COUNT];
+  ol_account_role_bytes(a, d, OL_SITES_BY_CURRENT, &known, roles);
+  return known ? roles[OL_ROLE_weights] : 0;
+}
+
+/* A job that goes on after an out-of-memory may drop all it had loaded
+ * and load it again (a batch size search, as Hugging Face's
+ * auto_find_batch_size does it: the model and optimizer made anew at half
+ * the batch): watched from here, by what is left of the load (the blocks
+ * made before the first free), told when it falls under an eighth of what
+ * was left at the failure. A job that keeps its model (one that skips the
+ * batch that ran out) never comes near. */
+#define RESTART_SHARE 8
+
 bool ol_account_oom_settle(ol_account_t *a, int device)
 {
   ol_account_device_t *ad = &a->devices[ol_account_clamp(device)];
@@ -539,6 +557,8 @@ bool ol_account_oom_settle(ol_account_t *a, int device)
   if (!w.request)
     return false;
   ad->wait = (ol_oom_wait_t){0};
+  ad->restart_below = ad->stats.phases.before_free_live / RESTART_SHARE;
+  ad->restart_weights = weights_now(a, ol_account_clamp(device));
   ad->stats.num_ooms++;
   ad->stats.last_oom_request = w.request;
   if (w.wall_unix > 0) {
@@ -549,6 +569,46 @@ bool ol_account_oom_settle(ol_account_t *a, int device)
   if (ad->timeline)
     ol_timeline_oom(ad->timeline, w.t_ns, w.request);
   return true;
+}
+
+/* By timing the load is gone; where roles are known, the weights must be
+ * too: under PyTorch's cache the load is every segment made before the
+ * first release of its cache (at the first OOM), and a job that keeps its
+ * model and gives back the rest (torch.cuda.empty_cache() after skipping
+ * a batch) would read as one that started again. */
+void __attribute__((cold)) ol_account_load_dropped(ol_account_t *a, int d)
+{
+  ol_account_device_t *ad = &a->devices[d];
+  ad->restart_below = 0;
+  ad->restart_pending =
+    ad->restart_weights <= 0 || weights_now(a, d) < ad->restart_weights / RESTART_SHARE;
+}
+
+/* The job dropped its load after an out-of-memory (ol_account_removed
+ * saw it, RESTART_SHARE): it is told at its next allocation, its first
+ * after it has freed what it meant to. Iterations, the first step's log,
+ * the last events and what each site grew by are read again from there
+ * (the load made anew is the state by timing again, its first step a
+ * first step again); counters, peaks and the diagnoses already made stay.
+ * The load's blocks still live keep their count (before_free_live): their
+ * frees to come take it down as ever. */
+void __attribute__((cold)) ol_account_restarted(ol_account_t *a, int d)
+{
+  ol_account_device_t *ad = &a->devices[d];
+  ad->restart_pending = false;
+  ad->stats.restarts++;
+  int64_t left = ad->stats.phases.before_free_live;
+  ol_phases_init(&ad->stats.phases);
+  ad->stats.phases.before_free_live = left;
+  ol_phase_finder_free(ad->finder);
+  ad->finder = NULL;
+  ol_first_step_log_free(ad->first_step);
+  ad->first_step = NULL;
+  ad->first_step_done = false;
+  ol_recent_free(ad->recent);
+  ad->recent = NULL;
+  ad->recent_off = false;
+  ol_sites_restart(ol_account_sites(a, d));
 }
 
 /* What we see of a block is all of it, so active and requested bytes and
@@ -819,6 +879,7 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   r->before_first_free_gone =
     dev->phases.freed ? ol_sat_sub(dev->phases.before_first_free, dev->phases.before_free_live) : 0;
   r->iteration_need = ol_phases_iteration_need(&dev->phases);
+  r->restarts = dev->restarts;
   int64_t made = dev->allocation[OL_POOL_ALL].allocated;
   r->allocations_made = made > 0 ? (uint64_t)made : 0;
   r->swings = ol_phases_swings(&dev->phases, finder, &r->swings_kept);

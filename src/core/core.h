@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 26  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls, oom.growing_site.per_step; 25: oom.swings, oom.swings_kept; 26: oom.past_repeat) */
+#define OL_REPORT_MINOR 27  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls, oom.growing_site.per_step; 25: oom.swings, oom.swings_kept; 26: oom.past_repeat; 27: oom.restarts, oom.batch_given) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -601,7 +601,9 @@ typedef struct ol_oom_record {
   int64_t warned_from;
   uint64_t warned_since;
   int64_t warned_rate;
-  int64_t batch; /* the job's batch as the user gave it (--batch), 0 unknown */
+  int64_t batch; /* the job's batch as the figures may use it (ol_oom_set_batch), 0 unknown */
+  int64_t batch_given; /* the batch the user gave (--batch), 0 none */
+  int64_t restarts;    /* the job began again after an OOM it went on from (stats.restarts) */
   bool segments_only; /* we saw the framework's segments, not its tensors */
   bool managed;       /* our pool served the tensors (manage mode, replay's oomlens) */
   ol_first_step_t first_step; /* no iteration finished: how far the first one got */
@@ -704,6 +706,10 @@ typedef struct ol_first_step_figure {
  * whose low end keeps the headroom for a batch (1% of it when the batch
  * is not known); the advice and the JSON then lead with it. */
 bool ol_oom_first_step_figure(const ol_oom_record_t *r, ol_first_step_figure_t *out);
+/* The batch the user gave (--batch, OOMLENS_BATCH, replay's --batch) set
+ * on a record whose restarts are known (ol_account_oom_figures first): a
+ * job that began again after an OOM may run another batch now. */
+void ol_oom_set_batch(ol_oom_record_t *r, int64_t batch);
 void ol_batch_figure_solve(ol_batch_figure_t *f);
 /* Where f is a bound (the failed iteration did not finish), the batch to
  * run once to finish an iteration: a quarter of its figure with headroom. */
@@ -805,6 +811,10 @@ typedef struct ol_device_stats {
   ol_oom_class_t last_oom_class;
   int64_t mem_free, mem_total; /* last cuMemGetInfo answer seen, 0 if none */
   int64_t ooms_by_class[OL_OOM_CLASS_COUNT]; /* diagnosed out-of-memory errors */
+  /* Times the job dropped what it had loaded after an out-of-memory it
+   * went on from, and began again (account.c ol_account_restarted): what
+   * is read of iterations and of the first step is the last start's. */
+  int64_t restarts;
   double first_oom_unix, last_oom_unix;      /* wall clock of the OOMs, 0 if none */
   /* What the report's batch figure needs beyond the counters (the owner
    * fills them: the live report from the driver and OOMLENS_BATCH, a
@@ -917,6 +927,9 @@ void ol_sites_mark_peak(ol_sites_t *sites);
  * now are what each site holds there (O(1), as the peak's mark). */
 void ol_sites_mark_low(ol_sites_t *sites);
 void ol_sites_mark_valley(ol_sites_t *sites, uint64_t iteration); /* iteration just ended */
+/* The job began again (ol_account_restarted): no lowest point or
+ * iteration marked yet, what each site grew by counted from the new start. */
+void ol_sites_restart(ol_sites_t *sites);
 size_t ol_sites_count(const ol_sites_t *sites);
 const char *ol_sites_key(const ol_sites_t *sites, int32_t id);
 const char *ol_sites_key_bytes(const ol_sites_t *sites, int32_t id, size_t *len);
@@ -1440,6 +1453,13 @@ typedef struct ol_account_device {
   bool recent_off;
   bool outside_known;     /* what is held outside the allocator, as its owner measured it */
   int64_t outside;
+  /* After an out-of-memory the job went on from: the bytes of its load
+   * (what it made before its first free) still live below which it has
+   * dropped it, to begin again (a batch size search frees its model and
+   * makes it anew at a smaller batch); 0: not watched. */
+  int64_t restart_below;
+  int64_t restart_weights; /* ... and the weights by role then, 0 not known */
+  bool restart_pending; /* it has: told at the next allocation (ol_account_restarted) */
   /* Iterations seen to end, counted up at each end and never counted
    * again (stats.phases.iterations goes back where a longer repeat takes
    * over): the blocks' made_in. */
@@ -1534,6 +1554,13 @@ void ol_account_iteration_ended(ol_account_t *a, int d);
  * is not made yet: made (its allocation just counted logged first), or,
  * once an iteration is found or the log is full, dropped for good. */
 void ol_account_first_step(ol_account_t *a, int d, uint64_t size, bool weights);
+/* What was left of the load fell under restart_below: a restart where the
+ * weights by role went too (cold; called from ol_account_removed). */
+void ol_account_load_dropped(ol_account_t *a, int d);
+/* The job dropped its load after an out-of-memory it went on from: what
+ * is read of its iterations and first step starts again (cold; called
+ * from ol_account_alloc at the first allocation after). */
+void ol_account_restarted(ol_account_t *a, int d);
 /* Device index d has no log of its last events: made, with this block
  * made its first event, or given up for good where the host has no
  * memory for it. */
@@ -1694,13 +1721,16 @@ static inline void ol_account_removed(ol_account_t *a, const ol_record_t *b, int
     ol_account_pools_count(dev->segment, pool, false);
   }
   a->allocated = ol_sat_sub(a->allocated, bytes);
-  if (a->flags & OL_ACCOUNT_SITES_SHARED)
-    d = 0;
-  if (a->devices[d].sites) {
-    ol_account_site_bytes(a->devices[d].sites, b->site, -bytes, false);
+  int sites_at = a->flags & OL_ACCOUNT_SITES_SHARED ? 0 : d;
+  if (a->devices[sites_at].sites) {
+    ol_account_site_bytes(a->devices[sites_at].sites, b->site, -bytes, false);
     if (new_low)
-      ol_sites_mark_low(a->devices[d].sites);
+      ol_sites_mark_low(a->devices[sites_at].sites);
   }
+  /* after the sites: the weights by role are read without this block */
+  if (__builtin_expect(a->devices[d].restart_below > 0, 0) &&
+      dev->phases.before_free_live < a->devices[d].restart_below)
+    ol_account_load_dropped(a, d);
 }
 
 /* A block goes live: block->key its address, kind its origin. A block still
@@ -1717,6 +1747,8 @@ static inline ol_record_t *ol_account_alloc(ol_account_t *a, const ol_record_t *
   if (*replaced) /* its free went by a path we do not see: gone, not a phantom */
     ol_account_forget(a, stale);
   *rec = *block;
+  if (__builtin_expect(a->devices[d].restart_pending, 0))
+    ol_account_restarted(a, d); /* before the block is read as made before a free or not */
   rec->before_free = !a->devices[d].stats.phases.freed;
   ol_account_added(a, rec, d);
   /* after: the block that ends an iteration is the next one's first */

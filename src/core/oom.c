@@ -1059,12 +1059,12 @@ static int64_t first_step_need(const ol_oom_record_t *r, int64_t now)
 
 /* The batch that ran out does not fit: a figure solved from a need that
  * is only a lower bound may round up to it (GPT-2 at batch 6 was told "at
- * most batch 6 fits"). */
+ * most batch 6 fits"), or, in shares of a batch not known, past it ("106%
+ * with none"). */
 static void below_failed_batch(ol_batch_figure_t *f)
 {
-  if (f->batch <= 0)
-    return;
-  f->fits = f->fits < f->batch ? f->fits : f->batch - 1;
+  int64_t failed = f->batch > 0 ? f->batch : 1000; /* not known: per mille of it */
+  f->fits = f->fits < failed ? f->fits : failed - 1;
   f->fits_headroom = f->fits_headroom < f->fits ? f->fits_headroom : f->fits;
 }
 
@@ -1220,6 +1220,14 @@ static void advise_no_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_ba
                 size_text(c, total), size_text(d, f->available));
 }
 
+/* Where the figures are shares of the batch: how to get them in samples,
+ * unless the batch was given and the job began again since (a batch size
+ * search: explain_restarts says why the shares stand). */
+static const char *give_batch(const ol_oom_record_t *r)
+{
+  return r->batch_given > 0 ? "" : " (give the batch with --batch N for exact figures)";
+}
+
 /* "batch 5 fits; 4 with 20% headroom; keep the effective batch of 8 with 2
  * accumulation steps of 4" when the batch is known; shares otherwise. */
 static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
@@ -1262,8 +1270,8 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
     int64_t steps = ceil_div(1000, f->fits_headroom);
     ol_buf_printf(out, "A batch of %" PRId64 "%% of the current one fits with %d%% headroom "
                   "(%" PRId64 "%% with none): keep the effective batch with gradient accumulation "
-                  "over %" PRId64 " steps (give the batch with --batch N for exact figures). ",
-                  f->fits_headroom / 10, HEADROOM_PERCENT, f->fits / 10, steps);
+                  "over %" PRId64 " steps%s. ",
+                  f->fits_headroom / 10, HEADROOM_PERCENT, f->fits / 10, steps, give_batch(r));
   } else {
     ol_buf_printf(out, "Less than 1%% of the current batch fits with %d%% headroom: cut the "
                   "memory per sample. ", HEADROOM_PERCENT);
@@ -1329,9 +1337,9 @@ static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
     print_about(out, low->fits / 10, f->high.fits / 10);
     ol_buf_printf(out, "%% of the current one fits, %" PRId64 "%% with %d%% headroom (at most "
                   "%" PRId64 "%% by what the step held): keep the effective batch with gradient "
-                  "accumulation over %" PRId64 " steps (give the batch with --batch N for exact "
-                  "figures). ", low->fits_headroom / 10, HEADROOM_PERCENT, f->bound.fits / 10,
-                  ceil_div(1000, low->fits_headroom));
+                  "accumulation over %" PRId64 " steps%s. ", low->fits_headroom / 10,
+                  HEADROOM_PERCENT, f->bound.fits / 10, ceil_div(1000, low->fits_headroom),
+                  give_batch(r));
   }
   ol_buf_printf(out, "(An estimate: the backward taken to add %s",
                 size_text(a, backward_adds(&r->first_step, false)));
@@ -2213,6 +2221,32 @@ static void explain_attention_scores(ol_buf_t *out, const ol_oom_record_t *r,
                 "in place of \"eager\").", size_text(a, scores));
 }
 
+/* A job that began again after an OOM it went on from (it dropped what it
+ * had loaded and loaded it anew: account.c) is most often a batch size
+ * search, which halves its batch each time: the batch the user gave may
+ * not be the one it runs now, and nothing seen tells which it is. Its
+ * figures are then shares of the batch it ran out at. */
+void ol_oom_set_batch(ol_oom_record_t *r, int64_t batch)
+{
+  r->batch_given = batch > 0 ? batch : 0;
+  r->batch = r->restarts > 0 ? 0 : r->batch_given;
+}
+
+/* "This process began again ...": why the figures are in shares. */
+static void explain_restarts(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  if (r->restarts <= 0)
+    return;
+  ol_buf_printf(out, " The job had run out before and gone on: it dropped all it had loaded "
+                "and loaded it again (%" PRId64 " time%s), as a batch size search does "
+                "(Hugging Face's auto_find_batch_size halves the batch each time); what is "
+                "read here is of its last start", r->restarts, r->restarts == 1 ? "" : "s");
+  if (r->batch_given > 0)
+    ol_buf_printf(out, ", whose batch may no longer be the %" PRId64 " it was given, so the "
+                  "figures are shares of the batch it ran out at", r->batch_given);
+  ol_buf_printf(out, ".");
+}
+
 void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                     ol_site_namer_t namer, void *arg)
 {
@@ -2252,6 +2286,7 @@ void ol_oom_explain(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
     explain_outside(out, r);
   }
   explain_sites(out, r, c, namer, arg);
+  explain_restarts(out, r);
   if (r->segments_only && c != OL_OOM_undetermined)
     ol_buf_printf(out, " (oomlens saw the framework's cached segments, not its tensors: run "
                   "under `oomlens run --manage` to tell weights from activations.)");
@@ -2358,6 +2393,8 @@ static void json_figures(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t
                 ", \"first_persistent\": %" PRId64 ", \"batch\": %" PRId64,
                 s.bytes, sources[s.source], r->before_first_free, before_first_free_live(r),
                 r->iteration_need, r->first_persistent, r->batch);
+  ol_buf_printf(out, ", \"batch_given\": %" PRId64 ", \"restarts\": %" PRId64, r->batch_given,
+                r->restarts);
   bool lever = batch_is_the_lever(r, c);
   ol_buf_printf(out, ", \"batch_is_the_lever\": %s", lever ? "true" : "false");
   json_batch_count(out, "batch_fits", lever, lead->fits);

@@ -53,7 +53,7 @@ static const number_key_t numbers[] = {
   SIGNED_KEY("free_reserved", free_reserved),
   SIGNED_KEY("largest_free_block", largest_free_block),
   SIGNED_KEY("self_device_bytes", self_device_bytes),
-  SIGNED_KEY("batch", batch),
+  SIGNED_KEY("batch", batch_given), /* the user's: the reader's own restarts decide (ol_oom_set_batch) */
   SIGNED_KEY("framework_limit", framework_limit),
   SIGNED_KEY("framework_allocated", framework_allocated),
   SIGNED_KEY("vmm_reserved", vmm_reserved),
@@ -264,8 +264,8 @@ void ol_oom_context_apply(ol_oom_record_t *r, const ol_oom_record_t *context)
   r->vmm_not_framework = context->vmm_not_framework;
   r->segments_only = context->segments_only;
   r->managed = context->managed;
-  if (context->batch > 0)
-    r->batch = context->batch; /* the job's OOMLENS_BATCH; replay's --batch wins (replay.c) */
+  if (context->batch_given > 0) /* the job's OOMLENS_BATCH; replay's --batch wins (replay.c) */
+    ol_oom_set_batch(r, context->batch_given);
   r->other_count = context->other_count;
   memcpy(r->others, context->others, sizeof r->others);
 }

@@ -320,6 +320,20 @@ void ol_sites_mark_valley(ol_sites_t *s, uint64_t iteration)
   ol_sites_mark_low(s);
 }
 
+void ol_sites_restart(ol_sites_t *s)
+{
+  if (!s)
+    return;
+  for (size_t i = 0; i < s->count; i++) {
+    ol_site_figures_t *f = &s->all[i]->figures;
+    f->first_valley = f->last_valley = f->first_low = f->last_low = 0;
+    f->valley_seen = f->held_late = false;
+    s->all[i]->step_seen = false;
+  }
+  s->most_iterations = s->last_iterations = 0;
+  s->low_known = s->in_backward = false;
+}
+
 size_t ol_sites_count(const ol_sites_t *s)
 {
   return s ? s->count : 0;

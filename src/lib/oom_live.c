@@ -291,7 +291,7 @@ void ol_oom_at_failure(int device, uint64_t request, uint64_t framework_limit)
   r.segments_only = sees_segments_only();
   r.managed = ol_manage_on();
   r.vmm_not_framework = !pytorch_expandable();
-  r.batch = (int64_t)ol_option_size(OL_OPT_BATCH);
+  ol_oom_set_batch(&r, (int64_t)ol_option_size(OL_OPT_BATCH));
   ol_track_oom_pending(device, &r, ol_oom_classify(&r));
   if (r.framework_limit > 0 || !allocator_may_retry()) /* a framework's refusal is its last word */
     ol_track_oom_settle(device);

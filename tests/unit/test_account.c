@@ -777,6 +777,92 @@ START_TEST(the_state_by_timing_is_what_is_still_live)
 }
 END_TEST
 
+/* One attempt of a job: a load of 8 MiB weights (at base), an input freed
+ * (the first free), three activations, and a request of 64 MiB refused. */
+static void an_attempt_runs_out(ol_account_t *a, uint64_t base, const char *frames)
+{
+  for (uint64_t i = 0; i < 8; i++)
+    apply_with_frames(a, OL_TRACE_ALLOC, base + i * 0x1000000, 8 * MiB, frames);
+  apply_with_frames(a, OL_TRACE_ALLOC, base + 0x10000000, 4 * MiB, NULL);
+  apply_with_frames(a, OL_TRACE_FREE_COMPLETED, base + 0x10000000, 4 * MiB, NULL);
+  for (uint64_t i = 0; i < 3; i++)
+    apply_with_frames(a, OL_TRACE_ALLOC, base + 0x20000000 + i * 0x1000000, 16 * MiB, NULL);
+  apply_with_frames(a, OL_TRACE_OOM, 0, 64 * MiB, NULL);
+  ck_assert(ol_account_oom_settle(a, 0));
+  for (uint64_t i = 0; i < 3; i++) /* the job catches it: its activations go */
+    apply_with_frames(a, OL_TRACE_FREE_COMPLETED, base + 0x20000000 + i * 0x1000000, 16 * MiB,
+                      NULL);
+}
+
+static void the_weights_go(ol_account_t *a, uint64_t base)
+{
+  for (uint64_t i = 0; i < 8; i++)
+    apply_with_frames(a, OL_TRACE_FREE_COMPLETED, base + i * 0x1000000, 8 * MiB, NULL);
+}
+
+/* A batch size search (Hugging Face's auto_find_batch_size) catches the
+ * OOM, drops its model and loads it again at a smaller batch: the second
+ * attempt is read as a start of its own, its load the state by timing
+ * (before, the new load was read as made after the first free: its state
+ * by timing 0, and the first step's log read on from the first
+ * attempt's). */
+START_TEST(a_job_that_loads_again_after_an_oom_starts_again)
+{
+  for (int with_roles = 0; with_roles < 2; with_roles++) {
+    ol_account_t a;
+    ol_account_init(&a, with_roles ? OL_ACCOUNT_SITES : 0);
+    const char *frames = with_roles ? weights : NULL;
+    an_attempt_runs_out(&a, 0x100000000, frames);
+    the_weights_go(&a, 0x100000000);
+    an_attempt_runs_out(&a, 0x800000000, frames);
+    ol_oom_record_t r;
+    ol_oom_record_init(&r, 64 * MiB);
+    ol_account_oom_figures(&a, 0, &r);
+    ck_assert_int_eq(r.before_first_free - r.before_first_free_gone, 64 * MiB);
+    ck_assert_int_eq(r.restarts, 1);
+    ol_oom_set_batch(&r, 16);
+    ck_assert_int_eq(r.batch, 0); /* the search may have halved it */
+    ck_assert_int_eq(r.batch_given, 16);
+    ol_account_free(&a);
+  }
+}
+END_TEST
+
+/* A job that skips the batch that ran out keeps its model: no restart,
+ * whatever else it gives back; nor where, by timing, the load went but
+ * the weights by role stay (under PyTorch's cache the load is every
+ * segment made before its first release). */
+START_TEST(a_job_that_keeps_its_model_after_an_oom_goes_on)
+{
+  ol_account_t a;
+  ol_account_init(&a, 0);
+  an_attempt_runs_out(&a, 0x100000000, NULL);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x900000000, 16 * MiB, NULL); /* the next step */
+  ol_oom_record_t r;
+  ol_oom_record_init(&r, 64 * MiB);
+  ol_account_oom_figures(&a, 0, &r);
+  ck_assert_int_eq(r.restarts, 0);
+  ol_oom_set_batch(&r, 16);
+  ck_assert_int_eq(r.batch, 16);
+  ol_account_free(&a);
+
+  ol_account_init(&a, OL_ACCOUNT_SITES);
+  static const char activations[] = "linear.py:134:forward;train.py:20:step";
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x100000000, 8 * MiB, weights); /* by role */
+  for (uint64_t i = 0; i < 14; i++) /* made before the first free too */
+    apply_with_frames(&a, OL_TRACE_ALLOC, 0x200000000 + i * 0x1000000, 8 * MiB, activations);
+  apply_with_frames(&a, OL_TRACE_FREE_COMPLETED, 0x200000000, 8 * MiB, NULL);
+  apply_with_frames(&a, OL_TRACE_OOM, 0, 64 * MiB, NULL);
+  ck_assert(ol_account_oom_settle(&a, 0));
+  for (uint64_t i = 1; i < 14; i++) /* all but the weights given back */
+    apply_with_frames(&a, OL_TRACE_FREE_COMPLETED, 0x200000000 + i * 0x1000000, 8 * MiB, NULL);
+  apply_with_frames(&a, OL_TRACE_ALLOC, 0x900000000, 16 * MiB, activations);
+  ol_account_oom_figures(&a, 0, &r);
+  ck_assert_int_eq(r.restarts, 0);
+  ol_account_free(&a);
+}
+END_TEST
+
 /* Copies of the parameters made before the first forward began (the
  * first request at an activation's site) are early: built with the model,
  * as fp32 masters are (held-out master_weights_state replayed at 0.4 of
@@ -1377,6 +1463,8 @@ static Suite *account_suite(void)
   tcase_add_test(rules, what_the_step_before_tells_weighs_with_the_grower);
   tcase_add_test(rules, copies_made_before_the_first_forward_are_early);
   tcase_add_test(rules, the_state_by_timing_is_what_is_still_live);
+  tcase_add_test(rules, a_job_that_loads_again_after_an_oom_starts_again);
+  tcase_add_test(rules, a_job_that_keeps_its_model_after_an_oom_goes_on);
   tcase_add_test(rules, ddp_buckets_are_state_beside_the_gradients_being_made);
   tcase_add_test(rules, copies_of_the_parameters_by_their_sizes);
   tcase_add_test(rules, a_request_of_a_parameter_s_size);

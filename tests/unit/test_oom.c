@@ -168,6 +168,15 @@ static const class_case_t class_cases[] = {
     .before_first_free = 500 * MiB, .iteration_need = -1,
     ROLES(500 * MiB, 0, 0, 10 * GiB + 524 * MiB), .request_role_known = true,
     .request_role = OL_ROLE_activations, .batch = 6}, OL_OOM_activations},
+  /* The same at half the batch, after a batch size search dropped its
+   * model and loaded it again (the user gave --batch 12, its first) */
+  {"first step of a job that began again after an OOM, at a batch not known",
+   {.capacity = 12 * GiB, .device_free = 0, NO_BLOCKS, .request = 256 * MiB,
+    .reserved = 11 * GiB, .allocated = 11 * GiB, .iterations = 0,
+    .before_first_free = 500 * MiB, .iteration_need = -1,
+    ROLES(500 * MiB, 0, 0, 10 * GiB + 524 * MiB), .request_role_known = true,
+    .request_role = OL_ROLE_activations, .batch = 0, .batch_given = 12, .restarts = 1},
+   OL_OOM_activations},
   {"first step, no frames: by timing, before the first free",
    {.capacity = 12 * GiB, .device_free = 0, NO_BLOCKS, .request = 256 * MiB,
     .reserved = 11 * GiB, .allocated = 11 * GiB, .iterations = 0,
@@ -1075,6 +1084,30 @@ START_TEST(the_json_names_where_the_state_is_from)
     ck_assert_msg(strstr(json.data, want), "%s: %s", told[i].name, json.data);
     ol_buf_free(&json);
   }
+}
+END_TEST
+
+/* A job that began again after an OOM (a batch size search): the figures
+ * are shares, the paragraph says why, and does not ask for --batch, which
+ * was given; the JSON carries both. */
+START_TEST(a_job_begun_again_gives_shares_of_its_batch)
+{
+  const char *name = "first step of a job that began again after an OOM, at a batch not known";
+  ol_buf_t text = {0};
+  explain_named(name, &text);
+  ck_assert_msg(strstr(text.data, "loaded it again (1 time)") &&
+                  strstr(text.data, "may no longer be the 12 it was given") &&
+                  strstr(text.data, "% of the current one") &&
+                  !strstr(text.data, "give the batch with --batch N") &&
+                  strstr(text.data, "(99% with none)"), /* never more than the batch that failed */
+                "%s", text.data);
+  ol_buf_free(&text);
+  const ol_oom_record_t *r = case_named(name);
+  ol_buf_t json = {0};
+  ol_oom_json(&json, r, ol_oom_classify(r), test_namer, NULL);
+  ck_assert_msg(strstr(json.data, "\"batch\": 0, ") &&
+                  strstr(json.data, "\"batch_given\": 12, \"restarts\": 1"), "%s", json.data);
+  ol_buf_free(&json);
 }
 END_TEST
 
@@ -2080,6 +2113,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, a_leak_in_steps_says_what_grew);
   tcase_add_test(classes, a_leak_of_one_kept_block_says_so);
   tcase_add_test(classes, a_step_s_block_kept_out_at_a_larger_iteration_says_so);
+  tcase_add_test(classes, a_job_begun_again_gives_shares_of_its_batch);
   tcase_add_test(classes, more_past_a_repeat_says_both_readings);
   tcase_add_test(classes, the_json_names_where_the_state_is_from);
   tcase_add_test(classes, a_tensor_kept_since_the_last_iteration_says_so);
