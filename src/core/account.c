@@ -251,6 +251,35 @@ void ol_account_mapped(ol_account_t *a, int device, int64_t delta)
  * last attempt's figures are the ones that count), anything else settles
  * it. One rule for the live tracker and every reader of a trace. */
 
+/* The weights by role live on a device now; 0 where no role is known. */
+static int64_t weights_now(const ol_account_t *a, int d)
+{
+  bool known = false;
+  int64_t roles[OL_ROLE_COUNT];
+  ol_account_role_bytes(a, d, OL_SITES_BY_CURRENT, &known, roles);
+  return known ? roles[OL_ROLE_weights] : 0;
+}
+
+/* A job that goes on after an out-of-memory may drop all it had loaded
+ * and load it again (a batch size search, as Hugging Face's
+ * auto_find_batch_size does it: the model and optimizer made anew at half
+ * the batch): watched from its failure, by what is left of the load (the
+ * blocks made before the first free), told when it falls under an eighth
+ * of what was left at the failure (not where its allocator's retry was
+ * served). A job that keeps its model (one that skips the
+ * batch that ran out) never comes near. */
+#define RESTART_SHARE 8
+
+/* Set at the failure, before the job can free anything: where nothing
+ * settles it at once (a program whose allocator may retry), its verdict
+ * comes at the next request, after the frees. */
+static void watch_for_restart(ol_account_t *a, int d)
+{
+  ol_account_device_t *ad = &a->devices[d];
+  ad->restart_below = ad->stats.phases.before_free_live / RESTART_SHARE;
+  ad->restart_weights = weights_now(a, d);
+}
+
 /* An out-of-memory is a failed allocation too: the trace's oom events are
  * all a trace knows of failures, so the tracker counts only the others
  * (the driver refusing for another reason) itself. */
@@ -263,6 +292,7 @@ ol_oom_verdict_t ol_account_oom_at(ol_account_t *a, int device, uint64_t request
   ol_oom_verdict_t verdict = OL_VERDICT_NONE;
   if (ad->wait.request && ad->wait.request != request && ol_account_oom_settle(a, d))
     verdict = OL_VERDICT_OOM;
+  watch_for_restart(a, d);
   int64_t failures = ad->wait.request == request ? ad->wait.failures : 0;
   ad->wait = (ol_oom_wait_t){.request = request ? request : 1 /* 0 means none */,
                              .failures = failures + 1, .t_ns = t_ns, .wall_unix = wall_unix};
@@ -529,26 +559,9 @@ ol_oom_verdict_t ol_account_served(ol_account_t *a, int device, uint64_t size)
     return ol_account_oom_settle(a, device) ? OL_VERDICT_OOM : OL_VERDICT_NONE;
   ad->stats.recovered_allocs += ad->wait.failures;
   ad->wait = (ol_oom_wait_t){0};
+  ad->restart_below = 0; /* no OOM: the job had nothing to begin again from */
   return OL_VERDICT_RECOVERED;
 }
-
-/* The weights by role live on a device now; 0 where no role is known. */
-static int64_t weights_now(const ol_account_t *a, int d)
-{
-  bool known = false;
-  int64_t roles[OL_ROLE_COUNT];
-  ol_account_role_bytes(a, d, OL_SITES_BY_CURRENT, &known, roles);
-  return known ? roles[OL_ROLE_weights] : 0;
-}
-
-/* A job that goes on after an out-of-memory may drop all it had loaded
- * and load it again (a batch size search, as Hugging Face's
- * auto_find_batch_size does it: the model and optimizer made anew at half
- * the batch): watched from here, by what is left of the load (the blocks
- * made before the first free), told when it falls under an eighth of what
- * was left at the failure. A job that keeps its model (one that skips the
- * batch that ran out) never comes near. */
-#define RESTART_SHARE 8
 
 bool ol_account_oom_settle(ol_account_t *a, int device)
 {
@@ -557,8 +570,6 @@ bool ol_account_oom_settle(ol_account_t *a, int device)
   if (!w.request)
     return false;
   ad->wait = (ol_oom_wait_t){0};
-  ad->restart_below = ad->stats.phases.before_free_live / RESTART_SHARE;
-  ad->restart_weights = weights_now(a, ol_account_clamp(device));
   ad->stats.num_ooms++;
   ad->stats.last_oom_request = w.request;
   if (w.wall_unix > 0) {
@@ -979,3 +990,4 @@ bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_st
   ol_account_note(a, d, t);
   return true;
 }
+

@@ -310,6 +310,31 @@ START_TEST(recorded_gpt2_within_two_percent)
 }
 END_TEST
 
+/* A program that goes on after its OOMs and loads its weights again
+ * (tests/data/restart_search.csv.gz: two attempts, each a 512 MiB load, a
+ * 16 MiB input freed, 768 MiB of activations and a refused 1 GiB, then all
+ * freed): no allocator of PyTorch's settles its failure at once, so the
+ * verdict comes at the next request, after the frees. The second attempt
+ * is read from its own start (its load the state by timing again), and
+ * --batch is not taken as its batch (the first build watched for the new
+ * start from the verdict, after the frees: restarts 0, the state 0). */
+START_TEST(a_job_that_loads_again_after_its_oom_is_read_from_its_start)
+{
+  const char *env[] = {"OOMLENS_MANAGE=1", "SIMCU_CAPACITY=140G", "OOMLENS_CAPACITY=2G",
+                       "OOMLENS_BATCH=8", NULL};
+  harness_run_t run;
+  harness_play_trace(&run, "restart_search.csv.gz", env);
+  ol_json_t *r = harness_report(run.pid);
+  ck_assert_ptr_nonnull(r);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 2);
+  ck_assert_int_eq(harness_int(r, DEV "oom.restarts"), 1);
+  ck_assert_int_eq(harness_int(r, DEV "oom.batch_given"), 8);
+  ck_assert_int_eq(harness_int(r, DEV "oom.batch"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "oom.before_first_free_live"), 512 << 20);
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(no_unmap_under_running_kernel)
 {
   /* _i: one chunk per physical allocation, then extents of up to 8 */
@@ -676,6 +701,7 @@ static Suite *manage_suite(void)
   tcase_add_loop_test(tc, freed_memory_comes_back_under_pressure, 0, 2);
   tcase_add_test(tc, no_vmm_falls_back_to_the_driver);
   tcase_add_test(tc, recorded_gpt2_within_two_percent);
+  tcase_add_test(tc, a_job_that_loads_again_after_its_oom_is_read_from_its_start);
   tcase_add_loop_test(tc, no_unmap_under_running_kernel, 0, 2);
   tcase_add_loop_test(tc, trimmed_memory_moves_where_wanted, 0, 3);
   tcase_add_test(tc, retirements_beyond_the_slots_wait_without_a_sync);
