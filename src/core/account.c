@@ -990,4 +990,3 @@ bool ol_account_apply(ol_account_t *a, const ol_trace_event_t *ev, ol_account_st
   ol_account_note(a, d, t);
   return true;
 }
-
