@@ -891,10 +891,30 @@ static bool pieces_may_be_a_leaks(const ol_oom_record_t *r)
   return r->managed && loop_unseen(r);
 }
 
+/* Our pool refused a request that one of its free blocks holds twice
+ * over, with twice the request free and mapped: the failure is the
+ * pool's, not the job's, and no class of the job's memory is true of it
+ * (held-out auto_batch_fits under --manage, 2026-12-06: after two OOMs of
+ * a batch size search, batch 4, which fits, ran out with a free block of
+ * 4.6 GB and 5.5 GB free for a request of 823 MB, and was told
+ * activations). A block that only just holds it is the pool's ordinary
+ * refusal: its memory is address space, and the granules it would map
+ * pass the cap where the free memory mapped elsewhere shares its granules
+ * with live blocks (the corpus's metric_leak, gradpenalty_batch and
+ * vit_switch_state ran out with a free block 1.03-1.12 times the request). */
+static bool pool_failed(const ol_oom_record_t *r)
+{
+  uint64_t twice = r->request > UINT64_MAX / 2 ? UINT64_MAX : 2 * r->request;
+  return r->managed && r->largest_free_block >= 0 && r->free_reserved >= 0 &&
+         (uint64_t)r->largest_free_block >= twice && (uint64_t)r->free_reserved >= twice;
+}
+
 ol_oom_class_t ol_oom_classify(const ol_oom_record_t *r)
 {
   if (r->request > r->capacity) /* unsigned: 2^64 - 1 is the largest request, not -1 */
     return OL_OOM_impossible;
+  if (pool_failed(r))
+    return OL_OOM_undetermined;
   state_t s = state_of(r);
   if (pieces_to_blame(r, s) && !pieces_are_the_leaks(r, s) && !pieces_may_be_a_leaks(r))
     return OL_OOM_fragmentation;
@@ -1972,6 +1992,15 @@ static void advise_loop_unseen(ol_buf_t *out, const ol_oom_record_t *r)
 
 static void advise_undetermined(ol_buf_t *out, const ol_oom_record_t *r)
 {
+  char a[32];
+  if (pool_failed(r)) {
+    ol_buf_printf(out, "oomlens's pool held a free block of %s, which holds the request, and "
+                  "did not serve it: this failure is oomlens's own under --manage, not the "
+                  "job's memory. Run the job without --manage (PyTorch's cache serves it "
+                  "then), and attach this report and its trace (--trace) to a ticket for "
+                  "oomlens.", size_text(a, r->largest_free_block));
+    return;
+  }
   if (kept_unexplained(r)) {
     advise_kept_unexplained(out, r);
     return;

@@ -130,6 +130,16 @@ static const class_case_t class_cases[] = {
    {VARLEN_LEAK_REST, .managed = true, .capacity = 8 * GiB, .reserved = 5113355380,
     .free_reserved = 1900000000},
    OL_OOM_fragmentation},
+  /* Held-out auto_batch_fits under --manage (H200, 12G): after two OOMs
+   * of its batch size search, batch 4 ran out with a free block of the
+   * pool's larger than the request; told activations before */
+  {"our pool refused a request one of its free blocks holds",
+   {.capacity = 12 * GiB, .device_free = -1, .request = 823410688, .reserved = 12232687616,
+    .allocated = 6060000000, .free_reserved = 5463925248, .largest_free_block = 4624616448,
+    .external = 650969088, .iterations = 0, .before_first_free = 500 * MiB,
+    .iteration_need = -1, ROLES(492555264, 0, 0, 5567444736), .request_role_known = true,
+    .request_role = OL_ROLE_activations, .managed = true, .restarts = 2, .batch_given = 16},
+   OL_OOM_undetermined},
   {"another process holds most of the device",
    {BASE, NO_BLOCKS, .request = 2 * GiB, .reserved = 6 * GiB, .allocated = 6 * GiB, .external = 9 * GiB,
     .iterations = 3, .persistent = 2 * GiB}, OL_OOM_external},
@@ -1084,6 +1094,17 @@ START_TEST(the_json_names_where_the_state_is_from)
     ck_assert_msg(strstr(json.data, want), "%s: %s", told[i].name, json.data);
     ol_buf_free(&json);
   }
+}
+END_TEST
+
+/* Our pool's own failure is said as such, with what to do. */
+START_TEST(the_pool_s_own_failure_is_said)
+{
+  ol_buf_t text = {0};
+  explain_named("our pool refused a request one of its free blocks holds", &text);
+  ck_assert_msg(strstr(text.data, "free block of 4.31 GiB") &&
+                  strstr(text.data, "oomlens's own under --manage"), "%s", text.data);
+  ol_buf_free(&text);
 }
 END_TEST
 
@@ -2114,6 +2135,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, a_leak_of_one_kept_block_says_so);
   tcase_add_test(classes, a_step_s_block_kept_out_at_a_larger_iteration_says_so);
   tcase_add_test(classes, a_job_begun_again_gives_shares_of_its_batch);
+  tcase_add_test(classes, the_pool_s_own_failure_is_said);
   tcase_add_test(classes, more_past_a_repeat_says_both_readings);
   tcase_add_test(classes, the_json_names_where_the_state_is_from);
   tcase_add_test(classes, a_tensor_kept_since_the_last_iteration_says_so);
