@@ -1057,9 +1057,16 @@ static int64_t room_with_headroom(const ol_batch_figure_t *f)
   return left_for_batches(f, percent_of(f->available, 100 - HEADROOM_PERCENT));
 }
 
+/* What a figure counts the failed batch as: its samples, or, the batch not
+ * known, 1000 (the figures are then per mille of it). */
+static int64_t batch_unit(const ol_batch_figure_t *f)
+{
+  return f->batch > 0 ? f->batch : 1000;
+}
+
 void ol_batch_figure_solve(ol_batch_figure_t *f)
 {
-  int64_t unit = f->batch > 0 ? f->batch : 1000;
+  int64_t unit = batch_unit(f);
   f->fits = scaled(unit, left_for_batches(f, f->available), f->need);
   f->fits_headroom = scaled(unit, room_with_headroom(f), f->need);
 }
@@ -1083,7 +1090,7 @@ static int64_t first_step_need(const ol_oom_record_t *r, int64_t now)
  * with none"). */
 static void below_failed_batch(ol_batch_figure_t *f)
 {
-  int64_t failed = f->batch > 0 ? f->batch : 1000; /* not known: per mille of it */
+  int64_t failed = batch_unit(f);
   f->fits = f->fits < failed ? f->fits : failed - 1;
   f->fits_headroom = f->fits_headroom < f->fits ? f->fits_headroom : f->fits;
 }
