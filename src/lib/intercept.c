@@ -146,13 +146,36 @@ static bool pool_gave_back(bool out_of_memory, int device)
 }
 
 /* OOMLENS_CAPACITY: a request the smaller device could not hold fails as
- * the driver fails one, without reaching it. */
+ * the driver fails one, without reaching it; first, as when the driver
+ * refuses, the pool's free memory goes back (a request the pool did not
+ * serve was refused while the pool held gigabytes free: held-out
+ * auto_batch_fits, session 32). */
 static bool over_capacity(int device, size_t size, ol_kind_t kind)
 {
   if (size == 0 || ol_capacity_allows(device, size))
     return false;
+  if (pool_gave_back(true, device) && ol_capacity_allows(device, size))
+    return false;
   failed(device, size, kind, true);
   return true;
+}
+
+/* Manage mode: the pool serves a thread only while a context is current
+ * there (its mappings and fences are the context's). The runtime binds a
+ * thread to its device's primary context at the thread's first call that
+ * needs one, so a runtime request on a thread not bound yet would have
+ * been bound by the real call: bind it first, once a thread. PyTorch's
+ * autograd thread is such a thread until its first kernel (c10's
+ * SetDevice skips cudaSetDevice for the device already current): its first
+ * request, a gradient of the logits, went to the driver, and under a cap
+ * that the pool's free memory filled it was refused at every batch size
+ * (held-out auto_batch_fits, session 32). */
+static _Thread_local bool runtime_bound;
+
+static void bind_runtime_thread(void)
+{
+  if (!runtime_bound && ol_manage_on())
+    runtime_bound = ol_prim_bind_runtime_context();
 }
 
 cudaError_t ol_on_cudaMalloc(void **ptr, size_t size)
@@ -163,6 +186,8 @@ cudaError_t ol_on_cudaMalloc(void **ptr, size_t size)
   bool track = enter();
   int device = track ? ol_prim_current_device_runtime() : 0;
   uint64_t addr;
+  if (track)
+    bind_runtime_thread();
   if (track && ptr && managed_alloc(device, size, &addr)) {
     *ptr = (void *)(uintptr_t)addr;
     leave();
@@ -218,6 +243,8 @@ static cudaError_t malloc_async(ol_fn_t fn, void **ptr, size_t size, cudaStream_
   bool track = enter();
   int device = track ? ol_prim_current_device_runtime() : 0;
   uint64_t addr;
+  if (track)
+    bind_runtime_thread();
   if (track && ptr &&
       managed_alloc_async(device, size, (void *)stream, fn == OL_FN_cudaMallocAsync_ptsz, &addr)) {
     *ptr = (void *)(uintptr_t)addr;

@@ -451,6 +451,14 @@ bool ol_prim_has_context(void)
          helper.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != NULL;
 }
 
+bool ol_prim_bind_runtime_context(void)
+{
+  if (ol_prim_has_context())
+    return true;
+  ol_pfn_cudaFree free_nothing = OL_REAL(cudaFree);
+  return free_nothing && free_nothing(NULL) == cudaSuccess && ol_prim_has_context();
+}
+
 int ol_prim_stream_idle(void *stream)
 {
   if (!helper.cuStreamQuery)

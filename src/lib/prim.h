@@ -74,6 +74,9 @@ void *ol_prim_python_symbol(const char *name); /* from the loaded CPython, or NU
 void *ol_prim_open_library(const char *soname); /* dlopen, local; NULL if absent */
 uint64_t ol_prim_device_total_memory(int device); /* 0 if unknown */
 bool ol_prim_has_context(void);                   /* a CUDA context is current */
+/* Binds the calling thread to the runtime's context as the runtime's first
+ * call on it would (cudaFree(NULL)); true when a context is current then. */
+bool ol_prim_bind_runtime_context(void);
 
 
 #endif

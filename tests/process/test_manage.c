@@ -513,6 +513,36 @@ START_TEST(pool_gives_back_when_the_driver_refuses)
 }
 END_TEST
 
+/* Held-out auto_batch_fits (session 32): PyTorch's autograd thread has no
+ * context current until its first kernel, so its first request went to the
+ * driver, and under a cap the pool's free memory filled it was refused at
+ * every batch size. The thread is bound as the runtime would bind it, and
+ * the pool serves it. */
+START_TEST(a_thread_not_yet_bound_is_served_by_the_pool)
+{
+  const char *extra[] = {"OOMLENS_CAPACITY=256M", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("unbound_thread", extra, &run);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "calls.manage_fallbacks"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
+/* A request the pool does not serve, refused by OOMLENS_CAPACITY while the
+ * pool holds free memory: the pool gives it back first, as when the
+ * driver refuses. */
+START_TEST(the_pool_gives_back_under_a_capacity)
+{
+  const char *extra[] = {"OOMLENS_CAPACITY=256M", NULL};
+  harness_run_t run;
+  ol_json_t *r = run_managed("create_under_capacity", extra, &run);
+  ck_assert_int_eq(harness_int(r, DEV "num_ooms"), 0);
+  ck_assert_int_eq(harness_int(r, DEV "calls.failed_allocs"), 0);
+  ol_json_free(r);
+}
+END_TEST
+
 START_TEST(destroyed_stream_keeps_its_fence)
 {
   const char *extra[] = {"OOMLENS_CAPACITY=256M", NULL};
@@ -713,6 +743,8 @@ static Suite *manage_suite(void)
   tcase_add_test(tc, capacity_limits_the_pool);
   tcase_add_test(tc, capacity_sees_a_process_that_arrives_later);
   tcase_add_test(tc, pool_gives_back_when_the_driver_refuses);
+  tcase_add_test(tc, a_thread_not_yet_bound_is_served_by_the_pool);
+  tcase_add_test(tc, the_pool_gives_back_under_a_capacity);
   tcase_add_test(tc, destroyed_stream_keeps_its_fence);
   tcase_add_test(tc, held_frees_come_back_before_the_pool_grows);
   tcase_add_test(tc, a_held_block_serves_the_next_request);

@@ -663,6 +663,55 @@ static int driver_after_pool(void)
   return 0;
 }
 
+/* Under OOMLENS_CAPACITY=256M, the pool holds 192 MiB free (mapped, as
+ * it keeps what a step used) when a thread that has made no runtime call
+ * yet, and so has no context current (PyTorch's autograd thread before its
+ * first kernel), asks for 128 MiB: the pool must serve it from that free
+ * memory. It went to the driver, past a cap the pool's free memory
+ * filled, and was refused. */
+static void *ask_unbound(void *unused)
+{
+  (void)unused;
+  void *a;
+  CUcontext ctx = (CUcontext)1;
+  CHECK(cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx == NULL); /* the case itself */
+  if (cudaMalloc(&a, 128 * MiB) != cudaSuccess)
+    return (void *)1;
+  CHECK(cudaFree(a) == cudaSuccess);
+  return NULL;
+}
+
+static int unbound_thread(void)
+{
+  void *a, *result = (void *)1;
+  pthread_t t;
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  CHECK(cudaMalloc(&a, 192 * MiB) == cudaSuccess);
+  CHECK(cudaFree(a) == cudaSuccess);
+  CHECK(pthread_create(&t, NULL, ask_unbound, NULL) == 0);
+  pthread_join(t, &result);
+  CHECK(result == NULL);
+  return 0;
+}
+
+/* Under OOMLENS_CAPACITY=256M, the pool holds 192 MiB free when the job
+ * asks the driver itself (cuMemCreate, which the pool never serves) for
+ * 128 MiB: the smaller device refuses as the real one would, and the pool
+ * gives its free memory back first, as it does when the driver refuses. */
+static int create_under_capacity(void)
+{
+  void *a;
+  CHECK(cudaFree(NULL) == cudaSuccess);
+  CHECK(cudaMalloc(&a, 192 * MiB) == cudaSuccess);
+  CHECK(cudaFree(a) == cudaSuccess);
+  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+  CUmemGenericAllocationHandle h;
+  CHECK(cuMemCreate(&h, 128 * MiB, &prop, 0) == CUDA_SUCCESS);
+  CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+  return 0;
+}
+
 /* Free memory in more separate runs than manage.c keeps retirements for,
  * all of it still under a running kernel's queue, given back at once to
  * serve a request the device holds only without them: each run retires
@@ -737,6 +786,8 @@ int main(int argc, char **argv)
   if (!strcmp(s, "held_before_growing")) return held_before_growing();
   if (!strcmp(s, "held_block_reused")) return held_block_reused();
   if (!strcmp(s, "many_retirements")) return many_retirements();
+  if (!strcmp(s, "unbound_thread")) return unbound_thread();
+  if (!strcmp(s, "create_under_capacity")) return create_under_capacity();
   fprintf(stderr, "manage_prog: unknown scenario %s\n", s);
   return 2;
 }

@@ -332,13 +332,19 @@ cudaError_t CUDARTAPI cudaSetDevice(int device)
     return rt_ret(e);
 }
 
+/* As the real runtime: the thread's device, binding no context to the
+ * thread (c10's SetDevice asks it on a new thread and, finding the device
+ * it wants, binds none: PyTorch's autograd thread). */
 cudaError_t CUDARTAPI cudaGetDevice(int *device)
 {
-    cudaError_t e = device ? rt_enter() : cudaErrorInvalidValue;
+    cudaError_t e = device ? rt_loaded() : cudaErrorInvalidValue;
+    CUcontext cur = NULL;
     if (!e && tls_device >= 0)
         *device = tls_device;
+    else if (!e && DRV(ctx_get_current)(&cur) == CUDA_SUCCESS && cur)
+        e = rt_error(DRV(ctx_get_device)(device, NULL)); /* a context set with the driver API */
     else if (!e)
-        e = rt_error(DRV(ctx_get_device)(device, NULL));
+        *device = 0;
     return rt_ret(e);
 }
 
