@@ -290,7 +290,8 @@ static void print_oom(const ol_replay_result_t *r)
    * for the same reason, the recorded paragraph above is the one to read
    * (its figures count what the job's device held outside the allocator;
    * a second paragraph from the replayed device differed in them). */
-  if (r->recorded && o->recorded && o->cause == r->recorded_oom.cause) {
+  if (r->recorded && o->recorded && o->line == r->recorded_oom.line &&
+      o->cause == r->recorded_oom.cause) {
     printf("  why:            as for the recorded OOM above (%s)\n", ol_oom_class_name(o->cause));
     return;
   }

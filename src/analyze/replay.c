@@ -46,6 +46,7 @@ typedef struct replay {
   bool reuse_held;              /* ... but for pool_held, with options.reuse_held */
   bool managed;                 /* the trace's header says manage=1 */
   uint64_t driver_segment;      /* the address of a segment_alloc just read, 0 none */
+  bool stopped; /* the policy ran out and the replay ended there */
   /* Frees the account has counted but the policy has not yet been given:
    * the live pool's pool_held line for one comes after its free. Given to
    * the policy, oldest first, before its next allocation. */
@@ -576,14 +577,15 @@ static int apply(replay_t *r, const ol_trace_event_t *ev)
   return served;
 }
 
-/* The policy ran out where the recorded job failed too: the replay stops
+/* The policy ran out where the recorded job had not: the replay stops
  * there (its figures are the policy's moment), but the job's verdict on
- * that failure lies ahead: the next request, its oom_context line, or the
- * trace's end. Nothing else read is counted. */
+ * its own waiting failure, if any, lies ahead: the next request, its
+ * oom_context line, or the trace's end. Nothing else read is counted. */
 static int verdict_after_stop(replay_t *r, ol_trace_t *trace, ol_error_t *err)
 {
   ol_trace_event_t ev;
   int got = 0;
+  r->stopped = true;
   const ol_replay_extras_t *x = r->extras;
   while (ol_account_waiting(r->account, 0) && (got = ol_trace_next(trace, &ev, err)) == 1) {
     if (x->device >= 0 && ev.device != x->device)
@@ -602,6 +604,123 @@ static int verdict_after_stop(replay_t *r, ol_trace_t *trace, ol_error_t *err)
   return 0;
 }
 
+/* ---- a job that went on from its OOM ----------------------------------- */
+
+/* Events read past the job's OOM, kept until its next request says
+ * whether it went on (a copy: the reader's frames and context last until
+ * its next call; none of these events is read for its frames). */
+typedef struct kept_event {
+  ol_trace_event_t ev;
+  ol_oom_record_t context;
+} kept_event_t;
+
+typedef struct kept_events {
+  kept_event_t *items;
+  size_t count, cap;
+} kept_events_t;
+
+static bool keep_event(kept_events_t *k, const ol_trace_event_t *ev)
+{
+  if (k->count == k->cap) {
+    size_t cap = k->cap ? k->cap * 2 : 64;
+    kept_event_t *grown = realloc(k->items, cap * sizeof *grown);
+    if (!grown)
+      return false;
+    k->items = grown;
+    k->cap = cap;
+  }
+  kept_event_t *e = &k->items[k->count++];
+  e->ev = *ev;
+  e->ev.frames = NULL;
+  e->ev.frames_len = 0;
+  if (ev->context)
+    e->context = *ev->context;
+  return true;
+}
+
+/* Reads on past the job's OOM to its next request: 1 and *next the
+ * request (the job went on: a batch size search, a trainer that skips the
+ * batch), 0 the trace's end (the job ended with its OOM), -1 out of host
+ * memory. A trace that cannot be read on ends there (the replay's answer
+ * stands). */
+static int next_request(replay_t *r, ol_trace_t *trace, kept_events_t *kept,
+                        ol_trace_event_t *next, ol_error_t *err)
+{
+  int got;
+  const ol_replay_extras_t *x = r->extras;
+  while ((got = ol_trace_next(trace, next, err)) == 1) {
+    if (x->device >= 0 && next->device != x->device)
+      continue;
+    if (next->action == OL_TRACE_ALLOC || next->action == OL_TRACE_OOM)
+      return 1;
+    if (!keep_event(kept, next))
+      return -1;
+  }
+  if (got < 0)
+    ol_error_clear(err);
+  return 0;
+}
+
+/* The job ended with its OOM: as at a stop, the verdict only (its
+ * oom_context line, or the end); its frees at exit are not counted, so
+ * the figures stay those of the OOM. */
+static void ended_at_oom(replay_t *r, const kept_events_t *kept)
+{
+  r->stopped = true;
+  for (size_t i = 0; i < kept->count && ol_account_waiting(r->account, 0); i++) {
+    kept_event_t *e = &kept->items[i];
+    e->ev.context = &e->context;
+    if (e->ev.action == OL_TRACE_OOM_CONTEXT)
+      on_context(r, &e->ev);
+  }
+  if (ol_account_waiting(r->account, 0) && ol_account_oom_settle(r->account, 0))
+    recorded_settled(r, NULL);
+}
+
+/* One event counted and applied: 1 go on, 0 the policy ran out, -1 out
+ * of host memory. */
+static int step(replay_t *r, const ol_trace_event_t *ev)
+{
+  if (!ol_trace_action_is_line(ev->action))
+    r->result->events++;
+  return apply(r, ev);
+}
+
+/* The policy was refused the request the job was refused. The replay goes
+ * on as the job did, so that the OOM diagnosed last is the job's last, as
+ * in the live report: what came between (frees, the job's oom_context
+ * line) is applied, then the next request. 1 go on, 0 stopped (the job
+ * ended there, or the policy ran out where the job had not), -1 out of
+ * host memory. */
+static int past_the_job_s_oom(replay_t *r, ol_trace_t *trace, ol_error_t *err)
+{
+  kept_events_t kept = {0};
+  ol_trace_event_t next;
+  bool ended = false;
+  int rc;
+  for (;;) {
+    kept.count = 0;
+    rc = next_request(r, trace, &kept, &next, err);
+    if (rc == 0) {
+      ended = true;
+      ended_at_oom(r, &kept);
+      break;
+    }
+    for (size_t i = 0; rc == 1 && i < kept.count; i++) {
+      kept.items[i].ev.context = &kept.items[i].context;
+      rc = step(r, &kept.items[i].ev);
+    }
+    if (rc == 1)
+      rc = step(r, &next);
+    if (rc != 0 || next.action != OL_TRACE_OOM)
+      break; /* refused again at the job's next OOM: read on again */
+  }
+  free(kept.items);
+  if (rc == 0 && !ended) /* refused a request the job was served */
+    return verdict_after_stop(r, trace, err);
+  return rc;
+}
+
 static int run(replay_t *r, ol_trace_t *trace, const char *path, ol_error_t *err)
 {
   ol_trace_event_t ev;
@@ -613,16 +732,17 @@ static int run(replay_t *r, ol_trace_t *trace, const char *path, ol_error_t *err
       x->progress(ol_trace_progress(trace), x->progress_arg);
     if (x->device >= 0 && ev.device != x->device)
       continue;
-    if (!ol_trace_action_is_line(ev.action))
-      r->result->events++;
-    int step = apply(r, &ev);
-    if (step < 0) {
+    int rc = step(r, &ev);
+    if (rc == 0)
+      rc = ev.action == OL_TRACE_OOM ? past_the_job_s_oom(r, trace, err)
+                                     : verdict_after_stop(r, trace, err);
+    if (rc < 0) {
       ol_fail(err, OL_EXIT_FAILURE, "%s:%llu: out of host memory", path,
               (unsigned long long)ev.line);
       return -1;
     }
-    if (step == 0)
-      return verdict_after_stop(r, trace, err);
+    if (rc == 0)
+      return 0;
   }
   if (got == 0 && ol_account_oom_settle(r->account, 0))
     recorded_settled(r, NULL); /* the trace ends on a failure: the job's last word */
@@ -679,8 +799,8 @@ int ol_replay_file_with(const char *path, const ol_policy_ops_t *ops,
     rc = ol_trace_finish(trace, extras->device, result->note, sizeof result->note, err);
   if (rc == 0 && extras->progress)
     extras->progress(1.0, extras->progress_arg);
-  if (rc == 0 && !result->oom)
-    ops->stats(r.policy, &result->stats);
+  if (rc == 0 && !r.stopped)
+    ops->stats(r.policy, &result->stats); /* at the trace's end */
   else if (rc == 0)
     result->stats = result->oom_at.stats;
   result->recovered_allocs = (uint64_t)r.account->devices[0].stats.recovered_allocs;

@@ -56,7 +56,7 @@ typedef struct ol_replay_recorded {
 void ol_replay_attempt_record(const ol_account_t *a, uint64_t request, ol_oom_record_t *out);
 
 typedef struct ol_replay_result {
-  uint64_t events;        /* events read (all actions), up to the OOM if any */
+  uint64_t events;        /* events read (all actions), up to where the replay stopped */
   uint64_t allocs, frees; /* served by the policy */
   uint64_t unknown_frees; /* free_completed of an address never allocated: skipped */
   uint64_t zero_allocs;   /* alloc of 0 bytes: nothing to allocate */
@@ -69,13 +69,16 @@ typedef struct ol_replay_result {
    * every export count it: the requests it was refused are not in it (the
    * policy's stats.allocated_peak counts them, served for an instant). */
   int64_t peak_requested;
-  ol_policy_stats_t stats;  /* the policy's at the end (or at the OOM) */
+  ol_policy_stats_t stats;  /* the policy's at the trace's end, or where it stopped */
   bool oom;
   ol_replay_oom_t oom_at; /* set when oom */
   /* The recorded job's own OOMs (its allocator's retries recovered are
    * not OOMs: recovered_allocs): the last of them diagnosed, when any.
-   * The trace is read to its end for them, also past the policy's own
-   * out-of-memory (then with the account alone). */
+   * Where the policy is refused what the job was refused and the job went
+   * on (it asked for memory again), the replay goes on with it, oom_at
+   * then the policy's last refusal; where the job ended there, or the
+   * policy is refused what the job was served, the replay stops and
+   * reads on only for the job's verdict on its waiting failure. */
   uint64_t recorded_ooms, recovered_allocs;
   bool recorded;
   ol_replay_recorded_t recorded_oom; /* set when recorded */

@@ -318,10 +318,49 @@ END_TEST
  * is read from its own start (its load the state by timing again), and
  * --batch is not taken as its batch (the first build watched for the new
  * start from the verdict, after the frees: restarts 0, the state 0). */
+static ol_json_t *replay_of(const char *trace, const char *flag, const char *value)
+{
+  const char *argv[] = {harness_env("OOMLENS_TEST_CLI"), "replay", trace, "--json", flag, value,
+                        NULL};
+  harness_run_t run;
+  harness_exec(&run, false, NULL, argv);
+  ck_assert_msg(run.status == 0, "replay exited %d:\n%s", run.status, run.out);
+  char err[256];
+  ol_json_t *p = ol_json_parse(run.out, strlen(run.out), err, sizeof err);
+  ck_assert_msg(p, "%s in %s", err, run.out);
+  return p;
+}
+
+/* The live figures of a job's last OOM (DEV "oom.") and those its trace's
+ * replay gives its recorded OOM (recorded_oom.diagnosis.) are the same. */
+static void same_last_oom(ol_json_t *live, ol_json_t *replay)
+{
+  static const char *const keys[] = {"request", "class", "restarts", "batch", "batch_given",
+                                     "before_first_free_live", "allocated", "reserved"};
+  for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+    char at_live[128], at_replay[128];
+    snprintf(at_live, sizeof at_live, DEV "oom.%s", keys[i]);
+    snprintf(at_replay, sizeof at_replay, "recorded_oom.diagnosis.%s", keys[i]);
+    const ol_json_t *a = ol_json_path(live, at_live), *b = ol_json_path(replay, at_replay);
+    ck_assert_msg(a && b, "%s: live %p, replay %p", keys[i], (void *)a, (void *)b);
+    if (ol_json_kind(a) == OL_JSON_STRING)
+      ck_assert_str_eq(ol_json_string(a), ol_json_string(b));
+    else
+      ck_assert_msg(ol_json_path_int64(live, at_live, -1) ==
+                      ol_json_path_int64(replay, at_replay, -2),
+                    "%s: live %lld, replay %lld", keys[i],
+                    (long long)ol_json_path_int64(live, at_live, -1),
+                    (long long)ol_json_path_int64(replay, at_replay, -2));
+  }
+}
+
 START_TEST(a_job_that_loads_again_after_its_oom_is_read_from_its_start)
 {
+  char trace[512], trace_env[600];
+  snprintf(trace, sizeof trace, "%s/job.trace", harness_dir());
+  snprintf(trace_env, sizeof trace_env, "OOMLENS_TRACE=%s", trace);
   const char *env[] = {"OOMLENS_MANAGE=1", "SIMCU_CAPACITY=140G", "OOMLENS_CAPACITY=2G",
-                       "OOMLENS_BATCH=8", NULL};
+                       "OOMLENS_BATCH=8", trace_env, NULL};
   harness_run_t run;
   harness_play_trace(&run, "restart_search.csv.gz", env);
   ol_json_t *r = harness_report(run.pid);
@@ -331,6 +370,13 @@ START_TEST(a_job_that_loads_again_after_its_oom_is_read_from_its_start)
   ck_assert_int_eq(harness_int(r, DEV "oom.batch_given"), 8);
   ck_assert_int_eq(harness_int(r, DEV "oom.batch"), 0);
   ck_assert_int_eq(harness_int(r, DEV "oom.before_first_free_live"), 512 << 20);
+  /* Its trace replayed: the job went on from its first OOM, and so does
+   * the replay, to the second, the live report's (it stopped at the
+   * first: restarts 0). */
+  ol_json_t *p = replay_of(trace, "--batch", "8");
+  ck_assert_int_eq(ol_json_path_int64(p, "recorded_ooms", -1), 2);
+  same_last_oom(r, p);
+  ol_json_free(p);
   ol_json_free(r);
 }
 END_TEST

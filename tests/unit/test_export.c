@@ -582,8 +582,16 @@ START_TEST(replay_reads_our_trace)
   ol_json_t *r = replay_json(t, "");
   ck_assert_int_eq(ol_json_path_int64(r, "capacity", -1), 1073741824);
   ck_assert_int_eq(ol_json_path_int64(r, "peak_allocated", -1), 3 * MiB + MiB / 2);
-  /* The recorded 8 GiB request cannot fit the 1 GiB device either: the
-   * replay stops there, at its 9th event, after 4 allocations. */
+  /* The recorded 8 GiB request cannot fit the 1 GiB device either; the
+   * job went on (device 1's request, counted on the one replayed device),
+   * and so does the replay, to the end. */
+  ck_assert_int_eq(ol_json_path_int64(r, "oom.size", -1), 8589934592ll);
+  ck_assert_int_eq(ol_json_path_int64(r, "events", -1), 10);
+  ck_assert_int_eq(ol_json_path_int64(r, "allocs", -1), 5);
+  ol_json_free(r);
+  /* Device 0 alone ends with its OOM: the replay stops there, at its 9th
+   * event, after 4 allocations. */
+  r = replay_json(t, "--device 0");
   ck_assert_int_eq(ol_json_path_int64(r, "oom.size", -1), 8589934592ll);
   ck_assert_int_eq(ol_json_path_int64(r, "events", -1), 9);
   ck_assert_int_eq(ol_json_path_int64(r, "allocs", -1), 4);
