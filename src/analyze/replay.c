@@ -163,14 +163,12 @@ static void collect_span(const ol_record_t *rec, void *arg)
 {
   spans_t *s = arg;
   if (s->count == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 256;
-    span_t *grown = realloc(s->at, cap * sizeof *grown);
+    span_t *grown = ol_grow_array(s->at, &s->cap, sizeof *grown, 256);
     if (!grown) {
       s->lost = true;
       return;
     }
     s->at = grown;
-    s->cap = cap;
   }
   s->at[s->count++] = (span_t){rec->key, rec->size};
 }
@@ -622,12 +620,10 @@ typedef struct kept_events {
 static bool keep_event(kept_events_t *k, const ol_trace_event_t *ev)
 {
   if (k->count == k->cap) {
-    size_t cap = k->cap ? k->cap * 2 : 64;
-    kept_event_t *grown = realloc(k->items, cap * sizeof *grown);
+    kept_event_t *grown = ol_grow_array(k->items, &k->cap, sizeof *grown, 64);
     if (!grown)
       return false;
     k->items = grown;
-    k->cap = cap;
   }
   kept_event_t *e = &k->items[k->count++];
   e->ev = *ev;

@@ -706,12 +706,10 @@ static bool parse_device(field_t f, int *out)
 static bool add_site(site_table_t *table, field_t text)
 {
   if (table->count == table->cap) {
-    size_t cap = table->cap ? table->cap * 2 : 64;
-    site_text_t *grown = realloc(table->sites, cap * sizeof *grown);
+    site_text_t *grown = ol_grow_array(table->sites, &table->cap, sizeof *grown, 64);
     if (!grown)
       return false;
     table->sites = grown;
-    table->cap = cap;
   }
   char *copy = malloc(text.n + 1);
   if (!copy)

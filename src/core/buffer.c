@@ -1,13 +1,25 @@
 /* buffer.c: growable text for reports. An allocation failure marks the
  * buffer failed instead of aborting, and the writer then refuses to publish
  * a half-written report. Also the offline code's error (ol_error_t): a
- * message and the exit status it calls for. */
+ * message and the exit status it calls for. And the doubling of a growable
+ * array, one rule for every table that grows an item at a time. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
+
+void *ol_grow_array(void *items, size_t *cap, size_t each, size_t first)
+{
+  size_t want = *cap ? *cap * 2 : first;
+  if (want < *cap || (each && want > SIZE_MAX / each))
+    return NULL;
+  void *grown = realloc(items, want * each);
+  if (grown)
+    *cap = want;
+  return grown;
+}
 
 static bool reserve(ol_buf_t *buf, size_t extra)
 {

@@ -103,6 +103,10 @@ typedef struct ol_buf {
 void ol_buf_printf(ol_buf_t *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ol_buf_json_string(ol_buf_t *buf, const char *text);
 void ol_buf_free(ol_buf_t *buf);
+/* An array of *cap items of `each` bytes grown to twice its room (`first`
+ * when it has none): the array moved, *cap updated; NULL when host memory
+ * runs out (the array and *cap as they were). */
+void *ol_grow_array(void *items, size_t *cap, size_t each, size_t first);
 void ol_format_bytes(char *out, size_t cap, int64_t bytes); /* "1.50 GiB" */
 void ol_format_size(char *out, size_t cap, uint64_t bytes);  /* the same, never negative */
 /* Exit statuses, one definition for the whole project. The offline code

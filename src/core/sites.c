@@ -131,12 +131,10 @@ static bool grow(ol_sites_t *s)
 {
   if (s->count < s->cap)
     return true;
-  size_t cap = s->cap ? s->cap * 2 : 64;
-  site_t **all = realloc(s->all, cap * sizeof *all);
+  site_t **all = ol_grow_array(s->all, &s->cap, sizeof *all, 64);
   if (!all)
     return false;
   s->all = all;
-  s->cap = cap;
   return true;
 }
 

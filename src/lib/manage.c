@@ -767,12 +767,10 @@ static void close_stream_batches(managed_t *m)
 static bool append(batch_t *b, uint64_t addr, uint64_t size)
 {
   if (b->count == b->cap) {
-    size_t cap = b->cap ? b->cap * 2 : 64;
-    uint64_t *blocks = realloc(b->blocks, cap * sizeof *blocks);
+    uint64_t *blocks = ol_grow_array(b->blocks, &b->cap, sizeof *blocks, 64);
     if (!blocks)
       return false;
     b->blocks = blocks;
-    b->cap = cap;
   }
   b->blocks[b->count++] = addr;
   b->bytes += size;
