@@ -174,7 +174,9 @@ static _Thread_local bool runtime_bound;
 
 static void bind_runtime_thread(void)
 {
-  if (!runtime_bound && ol_manage_on())
+  /* not while a capture is under way: the pool serves nothing then, and a
+   * runtime call on this thread could break another thread's capture */
+  if (!runtime_bound && ol_manage_on() && !ol_streams_capturing())
     runtime_bound = ol_prim_bind_runtime_context();
 }
 

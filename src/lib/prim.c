@@ -451,6 +451,9 @@ bool ol_prim_has_context(void)
          helper.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != NULL;
 }
 
+/* cudaFree(NULL) frees nothing; like every runtime call that needs a
+ * context, it first makes the thread's device's primary context current
+ * (creating it if no call has yet), as the request it precedes would. */
 bool ol_prim_bind_runtime_context(void)
 {
   if (ol_prim_has_context())
