@@ -575,6 +575,27 @@ static int apply(replay_t *r, const ol_trace_event_t *ev)
   return served;
 }
 
+/* After a stop, an event read only for the job's verdict on its waiting
+ * failure: its oom_context line, its next request, another failure. */
+static void verdict_from(replay_t *r, const ol_trace_event_t *ev)
+{
+  if (ev->action == OL_TRACE_OOM_CONTEXT)
+    on_context(r, ev);
+  else if (ev->action == OL_TRACE_ALLOC)
+    recorded_verdict(r, ol_account_served(r->account, 0, ev->size));
+  else if (ev->action == OL_TRACE_OOM && ev->size != r->failing.size &&
+           ol_account_oom_settle(r->account, 0))
+    recorded_settled(r, NULL);
+}
+
+/* The trace ends (or cannot be read on) on the failure: the job's last
+ * word. */
+static void verdict_at_end(replay_t *r)
+{
+  if (ol_account_waiting(r->account, 0) && ol_account_oom_settle(r->account, 0))
+    recorded_settled(r, NULL);
+}
+
 /* The policy ran out where the recorded job had not: the replay stops
  * there (its figures are the policy's moment), but the job's verdict on
  * its own waiting failure, if any, lies ahead: the next request, its
@@ -586,19 +607,12 @@ static int verdict_after_stop(replay_t *r, ol_trace_t *trace, ol_error_t *err)
   r->stopped = true;
   const ol_replay_extras_t *x = r->extras;
   while (ol_account_waiting(r->account, 0) && (got = ol_trace_next(trace, &ev, err)) == 1) {
-    if (x->device >= 0 && ev.device != x->device)
-      continue;
-    if (ev.action == OL_TRACE_OOM_CONTEXT)
-      on_context(r, &ev);
-    else if (ev.action == OL_TRACE_ALLOC)
-      recorded_verdict(r, ol_account_served(r->account, 0, ev.size));
-    else if (ev.action == OL_TRACE_OOM && ev.size != r->failing.size && ol_account_oom_settle(r->account, 0))
-      recorded_settled(r, NULL);
+    if (x->device < 0 || ev.device == x->device)
+      verdict_from(r, &ev);
   }
   if (got < 0)
     ol_error_clear(err); /* the replay's answer stands; only the verdict was not read */
-  if (ol_account_waiting(r->account, 0) && ol_account_oom_settle(r->account, 0))
-    recorded_settled(r, NULL); /* the trace ends (or cannot be read on) on the failure */
+  verdict_at_end(r);
   return 0;
 }
 
@@ -634,6 +648,16 @@ static bool keep_event(kept_events_t *k, const ol_trace_event_t *ev)
   return true;
 }
 
+/* Kept event i, its context (if it had one) its own copy: pointed at here,
+ * since the array moves as it grows. */
+static const ol_trace_event_t *kept_at(kept_events_t *k, size_t i)
+{
+  kept_event_t *e = &k->items[i];
+  if (e->ev.context)
+    e->ev.context = &e->context;
+  return &e->ev;
+}
+
 /* Reads on past the job's OOM to its next request: 1 and *next the
  * request (the job went on: a batch size search, a trainer that skips the
  * batch), 0 the trace's end (the job ended with its OOM), -1 out of host
@@ -660,17 +684,12 @@ static int next_request(replay_t *r, ol_trace_t *trace, kept_events_t *kept,
 /* The job ended with its OOM: as at a stop, the verdict only (its
  * oom_context line, or the end); its frees at exit are not counted, so
  * the figures stay those of the OOM. */
-static void ended_at_oom(replay_t *r, const kept_events_t *kept)
+static void ended_at_oom(replay_t *r, kept_events_t *kept)
 {
   r->stopped = true;
-  for (size_t i = 0; i < kept->count && ol_account_waiting(r->account, 0); i++) {
-    kept_event_t *e = &kept->items[i];
-    e->ev.context = &e->context;
-    if (e->ev.action == OL_TRACE_OOM_CONTEXT)
-      on_context(r, &e->ev);
-  }
-  if (ol_account_waiting(r->account, 0) && ol_account_oom_settle(r->account, 0))
-    recorded_settled(r, NULL);
+  for (size_t i = 0; i < kept->count && ol_account_waiting(r->account, 0); i++)
+    verdict_from(r, kept_at(kept, i));
+  verdict_at_end(r);
 }
 
 /* One event counted and applied: 1 go on, 0 the policy ran out, -1 out
@@ -692,27 +711,23 @@ static int past_the_job_s_oom(replay_t *r, ol_trace_t *trace, ol_error_t *err)
 {
   kept_events_t kept = {0};
   ol_trace_event_t next;
-  bool ended = false;
   int rc;
   for (;;) {
     kept.count = 0;
     rc = next_request(r, trace, &kept, &next, err);
     if (rc == 0) {
-      ended = true;
-      ended_at_oom(r, &kept);
+      ended_at_oom(r, &kept); /* stops the replay */
       break;
     }
-    for (size_t i = 0; rc == 1 && i < kept.count; i++) {
-      kept.items[i].ev.context = &kept.items[i].context;
-      rc = step(r, &kept.items[i].ev);
-    }
+    for (size_t i = 0; rc == 1 && i < kept.count; i++)
+      rc = step(r, kept_at(&kept, i));
     if (rc == 1)
       rc = step(r, &next);
     if (rc != 0 || next.action != OL_TRACE_OOM)
       break; /* refused again at the job's next OOM: read on again */
   }
   free(kept.items);
-  if (rc == 0 && !ended) /* refused a request the job was served */
+  if (rc == 0 && !r->stopped) /* refused a request the job was served */
     return verdict_after_stop(r, trace, err);
   return rc;
 }
@@ -740,8 +755,8 @@ static int run(replay_t *r, ol_trace_t *trace, const char *path, ol_error_t *err
     if (rc == 0)
       return 0;
   }
-  if (got == 0 && ol_account_oom_settle(r->account, 0))
-    recorded_settled(r, NULL); /* the trace ends on a failure: the job's last word */
+  if (got == 0)
+    verdict_at_end(r);
   give_deferred(r);
   return got;
 }
