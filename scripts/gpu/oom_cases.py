@@ -3961,6 +3961,143 @@ def skip_long_fits(batch, steps):
         yield
 
 
+def worker_pool_steps(model_of, batch, steps, workers=4, seed=61):
+    """A server's worker pool: `workers` Python threads, each on a CUDA
+    stream of its own, run one inference each a step on inputs of `batch`
+    seeded per worker and step; each output is checked against the same
+    forward run beforehand on the main thread's stream (a block the
+    allocator gave two threads at once would show here). The threads are
+    the pool's for the whole run, bound to the device by their first call."""
+    from concurrent.futures import ThreadPoolExecutor
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    m = model_of()
+    streams = [torch.cuda.Stream() for _ in range(workers)]
+
+    def inputs(worker, step):
+        g = torch.Generator(device='cuda').manual_seed(seed + 1000 * step + worker)
+        return torch.randn(batch, 3, 224, 224, device='cuda', generator=g)
+
+    def forward(worker, step):
+        with torch.cuda.stream(streams[worker]), torch.inference_mode():
+            y = m(inputs(worker, step)).float()
+            total = y.sum(dtype=torch.float64).item()  # synchronizes its stream
+            del y
+            return total
+
+    expected = {}
+    with torch.inference_mode():
+        for step in range(steps):
+            for w in range(workers):
+                expected[w, step] = m(inputs(w, step)).float().sum(dtype=torch.float64).item()
+    torch.cuda.synchronize()
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        for step in range(steps):
+            got = list(ex.map(lambda w: forward(w, step), range(workers)))
+            for w, total in enumerate(got):
+                want = expected[w, step]
+                if abs(total - want) > 1e-4 * max(1.0, abs(want)):
+                    raise AssertionError(f'worker {w} step {step}: output sum {total!r}, '
+                                         f'{want!r} on the main thread')
+            yield
+
+
+@case
+def threaded_infer_fits(batch, steps):
+    """ResNet-18 inference (eval) served by 4 worker threads, each on its
+    own CUDA stream, batch `batch` (32) each, under 4G; every output is
+    checked against the same forward on the main thread (truth: no
+    out-of-memory; the job fails if an output differs)."""
+    import torchvision
+    yield from worker_pool_steps(lambda: torchvision.models.resnet18().cuda().eval(),
+                                 batch, steps)
+
+
+@case
+def threaded_infer_batch(batch, steps):
+    """ResNet-50 inference served by 4 worker threads on streams of their
+    own at batch `batch` (512) each, under 8G: the reference forward on the
+    main thread fits (one forward at a time), the four at once do not
+    (truth: activations: four concurrent forwards' own memory; the cap is
+    what the threads share, so a smaller batch per worker, or fewer
+    workers, is the fix)."""
+    import torchvision
+    yield from worker_pool_steps(lambda: torchvision.models.resnet50().cuda().eval(),
+                                 batch, steps)
+
+
+def train_in_thread(steps_of):
+    """Runs a training loop in a threading.Thread of its own (as a
+    notebook's or a framework's worker launches it), handing each finished
+    step to the main thread, which yields it; an error in the thread is
+    raised on the main thread."""
+    import queue, threading
+    done = queue.Queue(maxsize=1)
+
+    def body():
+        try:
+            for _ in steps_of():
+                torch.cuda.synchronize()
+                done.put(('step', None))
+            done.put(('end', None))
+        except BaseException as e:  # handed over, raised where main() catches it
+            done.put(('error', e))
+
+    t = threading.Thread(target=body, name='trainer')
+    t.start()
+    try:
+        while True:
+            kind, err = done.get()
+            if kind == 'error':
+                raise err
+            if kind == 'end':
+                return
+            yield
+    finally:
+        t.join()
+
+
+@case
+def thread_train_fits(batch, steps):
+    """GPT-2 (6 layers, 512 positions) fp32 AdamW at batch `batch` (4),
+    sequence 512, trained in a thread that is not the main one, under 8G
+    (truth: no out-of-memory; it trains its steps). Its losses are
+    printed, seeded, to be compared between modes."""
+    def steps_of():
+        torch.manual_seed(3)
+        m = gpt2_model(n_layer=6, n_positions=512)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        g = torch.Generator(device='cuda').manual_seed(4)
+        for step in range(steps):
+            x = torch.randint(0, 50257, (batch, 512), device='cuda', generator=g)
+            loss = lm_loss(m, x)
+            learn(loss, opt)
+            print(f'thread_train_fits: step {step} loss {loss.item():.6f}', flush=True)
+            yield
+    yield from train_in_thread(steps_of)
+
+
+@case
+def thread_train_leak(batch, steps):
+    """thread_train_fits's job, its loop in a thread of its own, keeping
+    each step's loss with its graph (`total = total + loss`) under 8G: the
+    saved activations of every step stay until it runs out after some
+    steps (truth: leak)."""
+    def steps_of():
+        m = gpt2_model(n_layer=6, n_positions=512)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        total = 0
+        for _ in range(steps):
+            x = torch.randint(0, 50257, (batch, 512), device='cuda')
+            loss = lm_loss(m, x)
+            loss.backward(retain_graph=True)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            total = total + loss  # the bug: the graph of every step is kept
+            yield
+    yield from train_in_thread(steps_of)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
