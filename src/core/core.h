@@ -444,6 +444,10 @@ void ol_recent_free(ol_recent_t *log);
 void ol_recent_note(ol_recent_t *log, int32_t site, uint64_t size, bool freed);
 /* An iteration ended: the next event is the next one's first. */
 void ol_recent_iteration_ended(ol_recent_t *log);
+/* ... where the finder counted ended iterations so far, of period
+ * allocations each (0: not known): found late, two or more at the first
+ * end told, the one before began a period back. */
+void ol_recent_iteration_ended_after(ol_recent_t *log, uint64_t ended, uint64_t period);
 /* The sites of a device's table that name no call site: the sample's
  * "not sampled" one and the one of no frames; -1 none. */
 typedef struct ol_recent_sites {

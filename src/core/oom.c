@@ -570,9 +570,14 @@ static bool iteration_asks_no_more(const ol_oom_record_t *r)
  * keeps nothing past it, so no site grows, and where the input was seen
  * growing step by step, a schedule's, what it holds between steps grows
  * with it: not this reading). */
+static uint64_t iterations_to_read(const ol_oom_record_t *r)
+{
+  return r->grower_reading == OL_GROWER_SINCE_LAST ? 2 : OL_LEAK_STREAK;
+}
+
 static bool site_grew_by_shortfall(const ol_oom_record_t *r)
 {
-  if (!r->roles_known || r->iterations < OL_LEAK_STREAK || r->grower.id < 0 ||
+  if (!r->roles_known || r->iterations < iterations_to_read(r) || r->grower.id < 0 ||
       ol_role_is_state(r->grower_role) || r->grower_role == OL_ROLE_unknown || r->input_growth > 0)
     return false;
   if (r->grower_reading != OL_GROWER_KEPT && !kept_weighs(r, r->grower.bytes))

@@ -99,6 +99,36 @@ static bool is_alloc(const event_t *e)
   return !(e->site_plus1 & FREED);
 }
 
+/* The event of the period-th allocation back from the last, where the log
+ * still holds it; false where it does not. */
+static bool allocations_back(const ol_recent_t *log, uint64_t period, uint64_t *event)
+{
+  uint64_t counted = 0, oldest = log->n > RING ? log->n - RING : 0;
+  for (uint64_t i = log->n; i > oldest; i--) {
+    if (!is_alloc(at(log, i - 1)) || ++counted < period)
+      continue;
+    *event = i - 1;
+    return true;
+  }
+  return false;
+}
+
+/* The finder tells a repeat once it has seen it whole twice or more, so
+ * its first end may come with two iterations ended (held-out leak_loss at
+ * half its cap: the first end told at its second step's, out in its
+ * third). The one before began a period of allocations earlier: without
+ * it the iteration under way had no whole one to be set beside, and a
+ * leak that runs a job out at its third step read as a larger input. */
+void ol_recent_iteration_ended_after(ol_recent_t *log, uint64_t ended, uint64_t period)
+{
+  uint64_t began;
+  if (log->ends == 0 && ended >= 2 && period > 0 && allocations_back(log, period, &began)) {
+    log->began[1] = began;
+    log->ends = 1;
+  }
+  ol_recent_iteration_ended(log);
+}
+
 /* The next allocation at or after i, before end; end where none. */
 static uint64_t next_alloc(const ol_recent_t *log, uint64_t i, uint64_t end)
 {

@@ -181,6 +181,39 @@ START_TEST(one_iteration_is_no_measure)
 }
 END_TEST
 
+/* The finder tells a repeat once seen whole twice: its first end comes
+ * with two iterations ended (ol_recent_iteration_ended_after), and the
+ * one before began a period of allocations back; the step under way is
+ * set beside it (leak_loss at half its cap, out at its third step). Told
+ * with one iteration ended, or no period, there is still none. */
+START_TEST(a_repeat_found_late_has_the_iteration_before)
+{
+  step_until_loss(32 * MiB); /* two steps, the second keeps its loss */
+  step_after_loss(false);
+  step_until_loss(32 * MiB);
+  step_after_loss(true);
+  ol_recent_iteration_ended_after(log_, 2, 6); /* 6 allocations a step */
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  ck_assert(against_last(32 * MiB));
+  ck_assert_int_eq(held, 64 * MiB);
+  ck_assert_int_eq(more[3], 64 * MiB);
+  teardown();
+  setup();
+  step_until_loss(32 * MiB);
+  step_after_loss(true);
+  ol_recent_iteration_ended_after(log_, 1, 6);
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  ck_assert(!against_last(32 * MiB));
+  teardown();
+  setup();
+  step_until_loss(32 * MiB);
+  step_after_loss(true);
+  ol_recent_iteration_ended_after(log_, 2, 0);
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  ck_assert(!against_last(32 * MiB));
+}
+END_TEST
+
 /* A larger input's layers: more than one size in 32 differs. */
 START_TEST(other_sizes_are_no_measure)
 {
@@ -598,6 +631,7 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, nothing_kept_holds_nothing_more);
   tcase_add_test(tc, a_batch_made_earlier_is_made_more);
   tcase_add_test(tc, one_iteration_is_no_measure);
+  tcase_add_test(tc, a_repeat_found_late_has_the_iteration_before);
   tcase_add_test(tc, a_request_that_begins_the_next_iteration);
   tcase_add_test(tc, other_sizes_are_no_measure);
   tcase_add_test(tc, another_request_is_no_measure);
