@@ -4098,6 +4098,26 @@ def thread_train_leak(batch, steps):
     yield from train_in_thread(steps_of)
 
 
+@case
+def cnn_loss_leak(batch, steps):
+    """ResNet-50 fp32, SGD with momentum, 224x224, batch `batch` (64), each
+    step's loss kept with its graph (`total = total + loss`, the graph
+    retained for it): every step keeps its saved activations, about 5 GB
+    at batch 64, so under 12G it runs out in its second step and under 16G
+    in its third (truth: leak, found within three steps)."""
+    import torchvision
+    m = torchvision.models.resnet50().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    total = 0
+    for x, y in image_batches(batch, steps):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward(retain_graph=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        total = total + loss  # the bug: the graph of every step is kept
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))

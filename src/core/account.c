@@ -783,6 +783,51 @@ static void grower_by_kept_blocks(const ol_account_t *a, int device, const kept_
   }
 }
 
+/* The request is the step's work, a forward's or a backward's: an
+ * optimizer's first update makes a block of each weight's size in the
+ * order the backward made their gradients (held-out sgd_momentum_step: a
+ * repeat of them, its momentum read as kept), a model loaded mid-run a
+ * weight's (teacher_late), a job's own fp32 copies of its gradients the
+ * sizes of its fp32 masters made before (master_weights_state at half its
+ * cap: role other). */
+static bool request_of_the_work(const ol_oom_record_t *r)
+{
+  return r->roles_known && r->request_role_known && !r->request_in_update &&
+         (r->request_role == OL_ROLE_activations || r->request_role == OL_ROLE_backward);
+}
+
+/* Each site's work by its role (recent.c's OL_RECENT_*): a repeat found
+ * at the failure is a step's where the period before it ran a backward
+ * and the repeat is a forward's. NULL: no host memory. */
+static uint8_t *sites_work(const ol_sites_t *sites, size_t count)
+{
+  uint8_t *work = calloc(count ? count : 1, sizeof *work);
+  for (size_t i = 0; work && i < count; i++) {
+    ol_role_t role = ol_sites_role(sites, (int32_t)i);
+    work[i] = role == OL_ROLE_activations ? OL_RECENT_FORWARD
+              : role == OL_ROLE_backward || role == OL_ROLE_gradients ? OL_RECENT_BACKWARD
+                                                                        : 0;
+  }
+  return work;
+}
+
+/* Where fewer than two iterations were told, the step under way set
+ * beside the one before it, found at the failure (recent.c,
+ * ol_recent_step_repeat: a leak out at its second step). */
+static bool against_step_repeat(const ol_account_t *a, int device, ol_recent_sites_t no_call_site,
+                                int64_t *more, int64_t *made, size_t count,
+                                const ol_oom_record_t *r, ol_recent_reading_t *reading)
+{
+  ol_recent_t *log = a->devices[ol_account_clamp(device)].recent;
+  uint8_t *work = sites_work(ol_account_sites(a, device), count);
+  uint64_t began[2];
+  bool known = work && ol_recent_step_repeat(log, r->request, work, count, began) &&
+               ol_recent_against_step(log, began, r->request, no_call_site, more, made, count,
+                                      reading);
+  free(work);
+  return known;
+}
+
 /* A tensor kept in the very iteration that runs out is of that
  * iteration's age: no lowest point has passed since, and its blocks read
  * as the iteration's own (a loss kept at the 10th step of corpus_leaks.py
@@ -812,8 +857,12 @@ static void grower_since_last(const ol_account_t *a, int device, const kept_by_a
   ol_recent_reading_t reading;
   ol_recent_sites_t no_call_site = {ol_account_unsampled_site(a, d),
                                     ol_account_frameless_site(a, d)};
-  if (ol_recent_against_last(a->devices[d].recent, r->request, no_call_site, more, made, count,
-                             &reading)) {
+  bool known = ol_recent_against_last(a->devices[d].recent, r->request, no_call_site, more, made,
+                                      count, &reading);
+  if (!known && r->iterations < 2 && request_of_the_work(r))
+    known = r->since_last_by_repeat =
+      against_step_repeat(a, device, no_call_site, more, made, count, r, &reading);
+  if (known) {
     r->held_since_last = reading.held_more > 0 ? reading.held_more : 0;
     r->since_last_by_calls = reading.by_calls;
     ol_oom_site_t best = {-1, 0};

@@ -572,7 +572,9 @@ static bool iteration_asks_no_more(const ol_oom_record_t *r)
  * with it: not this reading). */
 static uint64_t iterations_to_read(const ol_oom_record_t *r)
 {
-  return r->grower_reading == OL_GROWER_SINCE_LAST ? 2 : OL_LEAK_STREAK;
+  if (r->grower_reading != OL_GROWER_SINCE_LAST)
+    return OL_LEAK_STREAK;
+  return r->since_last_by_repeat ? 0 : 2;
 }
 
 static bool site_grew_by_shortfall(const ol_oom_record_t *r)
@@ -2462,6 +2464,7 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"input_growth_per_iteration\": %" PRId64 ", \"allocations_made\": %" PRIu64
                 ", \"swings\": %" PRIu32 ", \"swings_kept\": %" PRId64
                 ", \"held_since_last_iteration\": %" PRId64 ", \"since_last_by_calls\": %s"
+                ", \"since_last_by_repeat\": %s"
                 ", \"past_repeat\": {\"held\": %" PRId64 ", \"allocations\": %" PRIu64
                 ", \"frees\": %" PRIu64 "}, \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
@@ -2469,7 +2472,8 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 r->persistent, transient_of(r), r->iterations, r->growth, r->need_growth,
                 r->work_growth, r->input_growth, r->allocations_made, r->swings, r->swings_kept,
                 r->held_since_last,
-                r->since_last_by_calls ? "true" : "false", r->past_repeat.held,
+                r->since_last_by_calls ? "true" : "false",
+                r->since_last_by_repeat ? "true" : "false", r->past_repeat.held,
                 r->past_repeat.allocations, r->past_repeat.frees,
                 r->segments_only ? "true" : "false");
   json_figures(out, r, c);

@@ -28,6 +28,7 @@
  * the last by then says whether it holds more because it freed less. An
  * iteration longer than the log keeps, or one that has made more
  * allocations than the last made in all, is not read. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "core.h"
@@ -366,6 +367,117 @@ bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_
   reading->by_calls = true;
   return same_calls(&m) &&
          more_by_calls(log, &m, big, sites, more, made, site_count, &reading->held_more);
+}
+
+/* ---- a step found at the failure -----------------------------------------
+ * A leak that runs its job out in its second step does so before the
+ * finder has told any iteration (it tells a repeat once it has seen it
+ * whole twice): the job read as in its first step, and the graph its
+ * first step kept as the batch's own memory (held-out leak_loss at 0.4 of
+ * its cap: `activations`). At the failure the allocations up to the
+ * request may repeat, in size and order, those a period earlier: the
+ * period whose repeat reaches furthest back. Where that repeat began
+ * within one period (the step under way is the first to repeat the one
+ * before; a first step's layers repeat each other all along its forward,
+ * further back than one layer), the period before it ran a backward (its
+ * sites' roles say so: a forward's layer runs none) and the repeat is a
+ * forward's or a backward's work, not blocks of the weights' sizes in
+ * their order alone (an optimizer's update, a job's own fp32 copies of its
+ * weights, repeat the gradients' or the load's), the two are set beside
+ * each other as two iterations are. */
+#define REPEAT_MIN 32                    /* allocations repeated, the request's included */
+#define REPEAT_WORK (UINT64_C(1) << 24) /* sizes compared at most, a cold path's bound */
+
+typedef struct repeat {
+  uint64_t period, run; /* in allocations */
+} repeat_t;
+
+/* How far back from the end sizes[] repeats itself a period earlier. */
+static uint64_t run_of(const uint32_t *sizes, uint64_t count, uint64_t period, uint64_t *work)
+{
+  uint64_t run = 0;
+  while (run + period < count && sizes[count - 1 - run] == sizes[count - 1 - run - period])
+    run++;
+  *work += run + 1;
+  return run;
+}
+
+/* The period whose repeat reaches furthest back (the shorter of two that
+ * reach as far); run 0 where none, or the work ran past its bound. */
+static repeat_t longest_repeat(const uint32_t *sizes, uint64_t count)
+{
+  repeat_t best = {0, 0};
+  uint64_t work = 0;
+  for (uint64_t period = 1; period < count && work <= REPEAT_WORK; period++) {
+    if (sizes[count - 1 - period] != sizes[count - 1])
+      continue;
+    uint64_t run = run_of(sizes, count, period, &work);
+    if (run > best.run)
+      best = (repeat_t){period, run};
+  }
+  return work > REPEAT_WORK ? (repeat_t){0, 0} : best;
+}
+
+/* Of the allocations from first to end (of events[]), those of a site
+ * whose work is kind. */
+static uint64_t made_of(const ol_recent_t *log, const uint64_t *events, uint64_t first,
+                        uint64_t end, const uint8_t *site_work, size_t site_count, uint8_t kind)
+{
+  uint64_t made = 0;
+  for (uint64_t k = first; k < end; k++) {
+    uint32_t plus1 = site_of(at(log, events[k]));
+    made += plus1 && plus1 <= site_count && (site_work[plus1 - 1] & kind);
+  }
+  return made;
+}
+
+bool ol_recent_step_repeat(ol_recent_t *log, uint64_t request, const uint8_t *site_work,
+                           size_t site_count, uint64_t began[2])
+{
+  if (!log || log->ends >= 2)
+    return false;
+  uint64_t oldest = log->n > RING ? log->n - RING : 0, count = 0;
+  uint64_t *events = malloc((log->n - oldest + 1) * sizeof *events);
+  uint32_t *sizes = malloc((log->n - oldest + 1) * sizeof *sizes);
+  bool found = false;
+  if (events && sizes) {
+    for (uint64_t i = oldest; i < log->n; i++)
+      if (is_alloc(at(log, i))) {
+        events[count] = i;
+        sizes[count++] = at(log, i)->units;
+      }
+    sizes[count++] = units_of(request);
+    repeat_t r = longest_repeat(sizes, count);
+    /* the repeat's first allocation, and the one a period before it */
+    uint64_t now = count - r.run, last = now - r.period;
+    found = r.run >= REPEAT_MIN && r.run < r.period && now >= r.period && now < count - 1;
+    found = found && made_of(log, events, last, now, site_work, site_count, OL_RECENT_BACKWARD) > 0 &&
+            made_of(log, events, now, count - 1, site_work, site_count,
+                    OL_RECENT_FORWARD | OL_RECENT_BACKWARD) >= REPEAT_MIN / 4;
+    if (found) {
+      began[0] = events[last];
+      began[1] = events[now];
+    }
+  }
+  free(events);
+  free(sizes);
+  return found;
+}
+
+bool ol_recent_against_step(ol_recent_t *log, const uint64_t began[2], uint64_t request,
+                            ol_recent_sites_t sites, int64_t *more, int64_t *made,
+                            size_t site_count, ol_recent_reading_t *reading)
+{
+  uint64_t kept[2] = {log->began[0], log->began[1]};
+  uint32_t ends = log->ends;
+  log->began[0] = began[0];
+  log->began[1] = began[1];
+  log->ends = 2;
+  bool known = ol_recent_against_last(log, request, sites, more, made, site_count, reading);
+  log->began[0] = kept[0];
+  log->began[1] = kept[1];
+  log->ends = ends;
+  return known;
 }
 
 /* The course of the events from one to another: where they were highest

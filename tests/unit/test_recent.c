@@ -214,6 +214,146 @@ START_TEST(a_repeat_found_late_has_the_iteration_before)
 }
 END_TEST
 
+/* ---- a step found at the failure (ol_recent_step_repeat) ----
+ * Sites of a training step: 0 the input, 1 a layer's kept activation, 2
+ * its temporary, 3 the loss, 4 a gradient (the backward's). */
+#define STEP_SITES 5
+#define STEP_LAYERS 16
+static const uint8_t step_work[STEP_SITES] = {0, OL_RECENT_FORWARD, OL_RECENT_FORWARD,
+                                              OL_RECENT_FORWARD, OL_RECENT_BACKWARD};
+
+static void step_forward(int layers)
+{
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  for (int l = 0; l < layers; l++) {
+    ol_recent_note(log_, 1, 32 * MiB, false);
+    made_and_freed(2, 8 * MiB, 1);
+  }
+}
+
+/* The loss, then the backward up to `grads` gradients, each layer's
+ * activation freed as its gradient is made (kept: none freed, the graph
+ * kept with the loss). */
+static void step_backward(int grads, bool keep)
+{
+  ol_recent_note(log_, 3, 64 * MiB, false);
+  for (int g = 0; g < grads; g++) {
+    ol_recent_note(log_, 4, 16 * MiB, false);
+    if (!keep)
+      ol_recent_note(log_, 1, 32 * MiB, true);
+  }
+}
+
+/* A whole step: its gradients set to None after the update. */
+static void train_step(bool keep)
+{
+  step_forward(STEP_LAYERS);
+  step_backward(STEP_LAYERS, keep);
+  for (int g = 0; g < STEP_LAYERS; g++)
+    ol_recent_note(log_, 4, 16 * MiB, true);
+  if (!keep)
+    ol_recent_note(log_, 3, 64 * MiB, true);
+  ol_recent_note(log_, 0, 4 * MiB, true);
+}
+
+static bool step_repeat_held(uint64_t request, int64_t *held_more, int64_t *kept_layers)
+{
+  uint64_t began[2];
+  int64_t more_[STEP_SITES] = {0}, made_[STEP_SITES] = {0};
+  ol_recent_reading_t reading;
+  if (!ol_recent_step_repeat(log_, request, step_work, STEP_SITES, began) ||
+      !ol_recent_against_step(log_, began, request, (ol_recent_sites_t){-1, -1}, more_, made_,
+                              STEP_SITES, &reading))
+    return false;
+  *held_more = reading.held_more;
+  *kept_layers = more_[1];
+  return true;
+}
+
+/* A leak out at its second step, in its backward: the first step kept its
+ * graph (held-out leak_loss at 0.4 of its cap). The step under way repeats
+ * the first from its start, within one period, and holds the first's
+ * graph more; the log's own iterations are left as they were (none). */
+START_TEST(a_second_step_repeats_the_first)
+{
+  train_step(true);
+  step_forward(STEP_LAYERS);
+  step_backward(8, true);
+  int64_t held_more = 0, kept_layers = 0;
+  ck_assert(step_repeat_held(16 * MiB, &held_more, &kept_layers));
+  ck_assert_int_eq(kept_layers, 16 * 32 * MiB);
+  ck_assert_int_eq(held_more, 16 * 32 * MiB + 64 * MiB); /* the graph and its loss */
+  ck_assert(!against_last(16 * MiB)); /* no iteration was told */
+}
+END_TEST
+
+/* Nothing kept: the second step holds what the first held there. */
+START_TEST(a_second_step_like_the_first_holds_no_more)
+{
+  train_step(false);
+  step_forward(STEP_LAYERS);
+  step_backward(8, false);
+  int64_t held_more = -1, kept_layers = -1;
+  ck_assert(step_repeat_held(16 * MiB, &held_more, &kept_layers));
+  ck_assert_int_eq(held_more, 0);
+  ck_assert_int_eq(kept_layers, 0);
+}
+END_TEST
+
+/* A first step's backward: its layers repeat each other further back
+ * than one layer (the gradients, one a layer). An inference's second
+ * forward repeats its first, but no backward came before it. Neither is a
+ * step's repeat. */
+START_TEST(a_first_step_s_layers_are_no_step)
+{
+  step_forward(40);
+  step_backward(36, false);
+  uint64_t began[2];
+  ck_assert(!ol_recent_step_repeat(log_, 16 * MiB, step_work, STEP_SITES, began));
+  int64_t held_more, kept_layers;
+  teardown();
+  setup();
+  step_forward(STEP_LAYERS); /* one forward, its output kept */
+  ol_recent_note(log_, 3, 64 * MiB, false);
+  for (int l = 0; l < STEP_LAYERS; l++)
+    ol_recent_note(log_, 1, 32 * MiB, true);
+  ol_recent_note(log_, 0, 5 * MiB, false); /* the next one's, out at its output */
+  for (int l = 0; l < STEP_LAYERS; l++) {
+    ol_recent_note(log_, 1, 32 * MiB, false);
+    made_and_freed(2, 8 * MiB, 1);
+  }
+  ck_assert(!step_repeat_held(64 * MiB, &held_more, &kept_layers));
+}
+END_TEST
+
+/* A repeat of blocks of the weights' sizes alone (an update's, after a
+ * gradient), of sites of neither a forward's nor a backward's work, is no
+ * step; nor is one shorter than REPEAT_MIN; nor one read where two
+ * iterations were told (ol_recent_against_last's). */
+START_TEST(a_repeat_of_other_work_is_no_step)
+{
+  train_step(false);
+  for (int g = 0; g < 40; g++) /* an update's blocks: site 0's work is none */
+    ol_recent_note(log_, 0, (uint64_t)(g + 1) * MiB, false);
+  ol_recent_note(log_, 4, 20 * MiB, false); /* a gradient between */
+  for (int g = 0; g < 39; g++) /* the same again */
+    ol_recent_note(log_, 0, (uint64_t)(g + 1) * MiB, false);
+  int64_t held_more, kept_layers;
+  ck_assert(!step_repeat_held(40 * MiB, &held_more, &kept_layers));
+  teardown();
+  setup();
+  train_step(true);
+  step_forward(4); /* 9 allocations repeated, the request's included */
+  ck_assert(!step_repeat_held(32 * MiB, &held_more, &kept_layers));
+  teardown();
+  setup();
+  steps(2, false);
+  train_step(true);
+  step_forward(STEP_LAYERS);
+  ck_assert(!step_repeat_held(64 * MiB, &held_more, &kept_layers));
+}
+END_TEST
+
 /* A larger input's layers: more than one size in 32 differs. */
 START_TEST(other_sizes_are_no_measure)
 {
@@ -632,6 +772,10 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, a_batch_made_earlier_is_made_more);
   tcase_add_test(tc, one_iteration_is_no_measure);
   tcase_add_test(tc, a_repeat_found_late_has_the_iteration_before);
+  tcase_add_test(tc, a_second_step_repeats_the_first);
+  tcase_add_test(tc, a_second_step_like_the_first_holds_no_more);
+  tcase_add_test(tc, a_first_step_s_layers_are_no_step);
+  tcase_add_test(tc, a_repeat_of_other_work_is_no_step);
   tcase_add_test(tc, a_request_that_begins_the_next_iteration);
   tcase_add_test(tc, other_sizes_are_no_measure);
   tcase_add_test(tc, another_request_is_no_measure);
