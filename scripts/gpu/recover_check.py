@@ -42,7 +42,7 @@ def gzip_to(src, dst):
 
 def run(name, cap, batch, steps, mode):
     folder = os.path.join(OUT, 'recover')
-    tag = f'{name}-{mode}'
+    tag = f'{name}-{cap}-{mode}'
     report = os.path.join(folder, f'{tag}.txt')
     trace = os.path.join(folder, f'{tag}.trace')
     flags, extra = MODES[mode]
