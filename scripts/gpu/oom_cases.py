@@ -4118,6 +4118,24 @@ def cnn_loss_leak(batch, steps):
         yield
 
 
+@case
+def vit_logits_leak(batch, steps):
+    """torchvision's ViT-B/16 fp32, AdamW, 224x224, batch `batch` (32),
+    each step's logits appended to a list for a later metric without
+    .detach(): each keeps its step's graph (some 6 GB at batch 32), so
+    under 10G it runs out in its second step and under 16G in its third
+    (truth: leak, found within three steps)."""
+    import torchvision
+    m = torchvision.models.vit_b_16().cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    kept = []
+    for x, y in image_batches(batch, steps):
+        logits = m(x)
+        learn(torch.nn.functional.cross_entropy(logits, y), opt)
+        kept.append(logits)  # the bug: logits with their graph, for a metric later
+        yield
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
