@@ -4119,20 +4119,23 @@ def cnn_loss_leak(batch, steps):
 
 
 @case
-def vit_logits_leak(batch, steps):
-    """torchvision's ViT-B/16 fp32, AdamW, 224x224, batch `batch` (32),
-    each step's logits appended to a list for a later metric without
-    .detach(): each keeps its step's graph (some 6 GB at batch 32), so
-    under 10G it runs out in its second step and under 16G in its third
-    (truth: leak, found within three steps)."""
+def vit_loss_leak(batch, steps):
+    """torchvision's ViT-B/16 fp32, AdamW, 224x224, batch `batch` (32); the
+    loop sums its losses for logging (`running = running + loss`) and, told
+    by an error to, calls backward with retain_graph=True: every step's
+    graph stays, its saved activations (some 6 GB at batch 32), so under
+    10G it runs out in its second step and under 16G in its third (truth:
+    leak, found within three steps)."""
     import torchvision
     m = torchvision.models.vit_b_16().cuda()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    kept = []
+    running = 0
     for x, y in image_batches(batch, steps):
-        logits = m(x)
-        learn(torch.nn.functional.cross_entropy(logits, y), opt)
-        kept.append(logits)  # the bug: logits with their graph, for a metric later
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward(retain_graph=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        running = running + loss  # the bug: the sum keeps every step's graph
         yield
 
 
