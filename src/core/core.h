@@ -479,12 +479,12 @@ bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_
 enum { OL_RECENT_FORWARD = 1, OL_RECENT_BACKWARD = 2 };
 /* Where fewer than two iterations were told: whether the allocations up
  * to the request (about to be made) repeat in size and order those a
- * period earlier, as a second step repeats its first, the repeat begun
- * within one period (a first step's layers repeat further back), the
- * period before it having made a block of a backward's site and the
- * repeat blocks of a forward's or a backward's (site_work[site]: bits,
- * site_count entries): true, with where the two began in began[] (events
- * of the log). */
+ * period earlier, as a second step repeats its first, the period before
+ * the step under way (the repeat's last period's worth) having made
+ * blocks of a forward's sites and of a backward's (a first step's layers
+ * make one kind each), and the repeat blocks of either (site_work[site]:
+ * bits, site_count entries): true, with where the two began in began[]
+ * (events of the log). */
 bool ol_recent_step_repeat(ol_recent_t *log, uint64_t request, const uint8_t *site_work,
                            size_t site_count, uint64_t began[2]);
 /* ol_recent_against_last with the two iterations begun at began[] (an

@@ -374,17 +374,20 @@ bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_
  * finder has told any iteration (it tells a repeat once it has seen it
  * whole twice): the job read as in its first step, and the graph its
  * first step kept as the batch's own memory (held-out leak_loss at 0.4 of
- * its cap: `activations`). At the failure the allocations up to the
- * request may repeat, in size and order, those a period earlier: the
- * period whose repeat reaches furthest back. Where that repeat began
- * within one period (the step under way is the first to repeat the one
- * before; a first step's layers repeat each other all along its forward,
- * further back than one layer), the period before it ran a backward (its
- * sites' roles say so: a forward's layer runs none) and the repeat is a
- * forward's or a backward's work, not blocks of the weights' sizes in
- * their order alone (an optimizer's update, a job's own fp32 copies of its
- * weights, repeat the gradients' or the load's), the two are set beside
- * each other as two iterations are. */
+ * its cap: `activations`). Nor does the finder tell the steps of a leak
+ * that keeps most of what each step makes (a window that keeps more than
+ * three quarters of its rise is no iteration's: held-out vit_loss_leak,
+ * ViT-B/16's graph kept each step, out at its fourth with none told). At
+ * the failure the allocations up to the request may repeat, in size and
+ * order, those a period earlier: the period whose repeat reaches furthest
+ * back. Where the period before the step under way (the repeat's last
+ * period's worth) made a forward's blocks and a backward's (its sites'
+ * roles say so: a first step's layers, which repeat each other, make one
+ * kind each), and the repeat is a forward's or a backward's work, not
+ * blocks of the weights' sizes in their order alone (an optimizer's
+ * update, a job's own fp32 copies of its weights, repeat the gradients'
+ * or the load's), the two are set beside each other as two iterations
+ * are. */
 #define REPEAT_MIN 32                    /* allocations repeated, the request's included */
 #define REPEAT_WORK (UINT64_C(1) << 24) /* sizes compared at most, a cold path's bound */
 
@@ -431,6 +434,16 @@ static uint64_t made_of(const ol_recent_t *log, const uint64_t *events, uint64_t
   return made;
 }
 
+/* A period that made a forward's blocks and a backward's is a step's: a
+ * forward's layer makes no backward's, a backward's layer no forward's
+ * (a first step's layers repeat each other). */
+static bool a_step(const ol_recent_t *log, const uint64_t *events, uint64_t first, uint64_t end,
+                   const uint8_t *site_work, size_t site_count)
+{
+  return made_of(log, events, first, end, site_work, site_count, OL_RECENT_FORWARD) > 0 &&
+         made_of(log, events, first, end, site_work, site_count, OL_RECENT_BACKWARD) > 0;
+}
+
 bool ol_recent_step_repeat(ol_recent_t *log, uint64_t request, const uint8_t *site_work,
                            size_t site_count, uint64_t began[2])
 {
@@ -448,11 +461,13 @@ bool ol_recent_step_repeat(ol_recent_t *log, uint64_t request, const uint8_t *si
       }
     sizes[count++] = units_of(request);
     repeat_t r = longest_repeat(sizes, count);
-    /* the repeat's first allocation, and the one a period before it */
-    uint64_t now = count - r.run, last = now - r.period;
-    found = r.run >= REPEAT_MIN && r.run < r.period && now >= r.period && now < count - 1;
-    found = found && made_of(log, events, last, now, site_work, site_count, OL_RECENT_BACKWARD) > 0 &&
-            made_of(log, events, now, count - 1, site_work, site_count,
+    /* The step under way: the repeat's last period's worth (all of it
+     * where it began within one period); the one before, a period back. */
+    uint64_t in_step = r.period ? (r.run - 1) % r.period + 1 : 0;
+    uint64_t now = count - in_step, last = now - r.period;
+    found = r.run >= REPEAT_MIN && in_step >= 2 && now >= r.period &&
+            a_step(log, events, last, now, site_work, site_count) &&
+            made_of(log, events, count - r.run, count - 1, site_work, site_count,
                     OL_RECENT_FORWARD | OL_RECENT_BACKWARD) >= REPEAT_MIN / 4;
     if (found) {
       began[0] = events[last];

@@ -287,6 +287,23 @@ START_TEST(a_second_step_repeats_the_first)
 }
 END_TEST
 
+/* A leak that keeps most of each step: no iteration is told, and its
+ * steps repeat each other exactly further back than one (held-out
+ * vit_loss_leak, out at its fourth step). The step under way is the
+ * repeat's last period's worth, set beside the one before it. */
+START_TEST(steps_that_repeat_further_back_are_read_by_the_last)
+{
+  for (int i = 0; i < 3; i++)
+    train_step(true);
+  step_forward(STEP_LAYERS);
+  step_backward(8, true);
+  int64_t held_more = 0, kept_layers = 0;
+  ck_assert(step_repeat_held(16 * MiB, &held_more, &kept_layers));
+  ck_assert_int_eq(kept_layers, 16 * 32 * MiB);
+  ck_assert_int_eq(held_more, 16 * 32 * MiB + 64 * MiB);
+}
+END_TEST
+
 /* Nothing kept: the second step holds what the first held there. */
 START_TEST(a_second_step_like_the_first_holds_no_more)
 {
@@ -307,9 +324,16 @@ END_TEST
 START_TEST(a_first_step_s_layers_are_no_step)
 {
   step_forward(40);
-  step_backward(36, false);
+  ol_recent_note(log_, 3, 64 * MiB, false);
+  for (int g = 0; g < 36; g++) { /* each layer's gradient and a temporary of its backward */
+    ol_recent_note(log_, 4, 16 * MiB, false);
+    ol_recent_note(log_, 4, 4 * MiB, false);
+    ol_recent_note(log_, 4, 4 * MiB, true);
+    ol_recent_note(log_, 1, 32 * MiB, true);
+  }
+  ol_recent_note(log_, 4, 16 * MiB, false);
   uint64_t began[2];
-  ck_assert(!ol_recent_step_repeat(log_, 16 * MiB, step_work, STEP_SITES, began));
+  ck_assert(!ol_recent_step_repeat(log_, 4 * MiB, step_work, STEP_SITES, began));
   int64_t held_more, kept_layers;
   teardown();
   setup();
@@ -773,6 +797,7 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, one_iteration_is_no_measure);
   tcase_add_test(tc, a_repeat_found_late_has_the_iteration_before);
   tcase_add_test(tc, a_second_step_repeats_the_first);
+  tcase_add_test(tc, steps_that_repeat_further_back_are_read_by_the_last);
   tcase_add_test(tc, a_second_step_like_the_first_holds_no_more);
   tcase_add_test(tc, a_first_step_s_layers_are_no_step);
   tcase_add_test(tc, a_repeat_of_other_work_is_no_step);
