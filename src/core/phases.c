@@ -957,6 +957,27 @@ static void warn_kept(ol_phases_t *p, uint64_t since, int64_t growth, int64_t fr
   clock_the_warning(p, now_ns, start_ns);
 }
 
+/* Two rises in a row, alike within a ninth, each keeping half of what an
+ * iteration needs of its own or more (a step's graph kept whole), warn
+ * where three are wanted otherwise when at that rate the device runs out
+ * within URGENT_STEPS more iterations: a leak that fast runs the job out
+ * before a third rise (the live leak_loss on an H100, 2026-12-06:
+ * iterations told at its second step, out in its fifth, 1.27 GiB kept a
+ * step where a step needs 0.92 GiB, on a 12G cap). A window that fills
+ * for two steps and is given back keeps less of a step (gradient
+ * accumulation's: accum_fits, 475 MiB a micro-step that needs 3.3 GiB),
+ * and a slower growth (rolling_ckpt_fits) is not urgent: they wait for
+ * the third as before. */
+#define URGENT_STEPS 3
+static bool fast_and_alike(const ol_phases_t *p, uint64_t capacity, int64_t grown)
+{
+  if (p->rising != OL_LEAK_STREAK - 1 || 16 * p->rising_largest > 9 * grown)
+    return false;
+  int64_t rate = grown / (int64_t)(p->iterations - p->rising_since);
+  int64_t out = runs_out_at(p, capacity, rate);
+  return 2 * rate >= p->need && out >= 0 && out <= (int64_t)p->iterations + URGENT_STEPS;
+}
+
 static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint64_t start_ns)
 {
   uint64_t i = p->iterations;
@@ -988,16 +1009,16 @@ static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint6
   }
   if (rise > p->rising_largest)
     p->rising_largest = rise;
-  if (ol_leak_standing(&p->leak) || p->rising < OL_LEAK_STREAK)
-    return false;
   int64_t grown = valley_of(p, i) - p->rising_from;
+  if (ol_leak_standing(&p->leak) || (p->rising < OL_LEAK_STREAK && !fast_and_alike(p, capacity, grown)))
+    return false;
   int64_t rate = grown / (int64_t)(i - p->rising_since);
   if (!worth_warning(p, capacity, grown, rate, p->largest_fall))
     return false;
   /* ... and no one rise makes most of it: a leak keeps about as much each
    * iteration, while state made once (the optimizer's, at its first step,
    * when the iterations found are a step's layers) is one jump. */
-  if (2 * p->rising_largest > grown)
+  if (2 * p->rising_largest > grown && !fast_and_alike(p, capacity, grown))
     return false;
   warn_kept(p, p->rising_since, rate, p->rising_from, capacity, now_ns, start_ns);
   return true;
