@@ -3580,7 +3580,7 @@ def step_logits_leak(batch, steps):
 
 
 
-def kept_logits_steps(m, vocab, batch, steps, keep_at, seed, lengths, fixed):
+def one_kept_logits_steps(m, vocab, batch, steps, keep_at, seed, lengths, fixed):
     """A language model's training (fp32 AdamW, batch `batch`) whose length
     is drawn per step from `lengths` (seeded) but where `fixed` says;
     the step keep_at (None: none) keeps its logits."""
@@ -3604,7 +3604,7 @@ def kept_logits_steps(m, vocab, batch, steps, keep_at, seed, lengths, fixed):
 def varlen_logits_steps(batch, steps, keep_at):
     """GPT-2 (6 layers), each step's length drawn from 128 to 384, step 6's
     384 and step 13's 512 (a long document)."""
-    yield from kept_logits_steps(gpt2_model(n_layer=6), 50257, batch, steps, keep_at, 53,
+    yield from one_kept_logits_steps(gpt2_model(n_layer=6), 50257, batch, steps, keep_at, 53,
                                  (128, 385), {6: 384, 13: 512})
 
 
@@ -3633,7 +3633,7 @@ def mlm_logits_steps(batch, steps, keep_at):
     step 6's 256 and step 13's 512."""
     from transformers import BertConfig, BertForMaskedLM
     m = BertForMaskedLM(BertConfig(num_hidden_layers=6)).cuda()
-    yield from kept_logits_steps(m, 30522, batch, steps, keep_at, 59, (64, 257),
+    yield from one_kept_logits_steps(m, 30522, batch, steps, keep_at, 59, (64, 257),
                                  {6: 256, 13: 512})
 
 
