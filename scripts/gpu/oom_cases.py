@@ -107,10 +107,17 @@ def leak_loss(batch, steps):
     activations of every step stay (truth: leak)."""
     m = gpt2_model()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    xs = (torch.randint(0, 50257, (batch, 1024), device='cuda') for _ in range(steps))
+    yield from steps_keeping_graphs(m, opt, xs, lm_loss)
+
+
+def steps_keeping_graphs(model, opt, batches, loss_of):
+    """Training steps whose losses are summed into a running total while
+    backward retains each graph (as told to by an error about a second
+    backward): the bug, every step's saved activations stay."""
     total = 0
-    for _ in range(steps):
-        x = torch.randint(0, 50257, (batch, 1024), device='cuda')
-        loss = m(input_ids=x, labels=x).loss
+    for x in batches:
+        loss = loss_of(model, x)
         loss.backward(retain_graph=True)
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -4108,14 +4115,7 @@ def cnn_loss_leak(batch, steps):
     import torchvision
     m = torchvision.models.resnet50().cuda()
     opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-    total = 0
-    for x, y in image_batches(batch, steps):
-        loss = torch.nn.functional.cross_entropy(m(x), y)
-        loss.backward(retain_graph=True)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        total = total + loss  # the bug: the graph of every step is kept
-        yield
+    yield from steps_keeping_graphs(m, opt, image_batches(batch, steps), class_loss)
 
 
 @case
@@ -4129,14 +4129,7 @@ def vit_loss_leak(batch, steps):
     import torchvision
     m = torchvision.models.vit_b_16().cuda()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    running = 0
-    for x, y in image_batches(batch, steps):
-        loss = torch.nn.functional.cross_entropy(m(x), y)
-        loss.backward(retain_graph=True)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        running = running + loss  # the bug: the sum keeps every step's graph
-        yield
+    yield from steps_keeping_graphs(m, opt, image_batches(batch, steps), class_loss)
 
 
 def main():
