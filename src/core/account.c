@@ -171,7 +171,8 @@ void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
   ol_sites_t *sites = ol_account_sites(a, d);
   ad->iteration_ends++;
   if (ad->recent)
-    ol_recent_iteration_ended_after(ad->recent, ad->stats.phases.iterations, ad->stats.phases.period);
+    ol_recent_iteration_ended_after(ad->recent, ad->stats.phases.iterations,
+                                    ad->stats.phases.period);
   ol_sites_mark_valley(sites, ad->stats.phases.iterations);
   uint64_t start = ad->timeline ? ad->timeline->start_ns : 0;
   ol_phases_t *p = &ad->stats.phases;

@@ -1010,7 +1010,8 @@ static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint6
   if (rise > p->rising_largest)
     p->rising_largest = rise;
   int64_t grown = valley_of(p, i) - p->rising_from;
-  if (ol_leak_standing(&p->leak) || (p->rising < OL_LEAK_STREAK && !fast_and_alike(p, capacity, grown)))
+  bool fast = fast_and_alike(p, capacity, grown);
+  if (ol_leak_standing(&p->leak) || (p->rising < OL_LEAK_STREAK && !fast))
     return false;
   int64_t rate = grown / (int64_t)(i - p->rising_since);
   if (!worth_warning(p, capacity, grown, rate, p->largest_fall))
@@ -1018,7 +1019,7 @@ static bool watch_kept(ol_phases_t *p, uint64_t capacity, uint64_t now_ns, uint6
   /* ... and no one rise makes most of it: a leak keeps about as much each
    * iteration, while state made once (the optimizer's, at its first step,
    * when the iterations found are a step's layers) is one jump. */
-  if (2 * p->rising_largest > grown && !fast_and_alike(p, capacity, grown))
+  if (2 * p->rising_largest > grown && !fast)
     return false;
   warn_kept(p, p->rising_since, rate, p->rising_from, capacity, now_ns, start_ns);
   return true;
