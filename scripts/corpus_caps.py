@@ -39,7 +39,9 @@ def cap_bytes(text):
     return int(text)
 
 
-def replay(oomlens, trace, entry, capacity, recorded=False, no_sites=False):
+def replay_command(oomlens, trace, entry, capacity, no_sites=False):
+    """`oomlens replay --json` of a case's trace as the corpus replays it:
+    its batch and its replay policy, on a device of capacity bytes."""
     cmd = [oomlens, 'replay', trace, '--capacity', str(capacity), '--json']
     if no_sites:
         cmd.append('--no-sites')
@@ -47,6 +49,11 @@ def replay(oomlens, trace, entry, capacity, recorded=False, no_sites=False):
         cmd += ['--batch', str(entry['batch'])]
     if entry.get('replay_policy', 'oomlens') != 'oomlens':
         cmd += ['--policy', entry['replay_policy']]
+    return cmd
+
+
+def replay(oomlens, trace, entry, capacity, recorded=False, no_sites=False):
+    cmd = replay_command(oomlens, trace, entry, capacity, no_sites)
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)}: exit {done.returncode}: {done.stderr.strip()}")

@@ -17,20 +17,14 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from corpus_caps import cap_bytes
+from corpus_caps import cap_bytes, replay_command
 
 FRACTIONS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
 
 
 def replay(oomlens, data, entry, fraction, no_sites):
-    cmd = [oomlens, 'replay', os.path.join(data, entry['trace']), '--json',
-           '--capacity', str(int(cap_bytes(entry['cap']) * fraction))]
-    if no_sites:
-        cmd.append('--no-sites')
-    if entry.get('batch'):
-        cmd += ['--batch', str(entry['batch'])]
-    if entry.get('replay_policy', 'oomlens') != 'oomlens':
-        cmd += ['--policy', entry['replay_policy']]
+    cmd = replay_command(oomlens, os.path.join(data, entry['trace']), entry,
+                         int(cap_bytes(entry['cap']) * fraction), no_sites)
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         return f'exit {done.returncode}: {done.stderr.strip()[:200]}'

@@ -4093,15 +4093,8 @@ def thread_train_leak(batch, steps):
     def steps_of():
         m = gpt2_model(n_layer=6, n_positions=512)
         opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-        total = 0
-        for _ in range(steps):
-            x = torch.randint(0, 50257, (batch, 512), device='cuda')
-            loss = lm_loss(m, x)
-            loss.backward(retain_graph=True)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            total = total + loss  # the bug: the graph of every step is kept
-            yield
+        xs = (torch.randint(0, 50257, (batch, 512), device='cuda') for _ in range(steps))
+        yield from steps_keeping_graphs(m, opt, xs, lm_loss)
     yield from train_in_thread(steps_of)
 
 

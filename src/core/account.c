@@ -154,36 +154,24 @@ static uint64_t available_of(const ol_account_device_t *ad)
   return size;
 }
 
-/* Where no site has grown between lowest points yet (a fast leak warned
- * of at its second rise: a site's lowest point is read an iteration
- * late), the one whose bytes at iterations' ends grew most. */
-static int32_t grew_most_by_ends(const ol_sites_t *sites, int32_t unsampled, int64_t *growth)
-{
-  int32_t top = -1;
-  *growth = 0;
-  for (size_t i = 0; i < ol_sites_count(sites); i++) {
-    const ol_site_figures_t *f = ol_sites_figures(sites, (int32_t)i);
-    int64_t grew = f->valley_seen ? f->last_valley - f->first_valley : 0;
-    if ((int32_t)i != unsampled && grew > *growth) {
-      top = (int32_t)i;
-      *growth = grew;
-    }
-  }
-  return top;
-}
-
 /* The leak's site: the one whose bytes at iterations' lowest points grew
  * most, of those that name a call site; else, for memory kept (not work
- * that grows, which keeps nothing), at their ends. */
+ * that grows, which keeps nothing), at their ends: a site's lowest point
+ * is read an iteration late, so at a fast leak's second rise none has
+ * grown there yet. */
 static void name_grower(ol_leak_warning_t *w, const ol_sites_t *sites, int32_t unsampled)
 {
-  int32_t top = sites ? ol_sites_grew_most(sites, unsampled) : -1;
+  if (!sites)
+    return;
+  ol_site_order_t order = OL_SITES_BY_GROWTH;
+  int32_t top = ol_sites_grew_most(sites, unsampled, order);
+  if (top < 0 && w->allocations_growth == 0) {
+    order = OL_SITES_BY_END_GROWTH;
+    top = ol_sites_grew_most(sites, unsampled, order);
+  }
   if (top >= 0) {
     w->site = top;
-    w->site_growth = ol_sites_figure(sites, top, OL_SITES_BY_GROWTH);
-  } else if (sites && w->allocations_growth == 0 && /* kept memory's, not growing work's */
-             (top = grew_most_by_ends(sites, unsampled, &w->site_growth)) >= 0) {
-    w->site = top;
+    w->site_growth = ol_sites_figure(sites, top, order);
   }
 }
 

@@ -924,8 +924,9 @@ typedef enum {
   OL_SITES_BY_AT_PEAK,
   OL_SITES_BY_TOTAL,
   OL_SITES_BY_CURRENT, /* who holds memory now (at an out-of-memory) */
-  OL_SITES_BY_GROWTH   /* last_low - first_low (from 0 where held_late and it grew
+  OL_SITES_BY_GROWTH,  /* last_low - first_low (from 0 where held_late and it grew
                         * again): what grows across iterations */
+  OL_SITES_BY_END_GROWTH /* last_valley - first_valley: the same at iterations' ends */
 } ol_site_order_t;
 
 ol_sites_t *ol_sites_new(void);
@@ -967,11 +968,12 @@ const ol_site_figures_t *ol_sites_figures(const ol_sites_t *sites, int32_t id);
 bool ol_sites_set_label(ol_sites_t *sites, int32_t id, const char *text);
 const char *ol_sites_label(const ol_sites_t *sites, int32_t id); /* NULL: none */
 
-/* The site whose bytes at iterations' ends grew most (> 0), skip aside:
- * the "not sampled" site, which holds many small tensors of many call
- * sites and names none (held-out fsdp2_leak: "Grew most (+28.38 MiB): (not
- * sampled: OOMLENS_STACK_SAMPLE)"); -1 when none grew. */
-int32_t ol_sites_grew_most(const ol_sites_t *sites, int32_t skip);
+/* The site whose bytes grew most (> 0) by order (OL_SITES_BY_GROWTH, at
+ * iterations' lowest points; OL_SITES_BY_END_GROWTH, at their ends), skip
+ * aside: the "not sampled" site, which holds many small tensors of many
+ * call sites and names none (held-out fsdp2_leak: "Grew most (+28.38
+ * MiB): (not sampled: OOMLENS_STACK_SAMPLE)"); -1 when none grew. */
+int32_t ol_sites_grew_most(const ol_sites_t *sites, int32_t skip, ol_site_order_t order);
 /* The site's figure that order ranks by (at the peak, in total, now, its growth). */
 int64_t ol_sites_figure(const ol_sites_t *sites, int32_t id, ol_site_order_t order);
 /* What a site's memory counts as growth from: what it held at the first

@@ -2146,7 +2146,7 @@ void ol_oom_note_sites(ol_oom_record_t *r, const ol_sites_t *sites, int32_t unsa
   r->holder_count = (int)n;
   r->grower = (ol_oom_site_t){-1, 0};
   r->grower_reading = OL_GROWER_KEPT;
-  int32_t grower = sites ? ol_sites_grew_most(sites, unsampled) : -1;
+  int32_t grower = sites ? ol_sites_grew_most(sites, unsampled, OL_SITES_BY_GROWTH) : -1;
   if (grower >= 0) {
     r->grower = (ol_oom_site_t){grower, ol_sites_figure(sites, grower, OL_SITES_BY_GROWTH)};
     r->grower_role = ol_sites_role(sites, grower);

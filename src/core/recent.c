@@ -28,7 +28,6 @@
  * the last by then says whether it holds more because it freed less. An
  * iteration longer than the log keeps, or one that has made more
  * allocations than the last made in all, is not read. */
-#include <stdint.h>
 #include <stdlib.h>
 
 #include "core.h"

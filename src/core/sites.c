@@ -383,6 +383,7 @@ int64_t ol_sites_figure(const ol_sites_t *s, int32_t id, ol_site_order_t order)
     if (!f->valley_seen)
       return 0;
     return f->held_late && f->last_low > f->first_low ? f->last_low : f->last_low - f->first_low;
+  case OL_SITES_BY_END_GROWTH: return f->valley_seen ? f->last_valley - f->first_valley : 0;
   case OL_SITES_BY_AT_PEAK:
   default: return f->at_peak;
   }
@@ -418,10 +419,10 @@ int64_t ol_sites_growth_base(const ol_sites_t *s, int32_t id)
   return f->valley_seen && f->last_low > base ? base : INT64_MAX;
 }
 
-int32_t ol_sites_grew_most(const ol_sites_t *s, int32_t skip)
+int32_t ol_sites_grew_most(const ol_sites_t *s, int32_t skip, ol_site_order_t order)
 {
   int32_t top[2];
-  size_t n = ol_sites_top(s, OL_SITES_BY_GROWTH, top, 2);
+  size_t n = ol_sites_top(s, order, top, 2);
   for (size_t i = 0; i < n; i++)
     if (top[i] != skip)
       return top[i];

@@ -1873,14 +1873,15 @@ START_TEST(the_unsampled_site_is_not_the_grower)
   ck_assert_int_eq(r.grower.id, kept);
   ck_assert_int_eq(r.grower.bytes, ol_sites_figure(s, kept, OL_SITES_BY_GROWTH));
   ck_assert_int_gt(r.grower.bytes, 0);
-  ck_assert_int_eq(ol_sites_grew_most(s, unsampled), kept);
-  ck_assert_int_eq(ol_sites_grew_most(s, -1), unsampled); /* no site to skip: it grew most */
+  ck_assert_int_eq(ol_sites_grew_most(s, unsampled, OL_SITES_BY_GROWTH), kept);
+  /* no site to skip: it grew most */
+  ck_assert_int_eq(ol_sites_grew_most(s, -1, OL_SITES_BY_GROWTH), unsampled);
   ol_sites_t *only = ol_sites_new();
   int32_t alone = ol_sites_intern(only, "(not sampled: OOMLENS_STACK_SAMPLE)", 35);
   ol_sites_mark_valley(only, 1);
   ol_sites_add(only, alone, 100);
   ol_sites_mark_valley(only, 2);
-  ck_assert_int_eq(ol_sites_grew_most(only, alone), -1);
+  ck_assert_int_eq(ol_sites_grew_most(only, alone, OL_SITES_BY_GROWTH), -1);
   ol_sites_free(only);
   ol_sites_free(s);
 }

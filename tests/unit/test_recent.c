@@ -186,31 +186,31 @@ END_TEST
  * one before began a period of allocations back; the step under way is
  * set beside it (leak_loss at half its cap, out at its third step). Told
  * with one iteration ended, or no period, there is still none. */
+/* A step that keeps its loss, its end told as ended iterations of period
+ * allocations each, and the next step's input: whether the step under way
+ * is set beside one before it, at the second layer it asks for. */
+static bool kept_step_told_after(uint64_t ended, uint64_t period)
+{
+  step_until_loss(32 * MiB);
+  step_after_loss(true);
+  ol_recent_iteration_ended_after(log_, ended, period);
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  return against_last(32 * MiB);
+}
+
 START_TEST(a_repeat_found_late_has_the_iteration_before)
 {
   step_until_loss(32 * MiB); /* two steps, the second keeps its loss */
   step_after_loss(false);
-  step_until_loss(32 * MiB);
-  step_after_loss(true);
-  ol_recent_iteration_ended_after(log_, 2, 6); /* 6 allocations a step */
-  ol_recent_note(log_, 0, 4 * MiB, false);
-  ck_assert(against_last(32 * MiB));
+  ck_assert(kept_step_told_after(2, 6)); /* 6 allocations a step */
   ck_assert_int_eq(held, 64 * MiB);
   ck_assert_int_eq(more[3], 64 * MiB);
   teardown();
   setup();
-  step_until_loss(32 * MiB);
-  step_after_loss(true);
-  ol_recent_iteration_ended_after(log_, 1, 6);
-  ol_recent_note(log_, 0, 4 * MiB, false);
-  ck_assert(!against_last(32 * MiB));
+  ck_assert(!kept_step_told_after(1, 6));
   teardown();
   setup();
-  step_until_loss(32 * MiB);
-  step_after_loss(true);
-  ol_recent_iteration_ended_after(log_, 2, 0);
-  ol_recent_note(log_, 0, 4 * MiB, false);
-  ck_assert(!against_last(32 * MiB));
+  ck_assert(!kept_step_told_after(2, 0));
 }
 END_TEST
 
