@@ -13,7 +13,9 @@ $OUT/first_step_check.md (the table for docs/measurements.md).
 
 OOMLENS_FS_JOBS=name,name picks jobs (bert_batch: the corpus's case, run
 by oom_cases.py, to bisect the truth its manifest lacks);
-OOMLENS_FS_NO_BISECT=1 skips the bisection; OOMLENS_FS_BUDGET_S (default
+OOMLENS_FS_NO_BISECT=1 skips the bisection; OOMLENS_FS_TRACE=1 writes
+the trace of each job's run out to $OUT/trace-NAME-BATCH.trace (replayed
+here by other builds); OOMLENS_FS_BUDGET_S (default
 540) is the whole script's time: a job is started only within it, and a
 bisection that would run past it stops, keeping the bracket it reached
 (`truth` stays unset, `bracket` [fits, runs out]). The jobs run from this file: python3 first_step_check.py --job
@@ -36,6 +38,14 @@ JOBS = [
     # the corpus's bert_batch, run by oom_cases.py: its truth is not bisected
     # yet (its figure is the bound "at most 26"; the manifest has no truth)
     dict(name='bert_batch', cap='8G', batch=96, corpus=True),
+    # session 35: forwards that do not end at the end of one stack. Two
+    # encoder-decoders whose decoder (target 512 tokens beside a source of
+    # 128) is the heavier, so that the batch runs out past the encoder;
+    # and a siamese encoder (BERT run on two inputs a step), out in its
+    # second pass.
+    dict(name='t5_long_target', cap='8G', batch=64),
+    dict(name='bart_long_target', cap='12G', batch=48),
+    dict(name='siamese_bert', cap='8G', batch=16),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
@@ -65,6 +75,19 @@ def job_model(name):
     if name == 'vit_base':
         m = tf.ViTForImageClassification(tf.ViTConfig(num_labels=1000))
         return m, 'image', 224, 1000, torch.optim.AdamW
+    if name == 't5_long_target':  # T5-small's shape; the ids its config lacks (oom_cases.t5_model)
+        cfg = tf.T5Config()
+        for key, value in (('decoder_start_token_id', 0), ('pad_token_id', 0), ('eos_token_id', 1)):
+            setattr(cfg, key, value)
+        return tf.T5ForConditionalGeneration(cfg), 'seq2seq', (128, 512), 32128, torch.optim.AdamW
+    if name == 'bart_long_target':  # BART-base's shape
+        cfg = tf.BartConfig(d_model=768, encoder_layers=6, decoder_layers=6,
+                            encoder_attention_heads=12, decoder_attention_heads=12,
+                            encoder_ffn_dim=3072, decoder_ffn_dim=3072)
+        return (tf.BartForConditionalGeneration(cfg), 'seq2seq', (128, 512), cfg.vocab_size,
+                torch.optim.AdamW)
+    if name == 'siamese_bert':
+        return tf.BertModel(tf.BertConfig()), 'siamese', 256, 30522, torch.optim.AdamW
     if name == 'resnet18':
         import torchvision
         return torchvision.models.resnet18(), 'cnn', 224, 1000, torch.optim.SGD
@@ -87,6 +110,17 @@ def run_job(name, batch, steps):
                 x = torch.randint(0, classes, (batch, size), device='cuda')
                 y = torch.randint(0, 4, (batch,), device='cuda')
                 loss = model(input_ids=x, labels=y).loss
+            elif kind == 'seq2seq':
+                x = torch.randint(3, classes, (batch, size[0]), device='cuda')
+                y = torch.randint(3, classes, (batch, size[1]), device='cuda')
+                loss = model(input_ids=x, labels=y).loss
+            elif kind == 'siamese':  # two sentences, one encoder: their similarity's error
+                a = torch.randint(0, classes, (batch, size), device='cuda')
+                b = torch.randint(0, classes, (batch, size), device='cuda')
+                ea = model(input_ids=a).last_hidden_state[:, 0]
+                eb = model(input_ids=b).last_hidden_state[:, 0]
+                target = torch.rand(batch, device='cuda')
+                loss = ((torch.cosine_similarity(ea, eb) - target) ** 2).mean()
             elif kind == 'image':
                 x = torch.randn(batch, 3, size, size, device='cuda')
                 y = torch.randint(0, classes, (batch,), device='cuda')
@@ -109,8 +143,12 @@ def run_job(name, batch, steps):
 def under_oomlens(job, batch, steps, tag):
     report = os.path.join(OUT, f'fs-{job["name"]}-{tag}-{batch}-%p.txt')
     what = [CASES, job['name']] if job.get('corpus') else [HERE, '--job', job['name']]
+    trace = []
+    if tag == 'oom' and os.environ.get('OOMLENS_FS_TRACE'):  # for replay by other builds
+        trace = ['--trace', os.path.join(OUT, f'trace-{job["name"]}-{batch}.trace')]
     cmd = [CLI, 'run', '--manage', '--capacity', job['cap'], '--batch', str(batch), '--report',
-           report, '--', sys.executable, *what, '--batch', str(batch), '--steps', str(steps)]
+           report, *trace, '--', sys.executable, *what, '--batch', str(batch), '--steps',
+           str(steps)]
     env = dict(os.environ)
     env.pop('LD_PRELOAD', None)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

@@ -111,22 +111,55 @@ static uint64_t sum_of(const uint64_t *sizes, size_t from, size_t to)
 /* The layers of the stack the weights were made in: the repeats, to the
  * nearest (a tensor or two alike at its ends, as a final norm like the
  * layers' own, match by chance), and those seen whole (what the bound
- * counts on); 0 when the load is not one stack of like layers. */
+ * counts on); 0 when the load is not one stack of like layers. stacks: 2
+ * where the load made a second stack of other layers beside it (an
+ * encoder-decoder), whose forward runs one stack after the other; whole
+ * is then the fewer layers of the two, what either has at least. */
 typedef struct stack {
-  int64_t layers, whole;
+  int64_t layers, whole, stacks;
   size_t start, period; /* one layer's weights: the load's sizes from start */
 } stack_shape_t;
+
+/* Another stack's share of the load: an encoder's weights beside its
+ * decoder's are some two fifths of the model (T5, Whisper); a run of
+ * like biases or norms outside the layers is far less. */
+#define OTHER_STACK_SHARE 16
+
+/* A second stack in sizes[from, to): three whole repeats or more of two
+ * tensors a layer or more, a sixteenth of the load's bytes or more. Its
+ * whole layers, 0 where none. */
+static int64_t other_stack(const ol_first_step_log_t *log, size_t from, size_t to,
+                           uint64_t load_bytes)
+{
+  size_t period, start, covered;
+  if (to <= from ||
+      !ol_first_step_repeat(log->size + from, to - from, MAX_PERIOD, &period, &start, &covered))
+    return 0;
+  int64_t whole = (int64_t)(covered / period);
+  if (period < 2 || whole < MIN_LAYERS ||
+      sum_of(log->size, from + start, from + start + covered) < load_bytes / OTHER_STACK_SHARE)
+    return 0;
+  return whole;
+}
 
 static stack_shape_t stack_layers(const ol_first_step_log_t *log, size_t load)
 {
   size_t period, start, covered;
   if (!ol_first_step_repeat(log->size, load, MAX_PERIOD, &period, &start, &covered))
     return (stack_shape_t){.layers = 0};
-  stack_shape_t s = {(int64_t)((covered + period / 2) / period), (int64_t)(covered / period),
+  stack_shape_t s = {(int64_t)((covered + period / 2) / period), (int64_t)(covered / period), 1,
                      start, period};
-  if (s.whole < MIN_LAYERS ||
-      sum_of(log->size, start, start + covered) < sum_of(log->size, 0, load) / LOAD_SHARE)
+  uint64_t load_bytes = sum_of(log->size, 0, load);
+  if (s.whole < MIN_LAYERS || sum_of(log->size, start, start + covered) < load_bytes / LOAD_SHARE)
     return (stack_shape_t){.layers = 0};
+  int64_t before = other_stack(log, 0, start, load_bytes);
+  int64_t after = other_stack(log, start + covered, load, load_bytes);
+  int64_t other = before > after ? before : after;
+  if (other > 0) {
+    s.stacks = 2;
+    s.whole = other < s.whole ? other : s.whole;
+    s.layers = s.whole;
+  }
   return s;
 }
 
@@ -205,6 +238,46 @@ static bool upcast_before(const uint64_t *sizes, size_t from, size_t to, uint64_
   for (size_t i = from; i < to && sizes[i] != largest; i++)
     if (sizes[i] * 2 == largest)
       return true;
+  return false;
+}
+
+/* Whether the asks after the stack, sizes[end, n), run the forward again
+ * (a siamese encoder's second input: its embedding, then its layers, as
+ * the first pass's): a stretch of them alike, in order, to one of the log
+ * before the stack's end, TAIL_RUN asks long, or at least TAIL_LEAST
+ * ending at the request (the pass has just begun). Then the forward was
+ * not at its head. The stretch may begin past what the first pass did
+ * after its stack (BERT's pooler: held-out siamese_bert was read as at
+ * its head, its second pass not counted), and the log is read from its
+ * start, for the forward's first asks may be the load's last (it ends at
+ * the first free, in the embedding). A head may repeat a few sizes by
+ * chance (BERT's masked-LM head asks for three hidden states in a row, as
+ * its layers do): the figure is then the bound, not an estimate, which
+ * costs precision, never truth. A second pass on inputs of other shapes
+ * (a query shorter than its document) asks for other sizes and is not
+ * told. */
+#define TAIL_RUN 8
+#define TAIL_LEAST 3
+#define TAIL_SCAN 64 /* where in the tail a pass may begin: what follows a stack before
+                      * the next pass is its pooler or norm, a few asks (a cold path's bound) */
+
+static bool seen_before(const ol_first_step_log_t *log, size_t before, const uint64_t *run,
+                        size_t len)
+{
+  for (size_t at = 0; at + len <= before; at++)
+    if (memcmp(log->size + at, run, len * sizeof *run) == 0)
+      return true;
+  return false;
+}
+
+static bool forward_again(const ol_first_step_log_t *log, size_t load, const uint64_t *sizes,
+                          size_t end, size_t n)
+{
+  for (size_t at = end; at + TAIL_LEAST <= n && at < end + TAIL_SCAN; at++) {
+    size_t len = n - at < TAIL_RUN ? n - at : TAIL_RUN;
+    if (seen_before(log, load + end, sizes + at, len))
+      return true;
+  }
   return false;
 }
 
@@ -291,10 +364,11 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
   }
   int64_t seen = (int64_t)((r.covered + r.period / 2) / r.period);
   size_t end = r.start + r.covered;
-  if (end < n && seen == layers && !makes_gradients(asks, end, n, log, stack)) {
+  if (end < n && seen == layers && stack.stacks == 1 && !forward_again(log, load, sizes, end, n) &&
+      !makes_gradients(asks, end, n, log, stack)) {
     /* the stack ended, then the head asked (and not yet the backward) */
     uint64_t largest = largest_in(sizes, end, n);
-    *out = (ol_first_step_t){.read = true, .stage = OL_FIRST_STEP_HEAD, .layers = layers,
+    *out = (ol_first_step_t){.read = true, .stage = OL_FIRST_STEP_HEAD, .layers = layers, .stacks = 1,
                              .layers_done = layers, .per_layer = kept,
                              .largest_after = in_range(largest),
                              .layer_largest = in_range(layer_largest(sizes, r)),
@@ -310,7 +384,8 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
     int64_t current = at < log->count ? before(log, at) : log->after[log->count - 1];
     if (left >= 0)
       *out = (ol_first_step_t){
-        .read = true, .stage = OL_FIRST_STEP_LAYERS, .layers = layers, .layers_done = begun,
+        .read = true, .stage = OL_FIRST_STEP_LAYERS, .layers = layers, .stacks = stack.stacks,
+        .layers_done = begun,
         .per_layer = kept, .rest = times(left, kept),
         .stack_end = ol_sat_add(ol_sat_add(current, kept), times(left, kept))};
   }

@@ -1320,7 +1320,15 @@ static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r)
   const ol_first_step_t *fs = &r->first_step;
   if (r->iterations > 0)
     return;
-  if (fs->stage == OL_FIRST_STEP_LAYERS)
+  if (fs->stage == OL_FIRST_STEP_LAYERS && fs->stacks > 1)
+    ol_buf_printf(out, "The model has two stacks of like layers (an encoder-decoder), %" PRId64
+                  " layers in each at least; its forward had begun %" PRId64 " layers of one, "
+                  "%s kept each: the %s that at least the layers not yet begun of it keep is "
+                  "counted in that need; the other stack's, and what comes after the stacks "
+                  "(the head and, if it trains, the loss and the backward), were never asked "
+                  "for and are not counted. ", fs->layers, fs->layers_done,
+                  size_text(a, fs->per_layer), size_text(b, fs->rest));
+  else if (fs->stage == OL_FIRST_STEP_LAYERS)
     ol_buf_printf(out, "Its forward had begun %" PRId64 " of the %" PRId64 " layers of its "
                   "stack, %s kept each: the layers not yet begun keep %s more, counted in that "
                   "need; what comes after the stack (its head and, if it trains, the loss and "
@@ -2397,10 +2405,11 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool lever,
   ol_buf_printf(out, ", \"first_step\": {\"stage\": \"%s\", \"layers\": %" PRId64
                 ", \"layers_done\": %" PRId64 ", \"per_layer\": %" PRId64 ", \"rest\": %" PRId64
                 ", \"stack_end\": %" PRId64 ", \"largest_after\": %" PRId64
-                ", \"layer_largest\": %" PRId64 ", \"loss_upcast\": %s}",
+                ", \"layer_largest\": %" PRId64 ", \"loss_upcast\": %s, \"stacks\": %" PRId64
+                "}",
                 ol_first_step_stage_name(fs->stage), fs->layers,
                 fs->layers_done, fs->per_layer, fs->rest, fs->stack_end, fs->largest_after,
-                fs->layer_largest, fs->loss_upcast ? "true" : "false");
+                fs->layer_largest, fs->loss_upcast ? "true" : "false", fs->stacks);
 }
 
 /* The state and the batch figures as the paragraph gives them, so a JSON

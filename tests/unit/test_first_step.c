@@ -25,7 +25,7 @@
 
 #define KiB ((uint64_t)1 << 10)
 #define MiB ((uint64_t)1 << 20)
-#define MAX_PER_LAYER 8
+#define MAX_PER_LAYER 12
 #define MAX_LAYERS 64
 
 typedef struct model {
@@ -48,6 +48,11 @@ typedef struct model {
                                         after it; the load's weights and the forward's
                                         gathers carry frames (the small gathers are not
                                         sampled) */
+  int passes;                        /* the stack run this many times a forward, each on an
+                                        input of its own (a siamese encoder's two); 0: once */
+  const struct model *decoder;       /* a second stack run after this one (an
+                                        encoder-decoder's): its layers, weights, kept and
+                                        temporary; its weights made at load after these */
 } model_t;
 
 /* The job as an account sees it, allocation by allocation. */
@@ -136,6 +141,27 @@ static void scatter(job_t *j, const model_t *m, const uint64_t *gathered)
     give(j, gathered[i], m->weights[i]);
 }
 
+static int passes_of(const model_t *m)
+{
+  return m->passes > 1 ? m->passes : 1;
+}
+
+/* The layers a forward runs: the stack's in each pass, then the
+ * decoder's. */
+static int all_layers(const model_t *m)
+{
+  return m->layers * passes_of(m) + (m->decoder ? m->decoder->layers : 0);
+}
+
+/* The stack whose layer the g-th the forward runs is, and its index
+ * there. */
+static const model_t *stack_of(const model_t *m, int g, int *l)
+{
+  int first = m->layers * passes_of(m);
+  *l = g < first ? g % m->layers : g - first;
+  return g < first ? m : m->decoder;
+}
+
 static uint64_t kept_size(const model_t *m, int layer, int i, int64_t batch)
 {
   uint64_t bytes = m->kept[i] * (uint64_t)batch;
@@ -145,8 +171,9 @@ static uint64_t kept_size(const model_t *m, int layer, int i, int64_t batch)
 static uint64_t weights_total(const model_t *m)
 {
   uint64_t w = m->embed;
-  for (int i = 0; i < m->weight_count; i++)
-    w += m->weights[i] * (uint64_t)m->layers;
+  for (const model_t *s = m; s; s = s->decoder)
+    for (int i = 0; i < s->weight_count; i++)
+      w += s->weights[i] * (uint64_t)s->layers;
   return w;
 }
 
@@ -164,6 +191,10 @@ static void load(job_t *j, const model_t *m)
       take(j, m->weights[i]);
       give(j, wide, m->weights[i] * 2);
     }
+  if (m->decoder)
+    for (int l = 0; l < m->decoder->layers; l++)
+      for (int i = 0; i < m->decoder->weight_count; i++)
+        take(j, m->decoder->weights[i]);
 }
 
 /* One training step: forward, loss, backward, the optimizer's step (its
@@ -176,18 +207,28 @@ static void step(job_t *j, const model_t *m, int64_t batch, bool first)
   give(j, take(j, 4 * KiB * b), 4 * KiB * b); /* the embedding's temporary */
   uint64_t hidden = take(j, m->kept[0] * b), carried = 0;
   uint64_t gathered[MAX_PER_LAYER];
-  for (int l = 0; l < m->layers; l++) {
-    if (first)
-      j->layer_at[l] = j->allocs;
-    if (m->gather)
-      gather(j, m, false, gathered);
-    for (int i = 0; i < m->kept_count; i++) {
-      kept[l][i] = take(j, kept_size(m, l, i, batch));
-      if (i == 0)
-        give(j, take(j, m->temp * b), m->temp * b);
+  uint64_t inputs[4] = {0}, hiddens[4] = {0}, pooled[4] = {0};
+  for (int g = 0; g < all_layers(m); g++) {
+    int l;
+    const model_t *s = stack_of(m, g, &l);
+    if (s == m && l == 0 && g > 0) { /* another pass: the last one's pooled output (BERT's
+                                      * pooler), then its own input's embedding, as the first */
+      pooled[g / m->layers] = take(j, 16 * KiB * b);
+      inputs[g / m->layers] = take(j, 4 * KiB * b);
+      give(j, take(j, 4 * KiB * b), 4 * KiB * b);
+      hiddens[g / m->layers] = take(j, m->kept[0] * b);
     }
-    if (m->gather)
-      scatter(j, m, gathered);
+    if (first)
+      j->layer_at[g] = j->allocs;
+    if (s->gather)
+      gather(j, s, false, gathered);
+    for (int i = 0; i < s->kept_count; i++) {
+      kept[g][i] = take(j, kept_size(s, l, i, batch));
+      if (i == 0)
+        give(j, take(j, s->temp * b), s->temp * b);
+    }
+    if (s->gather)
+      scatter(j, s, gathered);
     if (m->carry) {
       uint64_t out = take(j, m->kept[0] * b);
       if (carried)
@@ -215,31 +256,41 @@ static void step(job_t *j, const model_t *m, int64_t batch, bool first)
   if (m->upcast)
     give(j, logits16, m->head / 2 * b);
   uint64_t grads[MAX_LAYERS][MAX_PER_LAYER];
-  for (int l = m->layers - 1; l >= 0; l--) {
+  for (int g = all_layers(m) - 1; g >= 0; g--) {
+    int l;
+    const model_t *s = stack_of(m, g, &l);
     if (first)
-      j->backward_at[l] = j->allocs;
+      j->backward_at[g] = j->allocs;
     uint64_t largest = 0;
-    for (int i = 0; i < m->kept_count; i++)
-      largest = kept_size(m, l, i, batch) > largest ? kept_size(m, l, i, batch) : largest;
-    if (m->gather)
-      gather(j, m, true, gathered);
+    for (int i = 0; i < s->kept_count; i++)
+      largest = kept_size(s, l, i, batch) > largest ? kept_size(s, l, i, batch) : largest;
+    if (s->gather)
+      gather(j, s, true, gathered);
     uint64_t layer_grad = take(j, largest);
-    give(j, take(j, m->temp * b), m->temp * b);
-    for (int i = 0; i < m->weight_count; i++)
-      grads[l][i] = take(j, m->weights[i]);
-    if (m->gather)
-      scatter(j, m, gathered);
-    for (int i = 0; i < m->kept_count; i++)
-      give(j, kept[l][i], kept_size(m, l, i, batch));
+    give(j, take(j, s->temp * b), s->temp * b);
+    for (int i = 0; i < s->weight_count; i++)
+      grads[g][i] = take(j, s->weights[i]);
+    if (s->gather)
+      scatter(j, s, gathered);
+    for (int i = 0; i < s->kept_count; i++)
+      give(j, kept[g][i], kept_size(s, l, i, batch));
     give(j, layer_grad, largest);
   }
   give(j, hidden, m->kept[0] * b);
   give(j, input, 4 * KiB * b);
+  for (int p = 1; p < passes_of(m); p++) {
+    give(j, hiddens[p], m->kept[0] * b);
+    give(j, pooled[p], 16 * KiB * b);
+    give(j, inputs[p], 4 * KiB * b);
+  }
   for (int n = 0; first && n < m->adam; n++)
     take(j, weights_total(m));
-  for (int l = 0; l < m->layers; l++)
-    for (int i = 0; i < m->weight_count; i++)
-      give(j, grads[l][i], m->weights[i]);
+  for (int g = 0; g < all_layers(m); g++) {
+    int l;
+    const model_t *s = stack_of(m, g, &l);
+    for (int i = 0; i < s->weight_count; i++)
+      give(j, grads[g][i], s->weights[i]);
+  }
 }
 
 static void run(job_t *j, const model_t *m, int64_t batch)
@@ -380,6 +431,104 @@ static model_t classifier(int layers, int adam)
   m.head = 64 * KiB;
   return m;
 }
+
+/* An encoder-decoder: a stack of like layers, then a second of other
+ * layers (cross-attention beside self-attention) over fewer positions. */
+static model_t encoder_decoder(int layers, const model_t *decoder)
+{
+  model_t m = stack(layers, 2);
+  m.decoder = decoder;
+  return m;
+}
+
+static model_t decoder_stack(int layers)
+{
+  return (model_t){.layers = layers,
+                   .weights = {3 * KiB, 3 * KiB, 7 * MiB, 9 * KiB, 2 * MiB, 3 * KiB, 7 * MiB,
+                               2 * MiB, 9 * MiB, 5 * MiB},
+                   .weight_count = 10,
+                   .kept = {1 * MiB, 3 * MiB, 1 * MiB, 4 * MiB, 4 * MiB, 5 * MiB},
+                   .kept_count = 6, .temp = 2 * MiB};
+}
+
+/* Past the first stack the forward runs (its decoder's, or its second
+ * pass's layers): in the first layer after it, and in the third. */
+static int64_t just_past_the_stack(const job_t *dry, const model_t *m)
+{
+  return dry->layer_at[m->layers] + 1;
+}
+
+static int64_t three_layers_past_the_stack(const job_t *dry, const model_t *m)
+{
+  return dry->layer_at[m->layers + 2] + 2;
+}
+
+/* Run out at each of wheres, the step is not read as at its head: the
+ * figure is the bound, and it holds. */
+static void check_past_the_stack(const model_t *m, int64_t batch, const where_fn *wheres,
+                                 size_t count, size_t case_index)
+{
+  for (size_t w = 0; w < count; w++) {
+    outcome_t o = run_out(m, batch, wheres[w]);
+    ck_assert_msg(o.record.first_step.stage != OL_FIRST_STEP_HEAD,
+                  "case %zu at %zu: read as the head", case_index, w);
+    ck_assert(!o.figure.estimated);
+    check_bound(&o);
+  }
+}
+
+/* Where the load made two stacks of unlike layers (an encoder-decoder:
+ * T5, BART, Whisper), the end of the first the forward ran is not the
+ * end of the forward: the decoder's layers come after it. Read as the
+ * head, the figure was an estimate that left the decoder out (fits above
+ * the truth). Inside the first stack the layers not yet run of it are
+ * still counted in the bound; past it, the bound is what was held. */
+START_TEST(after_an_encoders_stack_its_decoder_is_still_to_come)
+{
+  static const struct {
+    int encoder, decoder;
+    int64_t batch;
+  } cases[] = {{12, 12, 48}, {6, 6, 64}, {12, 6, 48}, {6, 12, 64}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    model_t dec = decoder_stack(cases[i].decoder);
+    model_t m = encoder_decoder(cases[i].encoder, &dec);
+    const where_fn past_it[] = {just_past_the_stack, three_layers_past_the_stack, at_log_probs};
+    check_past_the_stack(&m, cases[i].batch, past_it, sizeof past_it / sizeof *past_it, i);
+    /* inside the encoder: its layers not yet run are counted where the
+     * fewer layers of the two stacks leave some (12 and 12, 6 and 6) */
+    outcome_t o = run_out(&m, cases[i].batch, in_a_third_of_the_stack);
+    check_bound(&o);
+    if (cases[i].encoder > cases[i].decoder)
+      continue;
+    ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_LAYERS);
+    ck_assert_int_eq(o.record.first_step.stacks, 2);
+    ck_assert(o.record.first_step.rest > 0);
+    ol_buf_t text = {0};
+    ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
+    ck_assert_msg(strstr(text.data, "two stacks of like layers (an encoder-decoder)"), "%s",
+                  text.data);
+    ol_buf_free(&text);
+  }
+}
+END_TEST
+
+/* A siamese encoder runs its stack twice a forward, once on each input:
+ * the end of the first pass is not the end of the forward, and the
+ * layers of the second pass, which repeat the stack's, say so. */
+START_TEST(a_second_pass_of_the_stack_is_no_head)
+{
+  static const struct {
+    int layers;
+    int64_t batch;
+  } cases[] = {{12, 24}, {6, 40}, {24, 12}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    model_t m = classifier(cases[i].layers, 2);
+    m.passes = 2;
+    const where_fn in_it[] = {just_past_the_stack, three_layers_past_the_stack};
+    check_past_the_stack(&m, cases[i].batch, in_it, sizeof in_it / sizeof *in_it, i);
+  }
+}
+END_TEST
 
 START_TEST(after_the_stack_the_figure_is_an_estimate_within_one)
 {
@@ -644,6 +793,8 @@ static Suite *first_step_suite(void)
   tcase_set_timeout(t, 120);
   tcase_add_test(t, repeat_finder);
   tcase_add_test(t, after_the_stack_the_figure_is_an_estimate_within_one);
+  tcase_add_test(t, after_an_encoders_stack_its_decoder_is_still_to_come);
+  tcase_add_test(t, a_second_pass_of_the_stack_is_no_head);
   tcase_add_test(t, a_loss_that_casts_16_bit_logits_counts_the_copy_and_its_log_softmax);
   tcase_add_test(t, inside_the_stack_the_rest_of_it_is_counted_in_the_bound);
   tcase_add_test(t, a_first_layer_that_keeps_more_is_left_out);
