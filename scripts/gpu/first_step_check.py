@@ -46,6 +46,19 @@ JOBS = [
     dict(name='t5_long_target', cap='8G', batch=64),
     dict(name='bart_long_target', cap='12G', batch=48),
     dict(name='siamese_bert', cap='8G', batch=16),
+    # session 35: language models whose vocabulary is large beside their
+    # width (Llama 3's 128,256 tokens), so that the first step runs out at
+    # the head's logits: the estimate after the stack, on other models
+    # than GPT-2; in fp32, and with bf16 weights (the loss's fp32 upcast)
+    dict(name='llama_big_vocab', cap='12G', batch=16),
+    dict(name='llama_big_vocab_bf16', cap='8G', batch=24),
+    # a small LLM's shape (Qwen2-0.5B: 24 layers of 896, vocabulary
+    # 151,936, tied), fine-tuned in bf16 at sequence 512: its layers hold
+    # most of the weights, and the step runs out at the 16-bit logits
+    dict(name='qwen_small_bf16', cap='12G', batch=16),
+    # the same at batch 15 (5 fits, bisected at 16): its layers fit, their
+    # 16-bit logits do not
+    dict(name='qwen_small_bf16_at_head', cap='12G', batch=15),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
@@ -69,6 +82,18 @@ def job_model(name):
         cfg = tf.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
                              num_attention_heads=16, num_key_value_heads=16, vocab_size=32000)
         return tf.LlamaForCausalLM(cfg), 'lm', 1024, 32000, torch.optim.AdamW
+    if name in ('llama_big_vocab', 'llama_big_vocab_bf16'):
+        cfg = tf.LlamaConfig(hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
+                             num_attention_heads=8, num_key_value_heads=8, vocab_size=128256)
+        m = tf.LlamaForCausalLM(cfg)
+        if name.endswith('bf16'):
+            m = m.to(torch.bfloat16)
+        return m, 'lm', 1024, 128256, torch.optim.AdamW
+    if name in ('qwen_small_bf16', 'qwen_small_bf16_at_head'):
+        cfg = tf.Qwen2Config(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                             num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
+                             tie_word_embeddings=True)
+        return tf.Qwen2ForCausalLM(cfg).to(torch.bfloat16), 'lm', 512, 151936, torch.optim.AdamW
     if name == 'bert_classify':
         m = tf.BertForSequenceClassification(tf.BertConfig(num_labels=4))
         return m, 'classify', 512, 30522, torch.optim.SGD

@@ -163,6 +163,29 @@ static stack_shape_t stack_layers(const ol_first_step_log_t *log, size_t load)
   return s;
 }
 
+/* The bytes of one element of the layers' weights: 4 (fp32) or 2 (bf16
+ * or fp16), where a layer holds a tensor of its width (a norm's weight, a
+ * bias) and a square one of its width by its width (an attention's
+ * projection): a^2 = w * b for sizes a = D*w and b = D*D*w. fp32 is
+ * taken where both fit (a bf16 tensor of D by D/2 also fits w = 4: a
+ * width read as fp32 is how it was before this was read); 0 where none
+ * does. A pair alike by chance would take a layer of D*w bytes with one
+ * of exactly D*D*w besides. */
+static int64_t weight_element(const ol_first_step_log_t *log, stack_shape_t stack)
+{
+  bool two = false;
+  for (size_t i = stack.start; i < stack.start + stack.period; i++)
+    for (size_t j = stack.start; j < stack.start + stack.period; j++) {
+      uint64_t a = log->size[i], b = log->size[j], square;
+      if (a > UINT32_MAX || __builtin_mul_overflow(a, a, &square))
+        continue;
+      if (square == 4 * b)
+        return 4;
+      two = two || square == 2 * b;
+    }
+  return two ? 2 : 0;
+}
+
 static int64_t in_range(uint64_t bytes)
 {
   return bytes > INT64_MAX ? INT64_MAX : (int64_t)bytes;
@@ -368,11 +391,12 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
       !makes_gradients(asks, end, n, log, stack)) {
     /* the stack ended, then the head asked (and not yet the backward) */
     uint64_t largest = largest_in(sizes, end, n);
-    *out = (ol_first_step_t){.read = true, .stage = OL_FIRST_STEP_HEAD, .layers = layers, .stacks = 1,
-                             .layers_done = layers, .per_layer = kept,
+    *out = (ol_first_step_t){.read = true, .stage = OL_FIRST_STEP_HEAD, .layers = layers,
+                             .stacks = 1, .layers_done = layers, .per_layer = kept,
                              .largest_after = in_range(largest),
                              .layer_largest = in_range(layer_largest(sizes, r)),
-                             .loss_upcast = upcast_before(sizes, end, n, largest)};
+                             .loss_upcast = upcast_before(sizes, end, n, largest),
+                             .weight_element = weight_element(log, stack)};
   } else if (end == n) { /* the request itself was a layer's */
     /* Layers begun: the repeats begun in the run, and one more for each
      * period's worth before it (a first layer unlike the rest, the

@@ -1132,6 +1132,25 @@ static int64_t state_to_come(const ol_oom_record_t *r)
   return ol_sat_add(ol_sat_add(w, w), w);
 }
 
+static int64_t twice_of(int64_t bytes)
+{
+  return ol_sat_add(bytes, bytes);
+}
+
+/* Weights in 16 bits (bf16 or fp16, first_step.c's weight_element) make
+ * logits in 16 bits, and where the job ran out at them, nothing yet shows
+ * what the loss does with them: Hugging Face's casts them to fp32 first
+ * (held-out qwen_small_bf16_at_head, a Qwen2-0.5B shape in bf16 at batch
+ * 15 under 12G, ran out at its 2.17 GiB of logits: "about 7 to 10" where
+ * 5 fits, with one or two more logits counted), then makes an fp32
+ * log-softmax, and its backward a gradient of each, each twice the
+ * logits' size: six times them beside what the step held (the low end); a
+ * loss that reads them as they are adds one (the high end). */
+static bool logits_in_16_bits(const ol_first_step_t *fs)
+{
+  return fs->weight_element == 2 && !fs->loss_upcast;
+}
+
 /* What the rest of the head and the backward add at their peak to what
  * the forward held: the larger of the loss's tensors and what a layer's
  * backward holds at once, the head's being freed before the layers'
@@ -1156,6 +1175,9 @@ static int64_t backward_adds(const ol_first_step_t *fs, bool low)
   int64_t layer = low ? twice : fs->layer_largest;
   int64_t loss = low || fs->loss_upcast ? ol_sat_add(fs->largest_after, fs->largest_after)
                                         : fs->largest_after;
+  if (low && logits_in_16_bits(fs)) /* the fp32 copy, its log-softmax, their gradient */
+    loss = ol_sat_add(ol_sat_add(twice_of(fs->largest_after), twice_of(fs->largest_after)),
+                      twice_of(fs->largest_after));
   return loss > layer ? loss : layer;
 }
 
@@ -1385,7 +1407,12 @@ static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
   }
   ol_buf_printf(out, "(An estimate: the backward taken to add %s",
                 size_text(a, backward_adds(&r->first_step, false)));
-  if (backward_adds(&r->first_step, true) != backward_adds(&r->first_step, false))
+  if (logits_in_16_bits(&r->first_step))
+    ol_buf_printf(out, " to %s (the logits are in 16 bits, as the weights: a loss that casts "
+                  "them to fp32 first, as Hugging Face's does, makes a copy and a log-softmax "
+                  "twice their size, and a gradient of each)",
+                  size_text(a, backward_adds(&r->first_step, true)));
+  else if (backward_adds(&r->first_step, true) != backward_adds(&r->first_step, false))
     ol_buf_printf(out, " to %s (the gradients of a layer's largest tensor, one or two at once)",
                   size_text(a, backward_adds(&r->first_step, true)));
   else
@@ -2406,10 +2433,11 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool lever,
                 ", \"layers_done\": %" PRId64 ", \"per_layer\": %" PRId64 ", \"rest\": %" PRId64
                 ", \"stack_end\": %" PRId64 ", \"largest_after\": %" PRId64
                 ", \"layer_largest\": %" PRId64 ", \"loss_upcast\": %s, \"stacks\": %" PRId64
-                "}",
+                ", \"weight_element\": %" PRId64 "}",
                 ol_first_step_stage_name(fs->stage), fs->layers,
                 fs->layers_done, fs->per_layer, fs->rest, fs->stack_end, fs->largest_after,
-                fs->layer_largest, fs->loss_upcast ? "true" : "false", fs->stacks);
+                fs->layer_largest, fs->loss_upcast ? "true" : "false", fs->stacks,
+                fs->weight_element);
 }
 
 /* The state and the batch figures as the paragraph gives them, so a JSON

@@ -575,6 +575,44 @@ START_TEST(a_loss_that_casts_16_bit_logits_counts_the_copy_and_its_log_softmax)
 }
 END_TEST
 
+/* At the 16-bit logits themselves: where only a loss's fp32 copy of
+ * them was to tell the upcast (a_loss_that_casts_16_bit_logits...), a job
+ * out at the logits had one or two more logits counted, where the copy,
+ * its log-softmax and their gradient, each twice the logits' size, are to
+ * come (held-out qwen_small_bf16_at_head on an H100: "about 7 to 10"
+ * where 5 fits). Weights in 16 bits say the logits are: a layer's width
+ * in bytes (its norm) squared is twice its square projection's bytes. */
+static int64_t at_16_bit_logits(const job_t *dry, const model_t *m)
+{
+  (void)m;
+  return dry->logits_at - 1;
+}
+
+START_TEST(logits_of_16_bit_weights_count_the_loss_s_fp32_copy)
+{
+  static const struct {
+    int layers, adam;
+    int64_t batch;
+  } cases[] = {{12, 2, 8}, {24, 2, 7}, {6, 0, 40}, {32, 1, 6}, {48, 2, 12}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    model_t m = stack(cases[i].layers, cases[i].adam);
+    m.weights[2] = 3 * KiB * 3 * KiB / 2; /* width 1536 in bf16: its norm 3 KiB, D x D */
+    m.upcast = true;
+    m.head = 64 * MiB;
+    outcome_t o = run_out(&m, cases[i].batch, at_16_bit_logits);
+    ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_HEAD);
+    ck_assert_int_eq(o.record.first_step.weight_element, 2);
+    ck_assert(!o.record.first_step.loss_upcast);
+    check_bound(&o);
+    check_estimate(&o);
+  }
+  /* fp32 weights (no square of the width's bytes) read no 16 bits */
+  model_t fp32 = stack(12, 2);
+  outcome_t o = run_out(&fp32, 8, at_log_probs);
+  ck_assert_int_ne(o.record.first_step.weight_element, 2);
+}
+END_TEST
+
 START_TEST(inside_the_stack_the_rest_of_it_is_counted_in_the_bound)
 {
   static const struct {
@@ -796,6 +834,7 @@ static Suite *first_step_suite(void)
   tcase_add_test(t, after_an_encoders_stack_its_decoder_is_still_to_come);
   tcase_add_test(t, a_second_pass_of_the_stack_is_no_head);
   tcase_add_test(t, a_loss_that_casts_16_bit_logits_counts_the_copy_and_its_log_softmax);
+  tcase_add_test(t, logits_of_16_bit_weights_count_the_loss_s_fp32_copy);
   tcase_add_test(t, inside_the_stack_the_rest_of_it_is_counted_in_the_bound);
   tcase_add_test(t, a_first_layer_that_keeps_more_is_left_out);
   tcase_add_test(t, a_forward_that_gathers_its_weights_is_read);
