@@ -59,6 +59,10 @@ JOBS = [
     # the same at batch 15 (5 fits, bisected at 16): its layers fit, their
     # 16-bit logits do not
     dict(name='qwen_small_bf16_at_head', cap='12G', batch=15),
+    # Llama 3.2-1B's shape in bf16 (16 layers of 2048, vocabulary 128,256,
+    # tied), sequence 512: its layers fit at batch 27 under 24G, its
+    # 16-bit logits do not
+    dict(name='llama1b_bf16_at_head', cap='24G', batch=27),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
@@ -94,6 +98,11 @@ def job_model(name):
                              num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
                              tie_word_embeddings=True)
         return tf.Qwen2ForCausalLM(cfg).to(torch.bfloat16), 'lm', 512, 151936, torch.optim.AdamW
+    if name == 'llama1b_bf16_at_head':
+        cfg = tf.LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                             num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
+                             tie_word_embeddings=True)
+        return tf.LlamaForCausalLM(cfg).to(torch.bfloat16), 'lm', 512, 128256, torch.optim.AdamW
     if name == 'bert_classify':
         m = tf.BertForSequenceClassification(tf.BertConfig(num_labels=4))
         return m, 'classify', 512, 30522, torch.optim.SGD
