@@ -63,6 +63,9 @@ JOBS = [
     # tied), sequence 512: its layers fit at batch 27 under 24G, its
     # 16-bit logits do not
     dict(name='llama1b_bf16_at_head', cap='24G', batch=27),
+    # qwen_small_bf16's model in fp32 under bf16 autocast: its weights
+    # fp32, its logits 16-bit (autocast's copies of the weights tell it)
+    dict(name='qwen_small_autocast', cap='16G', batch=18),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
@@ -93,11 +96,14 @@ def job_model(name):
         if name.endswith('bf16'):
             m = m.to(torch.bfloat16)
         return m, 'lm', 1024, 128256, torch.optim.AdamW
-    if name in ('qwen_small_bf16', 'qwen_small_bf16_at_head'):
+    if name in ('qwen_small_bf16', 'qwen_small_bf16_at_head', 'qwen_small_autocast'):
         cfg = tf.Qwen2Config(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                              num_attention_heads=14, num_key_value_heads=2, vocab_size=151936,
                              tie_word_embeddings=True)
-        return tf.Qwen2ForCausalLM(cfg).to(torch.bfloat16), 'lm', 512, 151936, torch.optim.AdamW
+        m = tf.Qwen2ForCausalLM(cfg)
+        if name == 'qwen_small_autocast':
+            return m, 'lm_autocast', 512, 151936, torch.optim.AdamW
+        return m.to(torch.bfloat16), 'lm', 512, 151936, torch.optim.AdamW
     if name == 'llama1b_bf16_at_head':
         cfg = tf.LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                              num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
@@ -140,6 +146,10 @@ def run_job(name, batch, steps):
             if kind == 'lm':
                 x = torch.randint(0, classes, (batch, size), device='cuda')
                 loss = model(input_ids=x, labels=x).loss
+            elif kind == 'lm_autocast':
+                x = torch.randint(0, classes, (batch, size), device='cuda')
+                with torch.autocast('cuda', dtype=torch.bfloat16):
+                    loss = model(input_ids=x, labels=x).loss
             elif kind == 'classify':
                 x = torch.randint(0, classes, (batch, size), device='cuda')
                 y = torch.randint(0, 4, (batch,), device='cuda')

@@ -306,6 +306,7 @@ static void read_first_step(const at_t *oom, ol_oom_record_t *r)
   /* minor 29; a report of an earlier minor read one stack */
   r->first_step.stacks = ol_json_may_int(&fs, "stacks", 0, 2, r->first_step.stage ? 1 : 0);
   r->first_step.weight_element = ol_json_may_int(&fs, "weight_element", 0, 4, 0);
+  r->first_step.weights_cast = ol_json_may_bool(&fs, "weights_cast", false);
 }
 
 static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)

@@ -186,6 +186,38 @@ static int64_t weight_element(const ol_first_step_log_t *log, stack_shape_t stac
   return two ? 2 : 0;
 }
 
+/* Whether the forward asked for 16-bit copies of the layers' fp32
+ * weights, as autocast makes one of each weight a matrix product reads
+ * (and keeps them through its region): three quarters or more of a
+ * layer's weights of CAST_MIN or more have an ask of half their size
+ * after the load. Its logits are then 16-bit too, whatever the weights
+ * (held-out ckpt_batch, GPT-2 under bf16 autocast: each layer's four
+ * matrices asked for at half their size). A stack whose activations
+ * happen to be of those sizes (GPT-2 at half as many tokens as its
+ * width) reads so as well: the estimate's low end is then lower than
+ * it need be, never higher. */
+#define CAST_MIN (64 * 1024) /* a matrix's bytes, not a norm's or a bias's */
+
+static bool half_asked(const ol_first_step_log_t *log, size_t load, uint64_t size)
+{
+  for (size_t i = load; i < log->count; i++)
+    if (log->size[i] * 2 == size)
+      return true;
+  return false;
+}
+
+static bool weights_cast_to_16_bits(const ol_first_step_log_t *log, size_t load,
+                                    stack_shape_t stack)
+{
+  size_t matrices = 0, cast = 0;
+  for (size_t w = stack.start; w < stack.start + stack.period; w++)
+    if (log->size[w] >= CAST_MIN) {
+      matrices++;
+      cast += half_asked(log, load, log->size[w]);
+    }
+  return matrices > 0 && cast * 4 >= matrices * 3;
+}
+
 static int64_t in_range(uint64_t bytes)
 {
   return bytes > INT64_MAX ? INT64_MAX : (int64_t)bytes;
@@ -396,7 +428,8 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
                              .largest_after = in_range(largest),
                              .layer_largest = in_range(layer_largest(sizes, r)),
                              .loss_upcast = upcast_before(sizes, end, n, largest),
-                             .weight_element = weight_element(log, stack)};
+                             .weight_element = weight_element(log, stack),
+                             .weights_cast = weights_cast_to_16_bits(log, load, stack)};
   } else if (end == n) { /* the request itself was a layer's */
     /* Layers begun: the repeats begun in the run, and one more for each
      * period's worth before it (a first layer unlike the rest, the

@@ -1137,8 +1137,9 @@ static int64_t twice_of(int64_t bytes)
   return ol_sat_add(bytes, bytes);
 }
 
-/* Weights in 16 bits (bf16 or fp16, first_step.c's weight_element) make
- * logits in 16 bits, and where the job ran out at them, nothing yet shows
+/* Weights in 16 bits (bf16 or fp16, first_step.c's weight_element), or
+ * cast to 16 bits by autocast (weights_cast), make logits in 16 bits,
+ * and where the job ran out at them, nothing yet shows
  * what the loss does with them: Hugging Face's casts them to fp32 first
  * (held-out qwen_small_bf16_at_head, a Qwen2-0.5B shape in bf16 at batch
  * 15 under 12G, ran out at its 2.17 GiB of logits: "about 7 to 10" where
@@ -1148,7 +1149,7 @@ static int64_t twice_of(int64_t bytes)
  * loss that reads them as they are adds one (the high end). */
 static bool logits_in_16_bits(const ol_first_step_t *fs)
 {
-  return fs->weight_element == 2 && !fs->loss_upcast;
+  return (fs->weight_element == 2 || fs->weights_cast) && !fs->loss_upcast;
 }
 
 /* What the rest of the head and the backward add at their peak to what
@@ -1408,9 +1409,10 @@ static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
   ol_buf_printf(out, "(An estimate: the backward taken to add %s",
                 size_text(a, backward_adds(&r->first_step, false)));
   if (logits_in_16_bits(&r->first_step))
-    ol_buf_printf(out, " to %s (the logits are in 16 bits, as the weights: a loss that casts "
-                  "them to fp32 first, as Hugging Face's does, makes a copy and a log-softmax "
-                  "twice their size, and a gradient of each)",
+    ol_buf_printf(out, " to %s (the logits are in 16 bits, as the weights %s: a loss that "
+                  "casts them to fp32 first, as Hugging Face's does, makes a copy and a "
+                  "log-softmax twice their size, and a gradient of each)",
+                  r->first_step.weights_cast ? "autocast made for its products" : "are",
                   size_text(a, backward_adds(&r->first_step, true)));
   else if (backward_adds(&r->first_step, true) != backward_adds(&r->first_step, false))
     ol_buf_printf(out, " to %s (the gradients of a layer's largest tensor, one or two at once)",
@@ -2433,11 +2435,11 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool lever,
                 ", \"layers_done\": %" PRId64 ", \"per_layer\": %" PRId64 ", \"rest\": %" PRId64
                 ", \"stack_end\": %" PRId64 ", \"largest_after\": %" PRId64
                 ", \"layer_largest\": %" PRId64 ", \"loss_upcast\": %s, \"stacks\": %" PRId64
-                ", \"weight_element\": %" PRId64 "}",
+                ", \"weight_element\": %" PRId64 ", \"weights_cast\": %s}",
                 ol_first_step_stage_name(fs->stage), fs->layers,
                 fs->layers_done, fs->per_layer, fs->rest, fs->stack_end, fs->largest_after,
                 fs->layer_largest, fs->loss_upcast ? "true" : "false", fs->stacks,
-                fs->weight_element);
+                fs->weight_element, fs->weights_cast ? "true" : "false");
 }
 
 /* The state and the batch figures as the paragraph gives them, so a JSON

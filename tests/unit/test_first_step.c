@@ -48,6 +48,8 @@ typedef struct model {
                                         after it; the load's weights and the forward's
                                         gathers carry frames (the small gathers are not
                                         sampled) */
+  bool autocast;                     /* each layer's forward asks for a 16-bit copy of each of
+                                        its weights of 1 MiB or more, kept to the loss's end */
   int passes;                        /* the stack run this many times a forward, each on an
                                         input of its own (a siamese encoder's two); 0: once */
   const struct model *decoder;       /* a second stack run after this one (an
@@ -201,7 +203,7 @@ static void load(job_t *j, const model_t *m)
  * state made at the first), zero_grad. */
 static void step(job_t *j, const model_t *m, int64_t batch, bool first)
 {
-  static uint64_t kept[MAX_LAYERS][MAX_PER_LAYER];
+  static uint64_t kept[MAX_LAYERS][MAX_PER_LAYER], casts[MAX_LAYERS][MAX_PER_LAYER];
   uint64_t b = (uint64_t)batch;
   uint64_t input = take(j, 4 * KiB * b);
   give(j, take(j, 4 * KiB * b), 4 * KiB * b); /* the embedding's temporary */
@@ -222,6 +224,8 @@ static void step(job_t *j, const model_t *m, int64_t batch, bool first)
       j->layer_at[g] = j->allocs;
     if (s->gather)
       gather(j, s, false, gathered);
+    for (int i = 0; s->autocast && i < s->weight_count; i++)
+      casts[g][i] = s->weights[i] >= MiB ? take(j, s->weights[i] / 2) : 0;
     for (int i = 0; i < s->kept_count; i++) {
       kept[g][i] = take(j, kept_size(s, l, i, batch));
       if (i == 0)
@@ -249,6 +253,13 @@ static void step(job_t *j, const model_t *m, int64_t batch, bool first)
    * then each layer's, from the last: the gradient of its largest tensor
    * and a temporary while its own tensors are live, its weights'
    * gradients made, its tensors freed */
+  for (int g = 0; m->autocast && g < all_layers(m); g++) { /* the autocast region ends */
+    int l;
+    const model_t *s = stack_of(m, g, &l);
+    for (int i = 0; i < s->weight_count; i++)
+      if (s->weights[i] >= MiB)
+        give(j, casts[g][i], s->weights[i] / 2);
+  }
   uint64_t grad = take(j, m->head * b);
   give(j, log_probs, m->head * b);
   give(j, logits, m->head * b);
@@ -610,6 +621,31 @@ START_TEST(logits_of_16_bit_weights_count_the_loss_s_fp32_copy)
   model_t fp32 = stack(12, 2);
   outcome_t o = run_out(&fp32, 8, at_log_probs);
   ck_assert_int_ne(o.record.first_step.weight_element, 2);
+  ck_assert(!o.record.first_step.weights_cast);
+}
+END_TEST
+
+/* fp32 weights under autocast: its matrix products read 16-bit copies
+ * of the weights, which the forward asks for at half their size, and the
+ * logits come in 16 bits as under 16-bit weights. */
+START_TEST(logits_under_autocast_count_the_loss_s_fp32_copy)
+{
+  static const struct {
+    int layers, adam;
+    int64_t batch;
+  } cases[] = {{12, 2, 8}, {24, 2, 7}, {6, 0, 40}, {48, 2, 12}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    model_t m = stack(cases[i].layers, cases[i].adam);
+    m.autocast = true;
+    m.upcast = true;
+    m.head = 64 * MiB;
+    outcome_t o = run_out(&m, cases[i].batch, at_16_bit_logits);
+    ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_HEAD);
+    ck_assert(o.record.first_step.weights_cast);
+    ck_assert_int_ne(o.record.first_step.weight_element, 2);
+    check_bound(&o);
+    check_estimate(&o);
+  }
 }
 END_TEST
 
@@ -835,6 +871,7 @@ static Suite *first_step_suite(void)
   tcase_add_test(t, a_second_pass_of_the_stack_is_no_head);
   tcase_add_test(t, a_loss_that_casts_16_bit_logits_counts_the_copy_and_its_log_softmax);
   tcase_add_test(t, logits_of_16_bit_weights_count_the_loss_s_fp32_copy);
+  tcase_add_test(t, logits_under_autocast_count_the_loss_s_fp32_copy);
   tcase_add_test(t, inside_the_stack_the_rest_of_it_is_counted_in_the_bound);
   tcase_add_test(t, a_first_layer_that_keeps_more_is_left_out);
   tcase_add_test(t, a_forward_that_gathers_its_weights_is_read);
