@@ -177,7 +177,7 @@ static int64_t weight_element(const ol_first_step_log_t *log, stack_shape_t stac
   for (size_t i = stack.start; i < stack.start + stack.period; i++)
     for (size_t j = stack.start; j < stack.start + stack.period; j++) {
       uint64_t a = log->size[i], b = log->size[j], square;
-      if (a > UINT32_MAX || __builtin_mul_overflow(a, a, &square))
+      if (a > UINT32_MAX || b > UINT64_MAX / 4 || __builtin_mul_overflow(a, a, &square))
         continue;
       if (square == 4 * b)
         return 4;

@@ -1409,11 +1409,12 @@ static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
   ol_buf_printf(out, "(An estimate: the backward taken to add %s",
                 size_text(a, backward_adds(&r->first_step, false)));
   if (logits_in_16_bits(&r->first_step))
-    ol_buf_printf(out, " to %s (the logits are in 16 bits, as the weights %s: a loss that "
-                  "casts them to fp32 first, as Hugging Face's does, makes a copy and a "
-                  "log-softmax twice their size, and a gradient of each)",
-                  r->first_step.weights_cast ? "autocast made for its products" : "are",
-                  size_text(a, backward_adds(&r->first_step, true)));
+    ol_buf_printf(out, " to %s (the logits are in 16 bits, %s: a loss that casts them to "
+                  "fp32 first, as Hugging Face's does, makes a copy and a log-softmax twice "
+                  "their size, and a gradient of each)",
+                  size_text(a, backward_adds(&r->first_step, true)),
+                  r->first_step.weights_cast ? "made from autocast's 16-bit copies of the weights"
+                                             : "as the weights are");
   else if (backward_adds(&r->first_step, true) != backward_adds(&r->first_step, false))
     ol_buf_printf(out, " to %s (the gradients of a layer's largest tensor, one or two at once)",
                   size_text(a, backward_adds(&r->first_step, true)));

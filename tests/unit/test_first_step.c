@@ -599,6 +599,19 @@ static int64_t at_16_bit_logits(const job_t *dry, const model_t *m)
   return dry->logits_at - 1;
 }
 
+/* The estimate's words name the 16 bits and the sizes in their places:
+ * "to 13.04 GiB (the logits are in 16 bits, as the weights are: ..." (the
+ * first build of these words swapped the two). */
+static void check_words_of_16_bits(const ol_oom_record_t *r, const char *why)
+{
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, r, OL_OOM_activations, NULL, NULL);
+  char want[160];
+  snprintf(want, sizeof want, "iB (the logits are in 16 bits, %s: a loss that casts", why);
+  ck_assert_msg(strstr(text.data, want), "%s", text.data);
+  ol_buf_free(&text);
+}
+
 START_TEST(logits_of_16_bit_weights_count_the_loss_s_fp32_copy)
 {
   static const struct {
@@ -616,6 +629,7 @@ START_TEST(logits_of_16_bit_weights_count_the_loss_s_fp32_copy)
     ck_assert(!o.record.first_step.loss_upcast);
     check_bound(&o);
     check_estimate(&o);
+    check_words_of_16_bits(&o.record, "as the weights are");
   }
   /* fp32 weights (no square of the width's bytes) read no 16 bits */
   model_t fp32 = stack(12, 2);
@@ -645,6 +659,7 @@ START_TEST(logits_under_autocast_count_the_loss_s_fp32_copy)
     ck_assert_int_ne(o.record.first_step.weight_element, 2);
     check_bound(&o);
     check_estimate(&o);
+    check_words_of_16_bits(&o.record, "made from autocast's 16-bit copies of the weights");
   }
 }
 END_TEST
