@@ -66,6 +66,11 @@ JOBS = [
     # qwen_small_bf16's model in fp32 under bf16 autocast: its weights
     # fp32, its logits 16-bit (autocast's copies of the weights tell it)
     dict(name='qwen_small_autocast', cap='16G', batch=18),
+    # the corpus's ckpt_batch (GPT-2 under bf16 autocast, checkpointing),
+    # bisected under half and 0.4 of its cap: its 12G trace replayed there
+    # runs out at its 16-bit logits (the autocast reading's evidence)
+    dict(name='ckpt_batch', cap='6G', batch=48, corpus=True),
+    dict(name='ckpt_batch', cap='4915M', batch=48, corpus=True),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))

@@ -29,6 +29,7 @@
  * iteration longer than the log keeps, or one that has made more
  * allocations than the last made in all, is not read. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core.h"
 
@@ -443,38 +444,135 @@ static bool a_step(const ol_recent_t *log, const uint64_t *events, uint64_t firs
          made_of(log, events, first, end, site_work, site_count, OL_RECENT_BACKWARD) > 0;
 }
 
+/* The log's allocations, oldest first, and the request last. Sizes made
+ * once in the log are no step's work and are left out: a first step makes
+ * blocks that no later step makes again and keeps them (a matrix
+ * product's first workspace, cuBLAS's, which PyTorch keeps for good; the
+ * autograd thread's in the first backward), and each shifts the first
+ * step's allocations from the second's by one, breaking their repeat
+ * short of its reach (a leak out early in its second backward was read as
+ * a first step's). The events left out are kept apart (once[]), so the
+ * two steps are set beside each other from past them. */
+typedef struct allocs {
+  uint64_t *events; /* the log's index of each but the request */
+  uint32_t *sizes;
+  uint64_t count;   /* the request's included */
+  uint64_t *once;   /* the log's index of each left out, in order */
+  uint64_t once_count;
+} allocs_t;
+
+static int by_units(const void *a, const void *b)
+{
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+static bool made_once(const uint32_t *sorted, uint64_t count, uint32_t units)
+{
+  uint64_t low = 0, high = count; /* the first not below units */
+  while (low < high) {
+    uint64_t mid = low + (high - low) / 2;
+    if (sorted[mid] < units)
+      low = mid + 1;
+    else
+      high = mid;
+  }
+  return low + 1 >= count || sorted[low + 1] != units;
+}
+
+/* The request counts among the sizes: the block of its size the step
+ * before made is made twice with it. */
+static void leave_out_sizes_made_once(allocs_t *a)
+{
+  uint64_t logged = a->count - 1, kept = 0; /* the last is the request */
+  uint32_t *sorted = malloc(a->count * sizeof *sorted);
+  if (!sorted)
+    return;
+  memcpy(sorted, a->sizes, a->count * sizeof *sorted);
+  qsort(sorted, a->count, sizeof *sorted, by_units);
+  for (uint64_t i = 0; i < logged; i++)
+    if (made_once(sorted, a->count, a->sizes[i])) {
+      a->once[a->once_count++] = a->events[i];
+    } else {
+      a->events[kept] = a->events[i];
+      a->sizes[kept++] = a->sizes[i];
+    }
+  a->sizes[kept++] = a->sizes[logged];
+  a->count = kept;
+  free(sorted);
+}
+
+static bool allocs_of(const ol_recent_t *log, uint64_t request, allocs_t *a)
+{
+  uint64_t oldest = log->n > RING ? log->n - RING : 0, room = log->n - oldest + 1;
+  *a = (allocs_t){malloc(room * sizeof *a->events), malloc(room * sizeof *a->sizes), 0,
+                  malloc(room * sizeof *a->once), 0};
+  if (!a->events || !a->sizes || !a->once)
+    return false;
+  for (uint64_t i = oldest; i < log->n; i++)
+    if (is_alloc(at(log, i))) {
+      a->events[a->count] = i;
+      a->sizes[a->count++] = at(log, i)->units;
+    }
+  a->sizes[a->count++] = units_of(request);
+  leave_out_sizes_made_once(a);
+  return true;
+}
+
+static void allocs_free(allocs_t *a)
+{
+  free(a->events);
+  free(a->sizes);
+  free(a->once);
+}
+
+/* Past the last block left out in the step before, up to where it was
+ * when it had made what the step under way has (made: the kept
+ * allocations since now): how many of its kept allocations come before
+ * that block (0: none; one left out past that point shifts nothing
+ * before it). */
+static uint64_t past_left_out(const allocs_t *a, uint64_t last, uint64_t made)
+{
+  uint64_t latest = 0, point = a->events[last + made];
+  bool any = false;
+  for (uint64_t k = 0; k < a->once_count; k++)
+    if (a->once[k] > a->events[last] && a->once[k] < point) {
+      latest = a->once[k];
+      any = true;
+    }
+  uint64_t skip = 0;
+  while (any && skip < made && a->events[last + skip] < latest)
+    skip++;
+  return skip;
+}
+
 bool ol_recent_step_repeat(ol_recent_t *log, uint64_t request, const uint8_t *site_work,
                            size_t site_count, uint64_t began[2])
 {
   if (!log || log->ends >= 2)
     return false;
-  uint64_t oldest = log->n > RING ? log->n - RING : 0, count = 0;
-  uint64_t *events = malloc((log->n - oldest + 1) * sizeof *events);
-  uint32_t *sizes = malloc((log->n - oldest + 1) * sizeof *sizes);
+  allocs_t a;
   bool found = false;
-  if (events && sizes) {
-    for (uint64_t i = oldest; i < log->n; i++)
-      if (is_alloc(at(log, i))) {
-        events[count] = i;
-        sizes[count++] = at(log, i)->units;
-      }
-    sizes[count++] = units_of(request);
-    repeat_t r = longest_repeat(sizes, count);
+  if (allocs_of(log, request, &a)) {
+    uint64_t count = a.count;
+    repeat_t r = longest_repeat(a.sizes, count);
     /* The step under way: the repeat's last period's worth (all of it
      * where it began within one period); the one before, a period back. */
     uint64_t in_step = r.period ? (r.run - 1) % r.period + 1 : 0;
     uint64_t now = count - in_step, last = now - r.period;
     found = r.run >= REPEAT_MIN && in_step >= 2 && now >= r.period &&
-            a_step(log, events, last, now, site_work, site_count) &&
-            made_of(log, events, count - r.run, count - 1, site_work, site_count,
+            a_step(log, a.events, last, now, site_work, site_count) &&
+            made_of(log, a.events, count - r.run, count - 1, site_work, site_count,
                     OL_RECENT_FORWARD | OL_RECENT_BACKWARD) >= REPEAT_MIN / 4;
+    /* set beside each other from past what the first made once */
+    uint64_t skip = found ? past_left_out(&a, last, count - 1 - now) : 0;
+    found = found && now + skip < count - 1;
     if (found) {
-      began[0] = events[last];
-      began[1] = events[now];
+      began[0] = a.events[last + skip];
+      began[1] = a.events[now + skip];
     }
   }
-  free(events);
-  free(sizes);
+  allocs_free(&a);
   return found;
 }
 

@@ -304,6 +304,57 @@ START_TEST(steps_that_repeat_further_back_are_read_by_the_last)
 }
 END_TEST
 
+/* The first step makes blocks it keeps and no later step makes again: a
+ * matrix product's first workspace in its forward (cuBLAS's, kept by
+ * PyTorch for good) and the autograd thread's in its backward. They
+ * break the repeat of the first step by the second: the second's
+ * allocations a period back are shifted by one or two from its own. A
+ * size made once in the log is no step's work, and the repeat is read
+ * without it. */
+static void first_step_with_workspaces(void)
+{
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  for (int l = 0; l < STEP_LAYERS; l++) {
+    ol_recent_note(log_, 1, 32 * MiB, false);
+    made_and_freed(2, 8 * MiB, 1);
+    if (l == 1)
+      ol_recent_note(log_, 2, 33 * MiB, false); /* the forward's workspace */
+  }
+  ol_recent_note(log_, 3, 64 * MiB, false);
+  ol_recent_note(log_, 4, 66 * MiB, false); /* the backward's workspace */
+  for (int g = 0; g < STEP_LAYERS; g++)
+    ol_recent_note(log_, 4, 16 * MiB, false); /* the graph kept with the loss */
+  for (int g = 0; g < STEP_LAYERS; g++)
+    ol_recent_note(log_, 4, 16 * MiB, true);
+  ol_recent_note(log_, 0, 4 * MiB, true);
+}
+
+START_TEST(blocks_made_once_in_the_first_step_do_not_break_its_repeat)
+{
+  first_step_with_workspaces();
+  step_forward(STEP_LAYERS);
+  step_backward(2, true);
+  int64_t held_more = 0, kept_layers = 0;
+  ck_assert(step_repeat_held(16 * MiB, &held_more, &kept_layers));
+  ck_assert_int_eq(kept_layers, 16 * 32 * MiB);
+  ck_assert_int_eq(held_more, 16 * 32 * MiB + 64 * MiB); /* the graph and its loss */
+}
+END_TEST
+
+/* The request's size made once before it, by the step before (its loss):
+ * made twice with the request, it is a step's work, not left out. */
+START_TEST(a_request_whose_size_the_step_before_made_once_is_its_repeat)
+{
+  first_step_with_workspaces();
+  step_forward(STEP_LAYERS);
+  int64_t held_more = 0, kept_layers = 0;
+  ck_assert(step_repeat_held(64 * MiB, &held_more, &kept_layers));
+  ck_assert_int_eq(kept_layers, 16 * 32 * MiB);
+  /* the graph, its loss, and the backward's workspace made since */
+  ck_assert_int_eq(held_more, 16 * 32 * MiB + 64 * MiB + 66 * MiB);
+}
+END_TEST
+
 /* Nothing kept: the second step holds what the first held there. */
 START_TEST(a_second_step_like_the_first_holds_no_more)
 {
@@ -799,6 +850,8 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, a_second_step_repeats_the_first);
   tcase_add_test(tc, steps_that_repeat_further_back_are_read_by_the_last);
   tcase_add_test(tc, a_second_step_like_the_first_holds_no_more);
+  tcase_add_test(tc, blocks_made_once_in_the_first_step_do_not_break_its_repeat);
+  tcase_add_test(tc, a_request_whose_size_the_step_before_made_once_is_its_repeat);
   tcase_add_test(tc, a_first_step_s_layers_are_no_step);
   tcase_add_test(tc, a_repeat_of_other_work_is_no_step);
   tcase_add_test(tc, a_request_that_begins_the_next_iteration);
