@@ -452,6 +452,33 @@ START_TEST(a_second_stack_or_pass_is_no_head)
 }
 END_TEST
 
+/* Truths bisected under other caps than the one a case ran under, its
+ * trace replayed there: ckpt_batch (GPT-2 under bf16 autocast) under 6G
+ * and 4915M, where its 12G trace runs out at its 16-bit logits, before the
+ * loss's fp32 copy (session 35, on an H100: the build before said 12 and 8
+ * fit, where 5 and 4 do). */
+static const struct {
+  const char *name;
+  uint64_t capacity;
+  int64_t truth;
+} smaller_truths[] = {{"ckpt_batch", UINT64_C(6) << 30, 5}, {"ckpt_batch", UINT64_C(4915) << 20, 4}};
+
+START_TEST(a_smaller_device_s_bisected_batch)
+{
+  const corpus_case_t *c = case_named(smaller_truths[_i].name);
+  ol_replay_result_t result;
+  replay_case(c, smaller_truths[_i].capacity, false, &result);
+  ck_assert_msg(result.oom && !result.recorded, "%s: no OOM of its own", c->name);
+  ck_assert_int_eq(result.oom_at.record.iterations, 0);
+  corpus_case_t there = *c;
+  there.batch_truth = smaller_truths[_i].truth;
+  check_first_step(&there, &result.oom_at.record);
+  ol_first_step_figure_t f;
+  ck_assert(ol_oom_first_step_figure(&result.oom_at.record, &f));
+  ol_replay_result_free(&result);
+}
+END_TEST
+
 static Suite *corpus_suite(void)
 {
   Suite *s = suite_create("corpus");
@@ -464,6 +491,8 @@ static Suite *corpus_suite(void)
                       sizeof early_leaks / sizeof early_leaks[0]);
   tcase_add_loop_test(t, a_second_stack_or_pass_is_no_head, 0,
                       sizeof past_a_stack / sizeof past_a_stack[0]);
+  tcase_add_loop_test(t, a_smaller_device_s_bisected_batch, 0,
+                      sizeof smaller_truths / sizeof smaller_truths[0]);
   suite_add_tcase(s, t);
   return s;
 }
