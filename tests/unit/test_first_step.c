@@ -541,6 +541,15 @@ START_TEST(a_second_pass_of_the_stack_is_no_head)
 }
 END_TEST
 
+/* Stacks run out after their layers: 4 to 48 layers, with and without
+ * Adam's state, at batches 7 to 40. */
+typedef struct stack_case {
+  int layers, adam;
+  int64_t batch;
+} stack_case_t;
+
+static const stack_case_t stacks_at_head[] = {{12, 2, 8}, {24, 2, 7}, {6, 0, 40}, {48, 2, 12}};
+
 START_TEST(after_the_stack_the_figure_is_an_estimate_within_one)
 {
   static const struct {
@@ -644,16 +653,13 @@ END_TEST
  * logits come in 16 bits as under 16-bit weights. */
 START_TEST(logits_under_autocast_count_the_loss_s_fp32_copy)
 {
-  static const struct {
-    int layers, adam;
-    int64_t batch;
-  } cases[] = {{12, 2, 8}, {24, 2, 7}, {6, 0, 40}, {48, 2, 12}};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    model_t m = stack(cases[i].layers, cases[i].adam);
+  for (size_t i = 0; i < sizeof stacks_at_head / sizeof *stacks_at_head; i++) {
+    const stack_case_t *c = &stacks_at_head[i];
+    model_t m = stack(c->layers, c->adam);
     m.autocast = true;
     m.upcast = true;
     m.head = 64 * MiB;
-    outcome_t o = run_out(&m, cases[i].batch, at_16_bit_logits);
+    outcome_t o = run_out(&m, c->batch, at_16_bit_logits);
     ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_HEAD);
     ck_assert(o.record.first_step.weights_cast);
     ck_assert_int_ne(o.record.first_step.weight_element, 2);
@@ -700,16 +706,13 @@ END_TEST
  * sampled, weigh too little to make one. */
 START_TEST(a_forward_that_gathers_its_weights_is_read)
 {
-  static const struct {
-    int layers, adam;
-    int64_t batch;
-  } cases[] = {{12, 2, 8}, {24, 2, 7}, {6, 0, 40}, {48, 2, 12}};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    model_t m = stack(cases[i].layers, cases[i].adam);
+  for (size_t i = 0; i < sizeof stacks_at_head / sizeof *stacks_at_head; i++) {
+    const stack_case_t *c = &stacks_at_head[i];
+    model_t m = stack(c->layers, c->adam);
     m.gather = true;
-    outcome_t o = run_out(&m, cases[i].batch, at_log_probs);
+    outcome_t o = run_out(&m, c->batch, at_log_probs);
     ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_HEAD);
-    ck_assert_int_eq(o.record.first_step.layers, cases[i].layers);
+    ck_assert_int_eq(o.record.first_step.layers, c->layers);
     check_bound(&o);
     check_estimate(&o);
   }
