@@ -117,7 +117,7 @@ static uint64_t sum_of(const uint64_t *sizes, size_t from, size_t to)
  * is then the fewer layers of the two, what either has at least. */
 typedef struct stack {
   int64_t layers, whole, stacks;
-  size_t start, period; /* one layer's weights: the load's sizes from start */
+  size_t start, period, covered; /* one layer's weights: the load's sizes from start */
 } stack_shape_t;
 
 /* Another stack's share of the load: an encoder's weights beside its
@@ -125,35 +125,35 @@ typedef struct stack {
  * like biases or norms outside the layers is far less. */
 #define OTHER_STACK_SHARE 16
 
-/* A second stack in sizes[from, to): three whole repeats or more of two
- * tensors a layer or more, a sixteenth of the load's bytes or more. Its
- * whole layers, 0 where none. */
-static int64_t other_stack(const ol_first_step_log_t *log, size_t from, size_t to,
-                           uint64_t load_bytes)
+/* The longest repeat of the log's sizes in [from, to) as a stack: three
+ * whole repeats or more of min_period tensors a layer or more, holding
+ * a share-th of load_bytes or more; layers 0 where none. */
+static stack_shape_t stack_in(const ol_first_step_log_t *log, size_t from, size_t to,
+                              uint64_t load_bytes, uint64_t share, size_t min_period)
 {
   size_t period, start, covered;
   if (to <= from ||
       !ol_first_step_repeat(log->size + from, to - from, MAX_PERIOD, &period, &start, &covered))
-    return 0;
-  int64_t whole = (int64_t)(covered / period);
-  if (period < 2 || whole < MIN_LAYERS ||
-      sum_of(log->size, from + start, from + start + covered) < load_bytes / OTHER_STACK_SHARE)
-    return 0;
-  return whole;
-}
-
-static stack_shape_t stack_layers(const ol_first_step_log_t *log, size_t load)
-{
-  size_t period, start, covered;
-  if (!ol_first_step_repeat(log->size, load, MAX_PERIOD, &period, &start, &covered))
     return (stack_shape_t){.layers = 0};
   stack_shape_t s = {(int64_t)((covered + period / 2) / period), (int64_t)(covered / period), 1,
-                     start, period};
-  uint64_t load_bytes = sum_of(log->size, 0, load);
-  if (s.whole < MIN_LAYERS || sum_of(log->size, start, start + covered) < load_bytes / LOAD_SHARE)
+                     from + start, period, covered};
+  if (period < min_period || s.whole < MIN_LAYERS ||
+      sum_of(log->size, s.start, s.start + covered) < load_bytes / share)
     return (stack_shape_t){.layers = 0};
-  int64_t before = other_stack(log, 0, start, load_bytes);
-  int64_t after = other_stack(log, start + covered, load, load_bytes);
+  return s;
+}
+
+/* The load's stack, and whether a second stack of other layers (two
+ * tensors a layer or more, a sixteenth of the load) lies beside it. */
+static stack_shape_t stack_layers(const ol_first_step_log_t *log, size_t load)
+{
+  uint64_t load_bytes = sum_of(log->size, 0, load);
+  stack_shape_t s = stack_in(log, 0, load, load_bytes, LOAD_SHARE, 1);
+  if (s.layers == 0)
+    return s;
+  int64_t before = stack_in(log, 0, s.start, load_bytes, OTHER_STACK_SHARE, 2).whole;
+  int64_t after =
+    stack_in(log, s.start + s.covered, load, load_bytes, OTHER_STACK_SHARE, 2).whole;
   int64_t other = before > after ? before : after;
   if (other > 0) {
     s.stacks = 2;

@@ -1172,13 +1172,11 @@ static bool logits_in_16_bits(const ol_first_step_t *fs)
  *   under activation checkpointing asks as much. */
 static int64_t backward_adds(const ol_first_step_t *fs, bool low)
 {
-  int64_t twice = ol_sat_add(fs->layer_largest, fs->layer_largest);
-  int64_t layer = low ? twice : fs->layer_largest;
-  int64_t loss = low || fs->loss_upcast ? ol_sat_add(fs->largest_after, fs->largest_after)
-                                        : fs->largest_after;
+  int64_t layer = low ? twice_of(fs->layer_largest) : fs->layer_largest;
+  int64_t copy = twice_of(fs->largest_after); /* an fp32 copy of 16-bit logits */
+  int64_t loss = low || fs->loss_upcast ? copy : fs->largest_after;
   if (low && logits_in_16_bits(fs)) /* the fp32 copy, its log-softmax, their gradient */
-    loss = ol_sat_add(ol_sat_add(twice_of(fs->largest_after), twice_of(fs->largest_after)),
-                      twice_of(fs->largest_after));
+    loss = ol_sat_add(twice_of(copy), copy);
   return loss > layer ? loss : layer;
 }
 
