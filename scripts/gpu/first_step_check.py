@@ -71,6 +71,20 @@ JOBS = [
     # runs out at its 16-bit logits (the autocast reading's evidence)
     dict(name='ckpt_batch', cap='6G', batch=48, corpus=True),
     dict(name='ckpt_batch', cap='4915M', batch=48, corpus=True),
+    # session 36: language models out inside their stack, whose logits the
+    # figure reads ahead (first_step.c's logits_ahead): families and heads
+    # the rule was not built on. Pythia-160m's shape (GPT-NeoX, its head
+    # untied) in fp32; a Mistral-like model (untied, GQA) in bf16; Qwen2-1.5B's
+    # shape (28 layers of 1536, tied) in bf16; BERT-large's shape as a
+    # masked LM (its head a transform and the decoder's bias) at sequence
+    # 128; GPT-2 large's shape under bf16 autocast; and a head that makes
+    # no logits (GPT-2 classifying sequences: nothing is read ahead).
+    dict(name='pythia_160m', cap='12G', batch=20),
+    dict(name='mistral_small_bf16', cap='8G', batch=40),
+    dict(name='qwen_1_5b_bf16', cap='24G', batch=36),
+    dict(name='bert_large_mlm', cap='12G', batch=128),
+    dict(name='gpt2_large_autocast', cap='24G', batch=22),
+    dict(name='gpt2_classify', cap='8G', batch=16),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
@@ -114,6 +128,31 @@ def job_model(name):
                              num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
                              tie_word_embeddings=True)
         return tf.LlamaForCausalLM(cfg).to(torch.bfloat16), 'lm', 512, 128256, torch.optim.AdamW
+    if name == 'pythia_160m':
+        cfg = tf.GPTNeoXConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                               intermediate_size=3072, vocab_size=50304,
+                               tie_word_embeddings=False)
+        return tf.GPTNeoXForCausalLM(cfg), 'lm', 1024, 50304, torch.optim.AdamW
+    if name == 'mistral_small_bf16':
+        cfg = tf.MistralConfig(hidden_size=1024, intermediate_size=3584, num_hidden_layers=8,
+                               num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
+                               tie_word_embeddings=False)
+        return tf.MistralForCausalLM(cfg).to(torch.bfloat16), 'lm', 1024, 32000, torch.optim.AdamW
+    if name == 'qwen_1_5b_bf16':
+        cfg = tf.Qwen2Config(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                             num_attention_heads=12, num_key_value_heads=2, vocab_size=151936,
+                             tie_word_embeddings=True)
+        return tf.Qwen2ForCausalLM(cfg).to(torch.bfloat16), 'lm', 512, 151936, torch.optim.AdamW
+    if name == 'bert_large_mlm':
+        cfg = tf.BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                            intermediate_size=4096)
+        return tf.BertForMaskedLM(cfg), 'lm', 128, 30522, torch.optim.AdamW
+    if name == 'gpt2_large_autocast':
+        m = tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=36, n_embd=1280, n_head=20))
+        return m, 'lm_autocast', 512, 50257, torch.optim.AdamW
+    if name == 'gpt2_classify':
+        cfg = tf.GPT2Config(num_labels=4, pad_token_id=50256)
+        return tf.GPT2ForSequenceClassification(cfg), 'classify', 1024, 50257, torch.optim.AdamW
     if name == 'bert_classify':
         m = tf.BertForSequenceClassification(tf.BertConfig(num_labels=4))
         return m, 'classify', 512, 30522, torch.optim.SGD

@@ -307,6 +307,10 @@ static void read_first_step(const at_t *oom, ol_oom_record_t *r)
   r->first_step.stacks = ol_json_may_int(&fs, "stacks", 0, 2, r->first_step.stage ? 1 : 0);
   r->first_step.weight_element = ol_json_may_int(&fs, "weight_element", 0, 4, 0);
   r->first_step.weights_cast = ol_json_may_bool(&fs, "weights_cast", false);
+  /* minor 30; a report of an earlier minor read no logits ahead */
+  r->first_step.logits_ahead = ol_json_may_int(&fs, "logits_ahead", 0, INT64_MAX, 0);
+  /* an earlier minor's estimate counted what came after the log-softmax */
+  r->first_step.logits_asks = ol_json_may_int(&fs, "logits_asks", 0, INT64_MAX, 2);
 }
 
 static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)

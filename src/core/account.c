@@ -210,13 +210,13 @@ void __attribute__((cold)) ol_account_recent_start(ol_account_t *a, int d, const
  * loop may be a model's load, ol_phases_loop_ended), or there is no
  * host memory for it: the hot path then never comes here again. */
 void __attribute__((cold)) ol_account_first_step(ol_account_t *a, int d, uint64_t size,
-                                                  bool weights)
+                                                  ol_role_t role)
 {
   ol_account_device_t *ad = &a->devices[d];
   const ol_device_stats_t *dev = &ad->stats;
   if (!ad->first_step && (ad->first_step = ol_first_step_log_new())) {
     ad->first_step->size[0] = size;
-    ad->first_step->weights[0] = weights;
+    ad->first_step->role[0] = (uint8_t)role;
     ad->first_step->after[0] = dev->allocated_bytes[OL_POOL_ALL].current;
     ad->first_step->count = 1;
     return;

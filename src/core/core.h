@@ -432,13 +432,18 @@ typedef struct ol_first_step {
   int64_t rest;        /* LAYERS: what the layers not yet begun keep, at least */
   int64_t stack_end;   /* LAYERS: the allocated bytes when the last layer ends, at least */
   int64_t largest_after; /* HEAD: the largest tensor the forward asked for after the stack */
-  int64_t layer_largest; /* HEAD: the largest tensor a layer asked for */
+  int64_t layer_largest; /* the largest tensor a layer asked for */
+  int64_t logits_asks;   /* HEAD: the asks of largest_after's size after the stack, the
+                          * failed one counted (the logits, then a log-softmax as large);
+                          * LAYERS: 1, the logits ahead */
+  int64_t logits_ahead;  /* LAYERS: a language model's logits to come after the stack, read
+                          * from its vocabulary and tokens (first_step.c); 0: not told */
   bool loss_upcast;      /* HEAD: that largest tensor was made from one half its size
                           * (logits cast to fp32 for the loss) */
-  int64_t weight_element; /* HEAD: the bytes of one element of the layers' weights (4: fp32;
+  int64_t weight_element; /* the bytes of one element of the layers' weights (4: fp32;
                            * 2: bf16 or fp16, whose logits a loss may cast to fp32); 0 not
                            * known */
-  bool weights_cast;      /* HEAD: the forward made 16-bit copies of the layers' weights
+  bool weights_cast;      /* the forward made 16-bit copies of the layers' weights
                            * (autocast): its logits are 16-bit */
 } ol_first_step_t;
 
@@ -527,8 +532,10 @@ typedef struct ol_first_step_log {
   size_t count;
   uint64_t size[OL_FIRST_STEP_KEEP];
   int64_t after[OL_FIRST_STEP_KEEP]; /* the device's allocated bytes after it */
-  bool weights[OL_FIRST_STEP_KEEP];  /* its site's role is weights (roles.c): FSDP's
-                                      * parameters gathered for a layer's forward */
+  uint8_t role[OL_FIRST_STEP_KEEP];  /* its site's role (roles.c; OL_ROLE_unknown: none
+                                      * named): FSDP's parameters gathered for a layer's
+                                      * forward are weights, a forward's own asks
+                                      * activations */
 } ol_first_step_log_t;
 ol_first_step_log_t *ol_first_step_log_new(void); /* NULL: no host memory */
 void ol_first_step_log_free(ol_first_step_log_t *log);
@@ -1592,7 +1599,7 @@ void ol_account_iteration_ended(ol_account_t *a, int d);
 /* Device index d's first iteration goes on, and its log has no room or
  * is not made yet: made (its allocation just counted logged first), or,
  * once an iteration is found or the log is full, dropped for good. */
-void ol_account_first_step(ol_account_t *a, int d, uint64_t size, bool weights);
+void ol_account_first_step(ol_account_t *a, int d, uint64_t size, ol_role_t role);
 /* What was left of the load fell under restart_below: a restart where the
  * weights by role went too (cold; called from ol_account_removed). */
 void ol_account_load_dropped(ol_account_t *a, int d);
@@ -1718,13 +1725,13 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
     /* logged inline while there is room: the first step's every allocation */
     ol_first_step_log_t *log = a->devices[d].first_step;
     const ol_sites_t *sites = a->devices[ol_account_sites_index(a, d)].sites;
-    bool weights = sites && ol_sites_role(sites, b->site) == OL_ROLE_weights;
+    ol_role_t role = sites ? ol_sites_role(sites, b->site) : OL_ROLE_unknown;
     if (log && log->count < OL_FIRST_STEP_KEEP) {
       log->size[log->count] = b->size;
-      log->weights[log->count] = weights;
+      log->role[log->count] = (uint8_t)role;
       log->after[log->count++] = dev->allocated_bytes[OL_POOL_ALL].current;
     } else {
-      ol_account_first_step(a, d, b->size, weights);
+      ol_account_first_step(a, d, b->size, role);
     }
   }
   bool new_peak = dev->allocated_bytes[OL_POOL_ALL].current > peak;

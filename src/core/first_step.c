@@ -163,59 +163,34 @@ static stack_shape_t stack_layers(const ol_first_step_log_t *log, size_t load)
   return s;
 }
 
-/* The bytes of one element of the layers' weights: 4 (fp32) or 2 (bf16
- * or fp16), where a layer holds a tensor of its width (a norm's weight, a
- * bias) and a square one of its width by its width (an attention's
- * projection): a^2 = w * b for sizes a = D*w and b = D*D*w. fp32 is
- * taken where both fit (a bf16 tensor of D by D/2 also fits w = 4: a
- * width read as fp32 is how it was before this was read); 0 where none
- * does. A pair alike by chance would take a layer of D*w bytes with one
- * of exactly D*D*w besides. */
-static int64_t weight_element(const ol_first_step_log_t *log, stack_shape_t stack)
+/* The layers' width: the bytes of one element of their weights, 4 (fp32)
+ * or 2 (bf16 or fp16), and of one row of the width (D elements), where a
+ * layer holds a tensor of its width (a norm's weight, a bias) and a square
+ * one of its width by its width (an attention's projection): a^2 = w * b
+ * for sizes a = D*w and b = D*D*w. fp32 is taken where both fit (a bf16
+ * tensor of D by D/2 also fits w = 4: a width read as fp32 is how it was
+ * before this was read); element 0 where none does. A pair alike by
+ * chance would take a layer of D*w bytes with one of exactly D*D*w
+ * besides. */
+typedef struct width {
+  int64_t element;
+  uint64_t row;
+} width_t;
+
+static width_t layer_width(const ol_first_step_log_t *log, stack_shape_t stack)
 {
-  bool two = false;
+  width_t two = {0, 0};
   for (size_t i = stack.start; i < stack.start + stack.period; i++)
     for (size_t j = stack.start; j < stack.start + stack.period; j++) {
       uint64_t a = log->size[i], b = log->size[j], square;
       if (a > UINT32_MAX || b > UINT64_MAX / 4 || __builtin_mul_overflow(a, a, &square))
         continue;
       if (square == 4 * b)
-        return 4;
-      two = two || square == 2 * b;
+        return (width_t){4, a};
+      if (square == 2 * b && two.element == 0)
+        two = (width_t){2, a};
     }
-  return two ? 2 : 0;
-}
-
-/* Whether the forward asked for 16-bit copies of the layers' fp32
- * weights, as autocast makes one of each weight a matrix product reads
- * (and keeps them through its region): three quarters or more of a
- * layer's weights of CAST_MIN or more have an ask of half their size
- * after the load. Its logits are then 16-bit too, whatever the weights
- * (held-out ckpt_batch, GPT-2 under bf16 autocast: each layer's four
- * matrices asked for at half their size). A stack whose activations
- * happen to be of those sizes (GPT-2 at half as many tokens as its
- * width) reads so as well: the estimate's low end is then lower than
- * it need be, never higher. */
-#define CAST_MIN (64 * 1024) /* a matrix's bytes, not a norm's or a bias's */
-
-static bool half_asked(const ol_first_step_log_t *log, size_t load, uint64_t size)
-{
-  for (size_t i = load; i < log->count; i++)
-    if (log->size[i] * 2 == size)
-      return true;
-  return false;
-}
-
-static bool weights_cast_to_16_bits(const ol_first_step_log_t *log, size_t load,
-                                    stack_shape_t stack)
-{
-  size_t matrices = 0, cast = 0;
-  for (size_t w = stack.start; w < stack.start + stack.period; w++)
-    if (log->size[w] >= CAST_MIN) {
-      matrices++;
-      cast += half_asked(log, load, log->size[w]);
-    }
-  return matrices > 0 && cast * 4 >= matrices * 3;
+  return two;
 }
 
 static int64_t in_range(uint64_t bytes)
@@ -235,11 +210,46 @@ typedef struct repeat {
   size_t period, start, covered;
 } repeat_t;
 
-/* The forward's asks: sizes, and whether each was made as weights. */
+/* The forward's asks: sizes, and the role each was made for. */
 typedef struct asks {
   const uint64_t *sizes;
-  const bool *weights;
+  const uint8_t *roles;
 } asks_t;
+
+/* Whether the forward asked for 16-bit copies of the layers' fp32
+ * weights, as autocast makes one of each weight a matrix product reads
+ * (and keeps them through its region): three quarters or more of a
+ * layer's weights of CAST_MIN or more have an ask of half their size in
+ * one layer of the forward's repeat, each ask matched once. Its logits are
+ * then 16-bit too, whatever the weights (held-out ckpt_batch, GPT-2 under
+ * bf16 autocast: each layer's four matrices asked for at half their size
+ * in each layer). Activations of those sizes by chance read so as well:
+ * GPT-2 medium in fp32 (held-out gpt2_medium_batch, sequence 512) asks
+ * each layer for two tensors of its MLP matrices' half size, and one of
+ * its projection's half size before its layers (the position
+ * embedding's); read anywhere after the load, three of its four
+ * matrices had a half, and its logits read ahead at half their size. */
+#define CAST_MIN (64 * 1024) /* a matrix's bytes, not a norm's or a bias's */
+
+static bool weights_cast_to_16_bits(const ol_first_step_log_t *log, stack_shape_t stack,
+                                    const uint64_t *sizes, repeat_t r)
+{
+  bool used[MAX_PERIOD] = {false};
+  size_t matrices = 0, cast = 0;
+  for (size_t w = stack.start; w < stack.start + stack.period; w++) {
+    if (log->size[w] < CAST_MIN)
+      continue;
+    matrices++;
+    for (size_t i = r.start; i < r.start + r.period && i - r.start < MAX_PERIOD; i++)
+      if (!used[i - r.start] && sizes[i] * 2 == log->size[w]) {
+        used[i - r.start] = true;
+        cast++;
+        break;
+      }
+  }
+  return matrices > 0 && cast * 4 >= matrices * 3;
+}
+
 
 /* A first step can run out in its backward, whose layers repeat too
  * (from the last), and where weights outweigh activations (a large model
@@ -262,7 +272,7 @@ static bool makes_gradients(asks_t asks, size_t from, size_t to, const ol_first_
   for (size_t w = stack.start; w < stack.start + stack.period; w++) {
     layer_bytes += log->size[w];
     for (size_t i = from; i < to && i - from < MAX_PERIOD; i++)
-      if (!used[i - from] && !asks.weights[i] && asks.sizes[i] == log->size[w]) {
+      if (!used[i - from] && asks.roles[i] != OL_ROLE_weights && asks.sizes[i] == log->size[w]) {
         used[i - from] = true;
         matched++;
         matched_bytes += log->size[w];
@@ -336,6 +346,92 @@ static bool forward_again(const ol_first_step_log_t *log, size_t load, const uin
   return false;
 }
 
+/* A language model's logits, read ahead while its forward is inside the
+ * stack: a token's logits are a row of the vocabulary, and the head and
+ * the loss that read them come after the stack, where the figure was only
+ * a bound (held-out llama1b_bf16_batch, Llama 3.2-1B's shape in bf16 out
+ * in its 15th of 16 layers: at most 26 where 10 fit, its 3.3 GiB of
+ * logits never asked for). Each is read from the log, none is guessed:
+ * - the vocabulary: the embedding, the largest tensor made before the
+ *   stack, is rows of the layers' width, more of them than twice the
+ *   width (a classifier's rows are fewer);
+ * - the tokens: the forward's first ask as large as a square of the width
+ *   that a call site names as the forward's (its embedding's output, in
+ *   the weights' element: rows of the width, one a token);
+ * - a head that makes them: what the load made between the stack and the
+ *   forward is a norm (a row or less), a token's ids or mask (up to 8
+ *   bytes a token), or the head's weights: a matrix of the embedding's
+ *   size (an untied head), a bias of a row of the vocabulary (a masked
+ *   language model's, whose decoder is the embedding), or, where neither,
+ *   nothing (the head is the embedding, tied: GPT-2, Llama 3.2, Qwen2). Any
+ *   other tensor there (a pooler, a classifier's matrix) is a head of
+ *   another kind, and nothing is read.
+ * The logits are in the weights' element, or 16 bits where autocast cast
+ * the weights (weights_cast). Where no call site names the forward (frames
+ * off) the tokens are not told, and nothing is read. */
+#define VOCAB_WIDTHS 2 /* a vocabulary is more rows than twice the width */
+#define TOKEN_BYTES 8  /* an input's ids, labels or mask: int64 at most, a token */
+
+static size_t forward_first(const ol_first_step_log_t *log, size_t from, uint64_t square)
+{
+  for (size_t i = from; i < log->count; i++)
+    if (log->size[i] >= square && log->role[i] == OL_ROLE_activations)
+      return i;
+  return log->count;
+}
+
+/* Whether what was asked between the stack and the forward's first ask
+ * says the head makes logits (see logits_ahead): a matrix of the
+ * embedding's size or a bias of a row of the vocabulary, or no head
+ * weights at all (tied); a square matrix (a pooler) or one to a few
+ * matrices of fewer rows than the width (a classifier's, a label a row)
+ * without either is another head. As many narrow matrices as layers or
+ * more are a LoRA's adapters (two of rank r for each layer adapted, made
+ * after the model), not a head. The tokens are confirmed by an ask of
+ * their int64 ids there: an embedding of another width than the layers'
+ * (OPT-350m's, projected) would make its output's rows not the tokens. */
+static bool makes_logits(const ol_first_step_log_t *log, size_t from, size_t to,
+                         uint64_t embedding, uint64_t bias, uint64_t row, uint64_t square,
+                         uint64_t tokens, int64_t layers)
+{
+  bool head = false, other = false, ids = false;
+  int64_t narrow = 0;
+  for (size_t i = from; i < to; i++) {
+    uint64_t s = log->size[i];
+    ids = ids || s == tokens * TOKEN_BYTES;
+    if (s == embedding || s == bias)
+      head = true;
+    else if (s <= row || (s % tokens == 0 && s / tokens <= TOKEN_BYTES))
+      continue; /* a norm, a bias of the width; a token's ids or mask */
+    else if (s % row == 0 && s < square)
+      narrow++;
+    else
+      other = true;
+  }
+  return ids && (head || (!other && (narrow == 0 || narrow >= layers)));
+}
+
+static int64_t logits_ahead(const ol_first_step_log_t *log, stack_shape_t stack, width_t w,
+                            bool cast)
+{
+  uint64_t width = w.element > 0 ? w.row / (uint64_t)w.element : 0, square, logits;
+  if (width == 0 || __builtin_mul_overflow(w.row, width, &square))
+    return 0;
+  uint64_t embedding = largest_in(log->size, 0, stack.start), vocab = embedding / w.row;
+  if (embedding % w.row != 0 || vocab <= VOCAB_WIDTHS * width)
+    return 0;
+  size_t after = stack.start + stack.covered, first = forward_first(log, after, square);
+  if (first == log->count || log->size[first] % w.row != 0)
+    return 0;
+  uint64_t tokens = log->size[first] / w.row, element = cast ? 2 : (uint64_t)w.element;
+  if (!makes_logits(log, after, first, embedding, vocab * (uint64_t)w.element, w.row, square,
+                    tokens, stack.layers) ||
+      __builtin_mul_overflow(tokens, vocab, &logits) ||
+      __builtin_mul_overflow(logits, element, &logits))
+    return 0;
+  return in_range(logits);
+}
+
 static uint64_t layer_largest(const uint64_t *sizes, repeat_t r)
 {
   return largest_in(sizes, r.start, r.start + r.covered);
@@ -395,26 +491,26 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
   /* The forward, the failed request appended as its last ask. */
   size_t n = log->count - load + 1;
   uint64_t *sizes = malloc(n * sizeof *sizes);
-  bool *weights = malloc(n * sizeof *weights);
-  if (!sizes || !weights) {
+  uint8_t *roles = malloc(n * sizeof *roles);
+  if (!sizes || !roles) {
     free(sizes);
-    free(weights);
+    free(roles);
     return;
   }
   for (size_t i = 0; i + 1 < n; i++) {
     sizes[i] = log->size[load + i];
-    weights[i] = log->weights[load + i];
+    roles[i] = log->role[load + i];
   }
   sizes[n - 1] = request;
-  weights[n - 1] = false;
-  asks_t asks = {sizes, weights};
+  roles[n - 1] = OL_ROLE_unknown;
+  asks_t asks = {sizes, roles};
   repeat_t r;
   bool found = ol_first_step_repeat(sizes, n, MAX_PERIOD, &r.period, &r.start, &r.covered) &&
                !makes_gradients(asks, r.start, r.start + r.period, log, stack);
   int64_t kept = found ? kept_per_layer(log, load, r, n - 1) : -1;
   if (kept <= 0) {
     free(sizes);
-    free(weights);
+    free(roles);
     return;
   }
   int64_t seen = (int64_t)((r.covered + r.period / 2) / r.period);
@@ -423,13 +519,17 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
       !makes_gradients(asks, end, n, log, stack)) {
     /* the stack ended, then the head asked (and not yet the backward) */
     uint64_t largest = largest_in(sizes, end, n);
+    int64_t asks_of_largest = 0;
+    for (size_t i = end; i < n; i++)
+      asks_of_largest += sizes[i] == largest;
     *out = (ol_first_step_t){.read = true, .stage = OL_FIRST_STEP_HEAD, .layers = layers,
                              .stacks = 1, .layers_done = layers, .per_layer = kept,
                              .largest_after = in_range(largest),
+                             .logits_asks = asks_of_largest,
                              .layer_largest = in_range(layer_largest(sizes, r)),
                              .loss_upcast = upcast_before(sizes, end, n, largest),
-                             .weight_element = weight_element(log, stack),
-                             .weights_cast = weights_cast_to_16_bits(log, load, stack)};
+                             .weight_element = layer_width(log, stack).element,
+                             .weights_cast = weights_cast_to_16_bits(log, stack, sizes, r)};
   } else if (end == n) { /* the request itself was a layer's */
     /* Layers begun: the repeats begun in the run, and one more for each
      * period's worth before it (a first layer unlike the rest, the
@@ -439,13 +539,19 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
     int64_t left = stack.whole - begun - before_run;
     size_t at = load + r.start + (size_t)(begun - 1) * r.period; /* the last layer begun */
     int64_t current = at < log->count ? before(log, at) : log->after[log->count - 1];
+    width_t w = layer_width(log, stack);
+    bool cast = weights_cast_to_16_bits(log, stack, sizes, r);
     if (left >= 0)
       *out = (ol_first_step_t){
         .read = true, .stage = OL_FIRST_STEP_LAYERS, .layers = layers, .stacks = stack.stacks,
         .layers_done = begun,
         .per_layer = kept, .rest = times(left, kept),
-        .stack_end = ol_sat_add(ol_sat_add(current, kept), times(left, kept))};
+        .stack_end = ol_sat_add(ol_sat_add(current, kept), times(left, kept)),
+        .layer_largest = in_range(layer_largest(sizes, r)), .weight_element = w.element,
+        .weights_cast = cast,
+        .logits_ahead = stack.stacks == 1 ? logits_ahead(log, stack, w, cast) : 0,
+        .logits_asks = 1};
   }
   free(sizes);
-  free(weights);
+  free(roles);
 }

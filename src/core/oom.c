@@ -1152,32 +1152,84 @@ static bool logits_in_16_bits(const ol_first_step_t *fs)
   return (fs->weight_element == 2 || fs->weights_cast) && !fs->loss_upcast;
 }
 
+/* The logits the loss reads: the largest tensor asked for after the
+ * stack (HEAD), or those read ahead of it from the vocabulary and the
+ * tokens (LAYERS, first_step.c's logits_ahead; 0 where not told). */
+static int64_t head_logits(const ol_first_step_t *fs)
+{
+  return fs->stage == OL_FIRST_STEP_HEAD ? fs->largest_after : fs->logits_ahead;
+}
+
+/* The loss's tensors of the logits' size at its peak, fp32 logits read
+ * as they are: the logits, their log-softmax and the gradient of each,
+ * four at most (the low end); three where the loss's backward makes one of
+ * the gradients in place (GPT-2 in fp32: the peak a sample measured on the
+ * H200 is within 1% of what the first step held, out at its log-softmax,
+ * plus one logits tensor: the high end). Those asked for before the
+ * failure are held already (first_step.c's logits_asks: gpt2_batch ran out
+ * at its log-softmax, ddp_batch at its logits, the same model and batch
+ * under the same cap; logits read ahead, LAYERS, count one). */
+#define LOSS_TENSORS_LOW 4
+#define LOSS_TENSORS_HIGH 3
+
+static int64_t loss_tensors_to_come(const ol_first_step_t *fs, bool low)
+{
+  int64_t more = (low ? LOSS_TENSORS_LOW : LOSS_TENSORS_HIGH) - fs->logits_asks;
+  int64_t logits = head_logits(fs), bytes = 0;
+  for (int64_t k = 0; k < more; k++)
+    bytes = ol_sat_add(bytes, logits);
+  return bytes;
+}
+
 /* What the rest of the head and the backward add at their peak to what
  * the forward held: the larger of the loss's tensors and what a layer's
  * backward holds at once, the head's being freed before the layers'
  * begins.
  * - The loss reads the largest tensor asked for after the stack (the
- *   logits) and makes a log-softmax and then a gradient as large: one
- *   more such tensor at least (GPT-2 in fp32: the peak a sample measured
- *   on the H200 is within 1% of what the first step held plus one logits
- *   tensor), two where the tensor was itself an fp32 copy of 16-bit
+ *   logits, or those read ahead) and makes a log-softmax and then a
+ *   gradient as large (loss_tensors_to_come); two more fp32 tensors of
+ *   twice its size where the tensor was itself an fp32 copy of 16-bit
  *   logits (first_step.c's loss_upcast: copy and log-softmax both held;
  *   GPT-2 with checkpointing under bf16 autocast, bisected: 14 fits at
- *   sequence 1024 under 12G, where one more tensor said 18-20). Without
- *   the upcast seen, two is the low end still: a loss may hold its input
- *   and its log-softmax both.
+ *   sequence 1024 under 12G, where one more tensor said 18-20); 16-bit
+ *   logits not yet cast (logits_in_16_bits) one more at the high end, the
+ *   copy, its log-softmax and their gradient at the low.
  * - A layer's backward: the op that made a layer's largest tensor holds
  *   its gradient and makes its input's, as large for an elementwise op or
  *   a softmax (high: one such gradient; low: two). Its recomputation
  *   under activation checkpointing asks as much. */
 static int64_t backward_adds(const ol_first_step_t *fs, bool low)
 {
+  int64_t logits = head_logits(fs);
   int64_t layer = low ? twice_of(fs->layer_largest) : fs->layer_largest;
-  int64_t copy = twice_of(fs->largest_after); /* an fp32 copy of 16-bit logits */
-  int64_t loss = low || fs->loss_upcast ? copy : fs->largest_after;
-  if (low && logits_in_16_bits(fs)) /* the fp32 copy, its log-softmax, their gradient */
-    loss = ol_sat_add(twice_of(copy), copy);
+  int64_t copy = twice_of(logits); /* an fp32 copy of 16-bit logits */
+  int64_t loss = fs->loss_upcast ? copy
+                 : !logits_in_16_bits(fs) ? loss_tensors_to_come(fs, low)
+                 : low ? ol_sat_add(twice_of(copy), copy) /* the copy, its log-softmax,
+                                                            * their gradient */
+                       : logits;
   return loss > layer ? loss : layer;
+}
+
+/* Whether each layer of the forward kept what a training step keeps for
+ * its backward: twice its largest tensor or more (on the corpus's
+ * transformers in training, 4 to 8 times). A forward under inference_mode
+ * keeps only its key/value cache (held-out infer_lm_batch, GPT-2 scoring
+ * text: half its largest), and one under activation checkpointing only
+ * its layers' inputs (ckpt_batch: a quarter): where neither backward nor
+ * state may come, or the backward recomputes each layer, the rest of the
+ * step is not read from the forward (infer_lm_batch read ahead said about
+ * 4 to 10 where 18 fit). */
+static bool keeps_for_backward(const ol_first_step_t *fs)
+{
+  return fs->per_layer / 2 >= fs->layer_largest;
+}
+
+/* Out inside the stack of a language model in training: its logits to
+ * come are read ahead, and the rest of the step estimated from them. */
+static bool reads_ahead(const ol_first_step_t *fs)
+{
+  return fs->stage == OL_FIRST_STEP_LAYERS && fs->logits_ahead > 0 && keeps_for_backward(fs);
 }
 
 /* Every layer of the stack had run when the first iteration failed
@@ -1193,10 +1245,13 @@ static bool first_step_estimate(const ol_oom_record_t *r, const ol_batch_figure_
                                 ol_batch_figure_t *low, ol_batch_figure_t *high)
 {
   const ol_first_step_t *fs = &r->first_step;
-  if (r->iterations > 0 || fs->stage != OL_FIRST_STEP_HEAD || r->segments_only)
+  bool ahead = reads_ahead(fs);
+  if (r->iterations > 0 || (fs->stage != OL_FIRST_STEP_HEAD && !ahead) || r->segments_only)
     return false;
   ol_batch_figure_t f = *bound;
   f.need_is_lower_bound = false;
+  if (ahead) /* held at the head: the stack's end, and the logits */
+    f.need = ol_sat_add(f.need, fs->logits_ahead);
   *high = f;
   high->need = ol_sat_add(f.need, backward_adds(fs, false));
   ol_batch_figure_solve(high);
@@ -1337,7 +1392,7 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
  * where first_step.c could tell. */
 static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r)
 {
-  char a[32], b[32];
+  char a[32], b[32], c[32];
   const ol_first_step_t *fs = &r->first_step;
   if (r->iterations > 0)
     return;
@@ -1349,6 +1404,16 @@ static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r)
                   "(the head and, if it trains, the loss and the backward), were never asked "
                   "for and are not counted. ", fs->layers, fs->layers_done,
                   size_text(a, fs->per_layer), size_text(b, fs->rest));
+  else if (reads_ahead(fs))
+    ol_buf_printf(out, "Its forward had begun %" PRId64 " of the %" PRId64 " layers of its "
+                  "stack, %s kept each: the layers not yet begun keep %s more, counted in that "
+                  "need. After the stack its head makes a row of logits over the vocabulary "
+                  "for each token, %s at this batch (the vocabulary read from the embedding's "
+                  "rows, the tokens from its output), held with all the forward kept: counted "
+                  "in the estimate below with the loss and the backward that come after them, "
+                  "which were never asked for. ", fs->layers_done, fs->layers,
+                  size_text(a, fs->per_layer), size_text(b, fs->rest),
+                  size_text(c, fs->logits_ahead));
   else if (fs->stage == OL_FIRST_STEP_LAYERS)
     ol_buf_printf(out, "Its forward had begun %" PRId64 " of the %" PRId64 " layers of its "
                   "stack, %s kept each: the layers not yet begun keep %s more, counted in that "
@@ -1414,7 +1479,9 @@ static void advise_estimate(ol_buf_t *out, const ol_oom_record_t *r,
                   r->first_step.weights_cast ? "made from autocast's 16-bit copies of the weights"
                                              : "as the weights are");
   else if (backward_adds(&r->first_step, true) != backward_adds(&r->first_step, false))
-    ol_buf_printf(out, " to %s (the gradients of a layer's largest tensor, one or two at once)",
+    ol_buf_printf(out, " to %s (beside the logits, their log-softmax and a gradient of each, "
+                  "as large, those not asked for yet; or a layer's largest tensor's gradients, "
+                  "one or two at once, where larger)",
                   size_text(a, backward_adds(&r->first_step, true)));
   else
     ol_buf_printf(out, " (a gradient as large as the largest tensor after the layers)");
@@ -2434,11 +2501,13 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool lever,
                 ", \"layers_done\": %" PRId64 ", \"per_layer\": %" PRId64 ", \"rest\": %" PRId64
                 ", \"stack_end\": %" PRId64 ", \"largest_after\": %" PRId64
                 ", \"layer_largest\": %" PRId64 ", \"loss_upcast\": %s, \"stacks\": %" PRId64
-                ", \"weight_element\": %" PRId64 ", \"weights_cast\": %s}",
+                ", \"weight_element\": %" PRId64 ", \"weights_cast\": %s"
+                ", \"logits_asks\": %" PRId64 ", \"logits_ahead\": %" PRId64 "}",
                 ol_first_step_stage_name(fs->stage), fs->layers,
                 fs->layers_done, fs->per_layer, fs->rest, fs->stack_end, fs->largest_after,
                 fs->layer_largest, fs->loss_upcast ? "true" : "false", fs->stacks,
-                fs->weight_element, fs->weights_cast ? "true" : "false");
+                fs->weight_element, fs->weights_cast ? "true" : "false", fs->logits_asks,
+                fs->logits_ahead);
 }
 
 /* The state and the batch figures as the paragraph gives them, so a JSON

@@ -27,6 +27,9 @@
 #define MiB ((uint64_t)1 << 20)
 #define MAX_PER_LAYER 12
 #define MAX_LAYERS 64
+#define LM_ROW (2 * KiB) /* language_model's: a row of its width, 512 in fp32 */
+#define LM_VOCAB 8192
+#define LM_TOKENS 512
 
 typedef struct model {
   int layers;
@@ -52,6 +55,14 @@ typedef struct model {
                                         its weights of 1 MiB or more, kept to the loss's end */
   int passes;                        /* the stack run this many times a forward, each on an
                                         input of its own (a siamese encoder's two); 0: once */
+  uint64_t head_weights[6];          /* made at load after the stack: an untied head's matrix,
+                                        a masked LM's transform and bias, a pooler... */
+  int head_weight_count;
+  int adapters;                      /* a LoRA's matrices of rank 8, made after the model */
+  uint64_t ids;                      /* a sample's input ids (0: 4 KiB, int64 ids of 512
+                                        tokens) */
+  bool embed_frames;                 /* the embedding's output asked with a forward's frames
+                                        (the tokens: first_step.c's logits_ahead) */
   const struct model *decoder;       /* a second stack run after this one (an
                                         encoder-decoder's): its layers, weights, kept and
                                         temporary; its weights made at load after these */
@@ -173,6 +184,9 @@ static uint64_t kept_size(const model_t *m, int layer, int i, int64_t batch)
 static uint64_t weights_total(const model_t *m)
 {
   uint64_t w = m->embed;
+  for (int i = 0; i < m->head_weight_count; i++)
+    w += m->head_weights[i];
+  w += (uint64_t)m->adapters * 8 * LM_ROW;
   for (const model_t *s = m; s; s = s->decoder)
     for (int i = 0; i < s->weight_count; i++)
       w += s->weights[i] * (uint64_t)s->layers;
@@ -181,7 +195,7 @@ static uint64_t weights_total(const model_t *m)
 
 static void load(job_t *j, const model_t *m)
 {
-  const char *frames = m->gather ? moved_frames : NULL;
+  const char *frames = m->gather || m->embed_frames ? moved_frames : NULL;
   take_at(j, m->embed, frames);
   for (int l = 0; l < m->layers; l++)
     for (int i = 0; i < m->weight_count; i++) {
@@ -193,6 +207,10 @@ static void load(job_t *j, const model_t *m)
       take(j, m->weights[i]);
       give(j, wide, m->weights[i] * 2);
     }
+  for (int i = 0; i < m->head_weight_count; i++)
+    take_at(j, m->head_weights[i], frames);
+  for (int i = 0; i < m->adapters; i++)
+    take_at(j, 8 * LM_ROW, frames);
   if (m->decoder)
     for (int l = 0; l < m->decoder->layers; l++)
       for (int i = 0; i < m->decoder->weight_count; i++)
@@ -205,9 +223,13 @@ static void step(job_t *j, const model_t *m, int64_t batch, bool first)
 {
   static uint64_t kept[MAX_LAYERS][MAX_PER_LAYER], casts[MAX_LAYERS][MAX_PER_LAYER];
   uint64_t b = (uint64_t)batch;
-  uint64_t input = take(j, 4 * KiB * b);
-  give(j, take(j, 4 * KiB * b), 4 * KiB * b); /* the embedding's temporary */
-  uint64_t hidden = take(j, m->kept[0] * b), carried = 0;
+  uint64_t ids = m->ids ? m->ids : 4 * KiB;
+  uint64_t input = take(j, ids * b);
+  give(j, take(j, ids * b), ids * b); /* the embedding's temporary */
+  static const char embedding_frames[] =
+    "torch/nn/functional.py:2567:embedding;torch/nn/modules/sparse.py:189:forward;train.py:14:step";
+  uint64_t hidden = take_at(j, m->kept[0] * b, m->embed_frames ? embedding_frames : NULL);
+  uint64_t carried = 0;
   uint64_t gathered[MAX_PER_LAYER];
   uint64_t inputs[4] = {0}, hiddens[4] = {0}, pooled[4] = {0};
   for (int g = 0; g < all_layers(m); g++) {
@@ -288,7 +310,7 @@ static void step(job_t *j, const model_t *m, int64_t batch, bool first)
     give(j, layer_grad, largest);
   }
   give(j, hidden, m->kept[0] * b);
-  give(j, input, 4 * KiB * b);
+  give(j, input, ids * b);
   for (int p = 1; p < passes_of(m); p++) {
     give(j, hiddens[p], m->kept[0] * b);
     give(j, pooled[p], 16 * KiB * b);
@@ -698,6 +720,123 @@ START_TEST(inside_the_stack_the_rest_of_it_is_counted_in_the_bound)
 }
 END_TEST
 
+/* A language model of width 512 in fp32 (a row of its width 2 KiB, a
+ * square 1 MiB), a vocabulary of 8192 (its embedding 16 MiB), 512 tokens a
+ * sample: each layer a norm, an attention's projections (one of them
+ * square) and an MLP; each sample's hidden state 1 MiB, its logits 16 MiB
+ * (a token's row of the vocabulary), its ids 4 KiB (8 bytes a token). The
+ * embedding's output is asked with a forward's frames, as a live job's
+ * sampled call site names it. The head is the embedding (tied). */
+
+static model_t language_model(int layers, int adam)
+{
+  return (model_t){.layers = layers, .embed = LM_VOCAB * LM_ROW,
+                   .weights = {LM_ROW, LM_ROW, 3 * MiB, 3 * LM_ROW, 1 * MiB, LM_ROW, LM_ROW,
+                               LM_ROW, 4 * MiB, 4 * LM_ROW, 4 * MiB, LM_ROW},
+                   .weight_count = 12,
+                   .kept = {LM_TOKENS * LM_ROW, 3 * MiB, 1 * MiB, 4 * MiB, 4 * MiB},
+                   .kept_count = 5, .temp = 2 * MiB,
+                   .head = (uint64_t)LM_TOKENS * LM_VOCAB * 4, .adam = adam,
+                   .embed_frames = true};
+}
+
+static const stack_case_t lms_inside[] = {{12, 2, 64}, {24, 2, 48}, {6, 0, 96}, {32, 1, 40},
+                                          {16, 2, 80}};
+
+/* Run out inside the stack of a language model, in a third of it and at
+ * the start of its middle layer: its logits are read ahead, and the
+ * figure is an estimate within one of the truth, where it was a bound
+ * (held-out llama1b_bf16_batch: at most 26 where 10 fit). */
+static void check_read_ahead(const model_t *m, int64_t batch, where_fn where)
+{
+  outcome_t o = run_out(m, batch, where);
+  ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_LAYERS);
+  ck_assert_int_eq(o.record.first_step.logits_ahead, (int64_t)m->head * batch);
+  check_bound(&o);
+  check_estimate(&o);
+  ck_assert_int_lt(o.figure.low.fits, o.figure.bound.fits);
+  ol_buf_t text = {0}, json = {0};
+  ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "After the stack its head makes a row of logits over the "
+                                  "vocabulary for each token"), "%s", text.data);
+  ck_assert_ptr_nonnull(strstr(text.data, "about batch"));
+  ol_oom_json(&json, &o.record, OL_OOM_activations, NULL, NULL);
+  char want[64];
+  snprintf(want, sizeof want, "\"logits_ahead\": %lld", (long long)m->head * (long long)batch);
+  ck_assert_msg(strstr(json.data, want), "%s", json.data);
+  ol_buf_free(&text);
+  ol_buf_free(&json);
+}
+
+START_TEST(inside_a_language_model_s_stack_its_logits_are_read_ahead)
+{
+  for (size_t i = 0; i < sizeof lms_inside / sizeof *lms_inside; i++) {
+    const stack_case_t *c = &lms_inside[i];
+    model_t tied = language_model(c->layers, c->adam);
+    check_read_ahead(&tied, c->batch, in_a_third_of_the_stack);
+    check_read_ahead(&tied, c->batch, at_a_layers_start);
+    model_t untied = tied; /* its own head's matrix, as large as the embedding */
+    untied.head_weights[0] = LM_ROW;
+    untied.head_weights[1] = untied.embed;
+    untied.head_weight_count = 2;
+    check_read_ahead(&untied, c->batch, in_a_third_of_the_stack);
+    model_t masked = tied; /* a masked LM: a transform, a norm, the decoder's bias */
+    masked.head_weights[0] = 1 * MiB;
+    masked.head_weights[1] = LM_ROW;
+    masked.head_weights[2] = LM_ROW;
+    masked.head_weights[3] = LM_ROW;
+    masked.head_weights[4] = LM_VOCAB * 4;
+    masked.head_weight_count = 5;
+    check_read_ahead(&masked, c->batch, in_a_third_of_the_stack);
+    model_t lora = untied; /* two adapters of rank 8 for each layer, made after the model */
+    lora.adapters = 2 * c->layers;
+    check_read_ahead(&lora, c->batch, in_a_third_of_the_stack);
+    lora = tied;
+    lora.adapters = 2 * c->layers;
+    check_read_ahead(&lora, c->batch, in_a_third_of_the_stack);
+  }
+}
+END_TEST
+
+/* Where the head is not a vocabulary's, or the tokens are not told,
+ * nothing is read ahead and the figure stays the bound: a pooler and a
+ * classifier after the stack (BERT's), a classifier's matrix alone
+ * (GPT-2's for sequences), an embedding too narrow to be a vocabulary (a
+ * ViT's positions), the embedding's output without frames (a job whose
+ * frames are off), no ask of the tokens' int64 ids, a few narrow
+ * matrices after the stack. */
+START_TEST(a_head_of_another_kind_is_not_read_ahead)
+{
+  for (int kind = 0; kind < 6; kind++) {
+    model_t m = language_model(12, 2);
+    if (kind == 0) {
+      m.head_weights[0] = 1 * MiB; /* a pooler, square */
+      m.head_weights[1] = LM_ROW;
+      m.head_weights[2] = 2 * LM_ROW; /* a classifier of two labels */
+      m.head_weight_count = 3;
+    } else if (kind == 1) {
+      m.head_weights[0] = 5 * LM_ROW; /* five labels, no bias */
+      m.head_weight_count = 1;
+    } else if (kind == 2) {
+      m.embed = 1024 * LM_ROW; /* twice the width: positions, not a vocabulary */
+    } else if (kind == 3) {
+      m.embed_frames = false;
+    } else if (kind == 4) {
+      m.ids = 2 * KiB; /* no int64 ids of the tokens read: the tokens not confirmed */
+    } else {
+      m.adapters = 4; /* fewer narrow matrices than layers: a classifier's, not adapters */
+    }
+    /* batch 12: 6144 tokens, of whose 8 bytes or fewer no adapter is a multiple */
+    outcome_t o = run_out(&m, 12, in_a_third_of_the_stack);
+    ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_LAYERS);
+    ck_assert_msg(o.record.first_step.logits_ahead == 0, "kind %d: %lld read ahead", kind,
+                  (long long)o.record.first_step.logits_ahead);
+    ck_assert(!o.figure.estimated);
+    check_bound(&o);
+  }
+}
+END_TEST
+
 /* FSDP gathers each layer's weights for its forward: every size of the
  * layer's weights asked for in the forward's repeat, which was read as a
  * backward making gradients, and the forward not at all (held-out
@@ -891,6 +1030,8 @@ static Suite *first_step_suite(void)
   tcase_add_test(t, logits_of_16_bit_weights_count_the_loss_s_fp32_copy);
   tcase_add_test(t, logits_under_autocast_count_the_loss_s_fp32_copy);
   tcase_add_test(t, inside_the_stack_the_rest_of_it_is_counted_in_the_bound);
+  tcase_add_test(t, inside_a_language_model_s_stack_its_logits_are_read_ahead);
+  tcase_add_test(t, a_head_of_another_kind_is_not_read_ahead);
   tcase_add_test(t, a_first_layer_that_keeps_more_is_left_out);
   tcase_add_test(t, a_forward_that_gathers_its_weights_is_read);
   tcase_add_test(t, unclear_shapes_keep_the_bound);
