@@ -593,6 +593,32 @@ START_TEST(after_the_stack_the_figure_is_an_estimate_within_one)
 }
 END_TEST
 
+/* Out at its fp32 logits or at their log-softmax, the step needed the
+ * same: the estimate counts the loss's tensors from those asked already
+ * (first_step.c's logits_asks). It counted two more beside what was held
+ * either way, one tensor short at the logits (the corpus's ddp_batch, out
+ * at its logits, was about 5 to 6 where gpt2_batch, the same model, batch
+ * and cap out at its log-softmax, was 5 to 6 with a logits tensor more
+ * held). */
+START_TEST(out_at_the_logits_or_their_log_softmax_the_estimate_is_the_same)
+{
+  for (size_t i = 0; i < sizeof stacks_at_head / sizeof *stacks_at_head; i++) {
+    const stack_case_t *c = &stacks_at_head[i];
+    model_t m = stack(c->layers, c->adam);
+    m.head = 64 * MiB; /* a large vocabulary: the loss's tensors are the peak */
+    outcome_t at = run_out(&m, c->batch, at_logits);
+    outcome_t after = run_out(&m, c->batch, at_log_probs);
+    ck_assert_int_eq(at.record.first_step.logits_asks, 1);
+    ck_assert_int_eq(after.record.first_step.logits_asks, 2);
+    /* the same step, on the device each ran out on: the need the same */
+    ck_assert_int_eq(at.figure.low.need, after.figure.low.need);
+    ck_assert_int_eq(at.figure.high.need, after.figure.high.need);
+    check_estimate(&at);
+    check_estimate(&after);
+  }
+}
+END_TEST
+
 /* Logits made in 16 bits and cast to fp32 for the loss (autocast, bf16
  * weights): the job runs out at the copy, before its log-softmax, so one
  * more tensor of the copy's size is still to come before the backward's.
@@ -1026,6 +1052,7 @@ static Suite *first_step_suite(void)
   tcase_add_test(t, after_the_stack_the_figure_is_an_estimate_within_one);
   tcase_add_test(t, after_an_encoders_stack_its_decoder_is_still_to_come);
   tcase_add_test(t, a_second_pass_of_the_stack_is_no_head);
+  tcase_add_test(t, out_at_the_logits_or_their_log_softmax_the_estimate_is_the_same);
   tcase_add_test(t, a_loss_that_casts_16_bit_logits_counts_the_copy_and_its_log_softmax);
   tcase_add_test(t, logits_of_16_bit_weights_count_the_loss_s_fp32_copy);
   tcase_add_test(t, logits_under_autocast_count_the_loss_s_fp32_copy);
