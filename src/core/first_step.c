@@ -346,29 +346,24 @@ static bool forward_again(const ol_first_step_log_t *log, size_t load, const uin
   return false;
 }
 
-/* A language model's logits, read ahead while its forward is inside the
- * stack: a token's logits are a row of the vocabulary, and the head and
- * the loss that read them come after the stack, where the figure was only
- * a bound (held-out llama1b_bf16_batch, Llama 3.2-1B's shape in bf16 out
- * in its 15th of 16 layers: at most 26 where 10 fit, its 3.3 GiB of
- * logits never asked for). Each is read from the log, none is guessed:
+/* The head, read ahead while the forward is inside the stack: the head
+ * and the loss come after the stack, where the figure was only a bound
+ * (held-out llama1b_bf16_batch, Llama 3.2-1B's shape in bf16 out in its
+ * 15th of 16 layers: at most 26 where 10 fit, its 3.3 GiB of logits never
+ * asked for). A language model's logits are a row of the vocabulary a
+ * token, each read from the log, none guessed:
  * - the vocabulary: the embedding, the largest tensor made before the
  *   stack, is rows of the layers' width, more of them than twice the
- *   width (a classifier's rows are fewer);
+ *   width (a ViT's positions are fewer);
  * - the tokens: the forward's first ask as large as a square of the width
  *   that a call site names as the forward's (its embedding's output, in
  *   the weights' element: rows of the width, one a token);
- * - a head that makes them: what the load made between the stack and the
- *   forward is a norm (a row or less), a token's ids or mask (up to 8
- *   bytes a token), or the head's weights: a matrix of the embedding's
- *   size (an untied head), a bias of a row of the vocabulary (a masked
- *   language model's, whose decoder is the embedding), or, where neither,
- *   nothing (the head is the embedding, tied: GPT-2, Llama 3.2, Qwen2). Any
- *   other tensor there (a pooler, a classifier's matrix) is a head of
- *   another kind, and nothing is read.
+ * - the head: what the load made between the stack and the forward
+ *   (asked_after_stack, logits_ahead).
  * The logits are in the weights' element, or 16 bits where autocast cast
- * the weights (weights_cast). Where no call site names the forward (frames
- * off) the tokens are not told, and nothing is read. */
+ * the weights (weights_cast). A classifier's head makes a few logits a
+ * sample. Where no call site names the forward (frames off) its first ask
+ * is not told from a weight, and nothing is read. */
 #define VOCAB_WIDTHS 2 /* a vocabulary is more rows than twice the width */
 #define TOKEN_BYTES 8  /* an input's ids, labels or mask: int64 at most, a token */
 
@@ -380,52 +375,67 @@ static size_t forward_first(const ol_first_step_log_t *log, size_t from, uint64_
   return log->count;
 }
 
-/* Whether what was asked between the stack and the forward's first ask
- * says the head makes logits (see logits_ahead): a matrix of the
- * embedding's size or a bias of a row of the vocabulary, or no head
- * weights at all (tied); a square matrix (a pooler) or one to a few
- * matrices of fewer rows than the width (a classifier's, a label a row)
- * without either is another head. As many narrow matrices as layers or
- * more are a LoRA's adapters (two of rank r for each layer adapted, made
- * after the model), not a head. The tokens are confirmed by an ask of
- * their int64 ids there: an embedding of another width than the layers'
- * (OPT-350m's, projected) would make its output's rows not the tokens. */
-static bool makes_logits(const ol_first_step_log_t *log, size_t from, size_t to,
-                         uint64_t embedding, uint64_t bias, uint64_t row, uint64_t square,
-                         uint64_t tokens, int64_t layers)
+/* What was asked between the stack and the forward's first ask: a
+ * matrix of the embedding's size or a bias of a row of the vocabulary (a
+ * head that makes logits: untied, or a masked LM's), matrices of fewer
+ * rows than twice the width (a pooler, square; a classifier's, a label a
+ * row), the tokens' int64 ids, and anything else (other). Tensors under
+ * two rows of the width (norms, biases), a token's ids or mask (8 bytes a
+ * token or fewer) and what a call site names as other than weights (the
+ * job's inputs moved in) are no head's. */
+typedef struct after_stack {
+  bool vocabulary_head, ids, other;
+  int64_t matrices;
+} after_stack_t;
+
+static after_stack_t asked_after_stack(const ol_first_step_log_t *log, size_t from, size_t to,
+                                       uint64_t embedding, uint64_t bias, uint64_t row,
+                                       uint64_t width, uint64_t tokens)
 {
-  bool head = false, other = false, ids = false;
-  int64_t narrow = 0;
+  after_stack_t a = {false, false, false, 0};
   for (size_t i = from; i < to; i++) {
     uint64_t s = log->size[i];
-    ids = ids || s == tokens * TOKEN_BYTES;
+    a.ids = a.ids || s == tokens * TOKEN_BYTES;
+    if (log->role[i] != OL_ROLE_weights && log->role[i] != OL_ROLE_unknown)
+      continue; /* the job's input (its images, its labels), named by its site: no weights */
     if (s == embedding || s == bias)
-      head = true;
-    else if (s <= row || (s % tokens == 0 && s / tokens <= TOKEN_BYTES))
-      continue; /* a norm, a bias of the width; a token's ids or mask */
-    else if (s % row == 0 && s < square)
-      narrow++;
+      a.vocabulary_head = true;
+    else if (s < 2 * row || (s % tokens == 0 && s / tokens <= TOKEN_BYTES))
+      continue;
+    else if (s % row == 0 && s / row < VOCAB_WIDTHS * width)
+      a.matrices++;
     else
-      other = true;
+      a.other = true;
   }
-  return ids && (head || (!other && (narrow == 0 || narrow >= layers)));
+  return a;
 }
 
+/* A language model's logits, where the embedding is a vocabulary, the
+ * tokens are confirmed by an ask of their int64 ids (an embedding of
+ * another width than the layers', as OPT-350m's projected one, would make
+ * its output's rows not the tokens), and a head of the vocabulary was made
+ * after the stack, or none at all (tied). Pooler or classifier matrices
+ * without it are another head, whose figure is not read ahead (a ViT's
+ * classifier, held-out vit_bf16_batch: out in its 4th of 12 layers, a
+ * classifier's estimate from the stack's end said 162 to 180 where 154
+ * fit); as many matrices as layers or more are a LoRA's adapters (two for
+ * each layer adapted, made after the model), not a head. 0: not told. */
 static int64_t logits_ahead(const ol_first_step_log_t *log, stack_shape_t stack, width_t w,
                             bool cast)
 {
   uint64_t width = w.element > 0 ? w.row / (uint64_t)w.element : 0, square, logits;
   if (width == 0 || __builtin_mul_overflow(w.row, width, &square))
     return 0;
-  uint64_t embedding = largest_in(log->size, 0, stack.start), vocab = embedding / w.row;
-  if (embedding % w.row != 0 || vocab <= VOCAB_WIDTHS * width)
-    return 0;
   size_t after = stack.start + stack.covered, first = forward_first(log, after, square);
-  if (first == log->count || log->size[first] % w.row != 0)
+  uint64_t embedding = largest_in(log->size, 0, stack.start), vocab = embedding / w.row;
+  if (first == log->count || embedding % w.row != 0 || vocab <= VOCAB_WIDTHS * width ||
+      log->size[first] % w.row != 0)
     return 0;
   uint64_t tokens = log->size[first] / w.row, element = cast ? 2 : (uint64_t)w.element;
-  if (!makes_logits(log, after, first, embedding, vocab * (uint64_t)w.element, w.row, square,
-                    tokens, stack.layers) ||
+  after_stack_t a = asked_after_stack(log, after, first, embedding, vocab * (uint64_t)w.element,
+                                      w.row, width, tokens);
+  bool adapters = a.matrices >= stack.layers;
+  if (!a.ids || (!a.vocabulary_head && (a.other || (a.matrices > 0 && !adapters))) ||
       __builtin_mul_overflow(tokens, vocab, &logits) ||
       __builtin_mul_overflow(logits, element, &logits))
     return 0;
@@ -541,6 +551,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
     int64_t current = at < log->count ? before(log, at) : log->after[log->count - 1];
     width_t w = layer_width(log, stack);
     bool cast = weights_cast_to_16_bits(log, stack, sizes, r);
+
     if (left >= 0)
       *out = (ol_first_step_t){
         .read = true, .stage = OL_FIRST_STEP_LAYERS, .layers = layers, .stacks = stack.stacks,

@@ -59,6 +59,8 @@ typedef struct model {
                                         a masked LM's transform and bias, a pooler... */
   int head_weight_count;
   int adapters;                      /* a LoRA's matrices of rank 8, made after the model */
+  uint64_t side_input;               /* a sample's other input, moved in by the job's own
+                                        call site before its forward (0: none) */
   uint64_t ids;                      /* a sample's input ids (0: 4 KiB, int64 ids of 512
                                         tokens) */
   bool embed_frames;                 /* the embedding's output asked with a forward's frames
@@ -225,6 +227,7 @@ static void step(job_t *j, const model_t *m, int64_t batch, bool first)
   uint64_t b = (uint64_t)batch;
   uint64_t ids = m->ids ? m->ids : 4 * KiB;
   uint64_t input = take(j, ids * b);
+  uint64_t side = m->side_input ? take_at(j, m->side_input * b, "train.py:20:step") : 0;
   give(j, take(j, ids * b), ids * b); /* the embedding's temporary */
   static const char embedding_frames[] =
     "torch/nn/functional.py:2567:embedding;torch/nn/modules/sparse.py:189:forward;train.py:14:step";
@@ -311,6 +314,7 @@ static void step(job_t *j, const model_t *m, int64_t batch, bool first)
   }
   give(j, hidden, m->kept[0] * b);
   give(j, input, ids * b);
+  give(j, side, m->side_input * b);
   for (int p = 1; p < passes_of(m); p++) {
     give(j, hiddens[p], m->kept[0] * b);
     give(j, pooled[p], 16 * KiB * b);
@@ -820,6 +824,9 @@ START_TEST(inside_a_language_model_s_stack_its_logits_are_read_ahead)
     lora = tied;
     lora.adapters = 2 * c->layers;
     check_read_ahead(&lora, c->batch, in_a_third_of_the_stack);
+    model_t side = tied; /* another input moved in before the forward, named by its site */
+    side.side_input = 20 * KiB; /* 40 bytes a token: no ids or mask */
+    check_read_ahead(&side, c->batch, in_a_third_of_the_stack);
   }
 }
 END_TEST
