@@ -543,15 +543,21 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
   } else if (end == n) { /* the request itself was a layer's */
     /* Layers begun: the repeats begun in the run, and one more for each
      * period's worth before it (a first layer unlike the rest, the
-     * embedding): that many may have begun before the run was seen. */
+     * embedding): that many may have begun before the run was seen. The
+     * run may begin inside the first layer (its first asks unlike the
+     * rest's: a rotary table, a mask made there), so where the stack has
+     * fewer layers than that count, it was in its last (held-out
+     * qwen_bf16_batch, out in its 24th of 24 layers: 24 begun in the run
+     * and one period before it, and its forward was not read). */
     int64_t begun = (int64_t)((n - 1 - r.start) / r.period + 1);
     int64_t before_run = (int64_t)((r.start + r.period - 1) / r.period);
     int64_t left = stack.whole - begun - before_run;
+    if (left < 0 && begun <= stack.whole && stack.stacks == 1)
+      left = 0; /* (of two stacks, which one the run is in is not known) */
     size_t at = load + r.start + (size_t)(begun - 1) * r.period; /* the last layer begun */
     int64_t current = at < log->count ? before(log, at) : log->after[log->count - 1];
     width_t w = layer_width(log, stack);
     bool cast = weights_cast_to_16_bits(log, stack, sizes, r);
-
     if (left >= 0)
       *out = (ol_first_step_t){
         .read = true, .stage = OL_FIRST_STEP_LAYERS, .layers = layers, .stacks = stack.stacks,

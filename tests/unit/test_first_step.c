@@ -59,6 +59,8 @@ typedef struct model {
                                         a masked LM's transform and bias, a pooler... */
   int head_weight_count;
   int adapters;                      /* a LoRA's matrices of rank 8, made after the model */
+  bool first_layer_tables;           /* the first layer asks for two tables the others do not
+                                        (a rotary table, a mask), kept to the step's end */
   uint64_t side_input;               /* a sample's other input, moved in by the job's own
                                         call site before its forward (0: none) */
   uint64_t ids;                      /* a sample's input ids (0: 4 KiB, int64 ids of 512
@@ -234,7 +236,7 @@ static void step(job_t *j, const model_t *m, int64_t batch, bool first)
   uint64_t hidden = take_at(j, m->kept[0] * b, m->embed_frames ? embedding_frames : NULL);
   uint64_t carried = 0;
   uint64_t gathered[MAX_PER_LAYER];
-  uint64_t inputs[4] = {0}, hiddens[4] = {0}, pooled[4] = {0};
+  uint64_t inputs[4] = {0}, hiddens[4] = {0}, pooled[4] = {0}, tables[2] = {0};
   for (int g = 0; g < all_layers(m); g++) {
     int l;
     const model_t *s = stack_of(m, g, &l);
@@ -251,6 +253,8 @@ static void step(job_t *j, const model_t *m, int64_t batch, bool first)
       gather(j, s, false, gathered);
     for (int i = 0; s->autocast && i < s->weight_count; i++)
       casts[g][i] = s->weights[i] >= MiB ? take(j, s->weights[i] / 2) : 0;
+    if (g == 0 && m->first_layer_tables) /* a rotary table and a mask, made in the first */
+      tables[0] = take(j, 2 * KiB * b), tables[1] = take(j, 3 * KiB * b);
     for (int i = 0; i < s->kept_count; i++) {
       kept[g][i] = take(j, kept_size(s, l, i, batch));
       if (i == 0)
@@ -315,6 +319,8 @@ static void step(job_t *j, const model_t *m, int64_t batch, bool first)
   give(j, hidden, m->kept[0] * b);
   give(j, input, ids * b);
   give(j, side, m->side_input * b);
+  give(j, tables[0], 2 * KiB * b);
+  give(j, tables[1], 3 * KiB * b);
   for (int p = 1; p < passes_of(m); p++) {
     give(j, hiddens[p], m->kept[0] * b);
     give(j, pooled[p], 16 * KiB * b);
@@ -831,6 +837,35 @@ START_TEST(inside_a_language_model_s_stack_its_logits_are_read_ahead)
 }
 END_TEST
 
+/* A first layer whose first asks differ from the rest's (a rotary table
+ * and a mask made there): the forward's repeat begins inside it, a
+ * period's worth of asks after the forward's start, and the layer it
+ * runs out in is counted one more than the stack has where it is the
+ * last (held-out qwen_bf16_batch, out in its 24th of 24 layers: its
+ * forward was not read, at most 15 where 5 fit; now read, its logits
+ * ahead). */
+static int64_t in_the_last_layer(const job_t *dry, const model_t *m)
+{
+  return dry->layer_at[m->layers - 1] + 3;
+}
+
+START_TEST(out_in_the_last_layer_after_a_first_unlike_the_rest)
+{
+  for (size_t i = 0; i < sizeof lms_inside / sizeof *lms_inside; i++) {
+    const stack_case_t *c = &lms_inside[i];
+    model_t m = language_model(c->layers, c->adam);
+    m.first_layer_tables = true;
+    outcome_t o = run_out(&m, c->batch, in_the_last_layer);
+    ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_LAYERS);
+    ck_assert_int_eq(o.record.first_step.layers_done, c->layers);
+    ck_assert_int_eq(o.record.first_step.rest, 0);
+    check_bound(&o);
+    check_read_ahead(&m, c->batch, in_the_last_layer);
+    check_read_ahead(&m, c->batch, in_a_third_of_the_stack);
+  }
+}
+END_TEST
+
 /* Where the head is not a vocabulary's, or the tokens are not told,
  * nothing is read ahead and the figure stays the bound: a pooler and a
  * classifier after the stack (BERT's), a classifier's matrix alone
@@ -1066,6 +1101,7 @@ static Suite *first_step_suite(void)
   tcase_add_test(t, inside_the_stack_the_rest_of_it_is_counted_in_the_bound);
   tcase_add_test(t, inside_a_language_model_s_stack_its_logits_are_read_ahead);
   tcase_add_test(t, a_head_of_another_kind_is_not_read_ahead);
+  tcase_add_test(t, out_in_the_last_layer_after_a_first_unlike_the_rest);
   tcase_add_test(t, a_first_layer_that_keeps_more_is_left_out);
   tcase_add_test(t, a_forward_that_gathers_its_weights_is_read);
   tcase_add_test(t, unclear_shapes_keep_the_bound);
