@@ -143,26 +143,6 @@ static stack_shape_t stack_in(const ol_first_step_log_t *log, size_t from, size_
   return s;
 }
 
-/* The load's stack, and whether a second stack of other layers (two
- * tensors a layer or more, a sixteenth of the load) lies beside it. */
-static stack_shape_t stack_layers(const ol_first_step_log_t *log, size_t load)
-{
-  uint64_t load_bytes = sum_of(log->size, 0, load);
-  stack_shape_t s = stack_in(log, 0, load, load_bytes, LOAD_SHARE, 1);
-  if (s.layers == 0)
-    return s;
-  int64_t before = stack_in(log, 0, s.start, load_bytes, OTHER_STACK_SHARE, 2).whole;
-  int64_t after =
-    stack_in(log, s.start + s.covered, load, load_bytes, OTHER_STACK_SHARE, 2).whole;
-  int64_t other = before > after ? before : after;
-  if (other > 0) {
-    s.stacks = 2;
-    s.whole = other < s.whole ? other : s.whole;
-    s.layers = s.whole;
-  }
-  return s;
-}
-
 /* The layers' width: the bytes of one element of their weights, 4 (fp32)
  * or 2 (bf16 or fp16), and of one row of the width (D elements), where a
  * layer holds a tensor of its width (a norm's weight, a bias) and a square
@@ -408,6 +388,53 @@ static after_stack_t asked_after_stack(const ol_first_step_log_t *log, size_t fr
       a.other = true;
   }
   return a;
+}
+
+/* The bytes of the load that are a vocabulary's, beside a candidate
+ * stack: the embedding (the largest tensor made before it, rows of the
+ * layers' width, more than twice the width of them) and a head of its
+ * size made after it (untied). */
+static uint64_t vocabulary_bytes(const ol_first_step_log_t *log, size_t load,
+                                 stack_shape_t stack)
+{
+  width_t w = layer_width(log, stack);
+  uint64_t width = w.element > 0 ? w.row / (uint64_t)w.element : 0;
+  uint64_t embedding = largest_in(log->size, 0, stack.start);
+  if (width == 0 || embedding % w.row != 0 || embedding / w.row <= VOCAB_WIDTHS * width)
+    return 0;
+  uint64_t bytes = embedding;
+  for (size_t i = stack.start + stack.covered; i < load && bytes == embedding; i++)
+    bytes += log->size[i] == embedding ? embedding : 0;
+  return bytes;
+}
+
+/* The load's stack, and whether a second stack of other layers (two
+ * tensors a layer or more, a sixteenth of the load) lies beside it. A
+ * small model's vocabulary may outweigh its layers (held-out
+ * llama_vocab_batch, 8 layers of 512 beside 128,256 tokens, embedding and
+ * head untied: its layers 16% of the load, and it was not read): the
+ * stack's share is then of the load less the vocabulary's tensors. */
+static stack_shape_t stack_layers(const ol_first_step_log_t *log, size_t load)
+{
+  uint64_t load_bytes = sum_of(log->size, 0, load);
+  stack_shape_t s = stack_in(log, 0, load, load_bytes, LOAD_SHARE, 1);
+  if (s.layers == 0) {
+    stack_shape_t any = stack_in(log, 0, load, 0, LOAD_SHARE, 1);
+    if (any.layers > 0)
+      s = stack_in(log, 0, load, load_bytes - vocabulary_bytes(log, load, any), LOAD_SHARE, 1);
+  }
+  if (s.layers == 0)
+    return s;
+  int64_t before = stack_in(log, 0, s.start, load_bytes, OTHER_STACK_SHARE, 2).whole;
+  int64_t after =
+    stack_in(log, s.start + s.covered, load, load_bytes, OTHER_STACK_SHARE, 2).whole;
+  int64_t other = before > after ? before : after;
+  if (other > 0) {
+    s.stacks = 2;
+    s.whole = other < s.whole ? other : s.whole;
+    s.layers = s.whole;
+  }
+  return s;
 }
 
 /* A language model's logits, where the embedding is a vocabulary, the

@@ -866,6 +866,27 @@ START_TEST(out_in_the_last_layer_after_a_first_unlike_the_rest)
 }
 END_TEST
 
+/* A small model beside a large vocabulary: its embedding and untied head
+ * outweigh its layers (held-out llama_vocab_batch: 8 layers of 512 beside
+ * 128,256 tokens, its layers 16% of the load, and it was not read). The
+ * stack's share is of the load less the vocabulary's tensors: read inside
+ * its stack and at its logits. */
+START_TEST(a_vocabulary_that_outweighs_the_layers_is_left_out_of_the_stack_s_share)
+{
+  model_t m = language_model(6, 2);
+  m.embed *= 8; /* 65,536 tokens: 128 MiB, and the head as much again */
+  m.head *= 8;
+  m.head_weights[0] = LM_ROW;
+  m.head_weights[1] = m.embed;
+  m.head_weight_count = 2;
+  check_read_ahead(&m, 512, in_a_third_of_the_stack);
+  outcome_t o = run_out(&m, 16, at_log_probs);
+  ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_HEAD);
+  check_bound(&o);
+  check_estimate(&o);
+}
+END_TEST
+
 /* Where the head is not a vocabulary's, or the tokens are not told,
  * nothing is read ahead and the figure stays the bound: a pooler and a
  * classifier after the stack (BERT's), a classifier's matrix alone
@@ -1102,6 +1123,7 @@ static Suite *first_step_suite(void)
   tcase_add_test(t, inside_a_language_model_s_stack_its_logits_are_read_ahead);
   tcase_add_test(t, a_head_of_another_kind_is_not_read_ahead);
   tcase_add_test(t, out_in_the_last_layer_after_a_first_unlike_the_rest);
+  tcase_add_test(t, a_vocabulary_that_outweighs_the_layers_is_left_out_of_the_stack_s_share);
   tcase_add_test(t, a_first_layer_that_keeps_more_is_left_out);
   tcase_add_test(t, a_forward_that_gathers_its_weights_is_read);
   tcase_add_test(t, unclear_shapes_keep_the_bound);
