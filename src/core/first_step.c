@@ -230,7 +230,6 @@ static bool weights_cast_to_16_bits(const ol_first_step_log_t *log, stack_shape_
   return matrices > 0 && cast * 4 >= matrices * 3;
 }
 
-
 /* A first step can run out in its backward, whose layers repeat too
  * (from the last), and where weights outweigh activations (a large model
  * at a small batch) each raises what is held, as a forward's layer does.
@@ -341,9 +340,8 @@ static bool forward_again(const ol_first_step_log_t *log, size_t load, const uin
  * - the head: what the load made between the stack and the forward
  *   (asked_after_stack, logits_ahead).
  * The logits are in the weights' element, or 16 bits where autocast cast
- * the weights (weights_cast). A classifier's head makes a few logits a
- * sample. Where no call site names the forward (frames off) its first ask
- * is not told from a weight, and nothing is read. */
+ * the weights (weights_cast). Where no call site names the forward (frames
+ * off) its first ask is not told from a weight, and nothing is read. */
 #define VOCAB_WIDTHS 2 /* a vocabulary is more rows than twice the width */
 #define TOKEN_BYTES 8  /* an input's ids, labels or mask: int64 at most, a token */
 

@@ -1390,7 +1390,7 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
 
 /* How far the failed first iteration had got in its stack of layers,
  * where first_step.c could tell. */
-static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r)
+static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool estimated)
 {
   char a[32], b[32], c[32];
   const ol_first_step_t *fs = &r->first_step;
@@ -1409,11 +1409,14 @@ static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r)
                   "stack, %s kept each: the layers not yet begun keep %s more, counted in that "
                   "need. After the stack its head makes a row of logits over the vocabulary "
                   "for each token, %s at this batch (the vocabulary read from the embedding's "
-                  "rows, the tokens from its output), held with all the forward kept: counted "
-                  "in the estimate below with the loss and the backward that come after them, "
-                  "which were never asked for. ", fs->layers_done, fs->layers,
-                  size_text(a, fs->per_layer), size_text(b, fs->rest),
-                  size_text(c, fs->logits_ahead));
+                  "rows, the tokens from its output), held with all the forward kept: %s. ",
+                  fs->layers_done, fs->layers, size_text(a, fs->per_layer),
+                  size_text(b, fs->rest), size_text(c, fs->logits_ahead),
+                  estimated ? "counted in the estimate below with the loss and the backward "
+                              "that come after them, which were never asked for"
+                            : "with the loss, the backward and the state to come counted at "
+                              "their most, no batch keeps the headroom, so the figure below is "
+                              "the bound from what the stack holds");
   else if (fs->stage == OL_FIRST_STEP_LAYERS)
     ol_buf_printf(out, "Its forward had begun %" PRId64 " of the %" PRId64 " layers of its "
                   "stack, %s kept each: the layers not yet begun keep %s more, counted in that "
@@ -1553,7 +1556,7 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
                                     "job whose sizes vary finds none)",
                 size_text(c, room_with_headroom(lead)), HEADROOM_PERCENT);
   if (r->iterations == 0 && !r->segments_only)
-    explain_first_step(out, r);
+    explain_first_step(out, r, estimated);
   if (r->input_growth > 0)
     explain_growing_input(out, r);
   explain_larger_input(out, r, &f.bound);

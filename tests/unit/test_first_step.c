@@ -866,6 +866,31 @@ START_TEST(out_in_the_last_layer_after_a_first_unlike_the_rest)
 }
 END_TEST
 
+/* Read ahead, a figure whose low end keeps no batch with headroom (the
+ * state to come counted at three times weights that outweigh the batch's
+ * memory: a LoRA's frozen model, held-out lora_batch) is the bound, and
+ * the words say so, not that an estimate follows. */
+START_TEST(read_ahead_without_an_estimate_says_the_bound_is_given)
+{
+  model_t m = language_model(12, 2);
+  m.weights[8] *= 16; /* its MLP's matrices, 64 MiB each: the norm and the square kept */
+  m.weights[10] *= 16;
+  /* the state to come may outweigh the device: the class waits for it
+   * (undetermined); the paragraph of activations, as lora_batch's, is
+   * asked for all the same */
+  outcome_t o = run_out_as(&m, 16, in_a_third_of_the_stack, "undetermined");
+  ck_assert_int_gt(o.record.first_step.logits_ahead, 0);
+  ck_assert(!o.figure.estimated);
+  check_bound(&o);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "no batch keeps the headroom, so the figure below is the "
+                                  "bound"), "%s", text.data);
+  ck_assert_ptr_null(strstr(text.data, "counted in the estimate below"));
+  ol_buf_free(&text);
+}
+END_TEST
+
 /* A small model beside a large vocabulary: its embedding and untied head
  * outweigh its layers (held-out llama_vocab_batch: 8 layers of 512 beside
  * 128,256 tokens, its layers 16% of the load, and it was not read). The
@@ -1123,6 +1148,7 @@ static Suite *first_step_suite(void)
   tcase_add_test(t, inside_a_language_model_s_stack_its_logits_are_read_ahead);
   tcase_add_test(t, a_head_of_another_kind_is_not_read_ahead);
   tcase_add_test(t, out_in_the_last_layer_after_a_first_unlike_the_rest);
+  tcase_add_test(t, read_ahead_without_an_estimate_says_the_bound_is_given);
   tcase_add_test(t, a_vocabulary_that_outweighs_the_layers_is_left_out_of_the_stack_s_share);
   tcase_add_test(t, a_first_layer_that_keeps_more_is_left_out);
   tcase_add_test(t, a_forward_that_gathers_its_weights_is_read);
