@@ -388,17 +388,32 @@ static after_stack_t asked_after_stack(const ol_first_step_log_t *log, size_t fr
   return a;
 }
 
+/* The layers' width in elements (0: not known). */
+static uint64_t width_of(width_t w)
+{
+  return w.element > 0 ? w.row / (uint64_t)w.element : 0;
+}
+
+/* The embedding of a vocabulary beside a stack: the largest tensor made
+ * before it, rows of the layers' width, more than twice the width of them
+ * (a ViT's positions are fewer); 0 where there is none. */
+static uint64_t vocabulary_embedding(const ol_first_step_log_t *log, stack_shape_t stack,
+                                     width_t w)
+{
+  uint64_t width = width_of(w), embedding = largest_in(log->size, 0, stack.start);
+  if (width == 0 || embedding % w.row != 0 || embedding / w.row <= VOCAB_WIDTHS * width)
+    return 0;
+  return embedding;
+}
+
 /* The bytes of the load that are a vocabulary's, beside a candidate
- * stack: the embedding (the largest tensor made before it, rows of the
- * layers' width, more than twice the width of them) and a head of its
- * size made after it (untied). */
+ * stack: the embedding (vocabulary_embedding) and a head of its size made
+ * after it (untied). */
 static uint64_t vocabulary_bytes(const ol_first_step_log_t *log, size_t load,
                                  stack_shape_t stack)
 {
-  width_t w = layer_width(log, stack);
-  uint64_t width = w.element > 0 ? w.row / (uint64_t)w.element : 0;
-  uint64_t embedding = largest_in(log->size, 0, stack.start);
-  if (width == 0 || embedding % w.row != 0 || embedding / w.row <= VOCAB_WIDTHS * width)
+  uint64_t embedding = vocabulary_embedding(log, stack, layer_width(log, stack));
+  if (embedding == 0)
     return 0;
   uint64_t bytes = embedding;
   for (size_t i = stack.start + stack.covered; i < load && bytes == embedding; i++)
@@ -448,14 +463,14 @@ static stack_shape_t stack_layers(const ol_first_step_log_t *log, size_t load)
 static int64_t logits_ahead(const ol_first_step_log_t *log, stack_shape_t stack, width_t w,
                             bool cast)
 {
-  uint64_t width = w.element > 0 ? w.row / (uint64_t)w.element : 0, square, logits;
-  if (width == 0 || __builtin_mul_overflow(w.row, width, &square))
+  uint64_t width = width_of(w), square, logits;
+  uint64_t embedding = vocabulary_embedding(log, stack, w);
+  if (embedding == 0 || __builtin_mul_overflow(w.row, width, &square))
     return 0;
   size_t after = stack.start + stack.covered, first = forward_first(log, after, square);
-  uint64_t embedding = largest_in(log->size, 0, stack.start), vocab = embedding / w.row;
-  if (first == log->count || embedding % w.row != 0 || vocab <= VOCAB_WIDTHS * width ||
-      log->size[first] % w.row != 0)
+  if (first == log->count || log->size[first] % w.row != 0)
     return 0;
+  uint64_t vocab = embedding / w.row;
   uint64_t tokens = log->size[first] / w.row, element = cast ? 2 : (uint64_t)w.element;
   after_stack_t a = asked_after_stack(log, after, first, embedding, vocab * (uint64_t)w.element,
                                       w.row, width, tokens);

@@ -1388,11 +1388,37 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
   }
 }
 
+/* Out inside its one stack: the layers still to run, counted in the
+ * need, and what comes after them, read ahead (a language model's logits:
+ * the estimate, or the bound where its low end keeps no headroom) or
+ * never asked for. */
+static void explain_inside_the_stack(ol_buf_t *out, const ol_first_step_t *fs, bool estimated)
+{
+  char a[32], b[32], c[32];
+  ol_buf_printf(out, "Its forward had begun %" PRId64 " of the %" PRId64 " layers of its stack, "
+                "%s kept each: the layers not yet begun keep %s more, counted in that need",
+                fs->layers_done, fs->layers, size_text(a, fs->per_layer), size_text(b, fs->rest));
+  if (!reads_ahead(fs)) {
+    ol_buf_printf(out, "; what comes after the stack (its head and, if it trains, the loss and "
+                  "the backward) was never asked for and is not counted. ");
+    return;
+  }
+  ol_buf_printf(out, ". After the stack its head makes a row of logits over the vocabulary for "
+                "each token, %s at this batch (the vocabulary read from the embedding's rows, "
+                "the tokens from its output), held with all the forward kept: %s. ",
+                size_text(c, fs->logits_ahead),
+                estimated ? "counted in the estimate below with the loss and the backward that "
+                            "come after them, which were never asked for"
+                          : "with the loss, the backward and the state to come counted at their "
+                            "most, no batch keeps the headroom, so the figure below is the bound "
+                            "from what the stack holds");
+}
+
 /* How far the failed first iteration had got in its stack of layers,
  * where first_step.c could tell. */
 static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool estimated)
 {
-  char a[32], b[32], c[32];
+  char a[32], b[32];
   const ol_first_step_t *fs = &r->first_step;
   if (r->iterations > 0)
     return;
@@ -1404,25 +1430,8 @@ static void explain_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool est
                   "(the head and, if it trains, the loss and the backward), were never asked "
                   "for and are not counted. ", fs->layers, fs->layers_done,
                   size_text(a, fs->per_layer), size_text(b, fs->rest));
-  else if (reads_ahead(fs))
-    ol_buf_printf(out, "Its forward had begun %" PRId64 " of the %" PRId64 " layers of its "
-                  "stack, %s kept each: the layers not yet begun keep %s more, counted in that "
-                  "need. After the stack its head makes a row of logits over the vocabulary "
-                  "for each token, %s at this batch (the vocabulary read from the embedding's "
-                  "rows, the tokens from its output), held with all the forward kept: %s. ",
-                  fs->layers_done, fs->layers, size_text(a, fs->per_layer),
-                  size_text(b, fs->rest), size_text(c, fs->logits_ahead),
-                  estimated ? "counted in the estimate below with the loss and the backward "
-                              "that come after them, which were never asked for"
-                            : "with the loss, the backward and the state to come counted at "
-                              "their most, no batch keeps the headroom, so the figure below is "
-                              "the bound from what the stack holds");
   else if (fs->stage == OL_FIRST_STEP_LAYERS)
-    ol_buf_printf(out, "Its forward had begun %" PRId64 " of the %" PRId64 " layers of its "
-                  "stack, %s kept each: the layers not yet begun keep %s more, counted in that "
-                  "need; what comes after the stack (its head and, if it trains, the loss and "
-                  "the backward) was never asked for and is not counted. ", fs->layers_done,
-                  fs->layers, size_text(a, fs->per_layer), size_text(b, fs->rest));
+    explain_inside_the_stack(out, fs, estimated);
   else if (fs->stage == OL_FIRST_STEP_HEAD)
     ol_buf_printf(out, "All %" PRId64 " layers of its stack had run (%s kept each): it failed "
                   "in the head or loss. ", fs->layers, size_text(a, fs->per_layer));
