@@ -85,6 +85,16 @@ JOBS = [
     dict(name='bert_large_mlm', cap='12G', batch=128),
     dict(name='gpt2_large_autocast', cap='24G', batch=22),
     dict(name='gpt2_classify', cap='8G', batch=16),
+    # session 37: heads and losses that the read-ahead counts as a plain
+    # cross-entropy over logits the model makes (docs/diagnosis.md names
+    # them as its risk): Gemma 2's shape, whose logits are soft-capped
+    # (divided, tanh, multiplied: more tensors of their size; tied,
+    # vocabulary 256,000, bf16, eager attention); a Llama trained by a
+    # loop's own loss (its logits kept, shifted by a copy, upcast); GPT-2
+    # with label smoothing, its logits kept.
+    dict(name='gemma2_softcap_bf16', cap='40G', batch=24),
+    dict(name='llama_own_loss_bf16', cap='16G', batch=32),
+    dict(name='gpt2_smooth_loss', cap='12G', batch=16),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
@@ -143,6 +153,19 @@ def job_model(name):
                              num_attention_heads=12, num_key_value_heads=2, vocab_size=151936,
                              tie_word_embeddings=True)
         return tf.Qwen2ForCausalLM(cfg).to(torch.bfloat16), 'lm', 512, 151936, torch.optim.AdamW
+    if name == 'gemma2_softcap_bf16':
+        cfg = tf.Gemma2Config(hidden_size=1024, intermediate_size=4096, num_hidden_layers=16,
+                              num_attention_heads=8, num_key_value_heads=4, head_dim=128,
+                              vocab_size=256000, final_logit_softcapping=30.0,
+                              attn_implementation='eager')
+        return tf.Gemma2ForCausalLM(cfg).to(torch.bfloat16), 'lm', 1024, 256000, torch.optim.AdamW
+    if name == 'llama_own_loss_bf16':
+        cfg = tf.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
+                             num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)
+        return (tf.LlamaForCausalLM(cfg).to(torch.bfloat16), 'lm_shift', 1024, 32000,
+                torch.optim.AdamW)
+    if name == 'gpt2_smooth_loss':
+        return tf.GPT2LMHeadModel(tf.GPT2Config()), 'lm_smooth', 1024, 50257, torch.optim.AdamW
     if name == 'bert_large_mlm':
         cfg = tf.BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
                             intermediate_size=4096)
@@ -194,6 +217,17 @@ def run_job(name, batch, steps):
                 x = torch.randint(0, classes, (batch, size), device='cuda')
                 with torch.autocast('cuda', dtype=torch.bfloat16):
                     loss = model(input_ids=x, labels=x).loss
+            elif kind == 'lm_shift':  # the loop's own loss: logits kept, shifted, upcast
+                x = torch.randint(0, classes, (batch, size), device='cuda')
+                logits = model(input_ids=x).logits
+                shifted = logits[:, :-1].contiguous().float()
+                loss = torch.nn.functional.cross_entropy(shifted.view(-1, classes),
+                                                         x[:, 1:].reshape(-1))
+            elif kind == 'lm_smooth':  # label smoothing, logits kept
+                x = torch.randint(0, classes, (batch, size), device='cuda')
+                logits = model(input_ids=x).logits
+                loss = torch.nn.functional.cross_entropy(logits.view(-1, classes), x.view(-1),
+                                                         label_smoothing=0.1)
             elif kind == 'classify':
                 x = torch.randint(0, classes, (batch, size), device='cuda')
                 y = torch.randint(0, 4, (batch,), device='cuda')
