@@ -201,9 +201,10 @@ def job_model(name):
     raise SystemExit(f'no job {name}')
 
 
-def run_job(name, batch, steps):
+def run_job(name, batch, steps, style=None):
     import torch
     model, kind, size, classes, optim = job_model(name)
+    kind = style or kind
     model = model.cuda()
     opt = optim(model.parameters(), lr=1e-4, **({'momentum': 0.9} if optim is torch.optim.SGD
                                                 else {}))
@@ -223,6 +224,14 @@ def run_job(name, batch, steps):
                 shifted = logits[:, :-1].contiguous().float()
                 loss = torch.nn.functional.cross_entropy(shifted.view(-1, classes),
                                                          x[:, 1:].reshape(-1))
+            elif kind == 'lm_outputs':  # the model's outputs kept to the next step
+                x = torch.randint(0, classes, (batch, size), device='cuda')
+                outputs = model(input_ids=x, labels=x)
+                loss = outputs.loss
+            elif kind == 'lm_plain':  # the loop's own loss on the logits as they are, kept
+                x = torch.randint(0, classes, (batch, size), device='cuda')
+                logits = model(input_ids=x).logits
+                loss = torch.nn.functional.cross_entropy(logits.view(-1, classes), x.view(-1))
             elif kind == 'lm_smooth':  # label smoothing, logits kept
                 x = torch.randint(0, classes, (batch, size), device='cuda')
                 logits = model(input_ids=x).logits
@@ -361,9 +370,11 @@ def main():
     ap.add_argument('--job')
     ap.add_argument('--batch', type=int, default=1)
     ap.add_argument('--steps', type=int, default=1)
+    ap.add_argument('--style', help='a language model\'s loop: lm, lm_outputs, lm_plain, '
+                    'lm_shift, lm_smooth (default: the job\'s own)')
     a = ap.parse_args()
     if a.job:
-        return run_job(a.job, a.batch, a.steps)
+        return run_job(a.job, a.batch, a.steps, a.style)
     wanted = os.environ.get('OOMLENS_FS_JOBS')
     rows = []
     for j in JOBS:
