@@ -306,6 +306,7 @@ static void read_first_step(const at_t *oom, ol_oom_record_t *r)
   /* minor 29; a report of an earlier minor read one stack */
   r->first_step.stacks = ol_json_may_int(&fs, "stacks", 0, 2, r->first_step.stage ? 1 : 0);
   r->first_step.weight_element = ol_json_may_int(&fs, "weight_element", 0, 4, 0);
+  r->first_step.element_unsure = ol_json_may_bool(&fs, "element_unsure", false); /* 31 */
   r->first_step.weights_cast = ol_json_may_bool(&fs, "weights_cast", false);
   /* minor 30; a report of an earlier minor read no logits ahead */
   r->first_step.logits_ahead = ol_json_may_int(&fs, "logits_ahead", 0, INT64_MAX, 0);

@@ -147,30 +147,37 @@ static stack_shape_t stack_in(const ol_first_step_log_t *log, size_t from, size_
  * or 2 (bf16 or fp16), and of one row of the width (D elements), where a
  * layer holds a tensor of its width (a norm's weight, a bias) and a square
  * one of its width by its width (an attention's projection): a^2 = w * b
- * for sizes a = D*w and b = D*D*w. fp32 is taken where both fit (a bf16
- * tensor of D by D/2 also fits w = 4: a width read as fp32 is how it was
- * before this was read); element 0 where none does. A pair alike by
- * chance would take a layer of D*w bytes with one of exactly D*D*w
- * besides. */
+ * for sizes a = D*w and b = D*D*w. fp32 is taken where both fit (a width
+ * read as fp32 is how it was before this was read), and said to be
+ * unsure: a bf16 layer whose keys and values are D by D/2 (half as many
+ * heads as its queries: Gemma 2's shapes) holds a tensor of a^2/4 bytes
+ * beside its D by D ones of a^2/2 (held-out gemma2_softcap_bf16, read as
+ * fp32 of half its width: its logits ahead twice their bytes, "about 4
+ * to 5" where 6 fits), as an fp32 layer of D by 2D matrices would; the
+ * row's bytes are the same either way. element 0 where none fits. A pair
+ * alike by chance would take a layer of D*w bytes with one of exactly
+ * D*D*w besides. */
 typedef struct width {
   int64_t element;
   uint64_t row;
+  bool unsure; /* element 4, and 2 fits too */
 } width_t;
 
 static width_t layer_width(const ol_first_step_log_t *log, stack_shape_t stack)
 {
-  width_t two = {0, 0};
+  width_t four = {0, 0, false}, two = {0, 0, false};
   for (size_t i = stack.start; i < stack.start + stack.period; i++)
     for (size_t j = stack.start; j < stack.start + stack.period; j++) {
       uint64_t a = log->size[i], b = log->size[j], square;
       if (a > UINT32_MAX || b > UINT64_MAX / 4 || __builtin_mul_overflow(a, a, &square))
         continue;
-      if (square == 4 * b)
-        return (width_t){4, a};
+      if (square == 4 * b && four.element == 0)
+        four = (width_t){4, a, false};
       if (square == 2 * b && two.element == 0)
-        two = (width_t){2, a};
+        two = (width_t){2, a, false};
     }
-  return two;
+  four.unsure = four.element != 0 && two.element != 0 && two.row == four.row;
+  return four.element ? four : two;
 }
 
 static int64_t in_range(uint64_t bytes)
@@ -569,6 +576,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
       !makes_gradients(asks, end, n, log, stack)) {
     /* the stack ended, then the head asked (and not yet the backward) */
     uint64_t largest = largest_in(sizes, end, n);
+    width_t w = layer_width(log, stack);
     int64_t asks_of_largest = 0;
     for (size_t i = end; i < n; i++)
       asks_of_largest += sizes[i] == largest;
@@ -578,7 +586,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
                              .logits_asks = asks_of_largest,
                              .layer_largest = in_range(layer_largest(sizes, r)),
                              .loss_upcast = upcast_before(sizes, end, n, largest),
-                             .weight_element = layer_width(log, stack).element,
+                             .weight_element = w.element, .element_unsure = w.unsure,
                              .weights_cast = weights_cast_to_16_bits(log, stack, sizes, r)};
   } else if (end == n) { /* the request itself was a layer's */
     /* Layers begun: the repeats begun in the run, and one more for each
@@ -605,7 +613,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
         .per_layer = kept, .rest = times(left, kept),
         .stack_end = ol_sat_add(ol_sat_add(current, kept), times(left, kept)),
         .layer_largest = in_range(layer_largest(sizes, r)), .weight_element = w.element,
-        .weights_cast = cast,
+        .element_unsure = w.unsure, .weights_cast = cast,
         .logits_ahead = stack.stacks == 1 ? logits_ahead(log, stack, w, cast) : 0,
         .logits_asks = 1};
   }

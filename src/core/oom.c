@@ -1241,16 +1241,13 @@ static bool reads_ahead(const ol_first_step_t *fs)
  * three times the weights (Adam's two moments, and gradients kept across
  * steps by zero_grad(set_to_none=False) or accumulation: low). On GPT-2
  * the measured peak's fixed part was 3.4 times the weights. */
-static bool first_step_estimate(const ol_oom_record_t *r, const ol_batch_figure_t *bound,
-                                ol_batch_figure_t *low, ol_batch_figure_t *high)
+static void estimate_from(const ol_oom_record_t *r, const ol_first_step_t *fs,
+                          const ol_batch_figure_t *bound, ol_batch_figure_t *low,
+                          ol_batch_figure_t *high)
 {
-  const ol_first_step_t *fs = &r->first_step;
-  bool ahead = reads_ahead(fs);
-  if (r->iterations > 0 || (fs->stage != OL_FIRST_STEP_HEAD && !ahead) || r->segments_only)
-    return false;
   ol_batch_figure_t f = *bound;
   f.need_is_lower_bound = false;
-  if (ahead) /* held at the head: the stack's end, and the logits */
+  if (reads_ahead(fs)) /* held at the head: the stack's end, and the logits */
     f.need = ol_sat_add(f.need, fs->logits_ahead);
   *high = f;
   high->need = ol_sat_add(f.need, backward_adds(fs, false));
@@ -1261,6 +1258,37 @@ static bool first_step_estimate(const ol_oom_record_t *r, const ol_batch_figure_
   low->state = ol_sat_add(f.state, state_to_come(r));
   ol_batch_figure_solve(low);
   below_failed_batch(low);
+}
+
+/* The first step read with 16-bit weights where the layers' sizes fit
+ * them as well as fp32 (first_step.c's element_unsure): logits read ahead
+ * at half the bytes, and a loss that may cast them. */
+static ol_first_step_t read_as_16_bits(const ol_first_step_t *fs)
+{
+  ol_first_step_t two = *fs;
+  two.weight_element = 2;
+  two.element_unsure = false;
+  two.logits_ahead = fs->logits_ahead / 2;
+  return two;
+}
+
+static bool first_step_estimate(const ol_oom_record_t *r, const ol_batch_figure_t *bound,
+                                ol_batch_figure_t *low, ol_batch_figure_t *high)
+{
+  const ol_first_step_t *fs = &r->first_step;
+  if (r->iterations > 0 || (fs->stage != OL_FIRST_STEP_HEAD && !reads_ahead(fs)) ||
+      r->segments_only)
+    return false;
+  estimate_from(r, fs, bound, low, high);
+  if (fs->element_unsure) { /* the range holds both readings */
+    ol_first_step_t two = read_as_16_bits(fs);
+    ol_batch_figure_t low_two, high_two;
+    estimate_from(r, &two, bound, &low_two, &high_two);
+    if (low_two.fits < low->fits)
+      *low = low_two;
+    if (high_two.fits > high->fits)
+      *high = high_two;
+  }
   /* worth giving when its low end keeps the headroom for a batch (or 1%
    * of it); else the bound is what is said, and what the JSON leads with */
   return low->fits_headroom >= (r->batch > 0 ? 1 : 10);
@@ -2513,12 +2541,14 @@ static void json_first_step(ol_buf_t *out, const ol_oom_record_t *r, bool lever,
                 ", \"layers_done\": %" PRId64 ", \"per_layer\": %" PRId64 ", \"rest\": %" PRId64
                 ", \"stack_end\": %" PRId64 ", \"largest_after\": %" PRId64
                 ", \"layer_largest\": %" PRId64 ", \"loss_upcast\": %s, \"stacks\": %" PRId64
-                ", \"weight_element\": %" PRId64 ", \"weights_cast\": %s"
+                ", \"weight_element\": %" PRId64 ", \"element_unsure\": %s"
+                ", \"weights_cast\": %s"
                 ", \"logits_asks\": %" PRId64 ", \"logits_ahead\": %" PRId64 "}",
                 ol_first_step_stage_name(fs->stage), fs->layers,
                 fs->layers_done, fs->per_layer, fs->rest, fs->stack_end, fs->largest_after,
                 fs->layer_largest, fs->loss_upcast ? "true" : "false", fs->stacks,
-                fs->weight_element, fs->weights_cast ? "true" : "false", fs->logits_asks,
+                fs->weight_element, fs->element_unsure ? "true" : "false",
+                fs->weights_cast ? "true" : "false", fs->logits_asks,
                 fs->logits_ahead);
 }
 

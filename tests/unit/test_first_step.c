@@ -837,6 +837,35 @@ START_TEST(inside_a_language_model_s_stack_its_logits_are_read_ahead)
 }
 END_TEST
 
+/* A layer whose sizes fit 16-bit weights as well as fp32: beside its
+ * square projection of D by D fp32 (a^2/4 bytes for a row of a bytes) a
+ * matrix of a^2/2, as a bf16 layer of twice the width holds its D by D
+ * projections beside keys and values of D by D/2 (held-out
+ * gemma2_softcap_bf16, read as fp32: "about 4 to 5" where 6 fit). The
+ * figure is read as fp32 (the logits at its element) and said unsure; its
+ * range reaches the 16-bit reading's high end, and holds the truth. */
+START_TEST(a_layer_that_fits_16_bit_weights_too_widens_the_range)
+{
+  for (size_t i = 0; i < sizeof lms_inside / sizeof *lms_inside; i++) {
+    const stack_case_t *c = &lms_inside[i];
+    model_t sure = language_model(c->layers, c->adam);
+    model_t unsure = sure;
+    unsure.weights[2] = 2 * MiB; /* the projections' matrix: a^2/2 bytes */
+    outcome_t o = run_out(&unsure, c->batch, in_a_third_of_the_stack);
+    ck_assert_int_eq(o.record.first_step.weight_element, 4);
+    ck_assert(o.record.first_step.element_unsure);
+    check_read_ahead(&unsure, c->batch, in_a_third_of_the_stack);
+    outcome_t s = run_out(&sure, c->batch, in_a_third_of_the_stack);
+    ck_assert(!s.record.first_step.element_unsure);
+    ck_assert_int_gt(o.figure.high.fits, s.figure.high.fits);
+    ol_buf_t json = {0};
+    ol_oom_json(&json, &o.record, OL_OOM_activations, NULL, NULL);
+    ck_assert_msg(strstr(json.data, "\"element_unsure\": true"), "%s", json.data);
+    ol_buf_free(&json);
+  }
+}
+END_TEST
+
 /* A first layer whose first asks differ from the rest's (a rotary table
  * and a mask made there): the forward's repeat begins inside it, a
  * period's worth of asks after the forward's start, and the layer it
@@ -1147,6 +1176,7 @@ static Suite *first_step_suite(void)
   tcase_add_test(t, inside_the_stack_the_rest_of_it_is_counted_in_the_bound);
   tcase_add_test(t, inside_a_language_model_s_stack_its_logits_are_read_ahead);
   tcase_add_test(t, a_head_of_another_kind_is_not_read_ahead);
+  tcase_add_test(t, a_layer_that_fits_16_bit_weights_too_widens_the_range);
   tcase_add_test(t, out_in_the_last_layer_after_a_first_unlike_the_rest);
   tcase_add_test(t, read_ahead_without_an_estimate_says_the_bound_is_given);
   tcase_add_test(t, a_vocabulary_that_outweighs_the_layers_is_left_out_of_the_stack_s_share);
