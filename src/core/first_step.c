@@ -502,6 +502,79 @@ static int64_t kept_by_repeat(const ol_first_step_log_t *log, size_t offset, rep
   return before(log, offset + at + r.period) - before(log, offset + at);
 }
 
+/* The layers one period of the forward's repeat runs. Layers alike in
+ * their weights may differ in a small ask by kind, alternating (Gemma 2's
+ * sliding-window and global attention: one ask more in every other
+ * layer), so that the forward repeats every k layers where the load
+ * repeats every one (held-out gemma2_softcap_bf16, out in its 13th of 16
+ * layers, was read as 6 of 16 begun, each keeping two layers' bytes: the
+ * rest of its stack counted 10 such "layers" where 3 were left, "about 4
+ * to 7" where 6 fit). A layer's tensors, its asks of a LAYER_TENSOR_SHARE
+ * of the period's largest or more, then run k times alike in one period:
+ * k of them (the most that divide it, so the shortest run; 1 where none
+ * does). A stack whose weights alternate too repeats every two layers in
+ * both, and its forward's layers, unlike, make no two runs alike. */
+#define LAYER_TENSOR_SHARE 64
+#define MAX_LAYERS_A_PERIOD 8
+
+typedef struct layering {
+  size_t k;       /* layers a period */
+  uint64_t least; /* a layer's tensor: this many bytes or more */
+  size_t run;     /* a layer's tensors (of one period's: k runs of run) */
+} layering_t;
+
+static layering_t layers_a_period(const uint64_t *sizes, repeat_t r, int64_t layers)
+{
+  uint64_t least = largest_in(sizes, r.start, r.start + r.period) / LAYER_TENSOR_SHARE;
+  uint64_t tensors[MAX_PERIOD];
+  size_t m = 0;
+  for (size_t i = r.start; i < r.start + r.period && m < MAX_PERIOD; i++)
+    if (sizes[i] >= least)
+      tensors[m++] = sizes[i];
+  for (size_t k = MAX_LAYERS_A_PERIOD; k >= 2; k--) {
+    if (m % k != 0 || m / k < 2 || (int64_t)k > layers)
+      continue;
+    size_t run = m / k, i = run;
+    while (i < m && tensors[i] == tensors[i - run])
+      i++;
+    if (i == m)
+      return (layering_t){k, least, run};
+  }
+  return (layering_t){1, least, m};
+}
+
+/* A layer's tensors asked in sizes[from, to). */
+static size_t tensors_in(const uint64_t *sizes, layering_t lay, size_t from, size_t to)
+{
+  size_t count = 0;
+  for (size_t i = from; i < to; i++)
+    count += sizes[i] >= lay.least;
+  return count;
+}
+
+/* The layers whose every tensor was asked between the forward's repeat's
+ * start and its ask at: whole periods, and the layers of the next one
+ * counted by their tensors (a layer of a kind asks for more than another,
+ * so its asks are not a period's k-th). */
+static int64_t layers_to(const uint64_t *sizes, repeat_t r, layering_t lay, size_t at)
+{
+  size_t periods = (at - r.start) / r.period, from = r.start + periods * r.period;
+  return (int64_t)(periods * lay.k + (lay.k > 1 ? tensors_in(sizes, lay, from, at) / lay.run
+                                                 : 0));
+}
+
+/* The ask that begins the forward's layer-th layer from the repeat's
+ * start (0: the repeat's start): its period's start, and the first
+ * tensor of its run there. */
+static size_t layer_begins(const uint64_t *sizes, repeat_t r, layering_t lay, size_t layer)
+{
+  size_t at = r.start + layer / lay.k * r.period, runs = layer % lay.k;
+  for (size_t tensors = 0; runs > 0; at++)
+    if (sizes[at] >= lay.least && tensors++ == runs * lay.run)
+      break;
+  return at;
+}
+
 /* What each layer of the forward kept: the same for the layers seen last
  * (within 1%), the least of them, as long as at least two and half of
  * those seen whole agree; -1 otherwise. The first ones may differ: a
@@ -570,7 +643,13 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
     free(roles);
     return;
   }
-  int64_t seen = (int64_t)((r.covered + r.period / 2) / r.period);
+  layering_t lay = layers_a_period(sizes, r, layers);
+  int64_t per_layer = kept / (int64_t)lay.k;
+  size_t seen_periods = r.covered / r.period, past = r.start + seen_periods * r.period;
+  int64_t seen = (int64_t)(seen_periods * lay.k +
+                           (lay.k > 1 ? (tensors_in(sizes, lay, past, r.start + r.covered) +
+                                         lay.run / 2) / lay.run
+                                      : (r.covered % r.period + r.period / 2) / r.period));
   size_t end = r.start + r.covered;
   if (end < n && seen == layers && stack.stacks == 1 && !forward_again(log, load, sizes, end, n) &&
       !makes_gradients(asks, end, n, log, stack)) {
@@ -581,7 +660,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
     for (size_t i = end; i < n; i++)
       asks_of_largest += sizes[i] == largest;
     *out = (ol_first_step_t){.read = true, .stage = OL_FIRST_STEP_HEAD, .layers = layers,
-                             .stacks = 1, .layers_done = layers, .per_layer = kept,
+                             .stacks = 1, .layers_done = layers, .per_layer = per_layer,
                              .largest_after = in_range(largest),
                              .logits_asks = asks_of_largest,
                              .layer_largest = in_range(layer_largest(sizes, r)),
@@ -597,12 +676,12 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
      * fewer layers than that count, it was in its last (held-out
      * qwen_bf16_batch, out in its 24th of 24 layers: 24 begun in the run
      * and one period before it, and its forward was not read). */
-    int64_t begun = (int64_t)((n - 1 - r.start) / r.period + 1);
-    int64_t before_run = (int64_t)((r.start + r.period - 1) / r.period);
+    int64_t begun = layers_to(sizes, r, lay, n - 1) + 1;
+    int64_t before_run = (int64_t)((r.start * lay.k + r.period - 1) / r.period);
     int64_t left = stack.whole - begun - before_run;
     if (left < 0 && begun <= stack.whole && stack.stacks == 1)
       left = 0; /* (of two stacks, which one the run is in is not known) */
-    size_t at = load + r.start + (size_t)(begun - 1) * r.period; /* the last layer begun */
+    size_t at = load + layer_begins(sizes, r, lay, (size_t)(begun - 1)); /* the last begun */
     int64_t current = at < log->count ? before(log, at) : log->after[log->count - 1];
     width_t w = layer_width(log, stack);
     bool cast = weights_cast_to_16_bits(log, stack, sizes, r);
@@ -610,8 +689,8 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
       *out = (ol_first_step_t){
         .read = true, .stage = OL_FIRST_STEP_LAYERS, .layers = layers, .stacks = stack.stacks,
         .layers_done = begun,
-        .per_layer = kept, .rest = times(left, kept),
-        .stack_end = ol_sat_add(ol_sat_add(current, kept), times(left, kept)),
+        .per_layer = per_layer, .rest = times(left, per_layer),
+        .stack_end = ol_sat_add(ol_sat_add(current, per_layer), times(left, per_layer)),
         .layer_largest = in_range(layer_largest(sizes, r)), .weight_element = w.element,
         .element_unsure = w.unsure, .weights_cast = cast,
         .logits_ahead = stack.stacks == 1 ? logits_ahead(log, stack, w, cast) : 0,
