@@ -95,6 +95,12 @@ JOBS = [
     dict(name='gemma2_softcap_bf16', cap='40G', batch=24),
     dict(name='llama_own_loss_bf16', cap='16G', batch=32),
     dict(name='gpt2_smooth_loss', cap='12G', batch=16),
+    # session 37, after the forward's layers were counted where they repeat
+    # every k layers (first_step.c's layers_a_period): GPT-Neo 125M's shape
+    # (its layers alternating global and local attention, fp32) and Gemma
+    # 3's (five sliding-window layers to one global, 262,144 tokens, bf16)
+    dict(name='gpt_neo', cap='12G', batch=16),
+    dict(name='gemma3_bf16', cap='40G', batch=40),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
@@ -159,6 +165,16 @@ def job_model(name):
                               vocab_size=256000, final_logit_softcapping=30.0,
                               attn_implementation='eager')
         return tf.Gemma2ForCausalLM(cfg).to(torch.bfloat16), 'lm', 1024, 256000, torch.optim.AdamW
+    if name == 'gpt_neo':
+        cfg = tf.GPTNeoConfig(hidden_size=768, num_layers=12, num_heads=12,
+                              attention_types=[[['global', 'local'], 6]], window_size=256,
+                              max_position_embeddings=2048, vocab_size=50257)
+        return tf.GPTNeoForCausalLM(cfg), 'lm', 1024, 50257, torch.optim.AdamW
+    if name == 'gemma3_bf16':
+        cfg = tf.Gemma3TextConfig(hidden_size=1024, intermediate_size=4096, num_hidden_layers=18,
+                                  num_attention_heads=8, num_key_value_heads=4, head_dim=128,
+                                  vocab_size=262144, sliding_window=512)
+        return tf.Gemma3ForCausalLM(cfg).to(torch.bfloat16), 'lm', 1024, 262144, torch.optim.AdamW
     if name == 'llama_own_loss_bf16':
         cfg = tf.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
                              num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)
