@@ -508,7 +508,7 @@ static int64_t kept_by_repeat(const ol_first_step_log_t *log, size_t offset, rep
  * layer), so that the forward repeats every k layers where the load
  * repeats every one (held-out gemma2_softcap_bf16, out in its 13th of 16
  * layers, was read as 6 of 16 begun, each keeping two layers' bytes: the
- * rest of its stack counted 10 such "layers" where 3 were left, "about 4
+ * rest of its stack counted 9 such "layers" where 3 were left, "about 4
  * to 7" where 6 fit). A layer's tensors, its asks of a LAYER_TENSOR_SHARE
  * of the period's largest or more, then run k times alike in one period:
  * k of them (the most that divide it, so the shortest run; 1 where none
