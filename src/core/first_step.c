@@ -565,14 +565,16 @@ static int64_t layers_to(const uint64_t *sizes, repeat_t r, layering_t lay, size
 
 /* The ask that begins the forward's layer-th layer from the repeat's
  * start (0: the repeat's start): its period's start, and the first
- * tensor of its run there. */
-static size_t layer_begins(const uint64_t *sizes, repeat_t r, layering_t lay, size_t layer)
+ * tensor of its run there; n (past the last ask) where that tensor was
+ * not asked yet (the failed request was the layer's first, smaller ask). */
+static size_t layer_begins(const uint64_t *sizes, size_t n, repeat_t r, layering_t lay,
+                           size_t layer)
 {
   size_t at = r.start + layer / lay.k * r.period, runs = layer % lay.k;
-  for (size_t tensors = 0; runs > 0; at++)
+  for (size_t tensors = 0; runs > 0 && at < n; at++)
     if (sizes[at] >= lay.least && tensors++ == runs * lay.run)
       break;
-  return at;
+  return at < n ? at : n;
 }
 
 /* What each layer of the forward kept: the same for the layers seen last
@@ -681,7 +683,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
     int64_t left = stack.whole - begun - before_run;
     if (left < 0 && begun <= stack.whole && stack.stacks == 1)
       left = 0; /* (of two stacks, which one the run is in is not known) */
-    size_t at = load + layer_begins(sizes, r, lay, (size_t)(begun - 1)); /* the last begun */
+    size_t at = load + layer_begins(sizes, n, r, lay, (size_t)(begun - 1)); /* the last begun */
     int64_t current = at < log->count ? before(log, at) : log->after[log->count - 1];
     width_t w = layer_width(log, stack);
     bool cast = weights_cast_to_16_bits(log, stack, sizes, r);
