@@ -872,6 +872,18 @@ START_TEST(a_layer_that_fits_16_bit_weights_too_widens_the_range)
 }
 END_TEST
 
+/* Out in the stack's last layer: every layer begun, none left, the
+ * logits read ahead (where: a point in that layer). */
+static void check_out_in_the_last_layer(const model_t *m, int64_t batch, where_fn where)
+{
+  outcome_t o = run_out(m, batch, where);
+  ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_LAYERS);
+  ck_assert_int_eq(o.record.first_step.layers_done, m->layers);
+  ck_assert_int_eq(o.record.first_step.rest, 0);
+  check_bound(&o);
+  check_read_ahead(m, batch, where);
+}
+
 /* Layers alike in their weights whose forwards differ by a small ask
  * every other layer, or every third (a sliding window's mask): the
  * forward repeats every two or three layers where the load repeats every
@@ -894,11 +906,8 @@ START_TEST(layers_whose_forwards_alternate_are_counted_as_layers)
         continue;
       model_t m = language_model(c->layers, c->adam);
       m.alternate = alternate;
-      outcome_t o = run_out(&m, c->batch, at_the_last_layers_start);
-      ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_LAYERS);
-      ck_assert_int_eq(o.record.first_step.layers_done, c->layers);
-      ck_assert_int_eq(o.record.first_step.rest, 0);
-      check_read_ahead(&m, c->batch, at_the_last_layers_start);
+      check_out_in_the_last_layer(&m, c->batch, at_the_last_layers_start);
+      outcome_t o;
       if (c->layers / 2 >= read_from) {
         o = run_out(&m, c->batch, at_a_layers_start);
         ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_LAYERS);
@@ -932,12 +941,7 @@ START_TEST(out_in_the_last_layer_after_a_first_unlike_the_rest)
     const stack_case_t *c = &lms_inside[i];
     model_t m = language_model(c->layers, c->adam);
     m.first_layer_tables = true;
-    outcome_t o = run_out(&m, c->batch, in_the_last_layer);
-    ck_assert_int_eq(o.record.first_step.stage, OL_FIRST_STEP_LAYERS);
-    ck_assert_int_eq(o.record.first_step.layers_done, c->layers);
-    ck_assert_int_eq(o.record.first_step.rest, 0);
-    check_bound(&o);
-    check_read_ahead(&m, c->batch, in_the_last_layer);
+    check_out_in_the_last_layer(&m, c->batch, in_the_last_layer);
     check_read_ahead(&m, c->batch, in_a_third_of_the_stack);
   }
 }
