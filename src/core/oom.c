@@ -1440,13 +1440,18 @@ static void explain_inside_the_stack(ol_buf_t *out, const ol_first_step_t *fs, b
   }
   ol_buf_printf(out, ". After the stack its head makes a row of logits over the vocabulary for "
                 "each token, %s at this batch (the vocabulary read from the embedding's rows, "
-                "the tokens from its output), held with all the forward kept: %s. ",
+                "the tokens from its output), held with all the forward kept: %s. %s",
                 size_text(c, fs->logits_ahead),
                 estimated ? "counted in the estimate below with the loss and the backward that "
                             "come after them, which were never asked for"
                           : "with the loss, the backward and the state to come counted at their "
                             "most, no batch keeps the headroom, so the figure below is the bound "
-                            "from what the stack holds");
+                            "from what the stack holds",
+                fs->element_unsure && estimated
+                  ? "That is as fp32: the layers' sizes fit fp32 weights and 16-bit ones of "
+                    "twice the width alike, whose logits would be half as large, and the range "
+                    "below holds both readings. "
+                  : "");
 }
 
 /* How far the failed first iteration had got in its stack of layers,

@@ -864,10 +864,16 @@ START_TEST(a_layer_that_fits_16_bit_weights_too_widens_the_range)
     outcome_t s = run_out(&sure, c->batch, in_a_third_of_the_stack);
     ck_assert(!s.record.first_step.element_unsure);
     ck_assert_int_gt(o.figure.high.fits, s.figure.high.fits);
-    ol_buf_t json = {0};
+    ol_buf_t json = {0}, text = {0};
     ol_oom_json(&json, &o.record, OL_OOM_activations, NULL, NULL);
     ck_assert_msg(strstr(json.data, "\"element_unsure\": true"), "%s", json.data);
+    ol_oom_explain(&text, &o.record, OL_OOM_activations, NULL, NULL);
+    ck_assert_msg(strstr(text.data, "the range below holds both readings"), "%s", text.data);
     ol_buf_free(&json);
+    ol_buf_free(&text);
+    ol_oom_explain(&text, &s.record, OL_OOM_activations, NULL, NULL);
+    ck_assert_ptr_null(strstr(text.data, "both readings"));
+    ol_buf_free(&text);
   }
 }
 END_TEST
