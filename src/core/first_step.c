@@ -150,11 +150,14 @@ static stack_shape_t stack_in(const ol_first_step_log_t *log, size_t from, size_
  * for sizes a = D*w and b = D*D*w. fp32 is taken where both fit (a width
  * read as fp32 is how it was before this was read), and said to be
  * unsure: a bf16 layer whose keys and values are D by D/2 (half as many
- * heads as its queries: Gemma 2's shapes) holds a tensor of a^2/4 bytes
- * beside its D by D ones of a^2/2 (held-out gemma2_softcap_bf16, read as
- * fp32 of half its width: its logits ahead twice their bytes, "about 4
- * to 5" where 6 fits), as an fp32 layer of D by 2D matrices would; the
- * row's bytes are the same either way. element 0 where none fits. A pair
+ * heads as its queries: Gemma's shapes) holds a tensor of a^2/4 bytes
+ * beside its D by D ones of a^2/2, as an fp32 layer of D/2 by D matrices
+ * would; the row's bytes are the same either way. Read as fp32 alone,
+ * held-out gemma2_softcap_bf16 and gemma3_bf16 (bf16) had their truths in
+ * range (5 to 7 where 6 fit, 6 to 8 where 7): the logits read at 4 bytes
+ * are the size of a loss's fp32 copy of 16-bit ones; the 16-bit reading
+ * adds the high end of a loss that keeps them 16-bit (oom.c's
+ * read_as_16_bits). element 0 where none fits. A pair
  * alike by chance would take a layer of D*w bytes with one of exactly
  * D*D*w besides. */
 typedef struct width {
@@ -506,7 +509,7 @@ static int64_t kept_by_repeat(const ol_first_step_log_t *log, size_t offset, rep
  * their weights may differ in a small ask by kind, alternating (Gemma 2's
  * sliding-window and global attention: one ask more in every other
  * layer), so that the forward repeats every k layers where the load
- * repeats every one (held-out gemma2_softcap_bf16, out in its 13th of 16
+ * repeats every one (held-out gemma2_softcap_bf16, out in its 12th of 16
  * layers, was read as 6 of 16 begun, each keeping two layers' bytes: the
  * rest of its stack counted 9 such "layers" where 3 were left, "about 4
  * to 7" where 6 fit). A layer's tensors, its asks of a LAYER_TENSOR_SHARE

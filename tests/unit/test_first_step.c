@@ -847,9 +847,10 @@ END_TEST
  * square projection of D by D fp32 (a^2/4 bytes for a row of a bytes) a
  * matrix of a^2/2, as a bf16 layer of twice the width holds its D by D
  * projections beside keys and values of D by D/2 (held-out
- * gemma2_softcap_bf16, read as fp32: "about 4 to 5" where 6 fit). The
- * figure is read as fp32 (the logits at its element) and said unsure; its
- * range reaches the 16-bit reading's high end, and holds the truth. */
+ * gemma2_softcap_bf16 and gemma3_bf16). The figure is read as fp32 (the
+ * logits at its element) and said unsure; its range reaches the 16-bit
+ * reading's high end, holds the truth, and the words say why it is
+ * wide. */
 START_TEST(a_layer_that_fits_16_bit_weights_too_widens_the_range)
 {
   for (size_t i = 0; i < sizeof lms_inside / sizeof *lms_inside; i++) {
