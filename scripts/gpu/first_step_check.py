@@ -101,6 +101,9 @@ JOBS = [
     # 3's (five sliding-window layers to one global, 262,144 tokens, bf16)
     dict(name='gpt_neo', cap='12G', batch=16),
     dict(name='gemma3_bf16', cap='40G', batch=40),
+    # ModernBERT-base's shape as a masked LM: global attention every third
+    # layer, local (128 tokens) in the others, fp32, sequence 1024
+    dict(name='modernbert_mlm', cap='12G', batch=64),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
@@ -175,6 +178,12 @@ def job_model(name):
                                   num_attention_heads=8, num_key_value_heads=4, head_dim=128,
                                   vocab_size=262144, sliding_window=512)
         return tf.Gemma3ForCausalLM(cfg).to(torch.bfloat16), 'lm', 1024, 262144, torch.optim.AdamW
+    if name == 'modernbert_mlm':
+        cfg = tf.ModernBertConfig(hidden_size=768, num_hidden_layers=22, num_attention_heads=12,
+                                  intermediate_size=1152, global_attn_every_n_layers=3,
+                                  local_attention=128, vocab_size=50368,
+                                  max_position_embeddings=8192)
+        return tf.ModernBertForMaskedLM(cfg), 'lm', 1024, 50368, torch.optim.AdamW
     if name == 'llama_own_loss_bf16':
         cfg = tf.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
                              num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)
