@@ -526,33 +526,46 @@ typedef struct layering {
   size_t run;     /* a layer's tensors (of one period's: k runs of run) */
 } layering_t;
 
-static layering_t layers_a_period(const uint64_t *sizes, repeat_t r, int64_t layers)
-{
-  uint64_t least = largest_in(sizes, r.start, r.start + r.period) / LAYER_TENSOR_SHARE;
-  uint64_t tensors[MAX_PERIOD];
-  size_t m = 0;
-  for (size_t i = r.start; i < r.start + r.period && m < MAX_PERIOD; i++)
-    if (sizes[i] >= least)
-      tensors[m++] = sizes[i];
-  for (size_t k = MAX_LAYERS_A_PERIOD; k >= 2; k--) {
-    if (m % k != 0 || m / k < 2 || (int64_t)k > layers)
-      continue;
-    size_t run = m / k, i = run;
-    while (i < m && tensors[i] == tensors[i - run])
-      i++;
-    if (i == m)
-      return (layering_t){k, least, run};
-  }
-  return (layering_t){1, least, m};
-}
-
 /* A layer's tensors asked in sizes[from, to). */
-static size_t tensors_in(const uint64_t *sizes, layering_t lay, size_t from, size_t to)
+static size_t tensors_in(const uint64_t *sizes, uint64_t least, size_t from, size_t to)
 {
   size_t count = 0;
   for (size_t i = from; i < to; i++)
-    count += sizes[i] >= lay.least;
+    count += sizes[i] >= least;
   return count;
+}
+
+/* The next ask at or after i, before end, of a layer's tensor (end: none). */
+static size_t next_tensor(const uint64_t *sizes, uint64_t least, size_t i, size_t end)
+{
+  while (i < end && sizes[i] < least)
+    i++;
+  return i;
+}
+
+/* Whether the period's tensors repeat themselves run tensors later, all
+ * through it: runs alike. */
+static bool runs_alike(const uint64_t *sizes, repeat_t r, uint64_t least, size_t run)
+{
+  size_t end = r.start + r.period, lead = next_tensor(sizes, least, r.start, end), lag = lead;
+  for (size_t k = 0; k < run; k++)
+    lead = next_tensor(sizes, least, lead + 1, end);
+  for (; lead < end; lead = next_tensor(sizes, least, lead + 1, end)) {
+    if (sizes[lead] != sizes[lag])
+      return false;
+    lag = next_tensor(sizes, least, lag + 1, end);
+  }
+  return true;
+}
+
+static layering_t layers_a_period(const uint64_t *sizes, repeat_t r, int64_t layers)
+{
+  uint64_t least = largest_in(sizes, r.start, r.start + r.period) / LAYER_TENSOR_SHARE;
+  size_t m = tensors_in(sizes, least, r.start, r.start + r.period);
+  for (size_t k = MAX_LAYERS_A_PERIOD; k >= 2; k--)
+    if (m % k == 0 && m / k >= 2 && (int64_t)k <= layers && runs_alike(sizes, r, least, m / k))
+      return (layering_t){k, least, m / k};
+  return (layering_t){1, least, m};
 }
 
 /* The layers whose every tensor was asked between the forward's repeat's
@@ -562,7 +575,7 @@ static size_t tensors_in(const uint64_t *sizes, layering_t lay, size_t from, siz
 static int64_t layers_to(const uint64_t *sizes, repeat_t r, layering_t lay, size_t at)
 {
   size_t periods = (at - r.start) / r.period, from = r.start + periods * r.period;
-  return (int64_t)(periods * lay.k + (lay.k > 1 ? tensors_in(sizes, lay, from, at) / lay.run
+  return (int64_t)(periods * lay.k + (lay.k > 1 ? tensors_in(sizes, lay.least, from, at) / lay.run
                                                  : 0));
 }
 
@@ -652,7 +665,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
   int64_t per_layer = kept / (int64_t)lay.k;
   size_t seen_periods = r.covered / r.period, past = r.start + seen_periods * r.period;
   int64_t seen = (int64_t)(seen_periods * lay.k +
-                           (lay.k > 1 ? (tensors_in(sizes, lay, past, r.start + r.covered) +
+                           (lay.k > 1 ? (tensors_in(sizes, lay.least, past, r.start + r.covered) +
                                          lay.run / 2) / lay.run
                                       : (r.covered % r.period + r.period / 2) / r.period));
   size_t end = r.start + r.covered;
