@@ -236,34 +236,29 @@ def run_job(name, batch, steps, style=None):
     done, error = 0, None
     try:
         for _ in range(steps):
-            if kind == 'lm':
+            if kind.startswith('lm') or kind == 'classify':  # a batch of token ids
                 x = torch.randint(0, classes, (batch, size), device='cuda')
+            if kind == 'lm':
                 loss = model(input_ids=x, labels=x).loss
             elif kind == 'lm_autocast':
-                x = torch.randint(0, classes, (batch, size), device='cuda')
                 with torch.autocast('cuda', dtype=torch.bfloat16):
                     loss = model(input_ids=x, labels=x).loss
             elif kind == 'lm_shift':  # the loop's own loss: logits kept, shifted, upcast
-                x = torch.randint(0, classes, (batch, size), device='cuda')
                 logits = model(input_ids=x).logits
                 shifted = logits[:, :-1].contiguous().float()
                 loss = torch.nn.functional.cross_entropy(shifted.view(-1, classes),
                                                          x[:, 1:].reshape(-1))
             elif kind == 'lm_outputs':  # the model's outputs kept to the next step
-                x = torch.randint(0, classes, (batch, size), device='cuda')
                 outputs = model(input_ids=x, labels=x)
                 loss = outputs.loss
             elif kind == 'lm_plain':  # the loop's own loss on the logits as they are, kept
-                x = torch.randint(0, classes, (batch, size), device='cuda')
                 logits = model(input_ids=x).logits
                 loss = torch.nn.functional.cross_entropy(logits.view(-1, classes), x.view(-1))
             elif kind == 'lm_smooth':  # label smoothing, logits kept
-                x = torch.randint(0, classes, (batch, size), device='cuda')
                 logits = model(input_ids=x).logits
                 loss = torch.nn.functional.cross_entropy(logits.view(-1, classes), x.view(-1),
                                                          label_smoothing=0.1)
             elif kind == 'classify':
-                x = torch.randint(0, classes, (batch, size), device='cuda')
                 y = torch.randint(0, 4, (batch,), device='cuda')
                 loss = model(input_ids=x, labels=y).loss
             elif kind == 'seq2seq':
