@@ -579,6 +579,19 @@ static int64_t layers_to(const uint64_t *sizes, repeat_t r, layering_t lay, size
                                                  : 0));
 }
 
+/* The layers the forward's repeat covers, to the nearest: whole periods,
+ * and the rest rounded as layers_to counts it (by a period's share where
+ * it is one layer, by tensors where it runs k). */
+static int64_t layers_seen(const uint64_t *sizes, repeat_t r, layering_t lay)
+{
+  size_t periods = r.covered / r.period, past = r.start + periods * r.period;
+  size_t rest = lay.k > 1
+                  ? (tensors_in(sizes, lay.least, past, r.start + r.covered) + lay.run / 2) /
+                      lay.run
+                  : (r.covered % r.period + r.period / 2) / r.period;
+  return (int64_t)(periods * lay.k + rest);
+}
+
 /* The ask that begins the forward's layer-th layer from the repeat's
  * start (0: the repeat's start): its period's start, and the first
  * tensor of its run there; n (past the last ask) where that tensor was
@@ -663,11 +676,7 @@ void ol_first_step_read(const ol_first_step_log_t *log, uint64_t request, ol_fir
   }
   layering_t lay = layers_a_period(sizes, r, layers);
   int64_t per_layer = kept / (int64_t)lay.k;
-  size_t seen_periods = r.covered / r.period, past = r.start + seen_periods * r.period;
-  int64_t seen = (int64_t)(seen_periods * lay.k +
-                           (lay.k > 1 ? (tensors_in(sizes, lay.least, past, r.start + r.covered) +
-                                         lay.run / 2) / lay.run
-                                      : (r.covered % r.period + r.period / 2) / r.period));
+  int64_t seen = layers_seen(sizes, r, lay);
   size_t end = r.start + r.covered;
   if (end < n && seen == layers && stack.stacks == 1 && !forward_again(log, load, sizes, end, n) &&
       !makes_gradients(asks, end, n, log, stack)) {
