@@ -104,6 +104,11 @@ JOBS = [
     # ModernBERT-base's shape as a masked LM: global attention every third
     # layer, local (128 tokens) in the others, fp32, sequence 1024
     dict(name='modernbert_mlm', cap='12G', batch=64),
+    # session 38: a mixture of experts (Mixtral's shape, small: 16 layers of
+    # 1024, 8 experts, 2 a token, bf16): each layer's expert asks follow how
+    # many tokens its router sent to each expert, so no two layers' asks
+    # repeat exactly
+    dict(name='mixtral_small_bf16', cap='16G', batch=16),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
@@ -184,6 +189,11 @@ def job_model(name):
                                   local_attention=128, vocab_size=50368,
                                   max_position_embeddings=8192)
         return tf.ModernBertForMaskedLM(cfg), 'lm', 1024, 50368, torch.optim.AdamW
+    if name == 'mixtral_small_bf16':
+        cfg = tf.MixtralConfig(hidden_size=1024, intermediate_size=1408, num_hidden_layers=16,
+                               num_attention_heads=16, num_key_value_heads=4,
+                               num_local_experts=8, num_experts_per_tok=2, vocab_size=32000)
+        return tf.MixtralForCausalLM(cfg).to(torch.bfloat16), 'lm', 1024, 32000, torch.optim.AdamW
     if name == 'llama_own_loss_bf16':
         cfg = tf.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
                              num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)

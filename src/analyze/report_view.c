@@ -347,6 +347,7 @@ static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)
   r->held_since_last = ol_json_may_int(&oom, "held_since_last_iteration", OR_NONE, -1); /* 23 */
   r->since_last_by_calls = ol_json_may_bool(&oom, "since_last_by_calls", false); /* 24 */
   r->since_last_by_repeat = ol_json_may_bool(&oom, "since_last_by_repeat", false); /* 28 */
+  r->step_repeat_held = ol_json_may_int(&oom, "step_repeat_held", OR_NONE, -1); /* 32 */
   read_past_repeat(&oom, r);
   r->segments_only = ol_json_need_bool(&oom, "segments_only");
   read_oom_roles(&oom, r);

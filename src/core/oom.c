@@ -783,6 +783,18 @@ static bool built_past_repeat_to_blame(const ol_oom_record_t *r, state_t s)
            percent_of(available(r), 100 - HEADROOM_PERCENT);
 }
 
+/* What the step under way holds more than the step before it held at the
+ * same point (a repeat of its sizes), beyond the gradients and Adam's two
+ * moments that step may have made for the weights by timing. */
+static int64_t step_kept_beyond_state(const ol_oom_record_t *r)
+{
+  if (r->step_repeat_held < 0 || r->before_first_free < 0)
+    return 0;
+  int64_t weights = before_first_free_live(r);
+  return at_least_zero(
+    ol_sat_sub(r->step_repeat_held, ol_sat_sub(training_state_at_most(weights), weights)));
+}
+
 /* A first step swings once (its forward), its optimizer's state maybe
  * once more. */
 #define OL_LOOP_SWINGS 3
@@ -798,10 +810,20 @@ static bool built_past_repeat_to_blame(const ol_oom_record_t *r, state_t s)
  * 7,496 allocations, was read as a first step: `activations`). Where the
  * low points stayed, the step's own memory did not fit, as the first-step
  * reading says (corpus late_batch and gnn_batch: a larger batch, a larger
- * graph, late). */
+ * graph, late). Or its allocations repeat a step's worth earlier, a
+ * forward's stack and a backward's in that step (recent.c,
+ * ol_recent_step_by_sizes), and it holds more than that step held at the
+ * same point by more than the gradients and an optimizer's moments made
+ * there could weigh (step_kept_beyond_state: corpus cnn_loss_leak and
+ * vit_loss_leak without their sites, leaks out at their second and fourth
+ * steps whose kept graphs let no iteration be told, were read as a first
+ * step's activations; a job that fits on a larger device, out at its
+ * second step on a smaller one, holds its first update's moments more,
+ * and its step's own memory did not fit beside them, as the first-step
+ * reading says). */
 static bool past_first_step(const ol_oom_record_t *r)
 {
-  return r->allocations_made > OL_FIRST_STEP_KEEP ||
+  return r->allocations_made > OL_FIRST_STEP_KEEP || kept_weighs(r, step_kept_beyond_state(r)) ||
          (r->swings >= OL_LOOP_SWINGS && kept_weighs(r, r->swings_kept));
 }
 
@@ -2137,7 +2159,13 @@ static void advise_loop_unseen(ol_buf_t *out, const ol_oom_record_t *r)
                 "the %" PRIu64 " allocations the job made (without call sites iterations are "
                 "found by sizes that repeat, and a job whose sizes vary from step to step finds "
                 "none)", r->allocations_made);
-  if (r->allocations_made <= OL_FIRST_STEP_KEEP)
+  if (kept_weighs(r, step_kept_beyond_state(r)))
+    ol_buf_printf(out, ", yet its allocations repeat in size and order those of a step before "
+                  "(a forward's stack of like layers and a backward's in it), as a second step "
+                  "repeats its first, and it held %s more than that step held at the same "
+                  "point: more than the gradients and an optimizer's moments made there could "
+                  "weigh", size_text(a, r->step_repeat_held));
+  else if (r->allocations_made <= OL_FIRST_STEP_KEEP)
     ol_buf_printf(out, ", yet what it held fell back to about what it held when it first "
                   "freed memory and rose again near its highest %" PRIu32 " times, as a loop's "
                   "steps do, and it fell back %s higher before the last of those rises than "
@@ -2625,7 +2653,7 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"input_growth_per_iteration\": %" PRId64 ", \"allocations_made\": %" PRIu64
                 ", \"swings\": %" PRIu32 ", \"swings_kept\": %" PRId64
                 ", \"held_since_last_iteration\": %" PRId64 ", \"since_last_by_calls\": %s"
-                ", \"since_last_by_repeat\": %s"
+                ", \"since_last_by_repeat\": %s, \"step_repeat_held\": %" PRId64
                 ", \"past_repeat\": {\"held\": %" PRId64 ", \"allocations\": %" PRIu64
                 ", \"frees\": %" PRIu64 "}, \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
@@ -2634,7 +2662,8 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 r->work_growth, r->input_growth, r->allocations_made, r->swings, r->swings_kept,
                 r->held_since_last,
                 r->since_last_by_calls ? "true" : "false",
-                r->since_last_by_repeat ? "true" : "false", r->past_repeat.held,
+                r->since_last_by_repeat ? "true" : "false",
+                r->step_repeat_held, r->past_repeat.held,
                 r->past_repeat.allocations, r->past_repeat.frees,
                 r->segments_only ? "true" : "false");
   json_figures(out, r, c);

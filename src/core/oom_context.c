@@ -33,6 +33,7 @@ void ol_oom_record_init(ol_oom_record_t *r, uint64_t request)
   r->past_repeat = (ol_recent_more_t){.held = -1};
   r->since_last_by_calls = false;
   r->since_last_by_repeat = false;
+  r->step_repeat_held = -1;
   r->grower_per_step = false;
   r->framework_allocated = -1;
 }

@@ -576,6 +576,73 @@ bool ol_recent_step_repeat(ol_recent_t *log, uint64_t request, const uint8_t *si
   return found;
 }
 
+/* Without call sites, a step is told from a layer by what it holds: a
+ * step's allocations hold its forward's stack of like layers and its
+ * backward's, two repeats apart from each other, where a forward's layer
+ * (or a few of them, Gemma 3's five local to one global) holds one run of
+ * like layers at most, and a backward's layer or an optimizer's none.
+ * Sizes asked again at once count once: a layer's run of one size (a
+ * compiled layer's 60 buffers of 384 MiB, one a head) is no stack, and
+ * held two of them (corpus compiled_batch at 0.7 of its cap, without its
+ * sites: a first step's layer read as a step, `undetermined`). */
+#define INNER_PERIOD_MIN 3    /* sizes a layer, one of each run, at least */
+#define INNER_PERIOD_MAX 1024 /* allocations a layer, at most (a cold path's bound) */
+#define INNER_COPIES 3        /* a stack: fewer repeats are not told from chance */
+
+static bool a_stack(const uint64_t *sizes, size_t n, size_t *start, size_t *covered)
+{
+  size_t period, most = n / INNER_COPIES;
+  return ol_first_step_repeat(sizes, n, most < INNER_PERIOD_MAX ? most : INNER_PERIOD_MAX,
+                              &period, start, covered) &&
+         period >= INNER_PERIOD_MIN && *covered >= INNER_COPIES * period;
+}
+
+/* units[0..n) with each run of one size as one. */
+static size_t runs_as_one(const uint32_t *units, uint64_t n, uint64_t *sizes)
+{
+  size_t kept = 0;
+  for (uint64_t i = 0; i < n; i++)
+    if (kept == 0 || sizes[kept - 1] != units[i])
+      sizes[kept++] = units[i];
+  return kept;
+}
+
+static bool two_stacks(const uint32_t *units, uint64_t n)
+{
+  uint64_t *sizes = malloc((n ? n : 1) * sizeof *sizes);
+  if (!sizes)
+    return false;
+  size_t count = runs_as_one(units, n, sizes), start, covered, other, other_covered;
+  bool two = a_stack(sizes, count, &start, &covered) &&
+             (a_stack(sizes, start, &other, &other_covered) ||
+              a_stack(sizes + start + covered, count - start - covered, &other, &other_covered));
+  free(sizes);
+  return two;
+}
+
+bool ol_recent_step_by_sizes(ol_recent_t *log, uint64_t request, uint64_t began[2])
+{
+  if (!log || log->ends >= 2)
+    return false;
+  allocs_t a;
+  bool found = false;
+  if (allocs_of(log, request, &a)) {
+    repeat_t r = longest_repeat(a.sizes, a.count);
+    uint64_t in_step = r.period ? (r.run - 1) % r.period + 1 : 0;
+    uint64_t now = a.count - in_step, last = now - r.period;
+    found = r.run >= REPEAT_MIN && in_step >= 2 && now >= r.period &&
+            two_stacks(a.sizes + last, r.period);
+    uint64_t skip = found ? past_left_out(&a, last, a.count - 1 - now) : 0;
+    found = found && now + skip < a.count - 1;
+    if (found) {
+      began[0] = a.events[last + skip];
+      began[1] = a.events[now + skip];
+    }
+  }
+  allocs_free(&a);
+  return found;
+}
+
 bool ol_recent_against_step(ol_recent_t *log, const uint64_t began[2], uint64_t request,
                             ol_recent_sites_t sites, int64_t *more, int64_t *made,
                             size_t site_count, ol_recent_reading_t *reading)

@@ -402,6 +402,22 @@ static const class_case_t class_cases[] = {
     .reserved = 11 * GiB, .allocated = 11 * GiB, .iterations = 0,
     .before_first_free = 500 * MiB, .iteration_need = -1, .allocations_made = 7496,
     .swings = 1}, OL_OOM_activations},
+  /* ... or where its sizes repeat a step's, a forward's stack and a
+   * backward's in it, and it holds more than that step held there by more
+   * than the gradients and Adam's moments of 500 MiB of weights (1.5 GiB)
+   * could weigh (corpus cnn_loss_leak without its sites: 5.2 GiB more, a
+   * kept graph, was `activations`); by less, the first update's state may
+   * be all it holds more, and the step's own memory did not fit beside it */
+  {"no call sites, no iteration, a step's repeat by sizes holding more than its state: undetermined",
+   {.capacity = 12 * GiB, .device_free = 0, NO_BLOCKS, .request = 256 * MiB,
+    .reserved = 11 * GiB, .allocated = 11 * GiB, .iterations = 0,
+    .before_first_free = 500 * MiB, .iteration_need = -1, .allocations_made = 1760,
+    .swings = 1, .step_repeat_held = 1500 * MiB + 640 * MiB}, OL_OOM_undetermined},
+  {"no call sites, no iteration, a step's repeat by sizes holding its state more: activations",
+   {.capacity = 12 * GiB, .device_free = 0, NO_BLOCKS, .request = 256 * MiB,
+    .reserved = 11 * GiB, .allocated = 11 * GiB, .iterations = 0,
+    .before_first_free = 500 * MiB, .iteration_need = -1, .allocations_made = 1760,
+    .swings = 1, .step_repeat_held = 1500 * MiB}, OL_OOM_activations},
   {"the same growth with no warning standing: activations",
    {DEVICE16, NO_BLOCKS, .request = 1 * GiB, .reserved = 15 * GiB + 512 * MiB,
     .allocated = 15 * GiB + 512 * MiB, .iterations = 50, .persistent = 9 * GiB, .growth = 0,

@@ -429,6 +429,135 @@ START_TEST(a_repeat_of_other_work_is_no_step)
 }
 END_TEST
 
+/* ---- a step told by its sizes alone (ol_recent_step_by_sizes) ----
+ * Without call sites no site's work is known: a layer's forward asks for
+ * an output, a temporary and a kept tensor of three sizes, its backward
+ * for a weight's gradient and an input's, and a temporary; none carries
+ * a site. */
+#define NONE (-1)
+
+static void sized_forward(int layers)
+{
+  ol_recent_note(log_, NONE, 4 * MiB, false);
+  for (int l = 0; l < layers; l++) {
+    ol_recent_note(log_, NONE, 32 * MiB, false);
+    made_and_freed(NONE, 8 * MiB, 1);
+    ol_recent_note(log_, NONE, 12 * MiB, false);
+  }
+}
+
+/* The loss, then the backward of `layers` layers: each frees its kept
+ * tensors unless the graph is kept (a leak's loss summed with its graph). */
+static void sized_backward(int layers, bool keep)
+{
+  ol_recent_note(log_, NONE, 64 * MiB, false);
+  for (int l = 0; l < layers; l++) {
+    ol_recent_note(log_, NONE, 2 * MiB, false);  /* the weight's gradient */
+    ol_recent_note(log_, NONE, 16 * MiB, false); /* the input's */
+    made_and_freed(NONE, 6 * MiB, 1);
+    ol_recent_note(log_, NONE, 16 * MiB, true);
+    if (!keep) {
+      ol_recent_note(log_, NONE, 32 * MiB, true);
+      ol_recent_note(log_, NONE, 12 * MiB, true);
+    }
+  }
+}
+
+static void sized_step(bool keep)
+{
+  sized_forward(STEP_LAYERS);
+  sized_backward(STEP_LAYERS, keep);
+  for (int l = 0; l < STEP_LAYERS; l++) /* the gradients set to None */
+    ol_recent_note(log_, NONE, 2 * MiB, true);
+  if (!keep)
+    ol_recent_note(log_, NONE, 64 * MiB, true);
+  ol_recent_note(log_, NONE, 4 * MiB, true);
+}
+
+static bool held_past_sized_step(uint64_t request, int64_t *held_more)
+{
+  uint64_t began[2];
+  int64_t none[1];
+  ol_recent_reading_t reading;
+  if (!ol_recent_step_by_sizes(log_, request, began) ||
+      !ol_recent_against_step(log_, began, request, (ol_recent_sites_t){-1, -1}, none, none, 0,
+                              &reading))
+    return false;
+  *held_more = reading.held_more;
+  return true;
+}
+
+/* A leak out at its second step: the first kept its graph (corpus
+ * cnn_loss_leak without its sites). The step under way repeats the first,
+ * whose allocations hold the forward's stack and the backward's, and
+ * holds the first's graph more. Steps that keep nothing hold nothing
+ * more. */
+START_TEST(a_second_step_is_told_by_its_sizes)
+{
+  sized_step(true);
+  sized_forward(STEP_LAYERS);
+  sized_backward(8, true);
+  int64_t held_more = -1; /* out at the next layer's first gradient */
+  ck_assert(held_past_sized_step(2 * MiB, &held_more));
+  ck_assert_int_eq(held_more, 16 * (32 + 12) * MiB + 64 * MiB); /* the graph and its loss */
+  teardown();
+  setup();
+  sized_step(false);
+  sized_forward(STEP_LAYERS);
+  sized_backward(4, false);
+  held_more = -1;
+  ck_assert(held_past_sized_step(2 * MiB, &held_more));
+  ck_assert_int_eq(held_more, 0);
+}
+END_TEST
+
+/* A first step's forward and backward repeat their layers, one stack
+ * each; an inference's second forward repeats its first, one stack. */
+START_TEST(one_stack_a_period_is_no_step_by_sizes)
+{
+  uint64_t began[2];
+  sized_forward(40);
+  sized_backward(20, false);
+  ol_recent_note(log_, NONE, 2 * MiB, false); /* out at the next layer's input's gradient */
+  ck_assert(!ol_recent_step_by_sizes(log_, 16 * MiB, began));
+  teardown();
+  setup();
+  sized_forward(STEP_LAYERS);
+  ol_recent_note(log_, NONE, 64 * MiB, false);
+  for (int l = 0; l < STEP_LAYERS; l++) {
+    ol_recent_note(log_, NONE, 32 * MiB, true);
+    ol_recent_note(log_, NONE, 12 * MiB, true);
+  }
+  ol_recent_note(log_, NONE, 64 * MiB, true);
+  sized_forward(12);
+  ol_recent_note(log_, NONE, 32 * MiB, false);
+  ck_assert(!ol_recent_step_by_sizes(log_, 8 * MiB, began));
+  ck_assert(!ol_recent_step_by_sizes(NULL, 8 * MiB, began));
+}
+END_TEST
+
+/* A compiled layer asks for one size many times over (a buffer a head):
+ * two such runs in a layer are no forward's stack and backward's (corpus
+ * compiled_batch at 0.7 of its cap without its sites, out in its first
+ * step, was read as past it). */
+START_TEST(runs_of_one_size_in_a_layer_are_no_stacks)
+{
+  ol_recent_note(log_, NONE, 4 * MiB, false);
+  for (int l = 0; l < 12; l++) {
+    ol_recent_note(log_, NONE, 32 * MiB, false);
+    for (int h = 0; h < 12; h++)
+      ol_recent_note(log_, NONE, 24 * MiB, false);
+    ol_recent_note(log_, NONE, 12 * MiB, false);
+    for (int h = 0; h < 12; h++)
+      ol_recent_note(log_, NONE, 20 * MiB, false);
+    made_and_freed(NONE, 8 * MiB, 1);
+  }
+  ol_recent_note(log_, NONE, 32 * MiB, false);
+  uint64_t began[2]; /* out at the next layer's second ask */
+  ck_assert(!ol_recent_step_by_sizes(log_, 24 * MiB, began));
+}
+END_TEST
+
 /* A larger input's layers: more than one size in 32 differs. */
 START_TEST(other_sizes_are_no_measure)
 {
@@ -854,6 +983,9 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, a_request_whose_size_the_step_before_made_once_is_its_repeat);
   tcase_add_test(tc, a_first_step_s_layers_are_no_step);
   tcase_add_test(tc, a_repeat_of_other_work_is_no_step);
+  tcase_add_test(tc, a_second_step_is_told_by_its_sizes);
+  tcase_add_test(tc, one_stack_a_period_is_no_step_by_sizes);
+  tcase_add_test(tc, runs_of_one_size_in_a_layer_are_no_stacks);
   tcase_add_test(tc, a_request_that_begins_the_next_iteration);
   tcase_add_test(tc, other_sizes_are_no_measure);
   tcase_add_test(tc, another_request_is_no_measure);
