@@ -586,14 +586,17 @@ bool ol_recent_step_repeat(ol_recent_t *log, uint64_t request, const uint8_t *si
  * held two of them (corpus compiled_batch at 0.7 of its cap, without its
  * sites: a first step's layer read as a step, `undetermined`). */
 #define INNER_PERIOD_MIN 3    /* sizes a layer, one of each run, at least */
-#define INNER_PERIOD_MAX 1024 /* allocations a layer, at most (a cold path's bound) */
+#define INNER_PERIOD_MAX 1024 /* allocations a layer, at most */
 #define INNER_COPIES 3        /* a stack: fewer repeats are not told from chance */
 
+/* Periods up to the least of a layer's most, a third of the sizes, and
+ * what REPEAT_WORK comparisons reach (n each): a step of 100,000
+ * allocations is searched for layers of up to 167. */
 static bool a_stack(const uint64_t *sizes, size_t n, size_t *start, size_t *covered)
 {
-  size_t period, most = n / INNER_COPIES;
-  return ol_first_step_repeat(sizes, n, most < INNER_PERIOD_MAX ? most : INNER_PERIOD_MAX,
-                              &period, start, covered) &&
+  size_t period, most = n / INNER_COPIES, reach = n ? REPEAT_WORK / n : 0;
+  most = most < INNER_PERIOD_MAX ? most : INNER_PERIOD_MAX;
+  return ol_first_step_repeat(sizes, n, most < reach ? most : reach, &period, start, covered) &&
          period >= INNER_PERIOD_MIN && *covered >= INNER_COPIES * period;
 }
 
