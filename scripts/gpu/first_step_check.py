@@ -11,7 +11,8 @@ is bisected (between 1 and the bound, which the truth is never above).
 Prints one FIRST_STEP line a job and writes $OUT/first_step_check.json and
 $OUT/first_step_check.md (the table for docs/measurements.md).
 
-OOMLENS_FS_JOBS=name,name picks jobs (bert_batch: the corpus's case, run
+OOMLENS_FS_JOBS=name,name picks jobs (name:batch one of a name's batches;
+bert_batch: the corpus's case, run
 by oom_cases.py, to bisect the truth its manifest lacks);
 OOMLENS_FS_NO_BISECT=1 skips the bisection; OOMLENS_FS_TRACE=1 writes
 the trace of each job's run out to $OUT/trace-NAME-BATCH.trace (replayed
@@ -109,6 +110,11 @@ JOBS = [
     # many tokens its router sent to each expert, so no two layers' asks
     # repeat exactly
     dict(name='mixtral_small_bf16', cap='16G', batch=16),
+    # the same at a batch whose forward runs out inside the stack, and
+    # Phi-3's shape (fused query-key-value and gate-up projections, one
+    # tensor each where Llama asks for three and two), bf16, small
+    dict(name='mixtral_small_bf16', cap='16G', batch=24),
+    dict(name='phi3_small_bf16', cap='12G', batch=32),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
@@ -194,6 +200,11 @@ def job_model(name):
                                num_attention_heads=16, num_key_value_heads=4,
                                num_local_experts=8, num_experts_per_tok=2, vocab_size=32000)
         return tf.MixtralForCausalLM(cfg).to(torch.bfloat16), 'lm', 1024, 32000, torch.optim.AdamW
+    if name == 'phi3_small_bf16':
+        cfg = tf.Phi3Config(hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
+                            num_attention_heads=16, num_key_value_heads=16, vocab_size=32064,
+                            pad_token_id=0)
+        return tf.Phi3ForCausalLM(cfg).to(torch.bfloat16), 'lm', 1024, 32064, torch.optim.AdamW
     if name == 'llama_own_loss_bf16':
         cfg = tf.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
                              num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)
@@ -408,7 +419,7 @@ def main():
     wanted = os.environ.get('OOMLENS_FS_JOBS')
     rows = []
     for j in JOBS:
-        if wanted and j['name'] not in wanted.split(','):
+        if wanted and not {j['name'], f"{j['name']}:{j['batch']}"} & set(wanted.split(',')):
             continue
         if left_s() < 60:
             print(f"skipped {j['name']} and after: budget spent", flush=True)

@@ -4125,6 +4125,43 @@ def vit_loss_leak(batch, steps):
     yield from steps_keeping_graphs(m, opt, image_batches(batch, steps), class_loss)
 
 
+# Session 38's held-out set, committed before it ran: leaks out before any
+# iteration is told, on families the corpus's two (ResNet-50, ViT-B/16)
+# are not, and a first step of the same CNN family as a control (no_sites_check.py).
+@case
+def bert_loss_leak(batch, steps):
+    """BERT-base's shape as a masked LM (HF, fp32, AdamW), sequence 256,
+    batch `batch` (8): each step's loss summed with its graph retained, so
+    every step keeps its saved activations; under 8G it runs out within a
+    few steps (truth: leak)."""
+    from transformers import BertConfig, BertForMaskedLM
+    m = BertForMaskedLM(BertConfig()).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    xs = (torch.randint(0, 30522, (batch, 256), device='cuda') for _ in range(steps))
+    yield from steps_keeping_graphs(m, opt, xs, lm_loss)
+
+
+@case
+def convnext_loss_leak(batch, steps):
+    """torchvision's ConvNeXt-T fp32, SGD with momentum, 224x224, batch
+    `batch` (32), each step's loss kept with its graph: under 10G it runs
+    out within a few steps (truth: leak)."""
+    import torchvision
+    m = torchvision.models.convnext_tiny().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    yield from steps_keeping_graphs(m, opt, image_batches(batch, steps), class_loss)
+
+
+@case
+def convnext_batch(batch, steps):
+    """torchvision's ConvNeXt-T fp32, SGD with momentum, 224x224: a batch
+    (256) too large for its first step under 10G (truth: activations)."""
+    import torchvision
+    m = torchvision.models.convnext_tiny().cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    yield from train_steps(m, opt, image_batches(batch, steps), class_loss)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('name', choices=sorted(CASES))
