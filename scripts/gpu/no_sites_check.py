@@ -20,7 +20,7 @@ CLI = os.path.join(HERE, 'oomlens')
 JOB = os.path.join(HERE, 'oom_cases.py')
 OUT = os.environ.get('OUT', '.')
 DEFAULT = ('bert_loss_leak:8G:8:8:leak,convnext_loss_leak:10G:32:8:leak,'
-           'convnext_batch:10G:256:2:activations')
+           'convnext_sgd_batch:10G:256:2:activations')
 
 
 def run(name, cap, batch, steps, sites):

@@ -15,6 +15,10 @@ CASES = {}
 
 
 def case(fn):
+    # a second job of one name would take the first's place unseen (session
+    # 38's convnext_batch did, until renamed)
+    if fn.__name__ in CASES:
+        raise SystemExit(f'oom_cases.py: two jobs named {fn.__name__}')
     CASES[fn.__name__] = fn
     return fn
 
@@ -4153,9 +4157,11 @@ def convnext_loss_leak(batch, steps):
 
 
 @case
-def convnext_batch(batch, steps):
+def convnext_sgd_batch(batch, steps):
     """torchvision's ConvNeXt-T fp32, SGD with momentum, 224x224: a batch
-    (256) too large for its first step under 10G (truth: activations)."""
+    (256) too large for its first step under 10G (truth: activations). It
+    ran on 2026-12-06 as `convnext_batch`, a second definition of that
+    name that took the corpus's own (AdamW) case's place until renamed."""
     import torchvision
     m = torchvision.models.convnext_tiny().cuda()
     opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
