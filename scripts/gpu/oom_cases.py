@@ -249,16 +249,32 @@ def eval_batch(batch, steps):
     yield
 
 
+def bert_mlm(batch, steps, length):
+    """BERT-base as a masked LM in fp32 with AdamW, and `steps` batches of
+    `length` token ids."""
+    from transformers import BertConfig, BertForMaskedLM
+    m = BertForMaskedLM(BertConfig()).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    xs = (torch.randint(0, 30522, (batch, length), device='cuda') for _ in range(steps))
+    return m, opt, xs
+
+
+def convnext_t(optim):
+    """torchvision's ConvNeXt-T in fp32 and its optimizer: 'adamw', or
+    'sgd' (with momentum)."""
+    import torchvision
+    m = torchvision.models.convnext_tiny().cuda()
+    if optim == 'adamw':
+        return m, torch.optim.AdamW(m.parameters(), lr=1e-4)
+    return m, torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+
 @case
 def bert_batch(batch, steps):
     """An encoder of another family (BERT-base, masked LM, fp32 AdamW,
     sequence 512): the batch is too large for its first step (truth:
     activations)."""
-    from transformers import BertConfig, BertForMaskedLM
-    m = BertForMaskedLM(BertConfig()).cuda()
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    xs = (torch.randint(0, 30522, (batch, 512), device='cuda') for _ in range(steps))
-    yield from train_steps(m, opt, xs, lm_loss)
+    yield from train_steps(*bert_mlm(batch, steps, 512), lm_loss)
 
 
 # Held-out cases (issue 12): kinds, models and leak styles the corpus
@@ -1448,10 +1464,7 @@ def convnext_batch(batch, steps):
     """torchvision's ConvNeXt-Tiny (depthwise 7x7 convolutions, LayerNorm,
     an MLP four times as wide in every block), fp32, AdamW, 224x224, under
     8G: too large a batch for its first step (truth: activations)."""
-    import torchvision
-    m = torchvision.models.convnext_tiny().cuda()
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    yield from train_steps(m, opt, image_batches(batch, steps), class_loss)
+    yield from train_steps(*convnext_t('adamw'), image_batches(batch, steps), class_loss)
 
 
 _WORKER_TABLE = None
@@ -3438,11 +3451,7 @@ def bert_seq128_batch(batch, steps):
     """bert_batch's model (BERT-base, masked LM, fp32 AdamW) at sequence
     128 instead of 512, batch `batch` (1024) under 4G: too large for the
     first step (truth: activations, bisected)."""
-    from transformers import BertConfig, BertForMaskedLM
-    m = BertForMaskedLM(BertConfig()).cuda()
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    xs = (torch.randint(0, 30522, (batch, 128), device='cuda') for _ in range(steps))
-    yield from train_steps(m, opt, xs, lm_loss)
+    yield from train_steps(*bert_mlm(batch, steps, 128), lm_loss)
 
 
 @case
@@ -4138,11 +4147,7 @@ def bert_loss_leak(batch, steps):
     batch `batch` (8): each step's loss summed with its graph retained, so
     every step keeps its saved activations; under 8G it runs out within a
     few steps (truth: leak)."""
-    from transformers import BertConfig, BertForMaskedLM
-    m = BertForMaskedLM(BertConfig()).cuda()
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    xs = (torch.randint(0, 30522, (batch, 256), device='cuda') for _ in range(steps))
-    yield from steps_keeping_graphs(m, opt, xs, lm_loss)
+    yield from steps_keeping_graphs(*bert_mlm(batch, steps, 256), lm_loss)
 
 
 @case
@@ -4150,10 +4155,7 @@ def convnext_loss_leak(batch, steps):
     """torchvision's ConvNeXt-T fp32, SGD with momentum, 224x224, batch
     `batch` (32), each step's loss kept with its graph: under 10G it runs
     out within a few steps (truth: leak)."""
-    import torchvision
-    m = torchvision.models.convnext_tiny().cuda()
-    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-    yield from steps_keeping_graphs(m, opt, image_batches(batch, steps), class_loss)
+    yield from steps_keeping_graphs(*convnext_t('sgd'), image_batches(batch, steps), class_loss)
 
 
 @case
@@ -4162,10 +4164,7 @@ def convnext_sgd_batch(batch, steps):
     (256) too large for its first step under 10G (truth: activations). It
     ran on 2026-12-06 as `convnext_batch`, a second definition of that
     name that took the corpus's own (AdamW) case's place until renamed."""
-    import torchvision
-    m = torchvision.models.convnext_tiny().cuda()
-    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-    yield from train_steps(m, opt, image_batches(batch, steps), class_loss)
+    yield from train_steps(*convnext_t('sgd'), image_batches(batch, steps), class_loss)
 
 
 def main():

@@ -256,18 +256,28 @@ static void train_step(bool keep)
   ol_recent_note(log_, 0, 4 * MiB, true);
 }
 
-static bool step_repeat_held(uint64_t request, int64_t *held_more, int64_t *kept_layers)
+/* What the step under way, begun at began[1], holds more than the one
+ * begun at began[0] held at the same point (kept_layers: the layers'
+ * site's share; NULL: not wanted). */
+static bool held_since(const uint64_t began[2], uint64_t request, int64_t *held_more,
+                       int64_t *kept_layers)
 {
-  uint64_t began[2];
   int64_t more_[STEP_SITES] = {0}, made_[STEP_SITES] = {0};
   ol_recent_reading_t reading;
-  if (!ol_recent_step_repeat(log_, request, step_work, STEP_SITES, began) ||
-      !ol_recent_against_step(log_, began, request, (ol_recent_sites_t){-1, -1}, more_, made_,
+  if (!ol_recent_against_step(log_, began, request, (ol_recent_sites_t){-1, -1}, more_, made_,
                               STEP_SITES, &reading))
     return false;
   *held_more = reading.held_more;
-  *kept_layers = more_[1];
+  if (kept_layers)
+    *kept_layers = more_[1];
   return true;
+}
+
+static bool step_repeat_held(uint64_t request, int64_t *held_more, int64_t *kept_layers)
+{
+  uint64_t began[2];
+  return ol_recent_step_repeat(log_, request, step_work, STEP_SITES, began) &&
+         held_since(began, request, held_more, kept_layers);
 }
 
 /* A leak out at its second step, in its backward: the first step kept its
@@ -477,14 +487,8 @@ static void sized_step(bool keep)
 static bool held_past_sized_step(uint64_t request, int64_t *held_more)
 {
   uint64_t began[2];
-  int64_t none[1];
-  ol_recent_reading_t reading;
-  if (!ol_recent_step_by_sizes(log_, request, began) ||
-      !ol_recent_against_step(log_, began, request, (ol_recent_sites_t){-1, -1}, none, none, 0,
-                              &reading))
-    return false;
-  *held_more = reading.held_more;
-  return true;
+  return ol_recent_step_by_sizes(log_, request, began) &&
+         held_since(began, request, held_more, NULL);
 }
 
 /* A leak out at its second step: the first kept its graph (corpus
