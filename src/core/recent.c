@@ -546,36 +546,6 @@ static uint64_t past_left_out(const allocs_t *a, uint64_t last, uint64_t made)
   return skip;
 }
 
-bool ol_recent_step_repeat(ol_recent_t *log, uint64_t request, const uint8_t *site_work,
-                           size_t site_count, uint64_t began[2])
-{
-  if (!log || log->ends >= 2)
-    return false;
-  allocs_t a;
-  bool found = false;
-  if (allocs_of(log, request, &a)) {
-    uint64_t count = a.count;
-    repeat_t r = longest_repeat(a.sizes, count);
-    /* The step under way: the repeat's last period's worth (all of it
-     * where it began within one period); the one before, a period back. */
-    uint64_t in_step = r.period ? (r.run - 1) % r.period + 1 : 0;
-    uint64_t now = count - in_step, last = now - r.period;
-    found = r.run >= REPEAT_MIN && in_step >= 2 && now >= r.period &&
-            a_step(log, a.events, last, now, site_work, site_count) &&
-            made_of(log, a.events, count - r.run, count - 1, site_work, site_count,
-                    OL_RECENT_FORWARD | OL_RECENT_BACKWARD) >= REPEAT_MIN / 4;
-    /* set beside each other from past what the first made once */
-    uint64_t skip = found ? past_left_out(&a, last, count - 1 - now) : 0;
-    found = found && now + skip < count - 1;
-    if (found) {
-      began[0] = a.events[last + skip];
-      began[1] = a.events[now + skip];
-    }
-  }
-  allocs_free(&a);
-  return found;
-}
-
 /* Without call sites, a step is told from a layer by what it holds: a
  * step's allocations hold its forward's stack of like layers and its
  * backward's, two repeats apart from each other, where a forward's layer
@@ -623,20 +593,40 @@ static bool two_stacks(const uint32_t *units, uint64_t n)
   return two;
 }
 
-bool ol_recent_step_by_sizes(ol_recent_t *log, uint64_t request, uint64_t began[2])
+/* Whether the period from last to now (of a's allocations; the repeat
+ * reaching run back from the request) is a step's: by the roles of its
+ * sites where site_work is given, else by its sizes alone. */
+static bool a_step_by(const ol_recent_t *log, const allocs_t *a, uint64_t last, uint64_t now,
+                      uint64_t run, const uint8_t *site_work, size_t site_count)
+{
+  if (!site_work)
+    return two_stacks(a->sizes + last, now - last);
+  return a_step(log, a->events, last, now, site_work, site_count) &&
+         made_of(log, a->events, a->count - run, a->count - 1, site_work, site_count,
+                 OL_RECENT_FORWARD | OL_RECENT_BACKWARD) >= REPEAT_MIN / 4;
+}
+
+/* ol_recent_step_repeat's and ol_recent_step_by_sizes's search: one
+ * repeat, one step under way, told a step's by roles or by sizes. */
+static bool step_repeat_found(ol_recent_t *log, uint64_t request, const uint8_t *site_work,
+                              size_t site_count, uint64_t began[2])
 {
   if (!log || log->ends >= 2)
     return false;
   allocs_t a;
   bool found = false;
   if (allocs_of(log, request, &a)) {
-    repeat_t r = longest_repeat(a.sizes, a.count);
+    uint64_t count = a.count;
+    repeat_t r = longest_repeat(a.sizes, count);
+    /* The step under way: the repeat's last period's worth (all of it
+     * where it began within one period); the one before, a period back. */
     uint64_t in_step = r.period ? (r.run - 1) % r.period + 1 : 0;
-    uint64_t now = a.count - in_step, last = now - r.period;
+    uint64_t now = count - in_step, last = now - r.period;
     found = r.run >= REPEAT_MIN && in_step >= 2 && now >= r.period &&
-            two_stacks(a.sizes + last, r.period);
-    uint64_t skip = found ? past_left_out(&a, last, a.count - 1 - now) : 0;
-    found = found && now + skip < a.count - 1;
+            a_step_by(log, &a, last, now, r.run, site_work, site_count);
+    /* set beside each other from past what the first made once */
+    uint64_t skip = found ? past_left_out(&a, last, count - 1 - now) : 0;
+    found = found && now + skip < count - 1;
     if (found) {
       began[0] = a.events[last + skip];
       began[1] = a.events[now + skip];
@@ -644,6 +634,17 @@ bool ol_recent_step_by_sizes(ol_recent_t *log, uint64_t request, uint64_t began[
   }
   allocs_free(&a);
   return found;
+}
+
+bool ol_recent_step_repeat(ol_recent_t *log, uint64_t request, const uint8_t *site_work,
+                           size_t site_count, uint64_t began[2])
+{
+  return site_work && step_repeat_found(log, request, site_work, site_count, began);
+}
+
+bool ol_recent_step_by_sizes(ol_recent_t *log, uint64_t request, uint64_t began[2])
+{
+  return step_repeat_found(log, request, NULL, 0, began);
 }
 
 bool ol_recent_against_step(ol_recent_t *log, const uint64_t began[2], uint64_t request,
