@@ -823,37 +823,25 @@ static uint8_t *sites_work(const ol_sites_t *sites, size_t count)
 }
 
 /* Where fewer than two iterations were told, the step under way set
- * beside the one before it, found at the failure (recent.c,
- * ol_recent_step_repeat: a leak out at its second step). */
+ * beside the one before it, found at the failure (recent.c): by its
+ * sites' roles (ol_recent_step_repeat: a leak out at its second step), or,
+ * without roles, by its sizes alone (ol_recent_step_by_sizes). */
 static bool against_step_repeat(const ol_account_t *a, int device, ol_recent_sites_t no_call_site,
                                 int64_t *more, int64_t *made, size_t count,
                                 const ol_oom_record_t *r, ol_recent_reading_t *reading)
 {
   ol_recent_t *log = a->devices[ol_account_clamp(device)].recent;
-  uint8_t *work = sites_work(ol_account_sites(a, device), count);
   uint64_t began[2];
-  bool known = work && ol_recent_step_repeat(log, r->request, work, count, began) &&
-               ol_recent_against_step(log, began, r->request, no_call_site, more, made, count,
-                                      reading);
-  free(work);
-  return known;
-}
-
-/* Without call sites, the step under way set beside the one before it by
- * their sizes alone (recent.c, ol_recent_step_by_sizes): what it holds
- * more than that one held at the same point; -1: no such repeat. No
- * grower is read from it: without roles no site is known to be kept. */
-static int64_t held_past_step_by_sizes(const ol_account_t *a, int device,
-                                       ol_recent_sites_t no_call_site, int64_t *more,
-                                       int64_t *made, size_t count, const ol_oom_record_t *r)
-{
-  ol_recent_t *log = a->devices[ol_account_clamp(device)].recent;
-  uint64_t began[2];
-  ol_recent_reading_t reading;
-  if (!ol_recent_step_by_sizes(log, r->request, began) ||
-      !ol_recent_against_step(log, began, r->request, no_call_site, more, made, count, &reading))
-    return -1;
-  return reading.held_more > 0 ? reading.held_more : 0;
+  bool found;
+  if (r->roles_known) {
+    uint8_t *work = sites_work(ol_account_sites(a, device), count);
+    found = work && ol_recent_step_repeat(log, r->request, work, count, began);
+    free(work);
+  } else {
+    found = ol_recent_step_by_sizes(log, r->request, began);
+  }
+  return found &&
+         ol_recent_against_step(log, began, r->request, no_call_site, more, made, count, reading);
 }
 
 /* A tensor kept in the very iteration that runs out is of that
@@ -890,8 +878,12 @@ static void grower_since_last(const ol_account_t *a, int device, const kept_by_a
   if (!known && r->iterations < 2 && request_of_the_work(r))
     known = r->since_last_by_repeat =
       against_step_repeat(a, device, no_call_site, more, made, count, r, &reading);
-  if (!known && r->iterations < 2 && !r->roles_known)
-    r->step_repeat_held = held_past_step_by_sizes(a, device, no_call_site, more, made, count, r);
+  /* without roles no site is known to be kept: what the step holds more
+   * says only that it is past the first (oom.c step_kept_beyond_state) */
+  if (!known && r->iterations < 2 && !r->roles_known) {
+    bool found = against_step_repeat(a, device, no_call_site, more, made, count, r, &reading);
+    r->step_repeat_held = !found ? -1 : reading.held_more > 0 ? reading.held_more : 0;
+  }
   if (known) {
     r->held_since_last = reading.held_more > 0 ? reading.held_more : 0;
     r->since_last_by_calls = reading.by_calls;

@@ -795,6 +795,11 @@ static int64_t step_kept_beyond_state(const ol_oom_record_t *r)
     ol_sat_sub(r->step_repeat_held, ol_sat_sub(training_state_at_most(weights), weights)));
 }
 
+static bool kept_past_a_step(const ol_oom_record_t *r)
+{
+  return kept_weighs(r, step_kept_beyond_state(r));
+}
+
 /* A first step swings once (its forward), its optimizer's state maybe
  * once more. */
 #define OL_LOOP_SWINGS 3
@@ -823,7 +828,7 @@ static int64_t step_kept_beyond_state(const ol_oom_record_t *r)
  * reading says). */
 static bool past_first_step(const ol_oom_record_t *r)
 {
-  return r->allocations_made > OL_FIRST_STEP_KEEP || kept_weighs(r, step_kept_beyond_state(r)) ||
+  return r->allocations_made > OL_FIRST_STEP_KEEP || kept_past_a_step(r) ||
          (r->swings >= OL_LOOP_SWINGS && kept_weighs(r, r->swings_kept));
 }
 
@@ -2159,7 +2164,7 @@ static void advise_loop_unseen(ol_buf_t *out, const ol_oom_record_t *r)
                 "the %" PRIu64 " allocations the job made (without call sites iterations are "
                 "found by sizes that repeat, and a job whose sizes vary from step to step finds "
                 "none)", r->allocations_made);
-  if (kept_weighs(r, step_kept_beyond_state(r)))
+  if (kept_past_a_step(r))
     ol_buf_printf(out, ", yet its allocations repeat in size and order those of a step before "
                   "(a forward's stack of like layers and a backward's in it), as a second step "
                   "repeats its first, and it held %s more than that step held at the same "
