@@ -880,10 +880,9 @@ static void grower_since_last(const ol_account_t *a, int device, const kept_by_a
       against_step_repeat(a, device, no_call_site, more, made, count, r, &reading);
   /* without roles no site is known to be kept: what the step holds more
    * says only that it is past the first (oom.c step_kept_beyond_state) */
-  if (!known && r->iterations < 2 && !r->roles_known) {
-    bool found = against_step_repeat(a, device, no_call_site, more, made, count, r, &reading);
-    r->step_repeat_held = !found ? -1 : reading.held_more > 0 ? reading.held_more : 0;
-  }
+  if (!known && r->iterations < 2 && !r->roles_known &&
+      against_step_repeat(a, device, no_call_site, more, made, count, r, &reading))
+    r->step_repeat_held = reading.held_more > 0 ? reading.held_more : 0;
   if (known) {
     r->held_since_last = reading.held_more > 0 ? reading.held_more : 0;
     r->since_last_by_calls = reading.by_calls;
@@ -920,6 +919,7 @@ static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t
   int d = ol_account_clamp(device);
   size_t count = ol_sites_count(ol_account_sites(a, device));
   r->held_since_last = -1;
+  r->step_repeat_held = -1; /* a record not begun by ol_oom_record_init (replay's) too */
   r->since_last_by_calls = false;
   kept_walk_t w = {d, (uint16_t)a->devices[d].iteration_ends,
                    count ? calloc(count, sizeof *w.sites) : NULL, count};

@@ -336,6 +336,25 @@ START_TEST(cli_json_oom)
 }
 END_TEST
 
+/* A job with call sites reads no step's repeat by its sizes: the OOM's
+ * step_repeat_held says -1 (none), as the live report's does; the
+ * replay's record of an OOM said 0, a repeat holding nothing more
+ * (session 38, found in review). */
+START_TEST(cli_no_step_repeat_read_with_call_sites)
+{
+  cli_run_t run;
+  cli(&run, (const char *[]){"--capacity", "8G", data("oom/impossible.trace.xz"), "--json", NULL});
+  ck_assert_msg(run.status == 0, "%d: %s", run.status, run.err);
+  ol_json_t *root = parse_out(&run);
+  const ol_json_t *diagnosis = ol_json_get(ol_json_get(root, "oom"), "diagnosis");
+  ck_assert_int_eq(ol_json_kind(diagnosis), OL_JSON_OBJECT);
+  bool roles = false;
+  ck_assert(ol_json_bool(ol_json_get(diagnosis, "roles_known"), &roles) && roles);
+  ck_assert_int_eq(ol_json_path_int64(diagnosis, "step_repeat_held", 0), -1);
+  ol_json_free(root);
+}
+END_TEST
+
 /* peak_sites as the report lists sites: frames joined " < ", every entry
  * (all the bytes live at the peak), the text the same names. */
 START_TEST(cli_peak_sites_named_as_the_report)
@@ -934,6 +953,7 @@ static Suite *replay_suite(void)
   tcase_add_checked_fixture(cmd, setup, teardown);
   tcase_add_test(cmd, cli_json_no_oom);
   tcase_add_test(cmd, cli_json_oom);
+  tcase_add_test(cmd, cli_no_step_repeat_read_with_call_sites);
   tcase_add_test(cmd, cli_policies);
   tcase_add_test(cmd, cli_peak_sites_named_as_the_report);
   tcase_add_test(cmd, cli_default_policy);
