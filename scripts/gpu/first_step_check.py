@@ -254,9 +254,10 @@ def run_job(name, batch, steps, style=None):
     model = model.cuda()
     opt = optim(model.parameters(), lr=1e-4, **({'momentum': 0.9} if optim is torch.optim.SGD
                                                 else {}))
-    done, error = 0, None
+    done, error, peaks = 0, None, []
     try:
         for _ in range(steps):
+            torch.cuda.reset_peak_memory_stats()
             if kind.startswith('lm') or kind == 'classify':  # a batch of token ids
                 x = torch.randint(0, classes, (batch, size), device='cuda')
             if kind == 'lm':
@@ -306,10 +307,12 @@ def run_job(name, batch, steps, style=None):
             opt.zero_grad(set_to_none=True)
             del loss
             done += 1
+            peaks.append(torch.cuda.max_memory_allocated())  # each step's (second_step_check)
         torch.cuda.synchronize()
     except torch.OutOfMemoryError as e:
         error = str(e).splitlines()[0][:200]
-    print('RESULT ' + json.dumps(dict(job=name, batch=batch, steps=done, oom=error)), flush=True)
+    print('RESULT ' + json.dumps(dict(job=name, batch=batch, steps=done, oom=error, peaks=peaks)),
+          flush=True)
 
 
 def under_oomlens(job, batch, steps, tag):

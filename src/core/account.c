@@ -880,9 +880,14 @@ static void grower_since_last(const ol_account_t *a, int device, const kept_by_a
       against_step_repeat(a, device, no_call_site, more, made, count, r, &reading);
   /* without roles no site is known to be kept: what the step holds more
    * says only that it is past the first (oom.c step_kept_beyond_state) */
-  if (!known && r->iterations < 2 && !r->roles_known &&
-      against_step_repeat(a, device, no_call_site, more, made, count, r, &reading))
+  bool by_sizes = !known && r->iterations < 2 && !r->roles_known &&
+                  against_step_repeat(a, device, no_call_site, more, made, count, r, &reading);
+  if (by_sizes)
     r->step_repeat_held = reading.held_more > 0 ? reading.held_more : 0;
+  /* a step that finished, found at the failure: the rest of it tells the
+   * need of the one under way (oom.c second_step_need) */
+  if ((r->since_last_by_repeat || by_sizes) && reading.rest_of_last > 0)
+    r->step_rest = reading.rest_of_last;
   if (known) {
     r->held_since_last = reading.held_more > 0 ? reading.held_more : 0;
     r->since_last_by_calls = reading.by_calls;
@@ -920,6 +925,7 @@ static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t
   size_t count = ol_sites_count(ol_account_sites(a, device));
   r->held_since_last = -1;
   r->step_repeat_held = -1; /* a record not begun by ol_oom_record_init (replay's) too */
+  r->step_rest = 0;
   r->since_last_by_calls = false;
   kept_walk_t w = {d, (uint16_t)a->devices[d].iteration_ends,
                    count ? calloc(count, sizeof *w.sites) : NULL, count};

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 32  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls, oom.growing_site.per_step; 25: oom.swings, oom.swings_kept; 26: oom.past_repeat; 27: oom.restarts, oom.batch_given; 28: oom.since_last_by_repeat; 29: oom.first_step.stacks, oom.first_step.weight_element, oom.first_step.weights_cast; 30: oom.first_step.logits_ahead, oom.first_step.logits_asks; 31: oom.first_step.element_unsure; 32: oom.step_repeat_held) */
+#define OL_REPORT_MINOR 33  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls, oom.growing_site.per_step; 25: oom.swings, oom.swings_kept; 26: oom.past_repeat; 27: oom.restarts, oom.batch_given; 28: oom.since_last_by_repeat; 29: oom.first_step.stacks, oom.first_step.weight_element, oom.first_step.weights_cast; 30: oom.first_step.logits_ahead, oom.first_step.logits_asks; 31: oom.first_step.element_unsure; 32: oom.step_repeat_held; 33: oom.step_rest) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -472,6 +472,11 @@ typedef struct ol_recent_sites {
 typedef struct ol_recent_reading {
   int64_t held_more; /* what all sites hold more than there */
   bool by_calls;     /* its sizes differ: read by the sites' blocks, not bytes */
+  /* How far the one before rose above what it held there, from there to
+   * its end (the request's like included): what the rest of a step of the
+   * same sizes asks for beside what it holds now; -1 not known (by calls,
+   * or there was the next one's beginning). */
+  int64_t rest_of_last;
 } ol_recent_reading_t;
 /* The iteration under way, about to ask for request bytes, beside the
  * one before it at the same point: where it has made the same sizes in
@@ -681,6 +686,14 @@ typedef struct ol_oom_record {
    * in it (recent.c, ol_recent_step_by_sizes): what the step under way
    * holds more than that one held at the same point; -1: no such repeat. */
   int64_t step_repeat_held;
+  /* Where the step under way was set beside the one before it, found at
+   * the failure (since_last_by_repeat, step_repeat_held; the same sizes
+   * in the same order so far): how far that one rose above what it held
+   * at the same point before it ended (recent.c's rest_of_last): the
+   * rest of a step that finished, read for the one that did not; 0 not
+   * known (the rest holds the request's like at least: never 0 where
+   * read, and a record begun without ol_oom_record_init reads as none). */
+  int64_t step_rest;
   /* The iteration under way repeated the last one through its rise and
    * fall and then made allocations the last did not (recent.c): what it
    * did since; held -1: not so, or not known. */

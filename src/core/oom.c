@@ -365,6 +365,19 @@ static state_t state_of(const ol_oom_record_t *r)
   return (state_t){STATE_FIRST_FREE, at_least_zero(live)};
 }
 
+/* Out in its second step, the first having finished (no iteration told
+ * yet: one is told once seen whole twice), the step under way set beside
+ * the first at the failure, the same sizes in the same order so far
+ * (account.c, r->step_rest): the first's course past this point is the
+ * rest of this one's, and its need is read, not bounded. The common "out
+ * at step 2" (the first update made Adam's moments: gpt2_batch at batch 4
+ * under 8.0G and 8.3G on the H100, session 39, both told "at most 3,
+ * run at batch 1 to learn more", where 3 fits). */
+static bool second_step_read(const ol_oom_record_t *r)
+{
+  return r->iterations == 0 && r->step_rest > 0 && !r->segments_only;
+}
+
 /* ---- the rules, in order ---------------------------------------------- */
 
 static bool state_to_blame(const ol_oom_record_t *r, state_t s);
@@ -1045,7 +1058,7 @@ static void explain_roles(ol_buf_t *out, const ol_oom_record_t *r)
  * know the figure is a timing guess. */
 static void explain_state_source(ol_buf_t *out, const ol_oom_record_t *r, state_t s)
 {
-  char a[32];
+  char a[32], b[32];
   switch (s.source) {
   case STATE_ITERATIONS:
   case STATE_MADE_SINCE: /* what was made since: advise_persistent says */
@@ -1053,9 +1066,15 @@ static void explain_state_source(ol_buf_t *out, const ol_oom_record_t *r, state_
                   "the %" PRIu64 " iterations seen.", size_text(a, r->persistent), r->iterations);
     break;
   case STATE_FIRST_FREE:
-    ol_buf_printf(out, " No call site named what the memory is for, and no iteration "
-                  "finished; by timing, %s was allocated before the job first freed memory "
-                  "(taken as its state).", size_text(a, s.bytes));
+    if (second_step_read(r))
+      ol_buf_printf(out, " No call site named what the memory is for; by timing, %s was "
+                    "allocated before the job first freed memory, and its first step, told by "
+                    "its sizes, kept %s more (taken as its state with it).",
+                    size_text(a, s.bytes), size_text(b, at_least_zero(r->step_repeat_held)));
+    else
+      ol_buf_printf(out, " No call site named what the memory is for, and no iteration "
+                    "finished; by timing, %s was allocated before the job first freed memory "
+                    "(taken as its state).", size_text(a, s.bytes));
     break;
   default:
     break;
@@ -1129,9 +1148,31 @@ static void below_failed_batch(ol_batch_figure_t *f)
   f->fits_headroom = f->fits_headroom < f->fits ? f->fits_headroom : f->fits;
 }
 
+/* ... its figure: the state what it is now (without call sites, what the
+ * first step made and kept, step_repeat_held, beside what was made before
+ * the first free: Adam's moments, once the class says they are no leak),
+ * the need what the step holds now beside it and the first step's rise
+ * past this point. Not a bound: what the first made once past this point
+ * (its optimizer's state, where that is its highest) counts as the step's,
+ * and the figure errs low by it. */
+static ol_batch_figure_t second_step_fit(const ol_oom_record_t *r, state_t s)
+{
+  int64_t made_by_first = r->roles_known ? 0 : at_least_zero(r->step_repeat_held);
+  int64_t state = ol_sat_add(s.bytes, made_by_first);
+  int64_t held = at_least_zero(ol_sat_sub(r->allocated, library_of(r)));
+  int64_t rest = r->step_rest > request_of(r) ? r->step_rest : request_of(r);
+  ol_batch_figure_t f = {.batch = r->batch, .available = available(r), .state = state,
+                         .need = at_least_zero(ol_sat_sub(ol_sat_add(held, rest), state))};
+  ol_batch_figure_solve(&f);
+  below_failed_batch(&f);
+  return f;
+}
+
 static ol_batch_figure_t batch_fit(const ol_oom_record_t *r)
 {
   state_t s = state_of(r);
+  if (second_step_read(r))
+    return second_step_fit(r, s);
   int64_t now = first_step_need(r, transient_of(r));
   /* The failed iteration needed what it held plus the request, at least;
    * an earlier iteration's need says more only at the same batch and shape,
@@ -1311,7 +1352,7 @@ static bool first_step_estimate(const ol_oom_record_t *r, const ol_batch_figure_
 {
   const ol_first_step_t *fs = &r->first_step;
   if (r->iterations > 0 || (fs->stage != OL_FIRST_STEP_HEAD && !reads_ahead(fs)) ||
-      r->segments_only)
+      r->segments_only || second_step_read(r))
     return false;
   estimate_from(r, fs, bound, low, high);
   if (fs->element_unsure) { /* the range holds both readings */
@@ -1614,24 +1655,39 @@ static void explain_larger_input(ol_buf_t *out, const ol_oom_record_t *r,
                 size_text(a, r->iteration_need), size_text(b, bound->need));
 }
 
+/* Which iteration the need is of, where none finished since iterations
+ * were told. */
+static void explain_unfinished_iteration(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32];
+  if (r->iterations > 0)
+    return;
+  if (second_step_read(r))
+    ol_buf_printf(out, " in its second step, which did not finish: the first finished, and this "
+                  "one made the same sizes in the same order up to here, so the first's course "
+                  "past this point (it rose %s above what it held here) is counted as the rest "
+                  "of this one", size_text(a, r->step_rest));
+  else if (r->roles_known)
+    ol_buf_printf(out, " in the first iteration, which did not finish");
+  else
+    ol_buf_printf(out, " in an iteration that did not finish (none was found: without call "
+                  "sites, iterations are found by sizes that repeat, and a job whose sizes vary "
+                  "finds none)");
+}
+
 static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
 {
   char a[32], b[32], c[32];
-  state_t s = state_of(r);
   ol_first_step_figure_t f;
   bool estimated = ol_oom_first_step_figure(r, &f);
   const ol_batch_figure_t *lead = lead_of(&f);
   ol_buf_printf(out, "The state (weights, gradients, optimizer state) holds %s and fits; the "
-                "iteration's own memory needed %s%s%s, and %s is left for it with %d%% headroom. ",
-                size_text(a, s.bytes), f.bound.need_is_lower_bound ? "at least " : "",
-                size_text(b, f.bound.need),
-                r->iterations > 0 ? ""
-                : r->roles_known  ? " in the first iteration, which did not finish"
-                                  : " in an iteration that did not finish (none was found: without "
-                                    "call sites, iterations are found by sizes that repeat, and a "
-                                    "job whose sizes vary finds none)",
+                "iteration's own memory needed %s%s", size_text(a, f.bound.state),
+                f.bound.need_is_lower_bound ? "at least " : "", size_text(b, f.bound.need));
+  explain_unfinished_iteration(out, r);
+  ol_buf_printf(out, ", and %s is left for it with %d%% headroom. ",
                 size_text(c, room_with_headroom(lead)), HEADROOM_PERCENT);
-  if (r->iterations == 0 && !r->segments_only)
+  if (r->iterations == 0 && !r->segments_only && !second_step_read(r))
     explain_first_step(out, r, estimated);
   if (r->input_growth > 0)
     explain_growing_input(out, r);
@@ -2659,6 +2715,7 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"swings\": %" PRIu32 ", \"swings_kept\": %" PRId64
                 ", \"held_since_last_iteration\": %" PRId64 ", \"since_last_by_calls\": %s"
                 ", \"since_last_by_repeat\": %s, \"step_repeat_held\": %" PRId64
+                ", \"step_rest\": %" PRId64
                 ", \"past_repeat\": {\"held\": %" PRId64 ", \"allocations\": %" PRIu64
                 ", \"frees\": %" PRIu64 "}, \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
@@ -2668,7 +2725,7 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 r->held_since_last,
                 r->since_last_by_calls ? "true" : "false",
                 r->since_last_by_repeat ? "true" : "false",
-                r->step_repeat_held, r->past_repeat.held,
+                r->step_repeat_held, r->step_rest, r->past_repeat.held,
                 r->past_repeat.allocations, r->past_repeat.frees,
                 r->segments_only ? "true" : "false");
   json_figures(out, r, c);

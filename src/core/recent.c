@@ -342,6 +342,27 @@ static bool more_by_calls(const ol_recent_t *log, const match_t *m, uint32_t big
   return in_step;
 }
 
+/* The course of the events from one to another: where they were highest
+ * above where they began, where they end, the allocations and frees. */
+typedef struct course {
+  int64_t highest, level;
+  uint64_t allocations, frees;
+} course_t;
+
+static course_t course_of(const ol_recent_t *log, uint64_t from, uint64_t end)
+{
+  course_t c = {0};
+  for (uint64_t i = from; i < end; i++) {
+    c.level += bytes_of(at(log, i));
+    c.highest = c.level > c.highest ? c.level : c.highest;
+    if (is_alloc(at(log, i)))
+      c.allocations++;
+    else
+      c.frees++;
+  }
+  return c;
+}
+
 /* The log holds the last two iterations whole, from the last but one's
  * beginning. */
 static bool holds_two_iterations(const ol_recent_t *log)
@@ -355,11 +376,13 @@ bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_
 {
   match_t m;
   uint32_t big = sites.unsampled >= 0 ? SURELY_SAMPLED_UNITS : 0;
-  *reading = (ol_recent_reading_t){0};
+  *reading = (ol_recent_reading_t){.rest_of_last = -1};
   if (!holds_two_iterations(log) || !same_point(log, request, sites, &m))
     return false;
   if (same_sizes(&m)) {
     reading->held_more = add_by_site(log, m.point, log->n, false, 1, more, site_count);
+    if (m.point < log->began[1])
+      reading->rest_of_last = course_of(log, m.point, log->began[1]).highest;
     add_by_site(log, log->began[1], log->n, true, 1, made, site_count);
     add_by_site(log, log->began[0], m.point, true, -1, made, site_count);
     return true;
@@ -661,27 +684,6 @@ bool ol_recent_against_step(ol_recent_t *log, const uint64_t began[2], uint64_t 
   log->began[1] = kept[1];
   log->ends = ends;
   return known;
-}
-
-/* The course of the events from one to another: where they were highest
- * above where they began, where they end, the allocations and frees. */
-typedef struct course {
-  int64_t highest, level;
-  uint64_t allocations, frees;
-} course_t;
-
-static course_t course_of(const ol_recent_t *log, uint64_t from, uint64_t end)
-{
-  course_t c = {0};
-  for (uint64_t i = from; i < end; i++) {
-    c.level += bytes_of(at(log, i));
-    c.highest = c.level > c.highest ? c.level : c.highest;
-    if (is_alloc(at(log, i)))
-      c.allocations++;
-    else
-      c.frees++;
-  }
-  return c;
 }
 
 /* Where the iteration under way parts from a repeat of the last one. Its

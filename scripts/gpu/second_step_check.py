@@ -1,0 +1,183 @@
+"""Runs on the GPU machine (scripts/gpu_stage.sh, then
+OOMLENS_GPU_CHECK=second_step_check.py sh .gpu/run.sh): an OOM in a job's
+second step, its first having fit (the first update made the optimizer's
+state: Adam's moments), on jobs the rule was not built on, its batch
+figure against the truth found by bisection (docs/diagnosis.md, "Out at
+the second step").
+
+Per job (first_step_check.py's models and loop, each at one batch):
+1. one plain run of two steps (no oomlens) for each step's peak as PyTorch
+   counts it (max_memory_allocated);
+2. the cap set halfway between the two peaks, and the job run under
+   `oomlens run --manage --capacity CAP --batch B` for two steps, the cap
+   moved by a quarter of the gap until the first step fits and the second
+   runs out (three tries);
+3. that run again without call sites (OOMLENS_ROLES=0);
+4. the largest batch whose two steps fit under that cap, searched from
+   the figure out (its neighbour first, then halves).
+Prints one SECOND_STEP line a job and writes $OUT/second_step_check.json,
+$OUT/second_step_check.md (the table for docs/measurements.md) and the
+traces of the runs with call sites in $OUT/second_step_traces.tar.gz.
+
+OOMLENS_SS_JOBS=name:batch,... picks the jobs (default: JOBS below);
+OOMLENS_FS_BUDGET_S (default 540) is the whole script's time."""
+import json, os, subprocess, sys, tarfile, time
+
+import first_step_check as fs
+
+# name, batch: families, shapes and optimizers the rule was not built on
+# (it was built on gpt2_batch at batch 4, session 39). Chosen before any ran.
+JOBS = [('llama_small', 8), ('vit_base', 64), ('bert_large_mlm', 64),
+        ('mistral_small_bf16', 16), ('gpt2_medium', 8), ('pythia_160m', 8)]
+TRIES = 3
+
+
+def step_peaks(name, batch):
+    """Each of two steps' peak in bytes, run plainly; None if it failed."""
+    p = subprocess.run([sys.executable, fs.HERE, '--job', name, '--batch', str(batch),
+                        '--steps', '2'], capture_output=True, text=True, timeout=300,
+                       env={k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'})
+    for line in p.stdout.splitlines():
+        if line.startswith('RESULT '):
+            peaks = json.loads(line[7:]).get('peaks') or []
+            return peaks if len(peaks) == 2 else None
+    print(f'  {name}: no peaks ({p.stderr[-300:]})', flush=True)
+    return None
+
+
+def steps_done(p):
+    for line in p.stdout.splitlines():
+        if line.startswith('RESULT '):
+            return json.loads(line[7:]).get('steps')
+    return None
+
+
+def out_at_second_step(job, batch, peaks):
+    """A cap (M) where the first step fits and the second runs out, with
+    that run's report's oom, or None."""
+    low, high = peaks
+    gap = max(high - low, 64 << 20)
+    cap_bytes = low + gap // 2
+    for _ in range(TRIES):
+        job['cap'] = f'{cap_bytes >> 20}M'
+        _, oom, p = fs.under_oomlens(job, batch, 2, 'oom')
+        done = steps_done(p)
+        print(f'  {job["name"]} batch {batch} under {job["cap"]}: {done} steps, '
+              f'{oom.get("class") if oom else "no OOM"}', flush=True)
+        if done == 1 and oom:
+            return oom
+        cap_bytes += gap // 4 if (done or 0) < 1 else -(gap // 4)
+    return None
+
+
+def without_sites(job, batch):
+    os.environ['OOMLENS_ROLES'] = '0'
+    try:
+        _, oom, _ = fs.under_oomlens(job, batch, 2, 'nosites')
+    finally:
+        del os.environ['OOMLENS_ROLES']
+    return oom
+
+
+def two_steps_fit(job, batch):
+    fitted, _, _ = fs.under_oomlens(job, batch, 2, 'bisect')
+    print(f'  {job["name"]} batch {batch}: {"fits" if fitted else "out of memory"}', flush=True)
+    return fitted
+
+
+def truth_near(job, guess, batch, per_try):
+    """The largest batch below the one that ran out whose two steps fit,
+    searched from the figure (guess) out: the guess, its neighbour on the
+    side it points to, then halves of what is left. Returns (fits, runs
+    out, ended); not ended: the budget stopped it."""
+    fit, out = 0, batch  # the batch that ran out, ran out
+    probe, probes = min(max(guess or 1, 1), batch - 1), 0
+    while out - fit > 1:
+        if fs.left_s() < per_try:
+            return fit, out, False
+        if two_steps_fit(job, probe):
+            fit = probe
+        else:
+            out = probe
+        probes += 1
+        nearest = fit + 1 if probe == fit else out - 1
+        probe = nearest if probes == 1 else (fit + out) // 2
+    return fit, out, True
+
+
+def figure_of(oom):
+    if not oom:
+        return None
+    return dict(cls=oom.get('class'), fits=oom.get('batch_fits'),
+                headroom=oom.get('batch_fits_headroom'), at_most=oom.get('batch_fits_at_most'),
+                estimate=oom.get('batch_figure_is_estimate'),
+                step_rest=oom.get('step_rest'), iterations=oom.get('iterations'))
+
+
+def check(name, batch):
+    t0 = time.time()
+    row = dict(job=name, batch=batch)
+    peaks = step_peaks(name, batch)
+    row['peaks_mib'] = [x >> 20 for x in peaks] if peaks else None
+    job = dict(name=name, cap='')
+    oom = out_at_second_step(job, batch, peaks) if peaks else None
+    row['cap'] = job['cap'] if oom else None
+    row['sites'] = figure_of(oom)
+    if oom:
+        row['no_sites'] = figure_of(without_sites(job, batch))
+        per_try = max(60, (time.time() - t0) / 4)
+        fit, out, ended = truth_near(job, row['sites']['fits'], batch, per_try)
+        row['truth' if ended else 'bracket'] = fit if ended else [fit, out]
+    row['seconds'] = round(time.time() - t0, 1)
+    print('SECOND_STEP ' + json.dumps(row), flush=True)
+    return row
+
+
+def said(f):
+    if not f:
+        return 'no OOM at step 2'
+    bound = 'at most ' if f['at_most'] is not None else ''
+    return f"{f['cls']}: {bound}{f['fits']}, {f['headroom']} with headroom (step_rest {f['step_rest']})"
+
+
+def table(rows):
+    lines = ['| job, batch | step peaks (MiB) | cap | with call sites | without | truth |',
+             '| --- | --- | --- | --- | --- | --- |']
+    for r in rows:
+        truth = r.get('truth', '')
+        if 'bracket' in r:
+            truth = f"in [{r['bracket'][0]}, {r['bracket'][1]}) (budget)"
+        lines.append(f"| {r['job']}, {r['batch']} | {r['peaks_mib']} | {r['cap']} | "
+                     f"{said(r['sites'])} | {said(r.get('no_sites'))} | {truth} |")
+    return '\n'.join(lines) + '\n'
+
+
+def keep_traces():
+    names = [f for f in os.listdir(fs.OUT) if f.startswith('trace-') and f.endswith('.trace')]
+    with tarfile.open(os.path.join(fs.OUT, 'second_step_traces.tar.gz'), 'w:gz') as tar:
+        for f in names:
+            tar.add(os.path.join(fs.OUT, f), arcname=f)
+    for f in names:
+        os.remove(os.path.join(fs.OUT, f))
+
+
+def main():
+    os.environ['OOMLENS_FS_TRACE'] = '1'  # the run with call sites keeps its trace
+    wanted = os.environ.get('OOMLENS_SS_JOBS')
+    jobs = [(w.split(':')[0], int(w.split(':')[1])) for w in wanted.split(',')] if wanted else JOBS
+    rows = []
+    for name, batch in jobs:
+        if fs.left_s() < 120:
+            print(f'skipped {name} and after: budget spent', flush=True)
+            break
+        rows.append(check(name, batch))
+    keep_traces()
+    with open(os.path.join(fs.OUT, 'second_step_check.json'), 'w') as fh:
+        json.dump(rows, fh, indent=1)
+    with open(os.path.join(fs.OUT, 'second_step_check.md'), 'w') as fh:
+        fh.write(table(rows))
+    print(table(rows))
+
+
+if __name__ == '__main__':
+    main()
