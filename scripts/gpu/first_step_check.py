@@ -309,7 +309,9 @@ def run_job(name, batch, steps, style=None):
             done += 1
             peaks.append(torch.cuda.max_memory_allocated())  # each step's (second_step_check)
         torch.cuda.synchronize()
-    except torch.OutOfMemoryError as e:
+    except RuntimeError as e:  # under --manage PyTorch's uncached path raises AcceleratorError
+        if not isinstance(e, torch.OutOfMemoryError) and 'out of memory' not in str(e):
+            raise
         error = str(e).splitlines()[0][:200]
     print('RESULT ' + json.dumps(dict(job=name, batch=batch, steps=done, oom=error, peaks=peaks)),
           flush=True)

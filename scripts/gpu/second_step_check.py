@@ -10,8 +10,8 @@ Per job (first_step_check.py's models and loop, each at one batch):
    counts it (max_memory_allocated);
 2. the cap set halfway between the two peaks, and the job run under
    `oomlens run --manage --capacity CAP --batch B` for two steps, the cap
-   moved by a quarter of the gap until the first step fits and the second
-   runs out (three tries);
+   bisected (up to a GiB above the second peak, four tries) until the
+   first step fits and the second runs out;
 3. that run again without call sites (OOMLENS_ROLES=0);
 4. the largest batch whose two steps fit under that cap, searched from
    the figure out (its neighbour first, then halves).
@@ -29,7 +29,7 @@ import first_step_check as fs
 # (it was built on gpt2_batch at batch 4, session 39). Chosen before any ran.
 JOBS = [('llama_small', 8), ('vit_base', 64), ('bert_large_mlm', 64),
         ('mistral_small_bf16', 16), ('gpt2_medium', 8), ('pythia_160m', 8)]
-TRIES = 3
+TRIES = 4
 
 
 def step_peaks(name, batch):
@@ -49,15 +49,18 @@ def steps_done(p):
     for line in p.stdout.splitlines():
         if line.startswith('RESULT '):
             return json.loads(line[7:]).get('steps')
+    print(f'  no RESULT: {p.stderr[-400:]}', flush=True)
     return None
 
 
 def out_at_second_step(job, batch, peaks):
     """A cap (M) where the first step fits and the second runs out, with
-    that run's report's oom, or None."""
-    low, high = peaks
-    gap = max(high - low, 64 << 20)
-    cap_bytes = low + gap // 2
+    that run's report's oom, or None. Searched between the first step's
+    peak and the second's and a GiB more (what oomlens's pool, cuBLAS's
+    workspaces and rounding add beside PyTorch's count): halves of it,
+    from the middle of the two peaks."""
+    low, high = peaks[0], peaks[1] + (1 << 30)
+    cap_bytes = (peaks[0] + peaks[1]) // 2
     for _ in range(TRIES):
         job['cap'] = f'{cap_bytes >> 20}M'
         _, oom, p = fs.under_oomlens(job, batch, 2, 'oom')
@@ -66,7 +69,11 @@ def out_at_second_step(job, batch, peaks):
               f'{oom.get("class") if oom else "no OOM"}', flush=True)
         if done == 1 and oom:
             return oom
-        cap_bytes += gap // 4 if (done or 0) < 1 else -(gap // 4)
+        if (done or 0) < 1:
+            low = cap_bytes
+        else:
+            high = cap_bytes
+        cap_bytes = (low + high) // 2
     return None
 
 
