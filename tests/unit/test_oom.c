@@ -760,6 +760,92 @@ START_TEST(batch_figures_in_batches)
 }
 END_TEST
 
+/* GPT-2 at batch 4 out in its second step under 8G (gpt2_batch, session
+ * 39: its first update made Adam's moments, 939 MiB, and the step's own
+ * memory no longer fits beside them): the step under way was set beside
+ * the first at the failure, and the first rose step_rest above what it
+ * held there before it ended. Its need is a figure, not a bound: the
+ * state of 1974 MiB (weights, the gradients made so far, the moments)
+ * leaves 6218 MiB of 8 GiB, 4579.6 with 20% headroom; the step needs what
+ * it holds beside the state (7600 - 1974) and the rest (785 MiB), 6411
+ * MiB: 4 * 6218 / 6411 = 3.9, 4 * 4579.6 / 6411 = 2.9; batch 3 fits (live:
+ * 3 fits), 2 with headroom, and accumulation is advised. */
+static ol_oom_record_t second_step(int64_t rest)
+{
+  return (ol_oom_record_t){.capacity = 8 * GiB, .device_free = 0, NO_BLOCKS,
+                           .request = 785 * MiB, .reserved = 7600 * MiB,
+                           .allocated = 7600 * MiB, .iterations = 0,
+                           .before_first_free = 469 * MiB, .iteration_need = -1,
+                           ROLES(469 * MiB, 566 * MiB, 939 * MiB, 5000 * MiB),
+                           .request_role_known = true, .request_role = OL_ROLE_backward,
+                           .since_last_by_repeat = true, .held_since_last = 939 * MiB,
+                           .step_repeat_held = -1, .step_rest = rest, .batch = 4};
+}
+
+START_TEST(a_second_step_is_read_from_the_first)
+{
+  ol_oom_record_t r = second_step(785 * MiB);
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
+  int64_t fits, fits_headroom;
+  bool bound;
+  ck_assert(ol_oom_batch_figures(&r, &fits, &fits_headroom, &bound));
+  ck_assert(!bound);
+  ck_assert_int_eq(fits, 3);
+  ck_assert_int_eq(fits_headroom, 2);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
+  ck_assert_ptr_nonnull(strstr(text.data, "needed 6.26 GiB in its second step, which did not "
+                                          "finish: the first finished"));
+  ck_assert_ptr_nonnull(strstr(text.data, "(it rose 785.00 MiB above what it held here)"));
+  ck_assert_ptr_nonnull(strstr(text.data, "batch 3 fits on this device, 2 with 20% headroom; "
+                                          "keep the effective batch of 4 with 2 accumulation "
+                                          "steps of 2"));
+  ck_assert_ptr_null(strstr(text.data, "first iteration"));
+  ck_assert_ptr_null(strstr(text.data, "run once at batch"));
+  ol_buf_free(&text);
+  /* the rest of the first counts: 3 GiB of it past here (a loss's
+   * tensors still to come) is 8698 MiB a step, 2 fits */
+  r = second_step(3 * GiB);
+  ck_assert(ol_oom_batch_figures(&r, &fits, &fits_headroom, &bound));
+  ck_assert_int_eq(fits, 2);
+  /* no step set beside it: the first step's bound, as before */
+  r = second_step(0);
+  r.since_last_by_repeat = false;
+  r.held_since_last = -1;
+  ck_assert(ol_oom_batch_figures(&r, &fits, &fits_headroom, &bound));
+  ck_assert(bound);
+  ck_assert_int_eq(fits, 3);
+}
+END_TEST
+
+/* ... without call sites, the step found by its sizes: what the first
+ * step kept (step_repeat_held, the moments, within three times the 469
+ * MiB made before the first free) is state beside those weights, 1415
+ * MiB; the step needs 7600 + 785 - 1415 = 6970 MiB: 4 * 6777 / 6970 =
+ * 3.9, 4 * 5138.6 / 6970 = 2.9. */
+START_TEST(a_second_step_told_by_its_sizes_is_read_from_the_first)
+{
+  ol_oom_record_t r = {.capacity = 8 * GiB, .device_free = 0, NO_BLOCKS,
+                       .request = 785 * MiB, .reserved = 7600 * MiB, .allocated = 7600 * MiB,
+                       .iterations = 0, .before_first_free = 469 * MiB, .iteration_need = -1,
+                       .allocations_made = 1876, .swings = 2, .held_since_last = -1,
+                       .step_repeat_held = 946 * MiB, .step_rest = 785 * MiB, .batch = 4};
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
+  int64_t fits, fits_headroom;
+  bool bound;
+  ck_assert(ol_oom_batch_figures(&r, &fits, &fits_headroom, &bound));
+  ck_assert(!bound);
+  ck_assert_int_eq(fits, 3);
+  ck_assert_int_eq(fits_headroom, 2);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
+  ck_assert_ptr_nonnull(strstr(text.data, "holds 1.38 GiB and fits"));
+  ck_assert_ptr_nonnull(strstr(text.data, "its first step, told by its sizes, kept 946.00 MiB "
+                                          "more (taken as its state with it)"));
+  ol_buf_free(&text);
+}
+END_TEST
+
 /* Iterations finished at this batch, then one needed far more, with
  * nothing kept growing (held-out multiscale_batch: larger images from its
  * ninth step): the paragraph says its input was larger than any before,
@@ -2138,6 +2224,8 @@ static Suite *oom_suite(void)
   tcase_add_loop_test(classes, each_class_from_its_record, 0,
                       sizeof class_cases / sizeof *class_cases);
   tcase_add_test(classes, batch_figures_in_batches);
+  tcase_add_test(classes, a_second_step_is_read_from_the_first);
+  tcase_add_test(classes, a_second_step_told_by_its_sizes_is_read_from_the_first);
   tcase_add_test(classes, batch_figures_from_a_finished_iteration);
   tcase_add_test(classes, an_iteration_larger_than_any_before);
   tcase_add_test(classes, a_later_iteration_that_failed_is_not_called_the_first);

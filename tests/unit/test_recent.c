@@ -18,7 +18,7 @@
 /* Sites: 0 the input, 1 a layer, 2 a temporary, 3 the loss. */
 static ol_recent_t *log_;
 static int64_t more[SITES], made[SITES];
-static int64_t held;
+static int64_t held, rest; /* rest: the reading's rest_of_last */
 static bool by_calls;
 
 static void setup(void)
@@ -27,7 +27,7 @@ static void setup(void)
   ck_assert_ptr_nonnull(log_);
   memset(more, 0, sizeof more);
   memset(made, 0, sizeof made);
-  held = 0;
+  held = rest = 0;
   by_calls = false;
 }
 
@@ -94,6 +94,7 @@ static bool against_last_sampled(uint64_t request, int32_t unsampled)
   ol_recent_sites_t sites = {unsampled, -1};
   bool known = ol_recent_against_last(log_, request, sites, more, made, SITES, &reading);
   held = reading.held_more;
+  rest = reading.rest_of_last;
   by_calls = reading.by_calls;
   return known;
 }
@@ -112,6 +113,9 @@ START_TEST(a_kept_loss_is_held_more_at_the_same_point)
   ck_assert_int_eq(more[3], 64 * MiB);
   ck_assert_int_eq(more[0], 0);
   ck_assert_int_eq(more[1], 0);
+  /* the last one rose past there by its two layers, a temporary and its
+   * loss (the rest of a step, oom.c's second step reads) */
+  ck_assert_int_eq(rest, (32 + 32 + 64) * MiB);
   for (int i = 0; i < SITES; i++) /* it made what the last had made by then */
     ck_assert_int_eq(made[i], 0);
 }
@@ -515,6 +519,35 @@ START_TEST(a_second_step_is_told_by_its_sizes)
 }
 END_TEST
 
+/* What the step before went on to hold past the same point (the rest of
+ * a step that finished, for one out in its second: gpt2_batch at batch 4
+ * under 8G). By roles, out at its loss: the loss (64 MiB) and the first
+ * gradient before its layer's activation is freed (16 MiB). By sizes,
+ * out at the loss too: the loss, the first layer's two gradients and
+ * its temporary (64 + 2 + 16 + 6 MiB). */
+START_TEST(a_second_step_reads_the_rest_of_the_first)
+{
+  uint64_t began[2];
+  int64_t more_[STEP_SITES] = {0}, made_[STEP_SITES] = {0};
+  ol_recent_reading_t reading;
+  train_step(false);
+  step_forward(STEP_LAYERS);
+  ck_assert(ol_recent_step_repeat(log_, 64 * MiB, step_work, STEP_SITES, began));
+  ck_assert(ol_recent_against_step(log_, began, 64 * MiB, (ol_recent_sites_t){-1, -1}, more_,
+                                   made_, STEP_SITES, &reading));
+  ck_assert_int_eq(reading.held_more, 0);
+  ck_assert_int_eq(reading.rest_of_last, 64 * MiB + 16 * MiB);
+  teardown();
+  setup();
+  sized_step(false);
+  sized_forward(STEP_LAYERS);
+  ck_assert(ol_recent_step_by_sizes(log_, 64 * MiB, began));
+  ck_assert(ol_recent_against_step(log_, began, 64 * MiB, (ol_recent_sites_t){-1, -1}, more_,
+                                   made_, STEP_SITES, &reading));
+  ck_assert_int_eq(reading.rest_of_last, (64 + 2 + 16 + 6) * MiB);
+}
+END_TEST
+
 /* A first step's forward and backward repeat their layers, one stack
  * each; an inference's second forward repeats its first, one stack. */
 START_TEST(one_stack_a_period_is_no_step_by_sizes)
@@ -701,6 +734,7 @@ START_TEST(sizes_that_differ_hold_nothing_more_by_calls)
   ck_assert(against_last(scaled(32 * MiB, 11)));
   ck_assert(by_calls);
   ck_assert_int_eq(held, 0);
+  ck_assert_int_eq(rest, -1); /* the bytes tell nothing */
   for (int i = 0; i < SITES; i++)
     ck_assert_int_eq(more[i], 0);
 }
@@ -988,6 +1022,7 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, a_first_step_s_layers_are_no_step);
   tcase_add_test(tc, a_repeat_of_other_work_is_no_step);
   tcase_add_test(tc, a_second_step_is_told_by_its_sizes);
+  tcase_add_test(tc, a_second_step_reads_the_rest_of_the_first);
   tcase_add_test(tc, one_stack_a_period_is_no_step_by_sizes);
   tcase_add_test(tc, runs_of_one_size_in_a_layer_are_no_stacks);
   tcase_add_test(tc, a_request_that_begins_the_next_iteration);
