@@ -782,16 +782,25 @@ static ol_oom_record_t second_step(int64_t rest)
                            .step_repeat_held = -1, .step_rest = rest, .batch = 4};
 }
 
+/* The batch too large for the step, and the figures, not bounds. */
+static void assert_second_step_figure(const ol_oom_record_t *r, int64_t fits_want,
+                                      int64_t headroom_want)
+{
+  int64_t fits, fits_headroom;
+  bool bound;
+  ck_assert_int_eq(ol_oom_classify(r), OL_OOM_activations);
+  ck_assert(ol_oom_batch_figures(r, &fits, &fits_headroom, &bound));
+  ck_assert(!bound);
+  ck_assert_int_eq(fits, fits_want);
+  ck_assert_int_eq(fits_headroom, headroom_want);
+}
+
 START_TEST(a_second_step_is_read_from_the_first)
 {
   ol_oom_record_t r = second_step(785 * MiB);
-  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
+  assert_second_step_figure(&r, 3, 2);
   int64_t fits, fits_headroom;
   bool bound;
-  ck_assert(ol_oom_batch_figures(&r, &fits, &fits_headroom, &bound));
-  ck_assert(!bound);
-  ck_assert_int_eq(fits, 3);
-  ck_assert_int_eq(fits_headroom, 2);
   ol_buf_t text = {0};
   ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
   ck_assert_ptr_nonnull(strstr(text.data, "needed 6.26 GiB in its second step, which did not "
@@ -830,13 +839,7 @@ START_TEST(a_second_step_told_by_its_sizes_is_read_from_the_first)
                        .iterations = 0, .before_first_free = 469 * MiB, .iteration_need = -1,
                        .allocations_made = 1876, .swings = 2, .held_since_last = -1,
                        .step_repeat_held = 946 * MiB, .step_rest = 785 * MiB, .batch = 4};
-  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
-  int64_t fits, fits_headroom;
-  bool bound;
-  ck_assert(ol_oom_batch_figures(&r, &fits, &fits_headroom, &bound));
-  ck_assert(!bound);
-  ck_assert_int_eq(fits, 3);
-  ck_assert_int_eq(fits_headroom, 2);
+  assert_second_step_figure(&r, 3, 2);
   ol_buf_t text = {0};
   ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
   ck_assert_ptr_nonnull(strstr(text.data, "holds 1.38 GiB and fits"));
