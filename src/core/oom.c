@@ -660,8 +660,10 @@ static bool work_grown(const ol_oom_record_t *r)
  * may weigh (advise_untrained). */
 static bool training_unseen(const ol_oom_record_t *r)
 {
+  /* a second step read from its first (second_step_read): that step's
+   * backward was seen */
   if (r->iterations > 0 || !r->roles_known || r->segments_only || role_gradients(r) > 0 ||
-      r->role_bytes[OL_ROLE_optimizer] > 0)
+      r->role_bytes[OL_ROLE_optimizer] > 0 || second_step_read(r))
     return false;
   int64_t w = r->role_bytes[OL_ROLE_weights];
   return w > 0 && ol_sat_add(w, w) >= percent_of(available(r), 100 - HEADROOM_PERCENT);
@@ -689,8 +691,10 @@ static bool request_makes_state(const ol_oom_record_t *r)
  * the optimizer's state would not fit at any batch). */
 static bool optimizer_unseen(const ol_oom_record_t *r, state_t s)
 {
+  /* a second step read from its first (second_step_read): that step's
+   * update was seen, and made no state */
   if (r->iterations > 0 || !r->roles_known || r->segments_only || s.source != STATE_ROLES ||
-      r->role_bytes[OL_ROLE_optimizer] > 0 || request_makes_state(r))
+      r->role_bytes[OL_ROLE_optimizer] > 0 || request_makes_state(r) || second_step_read(r))
     return false;
   int64_t trained = trained_at_most(r);
   if (trained <= 0 || batch_fit(r).fits >= 1)

@@ -817,6 +817,26 @@ START_TEST(a_second_step_is_read_from_the_first)
   r = second_step(3 * GiB);
   ck_assert(ol_oom_batch_figures(&r, &fits, &fits_headroom, &bound));
   ck_assert_int_eq(fits, 2);
+  /* plain SGD (no optimizer state) whose second step's rest leaves no
+   * batch that fits: its first step finished, so its optimizer's first
+   * step was seen and made nothing; not "ran out before its optimizer's
+   * first step" (optimizer_unseen), the step's own memory */
+  r = second_step(13 * GiB);
+  r.role_bytes[OL_ROLE_weights] = r.role_bytes[OL_ROLE_gradients] = 2 * GiB;
+  r.role_bytes[OL_ROLE_optimizer] = 0; /* Adam's 4 GiB would not fit beside them */
+  r.held_since_last = 0;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
+  ck_assert(ol_oom_batch_figures(&r, &fits, &fits_headroom, &bound));
+  ck_assert_int_lt(fits, 1);
+  /* ... and weights whose gradients and state could not fit, none held
+   * in its forward: its first step's backward was seen (it trains), not
+   * "whether it trains is not seen yet" (training_unseen) */
+  r = second_step(785 * MiB);
+  r.role_bytes[OL_ROLE_weights] = 3584 * MiB;
+  r.role_bytes[OL_ROLE_gradients] = r.role_bytes[OL_ROLE_optimizer] = 0;
+  r.request_role = OL_ROLE_activations;
+  r.held_since_last = 0;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
   /* no step set beside it: the first step's bound, as before */
   r = second_step(0);
   r.since_last_by_repeat = false;
