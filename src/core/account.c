@@ -885,7 +885,7 @@ static void grower_since_last(const ol_account_t *a, int device, const kept_by_a
   if (by_sizes)
     r->step_repeat_held = reading.held_more > 0 ? reading.held_more : 0;
   /* a step that finished, found at the failure: the rest of it tells the
-   * need of the one under way (oom.c second_step_fit) */
+   * need of the one under way (oom.c second_step_figure) */
   if ((r->since_last_by_repeat || by_sizes) && reading.rest_of_last > 0)
     r->step_rest = reading.rest_of_last;
   if (known) {

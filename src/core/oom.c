@@ -1018,6 +1018,13 @@ static const char *size_of(char buf[32], uint64_t bytes)
   return buf;
 }
 
+/* What the job's tensors hold at the failure: the allocations less
+ * another library's (role library). */
+static int64_t held_by_tensors(const ol_oom_record_t *r)
+{
+  return at_least_zero(ol_sat_sub(r->allocated, library_of(r)));
+}
+
 /* The iteration's own memory at the failure, the request included: all
  * that is not the state. */
 static int64_t transient_of(const ol_oom_record_t *r)
@@ -1025,8 +1032,7 @@ static int64_t transient_of(const ol_oom_record_t *r)
   state_t s = state_of(r); /* holds the request when the request is state */
   if (s.source == STATE_HIDDEN || s.source == STATE_BUILDING || s.source == STATE_REQUESTED)
     return 0;
-  int64_t held = at_least_zero(ol_sat_sub(r->allocated, library_of(r)));
-  return at_least_zero(ol_sat_sub(ol_sat_add(held, request_of(r)), s.bytes));
+  return at_least_zero(ol_sat_sub(ol_sat_add(held_by_tensors(r), request_of(r)), s.bytes));
 }
 
 /* "weights 1.2 GiB, optimizer state 2.4 GiB, ..." of the roles that hold
@@ -1152,38 +1158,40 @@ static void below_failed_batch(ol_batch_figure_t *f)
   f->fits_headroom = f->fits_headroom < f->fits ? f->fits_headroom : f->fits;
 }
 
-/* ... its figure: the state what it is now (without call sites, what the
- * first step made and kept, step_repeat_held, beside what was made before
- * the first free: Adam's moments, once the class says they are no leak),
- * the need what the step holds now beside it and the first step's rise
- * past this point. Not a bound: what the first made once past this point
- * (its optimizer's state, where that is its highest) counts as the step's,
- * and the figure errs low by it. */
-static ol_batch_figure_t second_step_fit(const ol_oom_record_t *r, state_t s)
+/* A second step read from its first (second_step_read), its figure: the
+ * state what it is now (without call sites, what the first step made and
+ * kept, step_repeat_held, beside what was made before the first free:
+ * Adam's moments, once the class says they are no leak), the need what
+ * the step holds now beside it and the first step's rise past this point.
+ * Not a bound: what the first made once past this point (its optimizer's
+ * state, where that is its highest) counts as the step's, and the figure
+ * errs low by it. */
+static ol_batch_figure_t second_step_figure(const ol_oom_record_t *r, state_t s)
 {
   int64_t made_by_first = r->roles_known ? 0 : at_least_zero(r->step_repeat_held);
   int64_t state = ol_sat_add(s.bytes, made_by_first);
-  int64_t held = at_least_zero(ol_sat_sub(r->allocated, library_of(r)));
   int64_t rest = r->step_rest > request_of(r) ? r->step_rest : request_of(r);
-  ol_batch_figure_t f = {.batch = r->batch, .available = available(r), .state = state,
-                         .need = at_least_zero(ol_sat_sub(ol_sat_add(held, rest), state))};
-  ol_batch_figure_solve(&f);
-  below_failed_batch(&f);
-  return f;
+  return (ol_batch_figure_t){
+    .batch = r->batch, .available = available(r), .state = state,
+    .need = at_least_zero(ol_sat_sub(ol_sat_add(held_by_tensors(r), rest), state))};
+}
+
+/* The failed iteration needed what it held plus the request, at least;
+ * an earlier iteration's need says more only at the same batch and shape,
+ * which holds for a fixed-shape loop: take the larger. */
+static ol_batch_figure_t failed_iteration_figure(const ol_oom_record_t *r, state_t s)
+{
+  int64_t now = first_step_need(r, transient_of(r));
+  return (ol_batch_figure_t){.batch = r->batch, .available = available(r), .state = s.bytes,
+                             .need = r->iteration_need > now ? r->iteration_need : now,
+                             .need_is_lower_bound = r->iteration_need <= now};
 }
 
 static ol_batch_figure_t batch_fit(const ol_oom_record_t *r)
 {
   state_t s = state_of(r);
-  if (second_step_read(r))
-    return second_step_fit(r, s);
-  int64_t now = first_step_need(r, transient_of(r));
-  /* The failed iteration needed what it held plus the request, at least;
-   * an earlier iteration's need says more only at the same batch and shape,
-   * which holds for a fixed-shape loop: take the larger. */
-  ol_batch_figure_t f = {.batch = r->batch, .available = available(r), .state = s.bytes,
-                         .need = r->iteration_need > now ? r->iteration_need : now,
-                         .need_is_lower_bound = r->iteration_need <= now};
+  ol_batch_figure_t f =
+    second_step_read(r) ? second_step_figure(r, s) : failed_iteration_figure(r, s);
   ol_batch_figure_solve(&f);
   below_failed_batch(&f);
   return f;
