@@ -195,13 +195,13 @@ void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
     a->on_leak(a, d, a->on_leak_arg);
 }
 
-void __attribute__((cold)) ol_account_recent_start(ol_account_t *a, int d, const ol_record_t *b)
+void __attribute__((cold)) ol_account_recent_start(ol_account_t *a, int d, ol_record_t *b)
 {
   ol_account_device_t *ad = &a->devices[d];
   ad->recent = ol_recent_new();
   ad->recent_off = !ad->recent;
   if (ad->recent)
-    ol_recent_note(ad->recent, b->site, b->size, false);
+    b->logged_as = ol_recent_note(ad->recent, b->site, b->size, false);
 }
 
 /* The first iteration's allocations are logged (inline, core.h) until
@@ -826,6 +826,43 @@ static uint8_t *sites_work(const ol_sites_t *sites, size_t count)
  * beside the one before it, found at the failure (recent.c): by its
  * sites' roles (ol_recent_step_repeat: a leak out at its second step), or,
  * without roles, by its sizes alone (ol_recent_step_by_sizes). */
+typedef struct live_tags {
+  int device;
+  uint32_t *tags;
+  size_t count, room;
+} live_tags_t;
+
+static void collect_tag(const ol_record_t *rec, void *arg)
+{
+  live_tags_t *l = arg;
+  if (ol_account_clamp(rec->device) == l->device && rec->logged_as != 0 && l->count < l->room)
+    l->tags[l->count++] = rec->logged_as;
+}
+
+static int by_tag(const void *x, const void *y)
+{
+  uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* The rest of the step before the one under way (reading's), less what
+ * it made there that is live still: 0 where not known (no host memory
+ * for the live blocks' tags, the log no longer holding it). */
+static int64_t rest_of_last_step(const ol_account_t *a, int device,
+                                 const ol_recent_reading_t *reading)
+{
+  int d = ol_account_clamp(device);
+  live_tags_t l = {d, NULL, 0, ol_records_count(&a->blocks)};
+  if (l.room && !(l.tags = malloc(l.room * sizeof *l.tags)))
+    return 0;
+  ol_records_each(&a->blocks, collect_tag, &l);
+  if (l.count > 1)
+    qsort(l.tags, l.count, sizeof *l.tags, by_tag);
+  int64_t rest = ol_recent_rest_of_last(a->devices[d].recent, reading, l.tags, l.count);
+  free(l.tags);
+  return rest > 0 ? rest : 0;
+}
+
 static bool against_step_repeat(const ol_account_t *a, int device, ol_recent_sites_t no_call_site,
                                 int64_t *more, int64_t *made, size_t count,
                                 const ol_oom_record_t *r, ol_recent_reading_t *reading)
@@ -886,8 +923,8 @@ static void grower_since_last(const ol_account_t *a, int device, const kept_by_a
     r->step_repeat_held = reading.held_more > 0 ? reading.held_more : 0;
   /* a step that finished, found at the failure: the rest of it tells the
    * need of the one under way (oom.c second_step_figure) */
-  if ((r->since_last_by_repeat || by_sizes) && reading.rest_of_last > 0)
-    r->step_rest = reading.rest_of_last;
+  if (r->since_last_by_repeat || by_sizes)
+    r->step_rest = rest_of_last_step(a, device, &reading);
   if (known) {
     r->held_since_last = reading.held_more > 0 ? reading.held_more : 0;
     r->since_last_by_calls = reading.by_calls;

@@ -171,6 +171,9 @@ typedef struct ol_record {
    * block by, + 1 (a trace's own site number: the live job's site id, so a
    * replay finds the job's iterations); 0: the block's site. */
   int32_t signature_plus1;
+  /* An account's blocks: the tag of its making in the device's recent
+   * log (ol_recent_note), 0 none. */
+  uint32_t logged_as;
   uint64_t value; /* a table's other users keep their own here (replay: the policy's address) */
 } ol_record_t;
 
@@ -455,8 +458,11 @@ typedef struct ol_first_step {
 typedef struct ol_recent ol_recent_t;
 ol_recent_t *ol_recent_new(void); /* NULL: no host memory */
 void ol_recent_free(ol_recent_t *log);
-/* A block of a site (-1: none) made, or freed. */
-void ol_recent_note(ol_recent_t *log, int32_t site, uint64_t size, bool freed);
+/* A block of a site (-1: none) made, or freed. Its tag: the event's
+ * number + 1, modulo 2^32 (0: none), which a block made keeps while it
+ * lives (ol_record_t.logged_as), so that a reading can leave out what is
+ * still live (ol_recent_rest_of_last). */
+uint32_t ol_recent_note(ol_recent_t *log, int32_t site, uint64_t size, bool freed);
 /* An iteration ended: the next event is the next one's first. */
 void ol_recent_iteration_ended(ol_recent_t *log);
 /* ... where the finder counted ended iterations so far, of period
@@ -472,11 +478,10 @@ typedef struct ol_recent_sites {
 typedef struct ol_recent_reading {
   int64_t held_more; /* what all sites hold more than there */
   bool by_calls;     /* its sizes differ: read by the sites' blocks, not bytes */
-  /* How far the one before rose above what it held there, from there to
-   * its end (the request's like included): what the rest of a step of the
-   * same sizes asks for beside what it holds now; -1 not known (by calls,
-   * or there was the next one's beginning). */
-  int64_t rest_of_last;
+  /* The one before's events from there to its end (by sizes; equal: by
+   * calls, or there was the next one's beginning), for
+   * ol_recent_rest_of_last. */
+  uint64_t rest_from, rest_end;
 } ol_recent_reading_t;
 /* The iteration under way, about to ask for request bytes, beside the
  * one before it at the same point: where it has made the same sizes in
@@ -520,6 +525,17 @@ bool ol_recent_step_by_sizes(ol_recent_t *log, uint64_t request, uint64_t began[
 bool ol_recent_against_step(ol_recent_t *log, const uint64_t began[2], uint64_t request,
                             ol_recent_sites_t sites, int64_t *more, int64_t *made,
                             size_t site_count, ol_recent_reading_t *reading);
+/* How far the one before rose above what it held at the same point,
+ * from there to its end (the request's like included), leaving out the
+ * blocks it made there that are still live (live: their tags, sorted,
+ * live_count of them): what the rest of a step of the same sizes asks for
+ * beside what it holds now. A block made past that point and live still
+ * is not made again: the first update's optimizer state, made once
+ * (where the weights outweigh the activations, its highest), gradients
+ * kept across steps. -1 not known (reading of no rest, the log no longer
+ * holding it). */
+int64_t ol_recent_rest_of_last(const ol_recent_t *log, const ol_recent_reading_t *reading,
+                               const uint32_t *live, size_t live_count);
 /* What the iteration under way did past a repeat of the last one. */
 typedef struct ol_recent_more {
   int64_t held;        /* what the events since add to what is held */
@@ -1639,7 +1655,7 @@ void ol_account_restarted(ol_account_t *a, int d);
 /* Device index d has no log of its last events: made, with this block
  * made its first event, or given up for good where the host has no
  * memory for it. */
-void ol_account_recent_start(ol_account_t *a, int d, const ol_record_t *b);
+void ol_account_recent_start(ol_account_t *a, int d, ol_record_t *b);
 
 /* A block's bytes change hands at its site; at a new peak, the sites note
  * who holds it (O(1), sites.c). */
@@ -1725,7 +1741,7 @@ static inline bool ol_account_site_unsampled(const ol_account_t *a, int d, int32
 /* Growing and shrinking are written apart: only growth can make a peak. A
  * block with an origin is a segment of reserved memory of its own. d: the
  * block's device index. */
-static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d)
+static inline void ol_account_added(ol_account_t *a, ol_record_t *b, int d)
 {
   ol_device_stats_t *dev = &a->devices[d].stats;
   int pool = ol_stats_pool_of(b->size);
@@ -1738,7 +1754,7 @@ static inline void ol_account_added(ol_account_t *a, const ol_record_t *b, int d
                        0))
     ol_account_iteration_ended(a, d);
   if (__builtin_expect(a->devices[d].recent != NULL, 1))
-    ol_recent_note(a->devices[d].recent, b->site, b->size, false);
+    b->logged_as = ol_recent_note(a->devices[d].recent, b->site, b->size, false);
   else if (!a->devices[d].recent_off)
     ol_account_recent_start(a, d, b);
   ol_account_pools_grow(dev->allocated_bytes, pool, bytes);

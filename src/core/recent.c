@@ -75,11 +75,16 @@ static uint32_t units_of(uint64_t size)
   return units > UINT32_MAX ? UINT32_MAX : (uint32_t)units;
 }
 
-void ol_recent_note(ol_recent_t *log, int32_t site, uint64_t size, bool freed)
+static uint32_t tag_of(uint64_t event)
+{
+  return (uint32_t)(event + 1);
+}
+
+uint32_t ol_recent_note(ol_recent_t *log, int32_t site, uint64_t size, bool freed)
 {
   uint32_t plus1 = site >= 0 && (uint32_t)site < FREED - 1 ? (uint32_t)site + 1 : 0;
   log->ring[log->n % RING] = (event_t){plus1 | (freed ? FREED : 0), units_of(size)};
-  log->n++;
+  return tag_of(log->n++);
 }
 
 void ol_recent_iteration_ended(ol_recent_t *log)
@@ -376,13 +381,15 @@ bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_
 {
   match_t m;
   uint32_t big = sites.unsampled >= 0 ? SURELY_SAMPLED_UNITS : 0;
-  *reading = (ol_recent_reading_t){.rest_of_last = -1};
+  *reading = (ol_recent_reading_t){0};
   if (!holds_two_iterations(log) || !same_point(log, request, sites, &m))
     return false;
   if (same_sizes(&m)) {
     reading->held_more = add_by_site(log, m.point, log->n, false, 1, more, site_count);
-    if (m.point < log->began[1])
-      reading->rest_of_last = course_of(log, m.point, log->began[1]).highest;
+    if (m.point < log->began[1]) {
+      reading->rest_from = m.point;
+      reading->rest_end = log->began[1];
+    }
     add_by_site(log, log->began[1], log->n, true, 1, made, site_count);
     add_by_site(log, log->began[0], m.point, true, -1, made, site_count);
     return true;
@@ -684,6 +691,37 @@ bool ol_recent_against_step(ol_recent_t *log, const uint64_t began[2], uint64_t 
   log->began[1] = kept[1];
   log->ends = ends;
   return known;
+}
+
+static bool is_live(uint32_t tag, const uint32_t *live, size_t count)
+{
+  size_t low = 0, high = count;
+  while (low < high) {
+    size_t mid = low + (high - low) / 2;
+    if (live[mid] == tag)
+      return true;
+    if (live[mid] < tag)
+      low = mid + 1;
+    else
+      high = mid;
+  }
+  return false;
+}
+
+int64_t ol_recent_rest_of_last(const ol_recent_t *log, const ol_recent_reading_t *reading,
+                               const uint32_t *live, size_t live_count)
+{
+  uint64_t from = reading->rest_from, end = reading->rest_end;
+  if (!log || from >= end || end > log->n || log->n - from > RING)
+    return -1;
+  int64_t level = 0, highest = 0;
+  for (uint64_t i = from; i < end; i++) {
+    if (is_alloc(at(log, i)) && is_live(tag_of(i), live, live_count))
+      continue; /* made once, held now: this step holds it already */
+    level += bytes_of(at(log, i));
+    highest = level > highest ? level : highest;
+  }
+  return highest;
 }
 
 /* Where the iteration under way parts from a repeat of the last one. Its
