@@ -21,10 +21,11 @@ here by other builds); OOMLENS_FS_BUDGET_S (default
 bisection that would run past it stops, keeping the bracket it reached
 (`truth` stays unset, `bracket` [fits, runs out]). The jobs run from this file: python3 first_step_check.py --job
 NAME --batch N --steps N."""
-import argparse, json, os, subprocess, sys, time
+import argparse, json, os, time
+
+import oomlens_run
 
 HERE = os.path.abspath(__file__)
-CLI = os.path.join(os.path.dirname(HERE), 'oomlens')
 OUT = os.environ.get('OUT', '.')
 
 # name, cap, the batch that runs out: models of families and shapes the
@@ -317,31 +318,15 @@ def run_job(name, batch, steps, style=None):
           flush=True)
 
 
-def under_oomlens(job, batch, steps, tag):
-    report = os.path.join(OUT, f'fs-{job["name"]}-{tag}-{batch}-%p.txt')
+def under_oomlens(job, batch, steps, tag, sites=True):
+    """(whether its steps fit, its report's oom, the process)."""
     what = [CASES, job['name']] if job.get('corpus') else [HERE, '--job', job['name']]
-    trace = []
+    trace = None
     if tag == 'oom' and os.environ.get('OOMLENS_FS_TRACE'):  # for replay by other builds
-        trace = ['--trace', os.path.join(OUT, f'trace-{job["name"]}-{batch}.trace')]
-    cmd = [CLI, 'run', '--manage', '--capacity', job['cap'], '--batch', str(batch), '--report',
-           report, *trace, '--', sys.executable, *what, '--batch', str(batch), '--steps',
-           str(steps)]
-    env = dict(os.environ)
-    env.pop('LD_PRELOAD', None)
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    result = None
-    for line in p.stdout.splitlines():
-        if line.startswith('RESULT '):
-            result = json.loads(line[7:])
-    stem = f'fs-{job["name"]}-{tag}-{batch}-'
-    oom = None
-    for f in sorted(os.listdir(OUT)):
-        if f.startswith(stem):
-            if f.endswith('.json'):
-                with open(os.path.join(OUT, f)) as fh:
-                    for dev in json.load(fh).get('devices', []):
-                        oom = dev.get('oom') or oom
-            os.remove(os.path.join(OUT, f))
+        trace = os.path.join(OUT, f'trace-{job["name"]}-{batch}.trace')
+    result, oom, p = oomlens_run.run([*what, '--batch', str(batch), '--steps', str(steps)],
+                                     job['cap'], batch, f'fs-{job["name"]}-{tag}-{batch}-',
+                                     trace=trace, sites=sites)
     done = result.get('steps', result.get('steps_done')) if result else None
     fitted = bool(result) and result.get('oom') is None and done == steps
     return fitted, oom, p

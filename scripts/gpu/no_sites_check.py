@@ -13,10 +13,11 @@ and writes $OUT/no_sites_check.md.
 
 OOMLENS_NS_CASES=name:cap:batch:steps:truth,... picks the jobs (default:
 session 38's held-out set)."""
-import json, os, subprocess, sys, tarfile
+import json, os, tarfile
+
+import oomlens_run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CLI = os.path.join(HERE, 'oomlens')
 JOB = os.path.join(HERE, 'oom_cases.py')
 OUT = os.environ.get('OUT', '.')
 DEFAULT = ('bert_loss_leak:8G:8:8:leak,convnext_loss_leak:10G:32:8:leak,'
@@ -25,28 +26,10 @@ DEFAULT = ('bert_loss_leak:8G:8:8:leak,convnext_loss_leak:10G:32:8:leak,'
 
 def run(name, cap, batch, steps, sites):
     tag = f'{name}-{"sites" if sites else "nosites"}'
-    report = os.path.join(OUT, f'ns-{tag}-%p.txt')
-    trace = os.path.join(OUT, f'{name}.trace')
-    cmd = [CLI, 'run', '--manage', '--capacity', cap, '--batch', str(batch), '--report', report]
-    if sites:
-        cmd += ['--trace', trace]
-    cmd += ['--', sys.executable, JOB, name, '--batch', str(batch), '--steps', str(steps)]
-    env = dict(os.environ)
-    env.pop('LD_PRELOAD', None)
-    if not sites:
-        env['OOMLENS_ROLES'] = '0'
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
-    result, oom = None, None
-    for line in p.stdout.splitlines():
-        if line.startswith('RESULT '):
-            result = json.loads(line[7:])
-    for f in sorted(os.listdir(OUT)):
-        if f.startswith(f'ns-{tag}-'):
-            if f.endswith('.json'):
-                with open(os.path.join(OUT, f)) as fh:
-                    for dev in json.load(fh).get('devices', []):
-                        oom = dev.get('oom') or oom
-            os.remove(os.path.join(OUT, f))
+    trace = os.path.join(OUT, f'{name}.trace') if sites else None
+    result, oom, p = oomlens_run.run([JOB, name, '--batch', str(batch), '--steps', str(steps)],
+                                     cap, batch, f'ns-{tag}-', trace=trace, sites=sites,
+                                     timeout=400)
     row = dict(job=name, cap=cap, batch=batch, sites=sites,
                steps_done=result.get('steps_done') if result else None,
                oom_class=oom.get('class') if oom else None,

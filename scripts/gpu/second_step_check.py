@@ -78,11 +78,7 @@ def out_at_second_step(job, batch, peaks):
 
 
 def without_sites(job, batch):
-    os.environ['OOMLENS_ROLES'] = '0'
-    try:
-        _, oom, _ = fs.under_oomlens(job, batch, 2, 'nosites')
-    finally:
-        del os.environ['OOMLENS_ROLES']
+    _, oom, _ = fs.under_oomlens(job, batch, 2, 'nosites', sites=False)
     return oom
 
 
