@@ -365,6 +365,20 @@ static state_t state_of(const ol_oom_record_t *r)
   return (state_t){STATE_FIRST_FREE, at_least_zero(live)};
 }
 
+/* A step set beside the one before it by sizes held the weights by
+ * timing at the point set beside now, so what it holds more is at most
+ * what is allocated beyond them: where more, the repeat began before the
+ * weights were all made (held-out sgd_momentum_step without its sites:
+ * the first update's momentum buffers, the parameters' sizes in their
+ * order, repeat the model's load; "kept 1.39 GiB more" beside 0.61 GiB of
+ * weights, where 1.53 GiB was allocated). */
+static bool weights_held_then(const ol_oom_record_t *r)
+{
+  if (r->roles_known || r->step_repeat_held < 0 || r->before_first_free < 0)
+    return true;
+  return ol_sat_add(before_first_free_live(r), r->step_repeat_held) <= r->allocated;
+}
+
 /* Out in its second step, the first having finished (no iteration told
  * yet: one is told once seen whole twice), the step under way set beside
  * the first at the failure, the same sizes in the same order so far
@@ -375,7 +389,17 @@ static state_t state_of(const ol_oom_record_t *r)
  * run at batch 1 to learn more", where 3 fits). */
 static bool second_step_read(const ol_oom_record_t *r)
 {
-  return r->iterations == 0 && r->step_rest > 0 && !r->segments_only;
+  return r->iterations == 0 && r->step_rest > 0 && !r->segments_only && weights_held_then(r);
+}
+
+/* The state as seen: state_of's, and, in a second step read from its
+ * first without call sites, what the first step made and kept
+ * (step_repeat_held: its update's state, Adam's moments, once the class
+ * says they are no leak) beside what was made before the first free. */
+static int64_t state_seen(const ol_oom_record_t *r, state_t s)
+{
+  bool first_kept = second_step_read(r) && !r->roles_known && s.source == STATE_FIRST_FREE;
+  return first_kept ? ol_sat_add(s.bytes, at_least_zero(r->step_repeat_held)) : s.bytes;
 }
 
 /* ---- the rules, in order ---------------------------------------------- */
@@ -737,7 +761,8 @@ static int64_t training_state_at_most(int64_t weights)
  * first step and a first backward ran out and were told activations). */
 static bool step_state_unseen(const ol_oom_record_t *r, state_t s)
 {
-  if (r->roles_known || r->iterations > 0 || s.source != STATE_FIRST_FREE)
+  if (r->roles_known || r->iterations > 0 || s.source != STATE_FIRST_FREE ||
+      second_step_read(r))
     return false;
   return training_state_at_most(s.bytes) >= percent_of(available(r), 100 - HEADROOM_PERCENT);
 }
@@ -871,7 +896,7 @@ static bool state_to_blame(const ol_oom_record_t *r, state_t s)
     return !building_or_batch(r, s);
   if (s.source == STATE_REQUESTED)
     return true;
-  return s.bytes >= percent_of(available(r), 100 - HEADROOM_PERCENT);
+  return state_seen(r, s) >= percent_of(available(r), 100 - HEADROOM_PERCENT);
 }
 
 /* Optimizers made again while the old ones are kept (held-out
@@ -1168,8 +1193,7 @@ static void below_failed_batch(ol_batch_figure_t *f)
  * errs low by it. */
 static ol_batch_figure_t second_step_figure(const ol_oom_record_t *r, state_t s)
 {
-  int64_t made_by_first = r->roles_known ? 0 : at_least_zero(r->step_repeat_held);
-  int64_t state = ol_sat_add(s.bytes, made_by_first);
+  int64_t state = state_seen(r, s);
   int64_t rest = r->step_rest > request_of(r) ? r->step_rest : request_of(r);
   return (ol_batch_figure_t){
     .batch = r->batch, .available = available(r), .state = state,
