@@ -759,10 +759,16 @@ static int64_t training_state_at_most(int64_t weights)
  * gradients as the batch's) (held-out optimizer_step,
  * adam_vit, ema_state and five more, replayed without their sites: Adam's
  * first step and a first backward ran out and were told activations). */
+/* So too in a second step told by its sizes (second_step_read): its
+ * first update was seen, but what that step kept (step_repeat_held) may
+ * be the state it made or tensors kept from step to step, and timing
+ * does not tell them apart (held-out peft_lora_leak at 0.3 of its cap,
+ * replayed without its sites: its frozen weights by timing, its LoRA's
+ * state next to nothing, the graph of the logits it kept 1.38 times the
+ * weights; read as state, it was told `activations`). */
 static bool step_state_unseen(const ol_oom_record_t *r, state_t s)
 {
-  if (r->roles_known || r->iterations > 0 || s.source != STATE_FIRST_FREE ||
-      second_step_read(r))
+  if (r->roles_known || r->iterations > 0 || s.source != STATE_FIRST_FREE)
     return false;
   return training_state_at_most(s.bytes) >= percent_of(available(r), 100 - HEADROOM_PERCENT);
 }
@@ -896,7 +902,7 @@ static bool state_to_blame(const ol_oom_record_t *r, state_t s)
     return !building_or_batch(r, s);
   if (s.source == STATE_REQUESTED)
     return true;
-  return state_seen(r, s) >= percent_of(available(r), 100 - HEADROOM_PERCENT);
+  return s.bytes >= percent_of(available(r), 100 - HEADROOM_PERCENT);
 }
 
 /* Optimizers made again while the old ones are kept (held-out
@@ -2154,6 +2160,28 @@ static void advise_frames(ol_buf_t *out)
                 "what each block is for and tell these apart.");
 }
 
+/* A second step told by its sizes whose weights by timing, with a
+ * training state's three times them more, would leave no batch the
+ * guides' headroom (step_state_unseen): what its first step kept is that
+ * state or kept tensors. */
+static void advise_second_step_unclear(ol_buf_t *out, const ol_oom_record_t *r, state_t s)
+{
+  char a[32], b[32], c[32], d[32];
+  ol_buf_printf(out, "No call site named what the memory is for. Its first step finished (the "
+                "step under way repeats its sizes): by timing, the %s made before the job first "
+                "freed memory and still held are its weights, and the first step kept %s more. "
+                "That is either the state its update made (Adam's two moments are twice the "
+                "weights), and the step's own memory ran out beside it, or tensors kept from "
+                "step to step (a leak: a loss kept with its graph, outputs appended to a list "
+                "without .detach(), evaluation without torch.no_grad()), which a smaller batch "
+                "only delays: timing cannot tell which. Weights like these with their "
+                "gradients and Adam's moments (%s more) would leave less than %d%% of the %s "
+                "this process can have for any batch. ",
+                size_text(a, s.bytes), size_text(b, at_least_zero(r->step_repeat_held)),
+                size_text(c, ol_sat_add(ol_sat_add(s.bytes, s.bytes), s.bytes)),
+                HEADROOM_PERCENT, size_text(d, available(r)));
+}
+
 /* The state by timing cannot say in the first step (building_or_batch,
  * step_state_unseen): what was seen, both fixes, and how to see more. */
 static void advise_timing_unclear(ol_buf_t *out, const ol_oom_record_t *r, state_t s)
@@ -2165,6 +2193,8 @@ static void advise_timing_unclear(ol_buf_t *out, const ol_oom_record_t *r, state
                   "operation of a batch that large. No call site says which. If it is loading "
                   "its weights, they do not fit. ", size_of(a, r->request),
                   size_text(b, r->allocated));
+  else if (second_step_read(r))
+    advise_second_step_unclear(out, r, s);
   else
     ol_buf_printf(out, "No call site named what the memory is for, and no iteration finished: "
                   "by timing, the %s made before the job first freed memory and still held are "
