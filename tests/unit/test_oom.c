@@ -852,13 +852,18 @@ END_TEST
  * MiB made before the first free) is state beside those weights, 1415
  * MiB; the step needs 7600 + 785 - 1415 = 6970 MiB: 4 * 6777 / 6970 =
  * 3.9, 4 * 5138.6 / 6970 = 2.9. */
+static ol_oom_record_t second_step_by_sizes(int64_t weights, int64_t kept)
+{
+  return (ol_oom_record_t){.capacity = 8 * GiB, .device_free = 0, NO_BLOCKS,
+                           .request = 785 * MiB, .reserved = 7600 * MiB, .allocated = 7600 * MiB,
+                           .iterations = 0, .before_first_free = weights, .iteration_need = -1,
+                           .allocations_made = 1876, .swings = 2, .held_since_last = -1,
+                           .step_repeat_held = kept, .step_rest = 785 * MiB, .batch = 4};
+}
+
 START_TEST(a_second_step_told_by_its_sizes_is_read_from_the_first)
 {
-  ol_oom_record_t r = {.capacity = 8 * GiB, .device_free = 0, NO_BLOCKS,
-                       .request = 785 * MiB, .reserved = 7600 * MiB, .allocated = 7600 * MiB,
-                       .iterations = 0, .before_first_free = 469 * MiB, .iteration_need = -1,
-                       .allocations_made = 1876, .swings = 2, .held_since_last = -1,
-                       .step_repeat_held = 946 * MiB, .step_rest = 785 * MiB, .batch = 4};
+  ol_oom_record_t r = second_step_by_sizes(469 * MiB, 946 * MiB);
   assert_second_step_figure(&r, 3, 2);
   ol_buf_t text = {0};
   ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
@@ -881,11 +886,7 @@ END_TEST
  * sites), it is no second step: a first step's words. */
 START_TEST(a_weights_heavy_second_step_by_sizes)
 {
-  ol_oom_record_t r = {.capacity = 8 * GiB, .device_free = 0, NO_BLOCKS,
-                       .request = 785 * MiB, .reserved = 7600 * MiB, .allocated = 7600 * MiB,
-                       .iterations = 0, .before_first_free = 1700 * MiB, .iteration_need = -1,
-                       .allocations_made = 1876, .swings = 2, .held_since_last = -1,
-                       .step_repeat_held = 3400 * MiB, .step_rest = 785 * MiB, .batch = 4};
+  ol_oom_record_t r = second_step_by_sizes(1700 * MiB, 3400 * MiB);
   ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_undetermined);
   ol_buf_t text = {0};
   ol_oom_explain(&text, &r, OL_OOM_undetermined, NULL, NULL);
