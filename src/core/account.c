@@ -821,11 +821,8 @@ static uint8_t *sites_work(const ol_sites_t *sites, size_t count)
   }
   return work;
 }
-
-/* Where fewer than two iterations were told, the step under way set
- * beside the one before it, found at the failure (recent.c): by its
- * sites' roles (ol_recent_step_repeat: a leak out at its second step), or,
- * without roles, by its sizes alone (ol_recent_step_by_sizes). */
+/* The tags of one device's live blocks (ol_record_t.logged_as): what a
+ * step made and still holds, left out of the rest of the one before. */
 typedef struct live_tags {
   int device;
   uint32_t *tags;
@@ -863,6 +860,10 @@ static int64_t rest_of_last_step(const ol_account_t *a, int device,
   return rest > 0 ? rest : 0;
 }
 
+/* Where fewer than two iterations were told, the step under way set
+ * beside the one before it, found at the failure (recent.c): by its
+ * sites' roles (ol_recent_step_repeat: a leak out at its second step), or,
+ * without roles, by its sizes alone (ol_recent_step_by_sizes). */
 static bool against_step_repeat(const ol_account_t *a, int device, ol_recent_sites_t no_call_site,
                                 int64_t *more, int64_t *made, size_t count,
                                 const ol_oom_record_t *r, ol_recent_reading_t *reading)

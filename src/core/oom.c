@@ -758,8 +758,8 @@ static int64_t training_state_at_most(int64_t weights)
  * whether a batch fits by the figures or not (timing may have counted the
  * gradients as the batch's) (held-out optimizer_step,
  * adam_vit, ema_state and five more, replayed without their sites: Adam's
- * first step and a first backward ran out and were told activations). */
-/* So too in a second step told by its sizes (second_step_read): its
+ * first step and a first backward ran out and were told activations).
+ * So too in a second step told by its sizes (second_step_read): its
  * first update was seen, but what that step kept (step_repeat_held) may
  * be the state it made or tensors kept from step to step, and timing
  * does not tell them apart (held-out peft_lora_leak at 0.3 of its cap,
@@ -1190,13 +1190,10 @@ static void below_failed_batch(ol_batch_figure_t *f)
 }
 
 /* A second step read from its first (second_step_read), its figure: the
- * state what it is now (without call sites, what the first step made and
- * kept, step_repeat_held, beside what was made before the first free:
- * Adam's moments, once the class says they are no leak), the need what
- * the step holds now beside it and the first step's rise past this point.
- * Not a bound: what the first made once past this point (its optimizer's
- * state, where that is its highest) counts as the step's, and the figure
- * errs low by it. */
+ * state what it is now (state_seen), the need what the step holds now
+ * beside it and the first step's rise past this point, less what the
+ * first made there and still holds (account.c: its optimizer's state,
+ * made once). Not a bound. */
 static ol_batch_figure_t second_step_figure(const ol_oom_record_t *r, state_t s)
 {
   int64_t state = state_seen(r, s);
