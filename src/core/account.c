@@ -821,6 +821,7 @@ static uint8_t *sites_work(const ol_sites_t *sites, size_t count)
   }
   return work;
 }
+
 /* The tags of one device's live blocks (ol_record_t.logged_as): what a
  * step made and still holds, left out of the rest of the one before. */
 typedef struct live_tags {
