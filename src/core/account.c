@@ -837,12 +837,6 @@ static void collect_tag(const ol_record_t *rec, void *arg)
     l->tags[l->count++] = rec->logged_as;
 }
 
-static int by_tag(const void *x, const void *y)
-{
-  uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-  return a < b ? -1 : a > b;
-}
-
 /* The rest of the step before the one under way (reading's), less what
  * it made there that is live still: 0 where not known (no host memory
  * for the live blocks' tags, the log no longer holding it). */
@@ -854,8 +848,6 @@ static int64_t rest_of_last_step(const ol_account_t *a, int device,
   if (l.room && !(l.tags = malloc(l.room * sizeof *l.tags)))
     return 0;
   ol_records_each(&a->blocks, collect_tag, &l);
-  if (l.count > 1)
-    qsort(l.tags, l.count, sizeof *l.tags, by_tag);
   int64_t rest = ol_recent_rest_of_last(a->devices[d].recent, reading, l.tags, l.count);
   free(l.tags);
   return rest > 0 ? rest : 0;

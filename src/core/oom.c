@@ -392,16 +392,6 @@ static bool second_step_read(const ol_oom_record_t *r)
   return r->iterations == 0 && r->step_rest > 0 && !r->segments_only && weights_held_then(r);
 }
 
-/* The state as seen: state_of's, and, in a second step read from its
- * first without call sites, what the first step made and kept
- * (step_repeat_held: its update's state, Adam's moments, once the class
- * says they are no leak) beside what was made before the first free. */
-static int64_t state_seen(const ol_oom_record_t *r, state_t s)
-{
-  bool first_kept = second_step_read(r) && !r->roles_known && s.source == STATE_FIRST_FREE;
-  return first_kept ? ol_sat_add(s.bytes, at_least_zero(r->step_repeat_held)) : s.bytes;
-}
-
 /* ---- the rules, in order ---------------------------------------------- */
 
 static bool state_to_blame(const ol_oom_record_t *r, state_t s);
@@ -1190,13 +1180,16 @@ static void below_failed_batch(ol_batch_figure_t *f)
 }
 
 /* A second step read from its first (second_step_read), its figure: the
- * state what it is now (state_seen), the need what the step holds now
- * beside it and the first step's rise past this point, less what the
- * first made there and still holds (account.c: its optimizer's state,
- * made once). Not a bound. */
+ * state what it is now (without call sites, what the first step made and
+ * kept, step_repeat_held, beside what was made before the first free:
+ * Adam's moments, once the class says they are no leak), the need what
+ * the step holds now beside it and the first step's rise past this
+ * point, less what the first made there and still holds (account.c: its
+ * optimizer's state, made once). Not a bound. */
 static ol_batch_figure_t second_step_figure(const ol_oom_record_t *r, state_t s)
 {
-  int64_t state = state_seen(r, s);
+  bool first_kept = !r->roles_known && s.source == STATE_FIRST_FREE;
+  int64_t state = first_kept ? ol_sat_add(s.bytes, at_least_zero(r->step_repeat_held)) : s.bytes;
   int64_t rest = r->step_rest > request_of(r) ? r->step_rest : request_of(r);
   return (ol_batch_figure_t){
     .batch = r->batch, .available = available(r), .state = state,

@@ -347,17 +347,31 @@ static bool more_by_calls(const ol_recent_t *log, const match_t *m, uint32_t big
   return in_step;
 }
 
+/* Tags (ol_recent_note's) in order, to find a live block's among them. */
+static int by_tag(const void *x, const void *y)
+{
+  uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+  return a < b ? -1 : a > b;
+}
+
 /* The course of the events from one to another: where they were highest
- * above where they began, where they end, the allocations and frees. */
+ * above where they began, where they end, the allocations and frees;
+ * leaving out the allocations whose blocks are live (their tags, sorted;
+ * live_count of them: made once, held now). */
 typedef struct course {
   int64_t highest, level;
   uint64_t allocations, frees;
 } course_t;
 
-static course_t course_of(const ol_recent_t *log, uint64_t from, uint64_t end)
+static course_t course_leaving_out(const ol_recent_t *log, uint64_t from, uint64_t end,
+                                   const uint32_t *live, size_t live_count)
 {
   course_t c = {0};
   for (uint64_t i = from; i < end; i++) {
+    uint32_t tag = tag_of(i);
+    if (live_count && is_alloc(at(log, i)) &&
+        bsearch(&tag, live, live_count, sizeof *live, by_tag))
+      continue;
     c.level += bytes_of(at(log, i));
     c.highest = c.level > c.highest ? c.level : c.highest;
     if (is_alloc(at(log, i)))
@@ -366,6 +380,11 @@ static course_t course_of(const ol_recent_t *log, uint64_t from, uint64_t end)
       c.frees++;
   }
   return c;
+}
+
+static course_t course_of(const ol_recent_t *log, uint64_t from, uint64_t end)
+{
+  return course_leaving_out(log, from, end, NULL, 0);
 }
 
 /* The log holds the last two iterations whole, from the last but one's
@@ -693,35 +712,15 @@ bool ol_recent_against_step(ol_recent_t *log, const uint64_t began[2], uint64_t 
   return known;
 }
 
-static bool is_live(uint32_t tag, const uint32_t *live, size_t count)
-{
-  size_t low = 0, high = count;
-  while (low < high) {
-    size_t mid = low + (high - low) / 2;
-    if (live[mid] == tag)
-      return true;
-    if (live[mid] < tag)
-      low = mid + 1;
-    else
-      high = mid;
-  }
-  return false;
-}
-
 int64_t ol_recent_rest_of_last(const ol_recent_t *log, const ol_recent_reading_t *reading,
-                               const uint32_t *live, size_t live_count)
+                               uint32_t *live, size_t live_count)
 {
   uint64_t from = reading->rest_from, end = reading->rest_end;
   if (!log || from >= end || end > log->n || log->n - from > RING)
     return -1;
-  int64_t level = 0, highest = 0;
-  for (uint64_t i = from; i < end; i++) {
-    if (is_alloc(at(log, i)) && is_live(tag_of(i), live, live_count))
-      continue; /* made once, held now: this step holds it already */
-    level += bytes_of(at(log, i));
-    highest = level > highest ? level : highest;
-  }
-  return highest;
+  if (live_count > 1)
+    qsort(live, live_count, sizeof *live, by_tag);
+  return course_leaving_out(log, from, end, live, live_count).highest;
 }
 
 /* Where the iteration under way parts from a repeat of the last one. Its
