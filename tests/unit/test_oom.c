@@ -847,6 +847,26 @@ START_TEST(a_second_step_is_read_from_the_first)
 }
 END_TEST
 
+/* A step that fits with its figure at the edge: the rest of 2650 MiB makes
+ * the step need 8276 MiB, 4 * 6218 / 8276 = 3.005: batch 3 needs all but
+ * 5 MiB of the device. Under manage mode the pool held 20 MiB above its
+ * allocations at the failure, room no tensor of the step could use; it
+ * stays, as a fitting job's figure keeps its peak's (held-out Llama
+ * 3.2-1B's shape at batch 4 under 12711M: 3.006, batch 3 runs out live,
+ * 2 fits): 4 * 6198 / 8276 = 2.996, batch 2. */
+START_TEST(a_second_step_s_figure_keeps_the_pool_s_slack)
+{
+  ol_oom_record_t r = second_step(2650 * MiB);
+  assert_second_step_figure(&r, 3, 2);
+  r.managed = true;
+  r.reserved = 7620 * MiB;
+  r.free_reserved = 20 * MiB;
+  assert_second_step_figure(&r, 2, 2);
+  r.managed = false; /* PyTorch's cache: its segments' free room is not the pool's */
+  assert_second_step_figure(&r, 3, 2);
+}
+END_TEST
+
 /* ... without call sites, the step found by its sizes: what the first
  * step kept (step_repeat_held, the moments, within three times the 469
  * MiB made before the first free) is state beside those weights, 1415
@@ -2287,6 +2307,7 @@ static Suite *oom_suite(void)
                       sizeof class_cases / sizeof *class_cases);
   tcase_add_test(classes, batch_figures_in_batches);
   tcase_add_test(classes, a_second_step_is_read_from_the_first);
+  tcase_add_test(classes, a_second_step_s_figure_keeps_the_pool_s_slack);
   tcase_add_test(classes, a_second_step_told_by_its_sizes_is_read_from_the_first);
   tcase_add_test(classes, a_weights_heavy_second_step_by_sizes);
   tcase_add_test(classes, batch_figures_from_a_finished_iteration);
