@@ -556,9 +556,11 @@ static bool made_once(const uint32_t *sorted, uint64_t count, uint32_t units)
 
 static bool made_for_good(const allocs_t *a, const uint32_t *sorted, uint32_t units)
 {
-  uint64_t low = first_not_below(a->freed, a->freed_count, units);
-  if (units == a->sizes[a->count - 1] || (low < a->freed_count && a->freed[low] == units))
+  if (units == a->sizes[a->count - 1])
     return false; /* the request's size: the step under way makes it too */
+  uint64_t freed = first_not_below(a->freed, a->freed_count, units);
+  if (freed < a->freed_count && a->freed[freed] == units)
+    return false;
   uint64_t first = first_not_below(sorted, a->count, units);
   return first + MADE_FOR_GOOD_MOST >= a->count || sorted[first + MADE_FOR_GOOD_MOST] != units;
 }
