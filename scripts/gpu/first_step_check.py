@@ -116,6 +116,16 @@ JOBS = [
     # tensor each where Llama asks for three and two), bf16, small
     dict(name='mixtral_small_bf16', cap='16G', batch=24),
     dict(name='phi3_small_bf16', cap='12G', batch=32),
+    # session 41: families the read-ahead was not built on, listed before
+    # they ran. BLOOM-560m's shape (ALiBi: a bias of heads by tokens by
+    # tokens a layer; vocabulary 250,880, tied), fp32; a Falcon of the
+    # first architecture (attention and MLP in parallel, fused query-key-
+    # value), fp32; OPT-350m's shape, whose embedding (512 wide) is
+    # projected to its layers' width (1024): the tokens are not read from
+    # it, the figure stays a bound
+    dict(name='bloom_560m', cap='12G', batch=8),
+    dict(name='falcon_small', cap='12G', batch=16),
+    dict(name='opt_350m', cap='12G', batch=16),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
@@ -206,6 +216,19 @@ def job_model(name):
                             num_attention_heads=16, num_key_value_heads=16, vocab_size=32064,
                             pad_token_id=0)
         return tf.Phi3ForCausalLM(cfg).to(torch.bfloat16), 'lm', 1024, 32064, torch.optim.AdamW
+    if name == 'bloom_560m':
+        cfg = tf.BloomConfig(hidden_size=1024, n_layer=24, n_head=16, vocab_size=250880)
+        return tf.BloomForCausalLM(cfg), 'lm', 512, 250880, torch.optim.AdamW
+    if name == 'falcon_small':
+        cfg = tf.FalconConfig(hidden_size=1024, num_hidden_layers=16, num_attention_heads=16,
+                              new_decoder_architecture=False, parallel_attn=True,
+                              multi_query=False, vocab_size=65024)
+        return tf.FalconForCausalLM(cfg), 'lm', 1024, 65024, torch.optim.AdamW
+    if name == 'opt_350m':
+        cfg = tf.OPTConfig(hidden_size=1024, num_hidden_layers=24, ffn_dim=4096,
+                           num_attention_heads=16, word_embed_proj_dim=512, vocab_size=50272,
+                           max_position_embeddings=2048)
+        return tf.OPTForCausalLM(cfg), 'lm', 1024, 50272, torch.optim.AdamW
     if name == 'llama_own_loss_bf16':
         cfg = tf.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
                              num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)
