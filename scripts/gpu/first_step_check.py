@@ -268,6 +268,11 @@ def job_model(name):
     if name == 'resnet18':
         import torchvision
         return torchvision.models.resnet18(), 'cnn', 224, 1000, torch.optim.SGD
+    if name in ('resnet50_adam', 'convnext_tiny_adam'):  # second_step_check: CNNs under AdamW
+        import torchvision
+        model = torchvision.models.resnet50 if name == 'resnet50_adam' else \
+            torchvision.models.convnext_tiny
+        return model(), 'cnn', 224, 1000, torch.optim.AdamW
     raise SystemExit(f'no job {name}')
 
 

@@ -29,6 +29,9 @@ import first_step_check as fs
 # (it was built on gpt2_batch at batch 4, session 39). Chosen before any ran.
 JOBS = [('llama_small', 8), ('vit_base', 64), ('bert_large_mlm', 64),
         ('mistral_small_bf16', 16), ('gpt2_medium', 8), ('pythia_160m', 8)]
+# session 41, listed before they ran: convolutional networks (layers that
+# differ, a second step never tried on one) under AdamW, whose moments are
+# what the second step adds: resnet50_adam:64, convnext_tiny_adam:48
 TRIES = 4
 
 
