@@ -253,10 +253,104 @@ static bool same_calls(const match_t *m)
   return m->compared >= CALLS_COMPARED && m->other_sites * MISMATCH_SHARE <= m->compared;
 }
 
+/* The sizes the log made (the request's among them) and freed, each
+ * sorted: which sizes no step makes (sizes_made_once, sizes_made_for_good). */
+typedef struct sizes_seen {
+  uint32_t *made, *freed;
+  uint64_t made_count, freed_count;
+  uint32_t request;
+} sizes_seen_t;
+
+static int by_units(const void *a, const void *b)
+{
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+static void sizes_seen_free(sizes_seen_t *s)
+{
+  free(s->made);
+  free(s->freed);
+}
+
+static bool sizes_seen_of(const ol_recent_t *log, uint64_t request, sizes_seen_t *s)
+{
+  uint64_t oldest = log->n > RING ? log->n - RING : 0, room = log->n - oldest + 1;
+  *s = (sizes_seen_t){malloc(room * sizeof *s->made), malloc(room * sizeof *s->freed), 0, 0,
+                      units_of(request)};
+  if (!s->made || !s->freed) {
+    sizes_seen_free(s);
+    return false;
+  }
+  for (uint64_t i = oldest; i < log->n; i++) {
+    const event_t *e = at(log, i);
+    if (is_alloc(e))
+      s->made[s->made_count++] = e->units;
+    else
+      s->freed[s->freed_count++] = e->units;
+  }
+  s->made[s->made_count++] = s->request;
+  qsort(s->made, s->made_count, sizeof *s->made, by_units);
+  qsort(s->freed, s->freed_count, sizeof *s->freed, by_units);
+  return true;
+}
+
+/* The first of sorted[0..count) not below units. */
+static uint64_t first_not_below(const uint32_t *sorted, uint64_t count, uint32_t units)
+{
+  uint64_t low = 0, high = count;
+  while (low < high) {
+    uint64_t mid = low + (high - low) / 2;
+    if (sorted[mid] < units)
+      low = mid + 1;
+    else
+      high = mid;
+  }
+  return low;
+}
+
+/* Blocks of the size made, the request's included, up to most + 1. */
+static uint64_t made_of_size(const sizes_seen_t *s, uint32_t units, uint64_t most)
+{
+  uint64_t first = first_not_below(s->made, s->made_count, units), n = 0;
+  while (first + n < s->made_count && s->made[first + n] == units && n <= most)
+    n++;
+  return n;
+}
+
+static bool sizes_made_once(const sizes_seen_t *s, uint32_t units)
+{
+  return made_of_size(s, units, 1) <= 1;
+}
+
+/* Made a few times, once by each thread or stream that makes it, and
+ * never given back: cuBLAS's workspaces. More blocks of a size than that
+ * are a step's: a first step's forward gives back none of what it keeps
+ * for its backward, and its layers make each such size once a layer
+ * (held-out Gemma 2's forward without call sites, those sizes left out of
+ * its repeat, read its temporaries alone as two stacks, a step). */
+#define MADE_FOR_GOOD_MOST 4
+
+static bool sizes_made_for_good(const sizes_seen_t *s, uint32_t units)
+{
+  if (units == s->request)
+    return false; /* the step under way makes it too */
+  uint64_t freed = first_not_below(s->freed, s->freed_count, units);
+  if (freed < s->freed_count && s->freed[freed] == units)
+    return false;
+  return made_of_size(s, units, MADE_FOR_GOOD_MOST) <= MADE_FOR_GOOD_MOST;
+}
+
 /* Each event's bytes (an allocation's added, a free's taken) into its
- * site's figure, where its site is one of count. */
+ * site's figure, where its site is one of count; an allocation of a size
+ * made for good (for_good's, where given) into the total alone: a
+ * workspace the step before made past the point is held more than there,
+ * and is no site's tensor kept (resnet_fits replayed at 0.362 of its cap,
+ * out at its second step on 2.9 GiB: cuBLAS's 96 MiB, made at the first
+ * step's classifier, was that layer's "kept" block, a leak). */
 static int64_t add_by_site(const ol_recent_t *log, uint64_t from, uint64_t to, bool allocs_only,
-                           int64_t sign, int64_t *by_site, size_t count)
+                           int64_t sign, int64_t *by_site, size_t count,
+                           const sizes_seen_t *for_good)
 {
   int64_t total = 0;
   for (uint64_t i = from; i < to; i++) {
@@ -266,6 +360,8 @@ static int64_t add_by_site(const ol_recent_t *log, uint64_t from, uint64_t to, b
     int64_t bytes = sign * bytes_of(e);
     total += bytes;
     uint32_t plus1 = site_of(e);
+    if (for_good && is_alloc(e) && sizes_made_for_good(for_good, e->units))
+      continue;
     if (plus1 && plus1 <= count)
       by_site[plus1 - 1] += bytes;
   }
@@ -404,13 +500,18 @@ bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_
   if (!holds_two_iterations(log) || !same_point(log, request, sites, &m))
     return false;
   if (same_sizes(&m)) {
-    reading->held_more = add_by_site(log, m.point, log->n, false, 1, more, site_count);
+    sizes_seen_t seen;
+    bool seen_known = sizes_seen_of(log, request, &seen);
+    reading->held_more =
+      add_by_site(log, m.point, log->n, false, 1, more, site_count, seen_known ? &seen : NULL);
+    if (seen_known)
+      sizes_seen_free(&seen);
     if (m.point < log->began[1]) {
       reading->rest_from = m.point;
       reading->rest_end = log->began[1];
     }
-    add_by_site(log, log->began[1], log->n, true, 1, made, site_count);
-    add_by_site(log, log->began[0], m.point, true, -1, made, site_count);
+    add_by_site(log, log->began[1], log->n, true, 1, made, site_count, NULL);
+    add_by_site(log, log->began[0], m.point, true, -1, made, site_count, NULL);
     return true;
   }
   reading->by_calls = true;
@@ -516,68 +617,15 @@ typedef struct allocs {
   uint64_t count;   /* the request's included */
   uint64_t *once;   /* the log's index of each left out, in order */
   uint64_t once_count;
-  uint32_t *freed;  /* the sizes of the log's frees, sorted */
-  uint64_t freed_count;
 } allocs_t;
-
-static int by_units(const void *a, const void *b)
-{
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return (x > y) - (x < y);
-}
-
-/* The first of sorted[0..count) not below units. */
-static uint64_t first_not_below(const uint32_t *sorted, uint64_t count, uint32_t units)
-{
-  uint64_t low = 0, high = count;
-  while (low < high) {
-    uint64_t mid = low + (high - low) / 2;
-    if (sorted[mid] < units)
-      low = mid + 1;
-    else
-      high = mid;
-  }
-  return low;
-}
-
-static bool made_once(const uint32_t *sorted, uint64_t count, uint32_t units)
-{
-  uint64_t low = first_not_below(sorted, count, units);
-  return low + 1 >= count || sorted[low + 1] != units;
-}
-
-/* Made a few times, once by each thread or stream that makes it, and
- * never given back. More blocks of a size than that are a step's: a first
- * step's forward gives back none of what it keeps for its backward, and
- * its layers make each such size once a layer (held-out Gemma 2's forward
- * without call sites, those sizes left out, read its temporaries alone as
- * two stacks, a step). */
-#define MADE_FOR_GOOD_MOST 4
-
-static bool made_for_good(const allocs_t *a, const uint32_t *sorted, uint32_t units)
-{
-  if (units == a->sizes[a->count - 1])
-    return false; /* the request's size: the step under way makes it too */
-  uint64_t freed = first_not_below(a->freed, a->freed_count, units);
-  if (freed < a->freed_count && a->freed[freed] == units)
-    return false;
-  uint64_t first = first_not_below(sorted, a->count, units);
-  return first + MADE_FOR_GOOD_MOST >= a->count || sorted[first + MADE_FOR_GOOD_MOST] != units;
-}
 
 /* The request counts among the sizes: the block of its size the step
  * before made is made twice with it. */
-static void leave_out_sizes_no_step_makes(allocs_t *a)
+static void leave_out_sizes_no_step_makes(allocs_t *a, const sizes_seen_t *seen)
 {
   uint64_t logged = a->count - 1, kept = 0; /* the last is the request */
-  uint32_t *sorted = malloc(a->count * sizeof *sorted);
-  if (!sorted)
-    return;
-  memcpy(sorted, a->sizes, a->count * sizeof *sorted);
-  qsort(sorted, a->count, sizeof *sorted, by_units);
-  qsort(a->freed, a->freed_count, sizeof *a->freed, by_units);
   for (uint64_t i = 0; i < logged; i++)
-    if (made_once(sorted, a->count, a->sizes[i]) || made_for_good(a, sorted, a->sizes[i])) {
+    if (sizes_made_once(seen, a->sizes[i]) || sizes_made_for_good(seen, a->sizes[i])) {
       a->once[a->once_count++] = a->events[i];
     } else {
       a->events[kept] = a->events[i];
@@ -585,25 +633,26 @@ static void leave_out_sizes_no_step_makes(allocs_t *a)
     }
   a->sizes[kept++] = a->sizes[logged];
   a->count = kept;
-  free(sorted);
 }
 
 static bool allocs_of(const ol_recent_t *log, uint64_t request, allocs_t *a)
 {
   uint64_t oldest = log->n > RING ? log->n - RING : 0, room = log->n - oldest + 1;
   *a = (allocs_t){malloc(room * sizeof *a->events), malloc(room * sizeof *a->sizes), 0,
-                  malloc(room * sizeof *a->once), 0, malloc(room * sizeof *a->freed), 0};
-  if (!a->events || !a->sizes || !a->once || !a->freed)
+                  malloc(room * sizeof *a->once), 0};
+  if (!a->events || !a->sizes || !a->once)
     return false;
   for (uint64_t i = oldest; i < log->n; i++)
     if (is_alloc(at(log, i))) {
       a->events[a->count] = i;
       a->sizes[a->count++] = at(log, i)->units;
-    } else {
-      a->freed[a->freed_count++] = at(log, i)->units;
     }
   a->sizes[a->count++] = units_of(request);
-  leave_out_sizes_no_step_makes(a);
+  sizes_seen_t seen;
+  if (sizes_seen_of(log, request, &seen)) { /* without host memory for it, none left out */
+    leave_out_sizes_no_step_makes(a, &seen);
+    sizes_seen_free(&seen);
+  }
   return true;
 }
 
@@ -612,7 +661,6 @@ static void allocs_free(allocs_t *a)
   free(a->events);
   free(a->sizes);
   free(a->once);
-  free(a->freed);
 }
 
 /* Past the last block left out in the step before, up to where it was

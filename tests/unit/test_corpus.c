@@ -446,6 +446,32 @@ START_TEST(a_leak_out_at_its_second_or_third_step_is_a_leak)
 }
 END_TEST
 
+/* A job that fits and keeps nothing, replayed on a device so small that
+ * it runs out at its second step: cuBLAS's workspace, made at the first
+ * step's classifier (its first matrix product) and kept for good, is held
+ * more than the first step held at the same point, and weighs a 32nd of
+ * a device under 3 GiB; it is no tensor kept (session 41: `leak`, its
+ * site the classifier's, before). */
+static const struct {
+  const char *name;
+  double fraction;
+} workspace_at_second_step[] = {{"resnet_fits", 0.362}, {"resnet_fits", 0.368},
+                                {"resnet_batch_trial", 0.2}};
+
+START_TEST(a_workspace_is_no_leak_at_the_second_step)
+{
+  const corpus_case_t *c = case_named(workspace_at_second_step[_i].name);
+  double fraction = workspace_at_second_step[_i].fraction;
+  ol_replay_result_t result;
+  replay_case(c, (uint64_t)((double)c->capacity * fraction), false, &result);
+  ck_assert_msg(result.oom && !result.recorded, "%s at %.3f of its cap: no OOM of its own",
+                c->name, fraction);
+  ck_assert_msg(strcmp(class_of(&result), "activations") == 0, "%s at %.3f of its cap: %s",
+                c->name, fraction, class_of(&result));
+  ol_replay_result_free(&result);
+}
+END_TEST
+
 /* A forward that runs a stack of like layers and then more layers: an
  * encoder-decoder's decoder (its load made two stacks), a siamese
  * encoder's second pass (its asks repeat the first's). Replayed on
@@ -514,6 +540,8 @@ static Suite *corpus_suite(void)
   tcase_add_loop_test(t, without_call_sites_no_case_is_told_wrong, 0, case_count);
   tcase_add_loop_test(t, a_leak_out_at_its_second_or_third_step_is_a_leak, 0,
                       sizeof early_leaks / sizeof early_leaks[0]);
+  tcase_add_loop_test(t, a_workspace_is_no_leak_at_the_second_step, 0,
+                      sizeof workspace_at_second_step / sizeof workspace_at_second_step[0]);
   tcase_add_loop_test(t, a_second_stack_or_pass_is_no_head, 0,
                       sizeof past_a_stack / sizeof past_a_stack[0]);
   tcase_add_loop_test(t, a_smaller_device_s_bisected_batch, 0,
