@@ -605,20 +605,18 @@ static void layer_with_workspaces(const int *ws_mib, uint32_t *ws)
   made_and_freed(2, 6 * MiB, 1);
 }
 
-START_TEST(workspaces_made_once_a_thread_do_not_shift_the_steps)
+/* A first step whose layer `at` makes the main thread's workspaces (tags
+ * in live[0..2)) and, where `autograd`, whose backward makes the autograd
+ * thread's of the same sizes (live[2..4)); its gradients set to None. */
+static void step_with_workspaces(int at, const int *ws_mib, bool autograd, uint32_t *live)
 {
-  static const int ws_mib[2] = {33, 17};
-  uint32_t live[4];
-  uint64_t began[2];
-  int64_t more_[STEP_SITES] = {0}, made_[STEP_SITES] = {0};
-  ol_recent_reading_t reading;
   ol_recent_note(log_, 0, 4 * MiB, false);
-  for (int l = 0; l < STEP_LAYERS; l++) /* the main thread's workspaces */
-    layer_with_workspaces(l == 0 ? ws_mib : NULL, live);
+  for (int l = 0; l < STEP_LAYERS; l++)
+    layer_with_workspaces(l == at ? ws_mib : NULL, live);
   ol_recent_note(log_, 3, 64 * MiB, false);
   for (int g = 0; g < STEP_LAYERS; g++) {
     ol_recent_note(log_, 4, 16 * MiB, false);
-    for (int w = 0; g == 0 && w < 2; w++) /* the autograd thread's */
+    for (int w = 0; autograd && g == 0 && w < 2; w++)
       live[2 + w] = ol_recent_note(log_, 4, (uint64_t)ws_mib[w] * MiB, false);
     ol_recent_note(log_, 1, 32 * MiB, true);
   }
@@ -626,12 +624,30 @@ START_TEST(workspaces_made_once_a_thread_do_not_shift_the_steps)
     ol_recent_note(log_, 4, 16 * MiB, true);
   ol_recent_note(log_, 3, 64 * MiB, true);
   ol_recent_note(log_, 0, 4 * MiB, true);
+}
+
+/* The second step, out at its 12th layer's kept activation, set beside
+ * the first at the failure. */
+static void second_step_out_in_its_layers(int64_t *more_, int64_t *made_,
+                                          ol_recent_reading_t *reading)
+{
+  uint64_t began[2];
   ol_recent_note(log_, 0, 4 * MiB, false);
   for (int l = 0; l < 11; l++)
     layer_with_workspaces(NULL, NULL);
   ck_assert(ol_recent_step_repeat(log_, 32 * MiB, step_work, STEP_SITES, began));
   ck_assert(ol_recent_against_step(log_, began, 32 * MiB, (ol_recent_sites_t){-1, -1}, more_,
-                                   made_, STEP_SITES, &reading));
+                                   made_, STEP_SITES, reading));
+}
+
+START_TEST(workspaces_made_once_a_thread_do_not_shift_the_steps)
+{
+  static const int ws_mib[2] = {33, 17};
+  uint32_t live[4];
+  int64_t more_[STEP_SITES] = {0}, made_[STEP_SITES] = {0};
+  ol_recent_reading_t reading;
+  step_with_workspaces(0, ws_mib, true, live);
+  second_step_out_in_its_layers(more_, made_, &reading);
   ck_assert_int_eq(reading.held_more, (33 + 17) * MiB); /* the autograd thread's, made since */
   ck_assert_int_eq(ol_recent_rest_of_last(log_, &reading, live, 4), (5 * 32 + 64 + 16) * MiB);
 }
@@ -645,28 +661,11 @@ END_TEST
 START_TEST(a_workspace_made_past_the_point_is_no_site_s_kept_tensor)
 {
   static const int ws_mib[2] = {96, 1};
-  uint32_t ws[2];
-  uint64_t began[2];
+  uint32_t live[4];
   int64_t more_[STEP_SITES] = {0}, made_[STEP_SITES] = {0};
   ol_recent_reading_t reading;
-  ol_recent_note(log_, 0, 4 * MiB, false);
-  for (int l = 0; l < STEP_LAYERS; l++)
-    layer_with_workspaces(l == STEP_LAYERS - 1 ? ws_mib : NULL, ws);
-  ol_recent_note(log_, 3, 64 * MiB, false);
-  for (int g = 0; g < STEP_LAYERS; g++) {
-    ol_recent_note(log_, 4, 16 * MiB, false);
-    ol_recent_note(log_, 1, 32 * MiB, true);
-  }
-  for (int g = 0; g < STEP_LAYERS; g++)
-    ol_recent_note(log_, 4, 16 * MiB, true);
-  ol_recent_note(log_, 3, 64 * MiB, true);
-  ol_recent_note(log_, 0, 4 * MiB, true);
-  ol_recent_note(log_, 0, 4 * MiB, false);
-  for (int l = 0; l < 11; l++)
-    layer_with_workspaces(NULL, NULL);
-  ck_assert(ol_recent_step_repeat(log_, 32 * MiB, step_work, STEP_SITES, began));
-  ck_assert(ol_recent_against_step(log_, began, 32 * MiB, (ol_recent_sites_t){-1, -1}, more_,
-                                   made_, STEP_SITES, &reading));
+  step_with_workspaces(STEP_LAYERS - 1, ws_mib, false, live);
+  second_step_out_in_its_layers(more_, made_, &reading);
   ck_assert_int_eq(reading.held_more, 97 * MiB);
   ck_assert_int_eq(more_[2], 0);
 }
