@@ -327,8 +327,9 @@ static bool sizes_made_once(const sizes_seen_t *s, uint32_t units)
  * never given back: cuBLAS's workspaces. More blocks of a size than that
  * are a step's: a first step's forward gives back none of what it keeps
  * for its backward, and its layers make each such size once a layer
- * (held-out Gemma 2's forward without call sites, those sizes left out of
- * its repeat, read its temporaries alone as two stacks, a step). */
+ * (corpus gemma2_softcap_batch without call sites, out in its first
+ * forward, those sizes left out, was read by its temporaries alone as two
+ * stacks, a step). */
 #define MADE_FOR_GOOD_MOST 4
 
 static bool sizes_made_for_good(const sizes_seen_t *s, uint32_t units)
