@@ -528,8 +528,8 @@ bool ol_recent_against_step(ol_recent_t *log, const uint64_t began[2], uint64_t 
 /* How far the one before rose above what it held at the same point,
  * from there to its end (the request's like included), leaving out the
  * blocks it made there that are still live (live: their tags, in any
- * order, live_count of them; sorted here): what the rest of a step of the same sizes asks for
- * beside what it holds now. A block made past that point and live still
+ * order, live_count of them; sorted here): what the rest of a step of the
+ * same sizes asks for beside what it holds now. A block made past that point and live still
  * is not made again: the first update's optimizer state, made once
  * (where the weights outweigh the activations, its highest), gradients
  * kept across steps. -1 not known (reading of no rest, the log no longer

@@ -261,7 +261,9 @@ typedef struct sizes_seen {
   uint32_t request;
 } sizes_seen_t;
 
-static int by_units(const void *a, const void *b)
+/* Sizes (in units) or tags (ol_recent_note's) in order: qsort's and
+ * bsearch's comparator for both. */
+static int ascending(const void *a, const void *b)
 {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
   return (x > y) - (x < y);
@@ -290,8 +292,8 @@ static bool sizes_seen_of(const ol_recent_t *log, uint64_t request, sizes_seen_t
       s->freed[s->freed_count++] = e->units;
   }
   s->made[s->made_count++] = s->request;
-  qsort(s->made, s->made_count, sizeof *s->made, by_units);
-  qsort(s->freed, s->freed_count, sizeof *s->freed, by_units);
+  qsort(s->made, s->made_count, sizeof *s->made, ascending);
+  qsort(s->freed, s->freed_count, sizeof *s->freed, ascending);
   return true;
 }
 
@@ -444,13 +446,6 @@ static bool more_by_calls(const ol_recent_t *log, const match_t *m, uint32_t big
   return in_step;
 }
 
-/* Tags (ol_recent_note's) in order, to find a live block's among them. */
-static int by_tag(const void *x, const void *y)
-{
-  uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-  return a < b ? -1 : a > b;
-}
-
 /* The course of the events from one to another: where they were highest
  * above where they began, where they end, the allocations and frees;
  * leaving out the allocations whose blocks are live (their tags, sorted;
@@ -467,7 +462,7 @@ static course_t course_leaving_out(const ol_recent_t *log, uint64_t from, uint64
   for (uint64_t i = from; i < end; i++) {
     uint32_t tag = tag_of(i);
     if (live_count && is_alloc(at(log, i)) &&
-        bsearch(&tag, live, live_count, sizeof *live, by_tag))
+        bsearch(&tag, live, live_count, sizeof *live, ascending))
       continue;
     c.level += bytes_of(at(log, i));
     c.highest = c.level > c.highest ? c.level : c.highest;
@@ -808,7 +803,7 @@ int64_t ol_recent_rest_of_last(const ol_recent_t *log, const ol_recent_reading_t
   if (!log || from >= end || end > log->n || log->n - from > RING)
     return -1;
   if (live_count > 1)
-    qsort(live, live_count, sizeof *live, by_tag);
+    qsort(live, live_count, sizeof *live, ascending);
   return course_leaving_out(log, from, end, live, live_count).highest;
 }
 

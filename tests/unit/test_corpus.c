@@ -429,14 +429,22 @@ static const corpus_case_t *case_named(const char *name)
   return NULL;
 }
 
+/* A case replayed at a fraction of its cap, run out there by the policy
+ * itself (not the OOM it recorded). */
+static void replay_own_oom_at(const corpus_case_t *c, double fraction,
+                              ol_replay_result_t *result)
+{
+  replay_case(c, (uint64_t)((double)c->capacity * fraction), false, result);
+  ck_assert_msg(result->oom && !result->recorded, "%s at %.3f of its cap: no OOM of its own",
+                c->name, fraction);
+}
+
 START_TEST(a_leak_out_at_its_second_or_third_step_is_a_leak)
 {
   const corpus_case_t *c = case_named(early_leaks[_i].name);
   double fraction = early_leaks[_i].fraction;
   ol_replay_result_t result;
-  replay_case(c, (uint64_t)((double)c->capacity * fraction), false, &result);
-  ck_assert_msg(result.oom && !result.recorded, "%s at %.1f of its cap: no OOM of its own",
-                c->name, fraction);
+  replay_own_oom_at(c, fraction, &result);
   ck_assert_msg(result.oom_at.record.iterations == early_leaks[_i].iterations,
                 "%s at %.1f: %llu iterations found",
                 c->name, fraction, (unsigned long long)result.oom_at.record.iterations);
@@ -463,9 +471,7 @@ START_TEST(a_workspace_is_no_leak_at_the_second_step)
   const corpus_case_t *c = case_named(workspace_at_second_step[_i].name);
   double fraction = workspace_at_second_step[_i].fraction;
   ol_replay_result_t result;
-  replay_case(c, (uint64_t)((double)c->capacity * fraction), false, &result);
-  ck_assert_msg(result.oom && !result.recorded, "%s at %.3f of its cap: no OOM of its own",
-                c->name, fraction);
+  replay_own_oom_at(c, fraction, &result);
   ck_assert_msg(strcmp(class_of(&result), "activations") == 0, "%s at %.3f of its cap: %s",
                 c->name, fraction, class_of(&result));
   ol_replay_result_free(&result);
