@@ -739,6 +739,115 @@ static bool a_step_by(const ol_recent_t *log, const allocs_t *a, uint64_t last, 
                  OL_RECENT_FORWARD | OL_RECENT_BACKWARD) >= REPEAT_MIN / 4;
 }
 
+/* The step before set beside the one under way: where each began (a's
+ * allocations; last before now), the allocations repeated back from the
+ * request, and where the walk side by side starts (from past what the
+ * step before made that this one does not). */
+typedef struct beside {
+  uint64_t last, now, run;
+  uint64_t from_last, from_now;
+} beside_t;
+
+/* The step under way as a repeat of the one before, in sizes and order:
+ * its last period's worth (all of it where it began within one period). */
+static bool beside_by_repeat(const allocs_t *a, beside_t *b)
+{
+  repeat_t r = longest_repeat(a->sizes, a->count);
+  uint64_t in_step = r.period ? (r.run - 1) % r.period + 1 : 0;
+  uint64_t now = a->count - in_step;
+  *b = (beside_t){now - r.period, now, r.run, now - r.period, now};
+  return r.run >= REPEAT_MIN && in_step >= 2 && now >= r.period;
+}
+
+/* A first step makes blocks the second does not make again, at places of
+ * its own, of sizes other blocks have too: cuBLAS's workspaces where a
+ * network's only matrix product is its classifier (held-out resnet50_adam
+ * at batch 64, out early in its second backward: the first step's head
+ * made 1 KiB, 128 KiB, 1 MiB, 32 MiB and 64 MiB blocks, sizes its
+ * convolutions ask too, and the repeat back from the request broke at
+ * the head after 3 allocations: the step was read as the first, "at most"
+ * a bound). Where no repeat reaches far enough, the step under way is set
+ * beside the one before with such blocks passed over: a few allocations
+ * of the one before at one place (INSERT_MOST), past which the sizes go
+ * on alike (RESYNC in a row), a few in all (one in INSERTS_SHARE of those
+ * matched). Within one period: where the walk reaches back past the
+ * step under way's whole period without the sizes parting, the period
+ * repeats whole, and a shorter one, if any, is the step's (a first
+ * step's micro-batches, summed before one backward: two of them as one
+ * "step" set beside the two before, corpus accum_sum_batch without call
+ * sites at 0.8 of its cap; the repeat, beside_by_repeat, reads them). */
+#define INSERT_MOST 8
+#define RESYNC 4
+#define INSERTS_SHARE 16
+
+typedef struct aligned {
+  uint64_t run, first_old, past_insert, passed; /* past_insert 0: none passed over */
+  bool parted; /* the walk ended where the sizes part or the log begins, not a period back */
+} aligned_t;
+
+/* Allocations of the step before, just before old, that the step under
+ * way does not make before now: 0 where none are passed over to match. */
+static uint64_t insert_before(const uint32_t *sizes, uint64_t old, uint64_t now,
+                              uint64_t *work)
+{
+  for (uint64_t k = 1; k <= INSERT_MOST && old >= k + RESYNC - 1 && now >= RESYNC - 1; k++) {
+    uint64_t t = 0;
+    while (t < RESYNC && sizes[old - k - t] == sizes[now - t])
+      t++;
+    *work += t + 1;
+    if (t == RESYNC)
+      return k;
+  }
+  return 0;
+}
+
+static aligned_t aligned_at(const uint32_t *sizes, uint64_t count, uint64_t period,
+                            uint64_t *work)
+{
+  aligned_t al = {0, 0, 0, 0, false};
+  uint64_t now = count - 1, old = now - period, floor = now - period;
+  while (now > floor) {
+    if (sizes[now] != sizes[old]) {
+      uint64_t k = insert_before(sizes, old, now, work);
+      al.parted = k == 0;
+      if (k == 0)
+        break;
+      al.past_insert = al.past_insert ? al.past_insert : old + 1;
+      al.passed += k;
+      old -= k;
+    }
+    al.run++;
+    al.first_old = old;
+    (*work)++;
+    al.parted = old == 0; /* the log's first allocation: the step before began there */
+    if (al.parted)
+      break;
+    now--;
+    old--;
+  }
+  return al;
+}
+
+static bool beside_by_alignment(const allocs_t *a, beside_t *b)
+{
+  aligned_t best = {0, 0, 0, 0, false};
+  uint64_t best_period = 0, work = 0, count = a->count;
+  for (uint64_t period = 1; period < count && work <= REPEAT_WORK; period++) {
+    if (a->sizes[count - 1 - period] != a->sizes[count - 1])
+      continue;
+    aligned_t al = aligned_at(a->sizes, count, period, &work);
+    if (al.parted && al.run > best.run && al.passed * INSERTS_SHARE <= al.run) {
+      best = al;
+      best_period = period;
+    }
+  }
+  if (work > REPEAT_WORK || best.run < REPEAT_MIN || best.run < 2)
+    return false;
+  uint64_t from_last = best.past_insert ? best.past_insert : best.first_old;
+  *b = (beside_t){best.first_old, count - best.run, best.run, from_last, from_last + best_period};
+  return true;
+}
+
 /* ol_recent_step_repeat's and ol_recent_step_by_sizes's search: one
  * repeat, one step under way, told a step's by roles or by sizes. */
 static bool step_repeat_found(ol_recent_t *log, uint64_t request, const uint8_t *site_work,
@@ -749,20 +858,20 @@ static bool step_repeat_found(ol_recent_t *log, uint64_t request, const uint8_t 
   allocs_t a;
   bool found = false;
   if (allocs_of(log, request, &a)) {
-    uint64_t count = a.count;
-    repeat_t r = longest_repeat(a.sizes, count);
-    /* The step under way: the repeat's last period's worth (all of it
-     * where it began within one period); the one before, a period back. */
-    uint64_t in_step = r.period ? (r.run - 1) % r.period + 1 : 0;
-    uint64_t now = count - in_step, last = now - r.period;
-    found = r.run >= REPEAT_MIN && in_step >= 2 && now >= r.period &&
-            a_step_by(log, &a, last, now, r.run, site_work, site_count);
+    beside_t b;
+    found = beside_by_repeat(&a, &b) &&
+            a_step_by(log, &a, b.last, b.now, b.run, site_work, site_count);
+    /* where no repeat reached far: one that did and is no step's (a first
+     * step's micro-batches) is not read again with inserts passed over */
+    if (!found && b.run < REPEAT_MIN)
+      found = beside_by_alignment(&a, &b) &&
+              a_step_by(log, &a, b.last, b.now, b.run, site_work, site_count);
     /* set beside each other from past what the first made once */
-    uint64_t skip = found ? past_left_out(&a, last, count - 1 - now) : 0;
-    found = found && now + skip < count - 1;
+    uint64_t skip = found ? past_left_out(&a, b.from_last, a.count - 1 - b.from_now) : 0;
+    found = found && b.from_now + skip < a.count - 1;
     if (found) {
-      began[0] = a.events[last + skip];
-      began[1] = a.events[now + skip];
+      began[0] = a.events[b.from_last + skip];
+      began[1] = a.events[b.from_now + skip];
     }
   }
   allocs_free(&a);

@@ -45,6 +45,7 @@ typedef struct corpus_case {
                                  smaller than the bound, that growth runs it out */
   bool state_mid_run;         /* the state that does not fit is made in mid-run (a second
                                  optimizer, a teacher): a smaller device may run out first */
+  bool second_step;           /* out at its second step, the first having fit ("out_at") */
 } corpus_case_t;
 
 static corpus_case_t cases[MAX_CASES];
@@ -74,6 +75,9 @@ static bool read_case(const ol_json_t *entry, corpus_case_t *c)
   text_of(entry, "leak_site", c->leak_site, sizeof c->leak_site, "");
   text_of(entry, "no_sites", c->no_sites, sizeof c->no_sites, "");
   text_of(entry, "estimate_range", c->estimate_range, sizeof c->estimate_range, "");
+  char out_at[32];
+  text_of(entry, "out_at", out_at, sizeof out_at, "");
+  c->second_step = strcmp(out_at, "second_step") == 0;
   c->batch = ol_json_path_int64(entry, "batch", 0);
   c->batch_truth = ol_json_path_int64(entry, "batch_truth", -1);
   c->batch_out = ol_json_path_int64(entry, "batch_out", -1);
@@ -177,6 +181,21 @@ static void check_stage(const corpus_case_t *c, const ol_oom_record_t *record)
   ck_assert_msg(strcmp(stages[record->first_step.stage], c->first_step) == 0,
                 "%s: the first step read as %s, the manifest says %s", c->name,
                 stages[record->first_step.stage], c->first_step);
+}
+
+/* Out at its second step, with its call sites: the step is set beside
+ * the first and its figure read from it, not a first step's bound
+ * (held-out resnet50_adam_second_step was read as a first step that had
+ * not finished: "at most"). */
+static void check_second_step(const corpus_case_t *c, const ol_oom_record_t *record)
+{
+  int64_t fits, fits_headroom;
+  bool bound;
+  ck_assert(ol_oom_batch_figures(record, &fits, &fits_headroom, &bound));
+  ck_assert_msg(record->iterations == 0 && record->step_rest > 0 && !bound,
+                "%s: out at its second step, read as %s (%lld iterations, the rest of the "
+                "first %lld bytes)", c->name, bound ? "a bound" : "no second step",
+                (long long)record->iterations, (long long)record->step_rest);
 }
 
 static void check_oom_batch(const corpus_case_t *c, const ol_oom_record_t *record)
@@ -299,6 +318,8 @@ START_TEST(each_case_gets_its_class_and_batch)
   check_trace_report(c, &view, &result);
   if (*c->first_step && result.recorded)
     check_stage(c, record);
+  if (c->second_step && result.recorded)
+    check_second_step(c, record);
   if (c->batch_truth >= 0 && result.recorded)
     check_oom_batch(c, record);
   else if (c->batch_truth >= 0)

@@ -671,6 +671,69 @@ START_TEST(a_workspace_made_past_the_point_is_no_site_s_kept_tensor)
 }
 END_TEST
 
+/* A first step whose head and backward make workspaces of sizes other
+ * blocks have too (no size made once, none made for good): the main
+ * thread's at the head, of the loss's size, the autograd thread's after
+ * the fourth gradient, of the input's; after a load of other sizes.
+ * Both kept. */
+static void step_with_shared_workspaces(void)
+{
+  for (int w = 0; w < 3; w++)
+    ol_recent_note(log_, 0, 2 * MiB, false); /* the load */
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  for (int l = 0; l < STEP_LAYERS; l++) {
+    ol_recent_note(log_, 1, 32 * MiB, false);
+    made_and_freed(2, 8 * MiB, 1);
+  }
+  ol_recent_note(log_, 2, 64 * MiB, false); /* the main thread's workspace */
+  ol_recent_note(log_, 3, 64 * MiB, false);
+  for (int g = 0; g < STEP_LAYERS; g++) {
+    ol_recent_note(log_, 4, 16 * MiB, false);
+    if (g == 3)
+      ol_recent_note(log_, 4, 4 * MiB, false); /* the autograd thread's */
+    ol_recent_note(log_, 1, 32 * MiB, true);
+  }
+  for (int g = 0; g < STEP_LAYERS; g++)
+    ol_recent_note(log_, 4, 16 * MiB, true);
+  ol_recent_note(log_, 3, 64 * MiB, true);
+  ol_recent_note(log_, 0, 4 * MiB, true);
+}
+
+/* Out at the second step's sixth gradient: its allocations back from the
+ * request repeat the first's for two only, the autograd thread's
+ * workspace between (held-out resnet50_adam, out early in its second
+ * backward, read as a first step: "at most"). With the workspaces passed
+ * over, the steps are set beside each other: nothing held more (both
+ * made before the point), the rest of the first its sixth gradient
+ * (what the second made and holds left out, as account.c does). */
+START_TEST(workspaces_of_shared_sizes_are_passed_over)
+{
+  uint32_t live[STEP_LAYERS + 8];
+  size_t n = 0;
+  step_with_shared_workspaces();
+  live[n++] = ol_recent_note(log_, 0, 4 * MiB, false);
+  for (int l = 0; l < STEP_LAYERS; l++) {
+    uint32_t layer = ol_recent_note(log_, 1, 32 * MiB, false);
+    if (l < STEP_LAYERS - 5) /* the last five are freed below */
+      live[n++] = layer;
+    made_and_freed(2, 8 * MiB, 1);
+  }
+  live[n++] = ol_recent_note(log_, 3, 64 * MiB, false);
+  for (int g = 0; g < 5; g++) {
+    live[n++] = ol_recent_note(log_, 4, 16 * MiB, false);
+    ol_recent_note(log_, 1, 32 * MiB, true);
+  }
+  uint64_t began[2];
+  int64_t more_[STEP_SITES] = {0}, made_[STEP_SITES] = {0};
+  ol_recent_reading_t reading;
+  ck_assert(ol_recent_step_repeat(log_, 16 * MiB, step_work, STEP_SITES, began));
+  ck_assert(ol_recent_against_step(log_, began, 16 * MiB, (ol_recent_sites_t){-1, -1}, more_,
+                                   made_, STEP_SITES, &reading));
+  ck_assert_int_eq(reading.held_more, 0);
+  ck_assert_int_eq(ol_recent_rest_of_last(log_, &reading, live, n), 16 * MiB);
+}
+END_TEST
+
 /* A first step's forward and backward repeat their layers, one stack
  * each; an inference's second forward repeats its first, one stack. */
 START_TEST(one_stack_a_period_is_no_step_by_sizes)
@@ -1149,6 +1212,7 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, the_rest_leaves_out_what_the_first_made_once);
   tcase_add_test(tc, workspaces_made_once_a_thread_do_not_shift_the_steps);
   tcase_add_test(tc, a_workspace_made_past_the_point_is_no_site_s_kept_tensor);
+  tcase_add_test(tc, workspaces_of_shared_sizes_are_passed_over);
   tcase_add_test(tc, one_stack_a_period_is_no_step_by_sizes);
   tcase_add_test(tc, runs_of_one_size_in_a_layer_are_no_stacks);
   tcase_add_test(tc, a_request_that_begins_the_next_iteration);
