@@ -1432,12 +1432,24 @@ int64_t ol_batch_figure_trial(const ol_batch_figure_t *f)
  * long, by one more of its steps, gives "batch 12 fits", the bisected 12). */
 #define TRIAL_STEPS 5
 
+/* Call sites name an optimizer's state held while no iteration was told:
+ * a step before this one may have finished (its update made the state),
+ * which was not set beside this one (held-out resnet50_adam, out early in
+ * its second backward beside Adam's moments, was told its first
+ * iteration had not finished), or the state was loaded or is being made
+ * in this one. Which, is not said. */
+static bool state_held_unread(const ol_oom_record_t *r)
+{
+  return r->roles_known && r->role_bytes[OL_ROLE_optimizer] > 0;
+}
+
 /* The iteration that did not finish: the first, where call sites name
- * roles; without them none may have been found in a job well past its
- * first (iterations are found by sizes that repeat). */
+ * roles and no optimizer's state is held; without them none may have
+ * been found in a job well past its first (iterations are found by
+ * sizes that repeat). */
 static const char *unfinished_iteration(const ol_oom_record_t *r)
 {
-  return r->iterations > 0 || !r->roles_known ? "failed" : "first";
+  return r->iterations > 0 || !r->roles_known || state_held_unread(r) ? "failed" : "first";
 }
 
 static void advise_measuring(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
@@ -1707,6 +1719,9 @@ static void explain_unfinished_iteration(ol_buf_t *out, const ol_oom_record_t *r
                   "one made the same sizes in the same order up to here, so the first's course "
                   "past this point (it rose %s above what it held here) is counted as the rest "
                   "of this one", size_text(a, r->step_rest));
+  else if (state_held_unread(r))
+    ol_buf_printf(out, " in an iteration that did not finish (an optimizer's state is held: "
+                  "a step before it may have finished, not set beside this one)");
   else if (r->roles_known)
     ol_buf_printf(out, " in the first iteration, which did not finish");
   else
