@@ -268,11 +268,14 @@ def job_model(name):
     if name == 'resnet18':
         import torchvision
         return torchvision.models.resnet18(), 'cnn', 224, 1000, torch.optim.SGD
-    if name in ('resnet50_adam', 'convnext_tiny_adam'):  # second_step_check: CNNs under AdamW
+    # second_step_check: CNNs under AdamW (session 41's two; session 42's
+    # four, whose only matrix product is the classifier, as ResNet-50's)
+    cnns = {'resnet50_adam': 'resnet50', 'convnext_tiny_adam': 'convnext_tiny',
+            'resnet101_adam': 'resnet101', 'densenet121_adam': 'densenet121',
+            'efficientnet_b0_adam': 'efficientnet_b0', 'mobilenet_v3_adam': 'mobilenet_v3_large'}
+    if name in cnns:
         import torchvision
-        model = torchvision.models.resnet50 if name == 'resnet50_adam' else \
-            torchvision.models.convnext_tiny
-        return model(), 'cnn', 224, 1000, torch.optim.AdamW
+        return getattr(torchvision.models, cnns[name])(), 'cnn', 224, 1000, torch.optim.AdamW
     raise SystemExit(f'no job {name}')
 
 

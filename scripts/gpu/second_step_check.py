@@ -32,6 +32,10 @@ JOBS = [('llama_small', 8), ('vit_base', 64), ('bert_large_mlm', 64),
 # session 41, listed before they ran: convolutional networks (layers that
 # differ, a second step never tried on one) under AdamW, whose moments are
 # what the second step adds: resnet50_adam:64, convnext_tiny_adam:48
+# session 42, listed before they ran: CNNs whose first step's classifier
+# makes cuBLAS's workspaces (recent.c beside_by_alignment):
+# resnet101_adam:48, densenet121_adam:32, efficientnet_b0_adam:64,
+# mobilenet_v3_adam:96
 TRIES = 4
 
 
