@@ -276,6 +276,14 @@ def job_model(name):
     if name in cnns:
         import torchvision
         return getattr(torchvision.models, cnns[name])(), 'cnn', 224, 1000, torch.optim.AdamW
+    # a leak out at its second step (session 42): after each update, an
+    # evaluation forward of half a batch without no_grad, its output kept
+    # in a list with its graph
+    kept = {'resnet50_eval_kept': 'resnet50', 'convnext_tiny_eval_kept': 'convnext_tiny'}
+    if name in kept:
+        import torchvision
+        return (getattr(torchvision.models, kept[name])(), 'cnn_eval_kept', 224, 1000,
+                torch.optim.AdamW)
     raise SystemExit(f'no job {name}')
 
 
@@ -286,7 +294,7 @@ def run_job(name, batch, steps, style=None):
     model = model.cuda()
     opt = optim(model.parameters(), lr=1e-4, **({'momentum': 0.9} if optim is torch.optim.SGD
                                                 else {}))
-    done, error, peaks = 0, None, []
+    done, error, peaks, outputs = 0, None, [], []
     try:
         for _ in range(steps):
             torch.cuda.reset_peak_memory_stats()
@@ -338,6 +346,9 @@ def run_job(name, batch, steps, style=None):
             opt.step()
             opt.zero_grad(set_to_none=True)
             del loss
+            if kind == 'cnn_eval_kept':  # the leak: its graph kept with each output
+                outputs.append(model(torch.randn(max(batch // 2, 1), 3, size, size,
+                                                 device='cuda')))
             done += 1
             peaks.append(torch.cuda.max_memory_allocated())  # each step's (second_step_check)
         torch.cuda.synchronize()
