@@ -734,6 +734,70 @@ START_TEST(workspaces_of_shared_sizes_are_passed_over)
 }
 END_TEST
 
+/* A network of unlike layers, without call sites: each layer of its own
+ * size (a CNN's stages), CNN_LAYERS of them kept by the forward and
+ * given back by the backward, each making a gradient of its own size. No
+ * stack of like layers in either. */
+#define CNN_LAYERS 200
+
+static uint64_t cnn_layer(int l)
+{
+  return (uint64_t)(l + 8) * MiB;
+}
+
+static void cnn_forward(int layers)
+{
+  for (int l = 0; l < layers; l++)
+    ol_recent_note(log_, 1, cnn_layer(l), false);
+}
+
+/* The load (a weight of each gradient's size), a whole step, then an
+ * evaluation's output kept with its graph (the leak, `kept` bytes)
+ * where kept > 0. */
+static void cnn_step(uint64_t kept)
+{
+  for (int l = 0; l < CNN_LAYERS; l++)
+    ol_recent_note(log_, 0, cnn_layer(l) + MiB / 2, false);
+  ol_recent_note(log_, 0, 3 * MiB, false); /* the input */
+  cnn_forward(CNN_LAYERS);
+  for (int l = CNN_LAYERS - 1; l >= 0; l--) {
+    ol_recent_note(log_, 4, cnn_layer(l) + MiB / 2, false);
+    ol_recent_note(log_, 1, cnn_layer(l), true);
+  }
+  for (int l = 0; l < CNN_LAYERS; l++)
+    ol_recent_note(log_, 4, cnn_layer(l) + MiB / 2, true);
+  ol_recent_note(log_, 0, 3 * MiB, true);
+  if (kept)
+    ol_recent_note(log_, 2, kept, false);
+}
+
+/* Without call sites, a step of unlike layers is told by what it held:
+ * its forward rose by most of what the job rose and its backward gave it
+ * back (held-out resnet50_eval_kept and convnext_tiny_eval_kept without
+ * their sites, out at their second step: no step was found by sizes,
+ * and their leak was read as a first step's `activations`). The second
+ * step, out in its forward, holds the evaluation's output more; a first
+ * step, whose forward gives nothing back, is no step's. */
+START_TEST(a_step_of_unlike_layers_is_told_by_what_it_held)
+{
+  uint64_t began[2];
+  int64_t more_[STEP_SITES] = {0}, made_[STEP_SITES] = {0};
+  ol_recent_reading_t reading;
+  cnn_step(2048 * MiB);
+  ol_recent_note(log_, 0, 3 * MiB, false);
+  cnn_forward(150);
+  ck_assert(ol_recent_step_by_sizes(log_, cnn_layer(150), began));
+  ck_assert(ol_recent_against_step(log_, began, cnn_layer(150), (ol_recent_sites_t){-1, -1},
+                                   more_, made_, STEP_SITES, &reading));
+  ck_assert_int_eq(reading.held_more, 2048 * MiB);
+  teardown();
+  setup();
+  ol_recent_note(log_, 0, 3 * MiB, false);
+  cnn_forward(CNN_LAYERS);
+  ck_assert(!ol_recent_step_by_sizes(log_, 64 * MiB, began));
+}
+END_TEST
+
 /* A first step's forward and backward repeat their layers, one stack
  * each; an inference's second forward repeats its first, one stack. */
 START_TEST(one_stack_a_period_is_no_step_by_sizes)
@@ -1213,6 +1277,7 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, workspaces_made_once_a_thread_do_not_shift_the_steps);
   tcase_add_test(tc, a_workspace_made_past_the_point_is_no_site_s_kept_tensor);
   tcase_add_test(tc, workspaces_of_shared_sizes_are_passed_over);
+  tcase_add_test(tc, a_step_of_unlike_layers_is_told_by_what_it_held);
   tcase_add_test(tc, one_stack_a_period_is_no_step_by_sizes);
   tcase_add_test(tc, runs_of_one_size_in_a_layer_are_no_stacks);
   tcase_add_test(tc, a_request_that_begins_the_next_iteration);
