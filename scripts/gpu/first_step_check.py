@@ -279,7 +279,10 @@ def job_model(name):
     # a leak out at its second step (session 42): after each update, an
     # evaluation forward of half a batch without no_grad, its output kept
     # in a list with its graph
-    kept = {'resnet50_eval_kept': 'resnet50', 'convnext_tiny_eval_kept': 'convnext_tiny'}
+    kept = {'resnet50_eval_kept': 'resnet50', 'convnext_tiny_eval_kept': 'convnext_tiny',
+            'resnet101_eval_kept': 'resnet101', 'densenet121_eval_kept': 'densenet121',
+            'efficientnet_b0_eval_kept': 'efficientnet_b0',
+            'mobilenet_v3_eval_kept': 'mobilenet_v3_large'}
     if name in kept:
         import torchvision
         return (getattr(torchvision.models, kept[name])(), 'cnn_eval_kept', 224, 1000,
