@@ -272,7 +272,9 @@ def job_model(name):
     # four, whose only matrix product is the classifier, as ResNet-50's)
     cnns = {'resnet50_adam': 'resnet50', 'convnext_tiny_adam': 'convnext_tiny',
             'resnet101_adam': 'resnet101', 'densenet121_adam': 'densenet121',
-            'efficientnet_b0_adam': 'efficientnet_b0', 'mobilenet_v3_adam': 'mobilenet_v3_large'}
+            'efficientnet_b0_adam': 'efficientnet_b0', 'mobilenet_v3_adam': 'mobilenet_v3_large',
+            'vgg16_adam': 'vgg16', 'regnet_adam': 'regnet_y_800mf',
+            'wide_resnet_adam': 'wide_resnet50_2'}
     if name in cnns:
         import torchvision
         return getattr(torchvision.models, cnns[name])(), 'cnn', 224, 1000, torch.optim.AdamW

@@ -40,7 +40,9 @@ JOBS = [('llama_small', 8), ('vit_base', 64), ('bert_large_mlm', 64),
 # convnext_tiny_eval_kept:48; then (after recent.c rose_and_fell, built
 # on those two) four more, held out: resnet101_eval_kept:48,
 # densenet121_eval_kept:32, efficientnet_b0_eval_kept:64,
-# mobilenet_v3_eval_kept:96
+# mobilenet_v3_eval_kept:96; and three CNNs that fit their first step,
+# held out from rose_and_fell: vgg16_adam:32, regnet_adam:64,
+# wide_resnet_adam:32
 TRIES = 4
 
 
