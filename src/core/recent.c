@@ -877,7 +877,7 @@ static bool beside_by_alignment(const allocs_t *a, beside_t *b)
       best_period = period;
     }
   }
-  if (work > REPEAT_WORK || best.run < REPEAT_MIN || best.run < 2)
+  if (work > REPEAT_WORK || best.run < REPEAT_MIN)
     return false;
   uint64_t from_last = best.past_insert ? best.past_insert : best.first_old;
   *b = (beside_t){best.first_old, count - best.run, best.run, from_last, from_last + best_period};
