@@ -42,7 +42,9 @@ JOBS = [('llama_small', 8), ('vit_base', 64), ('bert_large_mlm', 64),
 # densenet121_eval_kept:32, efficientnet_b0_eval_kept:64,
 # mobilenet_v3_eval_kept:96; and three CNNs that fit their first step,
 # held out from rose_and_fell: vgg16_adam:32, regnet_adam:64,
-# wide_resnet_adam:32
+# wide_resnet_adam:32; last, the three families first_step_check ran
+# this session, now at their second step: bloom_560m:2, falcon_small:4,
+# opt_350m:4
 TRIES = 4
 
 
