@@ -278,16 +278,14 @@ def job_model(name):
     if name in cnns:
         import torchvision
         return getattr(torchvision.models, cnns[name])(), 'cnn', 224, 1000, torch.optim.AdamW
-    # a leak out at its second step (session 42): after each update, an
-    # evaluation forward of half a batch without no_grad, its output kept
-    # in a list with its graph
-    kept = {'resnet50_eval_kept': 'resnet50', 'convnext_tiny_eval_kept': 'convnext_tiny',
-            'resnet101_eval_kept': 'resnet101', 'densenet121_eval_kept': 'densenet121',
-            'efficientnet_b0_eval_kept': 'efficientnet_b0',
-            'mobilenet_v3_eval_kept': 'mobilenet_v3_large'}
-    if name in kept:
+    # a leak out at its second step (session 42): one of those CNNs
+    # (NAME_eval_kept for NAME_adam), after each update an evaluation
+    # forward of half a batch without no_grad, its output kept in a list
+    # with its graph
+    trained = name.removesuffix('_eval_kept') + '_adam'
+    if name.endswith('_eval_kept') and trained in cnns:
         import torchvision
-        return (getattr(torchvision.models, kept[name])(), 'cnn_eval_kept', 224, 1000,
+        return (getattr(torchvision.models, cnns[trained])(), 'cnn_eval_kept', 224, 1000,
                 torch.optim.AdamW)
     raise SystemExit(f'no job {name}')
 

@@ -902,7 +902,8 @@ static bool step_repeat_found(ol_recent_t *log, uint64_t request, const uint8_t 
     if (!found && b.run < REPEAT_MIN)
       found = beside_by_alignment(&a, &b) &&
               a_step_by(log, &a, b.last, b.now, b.run, site_work, site_count);
-    /* set beside each other from past what the first made once */
+    /* set beside each other from past what the first made once or the
+     * walk passed over */
     uint64_t skip = found ? past_left_out(&a, b.from_last, a.count - 1 - b.from_now) : 0;
     found = found && b.from_now + skip < a.count - 1;
     if (found) {
