@@ -274,7 +274,14 @@ def job_model(name):
             'resnet101_adam': 'resnet101', 'densenet121_adam': 'densenet121',
             'efficientnet_b0_adam': 'efficientnet_b0', 'mobilenet_v3_adam': 'mobilenet_v3_large',
             'vgg16_adam': 'vgg16', 'regnet_adam': 'regnet_y_800mf',
-            'wide_resnet_adam': 'wide_resnet50_2'}
+            'wide_resnet_adam': 'wide_resnet50_2',
+            # session 43, held out from recent.c's ol_recent_rest_fixed
+            # (built on VGG-16 and ResNet-101): a deeper VGG, AlexNet (58 of
+            # its 61 million parameters in its classifier), ResNeXt, and two
+            # transformers on images (Swin-T's windows, ViT-B/16)
+            'vgg19_adam': 'vgg19', 'alexnet_adam': 'alexnet',
+            'resnext50_adam': 'resnext50_32x4d', 'swin_t_adam': 'swin_t',
+            'vit_b16_adam': 'vit_b_16'}
     if name in cnns:
         import torchvision
         return getattr(torchvision.models, cnns[name])(), 'cnn', 224, 1000, torch.optim.AdamW

@@ -815,9 +815,11 @@ static uint8_t *sites_work(const ol_sites_t *sites, size_t count)
   uint8_t *work = calloc(count ? count : 1, sizeof *work);
   for (size_t i = 0; work && i < count; i++) {
     ol_role_t role = ol_sites_role(sites, (int32_t)i);
-    work[i] = role == OL_ROLE_activations ? OL_RECENT_FORWARD
+    work[i] = role == OL_ROLE_activations                             ? OL_RECENT_FORWARD
               : role == OL_ROLE_backward || role == OL_ROLE_gradients ? OL_RECENT_BACKWARD
-                                                                        : 0;
+              : role == OL_ROLE_optimizer ? OL_RECENT_UPDATE | OL_RECENT_STATE
+              : role == OL_ROLE_weights   ? OL_RECENT_STATE
+                                          : 0;
   }
   return work;
 }
@@ -838,19 +840,27 @@ static void collect_tag(const ol_record_t *rec, void *arg)
 }
 
 /* The rest of the step before the one under way (reading's), less what
- * it made there that is live still: 0 where not known (no host memory
- * for the live blocks' tags, the log no longer holding it). */
-static int64_t rest_of_last_step(const ol_account_t *a, int device,
-                                 const ol_recent_reading_t *reading)
+ * it made there that is live still, into r->step_rest: 0 where not known
+ * (no host memory for the live blocks' tags, the log no longer holding
+ * it). With roles, what of it and of what it made does not shrink with
+ * the batch, into r->step_fixed (ol_recent_rest_fixed). */
+static void rest_of_last_step(const ol_account_t *a, int device,
+                              const ol_recent_reading_t *reading, ol_oom_record_t *r)
 {
   int d = ol_account_clamp(device);
   live_tags_t l = {d, NULL, 0, ol_records_count(&a->blocks)};
   if (l.room && !(l.tags = malloc(l.room * sizeof *l.tags)))
-    return 0;
+    return;
   ol_records_each(&a->blocks, collect_tag, &l);
   int64_t rest = ol_recent_rest_of_last(a->devices[d].recent, reading, l.tags, l.count);
+  r->step_rest = rest > 0 ? rest : 0;
+  size_t count = ol_sites_count(ol_account_sites(a, device));
+  uint8_t *work = r->roles_known ? sites_work(ol_account_sites(a, device), count) : NULL;
+  if (work)
+    r->step_fixed =
+      ol_recent_rest_fixed(a->devices[d].recent, reading, l.tags, l.count, work, count);
+  free(work);
   free(l.tags);
-  return rest > 0 ? rest : 0;
 }
 
 /* Where fewer than two iterations were told, the step under way set
@@ -918,7 +928,7 @@ static void grower_since_last(const ol_account_t *a, int device, const kept_by_a
   /* a step that finished, found at the failure: the rest of it tells the
    * need of the one under way (oom.c second_step_figure) */
   if (r->since_last_by_repeat || by_sizes)
-    r->step_rest = rest_of_last_step(a, device, &reading);
+    rest_of_last_step(a, device, &reading, r);
   if (known) {
     r->held_since_last = reading.held_more > 0 ? reading.held_more : 0;
     r->since_last_by_calls = reading.by_calls;
@@ -957,6 +967,7 @@ static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t
   r->held_since_last = -1;
   r->step_repeat_held = -1; /* a record not begun by ol_oom_record_init (replay's) too */
   r->step_rest = 0;
+  r->step_fixed = (ol_recent_fixed_t){0, 0};
   r->since_last_by_calls = false;
   kept_walk_t w = {d, (uint16_t)a->devices[d].iteration_ends,
                    count ? calloc(count, sizeof *w.sites) : NULL, count};

@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 33  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls, oom.growing_site.per_step; 25: oom.swings, oom.swings_kept; 26: oom.past_repeat; 27: oom.restarts, oom.batch_given; 28: oom.since_last_by_repeat; 29: oom.first_step.stacks, oom.first_step.weight_element, oom.first_step.weights_cast; 30: oom.first_step.logits_ahead, oom.first_step.logits_asks; 31: oom.first_step.element_unsure; 32: oom.step_repeat_held; 33: oom.step_rest) */
+#define OL_REPORT_MINOR 34  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls, oom.growing_site.per_step; 25: oom.swings, oom.swings_kept; 26: oom.past_repeat; 27: oom.restarts, oom.batch_given; 28: oom.since_last_by_repeat; 29: oom.first_step.stacks, oom.first_step.weight_element, oom.first_step.weights_cast; 30: oom.first_step.logits_ahead, oom.first_step.logits_asks; 31: oom.first_step.element_unsure; 32: oom.step_repeat_held; 33: oom.step_rest; 34: oom.step_rest_gradients, oom.step_held_over) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -500,8 +500,10 @@ bool ol_recent_against_last(const ol_recent_t *log, uint64_t request, ol_recent_
                             int64_t *more, int64_t *made, size_t site_count,
                             ol_recent_reading_t *reading);
 /* A site's work, for ol_recent_step_repeat: a forward's (activations),
- * a backward's (gradients, its temporaries). */
-enum { OL_RECENT_FORWARD = 1, OL_RECENT_BACKWARD = 2 };
+ * a backward's (gradients, its temporaries); for ol_recent_rest_fixed an
+ * update's (the optimizer's), and the state's (the optimizer's and the
+ * weights'). Bits. */
+enum { OL_RECENT_FORWARD = 1, OL_RECENT_BACKWARD = 2, OL_RECENT_UPDATE = 4, OL_RECENT_STATE = 8 };
 /* Where fewer than two iterations were told: whether the allocations up
  * to the request (about to be made) repeat in size and order those a
  * period earlier, as a second step repeats its first, the period before
@@ -536,6 +538,20 @@ bool ol_recent_against_step(ol_recent_t *log, const uint64_t began[2], uint64_t 
  * holding it). */
 int64_t ol_recent_rest_of_last(const ol_recent_t *log, const ol_recent_reading_t *reading,
                                uint32_t *live, size_t live_count);
+/* What of the rest (ol_recent_rest_of_last) and of what that step made
+ * and holds still does not shrink with the batch: the gradients its
+ * backward had made at the rest's highest point (held until its update),
+ * and what it made before its update that is live now at no state's site
+ * nor the backward's (a workspace made once: cuBLAS's at the first
+ * matrix product). site_work as ol_recent_step_repeat's (OL_RECENT_UPDATE:
+ * the optimizer's sites; OL_RECENT_STATE: its and the weights'), live
+ * sorted by ol_recent_rest_of_last; zeros where not known. */
+typedef struct ol_recent_fixed {
+  int64_t gradients, held_over;
+} ol_recent_fixed_t;
+ol_recent_fixed_t ol_recent_rest_fixed(const ol_recent_t *log, const ol_recent_reading_t *reading,
+                                       const uint32_t *live, size_t live_count,
+                                       const uint8_t *site_work, size_t site_count);
 /* What the iteration under way did past a repeat of the last one. */
 typedef struct ol_recent_more {
   int64_t held;        /* what the events since add to what is held */
@@ -710,6 +726,11 @@ typedef struct ol_oom_record {
    * known (the rest holds the request's like at least: never 0 where
    * read, and a record begun without ol_oom_record_init reads as none). */
   int64_t step_rest;
+  /* With roles, what of that step's need does not shrink with the batch
+   * (recent.c, ol_recent_rest_fixed): the gradients in its rest, and what
+   * it made and holds now (held over: a workspace); zeros: none, or not
+   * known. */
+  ol_recent_fixed_t step_fixed;
   /* The iteration under way repeated the last one through its rise and
    * fall and then made allocations the last did not (recent.c): what it
    * did since; held -1: not so, or not known. */

@@ -1185,7 +1185,14 @@ static void below_failed_batch(ol_batch_figure_t *f)
  * Adam's moments, once the class says they are no leak), the need what
  * the step holds now beside it and the first step's rise past this
  * point, less what the first made there and still holds (account.c: its
- * optimizer's state, made once). Not a bound. Under manage mode the
+ * optimizer's state, made once). With call sites, what of that need a
+ * smaller batch does not shrink counts with the state (step_fixed_of):
+ * the gradients the first step's backward had made at its rest's highest
+ * point (held-out VGG-16's classifier's and more, 511 MiB of a 568 MiB
+ * rest: 26 where 24 fits, all of it scaled), and what the first made
+ * before its update that is held still at no state's site (cuBLAS's
+ * workspaces, 156 MiB on held-out ResNet-101: 45 where 44). Not a bound.
+ * Under manage mode the
  * pool's reserve above its allocations stays, as a fitting job's figure
  * keeps its peak's: room no tensor of the step could use (held-out
  * llama1b_second_step, 3.006 batches by the room and the need, was told
@@ -1193,10 +1200,18 @@ static void below_failed_batch(ol_batch_figure_t *f)
  * step's failure, where the figure is a bound from what was held and the
  * reserve is mostly room a smaller batch's tensors would take (counting
  * it there cut 61 of the corpus's figures at their caps, session 40). */
+static int64_t step_fixed_of(const ol_oom_record_t *r)
+{
+  return second_step_read(r) ? ol_sat_add(at_least_zero(r->step_fixed.gradients),
+                                          at_least_zero(r->step_fixed.held_over))
+                             : 0;
+}
+
 static ol_batch_figure_t second_step_figure(const ol_oom_record_t *r, state_t s)
 {
   bool first_kept = !r->roles_known && s.source == STATE_FIRST_FREE;
   int64_t state = first_kept ? ol_sat_add(s.bytes, at_least_zero(r->step_repeat_held)) : s.bytes;
+  state = ol_sat_add(state, step_fixed_of(r));
   int64_t rest = r->step_rest > request_of(r) ? r->step_rest : request_of(r);
   return (ol_batch_figure_t){
     .batch = r->batch, .available = available(r), .state = state,
@@ -1707,6 +1722,23 @@ static void explain_larger_input(ol_buf_t *out, const ol_oom_record_t *r,
                 size_text(a, r->iteration_need), size_text(b, bound->need));
 }
 
+/* What of a second step's need a smaller batch does not shrink
+ * (second_step_figure counts it with the state). */
+static void explain_step_fixed(ol_buf_t *out, const ol_oom_record_t *r)
+{
+  char a[32], b[32], c[32];
+  ol_buf_printf(out, "; %s of what it needed does not shrink with the batch (",
+                size_text(a, step_fixed_of(r)));
+  if (r->step_fixed.gradients > 0)
+    ol_buf_printf(out, "the gradients the first's backward had made at its highest point, %s%s",
+                  size_text(b, r->step_fixed.gradients), r->step_fixed.held_over > 0 ? "; " : "");
+  if (r->step_fixed.held_over > 0)
+    ol_buf_printf(out, "what the first made before its update and holds still, of no state's "
+                  "call site, %s: a library's workspace, a cache",
+                  size_text(c, r->step_fixed.held_over));
+  ol_buf_printf(out, ") and counts beside the state");
+}
+
 /* Which iteration the need is of, where none finished since iterations
  * were told. */
 static void explain_unfinished_iteration(ol_buf_t *out, const ol_oom_record_t *r)
@@ -1719,6 +1751,8 @@ static void explain_unfinished_iteration(ol_buf_t *out, const ol_oom_record_t *r
                   "one made the same sizes in the same order up to here, so the first's course "
                   "past this point (it rose %s above what it held here) is counted as the rest "
                   "of this one", size_text(a, r->step_rest));
+  if (step_fixed_of(r) > 0)
+    explain_step_fixed(out, r);
   else if (state_held_unread(r))
     ol_buf_printf(out, " in an iteration that did not finish (an optimizer's state is held: "
                   "a step before it may have finished, not set beside this one)");
@@ -1736,12 +1770,16 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
   ol_first_step_figure_t f;
   bool estimated = ol_oom_first_step_figure(r, &f);
   const ol_batch_figure_t *lead = lead_of(&f);
+  /* a second step's need with what does not shrink (explain_step_fixed) */
+  int64_t fixed = estimated ? 0 : step_fixed_of(r);
   ol_buf_printf(out, "The state (weights, gradients, optimizer state) holds %s and fits; the "
-                "iteration's own memory needed %s%s", size_text(a, f.bound.state),
-                f.bound.need_is_lower_bound ? "at least " : "", size_text(b, f.bound.need));
+                "iteration's own memory needed %s%s",
+                size_text(a, ol_sat_sub(f.bound.state, fixed)),
+                f.bound.need_is_lower_bound ? "at least " : "",
+                size_text(b, ol_sat_add(f.bound.need, fixed)));
   explain_unfinished_iteration(out, r);
   ol_buf_printf(out, ", and %s is left for it with %d%% headroom. ",
-                size_text(c, room_with_headroom(lead)), HEADROOM_PERCENT);
+                size_text(c, ol_sat_add(room_with_headroom(lead), fixed)), HEADROOM_PERCENT);
   if (r->iterations == 0 && !r->segments_only && !second_step_read(r))
     explain_first_step(out, r, estimated);
   if (r->input_growth > 0)
@@ -2794,7 +2832,8 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"swings\": %" PRIu32 ", \"swings_kept\": %" PRId64
                 ", \"held_since_last_iteration\": %" PRId64 ", \"since_last_by_calls\": %s"
                 ", \"since_last_by_repeat\": %s, \"step_repeat_held\": %" PRId64
-                ", \"step_rest\": %" PRId64
+                ", \"step_rest\": %" PRId64 ", \"step_rest_gradients\": %" PRId64
+                ", \"step_held_over\": %" PRId64
                 ", \"past_repeat\": {\"held\": %" PRId64 ", \"allocations\": %" PRIu64
                 ", \"frees\": %" PRIu64 "}, \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
@@ -2804,7 +2843,8 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 r->held_since_last,
                 r->since_last_by_calls ? "true" : "false",
                 r->since_last_by_repeat ? "true" : "false",
-                r->step_repeat_held, r->step_rest, r->past_repeat.held,
+                r->step_repeat_held, r->step_rest, r->step_fixed.gradients,
+                r->step_fixed.held_over, r->past_repeat.held,
                 r->past_repeat.allocations, r->past_repeat.frees,
                 r->segments_only ? "true" : "false");
   json_figures(out, r, c);

@@ -406,6 +406,8 @@ static void same_record(const ol_oom_record_t *live, const ol_sites_t *live_site
   ck_assert_uint_eq(live->iterations, offline->iterations);
   ck_assert_int_eq(live->step_repeat_held, offline->step_repeat_held);
   ck_assert_int_eq(live->step_rest, offline->step_rest);
+  ck_assert_int_eq(live->step_fixed.gradients, offline->step_fixed.gradients);
+  ck_assert_int_eq(live->step_fixed.held_over, offline->step_fixed.held_over);
   ck_assert(live->managed == offline->managed);
   ck_assert_int_eq(live->holder_count, offline->holder_count);
   char a[1024];

@@ -866,6 +866,43 @@ START_TEST(a_second_step_is_read_from_the_first)
 }
 END_TEST
 
+/* What of a second step's need a smaller batch does not shrink counts
+ * with the state (recent.c ol_recent_rest_fixed: held-out VGG-16, whose
+ * first backward had made 511 MiB of its classifier's gradients at its
+ * rest's highest point, was told 26 where 24 fits, all of it scaled). At
+ * batch 32: 32 * 6218 / 6411 = 31.04, 32 * 4579.6 / 6411 = 22.9; with
+ * 1000 MiB of gradients and a 400 MiB workspace that do not shrink,
+ * 32 * (6218 - 1400) / (6411 - 1400) = 30.8, 32 * 3179.6 / 5011 = 20.3. */
+START_TEST(what_a_second_step_needs_whatever_its_batch_is_state)
+{
+  ol_oom_record_t r = second_step(785 * MiB);
+  r.batch = 32;
+  assert_second_step_figure(&r, 31, 22);
+  r.step_fixed = (ol_recent_fixed_t){1000 * MiB, 400 * MiB};
+  assert_second_step_figure(&r, 30, 20);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
+  /* the state and the step's need as before, the part that does not
+   * shrink named within the need */
+  ck_assert_ptr_nonnull(strstr(text.data, "holds 1.93 GiB and fits; the iteration's own memory "
+                                          "needed 6.26 GiB in its second step"));
+  ck_assert_ptr_nonnull(strstr(text.data, "; 1.37 GiB of what it needed does not shrink with "
+                                          "the batch (the gradients the first's backward had "
+                                          "made at its highest point, 1000.00 MiB; what the "
+                                          "first made before its update and holds still"));
+  ck_assert_ptr_nonnull(strstr(text.data, "batch 30 fits on this device, 20 with 20% headroom"));
+  ol_buf_free(&text);
+  /* not where no step was set beside this one (a bound, read as before) */
+  r.since_last_by_repeat = false;
+  r.held_since_last = -1;
+  r.step_rest = 0;
+  text = (ol_buf_t){0};
+  ol_oom_explain(&text, &r, ol_oom_classify(&r), NULL, NULL);
+  ck_assert_ptr_null(strstr(text.data, "does not shrink"));
+  ol_buf_free(&text);
+}
+END_TEST
+
 /* A step that fits with its figure at the edge: the rest of 2650 MiB makes
  * the step need 8276 MiB, 4 * 6218 / 8276 = 3.005: batch 3 needs all but
  * 5 MiB of the device. Under manage mode the pool held 20 MiB above its
@@ -2327,6 +2364,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, batch_figures_in_batches);
   tcase_add_test(classes, an_optimizer_s_state_held_is_no_first_iteration);
   tcase_add_test(classes, a_second_step_is_read_from_the_first);
+  tcase_add_test(classes, what_a_second_step_needs_whatever_its_batch_is_state);
   tcase_add_test(classes, a_second_step_s_figure_keeps_the_pool_s_slack);
   tcase_add_test(classes, a_second_step_told_by_its_sizes_is_read_from_the_first);
   tcase_add_test(classes, a_weights_heavy_second_step_by_sizes);

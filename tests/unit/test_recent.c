@@ -734,6 +734,97 @@ START_TEST(workspaces_of_shared_sizes_are_passed_over)
 }
 END_TEST
 
+/* What a smaller batch does not shrink in the rest of a first step
+ * (ol_recent_rest_fixed). A first step whose backward makes its head's
+ * large gradient first (VGG-16's classifier: 472 of its 528 MiB of
+ * weights), whose last layer makes a workspace kept for good (cuBLAS's,
+ * at the classifier), and whose update (site 5, the optimizer's) makes
+ * its state, kept, and a temporary; gradients set to None after. */
+#define UPDATE_SITE 5
+static const uint8_t update_work[STEP_SITES + 1] = {
+  0, OL_RECENT_FORWARD, OL_RECENT_FORWARD, OL_RECENT_FORWARD, OL_RECENT_BACKWARD,
+  OL_RECENT_UPDATE | OL_RECENT_STATE};
+
+static uint64_t head_first(int g)
+{
+  return g == 0 ? 256 * MiB : 16 * MiB;
+}
+
+/* live[0]: the workspace, live[1]: the state; temporary: the update
+ * makes one beside its state (Adam's foreach), else none (SGD's
+ * momentum). A layer makes two temporaries. */
+static void step_with_a_large_head(uint32_t *live, bool temporary)
+{
+  ol_recent_note(log_, 0, 4 * MiB, false);
+  for (int l = 0; l < STEP_LAYERS; l++) {
+    ol_recent_note(log_, 1, 32 * MiB, false);
+    if (l == STEP_LAYERS - 1)
+      live[0] = ol_recent_note(log_, 2, 96 * MiB, false);
+    made_and_freed(2, 8 * MiB, 1);
+    made_and_freed(2, 6 * MiB, 1);
+  }
+  ol_recent_note(log_, 3, 64 * MiB, false);
+  for (int g = 0; g < STEP_LAYERS; g++) {
+    ol_recent_note(log_, 4, head_first(g), false);
+    ol_recent_note(log_, 1, 32 * MiB, true);
+  }
+  live[1] = ol_recent_note(log_, UPDATE_SITE, 512 * MiB, false);
+  if (temporary)
+    made_and_freed(UPDATE_SITE, 8 * MiB, 1);
+  for (int g = 0; g < STEP_LAYERS; g++)
+    ol_recent_note(log_, 4, head_first(g), true);
+  ol_recent_note(log_, 3, 64 * MiB, true);
+  ol_recent_note(log_, 0, 4 * MiB, true);
+}
+
+/* The second step out at its 13th layer's activation, set beside the
+ * first; what it holds (its input and 12 layers) live with the first's
+ * workspace and state: the rest of the first rose by its last four
+ * layers, its loss and its head's gradient (4 x 32 + 64 + 256 MiB) and
+ * fell from there; of that, the head's gradient is no batch's, nor is
+ * the workspace the first made (and the second does not). */
+static void assert_no_batch_s(bool temporary)
+{
+  uint32_t live[2 + 1 + STEP_LAYERS];
+  size_t n = 2;
+  step_with_a_large_head(live, temporary);
+  live[n++] = ol_recent_note(log_, 0, 4 * MiB, false);
+  for (int l = 0; l < 12; l++) {
+    live[n++] = ol_recent_note(log_, 1, 32 * MiB, false);
+    made_and_freed(2, 8 * MiB, 1);
+    made_and_freed(2, 6 * MiB, 1);
+  }
+  uint64_t began[2];
+  int64_t more_[STEP_SITES + 1] = {0}, made_[STEP_SITES + 1] = {0};
+  ol_recent_reading_t reading;
+  ck_assert(ol_recent_step_repeat(log_, 32 * MiB, update_work, STEP_SITES + 1, began));
+  ck_assert(ol_recent_against_step(log_, began, 32 * MiB, (ol_recent_sites_t){-1, -1}, more_,
+                                   made_, STEP_SITES + 1, &reading));
+  ck_assert_int_eq(ol_recent_rest_of_last(log_, &reading, live, n), (4 * 32 + 64 + 256) * MiB);
+  ol_recent_fixed_t fixed =
+    ol_recent_rest_fixed(log_, &reading, live, n, update_work, STEP_SITES + 1);
+  ck_assert_int_eq(fixed.gradients, 256 * MiB);
+  ck_assert_int_eq(fixed.held_over, 96 * MiB);
+  /* without roles, nothing is told */
+  fixed = ol_recent_rest_fixed(log_, &reading, live, n, NULL, 0);
+  ck_assert_int_eq(fixed.gradients + fixed.held_over, 0);
+}
+
+START_TEST(a_head_s_gradients_and_a_workspace_are_no_batch_s)
+{
+  assert_no_batch_s(true);
+}
+END_TEST
+
+/* An update that makes its state and nothing else (SGD's momentum at its
+ * first step): the state, live, is where the backward was over, before
+ * the gradients are set to None. */
+START_TEST(an_update_of_state_alone_ends_the_backward)
+{
+  assert_no_batch_s(false);
+}
+END_TEST
+
 /* A network of unlike layers, without call sites: each layer of its own
  * size (a CNN's stages), CNN_LAYERS of them kept by the forward and
  * given back by the backward, each making a gradient of its own size. No
@@ -1284,6 +1375,8 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, a_workspace_made_past_the_point_is_no_site_s_kept_tensor);
   tcase_add_test(tc, workspaces_of_shared_sizes_are_passed_over);
   tcase_add_test(tc, a_step_of_unlike_layers_is_told_by_what_it_held);
+  tcase_add_test(tc, a_head_s_gradients_and_a_workspace_are_no_batch_s);
+  tcase_add_test(tc, an_update_of_state_alone_ends_the_backward);
   tcase_add_test(tc, one_stack_a_period_is_no_step_by_sizes);
   tcase_add_test(tc, runs_of_one_size_in_a_layer_are_no_stacks);
   tcase_add_test(tc, a_request_that_begins_the_next_iteration);
