@@ -1760,14 +1760,14 @@ static void explain_unfinished_iteration(ol_buf_t *out, const ol_oom_record_t *r
   char a[32];
   if (r->iterations > 0)
     return;
-  if (second_step_read(r))
+  if (second_step_read(r)) {
     ol_buf_printf(out, " in its second step, which did not finish: the first finished, and this "
                   "one made the same sizes in the same order up to here, so the first's course "
                   "past this point (it rose %s above what it held here) is counted as the rest "
                   "of this one", size_text(a, r->step_rest));
-  if (step_fixed_of(r) > 0)
-    explain_step_fixed(out, r);
-  else if (state_held_unread(r))
+    if (step_fixed_of(r) > 0)
+      explain_step_fixed(out, r);
+  } else if (state_held_unread(r))
     ol_buf_printf(out, " in an iteration that did not finish (an optimizer's state is held: "
                   "a step before it may have finished, not set beside this one)");
   else if (r->roles_known)

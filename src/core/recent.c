@@ -808,12 +808,13 @@ static bool beside_by_repeat(const allocs_t *a, beside_t *b)
  * on alike (RESYNC in a row), a few in all (one in INSERTS_SHARE of those
  * matched: held-out VGG-16's head made 11 its second step does not,
  * cuBLAS's and cuDNN's workspaces, within 90 matched; one in 16 read its
- * step as the first, a bound a third above its truth). Within one period: where the walk reaches back past the
- * step under way's whole period without the sizes parting, the period
- * repeats whole, and a shorter one, if any, is the step's (a first
- * step's micro-batches, summed before one backward: two of them as one
- * "step" set beside the two before, corpus accum_sum_batch without call
- * sites at 0.8 of its cap; the repeat, beside_by_repeat, reads them). */
+ * step as the first, a bound a third above its truth). Within one
+ * period: where the walk reaches back past the step under way's whole
+ * period without the sizes parting, the period repeats whole, and a
+ * shorter one, if any, is the step's (a first step's micro-batches,
+ * summed before one backward: two of them as one "step" set beside the
+ * two before, corpus accum_sum_batch without call sites at 0.8 of its
+ * cap; the repeat, beside_by_repeat, reads them). */
 #define INSERT_MOST 8
 #define RESYNC 4
 #define INSERTS_SHARE 8

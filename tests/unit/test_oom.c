@@ -849,6 +849,7 @@ START_TEST(a_second_step_is_read_from_the_first)
                                           "keep the effective batch of 4 with 2 accumulation "
                                           "steps of 2"));
   ck_assert_ptr_null(strstr(text.data, "first iteration"));
+  ck_assert_ptr_null(strstr(text.data, "in an iteration that did not finish"));
   ck_assert_ptr_null(strstr(text.data, "run once at batch"));
   ol_buf_free(&text);
   /* the rest of the first counts: 3 GiB of it past here (a loss's
