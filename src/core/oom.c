@@ -1193,6 +1193,15 @@ static void below_failed_batch(ol_batch_figure_t *f)
   f->fits_headroom = f->fits_headroom < f->fits ? f->fits_headroom : f->fits;
 }
 
+/* What of a second step's need does not shrink with the batch (account.c,
+ * step_fixed): 0 where no second step was read. */
+static int64_t step_fixed_of(const ol_oom_record_t *r)
+{
+  return second_step_read(r) ? ol_sat_add(at_least_zero(r->step_fixed.gradients),
+                                          at_least_zero(r->step_fixed.held_over))
+                             : 0;
+}
+
 /* A second step read from its first (second_step_read), its figure: the
  * state what it is now (without call sites, what the first step made and
  * kept, step_repeat_held, beside what was made before the first free:
@@ -1214,13 +1223,6 @@ static void below_failed_batch(ol_batch_figure_t *f)
  * step's failure, where the figure is a bound from what was held and the
  * reserve is mostly room a smaller batch's tensors would take (counting
  * it there cut 61 of the corpus's figures at their caps, session 40). */
-static int64_t step_fixed_of(const ol_oom_record_t *r)
-{
-  return second_step_read(r) ? ol_sat_add(at_least_zero(r->step_fixed.gradients),
-                                          at_least_zero(r->step_fixed.held_over))
-                             : 0;
-}
-
 static ol_batch_figure_t second_step_figure(const ol_oom_record_t *r, state_t s)
 {
   bool first_kept = !r->roles_known && s.source == STATE_FIRST_FREE;

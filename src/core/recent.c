@@ -455,14 +455,26 @@ typedef struct course {
   uint64_t allocations, frees;
 } course_t;
 
+/* The event's site's work (site_work[site]: bits), 0 where none. */
+static uint8_t work_of(const event_t *e, const uint8_t *site_work, size_t site_count)
+{
+  uint32_t plus1 = site_of(e);
+  return plus1 && plus1 - 1 < site_count ? site_work[plus1 - 1] : 0;
+}
+
+/* Whether the block the event made is live (its tag among live's, sorted). */
+static bool is_live(uint64_t event, const uint32_t *live, size_t live_count)
+{
+  uint32_t tag = tag_of(event);
+  return live_count && bsearch(&tag, live, live_count, sizeof *live, ascending);
+}
+
 static course_t course_leaving_out(const ol_recent_t *log, uint64_t from, uint64_t end,
                                    const uint32_t *live, size_t live_count)
 {
   course_t c = {0};
   for (uint64_t i = from; i < end; i++) {
-    uint32_t tag = tag_of(i);
-    if (live_count && is_alloc(at(log, i)) &&
-        bsearch(&tag, live, live_count, sizeof *live, ascending))
+    if (is_alloc(at(log, i)) && is_live(i, live, live_count))
       continue;
     c.level += bytes_of(at(log, i));
     c.highest = c.level > c.highest ? c.level : c.highest;
@@ -573,10 +585,8 @@ static uint64_t made_of(const ol_recent_t *log, const uint64_t *events, uint64_t
                         uint64_t end, const uint8_t *site_work, size_t site_count, uint8_t kind)
 {
   uint64_t made = 0;
-  for (uint64_t k = first; k < end; k++) {
-    uint32_t plus1 = site_of(at(log, events[k]));
-    made += plus1 && plus1 <= site_count && (site_work[plus1 - 1] & kind);
-  }
+  for (uint64_t k = first; k < end; k++)
+    made += (work_of(at(log, events[k]), site_work, site_count) & kind) != 0;
   return made;
 }
 
@@ -960,18 +970,6 @@ int64_t ol_recent_rest_of_last(const ol_recent_t *log, const ol_recent_reading_t
   if (live_count > 1)
     qsort(live, live_count, sizeof *live, ascending);
   return course_leaving_out(log, from, end, live, live_count).highest;
-}
-
-static uint8_t work_of(const event_t *e, const uint8_t *site_work, size_t site_count)
-{
-  uint32_t plus1 = site_of(e);
-  return plus1 && plus1 - 1 < site_count ? site_work[plus1 - 1] : 0;
-}
-
-static bool is_live(uint64_t event, const uint32_t *live, size_t live_count)
-{
-  uint32_t tag = tag_of(event);
-  return live_count && bsearch(&tag, live, live_count, sizeof *live, ascending);
 }
 
 /* The rest's parts that a smaller batch does not shrink (core.h). The
