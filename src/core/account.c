@@ -989,6 +989,24 @@ static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t
                        ol_recent_made_and_freed(a->devices[d].recent, r->grower.id);
 }
 
+/* Whether the last iteration told was one of a backward's layers, not a
+ * step (recent.c ol_recent_last_work): a first backward's layers repeat,
+ * and were told as iterations (accelerate_accum_fits at a third of its
+ * cap: three, and its second micro-step's forward "larger than any
+ * before"). Read where no update has made an optimizer's state: the step
+ * under way is then the first. Where one has, a step finished, and the
+ * layers' lowest points may yet tell what it kept (convnext_loss_leak at
+ * 0.7 of its cap, its first step's graph retained: `leak` by them). */
+static bool iterations_are_layers(const ol_account_t *a, int device)
+{
+  size_t count = ol_sites_count(ol_account_sites(a, device));
+  uint8_t *work = sites_work(ol_account_sites(a, device), count), last = 0;
+  bool known =
+    work && ol_recent_last_work(a->devices[ol_account_clamp(device)].recent, work, count, &last);
+  free(work);
+  return known && (last & OL_RECENT_BACKWARD) && !(last & OL_RECENT_FORWARD);
+}
+
 void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *r)
 {
   const ol_device_stats_t *dev = &a->devices[ol_account_clamp(device)].stats;
@@ -1002,6 +1020,10 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
    * job runs now (a load that cast its weights layer by layer): what the
    * iterations say does not speak for this one */
   if (ol_phases_loop_ended(&dev->phases, finder))
+    r->iterations = 0;
+  ol_account_role_bytes(a, device, OL_SITES_BY_CURRENT, &r->roles_known, r->role_bytes);
+  if (r->iterations > 0 && r->roles_known && r->role_bytes[OL_ROLE_optimizer] == 0 &&
+      iterations_are_layers(a, device))
     r->iterations = 0;
   r->before_first_free = ol_phases_before_first_free(&dev->phases);
   /* every block made before the first free was live at it: what is not
@@ -1023,7 +1045,6 @@ void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *
   r->warned_from = r->warned ? w->from : 0;
   r->warned_since = r->warned ? w->since : 0;
   r->warned_rate = r->warned ? w->growth : 0;
-  ol_account_role_bytes(a, device, OL_SITES_BY_CURRENT, &r->roles_known, r->role_bytes);
   request_role(a, device, r);
   gradients_being_made(a, device, r);
   parameter_copies(a, device, r);

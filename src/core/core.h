@@ -552,6 +552,11 @@ typedef struct ol_recent_fixed {
 ol_recent_fixed_t ol_recent_rest_fixed(const ol_recent_t *log, const ol_recent_reading_t *reading,
                                        const uint32_t *live, size_t live_count,
                                        const uint8_t *site_work, size_t site_count);
+/* The work bits (site_work's) of the allocations of the last iteration
+ * that ended, into work: false where not known (fewer than two ends, the
+ * log no longer holding it). */
+bool ol_recent_last_work(const ol_recent_t *log, const uint8_t *site_work, size_t site_count,
+                         uint8_t *work);
 /* What the iteration under way did past a repeat of the last one. */
 typedef struct ol_recent_more {
   int64_t held;        /* what the events since add to what is held */

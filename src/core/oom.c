@@ -604,24 +604,11 @@ static uint64_t iterations_to_read(const ol_oom_record_t *r)
   return r->since_last_by_repeat ? 0 : 2;
 }
 
-/* Before any update made the optimizer's state, a backward site that
- * grew by no more than the weights may be the first backward making its
- * gradients, layer after layer: where the iterations told are that
- * backward's layers (held-out accelerate_accum_fits replayed at 0.34 of
- * its cap, out in its second micro-step's forward, its first backward's
- * layers told as three iterations: the autograd thread's 102 MiB of
- * gradients across them read as a leak). */
-static bool gradients_being_made(const ol_oom_record_t *r)
-{
-  return r->grower_role == OL_ROLE_backward && r->role_bytes[OL_ROLE_optimizer] == 0 &&
-         r->grower.bytes <= r->role_bytes[OL_ROLE_weights];
-}
-
 static bool site_grew_by_shortfall(const ol_oom_record_t *r)
 {
   if (!r->roles_known || r->iterations < iterations_to_read(r) || r->grower.id < 0 ||
       ol_role_is_state(r->grower_role) || r->grower_role == OL_ROLE_unknown ||
-      r->input_growth > 0 || gradients_being_made(r))
+      r->input_growth > 0)
     return false;
   if (r->grower_reading != OL_GROWER_KEPT && !kept_weighs(r, r->grower.bytes))
     return false;

@@ -1019,6 +1019,22 @@ ol_recent_fixed_t ol_recent_rest_fixed(const ol_recent_t *log, const ol_recent_r
   return f;
 }
 
+/* A whole step runs a forward before its backward, so a period whose
+ * allocations are all the backward's is one of its layers (the first
+ * backward's, told as iterations before the step's repeat is seen). */
+bool ol_recent_last_work(const ol_recent_t *log, const uint8_t *site_work, size_t site_count,
+                         uint8_t *work)
+{
+  *work = 0;
+  if (!log || !site_work || log->ends < 2 || log->began[0] >= log->began[1] ||
+      log->n - log->began[0] > RING)
+    return false;
+  for (uint64_t i = log->began[0]; i < log->began[1]; i++)
+    if (is_alloc(at(log, i)))
+      *work |= work_of(at(log, i), site_work, site_count);
+  return true;
+}
+
 /* Where the iteration under way parts from a repeat of the last one. Its
  * allocations are set in order beside the last's, one in 32 may differ;
  * where it has made all the last one made, the next is set beside the

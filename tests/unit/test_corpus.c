@@ -499,6 +499,26 @@ START_TEST(a_workspace_is_no_leak_at_the_second_step)
 }
 END_TEST
 
+/* A first backward's layers told as iterations (accelerate_accum_fits
+ * on devices of a third of its cap, out in its second micro-step's
+ * forward: three told, and that forward "larger than any before" where
+ * no step had finished) are no iterations: the step under way is the
+ * first (account.c iterations_are_layers). */
+static const double accumulating_fractions[] = {0.33, 0.34, 0.36};
+
+START_TEST(a_first_backward_s_layers_are_no_iterations)
+{
+  const corpus_case_t *c = case_named("accelerate_accum_fits");
+  ol_replay_result_t result;
+  replay_own_oom_at(c, accumulating_fractions[_i], &result);
+  ck_assert_msg(result.oom_at.record.iterations == 0, "%s at %.2f: %llu iterations", c->name,
+                accumulating_fractions[_i],
+                (unsigned long long)result.oom_at.record.iterations);
+  ck_assert_str_eq(class_of(&result), "activations");
+  ol_replay_result_free(&result);
+}
+END_TEST
+
 /* A forward that runs a stack of like layers and then more layers: an
  * encoder-decoder's decoder (its load made two stacks), a siamese
  * encoder's second pass (its asks repeat the first's). Replayed on
@@ -569,6 +589,8 @@ static Suite *corpus_suite(void)
                       sizeof early_leaks / sizeof early_leaks[0]);
   tcase_add_loop_test(t, a_workspace_is_no_leak_at_the_second_step, 0,
                       sizeof workspace_at_second_step / sizeof workspace_at_second_step[0]);
+  tcase_add_loop_test(t, a_first_backward_s_layers_are_no_iterations, 0,
+                      sizeof accumulating_fractions / sizeof accumulating_fractions[0]);
   tcase_add_loop_test(t, a_second_stack_or_pass_is_no_head, 0,
                       sizeof past_a_stack / sizeof past_a_stack[0]);
   tcase_add_loop_test(t, a_smaller_device_s_bisected_batch, 0,

@@ -415,6 +415,36 @@ START_TEST(a_first_step_s_layers_are_no_step)
 }
 END_TEST
 
+/* The work of the last iteration told: a backward's layers told as
+ * iterations made the backward's blocks alone, a step a forward's and a
+ * backward's; not known before two ends, nor once the log lost it. */
+START_TEST(the_last_iteration_s_work_is_read)
+{
+  uint8_t work = 0xff;
+  ck_assert(!ol_recent_last_work(log_, step_work, STEP_SITES, &work));
+  ck_assert_uint_eq(work, 0);
+  step_forward(4);
+  for (int l = 0; l < 3; l++) { /* three of the backward's layers, each told */
+    ol_recent_iteration_ended(log_);
+    ol_recent_note(log_, 4, 16 * MiB, false);
+    made_and_freed(4, 4 * MiB, 1);
+    ol_recent_note(log_, 1, 32 * MiB, true);
+  }
+  ol_recent_iteration_ended(log_);
+  ck_assert(ol_recent_last_work(log_, step_work, STEP_SITES, &work));
+  ck_assert_uint_eq(work, OL_RECENT_BACKWARD);
+  step_forward(4); /* a whole step told */
+  ol_recent_note(log_, 4, 16 * MiB, false);
+  ol_recent_iteration_ended(log_);
+  ck_assert(ol_recent_last_work(log_, step_work, STEP_SITES, &work));
+  ck_assert_uint_eq(work, OL_RECENT_FORWARD | OL_RECENT_BACKWARD);
+  for (int i = 0; i < (1 << 18); i++) /* the log keeps 2^18 events */
+    ol_recent_note(log_, 1, MiB, (i & 1) != 0);
+  ck_assert(!ol_recent_last_work(log_, step_work, STEP_SITES, &work));
+  ck_assert(!ol_recent_last_work(NULL, step_work, STEP_SITES, &work));
+}
+END_TEST
+
 /* A repeat of blocks of the weights' sizes alone (an update's, after a
  * gradient), of sites of neither a forward's nor a backward's work, is no
  * step; nor is one shorter than REPEAT_MIN; nor one read where two
@@ -1377,6 +1407,7 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, a_step_of_unlike_layers_is_told_by_what_it_held);
   tcase_add_test(tc, a_head_s_gradients_and_a_workspace_are_no_batch_s);
   tcase_add_test(tc, an_update_of_state_alone_ends_the_backward);
+  tcase_add_test(tc, the_last_iteration_s_work_is_read);
   tcase_add_test(tc, one_stack_a_period_is_no_step_by_sizes);
   tcase_add_test(tc, runs_of_one_size_in_a_layer_are_no_stacks);
   tcase_add_test(tc, a_request_that_begins_the_next_iteration);
