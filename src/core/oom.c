@@ -1712,7 +1712,8 @@ static void explain_larger_input(ol_buf_t *out, const ol_oom_record_t *r,
 {
   char a[32], b[32];
   if (r->iterations == 0 || r->iteration_need <= 0 || r->input_growth > 0 ||
-      !bound->need_is_lower_bound || !work_larger_than_before(r, bound->need))
+      !bound->need_is_lower_bound || r->persistent < 0 ||
+      !work_larger_than_before(r, iteration_asked(r)))
     return;
   ol_buf_printf(out, "The %" PRIu64 " iterations before it finished, each needing at most %s of "
                 "its own; this one needed at least %s: its work was larger than any before, "
@@ -1722,7 +1723,7 @@ static void explain_larger_input(ol_buf_t *out, const ol_oom_record_t *r,
                 "below are for work of its size. Cap or bucket the input sizes, or give the "
                 "largest inputs a smaller batch; where the data decides the size, cap it (an "
                 "expert capacity factor). ", r->iterations,
-                size_text(a, r->iteration_need), size_text(b, bound->need));
+                size_text(a, r->iteration_need), size_text(b, iteration_asked(r)));
 }
 
 /* What of a second step's need a smaller batch does not shrink

@@ -1038,6 +1038,42 @@ START_TEST(an_iteration_larger_than_any_before)
 }
 END_TEST
 
+/* The iterations' need is read above what outlives them (their lowest
+ * points), and so is the failed one's when set beside them: the state
+ * by roles, less than that, would count what the lowest points hold
+ * beyond it as this iteration's (vit_switch_state replayed at half its
+ * cap, plain SGD: 523 MiB outlived its steps, 421 MiB was weights and
+ * gradients, and a step of the same size, out in the pool's slack, was
+ * told "593 MiB where at most 495 before: larger than any before"). */
+START_TEST(an_iteration_of_the_same_size_is_not_called_larger)
+{
+  ol_oom_record_t r = {.capacity = 1096 * MiB, .device_free = 0, NO_BLOCKS, .request = 9 * MiB,
+                       .reserved = 1085 * MiB, .allocated = 1005 * MiB, .iterations = 3,
+                       .persistent = 523 * MiB, .before_first_free = 325 * MiB,
+                       .first_persistent = 523 * MiB, .iteration_need = 495 * MiB, .batch = 4};
+  r.roles_known = true;
+  r.role_bytes[OL_ROLE_weights] = 325 * MiB;
+  r.role_bytes[OL_ROLE_gradients] = 96 * MiB;
+  r.role_bytes[OL_ROLE_activations] = 524 * MiB;
+  r.role_bytes[OL_ROLE_backward] = 23 * MiB;
+  r.role_bytes[OL_ROLE_unknown] = 37 * MiB;
+  ck_assert_int_eq(ol_oom_classify(&r), OL_OOM_activations);
+  ol_buf_t text = {0};
+  ol_oom_explain(&text, &r, OL_OOM_activations, NULL, NULL);
+  ck_assert_msg(strstr(text.data, "needed at least") &&
+                  !strstr(text.data, "larger than any before"), "%s", text.data);
+  ol_buf_free(&text);
+  r.allocated = 1040 * MiB; /* 526 MiB above what outlives them: 6% more */
+  r.capacity = 1130 * MiB;
+  r.reserved = 1120 * MiB;
+  ol_buf_t more = {0};
+  ol_oom_explain(&more, &r, OL_OOM_activations, NULL, NULL);
+  ck_assert_msg(strstr(more.data, "this one needed at least 526.00 MiB: its work was larger "
+                                  "than any before"), "%s", more.data);
+  ol_buf_free(&more);
+}
+END_TEST
+
 /* An iteration that finished says what the iteration needs, so the figure
  * is no bound; no batch: shares of the current one. */
 START_TEST(batch_figures_from_a_finished_iteration)
@@ -2389,6 +2425,7 @@ static Suite *oom_suite(void)
   tcase_add_test(classes, a_weights_heavy_second_step_by_sizes);
   tcase_add_test(classes, batch_figures_from_a_finished_iteration);
   tcase_add_test(classes, an_iteration_larger_than_any_before);
+  tcase_add_test(classes, an_iteration_of_the_same_size_is_not_called_larger);
   tcase_add_test(classes, a_later_iteration_that_failed_is_not_called_the_first);
   tcase_add_test(classes, batch_figure_on_measured_runs);
   tcase_add_test(classes, external_in_the_first_iteration_says_what_is_not_known);
