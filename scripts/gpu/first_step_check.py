@@ -285,6 +285,14 @@ def job_model(name):
     if name in cnns:
         import torchvision
         return getattr(torchvision.models, cnns[name])(), 'cnn', 224, 1000, torch.optim.AdamW
+    # session 44: the same networks under SGD with momentum 0.9 (the
+    # recipe torchvision's references train them with), whose first update
+    # makes the momentum (one buffer a weight, by torch.clone of its
+    # gradient) and whose later updates make nothing
+    sgd = name.removesuffix('_sgd') + '_adam'
+    if name.endswith('_sgd') and sgd in cnns:
+        import torchvision
+        return getattr(torchvision.models, cnns[sgd])(), 'cnn', 224, 1000, torch.optim.SGD
     # a leak out at its second step (session 42): one of those CNNs
     # (NAME_eval_kept for NAME_adam), after each update an evaluation
     # forward of half a batch without no_grad, its output kept in a list

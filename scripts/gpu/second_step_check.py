@@ -50,6 +50,10 @@ JOBS = [('llama_small', 8), ('vit_base', 64), ('bert_large_mlm', 64),
 # and resnet101_adam's traces): vgg19_adam:32, alexnet_adam:512,
 # resnext50_adam:48, swin_t_adam:64, vit_b16_adam:64; and session 42's
 # bloom_560m:2, not run then
+# session 44, listed before they ran: CNNs under SGD with momentum, whose
+# first update makes the momentum and nothing else (recent.c
+# ol_recent_rest_fixed reads the gradients up to that update's first
+# allocation): vgg16_sgd:32, resnet50_sgd:64, swin_t_sgd:64, regnet_sgd:64
 TRIES = 4
 
 
