@@ -307,7 +307,12 @@ def job_model(name):
 
 def run_job(name, batch, steps, style=None):
     import torch
-    model, kind, size, classes, optim = job_model(name)
+    # NAME_accum4 (session 44): NAME's job under gradient accumulation over
+    # 4 micro-steps, each of `batch`; a step of this loop is a micro-step,
+    # and the optimizer steps after every 4th (second_step_check's "second
+    # step" is then the second micro-step: the first's gradients held)
+    accum = 4 if name.endswith('_accum4') else 1
+    model, kind, size, classes, optim = job_model(name.removesuffix('_accum4'))
     kind = style or kind
     model = model.cuda()
     opt = optim(model.parameters(), lr=1e-4, **({'momentum': 0.9} if optim is torch.optim.SGD
@@ -360,9 +365,10 @@ def run_job(name, batch, steps, style=None):
                 x = torch.randn(batch, 3, size, size, device='cuda')
                 y = torch.randint(0, classes, (batch,), device='cuda')
                 loss = torch.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            (loss / accum).backward()
+            if (done + 1) % accum == 0:
+                opt.step()
+                opt.zero_grad(set_to_none=True)
             del loss
             if kind == 'cnn_eval_kept':  # the leak: its graph kept with each output
                 outputs.append(model(torch.randn(max(batch // 2, 1), 3, size, size,

@@ -53,7 +53,11 @@ JOBS = [('llama_small', 8), ('vit_base', 64), ('bert_large_mlm', 64),
 # session 44, listed before they ran: CNNs under SGD with momentum, whose
 # first update makes the momentum and nothing else (recent.c
 # ol_recent_rest_fixed reads the gradients up to that update's first
-# allocation): vgg16_sgd:32, resnet50_sgd:64, swin_t_sgd:64, regnet_sgd:64
+# allocation): vgg16_sgd:32, resnet50_sgd:64, swin_t_sgd:64, regnet_sgd:64;
+# then jobs under gradient accumulation out in their second micro-step
+# (the first's gradients held, no update yet; account.c
+# iterations_are_layers was built on accelerate_accum_fits's trace):
+# gpt2_medium_accum4:8, mistral_small_bf16_accum4:16, vit_b16_adam_accum4:64
 TRIES = 4
 
 
