@@ -1019,9 +1019,10 @@ ol_recent_fixed_t ol_recent_rest_fixed(const ol_recent_t *log, const ol_recent_r
   return f;
 }
 
-/* A whole step runs a forward before its backward, so a period whose
- * allocations are all the backward's is one of its layers (the first
- * backward's, told as iterations before the step's repeat is seen). */
+/* The work its allocations' sites did in the last iteration told (core.h).
+ * A whole step runs a forward before its backward, so one whose blocks
+ * are all the backward's was one of its layers (account.c
+ * iterations_are_layers). */
 bool ol_recent_last_work(const ol_recent_t *log, const uint8_t *site_work, size_t site_count,
                          uint8_t *work)
 {
