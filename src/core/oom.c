@@ -1511,6 +1511,16 @@ static const char *give_batch(const ol_oom_record_t *r)
   return r->batch_given > 0 ? "" : " (give the batch with --batch N for exact figures)";
 }
 
+/* A second step that holds the gradients of the one before it, with no
+ * optimizer's state made between them: the second micro-step of a
+ * gradient accumulation window (held-out gpt2_medium_accum4 and two
+ * more, session 44), or plain SGD's second step. */
+static bool inside_accumulation(const ol_oom_record_t *r)
+{
+  return second_step_read(r) && r->gradients_made > 0 && r->roles_known &&
+         r->role_bytes[OL_ROLE_optimizer] == 0;
+}
+
 /* "batch 5 fits; 4 with 20% headroom; keep the effective batch of 8 with 2
  * accumulation steps of 4" when the batch is known; shares otherwise. */
 static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
@@ -1530,6 +1540,11 @@ static void advise_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch
                     " with %d%% headroom; keep the effective batch of %" PRId64 " with %" PRId64
                     " accumulation steps of %" PRId64 ". ",
                     r->batch, f->fits, f->fits_headroom, HEADROOM_PERCENT, r->batch, steps, micro);
+      if (inside_accumulation(r))
+        ol_buf_printf(out, "This step holds the gradients the one before it made, and no "
+                      "optimizer's update came between them: where the job accumulates "
+                      "gradients already, %" PRId64 " is its micro-batch, and these steps "
+                      "multiply its own. ", r->batch);
     } else if (f->fits >= 1) {
       ol_buf_printf(out, "At batch %" PRId64 ": %sbatch %" PRId64 " fits with no headroom, and none "
                     "keeps %d%% free: cut the memory per sample as well. ",

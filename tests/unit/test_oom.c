@@ -848,7 +848,21 @@ START_TEST(a_second_step_is_read_from_the_first)
   ck_assert_ptr_null(strstr(text.data, "first iteration"));
   ck_assert_ptr_null(strstr(text.data, "in an iteration that did not finish"));
   ck_assert_ptr_null(strstr(text.data, "run once at batch"));
+  ck_assert_ptr_null(strstr(text.data, "micro-batch")); /* Adam's state held: an update came */
   ol_buf_free(&text);
+  /* the second micro-step of an accumulation window: the first's
+   * gradients held, no state made (held-out gpt2_medium_accum4) */
+  ol_oom_record_t accum = second_step(785 * MiB);
+  accum.role_bytes[OL_ROLE_backward] += accum.role_bytes[OL_ROLE_optimizer];
+  accum.role_bytes[OL_ROLE_optimizer] = 0;
+  accum.gradients_made = 469 * MiB;
+  ol_buf_t within = {0};
+  ol_oom_explain(&within, &accum, ol_oom_classify(&accum), NULL, NULL);
+  ck_assert_msg(strstr(within.data, "accumulation steps of 2. This step holds the gradients the "
+                                    "one before it made, and no optimizer's update came "
+                                    "between them: where the job accumulates gradients already, "
+                                    "4 is its micro-batch"), "%s", within.data);
+  ol_buf_free(&within);
   /* the rest of the first counts: 3 GiB of it past here (a loss's
    * tensors still to come) is 8698 MiB a step, 2 fits */
   r = second_step(3 * GiB);
