@@ -57,7 +57,9 @@ JOBS = [('llama_small', 8), ('vit_base', 64), ('bert_large_mlm', 64),
 # then jobs under gradient accumulation out in their second micro-step
 # (the first's gradients held, no update yet; account.c
 # iterations_are_layers was built on accelerate_accum_fits's trace):
-# gpt2_medium_accum4:8, mistral_small_bf16_accum4:16, vit_b16_adam_accum4:64
+# gpt2_medium_accum4:8, mistral_small_bf16_accum4:16, vit_b16_adam_accum4:64;
+# then one under bf16 autocast, as accelerate_accum_fits ran:
+# qwen_small_autocast_accum4:8
 TRIES = 4
 
 
