@@ -571,19 +571,26 @@ static int64_t iteration_asked(const ol_oom_record_t *r)
   return ol_sat_sub(ol_sat_add(r->allocated, request_of(r)), r->persistent);
 }
 
-/* An iteration's work larger than any that finished: a 32nd more than
- * the most one needed (iterations of the same input wobble by a few MB:
- * held-out kept_validation_leak's failed one asked 3.9 MB more than the
- * most an earlier one needed; bucket_batch's first long bucket 7% more). */
-static bool work_larger_than_before(const ol_oom_record_t *r, int64_t need)
+/* Iterations finished, and the one under way can be set beside them:
+ * what the most needed and what outlives them are known. */
+static bool beside_finished_iterations(const ol_oom_record_t *r)
 {
-  return ol_sat_sub(need, r->iteration_need) >= r->iteration_need / 32;
+  return r->iterations > 0 && r->iteration_need > 0 && r->persistent >= 0;
+}
+
+/* An iteration's work larger than any that finished: it asked a 32nd more
+ * than the most one needed, both above what outlives them (iterations of
+ * the same input wobble by a few MB: held-out kept_validation_leak's
+ * failed one asked 3.9 MB more than the most an earlier one needed;
+ * bucket_batch's first long bucket 7% more). */
+static bool work_larger_than_before(const ol_oom_record_t *r)
+{
+  return ol_sat_sub(iteration_asked(r), r->iteration_need) >= r->iteration_need / 32;
 }
 
 static bool iteration_asks_no_more(const ol_oom_record_t *r)
 {
-  return r->iterations > 0 && r->iteration_need > 0 && r->persistent >= 0 &&
-         !work_larger_than_before(r, iteration_asked(r));
+  return beside_finished_iterations(r) && !work_larger_than_before(r);
 }
 
 /* The call site that grew most across iterations (its memory at their
@@ -1518,7 +1525,7 @@ static const char *give_batch(const ol_oom_record_t *r)
 static bool inside_accumulation(const ol_oom_record_t *r)
 {
   return second_step_read(r) && r->gradients_made > 0 && r->roles_known &&
-         r->role_bytes[OL_ROLE_optimizer] == 0;
+         !state_held_unread(r);
 }
 
 /* "batch 5 fits; 4 with 20% headroom; keep the effective batch of 8 with 2
@@ -1726,9 +1733,8 @@ static void explain_larger_input(ol_buf_t *out, const ol_oom_record_t *r,
                                  const ol_batch_figure_t *bound)
 {
   char a[32], b[32];
-  if (r->iterations == 0 || r->iteration_need <= 0 || r->input_growth > 0 ||
-      !bound->need_is_lower_bound || r->persistent < 0 ||
-      !work_larger_than_before(r, iteration_asked(r)))
+  if (!beside_finished_iterations(r) || r->input_growth > 0 || !bound->need_is_lower_bound ||
+      !work_larger_than_before(r))
     return;
   ol_buf_printf(out, "The %" PRIu64 " iterations before it finished, each needing at most %s of "
                 "its own; this one needed at least %s: its work was larger than any before, "
