@@ -77,7 +77,7 @@ def main():
     warned = 'leak warning' in p.stderr
     row = dict(cap=cap, plain_peak_mib=plain['peak'] >> 20, steps=(result or {}).get('steps'),
                oom_class=(oom or {}).get('class'),
-               grower=((oom or {}).get('diagnosis') or {}).get('grower'),
+               growing_site=(oom or {}).get('growing_site'),
                stderr_leak_lines=[l for l in p.stderr.splitlines() if 'leak' in l][:4])
     print('SGD_HOOK ' + json.dumps(row), flush=True)
     with open(os.path.join(OUT, 'sgd_hook_check.json'), 'w') as fh:
