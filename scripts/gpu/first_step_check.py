@@ -21,7 +21,7 @@ here by other builds); OOMLENS_FS_BUDGET_S (default
 bisection that would run past it stops, keeping the bracket it reached
 (`truth` stays unset, `bracket` [fits, runs out]). The jobs run from this file: python3 first_step_check.py --job
 NAME --batch N --steps N."""
-import argparse, json, os, time
+import argparse, contextlib, json, os, time
 
 import oomlens_run
 
@@ -312,7 +312,12 @@ def run_job(name, batch, steps, style=None):
     # and the optimizer steps after every 4th (second_step_check's "second
     # step" is then the second micro-step: the first's gradients held)
     accum = 4 if name.endswith('_accum4') else 1
-    model, kind, size, classes, optim = job_model(name.removesuffix('_accum4'))
+    # NAME_amp (session 45): NAME's job with its forward and loss under
+    # bf16 autocast (fp32 weights, a 16-bit copy of each made as a matrix
+    # product reads it, held to the backward)
+    base = name.removesuffix('_accum4')
+    amp = base.endswith('_amp')
+    model, kind, size, classes, optim = job_model(base.removesuffix('_amp'))
     kind = style or kind
     model = model.cuda()
     opt = optim(model.parameters(), lr=1e-4, **({'momentum': 0.9} if optim is torch.optim.SGD
@@ -321,50 +326,52 @@ def run_job(name, batch, steps, style=None):
     try:
         for _ in range(steps):
             torch.cuda.reset_peak_memory_stats()
-            if kind.startswith('lm') or kind == 'classify':  # a batch of token ids
-                x = torch.randint(0, classes, (batch, size), device='cuda')
-            if kind == 'lm':
-                loss = model(input_ids=x, labels=x).loss
-            elif kind == 'lm_autocast':
-                with torch.autocast('cuda', dtype=torch.bfloat16):
+            with (torch.autocast('cuda', dtype=torch.bfloat16) if amp
+                  else contextlib.nullcontext()):
+                if kind.startswith('lm') or kind == 'classify':  # a batch of token ids
+                    x = torch.randint(0, classes, (batch, size), device='cuda')
+                if kind == 'lm':
                     loss = model(input_ids=x, labels=x).loss
-            elif kind == 'lm_shift':  # the loop's own loss: logits kept, shifted, upcast
-                logits = model(input_ids=x).logits
-                shifted = logits[:, :-1].contiguous().float()
-                loss = torch.nn.functional.cross_entropy(shifted.view(-1, classes),
-                                                         x[:, 1:].reshape(-1))
-            elif kind == 'lm_outputs':  # the model's outputs kept to the next step
-                outputs = model(input_ids=x, labels=x)
-                loss = outputs.loss
-            elif kind == 'lm_plain':  # the loop's own loss on the logits as they are, kept
-                logits = model(input_ids=x).logits
-                loss = torch.nn.functional.cross_entropy(logits.view(-1, classes), x.view(-1))
-            elif kind == 'lm_smooth':  # label smoothing, logits kept
-                logits = model(input_ids=x).logits
-                loss = torch.nn.functional.cross_entropy(logits.view(-1, classes), x.view(-1),
-                                                         label_smoothing=0.1)
-            elif kind == 'classify':
-                y = torch.randint(0, 4, (batch,), device='cuda')
-                loss = model(input_ids=x, labels=y).loss
-            elif kind == 'seq2seq':
-                x = torch.randint(3, classes, (batch, size[0]), device='cuda')
-                y = torch.randint(3, classes, (batch, size[1]), device='cuda')
-                loss = model(input_ids=x, labels=y).loss
-            elif kind == 'siamese':  # two sentences, one encoder: their similarity's error
-                a = torch.randint(0, classes, (batch, size), device='cuda')
-                b = torch.randint(0, classes, (batch, size), device='cuda')
-                ea = model(input_ids=a).last_hidden_state[:, 0]
-                eb = model(input_ids=b).last_hidden_state[:, 0]
-                target = torch.rand(batch, device='cuda')
-                loss = ((torch.cosine_similarity(ea, eb) - target) ** 2).mean()
-            elif kind == 'image':
-                x = torch.randn(batch, 3, size, size, device='cuda')
-                y = torch.randint(0, classes, (batch,), device='cuda')
-                loss = model(pixel_values=x, labels=y).loss
-            else:
-                x = torch.randn(batch, 3, size, size, device='cuda')
-                y = torch.randint(0, classes, (batch,), device='cuda')
-                loss = torch.nn.functional.cross_entropy(model(x), y)
+                elif kind == 'lm_autocast':
+                    with torch.autocast('cuda', dtype=torch.bfloat16):
+                        loss = model(input_ids=x, labels=x).loss
+                elif kind == 'lm_shift':  # the loop's own loss: logits kept, shifted, upcast
+                    logits = model(input_ids=x).logits
+                    shifted = logits[:, :-1].contiguous().float()
+                    loss = torch.nn.functional.cross_entropy(shifted.view(-1, classes),
+                                                             x[:, 1:].reshape(-1))
+                elif kind == 'lm_outputs':  # the model's outputs kept to the next step
+                    outputs = model(input_ids=x, labels=x)
+                    loss = outputs.loss
+                elif kind == 'lm_plain':  # the loop's own loss on the logits as they are, kept
+                    logits = model(input_ids=x).logits
+                    loss = torch.nn.functional.cross_entropy(logits.view(-1, classes), x.view(-1))
+                elif kind == 'lm_smooth':  # label smoothing, logits kept
+                    logits = model(input_ids=x).logits
+                    loss = torch.nn.functional.cross_entropy(logits.view(-1, classes), x.view(-1),
+                                                             label_smoothing=0.1)
+                elif kind == 'classify':
+                    y = torch.randint(0, 4, (batch,), device='cuda')
+                    loss = model(input_ids=x, labels=y).loss
+                elif kind == 'seq2seq':
+                    x = torch.randint(3, classes, (batch, size[0]), device='cuda')
+                    y = torch.randint(3, classes, (batch, size[1]), device='cuda')
+                    loss = model(input_ids=x, labels=y).loss
+                elif kind == 'siamese':  # two sentences, one encoder: their similarity's error
+                    a = torch.randint(0, classes, (batch, size), device='cuda')
+                    b = torch.randint(0, classes, (batch, size), device='cuda')
+                    ea = model(input_ids=a).last_hidden_state[:, 0]
+                    eb = model(input_ids=b).last_hidden_state[:, 0]
+                    target = torch.rand(batch, device='cuda')
+                    loss = ((torch.cosine_similarity(ea, eb) - target) ** 2).mean()
+                elif kind == 'image':
+                    x = torch.randn(batch, 3, size, size, device='cuda')
+                    y = torch.randint(0, classes, (batch,), device='cuda')
+                    loss = model(pixel_values=x, labels=y).loss
+                else:
+                    x = torch.randn(batch, 3, size, size, device='cuda')
+                    y = torch.randint(0, classes, (batch,), device='cuda')
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
             (loss / accum).backward()
             if (done + 1) % accum == 0:
                 opt.step()

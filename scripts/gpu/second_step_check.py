@@ -60,6 +60,13 @@ JOBS = [('llama_small', 8), ('vit_base', 64), ('bert_large_mlm', 64),
 # gpt2_medium_accum4:8, mistral_small_bf16_accum4:16, vit_b16_adam_accum4:64;
 # then one under bf16 autocast, as accelerate_accum_fits ran:
 # qwen_small_autocast_accum4:8
+# session 45, listed before they ran: second steps under bf16 autocast,
+# held out from what of a second step autocast's copies of the weights
+# are (recent.c ol_recent_rest_copies, built on qwen_small_autocast_accum4
+# at batches 8 and 7): qwen_small_autocast:8, gpt2_large_autocast:8,
+# llama_small_amp:8 (NAME_amp: first_step_check's job under autocast);
+# then pythia_160m_amp:8, gpt2_medium_amp:8, vit_b16_adam_amp:64,
+# resnet50_adam_amp:64
 TRIES = 4
 
 

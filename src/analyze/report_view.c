@@ -351,6 +351,7 @@ static void read_oom(const at_t *dev, ol_report_t *v, ol_report_device_t *d)
   r->step_rest = ol_json_may_int(&oom, "step_rest", BYTES, 0); /* 33 */
   r->step_fixed.gradients = ol_json_may_int(&oom, "step_rest_gradients", BYTES, 0); /* 34 */
   r->step_fixed.held_over = ol_json_may_int(&oom, "step_held_over", BYTES, 0);
+  r->step_fixed.copies = ol_json_may_int(&oom, "step_cast_copies", BYTES, 0); /* 35 */
   read_past_repeat(&oom, r);
   r->segments_only = ol_json_need_bool(&oom, "segments_only");
   read_oom_roles(&oom, r);

@@ -825,41 +825,65 @@ static uint8_t *sites_work(const ol_sites_t *sites, size_t count)
 }
 
 /* The tags of one device's live blocks (ol_record_t.logged_as): what a
- * step made and still holds, left out of the rest of the one before. */
+ * step made and still holds, left out of the rest of the one before; and
+ * the weights' sizes (blocks of the weights' sites, or made before the
+ * first free where their site's role is not known: the load), whose
+ * autocast copies the step may hold. */
 typedef struct live_tags {
   int device;
+  const ol_sites_t *sites;
   uint32_t *tags;
-  size_t count, room;
+  uint64_t *weights;
+  size_t count, weight_count, room;
 } live_tags_t;
+
+static bool a_weight(const ol_record_t *rec, const ol_sites_t *sites)
+{
+  ol_role_t role = ol_sites_role(sites, rec->site);
+  return role == OL_ROLE_weights || (rec->before_free && role == OL_ROLE_unknown);
+}
 
 static void collect_tag(const ol_record_t *rec, void *arg)
 {
   live_tags_t *l = arg;
-  if (ol_account_clamp(rec->device) == l->device && rec->logged_as != 0 && l->count < l->room)
+  if (ol_account_clamp(rec->device) != l->device)
+    return;
+  if (rec->logged_as != 0 && l->count < l->room)
     l->tags[l->count++] = rec->logged_as;
+  if (l->weight_count < l->room && a_weight(rec, l->sites))
+    l->weights[l->weight_count++] = rec->size;
 }
 
 /* The rest of the step before the one under way (reading's), less what
  * it made there that is live still, into r->step_rest: 0 where not known
  * (no host memory for the live blocks' tags, the log no longer holding
- * it). With roles, what of it and of what it made does not shrink with
- * the batch, into r->step_fixed (ol_recent_rest_fixed). */
+ * it). What of it and of what it made does not shrink with the batch,
+ * into r->step_fixed: with roles, its gradients and what it held over
+ * (ol_recent_rest_fixed); the weights' autocast copies, by their sizes
+ * (ol_recent_rest_copies). */
 static void rest_of_last_step(const ol_account_t *a, int device,
                               const ol_recent_reading_t *reading, ol_oom_record_t *r)
 {
   int d = ol_account_clamp(device);
-  live_tags_t l = {d, NULL, 0, ol_records_count(&a->blocks)};
-  if (l.room && !(l.tags = malloc(l.room * sizeof *l.tags)))
+  const ol_sites_t *sites = ol_account_sites(a, device);
+  live_tags_t l = {d, sites, NULL, NULL, 0, 0, ol_records_count(&a->blocks)};
+  if (l.room && (!(l.tags = malloc(l.room * sizeof *l.tags)) ||
+                 !(l.weights = malloc(l.room * sizeof *l.weights)))) {
+    free(l.tags);
     return;
+  }
   ol_records_each(&a->blocks, collect_tag, &l);
-  int64_t rest = ol_recent_rest_of_last(a->devices[d].recent, reading, l.tags, l.count);
+  ol_recent_t *log = a->devices[d].recent;
+  int64_t rest = ol_recent_rest_of_last(log, reading, l.tags, l.count);
   r->step_rest = rest > 0 ? rest : 0;
-  size_t count = ol_sites_count(ol_account_sites(a, device));
-  uint8_t *work = r->roles_known ? sites_work(ol_account_sites(a, device), count) : NULL;
+  size_t count = ol_sites_count(sites);
+  uint8_t *work = r->roles_known ? sites_work(sites, count) : NULL;
   if (work)
-    r->step_fixed =
-      ol_recent_rest_fixed(a->devices[d].recent, reading, l.tags, l.count, work, count);
+    r->step_fixed = ol_recent_rest_fixed(log, reading, l.tags, l.count, work, count);
   free(work);
+  r->step_fixed.copies =
+    ol_recent_rest_copies(log, reading, l.tags, l.count, l.weights, l.weight_count);
+  free(l.weights);
   free(l.tags);
 }
 
@@ -967,7 +991,7 @@ static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t
   r->held_since_last = -1;
   r->step_repeat_held = -1; /* a record not begun by ol_oom_record_init (replay's) too */
   r->step_rest = 0;
-  r->step_fixed = (ol_recent_fixed_t){0, 0};
+  r->step_fixed = (ol_recent_fixed_t){0, 0, 0};
   r->since_last_by_calls = false;
   kept_walk_t w = {d, (uint16_t)a->devices[d].iteration_ends,
                    count ? calloc(count, sizeof *w.sites) : NULL, count};

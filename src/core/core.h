@@ -17,10 +17,11 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 34  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls, oom.growing_site.per_step; 25: oom.swings, oom.swings_kept; 26: oom.past_repeat; 27: oom.restarts, oom.batch_given; 28: oom.since_last_by_repeat; 29: oom.first_step.stacks, oom.first_step.weight_element, oom.first_step.weights_cast; 30: oom.first_step.logits_ahead, oom.first_step.logits_asks; 31: oom.first_step.element_unsure; 32: oom.step_repeat_held; 33: oom.step_rest; 34: oom.step_rest_gradients, oom.step_held_over) */
+#define OL_REPORT_MINOR 35  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls, oom.growing_site.per_step; 25: oom.swings, oom.swings_kept; 26: oom.past_repeat; 27: oom.restarts, oom.batch_given; 28: oom.since_last_by_repeat; 29: oom.first_step.stacks, oom.first_step.weight_element, oom.first_step.weights_cast; 30: oom.first_step.logits_ahead, oom.first_step.logits_asks; 31: oom.first_step.element_unsure; 32: oom.step_repeat_held; 33: oom.step_rest; 34: oom.step_rest_gradients, oom.step_held_over; 35: oom.step_cast_copies) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
+#define OL_MATRIX_MIN (64 * 1024) /* a weight this large is a matrix, not a norm's or a bias's */
 /* The largest size oomlens takes anywhere (options, flags, trace lines):
  * 2^56 bytes (64 PiB) is beyond any device, so a larger one is a typo or a
  * broken file, and sums of sizes below it stay far from overflow. */
@@ -548,10 +549,20 @@ int64_t ol_recent_rest_of_last(const ol_recent_t *log, const ol_recent_reading_t
  * sorted by ol_recent_rest_of_last; zeros where not known. */
 typedef struct ol_recent_fixed {
   int64_t gradients, held_over;
+  int64_t copies; /* autocast's copies of the weights (ol_recent_rest_copies) */
 } ol_recent_fixed_t;
 ol_recent_fixed_t ol_recent_rest_fixed(const ol_recent_t *log, const ol_recent_reading_t *reading,
                                        const uint32_t *live, size_t live_count,
                                        const uint8_t *site_work, size_t site_count);
+/* What of the rest (ol_recent_rest_of_last) and of what the step under
+ * way holds is autocast's 16-bit copies of fp32 weights, made by the
+ * step's forward and held to its backward, whatever the batch: weight_sizes
+ * the weights' sizes in bytes (weights of them, any order; sorted here),
+ * live sorted by ol_recent_rest_of_last. 0 where the weights are not told
+ * fp32, the step made no copy of two thirds of them, or not known. */
+int64_t ol_recent_rest_copies(const ol_recent_t *log, const ol_recent_reading_t *reading,
+                              const uint32_t *live, size_t live_count, uint64_t *weight_sizes,
+                              size_t weights);
 /* The work bits (site_work's) of the allocations of the last iteration
  * that ended, into work: false where not known (fewer than two ends, the
  * log no longer holding it). */

@@ -209,7 +209,7 @@ typedef struct asks {
 /* Whether the forward asked for 16-bit copies of the layers' fp32
  * weights, as autocast makes one of each weight a matrix product reads
  * (and keeps them through its region): three quarters or more of a
- * layer's weights of CAST_MIN or more have an ask of half their size in
+ * layer's weights of OL_MATRIX_MIN or more (core.h) have an ask of half their size in
  * one layer of the forward's repeat, each ask matched once. Its logits are
  * then 16-bit too, whatever the weights (held-out ckpt_batch, GPT-2 under
  * bf16 autocast: each layer's four matrices asked for at half their size
@@ -219,15 +219,13 @@ typedef struct asks {
  * its projection's half size before its layers (the position
  * embedding's); read anywhere after the load, three of its four
  * matrices had a half, and its logits read ahead at half their size. */
-#define CAST_MIN (64 * 1024) /* a matrix's bytes, not a norm's or a bias's */
-
 static bool weights_cast_to_16_bits(const ol_first_step_log_t *log, stack_shape_t stack,
                                     const uint64_t *sizes, repeat_t r)
 {
   bool used[MAX_PERIOD] = {false};
   size_t matrices = 0, cast = 0;
   for (size_t w = stack.start; w < stack.start + stack.period; w++) {
-    if (log->size[w] < CAST_MIN)
+    if (log->size[w] < OL_MATRIX_MIN)
       continue;
     matrices++;
     for (size_t i = r.start; i < r.start + r.period && i - r.start < MAX_PERIOD; i++)

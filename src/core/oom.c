@@ -1191,9 +1191,11 @@ static void below_failed_batch(ol_batch_figure_t *f)
  * step_fixed): 0 where no second step was read. */
 static int64_t step_fixed_of(const ol_oom_record_t *r)
 {
-  return second_step_read(r) ? ol_sat_add(at_least_zero(r->step_fixed.gradients),
-                                          at_least_zero(r->step_fixed.held_over))
-                             : 0;
+  if (!second_step_read(r))
+    return 0;
+  return ol_sat_add(ol_sat_add(at_least_zero(r->step_fixed.gradients),
+                               at_least_zero(r->step_fixed.held_over)),
+                    at_least_zero(r->step_fixed.copies));
 }
 
 /* A second step read from its first (second_step_read), its figure: the
@@ -1754,13 +1756,22 @@ static void explain_step_fixed(ol_buf_t *out, const ol_oom_record_t *r)
   char a[32], b[32], c[32];
   ol_buf_printf(out, "; %s of what it needed does not shrink with the batch (",
                 size_text(a, step_fixed_of(r)));
-  if (r->step_fixed.gradients > 0)
-    ol_buf_printf(out, "the gradients the first's backward had made at its highest point, %s%s",
-                  size_text(b, r->step_fixed.gradients), r->step_fixed.held_over > 0 ? "; " : "");
-  if (r->step_fixed.held_over > 0)
-    ol_buf_printf(out, "what the first made before its update and holds still, of no state's "
+  const char *sep = "";
+  if (r->step_fixed.gradients > 0) {
+    ol_buf_printf(out, "the gradients the first's backward had made at its highest point, %s",
+                  size_text(b, r->step_fixed.gradients));
+    sep = "; ";
+  }
+  if (r->step_fixed.held_over > 0) {
+    ol_buf_printf(out, "%swhat the first made before its update and holds still, of no state's "
                   "call site, %s: a library's workspace, a cache",
-                  size_text(c, r->step_fixed.held_over));
+                  sep, size_text(c, r->step_fixed.held_over));
+    sep = "; ";
+  }
+  if (r->step_fixed.copies > 0)
+    ol_buf_printf(out, "%sautocast's 16-bit copies of the weights, one of each weight its "
+                  "forward reads, held to the backward, %s",
+                  sep, size_text(c, r->step_fixed.copies));
   ol_buf_printf(out, ") and counts beside the state");
 }
 
@@ -2858,7 +2869,7 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 ", \"held_since_last_iteration\": %" PRId64 ", \"since_last_by_calls\": %s"
                 ", \"since_last_by_repeat\": %s, \"step_repeat_held\": %" PRId64
                 ", \"step_rest\": %" PRId64 ", \"step_rest_gradients\": %" PRId64
-                ", \"step_held_over\": %" PRId64
+                ", \"step_held_over\": %" PRId64 ", \"step_cast_copies\": %" PRId64
                 ", \"past_repeat\": {\"held\": %" PRId64 ", \"allocations\": %" PRIu64
                 ", \"frees\": %" PRIu64 "}, \"segments_only\": %s",
                 ol_oom_class_name(c), r->request, r->capacity, r->device_free, r->allocated,
@@ -2869,7 +2880,7 @@ void ol_oom_json(ol_buf_t *out, const ol_oom_record_t *r, ol_oom_class_t c,
                 r->since_last_by_calls ? "true" : "false",
                 r->since_last_by_repeat ? "true" : "false",
                 r->step_repeat_held, r->step_rest, r->step_fixed.gradients,
-                r->step_fixed.held_over, r->past_repeat.held,
+                r->step_fixed.held_over, r->step_fixed.copies, r->past_repeat.held,
                 r->past_repeat.allocations, r->past_repeat.frees,
                 r->segments_only ? "true" : "false");
   json_figures(out, r, c);

@@ -269,6 +269,12 @@ static int ascending(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
+static int ascending64(const void *a, const void *b)
+{
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
 static void sizes_seen_free(sizes_seen_t *s)
 {
   free(s->made);
@@ -983,7 +989,7 @@ ol_recent_fixed_t ol_recent_rest_fixed(const ol_recent_t *log, const ol_recent_r
                                        const uint32_t *live, size_t live_count,
                                        const uint8_t *site_work, size_t site_count)
 {
-  ol_recent_fixed_t f = {0, 0};
+  ol_recent_fixed_t f = {0, 0, 0};
   uint64_t from = reading->rest_from, end = reading->rest_end;
   if (!log || !site_work || from >= end || end > log->n || log->n - from > RING)
     return f;
@@ -1017,6 +1023,221 @@ ol_recent_fixed_t ol_recent_rest_fixed(const ol_recent_t *log, const ol_recent_r
   }
   f.gradients = kept > 0 ? kept : 0;
   return f;
+}
+
+/* A weight's 16-bit copy (autocast's, one of each weight a matrix
+ * product reads) is half the weight's size: the weights' sizes as their
+ * copies', in units, each with how many weights have it, and what the
+ * step's events make, hold and have made by the rest's highest point of
+ * it. */
+typedef struct copy_size {
+  uint32_t units, weights;
+  uint64_t made, live;
+  int64_t net; /* allocations less frees of it, not live, by the highest point */
+} copy_size_t;
+
+static int by_units(const void *a, const void *b)
+{
+  const copy_size_t *x = a, *y = b;
+  return (x->units > y->units) - (x->units < y->units);
+}
+
+/* Sorts and merges sizes alike, adding their weights; the count left. */
+static size_t merged(copy_size_t *c, size_t n)
+{
+  if (n > 1)
+    qsort(c, n, sizeof *c, by_units);
+  size_t distinct = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (distinct && c[distinct - 1].units == c[i].units)
+      c[distinct - 1].weights += c[i].weights;
+    else
+      c[distinct++] = c[i];
+  }
+  return distinct;
+}
+
+/* The distinct copy sizes of the weights of OL_MATRIX_MIN bytes or more
+ * (a norm's or a bias's copy weighs nothing and its size is any small
+ * tensor's), sorted, less those that are a weight's own size: a network
+ * whose widths double (VGG's, ResNet's channels; a grouped attention's
+ * keys beside its queries) has weights half another's, and its
+ * gradients, an optimizer's state and temporaries make blocks of every
+ * weight's size in any precision. Their count into *count; NULL where
+ * none is left or no host memory. */
+static copy_size_t *copy_sizes_of(const uint64_t *weight_sizes, size_t weights, size_t *count)
+{
+  copy_size_t *own = weights ? calloc(2 * weights, sizeof *own) : NULL;
+  copy_size_t *c = own ? own + weights : NULL;
+  size_t owns = 0, n = 0;
+  for (size_t w = 0; own && w < weights; w++) {
+    own[owns++] = (copy_size_t){.units = units_of(weight_sizes[w]), .weights = 1};
+    if (weight_sizes[w] >= OL_MATRIX_MIN)
+      c[n++] = (copy_size_t){.units = units_of(weight_sizes[w] / 2), .weights = 1};
+  }
+  owns = merged(own, owns);
+  n = merged(c, n);
+  size_t left = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!bsearch(&c[i], own, owns, sizeof *own, by_units))
+      c[left++] = c[i];
+  *count = left;
+  if (!left) {
+    free(own);
+    return NULL;
+  }
+  memmove(own, c, left * sizeof *c); /* the block's start, to be freed */
+  return own;
+}
+
+/* The events up to the highest point of the course from one to another
+ * (course_leaving_out's): the first event past it. */
+static uint64_t past_highest(const ol_recent_t *log, uint64_t from, uint64_t end,
+                             const uint32_t *live, size_t live_count)
+{
+  int64_t level = 0, highest = 0;
+  uint64_t past = from;
+  for (uint64_t i = from; i < end; i++) {
+    if (is_alloc(at(log, i)) && is_live(i, live, live_count))
+      continue;
+    level += bytes_of(at(log, i));
+    if (level > highest) {
+      highest = level;
+      past = i + 1;
+    }
+  }
+  return past;
+}
+
+/* Copies counted, each size no more often than weights have it: those
+ * the step made, or held at the need's highest point; in weights or in
+ * bytes. */
+typedef struct copies {
+  int64_t weights, bytes;
+} copies_t;
+
+static copies_t copies_of(const copy_size_t *c, size_t count, bool held)
+{
+  copies_t sum = {0, 0};
+  for (size_t i = 0; i < count; i++) {
+    int64_t n = held ? (int64_t)c[i].live + c[i].net : (int64_t)c[i].made;
+    n = n < 0 ? 0 : n > c[i].weights ? c[i].weights : n;
+    sum.weights += n;
+    sum.bytes += n * ((int64_t)c[i].units << UNIT_SHIFT);
+  }
+  return sum;
+}
+
+/* A copy's size made more than thrice a weight in one step is made by
+ * more than autocast (a copy in the forward, another where a checkpointed
+ * layer's forward runs again, a 16-bit gradient in the backward): its
+ * blocks are not told from activations of that size. */
+#define COPIES_A_WEIGHT 3
+
+static bool told_apart(const copy_size_t *c)
+{
+  return c->made <= (uint64_t)COPIES_A_WEIGHT * c->weights;
+}
+
+/* Whether the step cast the weights: the weights left to tell (copy
+ * sizes no weight has as its own, made no more than autocast makes them)
+ * are two thirds or more of the matrices, and the step made a copy's
+ * size for two thirds or more of them, by count and by bytes. An
+ * embedding read by a lookup is not cast (a third of a small language
+ * model's weights where it has its own head). Activations of a weight's
+ * half size by chance match a share: GPT-2 medium at sequence 512 and
+ * batch 4 its MLP's two matrices (half its weights by count and bytes),
+ * VGG-16 at batch 32 its classifier's first (74% of its weights' bytes,
+ * one of them: its 112x112 feature maps are as large), BERT-large at 64
+ * x 128 tokens its MLP's (a dropout mask's bytes; its attention's
+ * matrices, half the position embedding's size, not told), T5-small at
+ * 4 x 64 tokens all of its layers' (hidden states of those sizes, made
+ * several times a weight). */
+static bool weights_cast(copy_size_t *c, size_t count, size_t matrices)
+{
+  copies_t all = {0, 0};
+  for (size_t i = 0; i < count; i++) {
+    if (!told_apart(&c[i])) {
+      c[i].weights = 0; /* counted neither way */
+      continue;
+    }
+    all.weights += c[i].weights;
+    all.bytes += (int64_t)c[i].weights * ((int64_t)c[i].units << UNIT_SHIFT);
+  }
+  copies_t made = copies_of(c, count, false);
+  return all.weights > 0 && 3 * (uint64_t)all.weights >= 2 * (uint64_t)matrices &&
+         3 * made.weights >= 2 * all.weights && 3 * made.bytes >= 2 * all.bytes;
+}
+
+/* Whether the weights are fp32, as autocast's are: a norm's weight of a
+ * width's bytes a and a square matrix of that width, b = a^2 / 4 (in
+ * bf16 or fp16, a^2 / 2: a bf16 model's fp32 temporaries of its hidden
+ * states are half its MLP's matrices, and read as its copies; held-out
+ * llama1b_second_step). Not where a width has a partner either way
+ * (first_step.c layer_width: unsure). weight_sizes sorted. */
+static bool fp32_weights(const uint64_t *sorted, size_t weights)
+{
+  bool four = false;
+  for (size_t i = 0; i < weights; i++) {
+    uint64_t a = sorted[i], square, b;
+    if (a > UINT32_MAX || (i && sorted[i - 1] == a))
+      continue;
+    square = a * a;
+    b = square / 4;
+    bool is_four = square % 4 == 0 && bsearch(&b, sorted, weights, sizeof *sorted, ascending64);
+    b = square / 2;
+    bool is_two = square % 2 == 0 && bsearch(&b, sorted, weights, sizeof *sorted, ascending64);
+    if (is_four && is_two)
+      return false;
+    four |= is_four;
+  }
+  return four;
+}
+
+/* The rest's autocast copies (core.h). The rest runs from the point set
+ * beside the request to the end of the step before; with the step under
+ * way up to the request, one step's allocations, in which a forward under
+ * autocast makes a copy of each fp32 weight it reads (fp32_weights,
+ * weights_cast). The
+ * copies at the need's highest point are those the step under way holds
+ * (live, made since the rest's end) and those the rest made by its
+ * highest point, less those it freed: held from the forward through the
+ * backward, they do not shrink with the batch. */
+int64_t ol_recent_rest_copies(const ol_recent_t *log, const ol_recent_reading_t *reading,
+                              const uint32_t *live, size_t live_count, uint64_t *weight_sizes,
+                              size_t weights)
+{
+  uint64_t from = reading->rest_from, end = reading->rest_end;
+  if (!log || from >= end || end > log->n || log->n - from > RING)
+    return 0;
+  if (weights > 1)
+    qsort(weight_sizes, weights, sizeof *weight_sizes, ascending64);
+  if (!fp32_weights(weight_sizes, weights))
+    return 0;
+  size_t count = 0;
+  copy_size_t *c = copy_sizes_of(weight_sizes, weights, &count);
+  if (!c)
+    return 0;
+  uint64_t past = past_highest(log, from, end, live, live_count);
+  for (uint64_t i = from; i < log->n; i++) {
+    const event_t *e = at(log, i);
+    copy_size_t key = {.units = e->units};
+    copy_size_t *size = bsearch(&key, c, count, sizeof *c, by_units);
+    if (!size)
+      continue;
+    bool made_live = is_alloc(e) && is_live(i, live, live_count);
+    size->made += is_alloc(e);
+    if (i >= end)
+      size->live += made_live; /* the step under way's, held now */
+    else if (!made_live && i < past)
+      size->net += is_alloc(e) ? 1 : -1;
+  }
+  size_t matrices = 0;
+  for (size_t w = 0; w < weights; w++)
+    matrices += weight_sizes[w] >= OL_MATRIX_MIN;
+  int64_t held = weights_cast(c, count, matrices) ? copies_of(c, count, true).bytes : 0;
+  free(c);
+  return held;
 }
 
 /* The work its allocations' sites did in the last iteration told (core.h).

@@ -27,7 +27,7 @@
 #include "replay.h"
 #include "report_view.h"
 
-#define MAX_CASES 256
+#define MAX_CASES 320
 
 typedef struct corpus_case {
   char name[64], trace[128], policy[32], expected[32];

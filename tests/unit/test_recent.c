@@ -846,6 +846,114 @@ START_TEST(a_head_s_gradients_and_a_workspace_are_no_batch_s)
 }
 END_TEST
 
+/* Autocast's copies of the weights (ol_recent_rest_copies). A step under
+ * autocast casts each of six 4 MiB weights (1024 x 1024 in fp32, beside
+ * norms of 4 KiB: the width's fp32 row) to a 2 MiB copy as its forward
+ * reads it and keeps it with the layer's 32 MiB activation to the
+ * backward, which makes each weight's 16-bit gradient (2 MiB, freed once
+ * cast up) and its fp32 gradient (4 MiB, freed after the update). The
+ * second step is out at its fifth layer's copy: it holds four copies, and
+ * the rest of the first made two more by its highest point (its last
+ * layer's gradient, made beside its loss: 2 x 34 + 64 + 4 MiB above the
+ * point), so six copies do not shrink with the batch. */
+#define CAST_LAYERS 6
+static void autocast_step(uint32_t *live, size_t *n, int layers)
+{
+  for (int l = 0; l < layers; l++) {
+    uint32_t copy = ol_recent_note(log_, 1, 2 * MiB, false);
+    uint32_t act = ol_recent_note(log_, 1, 32 * MiB, false);
+    made_and_freed(2, 8 * MiB, 1);
+    if (live) {
+      live[(*n)++] = copy;
+      live[(*n)++] = act;
+    }
+  }
+  if (layers < CAST_LAYERS)
+    return;
+  ol_recent_note(log_, 3, 64 * MiB, false);
+  for (int l = CAST_LAYERS - 1; l >= 0; l--) {
+    made_and_freed(4, 2 * MiB, 1);
+    ol_recent_note(log_, 4, 4 * MiB, false);
+    ol_recent_note(log_, 1, 32 * MiB, true);
+    ol_recent_note(log_, 1, 2 * MiB, true);
+  }
+  ol_recent_note(log_, 3, 64 * MiB, true);
+  for (int l = 0; l < CAST_LAYERS; l++)
+    ol_recent_note(log_, 4, 4 * MiB, true);
+}
+
+/* The second step's copies, the weights being those of weights[]. */
+static int64_t copies_held(uint64_t *weights, size_t count)
+{
+  uint32_t live[2 * CAST_LAYERS];
+  size_t n = 0;
+  ol_recent_iteration_ended(log_);
+  autocast_step(NULL, NULL, CAST_LAYERS);
+  ol_recent_iteration_ended(log_);
+  autocast_step(live, &n, 4);
+  int64_t more_[STEP_SITES] = {0}, made_[STEP_SITES] = {0};
+  ol_recent_reading_t reading;
+  ck_assert(ol_recent_against_last(log_, 2 * MiB, (ol_recent_sites_t){-1, -1}, more_, made_,
+                                   STEP_SITES, &reading));
+  ck_assert_int_eq(ol_recent_rest_of_last(log_, &reading, live, n), (2 * 34 + 64 + 4) * MiB);
+  return ol_recent_rest_copies(log_, &reading, live, n, weights, count);
+}
+
+START_TEST(autocast_s_copies_of_the_weights_are_no_batch_s)
+{
+  /* six matrices and two norms (too small to be told a matrix) */
+  uint64_t weights[CAST_LAYERS + 2] = {4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB,
+                                       4096, 4096};
+  ck_assert_int_eq(copies_held(weights, CAST_LAYERS + 2), 6 * 2 * MiB);
+}
+END_TEST
+
+/* ... not where the step made copies of less than two thirds of the
+ * weights' bytes: a 48 MiB embedding, read by a lookup, is not cast, and
+ * the 2 MiB blocks may be activations of that size by chance; a 10 MiB
+ * one leaves seven tenths of the copies' bytes cast. */
+START_TEST(copies_of_a_few_weights_are_no_autocast)
+{
+  uint64_t weights[CAST_LAYERS + 2] = {48 * MiB, 4 * MiB, 4 * MiB, 4 * MiB,
+                                       4 * MiB,  4 * MiB, 4 * MiB, 4096};
+  ck_assert_int_eq(copies_held(weights, CAST_LAYERS + 2), 0);
+  teardown();
+  setup();
+  uint64_t smaller[CAST_LAYERS + 2] = {10 * MiB, 4 * MiB, 4 * MiB, 4 * MiB,
+                                       4 * MiB,  4 * MiB, 4 * MiB, 4096};
+  ck_assert_int_eq(copies_held(smaller, CAST_LAYERS + 2), 6 * 2 * MiB);
+}
+END_TEST
+
+/* ... nor where the weights are not told fp32: a norm of 2 KiB beside
+ * 4 MiB matrices (no square of its width in fp32; held-out
+ * llama1b_second_step, in bf16, whose fp32 temporaries of its hidden
+ * states are half its MLP's matrices), nor with no norm at all (VGG-16's
+ * weights: its 112x112 feature maps at batch 32 are half its classifier's
+ * first matrix) */
+START_TEST(weights_not_told_fp32_have_no_copies)
+{
+  uint64_t weights[CAST_LAYERS + 1] = {4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB,
+                                       4 * MiB, 4 * MiB, 2048};
+  ck_assert_int_eq(copies_held(weights, CAST_LAYERS + 1), 0);
+  teardown();
+  setup();
+  ck_assert_int_eq(copies_held(weights, CAST_LAYERS), 0);
+}
+END_TEST
+
+/* ... nor a size made more than autocast makes it (three a weight in a
+ * step): a weight of 16 MiB, whose copy's size (8 MiB) the step's
+ * temporaries have, six a step, is not told; the five of 4 MiB are (their
+ * copies, six held, counted as five: no more than the weights). */
+START_TEST(a_size_made_often_is_no_copy)
+{
+  uint64_t weights[CAST_LAYERS + 1] = {16 * MiB, 4 * MiB, 4 * MiB, 4 * MiB,
+                                       4 * MiB,  4 * MiB, 4096};
+  ck_assert_int_eq(copies_held(weights, CAST_LAYERS + 1), 5 * 2 * MiB);
+}
+END_TEST
+
 /* An update that makes its state and nothing else (SGD's momentum at its
  * first step): the state, live, is where the backward was over, before
  * the gradients are set to None. */
@@ -1407,6 +1515,10 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, a_step_of_unlike_layers_is_told_by_what_it_held);
   tcase_add_test(tc, a_head_s_gradients_and_a_workspace_are_no_batch_s);
   tcase_add_test(tc, an_update_of_state_alone_ends_the_backward);
+  tcase_add_test(tc, autocast_s_copies_of_the_weights_are_no_batch_s);
+  tcase_add_test(tc, copies_of_a_few_weights_are_no_autocast);
+  tcase_add_test(tc, weights_not_told_fp32_have_no_copies);
+  tcase_add_test(tc, a_size_made_often_is_no_copy);
   tcase_add_test(tc, the_last_iteration_s_work_is_read);
   tcase_add_test(tc, one_stack_a_period_is_no_step_by_sizes);
   tcase_add_test(tc, runs_of_one_size_in_a_layer_are_no_stacks);
