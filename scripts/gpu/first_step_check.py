@@ -316,8 +316,14 @@ def run_job(name, batch, steps, style=None):
     # bf16 autocast (fp32 weights, a 16-bit copy of each made as a matrix
     # product reads it, held to the backward)
     base = name.removesuffix('_accum4')
+    # NAME_ckpt (session 45): NAME's Hugging Face model with gradient
+    # checkpointing (each layer's forward run again in its backward)
+    ckpt = base.endswith('_ckpt')
+    base = base.removesuffix('_ckpt')
     amp = base.endswith('_amp')
     model, kind, size, classes, optim = job_model(base.removesuffix('_amp'))
+    if ckpt:
+        model.gradient_checkpointing_enable()
     kind = style or kind
     model = model.cuda()
     opt = optim(model.parameters(), lr=1e-4, **({'momentum': 0.9} if optim is torch.optim.SGD

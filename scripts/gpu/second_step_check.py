@@ -66,7 +66,10 @@ JOBS = [('llama_small', 8), ('vit_base', 64), ('bert_large_mlm', 64),
 # at batches 8 and 7): qwen_small_autocast:8, gpt2_large_autocast:8,
 # llama_small_amp:8 (NAME_amp: first_step_check's job under autocast);
 # then pythia_160m_amp:8, gpt2_medium_amp:8, vit_b16_adam_amp:64,
-# resnet50_adam_amp:64
+# resnet50_adam_amp:64; then second steps under gradient checkpointing
+# (NAME_ckpt: each layer's forward run again in its backward, a second
+# step never tried so): gpt2_medium_ckpt:16, llama_small_amp_ckpt:16,
+# pythia_160m_ckpt:16
 TRIES = 4
 
 
