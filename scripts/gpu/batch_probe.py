@@ -10,7 +10,9 @@ fitted, peak allocated and reserved, what outlives iterations, the
 iteration's need, what is held outside, and the report's batch figure.
 Writes $OUT/batch_probe.tar.gz (the reports) and $OUT/batch_probe.json.
 
-OOMLENS_PROBE=case:cap:b1/b2/...;... picks the runs."""
+OOMLENS_PROBE=case:cap:b1/b2/...;... picks the runs; a case job=NAME runs
+first_step_check.py's job NAME (session 45: jobs under autocast). Each
+run's trace comes back in the tarball too (probe-CASE-BATCH.trace)."""
 import json, os, subprocess, sys, tarfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,8 +35,14 @@ def peak(dev, field):
 
 def run(case, cap, batch, steps=3):
     report = os.path.join(OUT, f'probe-{case}-{batch}-%p.txt')
+    trace = os.path.join(OUT, f'probe-{case}-{batch}.trace')
+    if case.startswith('job='):  # a job of first_step_check.py's loop
+        what = [os.path.join(HERE, 'first_step_check.py'), '--job', case[len('job='):]]
+    else:
+        what = [JOB, case]
     cmd = [CLI, 'run', '--manage', '--capacity', cap, '--batch', str(batch), '--report', report,
-           '--', sys.executable, JOB, case, '--batch', str(batch), '--steps', str(steps)]
+           '--trace', trace, '--', sys.executable, *what, '--batch', str(batch),
+           '--steps', str(steps)]
     env = dict(os.environ)
     env.pop('LD_PRELOAD', None)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)

@@ -69,7 +69,8 @@ JOBS = [('llama_small', 8), ('vit_base', 64), ('bert_large_mlm', 64),
 # resnet50_adam_amp:64; then second steps under gradient checkpointing
 # (NAME_ckpt: each layer's forward run again in its backward, a second
 # step never tried so): gpt2_medium_ckpt:16, llama_small_amp_ckpt:16,
-# pythia_160m_ckpt:16
+# pythia_160m_ckpt:16 (not run in session 45: no device to be had; the
+# next session's to run, still held out)
 TRIES = 4
 
 

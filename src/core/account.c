@@ -175,6 +175,8 @@ static void name_grower(ol_leak_warning_t *w, const ol_sites_t *sites, int32_t u
   }
 }
 
+static void read_step_copies(ol_account_t *a, int d);
+
 void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
 {
   ol_account_device_t *ad = &a->devices[d];
@@ -183,6 +185,7 @@ void __attribute__((cold)) ol_account_iteration_ended(ol_account_t *a, int d)
   if (ad->recent)
     ol_recent_iteration_ended_after(ad->recent, ad->stats.phases.iterations,
                                     ad->stats.phases.period);
+  read_step_copies(a, d);
   ol_sites_mark_valley(sites, ad->stats.phases.iterations);
   uint64_t start = ad->timeline ? ad->timeline->start_ns : 0;
   ol_phases_t *p = &ad->stats.phases;
@@ -630,6 +633,8 @@ void __attribute__((cold)) ol_account_restarted(ol_account_t *a, int d)
   ol_recent_free(ad->recent);
   ad->recent = NULL;
   ad->recent_off = false;
+  ad->stats.step_copies = 0; /* the model made anew: read again */
+  ad->copies_reads = 0;
   ol_sites_restart(ol_account_sites(a, d));
 }
 
@@ -841,6 +846,47 @@ static bool a_weight(const ol_record_t *rec, const ol_sites_t *sites)
 {
   ol_role_t role = ol_sites_role(sites, rec->site);
   return role == OL_ROLE_weights || (rec->before_free && role == OL_ROLE_unknown);
+}
+
+/* The weights' sizes of one device's live blocks (a_weight). */
+typedef struct weight_sizes {
+  int device;
+  const ol_sites_t *sites;
+  uint64_t *sizes;
+  size_t count, room;
+} weight_sizes_t;
+
+static void collect_weight(const ol_record_t *rec, void *arg)
+{
+  weight_sizes_t *w = arg;
+  if (ol_account_clamp(rec->device) == w->device && w->count < w->room &&
+      a_weight(rec, w->sites))
+    w->sizes[w->count++] = rec->size;
+}
+
+/* Autocast's copies of the weights held at the highest point of the
+ * iteration that just ended (recent.c ol_recent_iteration_copies), into
+ * stats.step_copies for the report's batch figure: read while the
+ * weights are live (a job that frees its model before it exits leaves
+ * none at its report), at the first COPIES_READS iteration ends until
+ * found (the first told may be a first step's layers, which cast one
+ * layer's weights each): a walk of the live blocks and of one iteration's
+ * events, a few times a job. */
+#define COPIES_READS 8
+
+static void read_step_copies(ol_account_t *a, int d)
+{
+  ol_account_device_t *ad = &a->devices[d];
+  if (ad->stats.step_copies > 0 || ad->copies_reads >= COPIES_READS || !ad->recent)
+    return;
+  ad->copies_reads++;
+  weight_sizes_t w = {d, ol_account_sites(a, d), NULL, 0, ol_records_count(&a->blocks)};
+  if (!w.room || !(w.sizes = malloc(w.room * sizeof *w.sizes)))
+    return;
+  ol_records_each(&a->blocks, collect_weight, &w);
+  int64_t copies = ol_recent_iteration_copies(ad->recent, w.sizes, w.count);
+  ad->stats.step_copies = copies > 0 ? copies : 0;
+  free(w.sizes);
 }
 
 static void collect_tag(const ol_record_t *rec, void *arg)

@@ -1210,7 +1210,9 @@ static int64_t step_fixed_of(const ol_oom_record_t *r)
  * point (held-out VGG-16's classifier's and more, 511 MiB of a 568 MiB
  * rest: 26 where 24 fits, all of it scaled), and what the first made
  * before its update that is held still at no state's site (cuBLAS's
- * workspaces, 156 MiB on held-out ResNet-101: 45 where 44). Not a bound.
+ * workspaces, 156 MiB on held-out ResNet-101: 45 where 44); with or
+ * without them, autocast's copies of the weights (0.92 GiB on held-out
+ * qwen_small_autocast_accum4: 7 where 6). Not a bound.
  * Under manage mode the
  * pool's reserve above its allocations stays, as a fitting job's figure
  * keeps its peak's: room no tensor of the step could use (held-out

@@ -1194,22 +1194,20 @@ static bool fp32_weights(const uint64_t *sorted, size_t weights)
   return four;
 }
 
-/* The rest's autocast copies (core.h). The rest runs from the point set
- * beside the request to the end of the step before; with the step under
- * way up to the request, one step's allocations, in which a forward under
- * autocast makes a copy of each fp32 weight it reads (fp32_weights,
- * weights_cast). The
- * copies at the need's highest point are those the step under way holds
- * (live, made since the rest's end) and those the rest made by its
- * highest point, less those it freed: held from the forward through the
- * backward, they do not shrink with the batch. */
-int64_t ol_recent_rest_copies(const ol_recent_t *log, const ol_recent_reading_t *reading,
-                              const uint32_t *live, size_t live_count, uint64_t *weight_sizes,
-                              size_t weights)
+/* One step's events to read copies in: [from, to), the highest point of
+ * the need before past; the blocks made from held_from on that are live
+ * (live: sorted tags) are the step under way's, held now. */
+typedef struct copies_span {
+  uint64_t from, to, past, held_from;
+  const uint32_t *live;
+  size_t live_count;
+} copies_span_t;
+
+/* The copies held at the span's highest point where the span's step cast
+ * the weights (weight_sizes: any order, sorted here), else 0. */
+static int64_t copies_in(const ol_recent_t *log, copies_span_t span, uint64_t *weight_sizes,
+                         size_t weights)
 {
-  uint64_t from = reading->rest_from, end = reading->rest_end;
-  if (!log || from >= end || end > log->n || log->n - from > RING)
-    return 0;
   if (weights > 1)
     qsort(weight_sizes, weights, sizeof *weight_sizes, ascending64);
   if (!fp32_weights(weight_sizes, weights))
@@ -1218,18 +1216,17 @@ int64_t ol_recent_rest_copies(const ol_recent_t *log, const ol_recent_reading_t 
   copy_size_t *c = copy_sizes_of(weight_sizes, weights, &count);
   if (!c)
     return 0;
-  uint64_t past = past_highest(log, from, end, live, live_count);
-  for (uint64_t i = from; i < log->n; i++) {
+  for (uint64_t i = span.from; i < span.to; i++) {
     const event_t *e = at(log, i);
     copy_size_t key = {.units = e->units};
     copy_size_t *size = bsearch(&key, c, count, sizeof *c, by_units);
     if (!size)
       continue;
-    bool made_live = is_alloc(e) && is_live(i, live, live_count);
+    bool made_live = is_alloc(e) && is_live(i, span.live, span.live_count);
     size->made += is_alloc(e);
-    if (i >= end)
-      size->live += made_live; /* the step under way's, held now */
-    else if (!made_live && i < past)
+    if (i >= span.held_from)
+      size->live += made_live;
+    else if (!made_live && i < span.past)
       size->net += is_alloc(e) ? 1 : -1;
   }
   size_t matrices = 0;
@@ -1238,6 +1235,39 @@ int64_t ol_recent_rest_copies(const ol_recent_t *log, const ol_recent_reading_t 
   int64_t held = weights_cast(c, count, matrices) ? copies_of(c, count, true).bytes : 0;
   free(c);
   return held;
+}
+
+/* The rest's autocast copies (core.h). The rest runs from the point set
+ * beside the request to the end of the step before; with the step under
+ * way up to the request, one step's allocations, in which a forward under
+ * autocast makes a copy of each fp32 weight it reads (fp32_weights,
+ * weights_cast). The copies at the need's highest point are those the
+ * step under way holds (live, made since the rest's end) and those the
+ * rest made by its highest point, less those it freed: held from the
+ * forward through the backward, they do not shrink with the batch. */
+int64_t ol_recent_rest_copies(const ol_recent_t *log, const ol_recent_reading_t *reading,
+                              const uint32_t *live, size_t live_count, uint64_t *weight_sizes,
+                              size_t weights)
+{
+  uint64_t from = reading->rest_from, end = reading->rest_end;
+  if (!log || from >= end || end > log->n || log->n - from > RING)
+    return 0;
+  copies_span_t span = {from, log->n, past_highest(log, from, end, live, live_count), end,
+                        live, live_count};
+  return copies_in(log, span, weight_sizes, weights);
+}
+
+/* The last finished iteration's copies at its highest point (core.h):
+ * made there and not yet freed, none of them live now (an iteration's
+ * copies are gone by its end). */
+int64_t ol_recent_iteration_copies(const ol_recent_t *log, uint64_t *weight_sizes,
+                                   size_t weights)
+{
+  if (!holds_two_iterations(log) || log->began[0] >= log->began[1])
+    return 0;
+  uint64_t from = log->began[0], to = log->began[1];
+  copies_span_t span = {from, to, past_highest(log, from, to, NULL, 0), to, NULL, 0};
+  return copies_in(log, span, weight_sizes, weights);
 }
 
 /* The work its allocations' sites did in the last iteration told (core.h).

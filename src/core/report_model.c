@@ -260,10 +260,11 @@ void ol_report_device_fill(ol_report_t *r, ol_report_device_t *d, int device,
  * must fit at another batch. The iterations found may have missed it (the
  * first step's, before the finder anchored, was 0.2-0.6 GB above their
  * need on ResNet-50), so the larger of the two. No part of it is taken as
- * fixed: the gradients made in each step were, but a site's role at the
- * peak mixes them with backward temporaries that scale, and GPT-2's and
- * ResNet-50's peaks rose with the batch from the state with no other
- * fixed part. */
+ * fixed but autocast's copies of the weights (ol_report_device_batch):
+ * the gradients made in each step were, but a site's role at the peak
+ * mixes them with backward temporaries that scale, and GPT-2's and
+ * ResNet-50's peaks (fp32) rose with the batch from the state with no
+ * other fixed part. */
 static int64_t peak_need(const ol_device_stats_t *s, int64_t state)
 {
   int64_t need = ol_phases_iteration_need(&s->phases);
@@ -288,13 +289,18 @@ void ol_report_device_batch(ol_report_device_t *d)
   if (!d->has_batch)
     return;
   int64_t state = ol_phases_last_valley(&s->phases);
+  int64_t peak = peak_need(s, state);
+  /* autocast's copies of the weights, held at the peak whatever the
+   * batch, count beside the state (as a second step's do: oom.c) */
+  int64_t copies = s->step_copies > 0 && s->step_copies < peak ? s->step_copies : 0;
   d->batch = (ol_batch_figure_t){
     .batch = s->batch,
     .available = s->capacity - (s->outside > 0 ? s->outside : 0),
-    .state = state,
-    .need = peak_need(s, state),
+    .state = ol_sat_add(state, copies),
+    .need = peak - copies,
     .overhead = reserve_overhead(s),
   };
+  d->stats.step_copies = copies;
   ol_batch_figure_solve(&d->batch);
 }
 

@@ -239,14 +239,20 @@ static void text_sites(ol_buf_t *out, const ol_report_sites_t *list, bool by_tot
 static void text_batch(ol_buf_t *out, const ol_report_device_t *d)
 {
   const ol_batch_figure_t *f = &d->batch;
-  char need[32], state[32], overhead[32], outside[32], cap[32];
-  ol_format_bytes(need, sizeof need, f->need);
-  ol_format_bytes(state, sizeof state, f->state);
+  int64_t copies = d->stats.step_copies; /* counted in f->state (ol_report_device_batch) */
+  char need[32], state[32], overhead[32], outside[32], cap[32], copied[32];
+  ol_format_bytes(need, sizeof need, ol_sat_add(f->need, copies));
+  ol_format_bytes(state, sizeof state, ol_sat_sub(f->state, copies));
   ol_format_bytes(overhead, sizeof overhead, f->overhead);
   ol_format_bytes(outside, sizeof outside, d->stats.outside > 0 ? d->stats.outside : 0);
   ol_format_bytes(cap, sizeof cap, d->stats.capacity);
+  ol_format_bytes(copied, sizeof copied, copies);
   ol_buf_printf(out, "Batch that fits: the peak needed %s above the %s that outlives iterations",
                 need, state);
+  if (copies > 0)
+    ol_buf_printf(out, ", %s of it autocast's 16-bit copies of the weights (one of each weight "
+                  "the forward reads, held to the backward: counted as the same at any batch)",
+                  copied);
   if (f->overhead > 0)
     ol_buf_printf(out, ", and the allocator reserved %s more (counted as the same at any batch)",
                   overhead);
@@ -514,12 +520,16 @@ static void json_batch(ol_buf_t *out, const ol_report_device_t *d)
     ol_buf_printf(out, "null");
     return;
   }
+  /* state and need as measured; copies (1.36) the part of need counted
+   * as the same at any batch (ol_report_device_batch) */
+  int64_t copies = d->stats.step_copies;
   ol_buf_printf(out, "{\"batch\": %lld, \"capacity\": %lld, \"outside\": %lld, \"available\": %lld, "
-                "\"state\": %lld, \"need\": %lld, \"overhead\": %lld, \"fits\": %lld, "
-                "\"fits_headroom\": %lld}",
+                "\"state\": %lld, \"need\": %lld, \"overhead\": %lld, \"copies\": %lld, "
+                "\"fits\": %lld, \"fits_headroom\": %lld}",
                 (long long)f->batch, (long long)d->stats.capacity, (long long)d->stats.outside,
-                (long long)f->available, (long long)f->state, (long long)f->need,
-                (long long)f->overhead, (long long)f->fits, (long long)f->fits_headroom);
+                (long long)f->available, (long long)ol_sat_sub(f->state, copies),
+                (long long)ol_sat_add(f->need, copies), (long long)f->overhead,
+                (long long)copies, (long long)f->fits, (long long)f->fits_headroom);
 }
 
 /* Format 1.2: memory by role, with the sites. */

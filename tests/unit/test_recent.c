@@ -942,6 +942,22 @@ START_TEST(weights_not_told_fp32_have_no_copies)
 }
 END_TEST
 
+/* A finished iteration's copies (ol_recent_iteration_copies: a fitted
+ * job's batch figure): at its highest point, its last layer's gradient
+ * made beside its loss, all six are held; none is read before two
+ * iterations are told. */
+START_TEST(a_finished_iteration_s_copies_are_read)
+{
+  uint64_t weights[CAST_LAYERS + 1] = {4 * MiB, 4 * MiB, 4 * MiB, 4 * MiB,
+                                       4 * MiB, 4 * MiB, 4096};
+  ol_recent_iteration_ended(log_);
+  autocast_step(NULL, NULL, CAST_LAYERS);
+  ck_assert_int_eq(ol_recent_iteration_copies(log_, weights, CAST_LAYERS + 1), 0);
+  ol_recent_iteration_ended(log_);
+  ck_assert_int_eq(ol_recent_iteration_copies(log_, weights, CAST_LAYERS + 1), 6 * 2 * MiB);
+}
+END_TEST
+
 /* ... nor a size made more than autocast makes it (three a weight in a
  * step): a weight of 16 MiB, whose copy's size (8 MiB) the step's
  * temporaries have, six a step, is not told; the five of 4 MiB are (their
@@ -1519,6 +1535,7 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, copies_of_a_few_weights_are_no_autocast);
   tcase_add_test(tc, weights_not_told_fp32_have_no_copies);
   tcase_add_test(tc, a_size_made_often_is_no_copy);
+  tcase_add_test(tc, a_finished_iteration_s_copies_are_read);
   tcase_add_test(tc, the_last_iteration_s_work_is_read);
   tcase_add_test(tc, one_stack_a_period_is_no_step_by_sizes);
   tcase_add_test(tc, runs_of_one_size_in_a_layer_are_no_stacks);

@@ -620,6 +620,57 @@ START_TEST(trace_keys_split_once)
 }
 END_TEST
 
+/* A fitted job's batch figure counts autocast's copies of the weights
+ * (stats.step_copies, account.c) beside what outlives iterations: 16 GiB,
+ * 2 GiB outliving iterations, a peak 8 GiB above it at batch 4, 4 GiB of
+ * it copies. Scaled whole: 4 x 14 / 8 = 7, 4 x 10.8 / 8 = 5.4; the copies
+ * kept: 4 x 10 / 4 = 10, 4 x 6.8 / 4 = 6.8. The text and the JSON give the
+ * need and state as measured, and the copies beside them. */
+START_TEST(autocast_s_copies_in_a_fitted_job_s_figure)
+{
+  ol_report_t r;
+  ck_assert_int_eq(ol_report_init(&r, 1), 0);
+  ol_report_device_t *d = &r.devices[0];
+  d->stats.phases.iterations = 1;
+  d->stats.phases.need = 8 * 1024 * MiB;
+  d->stats.phases.valleys[1 % OL_PHASE_VALLEYS] = 2 * 1024 * MiB;
+  d->stats.allocated_bytes[OL_POOL_ALL].peak = 10 * 1024 * MiB;
+  d->stats.reserved_bytes[OL_POOL_ALL].peak = 10 * 1024 * MiB;
+  d->stats.capacity = 16 * 1024 * MiB;
+  d->stats.outside = 0;
+  d->stats.batch = 4;
+  ol_report_device_batch(d);
+  ck_assert(d->has_batch);
+  ck_assert_int_eq(d->batch.fits, 7);
+  ck_assert_int_eq(d->batch.fits_headroom, 5);
+  d->stats.step_copies = 4 * 1024 * MiB;
+  ol_report_device_batch(d);
+  ck_assert_int_eq(d->batch.fits, 10);
+  ck_assert_int_eq(d->batch.fits_headroom, 6);
+  ol_buf_t out = {0};
+  ol_report_render_text(&out, &r);
+  ck_assert_ptr_nonnull(strstr(out.data, "Batch that fits: the peak needed 8.00 GiB above the "
+                                         "2.00 GiB that outlives iterations, 4.00 GiB of it "
+                                         "autocast's 16-bit copies of the weights"));
+  ck_assert_ptr_nonnull(strstr(out.data, "at batch 4: batch 10 fits, 6 with 20% headroom"));
+  ol_buf_free(&out);
+  out = (ol_buf_t){0};
+  ol_report_render_json(&out, &r);
+  char err[128];
+  ol_json_t *j = ol_json_parse(out.data, out.len, err, sizeof err);
+  ck_assert_msg(j != NULL, "%s", err);
+  const ol_json_t *b = ol_json_path(j, "devices[0].batch_figure");
+  ck_assert_ptr_nonnull(b);
+  ck_assert_int_eq(int_of(ol_json_get(b, "state")), 2 * 1024 * MiB);
+  ck_assert_int_eq(int_of(ol_json_get(b, "need")), 8 * 1024 * MiB);
+  ck_assert_int_eq(int_of(ol_json_get(b, "copies")), 4 * 1024 * MiB);
+  ck_assert_int_eq(int_of(ol_json_get(b, "fits")), 10);
+  ol_json_free(j);
+  ol_buf_free(&out);
+  ol_report_free(&r);
+}
+END_TEST
+
 static Suite *report_model_suite(void)
 {
   Suite *s = suite_create("report_model");
@@ -634,6 +685,9 @@ static Suite *report_model_suite(void)
   tcase_add_test(trace, trace_site_names);
   tcase_add_test(trace, trace_keys_split_once);
   suite_add_tcase(s, trace);
+  TCase *batch = tcase_create("batch");
+  tcase_add_test(batch, autocast_s_copies_in_a_fitted_job_s_figure);
+  suite_add_tcase(s, batch);
   return s;
 }
 
