@@ -829,19 +829,8 @@ static uint8_t *sites_work(const ol_sites_t *sites, size_t count)
   return work;
 }
 
-/* The tags of one device's live blocks (ol_record_t.logged_as): what a
- * step made and still holds, left out of the rest of the one before; and
- * the weights' sizes (blocks of the weights' sites, or made before the
- * first free where their site's role is not known: the load), whose
- * autocast copies the step may hold. */
-typedef struct live_tags {
-  int device;
-  const ol_sites_t *sites;
-  uint32_t *tags;
-  uint64_t *weights;
-  size_t count, weight_count, room;
-} live_tags_t;
-
+/* A block of the weights: of the weights' sites, or made before the
+ * first free where its site's role is not known (the load). */
 static bool a_weight(const ol_record_t *rec, const ol_sites_t *sites)
 {
   ol_role_t role = ol_sites_role(sites, rec->site);
@@ -863,6 +852,15 @@ static void collect_weight(const ol_record_t *rec, void *arg)
       a_weight(rec, w->sites))
     w->sizes[w->count++] = rec->size;
 }
+
+/* The tags of one device's live blocks (ol_record_t.logged_as): what a
+ * step made and still holds, left out of the rest of the one before; and
+ * the weights' sizes, whose autocast copies the step may hold. */
+typedef struct live_tags {
+  uint32_t *tags;
+  size_t count;
+  weight_sizes_t weights; /* its device and room are the walk's */
+} live_tags_t;
 
 /* Autocast's copies of the weights held at the highest point of the
  * iteration that just ended (recent.c ol_recent_iteration_copies), into
@@ -892,12 +890,11 @@ static void read_step_copies(ol_account_t *a, int d)
 static void collect_tag(const ol_record_t *rec, void *arg)
 {
   live_tags_t *l = arg;
-  if (ol_account_clamp(rec->device) != l->device)
+  if (ol_account_clamp(rec->device) != l->weights.device)
     return;
-  if (rec->logged_as != 0 && l->count < l->room)
+  if (rec->logged_as != 0 && l->count < l->weights.room)
     l->tags[l->count++] = rec->logged_as;
-  if (l->weight_count < l->room && a_weight(rec, l->sites))
-    l->weights[l->weight_count++] = rec->size;
+  collect_weight(rec, &l->weights);
 }
 
 /* The rest of the step before the one under way (reading's), less what
@@ -912,9 +909,10 @@ static void rest_of_last_step(const ol_account_t *a, int device,
 {
   int d = ol_account_clamp(device);
   const ol_sites_t *sites = ol_account_sites(a, device);
-  live_tags_t l = {d, sites, NULL, NULL, 0, 0, ol_records_count(&a->blocks)};
-  if (l.room && (!(l.tags = malloc(l.room * sizeof *l.tags)) ||
-                 !(l.weights = malloc(l.room * sizeof *l.weights)))) {
+  size_t room = ol_records_count(&a->blocks);
+  live_tags_t l = {NULL, 0, {d, sites, NULL, 0, room}};
+  if (room && (!(l.tags = malloc(room * sizeof *l.tags)) ||
+               !(l.weights.sizes = malloc(room * sizeof *l.weights.sizes)))) {
     free(l.tags);
     return;
   }
@@ -928,8 +926,8 @@ static void rest_of_last_step(const ol_account_t *a, int device,
     r->step_fixed = ol_recent_rest_fixed(log, reading, l.tags, l.count, work, count);
   free(work);
   r->step_fixed.copies =
-    ol_recent_rest_copies(log, reading, l.tags, l.count, l.weights, l.weight_count);
-  free(l.weights);
+    ol_recent_rest_copies(log, reading, l.tags, l.count, l.weights.sizes, l.weights.count);
+  free(l.weights.sizes);
   free(l.tags);
 }
 
