@@ -22,6 +22,18 @@
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
 #define OL_MATRIX_MIN (64 * 1024) /* a weight this large is a matrix, not a norm's or a bias's */
+/* The bytes of a square matrix of a layer's width, where a vector of that
+ * width (a norm's weight) is a bytes at element bytes an element: for
+ * a = D*element, D*D*element = a^2 / element. 0 where a^2 overflows or
+ * does not divide: no such matrix. first_step.c reads a layer's element
+ * from it, recent.c whether the weights are fp32. */
+static inline uint64_t ol_square_bytes(uint64_t a, uint64_t element)
+{
+  uint64_t square;
+  if (element == 0 || __builtin_mul_overflow(a, a, &square) || square % element)
+    return 0;
+  return square / element;
+}
 /* The largest size oomlens takes anywhere (options, flags, trace lines):
  * 2^56 bytes (64 PiB) is beyond any device, so a larger one is a typo or a
  * broken file, and sums of sizes below it stay far from overflow. */

@@ -171,12 +171,12 @@ static width_t layer_width(const ol_first_step_log_t *log, stack_shape_t stack)
   width_t four = {0, 0, false}, two = {0, 0, false};
   for (size_t i = stack.start; i < stack.start + stack.period; i++)
     for (size_t j = stack.start; j < stack.start + stack.period; j++) {
-      uint64_t a = log->size[i], b = log->size[j], square;
-      if (a > UINT32_MAX || b > UINT64_MAX / 4 || __builtin_mul_overflow(a, a, &square))
+      uint64_t a = log->size[i], b = log->size[j];
+      if (b == 0)
         continue;
-      if (square == 4 * b && four.element == 0)
+      if (b == ol_square_bytes(a, 4) && four.element == 0)
         four = (width_t){4, a, false};
-      if (square == 2 * b && two.element == 0)
+      if (b == ol_square_bytes(a, 2) && two.element == 0)
         two = (width_t){2, a, false};
     }
   four.unsure = four.element != 0 && two.element != 0 && two.row == four.row;

@@ -1179,14 +1179,11 @@ static bool fp32_weights(const uint64_t *sorted, size_t weights)
 {
   bool four = false;
   for (size_t i = 0; i < weights; i++) {
-    uint64_t a = sorted[i], square, b;
-    if (a > UINT32_MAX || (i && sorted[i - 1] == a))
+    uint64_t a = sorted[i], four_b = ol_square_bytes(a, 4), two_b = ol_square_bytes(a, 2);
+    if (i && sorted[i - 1] == a)
       continue;
-    square = a * a;
-    b = square / 4;
-    bool is_four = square % 4 == 0 && bsearch(&b, sorted, weights, sizeof *sorted, ascending64);
-    b = square / 2;
-    bool is_two = square % 2 == 0 && bsearch(&b, sorted, weights, sizeof *sorted, ascending64);
+    bool is_four = four_b && bsearch(&four_b, sorted, weights, sizeof *sorted, ascending64);
+    bool is_two = two_b && bsearch(&two_b, sorted, weights, sizeof *sorted, ascending64);
     if (is_four && is_two)
       return false;
     four |= is_four;
