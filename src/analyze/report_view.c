@@ -500,15 +500,14 @@ static void read_batch(const reading_t *r, const at_t *dev, ol_report_device_t *
     return;
   d->stats.capacity = ol_json_need_int(&b, "capacity", BYTES);
   d->stats.outside = ol_json_need_int(&b, "outside", OR_NONE);
-  /* copies (1.36): of need, counted beside the state (report_model.c) */
-  int64_t copies = int_since(r, &b, "copies", 36, BYTES);
-  d->stats.step_copies = copies;
   d->batch = (ol_batch_figure_t){
     .batch = ol_json_need_int(&b, "batch", BYTES),
     .available = ol_json_need_int(&b, "available", SIGNED),
-    .state = ol_sat_add(ol_json_need_int(&b, "state", SIGNED), copies),
-    .need = ol_sat_sub(ol_json_need_int(&b, "need", SIGNED), copies),
+    .state = ol_json_need_int(&b, "state", SIGNED),
+    .need = ol_json_need_int(&b, "need", SIGNED),
     .overhead = int_since(r, &b, "overhead", 3, BYTES), /* before 1.3: none counted */
+    /* copies (1.36): of need, the same at any batch (report_model.c) */
+    .fixed = int_since(r, &b, "copies", 36, BYTES),
     .fits = ol_json_need_int(&b, "fits", SIGNED),
     .fits_headroom = ol_json_need_int(&b, "fits_headroom", SIGNED)};
   d->stats.batch = d->batch.batch;

@@ -830,6 +830,8 @@ typedef struct ol_batch_figure {
   int64_t state;     /* what outlives iterations, or the state by roles */
   int64_t need;      /* the iteration's own memory above it, at its peak */
   int64_t overhead;  /* the allocator's reserve above its allocations then: as large at any batch */
+  int64_t fixed;     /* of need, what is as large at any batch (autocast's copies of the weights,
+                        a second step's gradients): counted beside the state, not scaled */
   bool need_is_lower_bound; /* the iteration did not finish */
   int64_t fits, fits_headroom; /* out: batches (or per mille), with none and 20% free */
 } ol_batch_figure_t;

@@ -1137,7 +1137,8 @@ static int64_t scaled(int64_t unit, int64_t room, int64_t need)
   return fits < 9.2e18 ? (int64_t)fits : INT64_MAX; /* the cast of more is undefined */
 }
 
-/* What the state and the allocator's reserve leave of offered bytes. */
+/* What the state and the allocator's reserve leave of offered bytes for
+ * the iteration's own memory (its fixed part among it). */
 static int64_t left_for_batches(const ol_batch_figure_t *f, int64_t offered)
 {
   return at_least_zero(ol_sat_sub(ol_sat_sub(offered, f->state), at_least_zero(f->overhead)));
@@ -1156,11 +1157,17 @@ static int64_t batch_unit(const ol_batch_figure_t *f)
   return f->batch > 0 ? f->batch : 1000;
 }
 
+/* What of the need a smaller batch shrinks: all but its fixed part. */
+static int64_t scaling_need(const ol_batch_figure_t *f)
+{
+  return at_least_zero(ol_sat_sub(f->need, at_least_zero(f->fixed)));
+}
+
 void ol_batch_figure_solve(ol_batch_figure_t *f)
 {
-  int64_t unit = batch_unit(f);
-  f->fits = scaled(unit, left_for_batches(f, f->available), f->need);
-  f->fits_headroom = scaled(unit, room_with_headroom(f), f->need);
+  int64_t unit = batch_unit(f), fixed = at_least_zero(f->fixed);
+  f->fits = scaled(unit, ol_sat_sub(left_for_batches(f, f->available), fixed), scaling_need(f));
+  f->fits_headroom = scaled(unit, ol_sat_sub(room_with_headroom(f), fixed), scaling_need(f));
 }
 
 /* What a failed first iteration needed at least: what it held plus the
@@ -1225,12 +1232,11 @@ static ol_batch_figure_t second_step_figure(const ol_oom_record_t *r, state_t s)
 {
   bool first_kept = !r->roles_known && s.source == STATE_FIRST_FREE;
   int64_t state = first_kept ? ol_sat_add(s.bytes, at_least_zero(r->step_repeat_held)) : s.bytes;
-  state = ol_sat_add(state, step_fixed_of(r));
   int64_t rest = r->step_rest > request_of(r) ? r->step_rest : request_of(r);
   return (ol_batch_figure_t){
     .batch = r->batch, .available = available(r), .state = state,
     .need = at_least_zero(ol_sat_sub(ol_sat_add(held_by_tensors(r), rest), state)),
-    .overhead = r->managed ? at_least_zero(r->free_reserved) : 0};
+    .overhead = r->managed ? at_least_zero(r->free_reserved) : 0, .fixed = step_fixed_of(r)};
 }
 
 /* The failed iteration needed what it held plus the request, at least;
@@ -1492,26 +1498,31 @@ static void advise_measuring(ol_buf_t *out, const ol_oom_record_t *r, const ol_b
                 unfinished_iteration(r), trial, trial, TRIAL_STEPS, r->batch);
 }
 
-/* What one sample of the batch adds to the state: its share of what the
- * iteration needed, with the state and the allocator's reserve; more than
- * the device offers when no batch fits (ol_batch_figure_solve). */
+/* One sample's share of what the iteration needed (its part that scales). */
+static int64_t one_sample(const ol_batch_figure_t *f)
+{
+  return f->batch > 0 ? ceil_div(scaling_need(f), f->batch) : 0;
+}
+
+/* What a batch of one needs at least: the state with the need's fixed
+ * part, the allocator's reserve, one sample; more than the device offers
+ * when no batch fits (ol_batch_figure_solve). */
 static int64_t state_and_one_sample(const ol_batch_figure_t *f)
 {
-  int64_t sample = f->batch > 0 ? ceil_div(at_least_zero(f->need), f->batch) : 0;
-  return ol_sat_add(ol_sat_add(f->state, at_least_zero(f->overhead)), sample);
+  int64_t held = ol_sat_add(ol_sat_add(f->state, at_least_zero(f->fixed)), at_least_zero(f->overhead));
+  return ol_sat_add(held, one_sample(f));
 }
 
 /* No batch fits: what alone exceeds the device, never "batch 0". */
 static void advise_no_batch(ol_buf_t *out, const ol_oom_record_t *r, const ol_batch_figure_t *f)
 {
   char a[32], b[32], c[32], d[32];
-  int64_t held = ol_sat_add(f->state, at_least_zero(f->overhead));
-  int64_t total = state_and_one_sample(f);
   ol_buf_printf(out, "At batch %" PRId64 ", no batch fits: the state (%s) and one sample's "
                 "share of the iteration (%s) already need %s%s, more than the %s this process "
-                "can have; cut the memory per sample. ", r->batch, size_text(a, f->state),
-                size_text(b, ol_sat_sub(total, held)), f->need_is_lower_bound ? "at least " : "",
-                size_text(c, total), size_text(d, f->available));
+                "can have; cut the memory per sample. ", r->batch,
+                size_text(a, ol_sat_add(f->state, at_least_zero(f->fixed))),
+                size_text(b, one_sample(f)), f->need_is_lower_bound ? "at least " : "",
+                size_text(c, state_and_one_sample(f)), size_text(d, f->available));
 }
 
 /* Where the figures are shares of the batch: how to get them in samples,
@@ -1808,16 +1819,13 @@ static void advise_activations(ol_buf_t *out, const ol_oom_record_t *r)
   ol_first_step_figure_t f;
   bool estimated = ol_oom_first_step_figure(r, &f);
   const ol_batch_figure_t *lead = lead_of(&f);
-  /* a second step's need with what does not shrink (explain_step_fixed) */
-  int64_t fixed = estimated ? 0 : step_fixed_of(r);
   ol_buf_printf(out, "The state (weights, gradients, optimizer state) holds %s and fits; the "
                 "iteration's own memory needed %s%s",
-                size_text(a, ol_sat_sub(f.bound.state, fixed)),
-                f.bound.need_is_lower_bound ? "at least " : "",
-                size_text(b, ol_sat_add(f.bound.need, fixed)));
+                size_text(a, f.bound.state), f.bound.need_is_lower_bound ? "at least " : "",
+                size_text(b, f.bound.need));
   explain_unfinished_iteration(out, r);
   ol_buf_printf(out, ", and %s is left for it with %d%% headroom. ",
-                size_text(c, ol_sat_add(room_with_headroom(lead), fixed)), HEADROOM_PERCENT);
+                size_text(c, room_with_headroom(lead)), HEADROOM_PERCENT);
   if (r->iterations == 0 && !r->segments_only && !second_step_read(r))
     explain_first_step(out, r, estimated);
   if (r->input_growth > 0)
@@ -2217,15 +2225,14 @@ static void advise_optimizer_unseen(ol_buf_t *out, const ol_oom_record_t *r, sta
   int64_t to_come = gradients_to_come(r), trained = trained_at_most(r);
   int64_t held = ol_sat_add(s.bytes, to_come);
   ol_batch_figure_t f = batch_fit(r);
-  int64_t total = state_and_one_sample(&f);
   ol_buf_printf(out, "The first iteration ran out before its optimizer's first step, and no "
                 "batch fits: the state held (%s: weights and the %s of gradients made so far) "
                 "and one sample's share of the iteration (%s) already need %s%s, more than the "
                 "%s this process can have. Which must change depends on the optimizer, not seen "
                 "before that step. With plain SGD (no state), the memory per sample: ",
                 size_text(a, s.bytes), size_text(b, trained_of(r)),
-                size_text(c, ol_sat_sub(total, ol_sat_add(f.state, at_least_zero(f.overhead)))),
-                f.need_is_lower_bound ? "at least " : "", size_text(d, total),
+                size_text(c, one_sample(&f)), f.need_is_lower_bound ? "at least " : "",
+                size_text(d, state_and_one_sample(&f)),
                 size_text(e, f.available));
   ol_buf_printf(out, "mixed precision (bf16 halves the activations, where the job is not in it "
                 "yet), activation checkpointing (keeps only layer inputs), shorter sequences. ");

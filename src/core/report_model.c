@@ -296,11 +296,11 @@ void ol_report_device_batch(ol_report_device_t *d)
   d->batch = (ol_batch_figure_t){
     .batch = s->batch,
     .available = s->capacity - (s->outside > 0 ? s->outside : 0),
-    .state = ol_sat_add(state, copies),
-    .need = peak - copies,
+    .state = state,
+    .need = peak,
     .overhead = reserve_overhead(s),
+    .fixed = copies,
   };
-  d->stats.step_copies = copies;
   ol_batch_figure_solve(&d->batch);
 }
 

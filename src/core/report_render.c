@@ -239,10 +239,10 @@ static void text_sites(ol_buf_t *out, const ol_report_sites_t *list, bool by_tot
 static void text_batch(ol_buf_t *out, const ol_report_device_t *d)
 {
   const ol_batch_figure_t *f = &d->batch;
-  int64_t copies = d->stats.step_copies; /* counted in f->state (ol_report_device_batch) */
+  int64_t copies = f->fixed; /* autocast's copies (ol_report_device_batch) */
   char need[32], state[32], overhead[32], outside[32], cap[32], copied[32];
-  ol_format_bytes(need, sizeof need, ol_sat_add(f->need, copies));
-  ol_format_bytes(state, sizeof state, ol_sat_sub(f->state, copies));
+  ol_format_bytes(need, sizeof need, f->need);
+  ol_format_bytes(state, sizeof state, f->state);
   ol_format_bytes(overhead, sizeof overhead, f->overhead);
   ol_format_bytes(outside, sizeof outside, d->stats.outside > 0 ? d->stats.outside : 0);
   ol_format_bytes(cap, sizeof cap, d->stats.capacity);
@@ -520,16 +520,14 @@ static void json_batch(ol_buf_t *out, const ol_report_device_t *d)
     ol_buf_printf(out, "null");
     return;
   }
-  /* state and need as measured; copies (1.36) the part of need counted
-   * as the same at any batch (ol_report_device_batch) */
-  int64_t copies = d->stats.step_copies;
+  /* copies (1.36): the part of need counted as the same at any batch
+   * (ol_report_device_batch) */
   ol_buf_printf(out, "{\"batch\": %lld, \"capacity\": %lld, \"outside\": %lld, \"available\": %lld, "
                 "\"state\": %lld, \"need\": %lld, \"overhead\": %lld, \"copies\": %lld, "
                 "\"fits\": %lld, \"fits_headroom\": %lld}",
                 (long long)f->batch, (long long)d->stats.capacity, (long long)d->stats.outside,
-                (long long)f->available, (long long)ol_sat_sub(f->state, copies),
-                (long long)ol_sat_add(f->need, copies), (long long)f->overhead,
-                (long long)copies, (long long)f->fits, (long long)f->fits_headroom);
+                (long long)f->available, (long long)f->state, (long long)f->need,
+                (long long)f->overhead, (long long)f->fixed, (long long)f->fits, (long long)f->fits_headroom);
 }
 
 /* Format 1.2: memory by role, with the sites. */
