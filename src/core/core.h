@@ -325,6 +325,10 @@ void ol_phase_finder_free(ol_phase_finder_t *finder);
  * explains (a model's load that casts each layer's weights repeats like a
  * loop, then the training begins). */
 bool ol_phases_loop_ended(const ol_phases_t *p, const ol_phase_finder_t *finder);
+/* The iterations told make fewer allocations than the state has blocks:
+ * no training step's (each gives every parameter a gradient), a pass's
+ * layers or an inference's steps. */
+bool ol_phases_shorter_than_state(const ol_phases_t *p, const ol_phase_finder_t *finder);
 /* How often allocated fell back near what the job held at its first free
  * and rose again near its highest since, each rise a state's worth of
  * allocations after the last (phases.c note_rise): a first step does so

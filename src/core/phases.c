@@ -1202,6 +1202,11 @@ void ol_leak_withdrawn_text(ol_buf_t *out, const ol_leak_warning_t *w)
                 (unsigned long long)w->since, (unsigned long long)w->withdrawn_at);
 }
 
+bool ol_phases_shorter_than_state(const ol_phases_t *p, const ol_phase_finder_t *f)
+{
+  return f && p->iterations > 0 && p->period > 0 && p->period < fewest_keeping(f);
+}
+
 bool ol_phases_loop_ended(const ol_phases_t *p, const ol_phase_finder_t *f)
 {
   return f && p->iterations > 0 && p->period > 0 &&
