@@ -176,10 +176,24 @@ static void name_grower(ol_leak_warning_t *w, const ol_sites_t *sites, int32_t u
 }
 
 static void read_step_copies(ol_account_t *a, int d);
+static uint8_t *sites_work(const ol_sites_t *sites, size_t count);
+
+/* The work of the last iteration told, by its sites' roles (recent.c
+ * ol_recent_last_work: OL_RECENT_FORWARD, OL_RECENT_BACKWARD); false
+ * where not known. */
+static bool last_iteration_work(const ol_account_t *a, int device, uint8_t *last)
+{
+  size_t count = ol_sites_count(ol_account_sites(a, device));
+  uint8_t *work = sites_work(ol_account_sites(a, device), count);
+  bool known =
+    work && ol_recent_last_work(a->devices[ol_account_clamp(device)].recent, work, count, last);
+  free(work);
+  return known;
+}
 
 /* Whether the iterations told are a first backward's layers: shorter than
- * a training step (ol_phases_shorter_than_state), gradients made, and no
- * update has made an optimizer's state yet. Each layer of a checkpointed
+ * a training step (ol_phases_shorter_than_state), of a backward's work,
+ * gradients made, and no update has made an optimizer's state yet. Each layer of a checkpointed
  * backward, its forward run again and given back, keeps its parameters'
  * gradients, and those layers read as iterations whose kept memory grows
  * (held-out gpt2_medium_ckpt at batch 16: 23 layers of 70 allocations,
@@ -187,11 +201,14 @@ static void read_step_copies(ol_account_t *a, int d);
  * that phases.c lets such a window keep: a leak warned of at the 5th and
  * standing to the end). A leak of a training job's whole steps (plain
  * SGD's too: no optimizer state) is told over iterations as long as a
- * step; an inference's makes no gradients. */
+ * step; an evaluation's forwards that keep their graphs do no backward
+ * work, and an inference's makes no gradients. */
 static bool first_backward_layers(const ol_account_t *a, int d)
 {
   const ol_account_device_t *ad = &a->devices[d];
-  if (!ol_phases_shorter_than_state(&ad->stats.phases, ad->finder))
+  uint8_t last = 0;
+  if (!ol_phases_shorter_than_state(&ad->stats.phases, ad->finder) ||
+      !last_iteration_work(a, d, &last) || !(last & OL_RECENT_BACKWARD))
     return false;
   bool known;
   int64_t bytes[OL_ROLE_COUNT];
@@ -1094,12 +1111,9 @@ static void growers_by_blocks(const ol_account_t *a, int device, ol_oom_record_t
  * 0.7 of its cap, its first step's graph retained: `leak` by them). */
 static bool iterations_are_layers(const ol_account_t *a, int device)
 {
-  size_t count = ol_sites_count(ol_account_sites(a, device));
-  uint8_t *work = sites_work(ol_account_sites(a, device), count), last = 0;
-  bool known =
-    work && ol_recent_last_work(a->devices[ol_account_clamp(device)].recent, work, count, &last);
-  free(work);
-  return known && (last & OL_RECENT_BACKWARD) && !(last & OL_RECENT_FORWARD);
+  uint8_t last = 0;
+  return last_iteration_work(a, device, &last) && (last & OL_RECENT_BACKWARD) &&
+         !(last & OL_RECENT_FORWARD);
 }
 
 void ol_account_oom_figures(const ol_account_t *a, int device, ol_oom_record_t *r)
