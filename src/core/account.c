@@ -193,13 +193,13 @@ static bool last_iteration_work(const ol_account_t *a, int device, uint8_t *last
 
 /* Whether the iterations told are a first backward's layers: shorter than
  * a training step (ol_phases_shorter_than_state), of a backward's work,
- * gradients made, and no update has made an optimizer's state yet. Each layer of a checkpointed
- * backward, its forward run again and given back, keeps its parameters'
- * gradients, and those layers read as iterations whose kept memory grows
- * (held-out gpt2_medium_ckpt at batch 16: 23 layers of 70 allocations,
- * each rising 1.1 GiB and keeping 16 MiB, less than the 64th of its rise
- * that phases.c lets such a window keep: a leak warned of at the 5th and
- * standing to the end). A leak of a training job's whole steps (plain
+ * gradients made, and no update has made an optimizer's state yet. Each
+ * layer of a checkpointed backward, its forward run again and given back,
+ * keeps its parameters' gradients, and those layers read as iterations
+ * whose kept memory grows (held-out gpt2_medium_ckpt at batch 16: 23
+ * layers of 70 allocations, each rising 1.1 GiB and keeping 16 MiB, less
+ * than the 64th of its rise that phases.c lets such a window keep: a leak
+ * warned of at the 5th and standing to the end). A leak of a training job's whole steps (plain
  * SGD's too: no optimizer state) is told over iterations as long as a
  * step; an evaluation's forwards that keep their graphs do no backward
  * work, and an inference's makes no gradients. */

@@ -1509,7 +1509,8 @@ static int64_t one_sample(const ol_batch_figure_t *f)
  * when no batch fits (ol_batch_figure_solve). */
 static int64_t state_and_one_sample(const ol_batch_figure_t *f)
 {
-  int64_t held = ol_sat_add(ol_sat_add(f->state, at_least_zero(f->fixed)), at_least_zero(f->overhead));
+  int64_t held = ol_sat_add(ol_sat_add(f->state, at_least_zero(f->fixed)),
+                            at_least_zero(f->overhead));
   return ol_sat_add(held, one_sample(f));
 }
 

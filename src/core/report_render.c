@@ -527,7 +527,8 @@ static void json_batch(ol_buf_t *out, const ol_report_device_t *d)
                 "\"fits\": %lld, \"fits_headroom\": %lld}",
                 (long long)f->batch, (long long)d->stats.capacity, (long long)d->stats.outside,
                 (long long)f->available, (long long)f->state, (long long)f->need,
-                (long long)f->overhead, (long long)f->fixed, (long long)f->fits, (long long)f->fits_headroom);
+                (long long)f->overhead, (long long)f->fixed, (long long)f->fits,
+                (long long)f->fits_headroom);
 }
 
 /* Format 1.2: memory by role, with the sites. */
