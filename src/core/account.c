@@ -199,10 +199,10 @@ static bool last_iteration_work(const ol_account_t *a, int device, uint8_t *last
  * whose kept memory grows (held-out gpt2_medium_ckpt at batch 16: 23
  * layers of 70 allocations, each rising 1.1 GiB and keeping 16 MiB, less
  * than the 64th of its rise that phases.c lets such a window keep: a leak
- * warned of at the 5th and standing to the end). A leak of a training job's whole steps (plain
- * SGD's too: no optimizer state) is told over iterations as long as a
- * step; an evaluation's forwards that keep their graphs do no backward
- * work, and an inference's makes no gradients. */
+ * warned of at the 5th and standing to the end). A leak of a training
+ * job's whole steps (plain SGD's too: no optimizer state) is told over
+ * iterations as long as a step; an evaluation's forwards that keep their
+ * graphs do no backward work, and an inference's makes no gradients. */
 static bool first_backward_layers(const ol_account_t *a, int d)
 {
   const ol_account_device_t *ad = &a->devices[d];
