@@ -126,6 +126,19 @@ JOBS = [
     dict(name='bloom_560m', cap='12G', batch=8),
     dict(name='falcon_small', cap='12G', batch=16),
     dict(name='opt_350m', cap='12G', batch=16),
+    # session 47, listed before they ran: families none of the rules was
+    # built on. DeBERTa-v3-base's shape as a masked LM (disentangled
+    # attention: content-to-position and position-to-content scores beside
+    # the usual ones, vocabulary 128,100), fp32, sequence 512; XLM-R base's
+    # (vocabulary 250,002: the MLM head's logits outweigh a layer) at
+    # sequence 256; Qwen3-0.6B's shape (28 layers of 1024, norms on the
+    # queries and keys, tied, 151,936 tokens) in bf16; GPT-J's shape, small
+    # (16 layers of 1024, parallel attention and MLP, rotary on 64 of each
+    # head's dimensions, untied head), fp32
+    dict(name='deberta_v3_mlm', cap='12G', batch=24),
+    dict(name='xlmr_mlm', cap='12G', batch=32),
+    dict(name='qwen3_small_bf16', cap='16G', batch=16),
+    dict(name='gptj_small', cap='16G', batch=8),
 ]
 CASES = os.path.join(os.path.dirname(HERE), 'oom_cases.py')
 BUDGET_S = float(os.environ.get('OOMLENS_FS_BUDGET_S', '540'))
@@ -229,6 +242,27 @@ def job_model(name):
                            num_attention_heads=16, word_embed_proj_dim=512, vocab_size=50272,
                            max_position_embeddings=2048)
         return tf.OPTForCausalLM(cfg), 'lm', 1024, 50272, torch.optim.AdamW
+    if name == 'deberta_v3_mlm':
+        cfg = tf.DebertaV2Config(vocab_size=128100, hidden_size=768, num_hidden_layers=12,
+                                 num_attention_heads=12, intermediate_size=3072,
+                                 relative_attention=True, max_relative_positions=-1,
+                                 position_buckets=256, pos_att_type=['p2c', 'c2p'],
+                                 norm_rel_ebd='layer_norm', share_att_key=True,
+                                 position_biased_input=False, max_position_embeddings=512)
+        return tf.DebertaV2ForMaskedLM(cfg), 'lm', 512, 128100, torch.optim.AdamW
+    if name == 'xlmr_mlm':
+        cfg = tf.XLMRobertaConfig(vocab_size=250002, max_position_embeddings=514,
+                                  type_vocab_size=1)
+        return tf.XLMRobertaForMaskedLM(cfg), 'lm', 256, 250002, torch.optim.AdamW
+    if name == 'qwen3_small_bf16':
+        cfg = tf.Qwen3Config(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                             num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                             vocab_size=151936, tie_word_embeddings=True)
+        return tf.Qwen3ForCausalLM(cfg).to(torch.bfloat16), 'lm', 1024, 151936, torch.optim.AdamW
+    if name == 'gptj_small':
+        cfg = tf.GPTJConfig(n_embd=1024, n_layer=16, n_head=16, rotary_dim=64, vocab_size=50400,
+                            n_positions=2048)
+        return tf.GPTJForCausalLM(cfg), 'lm', 1024, 50400, torch.optim.AdamW
     if name == 'llama_own_loss_bf16':
         cfg = tf.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=16,
                              num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)
