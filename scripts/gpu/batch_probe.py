@@ -12,7 +12,8 @@ Writes $OUT/batch_probe.tar.gz (the reports) and $OUT/batch_probe.json.
 
 OOMLENS_PROBE=case:cap:b1/b2/...;... picks the runs; a case job=NAME runs
 first_step_check.py's job NAME (session 45: jobs under autocast). Each
-run's trace comes back in the tarball too (probe-CASE-BATCH.trace)."""
+run's trace comes back in the tarball too (probe-CASE-BATCH.trace).
+OOMLENS_PROBE_STEPS (default 3) is each run's steps."""
 import json, os, subprocess, sys, tarfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,7 +34,7 @@ def peak(dev, field):
     return dev.get('stats', {}).get(field, {}).get('all', {}).get('peak', 0)
 
 
-def run(case, cap, batch, steps=3):
+def run(case, cap, batch, steps=int(os.environ.get('OOMLENS_PROBE_STEPS', '3'))):
     report = os.path.join(OUT, f'probe-{case}-{batch}-%p.txt')
     trace = os.path.join(OUT, f'probe-{case}-{batch}.trace')
     if case.startswith('job='):  # a job of first_step_check.py's loop

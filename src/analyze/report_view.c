@@ -508,6 +508,8 @@ static void read_batch(const reading_t *r, const at_t *dev, ol_report_device_t *
     .overhead = int_since(r, &b, "overhead", 3, BYTES), /* before 1.3: none counted */
     /* copies (1.36): of need, the same at any batch (report_model.c) */
     .fixed = int_since(r, &b, "copies", 36, BYTES),
+    /* update (1.37): the optimizer's update, the job's peak (report_model.c) */
+    .update = int_since(r, &b, "update", 37, BYTES),
     .fits = ol_json_need_int(&b, "fits", SIGNED),
     .fits_headroom = ol_json_need_int(&b, "fits_headroom", SIGNED)};
   d->stats.batch = d->batch.batch;

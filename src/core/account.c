@@ -678,6 +678,7 @@ void __attribute__((cold)) ol_account_restarted(ol_account_t *a, int d)
   ad->recent = NULL;
   ad->recent_off = false;
   ad->stats.step_copies = 0; /* the model made anew: read again */
+  ad->stats.step_base = ad->stats.step_update_high = ad->stats.step_work_high = 0;
   ad->copies_reads = 0;
   ol_sites_restart(ol_account_sites(a, d));
 }
@@ -906,14 +907,37 @@ typedef struct live_tags {
   weight_sizes_t weights; /* its device and room are the walk's */
 } live_tags_t;
 
+/* Where the last step the log holds was highest at its optimizer's update
+ * (recent.c ol_recent_iteration_highs), what was allocated as it began,
+ * then, and at the highest point of its forward and backward, into stats
+ * for the report's batch figure; highs set where read. */
+static bool read_step_highs(ol_account_t *a, int d, ol_recent_highs_t *highs)
+{
+  ol_account_device_t *ad = &a->devices[d];
+  size_t count = ol_sites_count(ol_account_sites(a, d));
+  uint8_t *work = sites_work(ol_account_sites(a, d), count);
+  bool read = work && ol_recent_iteration_highs(ad->recent, work, count, highs);
+  free(work);
+  if (!read)
+    return false;
+  /* the step's levels are above where it began: the log's end is now */
+  int64_t began = ol_sat_sub(ad->stats.allocated_bytes[OL_POOL_ALL].current, highs->now);
+  bool update_highest = highs->update > highs->work;
+  ad->stats.step_base = update_highest ? began : 0;
+  ad->stats.step_update_high = update_highest ? ol_sat_add(began, highs->update) : 0;
+  ad->stats.step_work_high = update_highest ? ol_sat_add(began, highs->work) : 0;
+  return true;
+}
+
 /* Autocast's copies of the weights held at the highest point of the
- * iteration that just ended (recent.c ol_recent_iteration_copies), into
- * stats.step_copies for the report's batch figure: read while the
- * weights are live (a job that frees its model before it exits leaves
- * none at its report), at the first COPIES_READS iteration ends until
- * found (the first told may be a first step's layers, which cast one
- * layer's weights each): a walk of the live blocks and of one iteration's
- * events, a few times a job. */
+ * iteration that just ended, or of its forward and backward where its
+ * update was higher (recent.c ol_recent_iteration_copies), into
+ * stats.step_copies for the report's batch figure, with those highs:
+ * read while the weights are live (a job that frees its model before it
+ * exits leaves none at its report), at the first COPIES_READS iteration
+ * ends until copies are found (the first told may be a first step's
+ * layers, which cast one layer's weights each): a walk of the live blocks
+ * and of one iteration's events, a few times a job. */
 #define COPIES_READS 8
 
 static void read_step_copies(ol_account_t *a, int d)
@@ -922,11 +946,13 @@ static void read_step_copies(ol_account_t *a, int d)
   if (ad->stats.step_copies > 0 || ad->copies_reads >= COPIES_READS || !ad->recent)
     return;
   ad->copies_reads++;
+  ol_recent_highs_t highs;
+  bool read = read_step_highs(a, d, &highs);
   weight_sizes_t w = {d, ol_account_sites(a, d), NULL, 0, ol_records_count(&a->blocks)};
   if (!w.room || !(w.sizes = malloc(w.room * sizeof *w.sizes)))
     return;
   ol_records_each(&a->blocks, collect_weight, &w);
-  int64_t copies = ol_recent_iteration_copies(ad->recent, w.sizes, w.count);
+  int64_t copies = ol_recent_iteration_copies(ad->recent, w.sizes, w.count, read ? &highs : NULL);
   ad->stats.step_copies = copies > 0 ? copies : 0;
   free(w.sizes);
 }

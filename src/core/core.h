@@ -17,7 +17,7 @@
 
 #define OL_VERSION_TEXT "0.1.0"
 #define OL_REPORT_FORMAT 1  /* version of the JSON report's layout */
-#define OL_REPORT_MINOR 36  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls, oom.growing_site.per_step; 25: oom.swings, oom.swings_kept; 26: oom.past_repeat; 27: oom.restarts, oom.batch_given; 28: oom.since_last_by_repeat; 29: oom.first_step.stacks, oom.first_step.weight_element, oom.first_step.weights_cast; 30: oom.first_step.logits_ahead, oom.first_step.logits_asks; 31: oom.first_step.element_unsure; 32: oom.step_repeat_held; 33: oom.step_rest; 34: oom.step_rest_gradients, oom.step_held_over; 35: oom.step_cast_copies; 36: devices[].batch_figure.copies) */
+#define OL_REPORT_MINOR 37  /* fields added without breaking readers of OL_REPORT_FORMAT (2: recovered_allocs, leak_warning; 3: batch_figure.overhead for .fixed; 4: oom.first_step, batch_fits_at_most, batch_fits_high; 5: oom.batch_is_the_lever, oom.no_batch_fits, the batch figures null but where the batch is the lever; 6: own_time; 7: oom.first_step.loss_upcast, oom.need_growth_per_iteration, oom.allocations_growth_per_iteration, leak_warning.allocations_growth_per_iteration; 8: calls.stream_queries, calls.stream_marks, calls.mark_waits; 9: calls.stream_barriers; 10: calls.handle_moves; 11: oom.gradients_made, oom.request_is_gradient; 12: the role "library", oom.gradients_made_own_segments; 13: oom.input_growth_per_iteration; 14: leak_warning.withdrawn_at_iteration, oom.external_holders[].child, oom.external_unlisted; 15: oom.framework_limit, oom.growing_site.role; 16: oom.framework_allocated, oom.no_block_held, oom.vmm_reserved, oom.vmm_not_framework, leak_warning.withdrawn_because; 17: oom.request_in_update, oom.update_bytes; 18: oom.request_state_buffers, oom.state_being_made, oom.request_update_makes_state, oom.own_copies, oom.own_copies_own_segments; 19: oom.request_is_copy, oom.request_is_copy_own_segment; 20: oom.own_copies_early, oom.own_copies_early_own_segments, oom.before_first_free_live; 21: oom.allocations_made; 22: oom.growing_site.once; 23: oom.growing_site.since_last_iteration, oom.held_since_last_iteration; 24: oom.since_last_by_calls, oom.growing_site.per_step; 25: oom.swings, oom.swings_kept; 26: oom.past_repeat; 27: oom.restarts, oom.batch_given; 28: oom.since_last_by_repeat; 29: oom.first_step.stacks, oom.first_step.weight_element, oom.first_step.weights_cast; 30: oom.first_step.logits_ahead, oom.first_step.logits_asks; 31: oom.first_step.element_unsure; 32: oom.step_repeat_held; 33: oom.step_rest; 34: oom.step_rest_gradients, oom.step_held_over; 35: oom.step_cast_copies; 36: devices[].batch_figure.copies; 37: devices[].batch_figure.update) */
 #define OL_MAX_DEVICES 64
 #define OL_POOL_UNIT_MAX 512 /* chunks one extent may hold: OOMLENS_POOL_UNIT, --map-unit, a trace's pool_unit */
 #define OL_SMALL_SIZE (1u << 20) /* PyTorch's small-pool limit, for the same rows */
@@ -579,12 +579,29 @@ ol_recent_fixed_t ol_recent_rest_fixed(const ol_recent_t *log, const ol_recent_r
 int64_t ol_recent_rest_copies(const ol_recent_t *log, const ol_recent_reading_t *reading,
                               const uint32_t *live, size_t live_count, uint64_t *weight_sizes,
                               size_t weights);
-/* The same copies in the last iteration that ended, at its highest point
- * (ol_account_step_copies: the batch figure of a job that fitted); 0 as
- * above, or fewer than two iterations told, or the log no longer holding
- * the last. */
+/* The highest points of the last step the log holds whole, between the
+ * optimizer's updates (OL_RECENT_UPDATE of site_work), the later in the
+ * last iteration told; in bytes above where that step began (step_from,
+ * its first forward's or backward's allocation): work, its forward's and
+ * backward's highest, past_work the event past it; update, the highest of
+ * its own update (from update_from to the next step's work); now, the
+ * log's last event. */
+typedef struct ol_recent_highs {
+  int64_t work, update, now;
+  uint64_t step_from, update_from, past_work;
+} ol_recent_highs_t;
+/* false: no such step (no two updates with a step's work between them,
+ * the later in the last iteration), fewer than two iterations told, or
+ * the log no longer holding them. */
+bool ol_recent_iteration_highs(const ol_recent_t *log, const uint8_t *site_work,
+                               size_t site_count, ol_recent_highs_t *highs);
+/* The same copies in the last iteration that ended, at its highest point,
+ * or, highs given (ol_recent_iteration_highs), in highs' step at its
+ * work's highest (account.c read_step_copies: the batch figure of a job
+ * that fitted); 0 as above, or fewer than two iterations told, or the
+ * log no longer holding the last. */
 int64_t ol_recent_iteration_copies(const ol_recent_t *log, uint64_t *weight_sizes,
-                                   size_t weights);
+                                   size_t weights, const ol_recent_highs_t *highs);
 /* The work bits (site_work's) of the allocations of the last iteration
  * that ended, into work: false where not known (fewer than two ends, the
  * log no longer holding it). */
@@ -836,6 +853,8 @@ typedef struct ol_batch_figure {
   int64_t overhead;  /* the allocator's reserve above its allocations then: as large at any batch */
   int64_t fixed;     /* of need, what is as large at any batch (autocast's copies of the weights,
                         a second step's gradients): counted beside the state, not scaled */
+  int64_t update;    /* above the state, the optimizer's update at its highest, as large at any
+                        batch; where above need, the peak a smaller batch keeps (0: not known) */
   bool need_is_lower_bound; /* the iteration did not finish */
   int64_t fits, fits_headroom; /* out: batches (or per mille), with none and 20% free */
 } ol_batch_figure_t;
@@ -975,6 +994,12 @@ typedef struct ol_device_stats {
    * read_step_copies, at the first iteration ends), counted as the same at
    * any batch by the report's batch figure; 0 none or not known. */
   int64_t step_copies;
+  /* Where the optimizer's update was a step's highest point (its
+   * temporaries as large as the weights, beside the gradients), what was
+   * allocated as that step began (after the update before it), at its
+   * forward's and backward's highest, and at its update's: read with
+   * step_copies (account.c read_step_highs); 0 where not so or not known. */
+  int64_t step_base, step_work_high, step_update_high;
 } ol_device_stats_t;
 
 /* a + b, held at INT64_MAX or INT64_MIN rather than overflow: counters

@@ -1163,11 +1163,19 @@ static int64_t scaling_need(const ol_batch_figure_t *f)
   return at_least_zero(ol_sat_sub(f->need, at_least_zero(f->fixed)));
 }
 
+/* The batches a room holds; none where the optimizer's update, as large
+ * at any batch, does not fit in it. */
+static int64_t fits_in_room(const ol_batch_figure_t *f, int64_t room)
+{
+  if (f->update > room)
+    return 0;
+  return scaled(batch_unit(f), ol_sat_sub(room, at_least_zero(f->fixed)), scaling_need(f));
+}
+
 void ol_batch_figure_solve(ol_batch_figure_t *f)
 {
-  int64_t unit = batch_unit(f), fixed = at_least_zero(f->fixed);
-  f->fits = scaled(unit, ol_sat_sub(left_for_batches(f, f->available), fixed), scaling_need(f));
-  f->fits_headroom = scaled(unit, ol_sat_sub(room_with_headroom(f), fixed), scaling_need(f));
+  f->fits = fits_in_room(f, left_for_batches(f, f->available));
+  f->fits_headroom = fits_in_room(f, room_with_headroom(f));
 }
 
 /* What a failed first iteration needed at least: what it held plus the

@@ -1261,17 +1261,116 @@ int64_t ol_recent_rest_copies(const ol_recent_t *log, const ol_recent_reading_t 
   return copies_in(log, span, weight_sizes, weights);
 }
 
-/* The last finished iteration's copies at its highest point (core.h):
- * made there and not yet freed, none of them live now (an iteration's
- * copies are gone by its end). */
+/* The last finished iteration's copies at its highest point, or that of
+ * its work outside the update (core.h): made there and not yet freed,
+ * none of them live now (an iteration's copies are gone by its end). */
 int64_t ol_recent_iteration_copies(const ol_recent_t *log, uint64_t *weight_sizes,
-                                   size_t weights)
+                                   size_t weights, const ol_recent_highs_t *highs)
 {
   if (!holds_two_iterations(log) || log->began[0] >= log->began[1])
     return 0;
   uint64_t from = log->began[0], to = log->began[1];
   copies_span_t span = {from, to, past_highest(log, from, to, NULL, 0), to, NULL, 0};
+  if (highs) /* the step between two updates, its copies made in its forward */
+    span = (copies_span_t){highs->step_from, highs->update_from, highs->past_work,
+                           highs->update_from, NULL, 0};
   return copies_in(log, span, weight_sizes, weights);
+}
+
+static uint8_t alloc_work(const ol_recent_t *log, uint64_t i, const uint8_t *site_work,
+                          size_t site_count)
+{
+  const event_t *e = at(log, i);
+  return is_alloc(e) ? work_of(e, site_work, site_count) : 0;
+}
+
+#define STEP_WORK (OL_RECENT_FORWARD | OL_RECENT_BACKWARD)
+
+/* Looking back from end (exclusive) to oldest: the last allocation of the
+ * kind want before the first of the kind stop seen, or end where none. */
+static uint64_t last_before(const ol_recent_t *log, uint64_t end, uint64_t oldest,
+                            const uint8_t *site_work, size_t site_count, uint8_t want,
+                            uint8_t stop)
+{
+  for (uint64_t i = end; i > oldest; i--) {
+    uint8_t work = alloc_work(log, i - 1, site_work, site_count);
+    if (work & want)
+      return i - 1;
+    if (work & stop)
+      return end;
+  }
+  return end;
+}
+
+/* The step that ran last between two updates (core.h): its first event
+ * (a forward's or backward's allocation after the update before), where
+ * its own update began (its first allocation of the update's), and that
+ * update's end (the next forward's or backward's allocation, or the
+ * log's end). false where the log holds no two updates with a step's work
+ * between them, the later in the last iteration told. */
+typedef struct step_span {
+  uint64_t from, update_from, update_to;
+} step_span_t;
+
+static bool last_step(const ol_recent_t *log, const uint8_t *site_work, size_t site_count,
+                      step_span_t *s)
+{
+  uint64_t oldest = log->n > RING ? log->n - RING : 0, to = log->began[1];
+  uint64_t last = last_before(log, to, log->began[0], site_work, site_count, OL_RECENT_UPDATE, 0);
+  if (last == to)
+    return false;
+  /* back through that update to its first allocation: the step's work
+   * before it ends it */
+  uint64_t first = last, work = last_before(log, last, oldest, site_work, site_count, STEP_WORK, 0);
+  if (work == last)
+    return false;
+  for (uint64_t i = work + 1; i < last; i++)
+    if (alloc_work(log, i, site_work, site_count) & OL_RECENT_UPDATE) {
+      first = i;
+      break;
+    }
+  uint64_t before = last_before(log, work, oldest, site_work, site_count, OL_RECENT_UPDATE, 0);
+  if (before == work)
+    return false;
+  s->from = before + 1;
+  while (s->from < work && !(alloc_work(log, s->from, site_work, site_count) & STEP_WORK))
+    s->from++;
+  s->update_from = first;
+  s->update_to = last + 1;
+  while (s->update_to < log->n &&
+         !(alloc_work(log, s->update_to, site_work, site_count) & STEP_WORK))
+    s->update_to++;
+  return true;
+}
+
+/* The last step's highest points, its update apart (core.h). A foreach
+ * optimizer (PyTorch's default) makes temporaries as large as the
+ * weights at its update: at a small batch that is the step's highest
+ * point, and a smaller or larger batch does not move it (held-out
+ * llama_small_amp at batch 1: the update 2.02 GiB above the state, its
+ * forward and backward 1.76). Read between two updates, not over the
+ * iteration told, which may begin mid-step, or be half a step
+ * (qwen_small_autocast at batch 1: its forward and backward read 0.8 of
+ * what they held over such a half). */
+bool ol_recent_iteration_highs(const ol_recent_t *log, const uint8_t *site_work,
+                               size_t site_count, ol_recent_highs_t *highs)
+{
+  step_span_t s;
+  if (!site_work || !holds_two_iterations(log) || log->began[0] >= log->began[1] ||
+      !last_step(log, site_work, site_count, &s))
+    return false;
+  *highs = (ol_recent_highs_t){.step_from = s.from, .update_from = s.update_from};
+  int64_t level = 0;
+  for (uint64_t i = s.from; i < log->n; i++) {
+    level += bytes_of(at(log, i));
+    if (i < s.update_from && level > highs->work) {
+      highs->work = level;
+      highs->past_work = i + 1;
+    } else if (i >= s.update_from && i < s.update_to && level > highs->update)
+      highs->update = level;
+  }
+  highs->now = level;
+  return highs->past_work > 0;
 }
 
 /* The work its allocations' sites did in the last iteration told (core.h).

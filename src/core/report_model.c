@@ -281,6 +281,26 @@ static int64_t reserve_overhead(const ol_device_stats_t *s)
   return over > 0 ? over : 0;
 }
 
+/* Where the job's peak was its optimizer's update (account.c
+ * read_step_highs: the job's peak within a 64th of what that step's
+ * update held at its highest), the update's need, as large at any batch,
+ * and, into *state and *peak, what the step began with and what its
+ * forward and backward needed above that, which scales: all three read
+ * off one step (the valley of iterations told mid-step may hold its
+ * gradients: qwen_small_autocast at batch 1, 7.39 GiB where its steps
+ * began at 5.71). 0, and *state and *peak as they were, where not so (a
+ * first step's peak above the update's is not the update's). */
+static int64_t update_need(const ol_device_stats_t *s, int64_t *state, int64_t *peak)
+{
+  int64_t base = s->step_base, update = s->step_update_high, work = s->step_work_high;
+  int64_t job_peak = s->allocated_bytes[OL_POOL_ALL].peak;
+  if (base <= 0 || work <= base || update <= work || job_peak > ol_sat_add(update, update / 64))
+    return 0;
+  *state = base;
+  *peak = work - base;
+  return update - base;
+}
+
 void ol_report_device_batch(ol_report_device_t *d)
 {
   const ol_device_stats_t *s = &d->stats;
@@ -290,6 +310,7 @@ void ol_report_device_batch(ol_report_device_t *d)
     return;
   int64_t state = ol_phases_last_valley(&s->phases);
   int64_t peak = peak_need(s, state);
+  int64_t update = update_need(s, &state, &peak);
   /* autocast's copies of the weights, held at the peak whatever the
    * batch, count beside the state (as a second step's do: oom.c) */
   int64_t copies = s->step_copies > 0 && s->step_copies < peak ? s->step_copies : 0;
@@ -300,6 +321,7 @@ void ol_report_device_batch(ol_report_device_t *d)
     .need = peak,
     .overhead = reserve_overhead(s),
     .fixed = copies,
+    .update = update,
   };
   ol_batch_figure_solve(&d->batch);
 }

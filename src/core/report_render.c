@@ -235,6 +235,17 @@ static void text_sites(ol_buf_t *out, const ol_report_sites_t *list, bool by_tot
   }
 }
 
+/* The optimizer's update, the job's peak (ol_report_device_batch). */
+static void text_update(ol_buf_t *out, const ol_batch_figure_t *f)
+{
+  char update[32];
+  ol_format_bytes(update, sizeof update, f->update);
+  ol_buf_printf(out, ", and the optimizer's update %s at its highest, the job's peak (its "
+                "temporaries, as large as the weights: as large at any batch, and a batch is "
+                "counted only where the update fits too%s)", update,
+                f->fits_headroom == 0 ? "; with 20% headroom it does not" : "");
+}
+
 /* Format 1.2: the batch that would fit, for a job that fitted. */
 static void text_batch(ol_buf_t *out, const ol_report_device_t *d)
 {
@@ -247,12 +258,14 @@ static void text_batch(ol_buf_t *out, const ol_report_device_t *d)
   ol_format_bytes(outside, sizeof outside, d->stats.outside > 0 ? d->stats.outside : 0);
   ol_format_bytes(cap, sizeof cap, d->stats.capacity);
   ol_format_bytes(copied, sizeof copied, copies);
-  ol_buf_printf(out, "Batch that fits: the peak needed %s above the %s that outlives iterations",
-                need, state);
+  ol_buf_printf(out, "Batch that fits: the %s needed %s above the %s that outlives iterations",
+                f->update > 0 ? "forward and backward" : "peak", need, state);
   if (copies > 0)
     ol_buf_printf(out, ", %s of it autocast's 16-bit copies of the weights (one of each weight "
                   "the forward reads, held to the backward: counted as the same at any batch)",
                   copied);
+  if (f->update > 0)
+    text_update(out, f);
   if (f->overhead > 0)
     ol_buf_printf(out, ", and the allocator reserved %s more (counted as the same at any batch)",
                   overhead);
@@ -520,15 +533,16 @@ static void json_batch(ol_buf_t *out, const ol_report_device_t *d)
     ol_buf_printf(out, "null");
     return;
   }
-  /* copies (1.36): the part of need counted as the same at any batch
-   * (ol_report_device_batch) */
+  /* copies (1.36): the part of need counted as the same at any batch;
+   * update (1.37): the optimizer's update above the state where it was
+   * the job's peak, else 0 (ol_report_device_batch) */
   ol_buf_printf(out, "{\"batch\": %lld, \"capacity\": %lld, \"outside\": %lld, \"available\": %lld, "
                 "\"state\": %lld, \"need\": %lld, \"overhead\": %lld, \"copies\": %lld, "
-                "\"fits\": %lld, \"fits_headroom\": %lld}",
+                "\"update\": %lld, \"fits\": %lld, \"fits_headroom\": %lld}",
                 (long long)f->batch, (long long)d->stats.capacity, (long long)d->stats.outside,
                 (long long)f->available, (long long)f->state, (long long)f->need,
-                (long long)f->overhead, (long long)f->fixed, (long long)f->fits,
-                (long long)f->fits_headroom);
+                (long long)f->overhead, (long long)f->fixed, (long long)f->update,
+                (long long)f->fits, (long long)f->fits_headroom);
 }
 
 /* Format 1.2: memory by role, with the sites. */

@@ -958,9 +958,63 @@ START_TEST(a_finished_iteration_s_copies_are_read)
                                        4 * MiB, 4 * MiB, 4096};
   ol_recent_iteration_ended(log_);
   autocast_step(NULL, NULL, CAST_LAYERS);
-  ck_assert_int_eq(ol_recent_iteration_copies(log_, weights, CAST_LAYERS + 1), 0);
+  ck_assert_int_eq(ol_recent_iteration_copies(log_, weights, CAST_LAYERS + 1, NULL), 0);
   ol_recent_iteration_ended(log_);
-  ck_assert_int_eq(ol_recent_iteration_copies(log_, weights, CAST_LAYERS + 1), 6 * 2 * MiB);
+  ck_assert_int_eq(ol_recent_iteration_copies(log_, weights, CAST_LAYERS + 1, NULL), 6 * 2 * MiB);
+}
+END_TEST
+
+/* A step's highest points, its update apart (ol_recent_iteration_highs:
+ * a fitted job's batch figure where the update is its peak). A step of
+ * four layers keeps a 32 MiB activation each to its backward, which makes
+ * each layer's 4 MiB gradient before it frees the layer's activation (its
+ * forward and backward highest at 4 x 32 + 4 MiB); its update (site 5, the
+ * optimizer's) makes a 256 MiB temporary beside the 16 MiB of gradients,
+ * freed with them. Iterations are told two layers into each step's
+ * forward, as a finder may: the step read is the whole one between the
+ * two updates, the later in the last iteration told. */
+static uint32_t step_with_a_large_update(int layers)
+{
+  uint32_t first = 0;
+  for (int l = 0; l < 4; l++) {
+    if (l == 2)
+      ol_recent_iteration_ended(log_);
+    if (l == layers)
+      return first;
+    uint32_t tag = ol_recent_note(log_, 1, 32 * MiB, false);
+    first = first ? first : tag;
+  }
+  for (int l = 0; l < 4; l++) {
+    ol_recent_note(log_, 4, 4 * MiB, false);
+    ol_recent_note(log_, 1, 32 * MiB, true);
+  }
+  made_and_freed(UPDATE_SITE, 256 * MiB, 1);
+  for (int l = 0; l < 4; l++)
+    ol_recent_note(log_, 4, 4 * MiB, true);
+  return first;
+}
+
+START_TEST(an_update_s_highest_point_is_told_from_the_step_s)
+{
+  ol_recent_highs_t h;
+  step_with_a_large_update(4);
+  step_with_a_large_update(2);
+  /* the last iteration told holds the first's update, and the log no
+   * update before that step */
+  ck_assert(!ol_recent_iteration_highs(log_, update_work, STEP_SITES + 1, &h));
+  teardown();
+  setup();
+  step_with_a_large_update(4);
+  step_with_a_large_update(4);
+  uint32_t third = step_with_a_large_update(4);
+  step_with_a_large_update(2);
+  ck_assert(ol_recent_iteration_highs(log_, update_work, STEP_SITES + 1, &h));
+  ck_assert_uint_eq(h.step_from, third - 1);
+  ck_assert_int_eq(h.work, (4 * 32 + 4) * MiB);
+  ck_assert_int_eq(h.update, (256 + 16) * MiB);
+  ck_assert_int_eq(h.now, 2 * 32 * MiB); /* the fourth's first two layers */
+  /* without roles, nothing is told */
+  ck_assert(!ol_recent_iteration_highs(log_, NULL, 0, &h));
 }
 END_TEST
 
@@ -1542,6 +1596,7 @@ static Suite *recent_suite(void)
   tcase_add_test(tc, weights_not_told_fp32_have_no_copies);
   tcase_add_test(tc, a_size_made_often_is_no_copy);
   tcase_add_test(tc, a_finished_iteration_s_copies_are_read);
+  tcase_add_test(tc, an_update_s_highest_point_is_told_from_the_step_s);
   tcase_add_test(tc, the_last_iteration_s_work_is_read);
   tcase_add_test(tc, one_stack_a_period_is_no_step_by_sizes);
   tcase_add_test(tc, runs_of_one_size_in_a_layer_are_no_stacks);

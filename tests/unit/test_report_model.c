@@ -671,6 +671,72 @@ START_TEST(autocast_s_copies_in_a_fitted_job_s_figure)
 }
 END_TEST
 
+/* A fitted job whose peak is its optimizer's update (account.c
+ * read_step_highs; held-out qwen_small_autocast at batch 1: told 3 from
+ * its peak, 5 fits by bisection): 16 GiB, a step begun at 6 GiB, its
+ * forward and backward 2 GiB above that, its update 4 GiB. The update is
+ * as large at any batch, so the forward and backward alone scale: 1 x 10
+ * / 2 = 5, 1 x 6.8 / 2 = 3.4; from the peak it was 1 x 10 / 4 = 2. Where
+ * the job's peak was above the update's (a first step's), the peak is
+ * scaled as before; where the update does not fit in 80% of the device,
+ * no batch keeps the headroom. */
+START_TEST(an_update_that_is_the_peak_is_no_batch_s)
+{
+  ol_report_t r;
+  ck_assert_int_eq(ol_report_init(&r, 1), 0);
+  ol_report_device_t *d = &r.devices[0];
+  d->stats.phases.iterations = 1;
+  d->stats.phases.need = 4 * 1024 * MiB;
+  d->stats.phases.valleys[1 % OL_PHASE_VALLEYS] = 6 * 1024 * MiB;
+  d->stats.allocated_bytes[OL_POOL_ALL].peak = 10 * 1024 * MiB;
+  d->stats.reserved_bytes[OL_POOL_ALL].peak = 10 * 1024 * MiB;
+  d->stats.capacity = 16 * 1024 * MiB;
+  d->stats.outside = 0;
+  d->stats.batch = 1;
+  ol_report_device_batch(d);
+  ck_assert_int_eq(d->batch.fits, 2);
+  d->stats.step_base = 6 * 1024 * MiB;
+  d->stats.step_work_high = 8 * 1024 * MiB;
+  d->stats.step_update_high = 10 * 1024 * MiB;
+  ol_report_device_batch(d);
+  ck_assert_int_eq(d->batch.need, 2 * 1024 * MiB);
+  ck_assert_int_eq(d->batch.update, 4 * 1024 * MiB);
+  ck_assert_int_eq(d->batch.fits, 5);
+  ck_assert_int_eq(d->batch.fits_headroom, 3);
+  ol_buf_t out = {0};
+  ol_report_render_text(&out, &r);
+  ck_assert_ptr_nonnull(strstr(out.data, "Batch that fits: the forward and backward needed "
+                                         "2.00 GiB above the 6.00 GiB that outlives "
+                                         "iterations, and the optimizer's update 4.00 GiB"));
+  ck_assert_ptr_nonnull(strstr(out.data, "at batch 1: batch 5 fits, 3 with 20% headroom"));
+  ol_buf_free(&out);
+  out = (ol_buf_t){0};
+  ol_report_render_json(&out, &r);
+  char err[128];
+  ol_json_t *j = ol_json_parse(out.data, out.len, err, sizeof err);
+  ck_assert_msg(j != NULL, "%s", err);
+  const ol_json_t *b = ol_json_path(j, "devices[0].batch_figure");
+  ck_assert_int_eq(int_of(ol_json_get(b, "update")), 4 * 1024 * MiB);
+  ck_assert_int_eq(int_of(ol_json_get(b, "need")), 2 * 1024 * MiB);
+  ol_json_free(j);
+  ol_buf_free(&out);
+  /* the job's peak a first step's, above the update's: scaled as before */
+  d->stats.allocated_bytes[OL_POOL_ALL].peak = 11 * 1024 * MiB;
+  d->stats.phases.need = 5 * 1024 * MiB;
+  ol_report_device_batch(d);
+  ck_assert_int_eq(d->batch.update, 0);
+  ck_assert_int_eq(d->batch.fits, 2);
+  /* an update above 80% of the device: no batch keeps the headroom */
+  d->stats.allocated_bytes[OL_POOL_ALL].peak = 13 * 1024 * MiB;
+  d->stats.phases.need = 7 * 1024 * MiB;
+  d->stats.step_update_high = 13 * 1024 * MiB;
+  ol_report_device_batch(d);
+  ck_assert_int_eq(d->batch.fits, 5);
+  ck_assert_int_eq(d->batch.fits_headroom, 0);
+  ol_report_free(&r);
+}
+END_TEST
+
 static Suite *report_model_suite(void)
 {
   Suite *s = suite_create("report_model");
@@ -687,6 +753,7 @@ static Suite *report_model_suite(void)
   suite_add_tcase(s, trace);
   TCase *batch = tcase_create("batch");
   tcase_add_test(batch, autocast_s_copies_in_a_fitted_job_s_figure);
+  tcase_add_test(batch, an_update_that_is_the_peak_is_no_batch_s);
   suite_add_tcase(s, batch);
   return s;
 }
