@@ -620,6 +620,52 @@ START_TEST(trace_keys_split_once)
 }
 END_TEST
 
+#define GiB (1024 * MiB)
+
+/* A fitted job on a 16 GiB device: one iteration found, its need above
+ * the valley, the job's peak, at batch. */
+static ol_report_device_t *fitted_job(ol_report_t *r, int64_t need, int64_t valley, int64_t peak,
+                                      int64_t batch)
+{
+  ck_assert_int_eq(ol_report_init(r, 1), 0);
+  ol_report_device_t *d = &r->devices[0];
+  d->stats.phases.iterations = 1;
+  d->stats.phases.need = need;
+  d->stats.phases.valleys[1 % OL_PHASE_VALLEYS] = valley;
+  d->stats.allocated_bytes[OL_POOL_ALL].peak = peak;
+  d->stats.reserved_bytes[OL_POOL_ALL].peak = peak;
+  d->stats.capacity = 16 * GiB;
+  d->stats.outside = 0;
+  d->stats.batch = batch;
+  return d;
+}
+
+/* The report's text holds each of the texts (NULL-ended). */
+static void text_says(const ol_report_t *r, const char *const *texts)
+{
+  ol_buf_t out = {0};
+  ol_report_render_text(&out, r);
+  for (size_t i = 0; texts[i]; i++)
+    ck_assert_msg(strstr(out.data, texts[i]), "the text does not say: %s", texts[i]);
+  ol_buf_free(&out);
+}
+
+/* The JSON report's devices[0].batch_figure.field. */
+static int64_t batch_json(const ol_report_t *r, const char *field)
+{
+  ol_buf_t out = {0};
+  ol_report_render_json(&out, r);
+  char err[128];
+  ol_json_t *j = ol_json_parse(out.data, out.len, err, sizeof err);
+  ck_assert_msg(j != NULL, "%s", err);
+  const ol_json_t *b = ol_json_path(j, "devices[0].batch_figure");
+  ck_assert_ptr_nonnull(b);
+  int64_t value = int_of(ol_json_get(b, field));
+  ol_json_free(j);
+  ol_buf_free(&out);
+  return value;
+}
+
 /* A fitted job's batch figure counts autocast's copies of the weights
  * (stats.step_copies, account.c) beside what outlives iterations: 16 GiB,
  * 2 GiB outliving iterations, a peak 8 GiB above it at batch 4, 4 GiB of
@@ -629,44 +675,23 @@ END_TEST
 START_TEST(autocast_s_copies_in_a_fitted_job_s_figure)
 {
   ol_report_t r;
-  ck_assert_int_eq(ol_report_init(&r, 1), 0);
-  ol_report_device_t *d = &r.devices[0];
-  d->stats.phases.iterations = 1;
-  d->stats.phases.need = 8 * 1024 * MiB;
-  d->stats.phases.valleys[1 % OL_PHASE_VALLEYS] = 2 * 1024 * MiB;
-  d->stats.allocated_bytes[OL_POOL_ALL].peak = 10 * 1024 * MiB;
-  d->stats.reserved_bytes[OL_POOL_ALL].peak = 10 * 1024 * MiB;
-  d->stats.capacity = 16 * 1024 * MiB;
-  d->stats.outside = 0;
-  d->stats.batch = 4;
+  ol_report_device_t *d = fitted_job(&r, 8 * GiB, 2 * GiB, 10 * GiB, 4);
   ol_report_device_batch(d);
   ck_assert(d->has_batch);
   ck_assert_int_eq(d->batch.fits, 7);
   ck_assert_int_eq(d->batch.fits_headroom, 5);
-  d->stats.step_copies = 4 * 1024 * MiB;
+  d->stats.step_copies = 4 * GiB;
   ol_report_device_batch(d);
   ck_assert_int_eq(d->batch.fits, 10);
   ck_assert_int_eq(d->batch.fits_headroom, 6);
-  ol_buf_t out = {0};
-  ol_report_render_text(&out, &r);
-  ck_assert_ptr_nonnull(strstr(out.data, "Batch that fits: the peak needed 8.00 GiB above the "
-                                         "2.00 GiB that outlives iterations, 4.00 GiB of it "
-                                         "autocast's 16-bit copies of the weights"));
-  ck_assert_ptr_nonnull(strstr(out.data, "at batch 4: batch 10 fits, 6 with 20% headroom"));
-  ol_buf_free(&out);
-  out = (ol_buf_t){0};
-  ol_report_render_json(&out, &r);
-  char err[128];
-  ol_json_t *j = ol_json_parse(out.data, out.len, err, sizeof err);
-  ck_assert_msg(j != NULL, "%s", err);
-  const ol_json_t *b = ol_json_path(j, "devices[0].batch_figure");
-  ck_assert_ptr_nonnull(b);
-  ck_assert_int_eq(int_of(ol_json_get(b, "state")), 2 * 1024 * MiB);
-  ck_assert_int_eq(int_of(ol_json_get(b, "need")), 8 * 1024 * MiB);
-  ck_assert_int_eq(int_of(ol_json_get(b, "copies")), 4 * 1024 * MiB);
-  ck_assert_int_eq(int_of(ol_json_get(b, "fits")), 10);
-  ol_json_free(j);
-  ol_buf_free(&out);
+  text_says(&r, (const char *const[]){"Batch that fits: the peak needed 8.00 GiB above the "
+                                      "2.00 GiB that outlives iterations, 4.00 GiB of it "
+                                      "autocast's 16-bit copies of the weights",
+                                      "at batch 4: batch 10 fits, 6 with 20% headroom", NULL});
+  ck_assert_int_eq(batch_json(&r, "state"), 2 * GiB);
+  ck_assert_int_eq(batch_json(&r, "need"), 8 * GiB);
+  ck_assert_int_eq(batch_json(&r, "copies"), 4 * GiB);
+  ck_assert_int_eq(batch_json(&r, "fits"), 10);
   ol_report_free(&r);
 }
 END_TEST
@@ -683,53 +708,33 @@ END_TEST
 START_TEST(an_update_that_is_the_peak_is_no_batch_s)
 {
   ol_report_t r;
-  ck_assert_int_eq(ol_report_init(&r, 1), 0);
-  ol_report_device_t *d = &r.devices[0];
-  d->stats.phases.iterations = 1;
-  d->stats.phases.need = 4 * 1024 * MiB;
-  d->stats.phases.valleys[1 % OL_PHASE_VALLEYS] = 6 * 1024 * MiB;
-  d->stats.allocated_bytes[OL_POOL_ALL].peak = 10 * 1024 * MiB;
-  d->stats.reserved_bytes[OL_POOL_ALL].peak = 10 * 1024 * MiB;
-  d->stats.capacity = 16 * 1024 * MiB;
-  d->stats.outside = 0;
-  d->stats.batch = 1;
+  ol_report_device_t *d = fitted_job(&r, 4 * GiB, 6 * GiB, 10 * GiB, 1);
   ol_report_device_batch(d);
   ck_assert_int_eq(d->batch.fits, 2);
-  d->stats.step_base = 6 * 1024 * MiB;
-  d->stats.step_work_high = 8 * 1024 * MiB;
-  d->stats.step_update_high = 10 * 1024 * MiB;
+  d->stats.step_base = 6 * GiB;
+  d->stats.step_work_high = 8 * GiB;
+  d->stats.step_update_high = 10 * GiB;
   ol_report_device_batch(d);
-  ck_assert_int_eq(d->batch.need, 2 * 1024 * MiB);
-  ck_assert_int_eq(d->batch.update, 4 * 1024 * MiB);
+  ck_assert_int_eq(d->batch.need, 2 * GiB);
+  ck_assert_int_eq(d->batch.update, 4 * GiB);
   ck_assert_int_eq(d->batch.fits, 5);
   ck_assert_int_eq(d->batch.fits_headroom, 3);
-  ol_buf_t out = {0};
-  ol_report_render_text(&out, &r);
-  ck_assert_ptr_nonnull(strstr(out.data, "Batch that fits: the forward and backward needed "
-                                         "2.00 GiB above the 6.00 GiB that outlives "
-                                         "iterations, and the optimizer's update 4.00 GiB"));
-  ck_assert_ptr_nonnull(strstr(out.data, "at batch 1: batch 5 fits, 3 with 20% headroom"));
-  ol_buf_free(&out);
-  out = (ol_buf_t){0};
-  ol_report_render_json(&out, &r);
-  char err[128];
-  ol_json_t *j = ol_json_parse(out.data, out.len, err, sizeof err);
-  ck_assert_msg(j != NULL, "%s", err);
-  const ol_json_t *b = ol_json_path(j, "devices[0].batch_figure");
-  ck_assert_int_eq(int_of(ol_json_get(b, "update")), 4 * 1024 * MiB);
-  ck_assert_int_eq(int_of(ol_json_get(b, "need")), 2 * 1024 * MiB);
-  ol_json_free(j);
-  ol_buf_free(&out);
+  text_says(&r, (const char *const[]){"Batch that fits: the forward and backward needed "
+                                      "2.00 GiB above the 6.00 GiB that outlives "
+                                      "iterations, and the optimizer's update 4.00 GiB",
+                                      "at batch 1: batch 5 fits, 3 with 20% headroom", NULL});
+  ck_assert_int_eq(batch_json(&r, "update"), 4 * GiB);
+  ck_assert_int_eq(batch_json(&r, "need"), 2 * GiB);
   /* the job's peak a first step's, above the update's: scaled as before */
-  d->stats.allocated_bytes[OL_POOL_ALL].peak = 11 * 1024 * MiB;
-  d->stats.phases.need = 5 * 1024 * MiB;
+  d->stats.allocated_bytes[OL_POOL_ALL].peak = 11 * GiB;
+  d->stats.phases.need = 5 * GiB;
   ol_report_device_batch(d);
   ck_assert_int_eq(d->batch.update, 0);
   ck_assert_int_eq(d->batch.fits, 2);
   /* an update above 80% of the device: no batch keeps the headroom */
-  d->stats.allocated_bytes[OL_POOL_ALL].peak = 13 * 1024 * MiB;
-  d->stats.phases.need = 7 * 1024 * MiB;
-  d->stats.step_update_high = 13 * 1024 * MiB;
+  d->stats.allocated_bytes[OL_POOL_ALL].peak = 13 * GiB;
+  d->stats.phases.need = 7 * GiB;
+  d->stats.step_update_high = 13 * GiB;
   ol_report_device_batch(d);
   ck_assert_int_eq(d->batch.fits, 5);
   ck_assert_int_eq(d->batch.fits_headroom, 0);
