@@ -1286,19 +1286,14 @@ static uint8_t alloc_work(const ol_recent_t *log, uint64_t i, const uint8_t *sit
 
 #define STEP_WORK (OL_RECENT_FORWARD | OL_RECENT_BACKWARD)
 
-/* Looking back from end (exclusive) to oldest: the last allocation of the
- * kind want before the first of the kind stop seen, or end where none. */
+/* Looking back from end (exclusive) to oldest: the last allocation of
+ * work want, or end where none. */
 static uint64_t last_before(const ol_recent_t *log, uint64_t end, uint64_t oldest,
-                            const uint8_t *site_work, size_t site_count, uint8_t want,
-                            uint8_t stop)
+                            const uint8_t *site_work, size_t site_count, uint8_t want)
 {
-  for (uint64_t i = end; i > oldest; i--) {
-    uint8_t work = alloc_work(log, i - 1, site_work, site_count);
-    if (work & want)
+  for (uint64_t i = end; i > oldest; i--)
+    if (alloc_work(log, i - 1, site_work, site_count) & want)
       return i - 1;
-    if (work & stop)
-      return end;
-  }
   return end;
 }
 
@@ -1316,12 +1311,12 @@ static bool last_step(const ol_recent_t *log, const uint8_t *site_work, size_t s
                       step_span_t *s)
 {
   uint64_t oldest = log->n > RING ? log->n - RING : 0, to = log->began[1];
-  uint64_t last = last_before(log, to, log->began[0], site_work, site_count, OL_RECENT_UPDATE, 0);
+  uint64_t last = last_before(log, to, log->began[0], site_work, site_count, OL_RECENT_UPDATE);
   if (last == to)
     return false;
   /* back through that update to its first allocation: the step's work
    * before it ends it */
-  uint64_t first = last, work = last_before(log, last, oldest, site_work, site_count, STEP_WORK, 0);
+  uint64_t first = last, work = last_before(log, last, oldest, site_work, site_count, STEP_WORK);
   if (work == last)
     return false;
   for (uint64_t i = work + 1; i < last; i++)
@@ -1329,7 +1324,7 @@ static bool last_step(const ol_recent_t *log, const uint8_t *site_work, size_t s
       first = i;
       break;
     }
-  uint64_t before = last_before(log, work, oldest, site_work, site_count, OL_RECENT_UPDATE, 0);
+  uint64_t before = last_before(log, work, oldest, site_work, site_count, OL_RECENT_UPDATE);
   if (before == work)
     return false;
   s->from = before + 1;
@@ -1350,8 +1345,9 @@ static bool last_step(const ol_recent_t *log, const uint8_t *site_work, size_t s
  * llama_small_amp at batch 1: the update 2.02 GiB above the state, its
  * forward and backward 1.76). Read between two updates, not over the
  * iteration told, which may begin mid-step, or be half a step
- * (qwen_small_autocast at batch 1: its forward and backward read 0.8 of
- * what they held over such a half). */
+ * (qwen_small_autocast at batch 1: over such a half its forward and
+ * backward read 0.89 GiB above a valley that held the gradients, where
+ * the step rose 2.55 GiB from its start). */
 bool ol_recent_iteration_highs(const ol_recent_t *log, const uint8_t *site_work,
                                size_t site_count, ol_recent_highs_t *highs)
 {
