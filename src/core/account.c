@@ -907,10 +907,10 @@ typedef struct live_tags {
   weight_sizes_t weights; /* its device and room are the walk's */
 } live_tags_t;
 
-/* Where the last step the log holds was highest at its optimizer's update
- * (recent.c ol_recent_iteration_highs), what was allocated as it began,
- * then, and at the highest point of its forward and backward, into stats
- * for the report's batch figure; highs set where read. */
+/* What was allocated as the last step the log holds between two
+ * optimizer's updates began, at its update's highest point and at its
+ * forward's and backward's (recent.c ol_recent_iteration_highs), into
+ * stats for the report's batch figure; highs set where read. */
 static bool read_step_highs(ol_account_t *a, int d, ol_recent_highs_t *highs)
 {
   ol_account_device_t *ad = &a->devices[d];
@@ -920,12 +920,12 @@ static bool read_step_highs(ol_account_t *a, int d, ol_recent_highs_t *highs)
   free(work);
   if (!read)
     return false;
-  /* the step's levels are above where it began: the log's end is now */
+  /* the step's levels are above where it began: the log's end is now
+   * (whether its update was its highest point, report_model.c asks) */
   int64_t began = ol_sat_sub(ad->stats.allocated_bytes[OL_POOL_ALL].current, highs->now);
-  bool update_highest = highs->update > highs->work;
-  ad->stats.step_base = update_highest ? began : 0;
-  ad->stats.step_update_high = update_highest ? ol_sat_add(began, highs->update) : 0;
-  ad->stats.step_work_high = update_highest ? ol_sat_add(began, highs->work) : 0;
+  ad->stats.step_base = began;
+  ad->stats.step_update_high = ol_sat_add(began, highs->update);
+  ad->stats.step_work_high = ol_sat_add(began, highs->work);
   return true;
 }
 

@@ -994,11 +994,11 @@ typedef struct ol_device_stats {
    * read_step_copies, at the first iteration ends), counted as the same at
    * any batch by the report's batch figure; 0 none or not known. */
   int64_t step_copies;
-  /* Where the optimizer's update was a step's highest point (its
-   * temporaries as large as the weights, beside the gradients), what was
-   * allocated as that step began (after the update before it), at its
+  /* Of the last step read between two optimizer's updates (an update's
+   * temporaries are as large as the weights, beside the gradients), what
+   * was allocated as it began (after the update before it), at its
    * forward's and backward's highest, and at its update's: read with
-   * step_copies (account.c read_step_highs); 0 where not so or not known. */
+   * step_copies (account.c read_step_highs); 0 where not known. */
   int64_t step_base, step_work_high, step_update_high;
 } ol_device_stats_t;
 
